@@ -1,0 +1,1 @@
+"""tensorkiln: a small deep-learning compiler."""
