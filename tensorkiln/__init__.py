@@ -1,1 +1,47 @@
-"""tensorkiln: a small deep-learning compiler."""
+"""tensorkiln: a small deep-learning compiler.
+
+    import tensorkiln as tk
+    x = tk.tensor([[1.0, 2.0]])
+    y = (x @ w + b).relu().softmax(-1)      # eager
+    f = tk.jit(fn)                          # graph mode
+"""
+from . import nn
+from .creation import (arange, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
+                       ones_like, rand, randint, randn, tensor, zeros, zeros_like)
+from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int32, int64, promote_types)
+from .dtypes import bool_ as bool  # noqa: A001  (tk.bool, as torch.bool)
+from .errors import (AxisError, CompileError, DTypeError, ShapeError, TensorKilnError, TraceError,
+                     UnsupportedOpError)
+from .functions import (cat, chunk, concat, concatenate, flip, matmul, maximum, mean, minimum, repeat,
+                        reshape, split, stack, var, where)
+from .graph import Graph, Node
+from .jit import jit
+from .tensor import Tensor, as_tensor
+
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+bool_ = bool
+
+
+def _method(name: str):
+    def function(input, *args, **kwargs):
+        return getattr(as_tensor(input), name)(*args, **kwargs)
+    function.__name__ = name
+    function.__doc__ = f"tk.{name}(x, ...) is x.{name}(...)."
+    return function
+
+
+for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "relu",
+              "floor", "ceil", "round", "sign", "reciprocal", "log1p", "square", "isnan", "clamp", "clip",
+              "sum", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "std", "all", "any",
+              "permute", "transpose", "squeeze", "unsqueeze", "flatten", "expand", "broadcast_to",
+              "gather", "index_select", "softmax", "log_softmax", "gelu", "silu", "narrow", "unbind",
+              "masked_fill", "logical_not", "logical_and", "logical_or", "add", "sub", "mul", "div", "pow",
+              "remainder", "eq", "ne", "lt", "le", "gt", "ge"):
+    globals()[_name] = _method(_name)
+del _name
+
+__version__ = "0.1.0"

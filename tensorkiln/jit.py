@@ -1,0 +1,194 @@
+"""tk.jit: trace a Python function into the graph IR once per input signature, then run the graph.
+
+The signature is the shapes and dtypes of the tensor arguments plus the values
+of the other arguments (which are baked into the trace, like constants). A call
+with a new signature traces again instead of failing.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .graph import Graph, input_node, interpret, verify
+from .tensor import Tensor, as_tensor
+from .trace import Trace, current_trace, tracing
+
+
+@dataclass
+class _Leaf:
+    """Placeholder for a tensor inside a flattened argument or result structure."""
+
+    index: int
+
+
+def _flatten(value, leaves: list, names: list, name: str):
+    """Replace tensors/arrays in nested lists, tuples and dicts by _Leaf markers."""
+    if isinstance(value, (Tensor, np.ndarray)):
+        leaves.append(value)
+        names.append(name)
+        return _Leaf(len(leaves) - 1)
+    if isinstance(value, (list, tuple)):
+        items = [_flatten(v, leaves, names, f"{name}_{i}") for i, v in enumerate(value)]
+        return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
+    if isinstance(value, dict):
+        return {k: _flatten(v, leaves, names, f"{name}_{k}") for k, v in value.items()}
+    return value
+
+
+def _unflatten(structure, leaves: list):
+    if isinstance(structure, _Leaf):
+        return leaves[structure.index]
+    if isinstance(structure, (list, tuple)):
+        items = [_unflatten(v, leaves) for v in structure]
+        return type(structure)(items) if not hasattr(structure, "_fields") else type(structure)(*items)
+    if isinstance(structure, dict):
+        return {k: _unflatten(v, leaves) for k, v in structure.items()}
+    return structure
+
+
+def _static_key(structure):
+    """A hashable key for the non-tensor parts of the arguments."""
+    if isinstance(structure, _Leaf):
+        return ("leaf",)
+    if isinstance(structure, (list, tuple)):
+        return (type(structure).__name__,) + tuple(_static_key(v) for v in structure)
+    if isinstance(structure, dict):
+        return ("dict",) + tuple((k, _static_key(v)) for k, v in sorted(structure.items(), key=str))
+    try:
+        hash(structure)
+        return ("value", type(structure).__name__, structure)
+    except TypeError:
+        return ("object", id(structure))
+
+
+def _as_input_tensor(value) -> Tensor:
+    return value if isinstance(value, Tensor) else as_tensor(value)
+
+
+@dataclass
+class TracedFunction:
+    """One trace: the graph and how to map arguments and results to and from it."""
+
+    graph: Graph
+    output_structure: Any
+    trace_seconds: float
+    extras: dict = field(default_factory=dict)
+
+
+class JitFunction:
+    """A function compiled per input signature; call it like the original."""
+
+    def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.opt_level = opt_level
+        self.debug = debug
+        self._cache: dict[tuple, TracedFunction] = {}
+        self._positional_names = _positional_names(fn)
+
+    # ---- tracing --------------------------------------------------------------
+    def _bind(self, args, kwargs):
+        leaves: list = []
+        names: list[str] = []
+        structure = []
+        for i, arg in enumerate(args):
+            name = self._positional_names[i] if i < len(self._positional_names) else f"arg{i}"
+            structure.append(_flatten(arg, leaves, names, name))
+        kw_structure = {k: _flatten(v, leaves, names, k) for k, v in kwargs.items()}
+        tensors = [_as_input_tensor(v) for v in leaves]
+        for t in tensors:
+            if t.is_traced:
+                raise TypeError("a tk.jit function received a traced tensor from another trace")
+        key = (tuple((tuple(t.shape), t.dtype.name) for t in tensors),
+               _static_key(tuple(structure)), _static_key(kw_structure))
+        return tensors, names, (tuple(structure), kw_structure), key
+
+    def _trace(self, tensors: list[Tensor], names: list[str], structure) -> TracedFunction:
+        start = time.perf_counter()
+        trace = Trace(getattr(self.fn, "__name__", "graph"))
+        unique = _unique_names(names)
+        inputs = [input_node(n, i, t.type) for i, (n, t) in enumerate(zip(unique, tensors))]
+        symbolic = [Tensor._from_node(node, trace) for node in inputs]
+        args, kwargs = _unflatten(structure, symbolic)
+        with tracing(trace):
+            result = self.fn(*args, **kwargs)
+        out_leaves: list = []
+        out_structure = _flatten(result, out_leaves, [], "out")
+        outputs = []
+        for leaf in out_leaves:
+            t = _as_input_tensor(leaf)
+            outputs.append(t._node if t.is_traced else trace.constant_for(t))
+        graph = Graph(inputs, outputs, trace.name)
+        verify(graph)
+        return TracedFunction(graph, out_structure, time.perf_counter() - start)
+
+    def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
+        tensors, names, structure, key = self._bind(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._cache[key] = self._trace(tensors, names, structure)
+        return entry, tensors
+
+    # ---- public API -------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if current_trace() is not None:  # called from another traced function: inline it
+            return self.fn(*args, **kwargs)
+        entry, tensors = self._lookup(args, kwargs)
+        results = interpret(entry.graph, *[t._value for t in tensors])
+        outputs = [Tensor._from_value(r, n.dtype) for r, n in zip(results, entry.graph.outputs)]
+        return _unflatten(entry.output_structure, outputs)
+
+    def graph(self, *args, **kwargs) -> Graph:
+        """The traced graph for these arguments' signature."""
+        return self._lookup(args, kwargs)[0].graph
+
+    def explain(self, *args, **kwargs) -> str:
+        """Text describing how this signature is compiled: its graph and backend."""
+        entry, _ = self._lookup(args, kwargs)
+        return (f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)\n"
+                f"{entry.graph}\n== backend: reference interpreter (numpy)")
+
+    @property
+    def cache_size(self) -> int:
+        """Number of signatures traced so far."""
+        return len(self._cache)
+
+
+def _positional_names(fn: Callable) -> list[str]:
+    """Names of the parameters that positional arguments bind to (up to any *args)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    names = []
+    for p in params:
+        if p.kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return names
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    result = []
+    for n in names:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in n) or "arg"
+        if base in seen:
+            seen[base] += 1
+            base = f"{base}_{seen[base]}"
+        else:
+            seen[base] = 0
+        result.append(base)
+    return result
+
+
+def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None):
+    """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=...)."""
+    if fn is None:
+        return lambda f: JitFunction(f, opt_level=opt_level, debug=debug)
+    return JitFunction(fn, opt_level=opt_level, debug=debug)
