@@ -46,6 +46,10 @@ class Node:
         return self.type.dtype
 
     @property
+    def ndim(self) -> int:
+        return len(self.type.shape)
+
+    @property
     def kind(self) -> OpKind:
         return get_op(self.op).kind
 
@@ -138,28 +142,44 @@ def _format_attr(key: str, value) -> str:
     return f"{key}={value!r}"
 
 
+def node_names(graph: Graph) -> dict[int, str]:
+    """SSA names as the printer shows them: %param for inputs, %0, %1, ... for the rest."""
+    names: dict[int, str] = {n.id: "%" + n.attrs["name"] for n in graph.inputs}
+    counter = 0
+    for node in graph.nodes:
+        if node.id not in names:
+            names[node.id] = f"%{counter}"
+            counter += 1
+    return names
+
+
+def format_node(node: Node, names: dict[int, str]) -> str:
+    """One line of SSA text: `%3 = add(%1, %2) : f32[4,8]`."""
+    if node.op == "constant":
+        text = f"constant {node.attrs['value']!r}"
+    else:
+        args = ", ".join(names[i.id] for i in node.inputs)
+        attrs = ", ".join(_format_attr(k, v) for k, v in node.attrs.items())
+        text = f"{node.op}({args}{'; ' + attrs if attrs else ''})"
+    return f"{names[node.id]} = {text} : {node.type}"
+
+
+def node_notes(node: Node) -> str:
+    """The composite a node belongs to and the user's source line, for comments."""
+    return " ".join(x for x in (node.scope[0].split(":")[0] if node.scope else "",
+                                _short_location(node.location)) if x)
+
+
 def format_graph(graph: Graph) -> str:
     """Readable SSA text: one line per node with its type, composite scope and source line."""
-    names: dict[int, str] = {}
-    for node in graph.inputs:
-        names[node.id] = "%" + node.attrs["name"]
+    names = node_names(graph)
     params = ", ".join(f"{names[n.id]}: {n.type}" for n in graph.inputs)
     lines = [f"graph {graph.name}({params}) {{"]
-    counter = 0
     for node in graph.nodes:
         if node.op == "input":
             continue
-        names[node.id] = f"%{counter}"
-        counter += 1
-        if node.op == "constant":
-            text = f"constant {node.attrs['value']!r}"
-        else:
-            args = ", ".join(names[i.id] for i in node.inputs)
-            attrs = ", ".join(_format_attr(k, v) for k, v in node.attrs.items())
-            text = f"{node.op}({args}{'; ' + attrs if attrs else ''})"
-        line = f"  {names[node.id]} = {text} : {node.type}"
-        notes = " ".join(x for x in (node.scope[0].split(":")[0] if node.scope else "",
-                                     _short_location(node.location)) if x)
+        line = "  " + format_node(node, names)
+        notes = node_notes(node)
         if notes:
             line = f"{line:<72} # {notes}"
         lines.append(line)

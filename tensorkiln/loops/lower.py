@@ -1,0 +1,216 @@
+"""Lowering: a graph becomes a Program of loop-IR kernels over flat buffers.
+
+The graph is partitioned into kernels (passes/partition.py); each kernel's
+root is computed by a loop nest whose body is the inlined expression of the
+whole fused group (inline.py). Reductions get an accumulator loop, matmul and
+conv2d use the templates in templates/. Every graph input, output, constant
+and materialized intermediate gets one Buffer.
+"""
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..graph import Graph, Node, format_node, node_names, node_notes
+from ..passes.partition import KernelGroup, partition
+from . import expr as E
+from .buffer import Buffer
+from .inline import ValueBuilder, broadcast_index, linear_index
+from .ir import Assign, For, Kernel, Let, Store, block, simplify_kernel
+from .program import Program
+from .schedule_defaults import output_nest
+from .templates.conv import conv2d_body
+from .templates.matmul import matmul_body
+from .types import compute_dtype
+
+C_RESERVED = set(keyword.kwlist) | {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+    "volatile", "while", "main", "args", "arena"}
+
+
+@dataclass
+class LoweredGraph:
+    """A Program plus how it binds to the graph: constant arrays, and output aliases."""
+
+    program: Program
+    constants: list[np.ndarray]  # in program.constants order
+    groups: list[KernelGroup]
+    kernel_groups: dict[str, KernelGroup]
+
+
+def _identifier(name: str, taken: set[str], fallback: str) -> str:
+    base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or fallback
+    if base[0].isdigit() or base in C_RESERVED or base.startswith("tk_"):
+        base = f"{fallback}_{base}"
+    candidate, k = base, 1
+    while candidate in taken:
+        candidate, k = f"{base}_{k}", k + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _buffer(name: str, node: Node) -> Buffer:
+    return Buffer(name, node.dtype.name, node.shape)
+
+
+def _reduce_init(op: str, dtype: str) -> E.Expr:
+    if op == "reduce_sum":
+        value = 0
+    elif op == "reduce_prod":
+        value = 1
+    elif dtype == "bool":
+        return E.Const(op == "reduce_min", "bool")
+    elif dtype.startswith("float"):
+        value = -np.inf if op == "reduce_max" else np.inf
+    else:
+        info = np.iinfo(np.dtype(dtype))
+        value = info.min if op == "reduce_max" else info.max
+    return E.Const(float(value) if dtype.startswith("float") else int(value), dtype)
+
+
+def _combine(op: str, acc: E.Expr, value: E.Expr) -> E.Expr:
+    if op == "reduce_sum":
+        return acc + value
+    if op == "reduce_prod":
+        return acc * value
+    if acc.dtype == "bool":
+        return E.logical_or(acc, value) if op == "reduce_max" else E.logical_and(acc, value)
+    # NaN propagates, as in numpy: once acc is NaN it stays, and a NaN value replaces acc.
+    better = E.gt(value, acc) if op == "reduce_max" else E.lt(value, acc)
+    if value.dtype.startswith("float"):
+        better = E.logical_or(better, E.ne(value, value))
+    return E.Select(better, value, acc)
+
+
+def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
+    src = root.inputs[0]
+    op = root.op
+    axes = root.attrs["axes"] if "axes" in root.attrs else (root.attrs["axis"],)
+    keep = root.attrs["keepdims"]
+    kept_axes = [a for a in range(src.ndim) if a not in axes]
+    dtype = compute_dtype(src.dtype.name)
+    reduce_vars = [E.Var(f"k{a}") for a in axes]
+
+    def body(index, flat):
+        out_index = [index[a] for a in kept_axes] if keep else index
+        src_index = [None] * src.ndim
+        for a, i in zip(kept_axes, out_index):
+            src_index[a] = i
+        for a, v in zip(axes, reduce_vars):
+            src_index[a] = v
+        value = values.value(src, src_index)
+        acc = E.Var("acc", dtype)
+        if op in ("argmax", "argmin"):
+            best = E.Var("best", "int64")
+            better = E.gt(value, acc) if op == "argmax" else E.lt(value, acc)
+            if dtype.startswith("float"):  # the first NaN wins, as in numpy
+                better = E.logical_or(better, E.logical_and(E.ne(value, value), E.eq(acc, acc)))
+            step = block(Assign(best, E.Select(better, reduce_vars[0], best)),
+                         Assign(acc, E.Select(better, value, acc)))
+            init = block(Let(acc, values.value(src, [E.const(0) if a in axes else src_index[a]
+                                                     for a in range(src.ndim)])),
+                         Let(best, E.const(0)))
+            result = best
+        else:
+            step = Assign(acc, _combine(op, acc, value))
+            init = Let(acc, _reduce_init(op, dtype))
+            result = acc
+        nest = step
+        for a, v in reversed(list(zip(axes, reduce_vars))):
+            nest = For(v, E.const(src.shape[a]), nest, "serial")
+        return block(init, nest, Store(out, flat, E.cast(result, out.value_dtype)))
+
+    reduced = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
+    return output_nest(root.shape, body, "", work_per_element=max(reduced, 1))
+
+
+def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buffer], name: str,
+                comment: str) -> Kernel | None:
+    """Loop IR for one kernel group; None when its output is empty."""
+    root = group.root
+    out = buffers[root.id]
+    values = ValueBuilder(buffers, inline_root=root)
+    if root.op == "matmul":
+        body = matmul_body(root, out, values)
+    elif root.op == "conv2d":
+        body = conv2d_body(root, out, values)
+    elif group.kind == "reduction":
+        if any(root.inputs[0].shape[a] == 0 for a in root.attrs.get("axes", ())):
+            body = output_nest(root.shape, lambda index, flat: Store(out, flat, _reduce_init(
+                root.op, out.value_dtype)), "")
+        else:
+            body = _reduction_body(root, out, values)
+    else:
+        body = output_nest(root.shape, lambda index, flat: Store(
+            out, flat, E.cast(values.value(root, index), out.value_dtype)), "")
+    if body is None:
+        return None
+    return simplify_kernel(Kernel(name, tuple(params), body, comment))
+
+
+def _copy_kernel(name: str, src: Buffer, dst: Buffer) -> Kernel | None:
+    body = output_nest(dst.shape, lambda index, flat: Store(dst, flat, E.Load(src, flat)), "")
+    return None if body is None else Kernel(name, (dst, src), body, f"copy {src.name} to output {dst.name}")
+
+
+def lower_graph(graph: Graph) -> LoweredGraph:
+    """Lower a whole graph to one Program."""
+    taken: set[str] = set()
+    buffers: dict[int, Buffer] = {}
+    inputs = []
+    for node in graph.inputs:
+        buffers[node.id] = _buffer(_identifier("in_" + node.attrs["name"], taken, "in"), node)
+        inputs.append(buffers[node.id])
+    constants, constant_arrays = [], []
+    for node in graph.nodes:
+        if node.op == "constant" and node.type.size > 1 or (node.op == "constant" and node in graph.outputs):
+            buffers[node.id] = _buffer(_identifier(f"c{len(constants)}", taken, "c"), node)
+            constants.append(buffers[node.id])
+            constant_arrays.append(np.ascontiguousarray(node.attrs["value"].array))
+
+    groups = partition(graph)
+    names = node_names(graph)
+    outputs: list[Buffer] = []
+    output_of: dict[int, Buffer] = {}
+    copies: list[tuple[Buffer, Buffer]] = []
+    for k, node in enumerate(graph.outputs):
+        out = _buffer(_identifier(f"out{k}", taken, "out"), node)
+        outputs.append(out)
+        if node.op in ("input", "constant") or node.id in output_of:
+            copies.append((buffers.get(node.id) or output_of[node.id], out))
+        else:
+            output_of[node.id] = out
+            buffers[node.id] = out
+    temps = []
+    for group in groups:
+        if group.root.id not in buffers:
+            buffers[group.root.id] = _buffer(_identifier(f"t{len(temps)}", taken, "t"), group.root)
+            temps.append(buffers[group.root.id])
+
+    kernels, kernel_groups = [], {}
+    for index, group in enumerate(groups):
+        params = [buffers[group.root.id]] + [buffers[n.id] for n in group.inputs if n.id in buffers]
+        params = list(dict.fromkeys(params))
+        name = _identifier(group.name, taken, "k")
+        comment = "\n".join(format_node(n, names) + (f"   ({node_notes(n)})" if node_notes(n) else "")
+                            for n in group.nodes if n.op not in ("input", "constant"))
+        kernel = lower_group(group, buffers, params, name, comment)
+        if kernel is not None:
+            kernels.append(kernel)
+            kernel_groups[name] = group
+    for src, dst in copies:
+        kernel = _copy_kernel(_identifier(f"copy_{dst.name}", taken, "k"), src, dst)
+        if kernel is not None:
+            kernels.append(kernel)
+    program_name = _identifier(graph.name, set(), "graph")
+    program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps))
+    return LoweredGraph(program, constant_arrays, groups, kernel_groups)
+
+
+__all__ = ["LoweredGraph", "lower_graph", "lower_group", "broadcast_index", "linear_index",
+           "UnsupportedOpError"]

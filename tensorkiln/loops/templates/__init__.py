@@ -1,0 +1,1 @@
+"""Loop-nest templates for contractions (matmul, conv2d)."""
