@@ -32,7 +32,7 @@ def _shape(size) -> tuple[int, ...]:
 def tensor(data, dtype=None) -> Tensor:
     """A tensor from data (nested lists, numpy arrays, scalars); Python floats give float32."""
     if isinstance(data, Tensor):
-        return Tensor._from_value(data.numpy().copy(), data.dtype).to(dtype or data.dtype) \
+        return Tensor._from_value(data._value.copy(), data.dtype).to(dtype or data.dtype) \
             if not data.is_traced else data.to(dtype or data.dtype)
     return as_tensor(np.array(data) if isinstance(data, np.ndarray) else data, dtype)
 

@@ -164,7 +164,9 @@ def result_type(tensor_dtypes: list[DType], scalar_categories: list[int]) -> DTy
 
 def bf16_bits_from_f32(values: np.ndarray) -> np.ndarray:
     """Round float32 values to bfloat16 (nearest even), returned as uint16 bit patterns."""
-    f = np.ascontiguousarray(values, dtype=np.float32)
+    values = np.asarray(values)
+    # ascontiguousarray would turn a 0-d array into shape (1,); keep the shape.
+    f = np.ascontiguousarray(values, dtype=np.float32).reshape(values.shape)
     bits = f.view(np.uint32)
     rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
     rounded = ((bits + rounding) >> 16).astype(np.uint16)

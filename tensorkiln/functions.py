@@ -41,6 +41,7 @@ def matmul(a, b) -> Tensor:
 
 def reshape(x: Tensor, *shape) -> Tensor:
     """Reshape with at most one -1 (inferred size)."""
+    x = as_tensor(x)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     shape = tuple(int(s) for s in shape)
@@ -60,29 +61,35 @@ def reshape(x: Tensor, *shape) -> Tensor:
 @composite("mean")
 def mean(x: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Arithmetic mean over `dim` (all when None)."""
+    x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
     elif not x.dtype.is_floating:
         x = x.to(dt.DEFAULT_FLOAT)
     dims = normalize_dims(dim, x.ndim, "mean")
+    out_dtype = x.dtype
+    x = x.to(out_dtype.compute)  # 16-bit floats: accumulate and divide in float32, round once (PyTorch)
     count = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
     total = x.sum(dims, keepdim)
-    return total * (1.0 / count) if count else total / 0.0
+    return (total * (1.0 / count) if count else total / 0.0).to(out_dtype)
 
 
 @composite("var")
 def var(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, correction=None) -> Tensor:
     """Variance over `dim`; `correction` (default 1, PyTorch's) is subtracted from the count."""
+    x = as_tensor(x)
     if correction is None:
         correction = 0 if unbiased is False else 1
     if not x.dtype.is_floating:
         x = x.to(dt.DEFAULT_FLOAT)
     dims = normalize_dims(dim, x.ndim, "var")
+    out_dtype = x.dtype
+    x = x.to(out_dtype.compute)  # 16-bit floats: compute in float32, round once (PyTorch)
     count = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
     centered = x - mean(x, dims, True)
     total = (centered * centered).sum(dims, keepdim)
     denominator = max(count - correction, 0)
-    return total * (1.0 / denominator) if denominator else total / 0.0
+    return (total * (1.0 / denominator) if denominator else total / 0.0).to(out_dtype)
 
 
 def concat(tensors: Sequence, dim: int = 0, *, axis: int | None = None) -> Tensor:
@@ -120,6 +127,7 @@ def stack(tensors: Sequence, dim: int = 0, *, axis: int | None = None) -> Tensor
 
 def flip(x: Tensor, dims) -> Tensor:
     """Reverse the order of elements along `dims`."""
+    x = as_tensor(x)
     axes = normalize_dims(dims, x.ndim, "flip")
     index = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))
     return x[index]
@@ -127,6 +135,7 @@ def flip(x: Tensor, dims) -> Tensor:
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into pieces of a given size, or of the given list of sizes."""
+    x = as_tensor(x)
     d = normalize_dim(dim, x.ndim, "split")
     n = x.shape[d]
     if isinstance(split_size_or_sections, (int, np.integer)):
@@ -147,12 +156,14 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]
 
 def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into `chunks` nearly equal pieces (the last may be smaller)."""
+    x = as_tensor(x)
     n = x.shape[normalize_dim(dim, x.ndim, "chunk")]
     return split(x, max(1, -(-n // chunks)), dim)
 
 
 def repeat(x: Tensor, *sizes) -> Tensor:
     """Tile the tensor `sizes[i]` times along each dimension (PyTorch's repeat)."""
+    x = as_tensor(x)
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     if len(sizes) < x.ndim:

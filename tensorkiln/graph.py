@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import dtypes as dt
-from .errors import VerifyError
+from .errors import TensorKilnError, VerifyError
 from .ops import Attrs, ConstantValue, TensorType, get_op, infer_type
 from .ops.registry import OpKind
 
@@ -201,7 +201,10 @@ def verify(graph: Graph) -> None:
                 raise VerifyError(f"{node} uses {inp} before it is defined")
         if node.op == "input" and node not in graph.inputs:
             raise VerifyError(f"{node} is an input node that is not a graph parameter")
-        expected = infer_type(node.op, [i.type for i in node.inputs], node.attrs)
+        try:
+            expected = infer_type(node.op, [i.type for i in node.inputs], node.attrs)
+        except (TensorKilnError, TypeError, KeyError) as err:  # unknown op, wrong arity, missing attr
+            raise VerifyError(f"{node}: its op rejects its operands: {err}") from None
         if expected != node.type:
             raise VerifyError(f"{node} has type {node.type}, its op infers {expected}")
         if node.op == "constant":

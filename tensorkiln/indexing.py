@@ -17,8 +17,13 @@ def _is_int(k) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
 
 
-def _classify(key, ndim: int) -> list[tuple[str, object]]:
-    """Expand Ellipsis and masks: a list of ('int'|'slice'|'none'|'array', value) per key item."""
+def _classify(key, shape: tuple[int, ...]) -> list[tuple[str, object]]:
+    """Expand Ellipsis and masks: a list of ('int'|'slice'|'none'|'array'|'bool0', value) per key item.
+
+    A boolean mask becomes one integer array per mask dimension (its nonzero
+    indices); a 0-d bool ('bool0') is a new axis indexed by [0] (True) or [] (False).
+    """
+    ndim = len(shape)
     if not isinstance(key, tuple):
         key = (key,)
     items: list[tuple[str, object]] = []
@@ -32,28 +37,45 @@ def _classify(key, ndim: int) -> list[tuple[str, object]]:
         elif _is_int(k):
             items.append(("int", int(k)))
         else:
+            if isinstance(k, list) and len(k) == 0:
+                k = np.zeros(0, dtype=np.int64)  # numpy: an empty list selects nothing
             index = k if isinstance(k, Tensor) else as_tensor(np.asarray(k) if not isinstance(k, list) else k)
             if index.dtype.is_bool:
                 if index.is_traced:
                     raise TraceError(at_user_line("indexing with a boolean mask gives a data-dependent "
                                                   "shape and cannot be traced; use tk.where"))
-                for axis_index in np.nonzero(index.numpy()):
-                    items.append(("array", as_tensor(axis_index.astype(np.int64))))
+                mask = index.numpy()
+                if mask.ndim == 0:  # numpy: a new axis indexed by nonzero(mask), i.e. [0] or []
+                    items.append(("bool0", as_tensor(np.arange(int(mask), dtype=np.int64))))
+                    continue
+                for size, axis_index in zip(mask.shape, np.nonzero(mask)):
+                    items.append(("mask", (as_tensor(axis_index.astype(np.int64)), size)))
             elif index.dtype.is_integer:
                 items.append(("array", index))
             else:
                 raise IndexError(f"tensors used as indices must be integer or bool, got {index.dtype.name}")
     if sum(kind == "ellipsis" for kind, _ in items) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(kind in ("int", "slice", "array") for kind, _ in items)
+    consumed = sum(kind in ("int", "slice", "array", "mask") for kind, _ in items)
     if consumed > ndim:
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
     expanded = []
+    axis = 0
     for kind, value in items:
         if kind == "ellipsis":
             expanded += [("slice", slice(None))] * (ndim - consumed)
-        else:
-            expanded.append((kind, value))
+            axis += ndim - consumed
+            continue
+        if kind == "mask":  # one item per mask dimension: that dimension must fit the tensor's
+            index, size = value
+            if shape[axis] != size:
+                raise IndexError(f"boolean index did not match indexed tensor along dimension {axis}; size of "
+                                 f"dimension is {shape[axis]} but size of corresponding boolean dimension "
+                                 f"is {size}")
+            kind, value = "array", index
+        expanded.append((kind, value))
+        if kind in ("int", "slice", "array"):
+            axis += 1
     if not any(kind == "ellipsis" for kind, _ in items):
         expanded += [("slice", slice(None))] * (ndim - consumed)
     return expanded
@@ -61,15 +83,15 @@ def _classify(key, ndim: int) -> list[tuple[str, object]]:
 
 def getitem(x: Tensor, key) -> Tensor:
     """x[key] with numpy semantics."""
-    items = _classify(key, x.ndim)
-    advanced = any(kind == "array" for kind, _ in items)
+    items = _classify(key, tuple(x.shape))
+    advanced = any(kind in ("array", "bool0") for kind, _ in items)
     if advanced:  # numpy treats ints next to arrays as 0-d index arrays
         items = [("array", as_tensor(np.int64(v))) if kind == "int" else (kind, v) for kind, v in items]
 
     starts, stops, steps, out_shape = [], [], [], []
     axis = 0
     for kind, value in items:
-        if kind == "none":
+        if kind in ("none", "bool0"):  # a new axis (bool0 indexes it below)
             out_shape.append(1)
             continue
         size = x.shape[axis]
@@ -96,8 +118,8 @@ def getitem(x: Tensor, key) -> Tensor:
     if not advanced:
         return y
 
-    positions = [i for i, (kind, _) in enumerate(i for i in items if i[0] != "int") if kind == "array"]
-    arrays = [v for kind, v in items if kind == "array"]
+    positions = [i for i, (kind, _) in enumerate(i for i in items if i[0] != "int") if kind in ("array", "bool0")]
+    arrays = [v for kind, v in items if kind in ("array", "bool0")]
     return _advanced(y, positions, arrays)
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from .graph import Graph, input_node, interpret, verify
+from .compile import CompiledGraph, CompileReport, debug_enabled
+from .graph import Graph, input_node, verify
 from .tensor import Tensor, as_tensor
 from .trace import Trace, current_trace, tracing
 
@@ -77,7 +78,7 @@ class TracedFunction:
     graph: Graph
     output_structure: Any
     trace_seconds: float
-    extras: dict = field(default_factory=dict)
+    compiled: CompiledGraph | None = None
 
 
 class JitFunction:
@@ -131,7 +132,10 @@ class JitFunction:
         tensors, names, structure, key = self._bind(args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._cache[key] = self._trace(tensors, names, structure)
+            entry = self._trace(tensors, names, structure)
+            entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug))
+            entry.compiled.report.trace_seconds = entry.trace_seconds
+            self._cache[key] = entry
         return entry, tensors
 
     # ---- public API -------------------------------------------------------------
@@ -139,7 +143,7 @@ class JitFunction:
         if current_trace() is not None:  # called from another traced function: inline it
             return self.fn(*args, **kwargs)
         entry, tensors = self._lookup(args, kwargs)
-        results = interpret(entry.graph, *[t._value for t in tensors])
+        results = entry.compiled([t._value for t in tensors])
         outputs = [Tensor._from_value(r, n.dtype) for r, n in zip(results, entry.graph.outputs)]
         return _unflatten(entry.output_structure, outputs)
 
@@ -147,11 +151,25 @@ class JitFunction:
         """The traced graph for these arguments' signature."""
         return self._lookup(args, kwargs)[0].graph
 
+    def report(self, *args, **kwargs) -> CompileReport:
+        """The CompileReport of this signature: kernels, source path, timings."""
+        return self._lookup(args, kwargs)[0].compiled.report
+
     def explain(self, *args, **kwargs) -> str:
-        """Text describing how this signature is compiled: its graph and backend."""
+        """Text describing how this signature is compiled: graph, kernels with loop IR, C source path."""
         entry, _ = self._lookup(args, kwargs)
-        return (f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)\n"
-                f"{entry.graph}\n== backend: reference interpreter (numpy)")
+        report = entry.compiled.report
+        parts = [f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
+                 str(entry.graph)]
+        if report.backend == "c":
+            parts.append(f"== kernels ({len(report.kernels)})")
+            parts += [k.loop_ir for k in report.kernels]
+            parts.append(f"== generated C: {report.source_path}")
+            parts.append(f"== library: {report.library_path} "
+                         f"({'cache hit' if report.cache_hit else f'compiled in {report.compile_seconds:.2f} s'})")
+        else:
+            parts.append(f"== backend: reference interpreter ({report.fallback_reason})")
+        return "\n".join(parts)
 
     @property
     def cache_size(self) -> int:

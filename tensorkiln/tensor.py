@@ -59,7 +59,7 @@ def normalize_dims(dim, ndim: int, op: str = "") -> tuple[int, ...]:
     dims = tuple(sorted(normalize_dim(d, ndim, op) for d in dim))
     if len(set(dims)) != len(dims):
         raise AxisError(at_user_line(f"{op}: dimension repeated in {list(dim)}"))
-    return dims
+    return dims if ndim else ()  # a 0-d tensor accepts dim 0 / -1 (as PyTorch) and has nothing to reduce
 
 
 def _pick(name: str, a, b, default=None):
@@ -126,7 +126,7 @@ class Tensor:
 
     def __init__(self, data, dtype=None):
         t = as_tensor(data, dtype)
-        self._value, self._dtype, self._node, self._trace = t._value, t._dtype, None, None
+        self._value, self._dtype, self._node, self._trace = t._value, t._dtype, t._node, t._trace
 
     @classmethod
     def _from_value(cls, value: np.ndarray, dtype: DType) -> "Tensor":
@@ -316,9 +316,11 @@ class Tensor:
     ge = __ge__
     remainder = __mod__
     floor_divide = __floordiv__
-    logical_and = __and__
-    logical_or = __or__
-    logical_xor = __xor__
+
+    # PyTorch's logical ops treat any nonzero value as true and return bool (&, |, ^ are bitwise on ints).
+    def logical_and(self, other): return self.to(dt.bool_)._binary("and", as_tensor(other).to(dt.bool_))
+    def logical_or(self, other): return self.to(dt.bool_)._binary("or", as_tensor(other).to(dt.bool_))
+    def logical_xor(self, other): return self.to(dt.bool_)._binary("xor", as_tensor(other).to(dt.bool_))
 
     def logical_not(self):
         return apply("not", [self.to(dt.bool_)])
@@ -351,7 +353,15 @@ class Tensor:
 
     def square(self): return self * self
 
-    def log1p(self): return (1 + self).log()
+    def log1p(self) -> "Tensor":
+        """log(1 + x), accurate for tiny x: log(u) * x / (u - 1) with u = 1 + x (Goldberg's trick)."""
+        from .functions import where
+        out_dtype = self._dtype if self._dtype.is_floating else dt.DEFAULT_FLOAT
+        x = self.to(out_dtype.compute)  # 16-bit floats: the trick needs one precision throughout
+        u = 1 + x
+        d = u - 1
+        exact = (d == 0) | (u == float("inf"))
+        return where(exact, x, u.log() * (x / where(exact, 1, d))).to(out_dtype)
 
     def clamp(self, min=None, max=None) -> "Tensor":  # noqa: A002 (PyTorch's names)
         """Limit values to [min, max]; either bound may be None."""
@@ -370,8 +380,9 @@ class Tensor:
         return where(condition, self, other)
 
     def masked_fill(self, mask, value) -> "Tensor":
-        """Replace elements where `mask` is true by `value`."""
+        """Replace elements where `mask` is true by `value` (the result keeps self's dtype, as in PyTorch)."""
         from .functions import where
+        value = value.to(self._dtype) if isinstance(value, Tensor) else as_tensor(value, self._dtype)
         return where(mask, value, self)
 
     # ---- matmul ------------------------------------------------------------------
@@ -431,7 +442,7 @@ class Tensor:
         if isinstance(dim, Tensor) or (dim is not None and not isinstance(dim, (int, np.integer, tuple, list))):
             return self._binary("maximum" if op == "reduce_max" else "minimum", dim)
         d = _pick("dim", dim, axis)
-        if isinstance(d, (int, np.integer)):
+        if isinstance(d, (int, np.integer)) and axis is None:  # numpy's spelling gives numpy's result
             keep = bool(_pick("keepdim", keepdim, keepdims, False))
             return MinMax(self._reduce(op, d, None, keep, None), self._arg(argop, d, keep))
         return self._reduce(op, d, None, keepdim, keepdims)
@@ -445,7 +456,9 @@ class Tensor:
         return self._minmax("reduce_min", "argmin", dim, axis, keepdim, keepdims)
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
-        if dim is None:
+        if dim is None or self.ndim == 0:
+            if dim is not None:
+                normalize_dim(dim, self.ndim, op)
             return apply(op, [self.reshape(-1)], axis=0, keepdims=False)
         return apply(op, [self], axis=normalize_dim(dim, self.ndim, op), keepdims=bool(keepdim))
 
@@ -456,11 +469,21 @@ class Tensor:
     def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
         return self._arg("argmin", _pick("dim", dim, axis), _pick("keepdim", keepdim, keepdims, False))
 
+    def _all_any(self, op: str, identity: bool, dim, axis, keepdim, keepdims) -> "Tensor":
+        x = self.to(dt.bool_)
+        dims = normalize_dims(_pick("dim", dim, axis), x.ndim, op)
+        if any(x.shape[d] == 0 for d in dims):  # max/min have no empty reduction; all/any do
+            keep = bool(_pick("keepdim", keepdim, keepdims, False))
+            shape = tuple(1 if i in dims else n for i, n in enumerate(x.shape)) if keep else \
+                tuple(n for i, n in enumerate(x.shape) if i not in dims)
+            return as_tensor(identity).expand(shape)
+        return x._reduce(op, dims, None, keepdim, keepdims)
+
     def all(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        return self.to(dt.bool_)._reduce("reduce_min", dim, axis, keepdim, keepdims)
+        return self._all_any("reduce_min", True, dim, axis, keepdim, keepdims)
 
     def any(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        return self.to(dt.bool_)._reduce("reduce_max", dim, axis, keepdim, keepdims)
+        return self._all_any("reduce_max", False, dim, axis, keepdim, keepdims)
 
     # ---- movement ------------------------------------------------------------------
     def reshape(self, *shape) -> "Tensor":
@@ -548,8 +571,15 @@ class Tensor:
         return flip(self, dims)
 
     def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        """Elements start .. start+length-1 along `dim` (start may be negative, as in PyTorch)."""
+        d = normalize_dim(dim, self.ndim, "narrow")
+        size = self.shape[d]
+        begin = start + size if -size <= start < 0 else start
+        if not 0 <= begin <= size or length < 0 or begin + length > size:
+            raise IndexError(at_user_line(f"narrow: start {start} and length {length} are out of range "
+                                          f"for dimension {d} of size {size}"))
         index = [slice(None)] * self.ndim
-        index[normalize_dim(dim, self.ndim, "narrow")] = slice(start, start + length)
+        index[d] = slice(begin, begin + length)
         return self[tuple(index)]
 
     def split(self, split_size_or_sections, dim: int = 0):

@@ -104,9 +104,11 @@ class ValueBuilder:
         if target == "bool":
             return E.ne(x, _const_value(0, x.dtype)) if x.dtype != "bool" else x
         if target.startswith("int") and x.dtype.startswith("float"):
-            lo, hi = int_range(target)  # saturate like the reference; NaN becomes 0
-            clamped = E.minimum(E.maximum(x, float(lo)), float(hi))
-            return E.Select(E.ne(x, x), E.Const(0, target), E.cast(clamped, target))
+            # Truncate toward zero, saturate at the integer range, NaN becomes 0 (as the reference).
+            lo, hi = int_range(target)
+            converted = E.Select(E.ge(x, float(hi)), E.Const(hi, target),
+                                 E.Select(E.le(x, float(lo)), E.Const(lo, target), E.cast(x, target)))
+            return E.Select(E.ne(x, x), E.Const(0, target), converted)
         return E.cast(x, target)
 
     def _pow(self, node, index):

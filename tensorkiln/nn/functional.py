@@ -71,7 +71,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     """log(1 + exp(beta x)) / beta, linear above `threshold` like PyTorch."""
     x = _floating(input)
     z = x * beta
-    smooth = (z.relu() + (1.0 + (-z.abs()).exp()).log()) * (1.0 / beta)
+    smooth = (z.relu() + (-z.abs()).exp().log1p()) * (1.0 / beta)  # log1p: exp(-|z|) may be tiny
     return where(z > threshold, x, smooth)
 
 
@@ -105,6 +105,8 @@ def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`, computed stably (max subtracted first)."""
     x = _floating(input.to(dtype) if dtype is not None else input)
     d = normalize_dim(-1 if dim is None else dim, x.ndim, "softmax")
+    if x.ndim and x.shape[d] == 0:  # nothing to normalize (and no max of an empty axis)
+        return x
     shifted = x - x.amax(d, keepdim=True)
     e = shifted.exp()
     return e / e.sum(d, keepdim=True)
@@ -115,6 +117,8 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     """log(softmax(x)) along `dim`, computed stably."""
     x = _floating(input.to(dtype) if dtype is not None else input)
     d = normalize_dim(-1 if dim is None else dim, x.ndim, "log_softmax")
+    if x.ndim and x.shape[d] == 0:  # nothing to normalize (and no max of an empty axis)
+        return x
     shifted = x - x.amax(d, keepdim=True)
     return shifted - shifted.exp().sum(d, keepdim=True).log()
 
@@ -438,11 +442,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         terms = probs * logp if w is None else probs * logp * w
         loss = -terms.sum(class_dim)
         return _reduce_loss(loss, reduction)
-    loss = nll_loss(logp, target, weight, ignore_index, "none")
     if not label_smoothing:
-        if reduction != "mean":
-            return _reduce_loss(loss, reduction)
-        return nll_loss(logp, target, weight, ignore_index, "mean")
+        return nll_loss(logp, target, weight, ignore_index, reduction)
+    loss = nll_loss(logp, target, weight, ignore_index, "none")
     valid = (target.to(dt.int64) != ignore_index).to(logp.dtype)
     smooth = -(logp if w is None else logp * w).sum(class_dim) * valid
     combined = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)

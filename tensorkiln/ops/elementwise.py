@@ -185,10 +185,13 @@ def _cast_reference(inputs, attrs, out):
     x = inputs[0]
     target = attrs["dtype"].compute
     if target.is_integer and x.dtype.kind == "f":
-        # C truncates toward zero; values out of range are undefined there, so saturate here.
+        # C leaves out-of-range conversions undefined; tensorkiln truncates toward zero,
+        # saturates at the integer range and maps NaN to 0, here and in generated code.
         info = np.iinfo(target.storage)
-        with np.errstate(invalid="ignore"):
-            x = np.clip(np.nan_to_num(np.trunc(x)), info.min, info.max)
+        wide = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=np.inf, neginf=-np.inf)
+        inside = np.clip(wide, -2.0 ** 62, 2.0 ** 62).astype(np.int64)
+        return np.where(wide >= float(info.max), info.max,
+                        np.where(wide <= float(info.min), info.min, inside)).astype(target.storage)
     with np.errstate(all="ignore"):
         return x.astype(target.storage)
 

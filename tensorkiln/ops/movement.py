@@ -32,6 +32,8 @@ def _expand_infer(types, attrs):
     t, shape = types[0], tuple(attrs["shape"])
     if len(shape) < t.ndim:
         raise ShapeError(f"cannot expand rank {t.ndim} to rank {len(shape)}")
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"negative size in target shape {list(shape)}")
     for d_in, d_out in zip(t.shape[::-1], shape[::-1]):
         if d_in != 1 and d_in != d_out:
             raise ShapeError(f"cannot expand {list(t.shape)} to {list(shape)}")
@@ -56,8 +58,9 @@ def _slice_infer(types, attrs):
 
 
 def python_slices(attrs: Attrs) -> tuple[slice, ...]:
-    """Normalized slice attributes as Python slices (stop -1 with a negative step means 'through 0')."""
-    return tuple(slice(a, None if (c < 0 and b < 0) else b, c)
+    """Normalized slice attributes as Python slices (stop -1 with a negative step means 'through 0';
+    start -1 with a negative step selects nothing, as Python would read it as the last element)."""
+    return tuple(slice(0, 0) if (c < 0 and a < 0) else slice(a, None if (c < 0 and b < 0) else b, c)
                  for a, b, c in zip(attrs["starts"], attrs["stops"], attrs["steps"]))
 
 

@@ -1,10 +1,14 @@
-"""A first matmul loop nest: rows in parallel, a row of accumulators, i-k-j order.
+"""A first matmul loop nest, in one of two loop orders chosen by how B is laid out.
 
-For each output row i the kernel keeps N accumulators in a local buffer and
-streams rows of B through them (out[i, :] += A[i, k] * B[k, :]), so the inner
-loop is contiguous in B and in the accumulators and vectorizes. Operands are
-read through `ValueBuilder`, so a transposed or reshaped operand costs index
-arithmetic, not a copy. 16-bit operands accumulate in float32.
+- Row order (B contiguous along N): for each output row keep N accumulators in
+  a local buffer and stream rows of B through them (acc[:] += A[i, k] * B[k, :]),
+  so the inner loop is contiguous in B and vectorizes.
+- Dot order (B contiguous along K, e.g. x @ W.T of a linear layer): each
+  output element is a dot product over K, contiguous in both operands, and
+  the (row, column) pairs run in parallel.
+
+Operands are read through `ValueBuilder`, so a transposed or reshaped operand
+costs index arithmetic, not a copy. 16-bit operands accumulate in float32.
 """
 from __future__ import annotations
 
@@ -14,9 +18,19 @@ from ...graph import Node
 from .. import expr as E
 from ..buffer import Buffer
 from ..inline import ValueBuilder, broadcast_index, delinearize
-from ..ir import Alloc, For, Let, Store, Stmt, block
+from ..ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
+
+
+def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
+    """Element stride of the first load in `value` when `var` grows by one (None: no load)."""
+    loads = [e for e in E.walk(value) if isinstance(e, E.Load)]
+    if not loads:
+        return None
+    index = loads[0].index
+    at = lambda v: E.evaluate(index, {**env, var: v})  # noqa: E731
+    return int(at(1)) - int(at(0))
 
 
 def matmul_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
@@ -29,25 +43,50 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
         return None
     dtype = compute_dtype(root.dtype.name)
     zero = E.Const(0.0 if dtype.startswith("float") else 0, dtype)
+    work = batch * m * n * max(k_extent, 1)
+    parallel = work >= PARALLEL_MIN_ELEMENTS
 
-    bi, k = E.Var("bi"), E.Var("k")
-    j0, j, j2 = E.Var("j0"), E.Var("j"), E.Var("j2")  # names must be unique within a kernel
-    b, i = (bi // m, bi % m) if m > 1 else (bi, E.const(0))
-    batch_index = delinearize(b, tuple(batch_shape)) if batch_shape else []
-    a_batch = broadcast_index(batch_index, tuple(batch_shape), a_node.shape[:-2])
-    b_batch = broadcast_index(batch_index, tuple(batch_shape), b_node.shape[:-2])
+    def operands(bi: E.Expr, i_expr: E.Expr | None = None):
+        b, i = (bi // m, bi % m) if m > 1 else (bi, E.const(0))
+        batch_index = delinearize(b, tuple(batch_shape)) if batch_shape else []
+        a_batch = broadcast_index(batch_index, tuple(batch_shape), a_node.shape[:-2])
+        b_batch = broadcast_index(batch_index, tuple(batch_shape), b_node.shape[:-2])
+        return i, a_batch, b_batch
 
-    acc = Buffer("acc", out.dtype if out.dtype == dtype else dtype, (n,), scope="local")
+    # Probe B's layout at a sample point: which of k and j walks it contiguously?
+    k, j = E.Var("k"), E.Var("j")
+    _, _, b_probe = operands(E.const(0))
+    sample = values.value(b_node, b_probe + [k, j])
+    stride_j = load_stride(sample, "j", {"k": 0, "j": 0})
+    stride_k = load_stride(sample, "k", {"k": 0, "j": 0})
+    if k_extent and stride_j not in (None, 1, 0) and stride_k == 1:
+        return _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, parallel)
+
+    bi = E.Var("bi")
+    i, a_batch, b_batch = operands(bi)
+    j0, j2 = E.Var("j0"), E.Var("j2")  # names must be unique within a kernel
+    acc = Buffer("acc", dtype, (n,), scope="local")
     a_ik = E.Var("a_ik", dtype)
-    if k_extent == 0:
-        k_loop: Stmt = block()
-    else:
-        k_loop = For(k, E.const(k_extent), block(
+    clear = For(j0, E.const(n), Store(acc, j0, zero), "vectorized")
+    steps = []
+    if k_extent:
+        steps.append(For(k, E.const(k_extent), block(
             Let(a_ik, values.value(a_node, a_batch + [i, k])),
             For(j, E.const(n), Store(acc, j, E.Load(acc, j) + a_ik * values.value(b_node, b_batch + [k, j])),
-                "vectorized")))
-    update = For(j0, E.const(n), Store(acc, j0, zero), "vectorized")
+                "vectorized"))))
     write = For(j2, E.const(n), Store(out, bi * n + j2, E.cast(E.Load(acc, j2), out.value_dtype)), "vectorized")
-    row = Alloc(acc, block(update, k_loop, write) if k_extent else block(update, write))
-    parallel = batch * m * n * max(k_extent, 1) >= PARALLEL_MIN_ELEMENTS and batch * m > 1
-    return For(bi, E.const(batch * m), row, "parallel" if parallel else "serial")
+    row = Alloc(acc, block(clear, *steps, write))
+    return For(bi, E.const(batch * m), row, "parallel" if parallel and batch * m > 1 else "serial")
+
+
+def _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, parallel) -> Stmt:
+    a_node, b_node = root.inputs
+    bij, k = E.Var("bij"), E.Var("k")
+    bi, j = bij // n, bij % n
+    i, a_batch, b_batch = operands(bi)
+    total = E.Var("total", dtype)
+    product = values.value(a_node, a_batch + [i, k]) * values.value(b_node, b_batch + [k, j])
+    body = block(Let(total, zero),
+                 For(k, E.const(k_extent), Assign(total, total + product), "vectorized"),
+                 Store(out, bij, E.cast(total, out.value_dtype)))
+    return For(bij, E.const(batch * m * n), body, "parallel" if parallel else "serial")

@@ -1,0 +1,132 @@
+"""The compile pipeline for one traced graph: lower to loop IR, generate C, compile, load.
+
+`compile_graph` returns a CompiledGraph: call it with the graph's input
+arrays and it returns the outputs after exactly one foreign call. When no C
+compiler is installed, or the graph uses something the C backend cannot
+express, it falls back to the reference interpreter with one warning.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import UnsupportedOpError
+from .graph import Graph, interpret
+
+
+class FallbackWarning(UserWarning):
+    """tk.jit runs a graph with the reference interpreter instead of compiled code."""
+
+
+@dataclass
+class KernelInfo:
+    """One generated kernel: its name, kind and the graph nodes it implements."""
+
+    name: str
+    kind: str
+    nodes: list[str]
+    loop_ir: str
+
+
+@dataclass
+class CompileReport:
+    """What compiling one signature produced, and what it cost."""
+
+    backend: str  # "c" or "interpreter"
+    kernels: list[KernelInfo] = field(default_factory=list)
+    passes: list[dict] = field(default_factory=list)
+    source_path: str | None = None
+    library_path: str | None = None
+    compile_seconds: float = 0.0  # the C compiler's time (0 on a cache hit)
+    lower_seconds: float = 0.0
+    trace_seconds: float = 0.0
+    cache_hit: bool = False
+    arena_bytes: int = 0
+    naive_bytes: int = 0
+    fallback_reason: str | None = None
+
+    def __str__(self) -> str:
+        lines = [f"backend: {self.backend}" + (f" ({self.fallback_reason})" if self.fallback_reason else "")]
+        if self.backend == "c":
+            lines.append(f"kernels: {len(self.kernels)}  arena: {self.arena_bytes} bytes  "
+                         f"trace {self.trace_seconds * 1e3:.1f} ms, lower {self.lower_seconds * 1e3:.1f} ms, "
+                         f"cc {self.compile_seconds:.2f} s{' (cached)' if self.cache_hit else ''}")
+            lines.append(f"source: {self.source_path}")
+        return "\n".join(lines)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, FallbackWarning, stacklevel=4)
+
+
+def debug_enabled(flag: bool | None) -> bool:
+    """Debug mode: an explicit flag, or TENSORKILN_DEBUG=1 in the environment."""
+    if flag is not None:
+        return flag
+    return os.environ.get("TENSORKILN_DEBUG", "") not in ("", "0")
+
+
+class CompiledGraph:
+    """A graph bound to its compiled library (or to the interpreter, as a fallback)."""
+
+    def __init__(self, graph: Graph, debug: bool = False):
+        self.graph = graph
+        self.module = None
+        self.lowered = None
+        self.report = CompileReport(backend="interpreter")
+        from .runtime.compiler import find_c_compiler
+        if find_c_compiler() is None:
+            reason = "no C compiler found (set CC or install gcc)"
+            _warn_once(f"tensorkiln: {reason}; tk.jit runs the reference interpreter instead")
+            self.report.fallback_reason = reason
+            return
+        try:
+            self._build(debug)
+        except UnsupportedOpError as err:
+            reason = str(err)
+            _warn_once(f"tensorkiln: {reason}; graph {graph.name} runs in the reference interpreter")
+            self.report.fallback_reason = reason
+
+    def _build(self, debug: bool) -> None:
+        from .codegen.build import build
+        from .loops.lower import lower_graph
+        start = time.perf_counter()
+        lowered = lower_graph(self.graph)
+        program = lowered.program
+        self.report.lower_seconds = time.perf_counter() - start
+        constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
+        module = build(program, constants, debug=debug)
+        self.lowered, self.module = lowered, module
+        self._output_specs = [(b.shape, np.dtype(np.uint16) if b.dtype == "bfloat16" else n.dtype.storage)
+                              for b, n in zip(program.outputs, self.graph.outputs)]
+        self._input_dtypes = [n.dtype.storage for n in self.graph.inputs]
+        self.report = CompileReport(
+            backend="c",
+            kernels=[KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups
+                                else "copy", k.comment.splitlines(), str(k)) for k in program.kernels],
+            source_path=module.source_path, library_path=module.library_path,
+            compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
+            lower_seconds=self.report.lower_seconds, cache_hit=module.cache_hit,
+            arena_bytes=program.arena_bytes, naive_bytes=sum(t.nbytes for t in program.temps))
+
+    @property
+    def compiled(self) -> bool:
+        return self.module is not None
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Run on storage arrays of the graph's input types; returns storage arrays."""
+        if self.module is None:
+            return interpret(self.graph, *arrays)
+        inputs = [np.ascontiguousarray(a, dtype=d) for a, d in zip(arrays, self._input_dtypes)]
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        self.module(*inputs, *outputs)
+        return outputs
