@@ -1,0 +1,503 @@
+"""C99 + OpenMP code generation from loop IR.
+
+## C backend (for docs/architecture.md)
+
+`generate_c(program)` turns one `Program` (all kernels of one graph) into one
+C translation unit, so a graph costs one compiler call however many kernels
+it has:
+
+- a prelude (c_prelude.py) with the helpers that give C the IR's semantics:
+  floor division/modulo, NaN-propagating min/max, float16/bfloat16
+  conversions, and the error state;
+- one `static void kernel_<name>(...)` function per kernel, preceded by a
+  comment naming the graph nodes it implements. Parameters are
+  `T *restrict name` (`const` when the kernel only reads them): the program
+  never passes one buffer twice to a kernel, so they do not alias;
+- one exported entry, `int tk_entry(void *const *args, void *arena)`: `args`
+  holds the inputs, outputs and constants in signature order; intermediates
+  live at fixed offsets in `arena`, which the runtime allocates once (a
+  memory planner only has to choose the offsets). The entry calls the
+  kernels in order and returns 0, or the code of the first failure;
+- `tk_last_error()`, `tk_arena_bytes()` and `tk_signature()` for the runtime.
+
+Loop kinds map to: `parallel` -> `#pragma omp parallel for` (with
+`collapse(n)` over perfectly nested parallel loops); `vectorized` ->
+`#pragma omp simd`, which with `-O3 -march=native` gives real AVX2/AVX-512
+vector code and stays a plain C loop to read (GCC vector types would make
+the source harder to read for no gain at this level); `unrolled` ->
+`#pragma GCC unroll`. A scalar that a parallel or vectorized loop updates as
+`acc = acc op x` (op: + * min max) becomes a `reduction(op:acc)` clause; any
+other loop-carried scalar makes that loop serial, with a comment saying why.
+
+Debug mode (`generate_c(program, debug=True)`) checks every load and store
+whose index the interval analysis cannot prove in range: a failed check
+records "kernel K: load of B[i] out of bounds (buffer size n)", skips the
+access (a store is dropped, a load reads element 0), and the entry returns
+non-zero, which the runtime raises as a Python exception. SIMD pragmas are
+left out in debug mode (a check has side effects). The runtime compiles
+debug code with -O1 -g -fsanitize=undefined, and -fsanitize=address on
+request: see tensorkiln/runtime/compiler.py for why ASan is opt-in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from tensorkiln.codegen.c_prelude import C_TYPES, c_prelude
+from tensorkiln.loops.bounds import Bounds
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.expr import (
+    BinOp, Call, Cast, Const, Expr, Load, Select, Unary, Var, walk,
+)
+from tensorkiln.loops.ir import (
+    Alloc, Assign, Block, For, If, Kernel, Let, Stmt, Store, iter_stmts, simplify_kernel, stmt_exprs,
+)
+from tensorkiln.loops.program import Program
+from tensorkiln.loops.types import int_range, is_bool, is_float
+from tensorkiln.runtime.signature import ArgSpec, Signature
+
+STACK_LIMIT_BYTES = 16 * 1024  # local buffers up to this size live on the stack
+INDENT = "    "
+
+C_KEYWORDS = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if inline int
+long register restrict return short signed sizeof static struct switch typedef union unsigned void
+volatile while bool true false args arena main errno
+""".split())
+
+# Math functions, per float type: a table as in tinygrad's code_for_op.
+_SAME_NAME = ("exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "tanh", "sinh", "cosh", "erf",
+              "sin", "cos", "tan", "asin", "acos", "atan", "fabs", "floor", "ceil", "trunc", "rint",
+              "pow", "atan2", "fmod")
+MATH_C: dict[str, dict[str, str]] = {
+    fn: {"float32": f"{fn}f({{args}})", "float64": f"{fn}({{args}})"} for fn in _SAME_NAME
+}
+MATH_C["rsqrt"] = {"float32": "(1.0f / sqrtf({args}))", "float64": "(1.0 / sqrt({args}))"}
+
+# Binary operators written infix in C: symbol and C precedence (higher binds tighter).
+_INFIX = {
+    "add": ("+", 12), "sub": ("-", 12), "mul": ("*", 13), "div": ("/", 13),
+    "lt": ("<", 10), "le": ("<=", 10), "eq": ("==", 9), "ne": ("!=", 9),
+    "and": ("&&", 5), "or": ("||", 4),
+}
+_ATOM, _UNARY, _TERNARY = 16, 15, 3
+_REDUCTION_OPS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
+
+
+@dataclass(frozen=True)
+class CSource:
+    """Generated C text and the calling signature of its entry function."""
+
+    text: str
+    signature: Signature
+    debug: bool
+    program_name: str
+
+
+def c_name(name: str) -> str:
+    """The C spelling of an IR name (a trailing underscore avoids keywords and our helpers)."""
+    return f"{name}_" if name in C_KEYWORDS or name.startswith("tk_") else name
+
+
+def kernel_function_name(kernel: Kernel) -> str:
+    """The C function of a kernel: `kernel_<name>`, apart from buffer and variable names."""
+    return f"kernel_{kernel.name}"
+
+
+def _comment(text: str) -> str:
+    return text.replace("*/", "* /")
+
+
+def format_c_const(value: object, dtype: str) -> str:
+    """A C literal for `value` of `dtype` that reads back exactly."""
+    if is_bool(dtype):
+        return "true" if value else "false"
+    if is_float(dtype):
+        x = float(value)  # type: ignore[arg-type]
+        if x != x:
+            return "NAN"
+        if x in (float("inf"), float("-inf")):
+            return "INFINITY" if x > 0 else "-INFINITY"
+        if dtype == "float32":
+            text = str(np.float32(x))  # numpy's shortest repr that round-trips through float32
+            if not any(ch in text for ch in ".e"):
+                text += ".0"
+            return text + "f"
+        text = repr(x)
+        return text if any(ch in text for ch in ".e") else text + ".0"
+    v = int(value)  # type: ignore[arg-type]
+    if dtype == "int64" and v == int_range("int64")[0]:
+        return "INT64_MIN"
+    if dtype == "int64" and not -(2**31) < v < 2**31:
+        return f"INT64_C({v})"
+    return str(v)
+
+
+def _paren(code: str, prec: int, need: int) -> str:
+    return f"({code})" if prec < need else code
+
+
+class _KernelWriter:
+    """Emits one kernel function; tracks loop ranges (for bounds) and the parallel context."""
+
+    def __init__(self, kernel: Kernel, debug: bool):
+        self.kernel = kernel
+        self.debug = debug
+        self.lines: list[str] = []
+        self.ranges: dict[str, tuple[int, int]] = {}
+        self.written = kernel.written_buffers()
+
+    # ---- expressions
+
+    def bounds(self) -> Bounds:
+        return Bounds(self.ranges)
+
+    def expr(self, e: Expr) -> tuple[str, int]:
+        """C code for `e` and its precedence."""
+        if isinstance(e, Var):
+            return c_name(e.name), _ATOM
+        if isinstance(e, Const):
+            text = format_c_const(e.value, e.dtype)
+            return text, (_UNARY if text.startswith("-") else _ATOM)
+        if isinstance(e, BinOp):
+            return self.binop(e)
+        if isinstance(e, Unary):
+            inner, prec = self.expr(e.x)
+            symbol = "!" if e.operator == "not" else "-"
+            inner = f"({inner})" if prec < _UNARY or inner.startswith("-") else inner
+            code = f"{symbol}{inner}"
+            if e.dtype == "int8":  # C computes in int; wrap like numpy's int8
+                return f"(int8_t){_paren(code, _UNARY, _ATOM)}", _UNARY
+            return code, _UNARY
+        if isinstance(e, Call):
+            args = ", ".join(self.expr(a)[0] for a in e.args)
+            return MATH_C[e.fn][e.dtype].format(args=args), _ATOM
+        if isinstance(e, Select):
+            cond, cp = self.expr(e.cond)
+            a, ap = self.expr(e.a)
+            b, bp = self.expr(e.b)
+            return f"{_paren(cond, cp, _TERNARY + 1)} ? {_paren(a, ap, _TERNARY + 1)} : {_paren(b, bp, _TERNARY)}", _TERNARY
+        if isinstance(e, Cast):
+            inner, prec = self.expr(e.x)
+            if is_bool(e.dtype):
+                return f"{_paren(inner, prec, 10)} != 0", 9
+            return f"({C_TYPES[e.dtype]}){_paren(inner, prec, _UNARY)}", _UNARY
+        if isinstance(e, Load):
+            return self.load(e), _ATOM
+        raise TypeError(f"cannot generate C for {e!r}")
+
+    def binop(self, e: BinOp) -> tuple[str, int]:
+        op, dtype = e.operator, e.a.dtype
+        a, ap = self.expr(e.a)
+        b, bp = self.expr(e.b)
+        if op in ("min", "max"):
+            return f"tk_{op}_{dtype}({a}, {b})", _ATOM
+        if op in ("floordiv", "mod"):
+            if not is_float(dtype) and self._nonnegative_division(e):
+                symbol = "/" if op == "floordiv" else "%"  # truncation equals floor here
+                return f"{_paren(a, ap, 13)} {symbol} {_paren(b, bp, 14)}", 13
+            return f"tk_{op}_{dtype}({a}, {b})", _ATOM
+        symbol, prec = _INFIX[op]
+        left = _paren(a, ap, prec)
+        right = _paren(b, bp, prec + 1)
+        if op == "or" and isinstance(e.a, BinOp) and e.a.operator == "and":
+            left = f"({a})"  # spell out && inside || for the reader (and -Wparentheses)
+        if op == "or" and isinstance(e.b, BinOp) and e.b.operator == "and":
+            right = f"({b})"
+        code = f"{left} {symbol} {right}"
+        if dtype == "int8" and op in ("add", "sub", "mul"):
+            return f"(int8_t)({code})", _UNARY
+        return code, prec
+
+    def _nonnegative_division(self, e: BinOp) -> bool:
+        bounds = self.bounds()
+        return bounds(e.a)[0] >= 0 and bounds(e.b)[0] > 0
+
+    def index(self, buffer: Buffer, index: Expr) -> tuple[str, bool]:
+        """C code for an index and whether it needs a runtime check (debug mode only)."""
+        code = self.expr(index)[0]
+        if not self.debug:
+            return code, False
+        lo, hi = self.bounds()(index)
+        return code, not (lo >= 0 and hi < buffer.size)
+
+    def load(self, e: Load) -> str:
+        buffer = e.buffer
+        code, checked = self.index(buffer, e.index)
+        if checked:
+            code = f'tk_checked_index({code}, {buffer.size}, "{self.kernel.name}", "{buffer.name}")'
+        access = f"{c_name(buffer.name)}[{code}]"
+        if checked and buffer.size == 0:  # nothing can be read: report, and yield 0
+            access = f"({code}, ({C_TYPES[buffer.dtype]})0)"
+        if buffer.dtype == "float16":
+            return f"tk_f16_to_f32({access})"
+        if buffer.dtype == "bfloat16":
+            return f"tk_bf16_to_f32({access})"
+        return access
+
+    # ---- statements
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append(INDENT * depth + line if line else "")
+
+    def stmt(self, s: Stmt, depth: int, in_parallel: bool, in_simd: bool) -> None:
+        if isinstance(s, Block):
+            for child in s.stmts:
+                self.stmt(child, depth, in_parallel, in_simd)
+        elif isinstance(s, For):
+            self.loop(s, depth, in_parallel, in_simd)
+        elif isinstance(s, Store):
+            self.store(s, depth)
+        elif isinstance(s, Let):
+            self.emit(depth, f"{C_TYPES[s.var.dtype]} {c_name(s.var.name)} = {self.expr(s.value)[0]};")
+        elif isinstance(s, Assign):
+            self.assign(s, depth)
+        elif isinstance(s, If):
+            self.emit(depth, f"if ({self.expr(s.cond)[0]}) {{")
+            self.stmt(s.then, depth + 1, in_parallel, in_simd)
+            if s.else_ is not None:
+                self.emit(depth, "} else {")
+                self.stmt(s.else_, depth + 1, in_parallel, in_simd)
+            self.emit(depth, "}")
+        elif isinstance(s, Alloc):
+            self.alloc(s, depth, in_parallel, in_simd)
+        else:
+            raise TypeError(f"cannot generate C for {s!r}")
+
+    def store(self, s: Store, depth: int) -> None:
+        buffer = s.buffer
+        value = self.expr(s.value)[0]
+        if buffer.dtype == "float16":
+            value = f"tk_f32_to_f16({value})"
+        elif buffer.dtype == "bfloat16":
+            value = f"tk_f32_to_bf16({value})"
+        code, checked = self.index(buffer, s.index)
+        target = f"{c_name(buffer.name)}[{code}] = {value};"
+        if checked:
+            self.emit(depth, f'if (tk_in_bounds({code}, {buffer.size}, "{self.kernel.name}", '
+                             f'"{buffer.name}", "store")) {{')
+            self.emit(depth + 1, target)
+            self.emit(depth, "}")
+        else:
+            self.emit(depth, target)
+
+    def assign(self, s: Assign, depth: int) -> None:
+        name = c_name(s.var.name)
+        v = s.value
+        # acc = acc + x reads better as acc += x
+        if isinstance(v, BinOp) and v.operator in ("add", "sub", "mul") and v.a == s.var:
+            symbol = _INFIX[v.operator][0]
+            self.emit(depth, f"{name} {symbol}= {self.expr(v.b)[0]};")
+            return
+        self.emit(depth, f"{name} = {self.expr(v)[0]};")
+
+    def alloc(self, s: Alloc, depth: int, in_parallel: bool, in_simd: bool) -> None:
+        buffer = s.buffer
+        ctype = C_TYPES[buffer.dtype]
+        name = c_name(buffer.name)
+        size = max(buffer.size, 1)
+        if buffer.nbytes <= STACK_LIMIT_BYTES:
+            self.emit(depth, "{")
+            self.emit(depth + 1, f"{ctype} {name}[{size}] __attribute__((aligned(64)));  /* {buffer} */")
+            self.stmt(s.body, depth + 1, in_parallel, in_simd)
+            self.emit(depth, "}")
+            return
+        self.emit(depth, "{")
+        self.emit(depth + 1, f"/* {buffer}: {buffer.nbytes} bytes, too large for the stack */")
+        self.emit(depth + 1, f'{ctype} *{name} = ({ctype} *)tk_alloc({buffer.nbytes}u, '
+                             f'"{self.kernel.name}", "{buffer.name}");')
+        self.emit(depth + 1, f"if ({name} != NULL) {{")
+        self.stmt(s.body, depth + 2, in_parallel, in_simd)
+        self.emit(depth + 2, f"free({name});")
+        self.emit(depth + 1, "}")
+        self.emit(depth, "}")
+
+    def loop(self, s: For, depth: int, in_parallel: bool, in_simd: bool) -> None:
+        nest = [s]
+        pragma: Optional[str] = None
+        note: Optional[str] = None
+        kind = s.kind
+        if kind == "parallel" and (in_parallel or in_simd):
+            kind, note = "serial", "parallel loop inside a parallel/simd region: runs serially"
+        if kind == "vectorized" and in_simd:
+            kind, note = "serial", "vectorized loop inside a simd loop: runs as a plain loop"
+        if kind == "vectorized" and self.debug:
+            kind, note = "serial", "simd off in debug mode (bounds checks have side effects)"
+        if kind == "parallel":
+            nest = self._collapsible(s)
+        if kind in ("parallel", "vectorized"):
+            clauses, problem = _reduction_clauses(nest[-1].body, [loop.var.name for loop in nest])
+            if problem is not None:
+                kind, note, nest = "serial", f"{s.kind} loop left serial: {problem}", [s]
+            else:
+                head = "omp parallel for" if kind == "parallel" else "omp simd"
+                collapse = f" collapse({len(nest)})" if len(nest) > 1 else ""
+                pragma = f"#pragma {head}{collapse}{clauses}"
+        if kind == "unrolled":
+            extent = s.extent.value if isinstance(s.extent, Const) else 8
+            pragma = f"#pragma GCC unroll {min(max(int(extent), 1), 65534)}"
+        if note:
+            self.emit(depth, f"/* {note} */")
+        if pragma:
+            self.emit(depth, pragma)
+        for level, loop in enumerate(nest):
+            extent = self.expr(loop.extent)[0]
+            hi = self.bounds()(loop.extent)[1]
+            var = c_name(loop.var.name)
+            self.emit(depth + level, f"for (int64_t {var} = 0; {var} < {extent}; {var}++) {{")
+            self.ranges[loop.var.name] = (0, max(hi - 1, 0))
+        inner = nest[-1]
+        self.stmt(inner.body, depth + len(nest), in_parallel or kind == "parallel", in_simd or kind == "vectorized")
+        for level in reversed(range(len(nest))):
+            self.emit(depth + level, "}")
+            self.ranges.pop(nest[level].var.name, None)
+
+    def _collapsible(self, s: For) -> list[For]:
+        """The perfectly nested parallel loops starting at `s` whose extents do not depend on each other."""
+        nest = [s]
+        while True:
+            body = nest[-1].body
+            if isinstance(body, Block) and len(body.stmts) == 1:
+                body = body.stmts[0]
+            if not (isinstance(body, For) and body.kind == "parallel"):
+                return nest
+            outer_vars = {loop.var.name for loop in nest}
+            if any(isinstance(n, Var) and n.name in outer_vars for n in walk(body.extent)):
+                return nest
+            nest.append(body)
+
+    # ---- the function
+
+    def function(self) -> list[str]:
+        k = self.kernel
+        params = []
+        for p in k.params:
+            const = "" if p.name in self.written else "const "
+            params.append(f"{const}{C_TYPES[p.dtype]} *restrict {c_name(p.name)}")
+        self.emit(0, "/*")
+        self.emit(0, f" * kernel {k.name}")
+        for line in k.comment.splitlines():
+            self.emit(0, _comment(f" *   {line}".rstrip()))
+        for p in k.params:
+            role = "written" if p.name in self.written else "read"
+            self.emit(0, _comment(f" *   {p} ({role})"))
+        self.emit(0, " */")
+        self.emit(0, f"static void {kernel_function_name(k)}({', '.join(params) or 'void'})")
+        self.emit(0, "{")
+        self.stmt(k.body, 1, False, False)
+        self.emit(0, "}")
+        return self.lines
+
+
+def _reduction_clauses(body: Stmt, loop_vars: list[str]) -> tuple[str, Optional[str]]:
+    """OpenMP reduction clauses for scalars `body` carries across iterations, or a reason it cannot.
+
+    A scalar declared outside the loop may only be updated as `acc = acc op x`
+    (op in + * min max, one op per scalar, x not reading acc) and read nowhere
+    else in the loop; each such scalar gets `reduction(op:acc)`.
+    """
+    declared_inside = {s.var.name for s in iter_stmts(body) if isinstance(s, Let)}
+    ops: dict[str, str] = {}
+    self_reads: dict[str, int] = {}
+    for s in iter_stmts(body):
+        if not isinstance(s, Assign) or s.var.name in declared_inside:
+            continue
+        name, v = s.var.name, s.value
+        if name in loop_vars:
+            return "", f"assigns loop variable {name}"
+        if not (isinstance(v, BinOp) and v.operator in _REDUCTION_OPS):
+            return "", f"scalar {name} is carried across iterations (not acc = acc op x)"
+        other = v.b if v.a == s.var else (v.a if v.b == s.var else None)
+        if other is None or any(isinstance(n, Var) and n.name == name for n in walk(other)):
+            return "", f"scalar {name} is carried across iterations (not acc = acc op x)"
+        if ops.setdefault(name, v.operator) != v.operator:
+            return "", f"scalar {name} is reduced with two different operators"
+        self_reads[name] = self_reads.get(name, 0) + 1
+    for name in ops:
+        reads = sum(1 for s in iter_stmts(body) for e in stmt_exprs(s) for n in walk(e)
+                    if isinstance(n, Var) and n.name == name)
+        if reads != self_reads[name]:
+            return "", f"scalar {name} is read inside the loop while being reduced"
+    clauses = "".join(f" reduction({_REDUCTION_OPS[op]}:{c_name(name)})" for name, op in sorted(ops.items()))
+    return clauses, None
+
+
+def _signature(program: Program) -> Signature:
+    def specs(buffers: tuple[Buffer, ...], role: str) -> tuple[ArgSpec, ...]:
+        return tuple(ArgSpec(b.name, b.dtype, b.shape, role) for b in buffers)
+
+    return Signature(specs(program.inputs, "input"), specs(program.outputs, "output"),
+                     specs(program.constants, "constant"), program.arena_bytes)
+
+
+def _entry(program: Program, signature: Signature) -> list[str]:
+    lines = ["/*", f" * entry for program {program.name}", " *   args, in order:"]
+    for i, arg in enumerate(signature.args):
+        lines.append(_comment(f" *     [{i}] {arg.role} {arg.describe()}"))
+    layout = program.arena_layout()
+    if program.temps:
+        lines.append(f" *   arena ({program.arena_bytes} bytes):")
+        for t in program.temps:
+            lines.append(_comment(f" *     +{layout[t.name]} {t}"))
+    lines += [" */", "TK_EXPORT int tk_entry(void *const *args, void *arena)", "{"]
+    used = {p.name for k in program.kernels for p in k.params}
+    for i, arg in enumerate(signature.args):
+        buffer = next(b for b in program.buffers if b.name == arg.name)
+        ctype = C_TYPES[buffer.dtype]
+        const = "const " if arg.role in ("input", "constant") else ""
+        unused = "" if arg.name in used else " (void)" + c_name(arg.name) + ";"
+        lines.append(f"{INDENT}{const}{ctype} *{c_name(arg.name)} = ({const}{ctype} *)args[{i}];{unused}")
+    for t in program.temps:
+        ctype = C_TYPES[t.dtype]
+        unused = "" if t.name in used else " (void)" + c_name(t.name) + ";"
+        lines.append(f"{INDENT}{ctype} *{c_name(t.name)} = ({ctype} *)((char *)arena + {layout[t.name]});{unused}")
+    if not program.temps:
+        lines.append(f"{INDENT}(void)arena;")
+    lines.append(f"{INDENT}tk_status = TK_OK;")
+    for k in program.kernels:
+        call_args = ", ".join(c_name(p.name) for p in k.params)
+        lines.append(f"{INDENT}{kernel_function_name(k)}({call_args});")
+        lines.append(f"{INDENT}if (tk_status != TK_OK) return tk_status;")
+    lines += [f"{INDENT}return TK_OK;", "}"]
+    return lines
+
+
+def _exports(signature: Signature) -> list[str]:
+    encoded = signature.encode().replace("\\", "\\\\").replace('"', '\\"')
+    return [
+        "TK_EXPORT const char *tk_last_error(void)",
+        "{",
+        f"{INDENT}return tk_message;",
+        "}",
+        "",
+        "TK_EXPORT int64_t tk_arena_bytes(void)",
+        "{",
+        f"{INDENT}return {signature.arena_bytes};",
+        "}",
+        "",
+        "TK_EXPORT const char *tk_signature(void)",
+        "{",
+        f'{INDENT}return "{encoded}";',
+        "}",
+    ]
+
+
+def generate_c(program: Program, debug: bool = False, simplify: bool = True) -> CSource:
+    """Generate one C translation unit for `program` (see the module docstring for its layout)."""
+    signature = _signature(program)
+    parts = [c_prelude(), ""]
+    parts.append(f"/* ================= program {program.name}: {len(program.kernels)} kernel(s)"
+                 f"{' (debug: bounds checks on)' if debug else ''} ================= */")
+    for kernel in program.kernels:
+        if simplify:
+            kernel = simplify_kernel(kernel)
+        parts.append("")
+        parts.extend(_KernelWriter(kernel, debug).function())
+    parts.append("")
+    parts.extend(_entry(program, signature))
+    parts.append("")
+    parts.extend(_exports(signature))
+    return CSource("\n".join(parts) + "\n", signature, debug, program.name)
+

@@ -1,0 +1,665 @@
+"""Expression trees of the loop IR: index arithmetic and scalar values.
+
+An expression is an immutable tree of small nodes: `Var`, `Const`, `BinOp`,
+`Unary`, `Call` (a math function), `Select`, `Cast` and `Load`. Every node
+has a `dtype` (a compute dtype: never float16/bfloat16, see types.py), an
+`op` name, its `children`, and `with_children` to rebuild it; the pattern
+matcher and the simplifier only use that uniform interface.
+
+Semantics are numpy's, not C's: `//` is floor division and `%` is floor
+modulo (the C backend emits helpers unless the operands are provably
+non-negative); integer division or modulo by zero gives 0; integer arithmetic
+wraps at the dtype's width; float32 arithmetic rounds to float32 after every
+operation; min/max propagate NaN. `evaluate` is the
+reference implementation of these semantics.
+
+Python operators build trees (`i * 64 + j`, `x // 4`, `-x`); `==` stays
+structural equality, so comparisons are spelled `lt(a, b)`, `eq(a, b)`, ...
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Union
+
+import numpy as np
+
+from tensorkiln.errors import DTypeError
+from tensorkiln.loops.buffer import Buffer, check_identifier
+from tensorkiln.loops.types import INDEX_DTYPE, STORAGE_ONLY, check_dtype, int_range, is_bool, is_float, is_int
+
+ARITHMETIC_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "min", "max"})
+COMPARISON_OPS = frozenset({"lt", "le", "eq", "ne"})
+LOGICAL_OPS = frozenset({"and", "or"})
+BINARY_OPS = ARITHMETIC_OPS | COMPARISON_OPS | LOGICAL_OPS
+COMMUTATIVE_OPS = frozenset({"add", "mul", "min", "max", "eq", "ne", "and", "or"})
+UNARY_OPS = frozenset({"neg", "not"})
+
+# Math functions a Call may name, with their arity. The C spelling of each,
+# per float type, lives in codegen (a table, like tinygrad's code_for_op).
+MATH_FUNCTIONS: dict[str, int] = {
+    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log1p": 1,
+    "sqrt": 1, "rsqrt": 1, "tanh": 1, "sinh": 1, "cosh": 1, "erf": 1,
+    "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
+    "fabs": 1, "floor": 1, "ceil": 1, "trunc": 1, "rint": 1,
+    "pow": 2, "atan2": 2, "fmod": 2,
+}
+
+Number = Union[int, float, bool]
+
+
+class Expr:
+    """Base class of expression nodes; Python's arithmetic operators build trees."""
+
+    __slots__ = ()
+
+    dtype: str  # provided by every subclass (a field or a property)
+
+    @property
+    def op(self) -> str:
+        """Name of the node kind or operator ("add", "load", "var", ...)."""
+        raise NotImplementedError
+
+    @property
+    def children(self) -> tuple["Expr", ...]:
+        """Sub-expressions, in order."""
+        return ()
+
+    def with_children(self, children: tuple["Expr", ...]) -> "Expr":
+        """A copy of this node with new sub-expressions (same arity)."""
+        return self
+
+    def __add__(self, other: "Expr | Number") -> "Expr":
+        return BinOp("add", self, lift(other, self))
+
+    def __radd__(self, other: Number) -> "Expr":
+        return BinOp("add", lift(other, self), self)
+
+    def __sub__(self, other: "Expr | Number") -> "Expr":
+        return BinOp("sub", self, lift(other, self))
+
+    def __rsub__(self, other: Number) -> "Expr":
+        return BinOp("sub", lift(other, self), self)
+
+    def __mul__(self, other: "Expr | Number") -> "Expr":
+        return BinOp("mul", self, lift(other, self))
+
+    def __rmul__(self, other: Number) -> "Expr":
+        return BinOp("mul", lift(other, self), self)
+
+    def __truediv__(self, other: "Expr | Number") -> "Expr":
+        return BinOp("div", self, lift(other, self))
+
+    def __rtruediv__(self, other: Number) -> "Expr":
+        return BinOp("div", lift(other, self), self)
+
+    def __floordiv__(self, other: "Expr | Number") -> "Expr":
+        return BinOp("floordiv", self, lift(other, self))
+
+    def __rfloordiv__(self, other: Number) -> "Expr":
+        return BinOp("floordiv", lift(other, self), self)
+
+    def __mod__(self, other: "Expr | Number") -> "Expr":
+        return BinOp("mod", self, lift(other, self))
+
+    def __rmod__(self, other: Number) -> "Expr":
+        return BinOp("mod", lift(other, self), self)
+
+    def __neg__(self) -> "Expr":
+        return Unary("neg", self)
+
+    def __str__(self) -> str:
+        return format_expr(self)
+
+
+def lift(value: "Expr | Number", like: Expr) -> Expr:
+    """Turn a Python number into a Const of `like`'s dtype; pass expressions through."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return Const(bool(value), "bool")
+    if isinstance(value, (int, np.integer)):
+        if is_bool(like.dtype):
+            raise DTypeError(f"cannot combine integer {value} with bool expression {like}")
+        return Const(value, like.dtype)
+    if isinstance(value, (float, np.floating)):
+        if not is_float(like.dtype):
+            raise DTypeError(f"cannot combine float {value} with {like.dtype} expression {like}")
+        return Const(value, like.dtype)
+    raise TypeError(f"cannot use {type(value).__name__} {value!r} in an expression")
+
+
+def _check_compute_dtype(dtype: str, where: str) -> str:
+    check_dtype(dtype)
+    if dtype in STORAGE_ONLY:
+        raise DTypeError(
+            f"{where}: {dtype} is a storage type; compute in float32 and store into a {dtype} buffer"
+        )
+    return dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Var(Expr):
+    """A named scalar: a loop variable or a local declared by `Let`."""
+
+    name: str
+    dtype: str = INDEX_DTYPE
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "variable")
+        _check_compute_dtype(self.dtype, f"variable {self.name}")
+
+    @property
+    def op(self) -> str:
+        return "var"
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    """A literal of a given dtype; float32 values are rounded to float32 on creation."""
+
+    value: Number
+    dtype: str = INDEX_DTYPE
+
+    def __post_init__(self) -> None:
+        _check_compute_dtype(self.dtype, f"constant {self.value!r}")
+        object.__setattr__(self, "value", _normalize(self.value, self.dtype))
+
+    def _key(self) -> tuple:
+        # float.hex keeps -0.0 apart from 0.0 and makes NaN equal to itself:
+        # structural equality must not merge constants that compute differently.
+        value = self.value.hex() if isinstance(self.value, float) else self.value
+        return (self.dtype, value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    @property
+    def op(self) -> str:
+        return "const"
+
+
+def _normalize(value: Number, dtype: str) -> Number:
+    """Coerce a Python/numpy number to the exact value `dtype` holds."""
+    if is_bool(dtype):
+        return bool(value)
+    if is_int(dtype):
+        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise DTypeError(f"constant {value!r} is not an integer but dtype is {dtype}")
+        value = int(value)
+        lo, hi = int_range(dtype)
+        if not lo <= value <= hi:
+            raise DTypeError(f"constant {value} does not fit in {dtype}")
+        return value
+    if dtype == "float32":
+        with np.errstate(over="ignore"):
+            return float(np.float32(value))
+    return float(value)
+
+
+@dataclass(frozen=True, eq=True)
+class BinOp(Expr):
+    """A binary operator; both operands have the same dtype (no implicit promotion)."""
+
+    operator: str
+    a: Expr
+    b: Expr
+
+    def __post_init__(self) -> None:
+        if self.operator not in BINARY_OPS:
+            raise ValueError(f"unknown binary operator {self.operator!r}")
+        if self.a.dtype != self.b.dtype:
+            raise DTypeError(
+                f"operands of {self.operator} have different dtypes: {self.a} is {self.a.dtype}, "
+                f"{self.b} is {self.b.dtype}; insert a Cast"
+            )
+        dtype = self.a.dtype
+        if self.operator in LOGICAL_OPS and not is_bool(dtype):
+            raise DTypeError(f"{self.operator} needs bool operands, got {dtype}")
+        if self.operator in ARITHMETIC_OPS and is_bool(dtype):
+            raise DTypeError(f"{self.operator} needs numeric operands, got bool")
+        if self.operator == "div" and not is_float(dtype):
+            raise DTypeError(f"div (true division) needs float operands, got {dtype}; use floordiv")
+
+    @property
+    def op(self) -> str:
+        return self.operator
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return "bool" if self.operator in COMPARISON_OPS else self.a.dtype
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a, self.b)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        a, b = children
+        return self if (a is self.a and b is self.b) else BinOp(self.operator, a, b)
+
+
+@dataclass(frozen=True, eq=True)
+class Unary(Expr):
+    """Negation ("neg", numeric) or logical not ("not", bool)."""
+
+    operator: str
+    x: Expr
+
+    def __post_init__(self) -> None:
+        if self.operator not in UNARY_OPS:
+            raise ValueError(f"unknown unary operator {self.operator!r}")
+        if self.operator == "not" and not is_bool(self.x.dtype):
+            raise DTypeError(f"not needs a bool operand, got {self.x.dtype}")
+        if self.operator == "neg" and is_bool(self.x.dtype):
+            raise DTypeError("neg needs a numeric operand, got bool")
+
+    @property
+    def op(self) -> str:
+        return self.operator
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.x.dtype
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.x,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (x,) = children
+        return self if x is self.x else Unary(self.operator, x)
+
+
+@dataclass(frozen=True, eq=True)
+class Call(Expr):
+    """A math function of float arguments (see MATH_FUNCTIONS)."""
+
+    fn: str
+    args: tuple[Expr, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        if self.fn not in MATH_FUNCTIONS:
+            raise ValueError(f"unknown math function {self.fn!r}; known: {', '.join(sorted(MATH_FUNCTIONS))}")
+        if len(self.args) != MATH_FUNCTIONS[self.fn]:
+            raise ValueError(f"{self.fn} takes {MATH_FUNCTIONS[self.fn]} argument(s), got {len(self.args)}")
+        dtypes = {a.dtype for a in self.args}
+        if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
+            raise DTypeError(f"{self.fn} needs float arguments of one dtype, got {sorted(dtypes)}")
+
+    @property
+    def op(self) -> str:
+        return self.fn
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.args[0].dtype
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return self if children == self.args else Call(self.fn, tuple(children))
+
+
+@dataclass(frozen=True, eq=True)
+class Select(Expr):
+    """`where(cond, a, b)`: a if cond else b (both branches are side-effect free)."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+
+    def __post_init__(self) -> None:
+        if not is_bool(self.cond.dtype):
+            raise DTypeError(f"where needs a bool condition, got {self.cond.dtype}")
+        if self.a.dtype != self.b.dtype:
+            raise DTypeError(f"where branches differ in dtype: {self.a.dtype} vs {self.b.dtype}")
+
+    @property
+    def op(self) -> str:
+        return "where"
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.a.dtype
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.cond, self.a, self.b)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        c, a, b = children
+        return self if (c is self.cond and a is self.a and b is self.b) else Select(c, a, b)
+
+
+@dataclass(frozen=True, eq=True)
+class Cast(Expr):
+    """Convert a value to another compute dtype (float -> int truncates toward zero, like numpy)."""
+
+    x: Expr
+    dtype: str
+
+    def __post_init__(self) -> None:
+        _check_compute_dtype(self.dtype, "cast")
+
+    @property
+    def op(self) -> str:
+        return "cast"
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.x,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (x,) = children
+        return self if x is self.x else Cast(x, self.dtype)
+
+
+@dataclass(frozen=True, eq=True)
+class Load(Expr):
+    """Element `index` (flat, row-major) of `buffer`; float16/bfloat16 load as float32."""
+
+    buffer: Buffer
+    index: Expr
+
+    def __post_init__(self) -> None:
+        if not is_int(self.index.dtype):
+            raise DTypeError(f"index into {self.buffer.name} must be an integer, got {self.index.dtype}")
+
+    @property
+    def op(self) -> str:
+        return "load"
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.buffer.value_dtype
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.index,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (index,) = children
+        return self if index is self.index else Load(self.buffer, index)
+
+
+# ---- constructors for the operators Python cannot overload without breaking `==`
+
+
+def const(value: Number, dtype: str = INDEX_DTYPE) -> Const:
+    """A constant of `dtype`."""
+    return Const(value, dtype)
+
+
+def _pair(a: "Expr | Number", b: "Expr | Number") -> tuple[Expr, Expr]:
+    if isinstance(a, Expr):
+        return a, lift(b, a)
+    if isinstance(b, Expr):
+        return lift(a, b), b
+    raise TypeError("at least one operand must be an expression")
+
+
+def minimum(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """min(a, b)."""
+    return BinOp("min", *_pair(a, b))
+
+
+def maximum(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """max(a, b)."""
+    return BinOp("max", *_pair(a, b))
+
+
+def lt(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """a < b."""
+    return BinOp("lt", *_pair(a, b))
+
+
+def le(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """a <= b."""
+    return BinOp("le", *_pair(a, b))
+
+
+def gt(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """a > b, spelled b < a."""
+    x, y = _pair(a, b)
+    return BinOp("lt", y, x)
+
+
+def ge(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """a >= b, spelled b <= a."""
+    x, y = _pair(a, b)
+    return BinOp("le", y, x)
+
+
+def eq(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """a == b (as an expression)."""
+    return BinOp("eq", *_pair(a, b))
+
+
+def ne(a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """a != b (as an expression)."""
+    return BinOp("ne", *_pair(a, b))
+
+
+def logical_and(a: Expr, b: Expr) -> Expr:
+    """a and b (bool operands)."""
+    return BinOp("and", *_pair(a, b))
+
+
+def logical_or(a: Expr, b: Expr) -> Expr:
+    """a or b (bool operands)."""
+    return BinOp("or", *_pair(a, b))
+
+
+def logical_not(a: Expr) -> Expr:
+    """not a (bool operand)."""
+    return Unary("not", a)
+
+
+def where(cond: Expr, a: "Expr | Number", b: "Expr | Number") -> Expr:
+    """a if cond else b."""
+    return Select(cond, *_pair(a, b))
+
+
+def call(fn: str, *args: Expr) -> Expr:
+    """A math function call, e.g. call("exp", x)."""
+    return Call(fn, tuple(args))
+
+
+def cast(x: Expr, dtype: str) -> Expr:
+    """Convert x to `dtype` (a no-op node is not created when dtypes already match)."""
+    return x if x.dtype == dtype else Cast(x, dtype)
+
+
+# ---- traversal
+
+
+def walk(expr: Expr):
+    """Yield every node of `expr`, parents before children."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def free_vars(expr: Expr) -> set[str]:
+    """Names of the variables `expr` reads."""
+    return {node.name for node in walk(expr) if isinstance(node, Var)}
+
+
+# ---- printing (Python-like precedence; C printing lives in codegen)
+
+_INFIX = {
+    "add": ("+", 5), "sub": ("-", 5), "mul": ("*", 6), "div": ("/", 6),
+    "floordiv": ("//", 6), "mod": ("%", 6),
+    "lt": ("<", 4), "le": ("<=", 4), "eq": ("==", 4), "ne": ("!=", 4),
+    "and": ("and", 2), "or": ("or", 1),
+}
+_ATOM = 9
+
+
+def format_const(value: Number, dtype: str) -> str:
+    """A readable literal: shortest float32 repr for float32, repr otherwise."""
+    if dtype == "bool":
+        return "true" if value else "false"
+    if dtype == "float32":
+        text = str(np.float32(value))
+        return text if any(ch in text for ch in ".eni") else text + ".0"
+    return repr(value)
+
+
+def _format(expr: Expr) -> tuple[str, int]:
+    if isinstance(expr, Var):
+        return expr.name, _ATOM
+    if isinstance(expr, Const):
+        text = format_const(expr.value, expr.dtype)
+        return text, (7 if text.startswith("-") else _ATOM)
+    if isinstance(expr, BinOp):
+        if expr.operator in ("min", "max"):
+            return f"{expr.operator}({_format(expr.a)[0]}, {_format(expr.b)[0]})", _ATOM
+        symbol, prec = _INFIX[expr.operator]
+        left, left_prec = _format(expr.a)
+        right, right_prec = _format(expr.b)
+        # left-associative: the right operand needs parentheses at equal precedence
+        if left_prec < prec or (prec == 4 and left_prec == 4):
+            left = f"({left})"
+        if right_prec <= prec:
+            right = f"({right})"
+        spaced = prec <= 5 or symbol in ("and", "or")
+        return (f"{left} {symbol} {right}" if spaced else f"{left}{symbol}{right}"), prec
+    if isinstance(expr, Unary):
+        inner, inner_prec = _format(expr.x)
+        if expr.operator == "not":
+            return f"not {inner if inner_prec > 3 else f'({inner})'}", 3
+        return f"-{inner if inner_prec >= 7 else f'({inner})'}", 7
+    if isinstance(expr, Call):
+        return f"{expr.fn}({', '.join(_format(a)[0] for a in expr.args)})", _ATOM
+    if isinstance(expr, Select):
+        return f"where({_format(expr.cond)[0]}, {_format(expr.a)[0]}, {_format(expr.b)[0]})", _ATOM
+    if isinstance(expr, Cast):
+        return f"{expr.dtype}({_format(expr.x)[0]})", _ATOM
+    if isinstance(expr, Load):
+        return f"{expr.buffer.name}[{_format(expr.index)[0]}]", _ATOM
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def format_expr(expr: Expr) -> str:
+    """Render `expr` as Python-like text: `a[i*64 + j] + max(b[j], 0.0)`."""
+    return _format(expr)[0]
+
+
+# ---- reference semantics
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """Two's-complement wrap of `value` to the width of integer `dtype`."""
+    if dtype == "bool":
+        return int(bool(value))
+    lo, hi = int_range(dtype)
+    span = hi - lo + 1
+    return (value - lo) % span + lo
+
+
+def _np_scalar(value: Number, dtype: str):
+    return np.float32(value) if dtype == "float32" else np.float64(value)
+
+
+_NUMPY_MATH = {
+    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2,
+    "log1p": np.log1p, "sqrt": np.sqrt, "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "rint": np.rint, "pow": np.power, "atan2": np.arctan2, "fmod": np.fmod,
+}
+
+
+def _binary(op: str, a: Number, b: Number, dtype: str) -> Number:
+    """Apply a binary operator to values of operand dtype `dtype`."""
+    if op in COMPARISON_OPS:
+        return {"lt": a < b, "le": a <= b, "eq": a == b, "ne": a != b}[op]
+    if op == "and":
+        return bool(a) and bool(b)
+    if op == "or":
+        return bool(a) or bool(b)
+    # min/max propagate NaN from either side, like numpy.minimum/maximum
+    if op == "min":
+        return a if (a < b or a != a) else b
+    if op == "max":
+        return a if (a > b or a != a) else b
+    if is_int(dtype):
+        a, b = int(a), int(b)
+        if op in ("floordiv", "mod") and b == 0:
+            return 0  # numpy's answer; the generated C does the same instead of trapping
+        result = {"add": a + b, "sub": a - b, "mul": a * b}.get(op)
+        if result is None:
+            result = a // b if op == "floordiv" else a % b
+        return wrap_int(result, dtype)
+    x, y = _np_scalar(a, dtype), _np_scalar(b, dtype)
+    with np.errstate(all="ignore"):
+        if op == "add":
+            r = x + y
+        elif op == "sub":
+            r = x - y
+        elif op == "mul":
+            r = x * y
+        elif op == "div":
+            r = x / y
+        elif op == "floordiv":
+            r = np.floor_divide(x, y)
+        else:  # floor modulo, numpy's definition
+            r = np.mod(x, y)
+    return float(r)
+
+
+def evaluate(expr: Expr, env: Mapping[str, Number], buffers: Mapping[str, np.ndarray] | None = None) -> Number:
+    """Evaluate `expr` with variable values from `env` and flat arrays from `buffers`."""
+    if isinstance(expr, Var):
+        return _normalize(env[expr.name], expr.dtype)
+    if isinstance(expr, Const):
+        return expr.value
+    if isinstance(expr, BinOp):
+        a = evaluate(expr.a, env, buffers)
+        b = evaluate(expr.b, env, buffers)
+        return _binary(expr.operator, a, b, expr.a.dtype)
+    if isinstance(expr, Unary):
+        x = evaluate(expr.x, env, buffers)
+        if expr.operator == "not":
+            return not x
+        return wrap_int(-x, expr.dtype) if is_int(expr.dtype) else -x
+    if isinstance(expr, Select):
+        c = evaluate(expr.cond, env, buffers)
+        return evaluate(expr.a, env, buffers) if c else evaluate(expr.b, env, buffers)
+    if isinstance(expr, Cast):
+        x = evaluate(expr.x, env, buffers)
+        if is_bool(expr.dtype):
+            return bool(x)
+        if is_int(expr.dtype):
+            # float -> int of NaN, infinity or an out-of-range value is undefined (C and numpy differ)
+            return wrap_int(int(math.trunc(x)), expr.dtype)
+        if isinstance(x, int) and not isinstance(x, bool):
+            # one rounding, int64 -> float, as C does (not int -> float64 -> float32)
+            return float(np.array(x, dtype=np.int64).astype(np.float32 if expr.dtype == "float32" else np.float64))
+        return _normalize(x, expr.dtype)
+    if isinstance(expr, Call):
+        args = [_np_scalar(evaluate(a, env, buffers), expr.dtype) for a in expr.args]
+        with np.errstate(all="ignore"):
+            if expr.fn == "erf":
+                return _normalize(math.erf(float(args[0])), expr.dtype)
+            if expr.fn == "rsqrt":
+                return float(args[0].dtype.type(1) / np.sqrt(args[0]))
+            return float(_NUMPY_MATH[expr.fn](*args))
+    if isinstance(expr, Load):
+        if buffers is None or expr.buffer.name not in buffers:
+            raise KeyError(f"no array given for buffer {expr.buffer.name}")
+        index = evaluate(expr.index, env, buffers)
+        array = buffers[expr.buffer.name].reshape(-1)
+        if not 0 <= index < array.size:
+            raise IndexError(f"index {index} out of range for {expr.buffer.name} of size {array.size}")
+        return array[index].item()
+    raise TypeError(f"not an expression: {expr!r}")

@@ -1,0 +1,366 @@
+"""Loop IR: statements over flat buffers, and the kernels made of them.
+
+## Loop IR (for docs/architecture.md)
+
+A fused group of graph nodes becomes one `Kernel`: a name, the `Buffer`s it
+takes as parameters, a body of statements, and a comment naming the graph
+nodes it implements. The statements are few:
+
+- `For(var, extent, body, kind)`: `var` runs over `[0, extent)`; `kind` is
+  `serial`, `parallel` (OpenMP threads), `vectorized` (SIMD lanes) or
+  `unrolled`. Loops always start at 0; a tiled loop with a tail uses
+  `min(...)` in its extent or an `If` in its body.
+- `Store(buffer, index, value)`: `buffer[index] = value`, with one flat
+  (row-major) index. Reads are `Load` expressions (expr.py).
+- `Let(var, value)` declares a scalar local (a reduction's accumulator),
+  visible to the statements after it in the same `Block`; `Assign(var, value)`
+  updates it.
+- `Alloc(buffer, body)`: a temporary buffer local to `body` (on the C stack
+  when small, on the heap otherwise).
+- `If(cond, then, else_)` and `Block(stmts)`.
+
+Index expressions are ordinary expressions of int64 loop variables; the
+simplifier (simplify.py) reduces them to a canonical affine form using the
+loop ranges (`simplify_kernel`). The IR is immutable: a schedule primitive
+is a function from IR to IR. `str(kernel)` prints indented loop nests:
+
+    kernel add_bias(out: float32[4, 8], x: float32[4, 8], b: float32[8]):
+      # graph nodes: %3 = add(%1, %2)
+      for i in 0..4 (parallel):
+        for j in 0..8 (vectorized):
+          out[i*8 + j] = x[i*8 + j] + b[j]
+
+float16 and bfloat16 exist only in buffers: a load yields float32, a store
+rounds to nearest even. A `Program` (program.py) gathers the kernels of one
+graph with its inputs, outputs, constants and arena-resident intermediates;
+the C backend turns one Program into one translation unit with one entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, Optional
+
+from tensorkiln.errors import TensorKilnError
+from tensorkiln.loops.bounds import Bounds
+from tensorkiln.loops.buffer import Buffer, check_identifier
+from tensorkiln.loops.expr import Const, Expr, Load, Var, format_expr, walk
+from tensorkiln.loops.simplify import simplify
+from tensorkiln.loops.types import INDEX_DTYPE, is_bool, is_int
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+
+
+class LoopIRError(TensorKilnError, ValueError):
+    """Malformed loop IR: an unbound variable, an unknown buffer, a type mismatch, ..."""
+
+
+class Stmt:
+    """Base class of statements."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "\n".join(format_stmt(self))
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """`for var in 0..extent (kind): body`."""
+
+    var: Var
+    extent: Expr
+    body: Stmt
+    kind: str = "serial"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.extent, int):
+            object.__setattr__(self, "extent", Const(self.extent, INDEX_DTYPE))
+        if self.kind not in LOOP_KINDS:
+            raise LoopIRError(f"loop {self.var.name}: kind must be one of {LOOP_KINDS}, got {self.kind!r}")
+        if self.var.dtype != INDEX_DTYPE or self.extent.dtype != INDEX_DTYPE:
+            raise LoopIRError(f"loop {self.var.name}: variable and extent must be {INDEX_DTYPE}")
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    """`buffer[index] = value` (a float32 value stored into float16/bfloat16 is rounded)."""
+
+    buffer: Buffer
+    index: Expr
+    value: Expr
+
+    def __post_init__(self) -> None:
+        if not is_int(self.index.dtype):
+            raise LoopIRError(f"index into {self.buffer.name} must be an integer, got {self.index.dtype}")
+        if self.value.dtype != self.buffer.value_dtype:
+            raise LoopIRError(
+                f"store into {self.buffer.name} ({self.buffer.dtype}) needs a {self.buffer.value_dtype} "
+                f"value, got {self.value.dtype}: {format_expr(self.value)}"
+            )
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    """Declare the scalar local `var = value`; it lives until the end of the enclosing Block."""
+
+    var: Var
+    value: Expr
+
+    def __post_init__(self) -> None:
+        if self.var.dtype != self.value.dtype:
+            raise LoopIRError(f"let {self.var.name}: {self.var.dtype} variable, {self.value.dtype} value")
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    """Update the scalar local `var` (declared by an enclosing or earlier Let)."""
+
+    var: Var
+    value: Expr
+
+    def __post_init__(self) -> None:
+        if self.var.dtype != self.value.dtype:
+            raise LoopIRError(f"assign {self.var.name}: {self.var.dtype} variable, {self.value.dtype} value")
+
+
+@dataclass(frozen=True)
+class Alloc(Stmt):
+    """A temporary `buffer` (scope "local") that exists while `body` runs."""
+
+    buffer: Buffer
+    body: Stmt
+
+    def __post_init__(self) -> None:
+        if self.buffer.scope != "local":
+            raise LoopIRError(f"alloc {self.buffer.name}: an allocated buffer must have scope 'local'")
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    """`if cond: then else: else_`."""
+
+    cond: Expr
+    then: Stmt
+    else_: Optional[Stmt] = None
+
+    def __post_init__(self) -> None:
+        if not is_bool(self.cond.dtype):
+            raise LoopIRError(f"if condition must be bool, got {self.cond.dtype}: {format_expr(self.cond)}")
+
+
+@dataclass(frozen=True)
+class Block(Stmt):
+    """Statements in order."""
+
+    stmts: tuple[Stmt, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stmts", tuple(self.stmts))
+
+
+def block(*stmts: Stmt) -> Stmt:
+    """A Block of `stmts`, flattening nested Blocks; a single statement is returned as is."""
+    flat: list[Stmt] = []
+    for stmt in stmts:
+        flat.extend(stmt.stmts if isinstance(stmt, Block) else (stmt,))
+    return flat[0] if len(flat) == 1 else Block(tuple(flat))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One function of the generated code: a loop nest over its parameter buffers."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    body: Stmt
+    comment: str = ""
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "kernel")
+        object.__setattr__(self, "params", tuple(self.params))
+
+    def __str__(self) -> str:
+        params = ", ".join(str(p) for p in self.params)
+        lines = [f"kernel {self.name}({params}):"]
+        lines += [f"  # {line}" for line in self.comment.splitlines()]
+        lines += format_stmt(self.body, 1)
+        return "\n".join(lines)
+
+    def written_buffers(self) -> set[str]:
+        """Names of the buffers this kernel stores into."""
+        return {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)}
+
+
+# ---------------------------------------------------------------- traversal
+
+
+def iter_stmts(stmt: Stmt) -> Iterator[Stmt]:
+    """Every statement in `stmt`, parents before children."""
+    yield stmt
+    if isinstance(stmt, (For, Alloc)):
+        yield from iter_stmts(stmt.body)
+    elif isinstance(stmt, If):
+        yield from iter_stmts(stmt.then)
+        if stmt.else_ is not None:
+            yield from iter_stmts(stmt.else_)
+    elif isinstance(stmt, Block):
+        for s in stmt.stmts:
+            yield from iter_stmts(s)
+
+
+def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
+    """The expressions directly held by one statement (not those of nested statements)."""
+    if isinstance(stmt, For):
+        return (stmt.extent,)
+    if isinstance(stmt, Store):
+        return (stmt.index, stmt.value)
+    if isinstance(stmt, (Let, Assign)):
+        return (stmt.value,)
+    if isinstance(stmt, If):
+        return (stmt.cond,)
+    return ()
+
+
+def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Expr],
+              ranges: Optional[dict[str, tuple[int, int]]] = None) -> Stmt:
+    """Rebuild `stmt` with fn(expr, loop_ranges) applied to each expression it holds.
+
+    `loop_ranges` maps each enclosing loop variable to its inclusive range.
+    """
+    ranges = dict(ranges or {})
+    if isinstance(stmt, For):
+        extent = fn(stmt.extent, ranges)
+        hi = Bounds(ranges)(extent)[1]
+        inner = dict(ranges)
+        inner[stmt.var.name] = (0, max(hi - 1, 0))
+        return For(stmt.var, extent, map_exprs(stmt.body, fn, inner), stmt.kind)
+    if isinstance(stmt, Store):
+        return Store(stmt.buffer, fn(stmt.index, ranges), fn(stmt.value, ranges))
+    if isinstance(stmt, Let):
+        return Let(stmt.var, fn(stmt.value, ranges))
+    if isinstance(stmt, Assign):
+        return Assign(stmt.var, fn(stmt.value, ranges))
+    if isinstance(stmt, Alloc):
+        return Alloc(stmt.buffer, map_exprs(stmt.body, fn, ranges))
+    if isinstance(stmt, If):
+        else_ = None if stmt.else_ is None else map_exprs(stmt.else_, fn, ranges)
+        return If(fn(stmt.cond, ranges), map_exprs(stmt.then, fn, ranges), else_)
+    if isinstance(stmt, Block):
+        return Block(tuple(map_exprs(s, fn, ranges) for s in stmt.stmts))
+    raise LoopIRError(f"not a statement: {stmt!r}")
+
+
+def simplify_kernel(kernel: Kernel) -> Kernel:
+    """Simplify every expression of `kernel` using its loops' ranges."""
+    body = map_exprs(kernel.body, lambda e, ranges: simplify(e, ranges))
+    return Kernel(kernel.name, kernel.params, body, kernel.comment)
+
+
+# ---------------------------------------------------------------- verification
+
+
+def verify_kernel(kernel: Kernel) -> None:
+    """Raise LoopIRError unless every buffer, variable and name in `kernel` is well formed."""
+    names = [p.name for p in kernel.params]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise LoopIRError(f"kernel {kernel.name}: parameter(s) {sorted(duplicates)} given twice")
+    for p in kernel.params:
+        if p.scope != "global":
+            raise LoopIRError(f"kernel {kernel.name}: parameter {p.name} must have scope 'global'")
+    _Verifier(kernel).check(kernel.body, {p.name: p for p in kernel.params}, {})
+
+
+class _Verifier:
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.loop_vars = {s.var.name for s in iter_stmts(kernel.body) if isinstance(s, For)}
+
+    def fail(self, message: str) -> None:
+        raise LoopIRError(f"kernel {self.kernel.name}: {message}")
+
+    def check_expr(self, expr: Expr, buffers: dict[str, Buffer], scalars: dict[str, Var]) -> None:
+        for node in walk(expr):
+            if isinstance(node, Var):
+                bound = scalars.get(node.name)
+                if bound is None:
+                    self.fail(f"variable {node.name} is used outside any loop or let that defines it")
+                if bound.dtype != node.dtype:
+                    self.fail(f"variable {node.name} is {bound.dtype} but used as {node.dtype}")
+            elif isinstance(node, Load):
+                self.check_buffer(node.buffer, buffers)
+
+    def check_buffer(self, buffer: Buffer, buffers: dict[str, Buffer]) -> None:
+        known = buffers.get(buffer.name)
+        if known is None:
+            self.fail(f"buffer {buffer.name} is neither a parameter nor allocated here")
+        if known != buffer:
+            self.fail(f"buffer {buffer.name} is used as {buffer} but declared as {known}")
+
+    def declare(self, name: str, buffers: dict[str, Buffer], scalars: dict[str, Var]) -> None:
+        # No shadowing: the C code uses IR names as they are, and a name in scope has one meaning.
+        if name in buffers or name in scalars:
+            self.fail(f"name {name} is declared again while already in scope")
+
+    def check(self, stmt: Stmt, buffers: dict[str, Buffer], scalars: dict[str, Var]) -> None:
+        if isinstance(stmt, For):
+            self.check_expr(stmt.extent, buffers, scalars)
+            self.declare(stmt.var.name, buffers, scalars)
+            self.check(stmt.body, buffers, {**scalars, stmt.var.name: stmt.var})
+        elif isinstance(stmt, Store):
+            self.check_buffer(stmt.buffer, buffers)
+            self.check_expr(stmt.index, buffers, scalars)
+            self.check_expr(stmt.value, buffers, scalars)
+        elif isinstance(stmt, Let):
+            self.check_expr(stmt.value, buffers, scalars)
+            self.declare(stmt.var.name, buffers, scalars)
+            scalars[stmt.var.name] = stmt.var  # visible to later statements of this Block
+        elif isinstance(stmt, Assign):
+            if stmt.var.name not in scalars or stmt.var.name in self.loop_vars:
+                self.fail(f"assignment to {stmt.var.name}, which no let declares")
+            self.check_expr(stmt.value, buffers, scalars)
+            if scalars[stmt.var.name].dtype != stmt.var.dtype:
+                self.fail(f"assignment to {stmt.var.name} as {stmt.var.dtype}, declared {scalars[stmt.var.name].dtype}")
+        elif isinstance(stmt, Alloc):
+            self.declare(stmt.buffer.name, buffers, scalars)
+            self.check(stmt.body, {**buffers, stmt.buffer.name: stmt.buffer}, dict(scalars))
+        elif isinstance(stmt, If):
+            self.check_expr(stmt.cond, buffers, scalars)
+            self.check(stmt.then, buffers, dict(scalars))
+            if stmt.else_ is not None:
+                self.check(stmt.else_, buffers, dict(scalars))
+        elif isinstance(stmt, Block):
+            inner = dict(scalars)
+            for s in stmt.stmts:
+                self.check(s, buffers, inner)
+        else:
+            self.fail(f"not a statement: {stmt!r}")
+
+
+# ---------------------------------------------------------------- printing
+
+
+def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
+    """Indented lines for `stmt`, two spaces per level."""
+    pad = "  " * depth
+    if isinstance(stmt, For):
+        kind = "" if stmt.kind == "serial" else f" ({stmt.kind})"
+        head = f"{pad}for {stmt.var.name} in 0..{format_expr(stmt.extent)}{kind}:"
+        return [head] + format_stmt(stmt.body, depth + 1)
+    if isinstance(stmt, Store):
+        return [f"{pad}{stmt.buffer.name}[{format_expr(stmt.index)}] = {format_expr(stmt.value)}"]
+    if isinstance(stmt, Let):
+        return [f"{pad}{stmt.var.name}: {stmt.var.dtype} = {format_expr(stmt.value)}"]
+    if isinstance(stmt, Assign):
+        return [f"{pad}{stmt.var.name} = {format_expr(stmt.value)}"]
+    if isinstance(stmt, Alloc):
+        return [f"{pad}alloc {stmt.buffer}:"] + format_stmt(stmt.body, depth + 1)
+    if isinstance(stmt, If):
+        lines = [f"{pad}if {format_expr(stmt.cond)}:"] + format_stmt(stmt.then, depth + 1)
+        if stmt.else_ is not None:
+            lines += [f"{pad}else:"] + format_stmt(stmt.else_, depth + 1)
+        return lines
+    if isinstance(stmt, Block):
+        lines = [line for s in stmt.stmts for line in format_stmt(s, depth)]
+        return lines or [f"{pad}pass"]
+    raise LoopIRError(f"not a statement: {stmt!r}")

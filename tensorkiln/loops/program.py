@@ -1,0 +1,128 @@
+"""Program: the kernels of one graph and the buffers they share.
+
+A Program is what the C backend compiles into one shared library with one
+entry function. Its buffers fall in four groups:
+
+- inputs and outputs: passed by the caller on every call;
+- constants (weights): bound once when the library is loaded;
+- temps (intermediates between kernels): live in one arena that the runtime
+  allocates once; `arena_offsets` says where each one starts. A memory planner
+  may give two temps with disjoint lifetimes overlapping offsets; without a
+  plan, temps are packed one after another, each 64-byte aligned.
+
+Kernels run in order; each kernel parameter must be one of these buffers
+(matched by name). The entry passes every kernel its buffers by pointer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from tensorkiln.loops.buffer import Buffer, check_identifier
+from tensorkiln.loops.ir import Kernel, LoopIRError, verify_kernel
+from tensorkiln.loops.types import itemsize
+
+ARENA_ALIGNMENT = 64  # a cache line, and enough for any vector load
+
+
+def _align(offset: int, alignment: int = ARENA_ALIGNMENT) -> int:
+    return (offset + alignment - 1) // alignment * alignment
+
+
+@dataclass(frozen=True)
+class Program:
+    """Kernels of one graph, run in order over its inputs, outputs, constants and arena temps."""
+
+    name: str
+    kernels: tuple[Kernel, ...]
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+    constants: tuple[Buffer, ...] = ()
+    temps: tuple[Buffer, ...] = ()
+    arena_offsets: Optional[tuple[tuple[str, int], ...]] = None  # (temp name, byte offset); None: packed
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "program")
+        for field_name in ("kernels", "inputs", "outputs", "constants", "temps"):
+            object.__setattr__(self, field_name, tuple(getattr(self, field_name)))
+        if self.arena_offsets is not None:
+            object.__setattr__(self, "arena_offsets", tuple((str(n), int(o)) for n, o in self.arena_offsets))
+        self._verify()
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        """Every program-level buffer: inputs, outputs, constants, temps (in that order)."""
+        return self.inputs + self.outputs + self.constants + self.temps
+
+    def arena_layout(self) -> dict[str, int]:
+        """Byte offset of each temp in the arena."""
+        if self.arena_offsets is not None:
+            return dict(self.arena_offsets)
+        layout, offset = {}, 0
+        for temp in self.temps:
+            layout[temp.name] = offset
+            offset = _align(offset + temp.nbytes)
+        return layout
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes the arena needs (0 when there are no temps)."""
+        layout = self.arena_layout()
+        ends = [layout[t.name] + t.nbytes for t in self.temps]
+        return _align(max(ends)) if ends else 0
+
+    def __str__(self) -> str:
+        def group(title: str, buffers: tuple[Buffer, ...]) -> list[str]:
+            return [f"  {title}: {', '.join(map(str, buffers))}"] if buffers else []
+
+        lines = [f"program {self.name}:"]
+        lines += group("inputs", self.inputs) + group("outputs", self.outputs)
+        lines += group("constants", self.constants) + group("temps", self.temps)
+        if self.temps:
+            lines.append(f"  arena: {self.arena_bytes} bytes")
+        for kernel in self.kernels:
+            lines += ["", *("  " + line for line in str(kernel).splitlines())]
+        return "\n".join(lines)
+
+    def _verify(self) -> None:
+        by_name: dict[str, Buffer] = {}
+        for buffer in self.buffers:
+            if buffer.name in by_name:
+                raise LoopIRError(f"program {self.name}: buffer name {buffer.name} is used twice")
+            if buffer.scope != "global":
+                raise LoopIRError(f"program {self.name}: buffer {buffer.name} must have scope 'global'")
+            by_name[buffer.name] = buffer
+        kernel_names = [k.name for k in self.kernels]
+        for name in kernel_names:
+            if kernel_names.count(name) > 1:
+                raise LoopIRError(f"program {self.name}: kernel name {name} is used twice")
+        for kernel in self.kernels:
+            verify_kernel(kernel)
+            for param in kernel.params:
+                if by_name.get(param.name) != param:
+                    raise LoopIRError(
+                        f"program {self.name}: kernel {kernel.name} takes {param}, "
+                        "which is not one of the program's buffers"
+                    )
+            written = kernel.written_buffers()
+            for name in written:
+                if any(b.name == name for b in self.inputs + self.constants):
+                    raise LoopIRError(f"program {self.name}: kernel {kernel.name} writes input/constant {name}")
+        self._verify_arena()
+
+    def _verify_arena(self) -> None:
+        if self.arena_offsets is None:
+            return
+        layout = dict(self.arena_offsets)
+        for temp in self.temps:
+            if temp.name not in layout:
+                raise LoopIRError(f"program {self.name}: arena plan has no offset for temp {temp.name}")
+            offset = layout[temp.name]
+            if offset < 0 or offset % itemsize(temp.dtype):
+                raise LoopIRError(
+                    f"program {self.name}: temp {temp.name} at offset {offset} is not aligned to its "
+                    f"{itemsize(temp.dtype)}-byte elements"
+                )
+        unknown = set(layout) - {t.name for t in self.temps}
+        if unknown:
+            raise LoopIRError(f"program {self.name}: arena plan names unknown temps {sorted(unknown)}")

@@ -1,0 +1,243 @@
+"""Compile generated C into a shared library, through a content-addressed cache on disk.
+
+The cache lives at `$TENSORKILN_CACHE` (default `~/.cache/tensorkiln`). An
+entry is a directory named by the sha256 of everything that decides the
+machine code: the source, the compiler's `--version` text, the flags and the
+CPU's feature flags (from /proc/cpuinfo, since `-march=native` depends on
+them). It holds `module.c` (so an error message can point at the source),
+`module.so`, `module.so.sha256` and `build.json`.
+
+Atomicity: a build happens in a fresh temporary directory inside the cache
+and is published with one `os.rename` of the whole directory. Renaming onto
+an existing non-empty directory fails, so of two processes compiling the
+same source, one publishes and the other finds the entry complete and uses
+it; nobody ever sees half a library. On every lookup the library's sha256 is
+checked against the stored one; a corrupt or truncated entry is moved aside
+and rebuilt, never loaded.
+
+Release flags: `-O3 -march=native -fopenmp -shared -fPIC -std=c99`, plus
+`-fno-math-errno` (no Python code reads errno; it lets sqrt vectorize) and
+`-fwrapv` (signed overflow wraps, as numpy's integers do, instead of being
+undefined behaviour).
+
+Debug builds (`debug=True`) use `-O1 -g -fno-omit-frame-pointer
+-fsanitize=undefined` together with the bounds checks codegen emits in debug
+mode. UBSan's runtime can be dlopen()ed into an ordinary python, so debug
+libraries load in-process. AddressSanitizer is opt-in (`asan=True`): its
+runtime must be the first library of the process, and a python started
+without it *exits* when an ASan library is loaded. So `CompiledModule`
+refuses to load an ASan build unless libasan is already mapped, and says how
+to run: `LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0
+python ...` (the tests do exactly this in a subprocess).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from tensorkiln.errors import CompileError
+
+CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code changes
+RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
+                 "-fno-math-errno", "-fwrapv")
+DEBUG_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=undefined", "-fopenmp", "-shared",
+               "-fPIC", "-std=c99", "-fno-math-errno", "-fwrapv")
+ASAN_FLAGS = ("-fsanitize=address",)
+LINK_FLAGS = ("-lm",)
+
+SOURCE_NAME = "module.c"
+LIBRARY_NAME = "module.so"
+
+
+@dataclass(frozen=True)
+class CompiledLibrary:
+    """A shared library in the cache, and how it was obtained."""
+
+    path: str                # module.so
+    source_path: str         # module.c, beside it
+    key: str                 # the cache key (sha256 hex)
+    seconds: float           # wall time of this call: compiling, or only looking up
+    cache_hit: bool          # True when no compiler ran
+    compile_seconds: float   # how long the compiler took when the entry was built
+    flags: tuple[str, ...]
+    debug: bool = False
+    asan: bool = False
+
+
+def find_c_compiler() -> Optional[str]:
+    """The C compiler command to use ($CC, else cc, gcc or clang), or None when there is none."""
+    configured = os.environ.get("CC", "").strip()
+    candidates = [configured] if configured else ["cc", "gcc", "clang"]
+    for command in candidates:
+        words = shlex.split(command)
+        if words and shutil.which(words[0]):
+            return command
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(cc: str) -> str:
+    """The compiler's `--version` text (part of the cache key)."""
+    try:
+        done = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        raise CompileError(f"cannot run the C compiler {cc!r}: {exc}") from exc
+    return done.stdout.strip() or done.stderr.strip()
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_features() -> str:
+    """The CPU's feature flags (part of the cache key, since -march=native depends on them)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return " ".join(sorted(set(line.split(":", 1)[1].split())))
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()}"
+
+
+def cache_dir() -> Path:
+    """The cache directory: $TENSORKILN_CACHE, else ~/.cache/tensorkiln."""
+    configured = os.environ.get("TENSORKILN_CACHE")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tensorkiln"
+
+
+def build_flags(debug: bool = False, asan: bool = False, extra_flags: Sequence[str] = ()) -> tuple[str, ...]:
+    """The compiler flags for a release or debug build."""
+    flags = DEBUG_FLAGS if (debug or asan) else RELEASE_FLAGS
+    if asan:
+        flags = flags + ASAN_FLAGS
+    return tuple(flags) + tuple(extra_flags)
+
+
+def cache_key(source: str, cc: str, flags: Sequence[str]) -> str:
+    """sha256 of the source, the compiler version, the flags and the CPU features."""
+    h = hashlib.sha256()
+    for part in (CACHE_FORMAT, source, compiler_version(cc), " ".join(flags), cpu_features()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def entry_is_valid(entry: Path) -> bool:
+    """True when `entry` holds a library whose bytes match its recorded sha256."""
+    try:
+        recorded = (entry / (LIBRARY_NAME + ".sha256")).read_text().strip()
+        return bool(recorded) and _file_sha256(entry / LIBRARY_NAME) == recorded
+    except OSError:
+        return False
+
+
+def _run_compiler(cc: str, flags: Sequence[str], source: Path, output: Path) -> subprocess.CompletedProcess:
+    """Invoke the C compiler (tests replace this to count or forbid compiler runs)."""
+    command = [*shlex.split(cc), *flags, "-o", str(output), str(source), *LINK_FLAGS]
+    return subprocess.run(command, capture_output=True, text=True, cwd=source.parent)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _publish(built: Path, entry: Path) -> None:
+    """Move the finished build directory to `entry` atomically; keep a valid entry someone else published."""
+    for _ in range(5):
+        try:
+            os.rename(built, entry)
+            return
+        except OSError:
+            if entry_is_valid(entry):  # another process published the same library first
+                _remove_tree(built)
+                return
+            # a corrupt or partial entry: move it aside (atomically) and retry
+            trash = entry.parent / f".trash-{entry.name[:16]}-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(entry, trash)
+            except OSError:
+                pass
+            _remove_tree(trash)
+    raise CompileError(f"could not publish the compiled library to {entry}")
+
+
+def _record_failure(cache: Path, key: str, build: Path, stderr: str) -> Path:
+    """Keep the failed source under cache/failed/<key>/ so the error can point at it."""
+    failed = cache / "failed" / key
+    failed.parent.mkdir(parents=True, exist_ok=True)
+    (build / "compiler_output.txt").write_text(stderr)
+    _remove_tree(failed)
+    try:
+        os.rename(build, failed)
+    except OSError:  # a concurrent failure of the same source got there first: same content
+        _remove_tree(build)
+    return failed / SOURCE_NAME
+
+
+def compile_c(source: str, *, debug: bool = False, asan: bool = False, extra_flags: Sequence[str] = (),
+              cache: Optional[Path] = None, cc: Optional[str] = None) -> CompiledLibrary:
+    """Compile C `source` to a shared library, or find it in the cache; raise CompileError on failure."""
+    start = time.perf_counter()
+    cc = cc or find_c_compiler()
+    if cc is None:
+        raise CompileError("no C compiler found: install gcc or clang, or set CC")
+    flags = build_flags(debug, asan, extra_flags)
+    cache = Path(cache) if cache is not None else cache_dir()
+    key = cache_key(source, cc, flags)
+    entry = cache / key
+
+    def result(hit: bool, compile_seconds: float) -> CompiledLibrary:
+        return CompiledLibrary(str(entry / LIBRARY_NAME), str(entry / SOURCE_NAME), key,
+                               time.perf_counter() - start, hit, compile_seconds, flags, debug, asan)
+
+    if entry_is_valid(entry):
+        return result(True, _recorded_compile_seconds(entry))
+
+    cache.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=cache))
+    try:
+        source_path = build / SOURCE_NAME
+        source_path.write_text(source)
+        # Debug info names the final entry, not the temporary build directory, so gdb finds module.c.
+        debug_map = (f"-fdebug-prefix-map={build}={entry}",) if (debug or asan) else ()
+        compile_start = time.perf_counter()
+        done = _run_compiler(cc, flags + debug_map, source_path, build / LIBRARY_NAME)
+        compile_seconds = time.perf_counter() - compile_start
+        if done.returncode != 0 or not (build / LIBRARY_NAME).exists():
+            failed_source = _record_failure(cache, key, build, done.stderr)
+            first_error = next((line for line in done.stderr.splitlines() if "error" in line), "")
+            raise CompileError(f"the C compiler ({cc}) rejected generated code: {first_error}".rstrip(": "),
+                               source_path=str(failed_source), compiler_output=done.stderr)
+        (build / (LIBRARY_NAME + ".sha256")).write_text(_file_sha256(build / LIBRARY_NAME) + "\n")
+        (build / "build.json").write_text(json.dumps({
+            "compiler": cc, "compiler_version": compiler_version(cc).splitlines()[0],
+            "flags": list(flags), "compile_seconds": compile_seconds,
+            "warnings": done.stderr,
+        }, indent=1))
+        _publish(build, entry)
+    finally:
+        if build.exists():
+            _remove_tree(build)
+    return result(False, compile_seconds)
+
+
+def _recorded_compile_seconds(entry: Path) -> float:
+    try:
+        return float(json.loads((entry / "build.json").read_text())["compile_seconds"])
+    except (OSError, ValueError, KeyError):
+        return 0.0

@@ -1,0 +1,88 @@
+"""Expression nodes: construction, type rules, printing and reference semantics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tensorkiln.errors import DTypeError
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.bounds import Bounds
+from tensorkiln.loops.expr import (
+    Call, Cast, Const, Load, Var, call, cast, evaluate, format_expr, free_vars, logical_and, lt, maximum,
+    minimum, where,
+)
+
+i, j = Var("i"), Var("j")
+x = Var("x", "float32")
+
+
+def test_operators_build_trees_and_lift_numbers():
+    e = i * 64 + j
+    assert e.op == "add" and e.dtype == "int64"
+    assert (x * 2).b == Const(2.0, "float32")
+    assert str(e) == "i*64 + j"
+    assert free_vars(e) == {"i", "j"}
+
+
+def test_printing_uses_minimal_parentheses():
+    assert format_expr((i + 1) * 4) == "(i + 1)*4"
+    assert format_expr(i - (j - 1)) == "i - (j - 1)"
+    assert format_expr(i - j - 1) == "i - j - 1"
+    assert format_expr(-(i + j)) == "-(i + j)"
+    assert format_expr(where(lt(i, j), x, x * 2.0)) == "where(i < j, x, x*2.0)"
+    a = Buffer("a", "float16", (8,))
+    assert format_expr(call("exp", Load(a, i)) + 0.5) == "exp(a[i]) + 0.5"
+    assert format_expr(Cast(i, "float32")) == "float32(i)"
+
+
+def test_dtype_rules_are_enforced():
+    with pytest.raises(DTypeError, match="different dtypes"):
+        i + x
+    with pytest.raises(DTypeError, match="true division"):
+        i / j
+    with pytest.raises(DTypeError, match="bool operands"):
+        logical_and(i, j)
+    with pytest.raises(DTypeError, match="storage type"):
+        Var("h", "float16")
+    with pytest.raises(DTypeError, match="does not fit"):
+        Const(300, "int8")
+    with pytest.raises(DTypeError):
+        Call("exp", (i,))
+    with pytest.raises(DTypeError, match="must be an integer"):
+        Load(Buffer("a", "float32", (4,)), x)
+
+
+def test_loads_from_storage_types_are_float32():
+    assert Load(Buffer("h", "float16", (4,)), i).dtype == "float32"
+    assert Load(Buffer("b", "bfloat16", (4,)), i).dtype == "float32"
+
+
+def test_constants_round_to_their_dtype_and_compare_by_bits():
+    assert Const(0.1, "float32").value == float(np.float32(0.1))
+    assert Const(-0.0, "float32") != Const(0.0, "float32")
+    assert Const(float("nan"), "float32") == Const(float("nan"), "float32")
+    assert cast(i, "int64") is i
+
+
+def test_evaluate_uses_floor_semantics_and_wraps_integers():
+    n = Var("n")
+    assert evaluate(n // 4, {"n": -7}) == -2
+    assert evaluate(n % 4, {"n": -7}) == 1
+    b = Var("b", "int8")
+    assert evaluate(b + Const(100, "int8"), {"b": 100}) == -56
+    assert evaluate(Cast(x, "int32"), {"x": -2.7}) == -2
+    assert math.isnan(evaluate(maximum(x, Const(0.0, "float32")), {"x": float("nan")}))
+    assert evaluate(minimum(x, Const(1.0, "float32")), {"x": 3.0}) == 1.0
+    arr = np.arange(6, dtype=np.float32)
+    assert evaluate(Load(Buffer("a", "float32", (6,)), i + 1), {"i": 2}, {"a": arr}) == 3.0
+
+
+def test_bounds_of_index_expressions():
+    bounds = Bounds({"i": (0, 3), "j": (0, 7)})
+    assert bounds(i * 8 + j) == (0, 31)
+    assert bounds((i * 8 + j) // 8) == (0, 3)
+    assert bounds(Var("n") % 5) == (0, 4)
+    assert bounds(minimum(i, Const(2))) == (0, 2)
+    assert bounds(lt(i, Const(4))) == (1, 1)

@@ -1,0 +1,148 @@
+"""The compile cache: hits, corrupt entries, concurrent builds, compiler errors."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tensorkiln.codegen.c import generate_c
+from tensorkiln.errors import CompileError
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.expr import Load, Var
+from tensorkiln.loops.ir import For, Kernel, Store
+from tensorkiln.loops.program import Program
+from tensorkiln.runtime import compiler
+from tensorkiln.runtime.compiler import compile_c, entry_is_valid, find_c_compiler
+from tensorkiln.runtime.module import CompiledModule
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def scale_program(factor: float, name: str = "scale") -> Program:
+    """y = x * factor over 16 floats: a different factor is a different source."""
+    x, y, i = Buffer("x", "float32", (16,)), Buffer("y", "float32", (16,)), Var("i")
+    kernel = Kernel("scale", (y, x), For(i, 16, Store(y, i, Load(x, i) * factor), "vectorized"))
+    return Program(name, (kernel,), inputs=(x,), outputs=(y,))
+
+
+def run_scaled(library_path: str, program: Program) -> np.ndarray:
+    source = generate_c(program)
+    module = CompiledModule(library_path, source.signature)
+    (y,) = module.run(np.arange(16, dtype=np.float32))
+    return y
+
+
+def test_find_c_compiler_honours_cc(monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    assert find_c_compiler() is not None
+    monkeypatch.setenv("CC", "no-such-compiler-tensorkiln")
+    assert find_c_compiler() is None
+    monkeypatch.setenv("CC", "gcc -std=c99")  # a command with arguments is fine
+    assert find_c_compiler() == "gcc -std=c99"
+
+
+def test_missing_compiler_raises_compile_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", "no-such-compiler-tensorkiln")
+    with pytest.raises(CompileError, match="no C compiler found"):
+        compile_c("int x;", cache=tmp_path)
+
+
+def test_second_compile_is_a_cache_hit_without_the_compiler(monkeypatch, tmp_path):
+    program = scale_program(2.0)
+    source = generate_c(program).text
+    first = compile_c(source, cache=tmp_path)
+    assert not first.cache_hit and first.compile_seconds > 0
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("the compiler must not run on a cache hit")
+
+    monkeypatch.setattr(compiler, "_run_compiler", no_compiler)
+    second = compile_c(source, cache=tmp_path)
+    assert second.cache_hit and second.path == first.path and second.key == first.key
+    assert second.compile_seconds == pytest.approx(first.compile_seconds)
+    assert Path(second.source_path).read_text() == source
+    np.testing.assert_array_equal(run_scaled(second.path, program), np.arange(16) * 2.0)
+
+
+def test_key_depends_on_flags_and_source(tmp_path):
+    a = compiler.cache_key("int x;", "cc", compiler.build_flags())
+    assert a != compiler.cache_key("int x;", "cc", compiler.build_flags(debug=True))
+    assert a != compiler.cache_key("int y;", "cc", compiler.build_flags())
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_hash"])
+def test_corrupt_entry_is_detected_and_rebuilt(tmp_path, damage):
+    program = scale_program(3.0)
+    source = generate_c(program).text
+    first = compile_c(source, cache=tmp_path)
+    library = Path(first.path)
+    if damage == "truncate":
+        library.write_bytes(library.read_bytes()[:100])
+    else:
+        (library.parent / "module.so.sha256").write_text("0" * 64 + "\n")
+    assert not entry_is_valid(library.parent)
+    again = compile_c(source, cache=tmp_path)
+    assert not again.cache_hit and again.path == first.path
+    assert entry_is_valid(library.parent)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no build or trash left behind
+    np.testing.assert_array_equal(run_scaled(again.path, program), np.arange(16) * 3.0)
+
+
+def test_compiler_error_carries_output_and_source_path(tmp_path):
+    bad = "/* generated */\nint broken(void) { return undefined_name; }\n"
+    with pytest.raises(CompileError) as info:
+        compile_c(bad, cache=tmp_path)
+    error = info.value
+    assert "undefined_name" in error.compiler_output
+    assert "undefined_name" in str(error)
+    assert error.source_path is not None and Path(error.source_path).read_text() == bad
+    assert "generated source:" in str(error)
+
+
+CONCURRENT_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from test_compiler import scale_program
+    from tensorkiln.codegen.c import generate_c
+    from tensorkiln.runtime.compiler import compile_c
+    from tensorkiln.runtime.module import CompiledModule
+    program = scale_program(5.0, name="race")
+    source = generate_c(program)
+    go = Path(sys.argv[1])
+    while not go.exists():  # start both compilers at the same moment
+        time.sleep(0.001)
+    library = compile_c(source.text, cache=Path(sys.argv[2]))
+    module = CompiledModule(library.path, source.signature)
+    (y,) = module.run(np.arange(16, dtype=np.float32))
+    print(json.dumps({{"hit": library.cache_hit, "y": y.tolist()}}))
+""")
+
+
+def test_two_processes_compiling_the_same_source_both_succeed(tmp_path):
+    cache = tmp_path / "cache"
+    go = tmp_path / "go"
+    script = CONCURRENT_SCRIPT.format(tests=str(Path(__file__).parent))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(go), str(cache)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(0.5)  # both interpreters up and waiting
+    go.write_text("go")
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    for result in results:
+        assert result["y"] == [5.0 * v for v in range(16)]
+    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert len(entries) == 1 and entry_is_valid(entries[0])
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")]
