@@ -75,6 +75,27 @@ def debug_enabled(flag: bool | None) -> bool:
     return os.environ.get("TENSORKILN_DEBUG", "") not in ("", "0")
 
 
+def index_checks(graph: Graph) -> list[tuple[int, int, str]]:
+    """(input position, axis size, op) for every take/gather whose indices come straight from an input.
+
+    Generated code clamps indices so it never reads out of bounds; to raise
+    IndexError like the reference instead of answering wrongly, indices that
+    the caller passes in are range-checked before the native call. (Indices
+    computed inside the graph, like argmax's, are in range by construction.)
+    """
+    checks = []
+    for node in graph.nodes:
+        if node.op not in ("take", "gather"):
+            continue
+        source = node.inputs[1]
+        while source.op in ("reshape", "expand", "permute", "slice", "cast") and not (
+                source.op == "cast" and not source.inputs[0].dtype.is_integer):
+            source = source.inputs[0]
+        if source.op == "input":
+            checks.append((source.attrs["index"], node.inputs[0].shape[node.attrs["axis"]], node.op))
+    return checks
+
+
 class CompiledGraph:
     """A graph bound to its compiled library (or to the interpreter, as a fallback)."""
 
@@ -109,6 +130,7 @@ class CompiledGraph:
         self._output_specs = [(b.shape, np.dtype(np.uint16) if b.dtype == "bfloat16" else n.dtype.storage)
                               for b, n in zip(program.outputs, self.graph.outputs)]
         self._input_dtypes = [n.dtype.storage for n in self.graph.inputs]
+        self._index_checks = index_checks(self.graph)
         self.report = CompileReport(
             backend="c",
             kernels=[KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups
@@ -127,6 +149,11 @@ class CompiledGraph:
         if self.module is None:
             return interpret(self.graph, *arrays)
         inputs = [np.ascontiguousarray(a, dtype=d) for a, d in zip(arrays, self._input_dtypes)]
+        for position, size, op in self._index_checks:
+            index = inputs[position]
+            if index.size and (index.min() < -size or index.max() >= size):
+                bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
+                raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")
         outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
         self.module(*inputs, *outputs)
         return outputs

@@ -1,0 +1,54 @@
+"""Shared timing helpers for the benchmark scripts: medians after warm-up, tables, JSON."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def median_seconds(fn: Callable[[], object], repeat: int = 11, warmup: int = 2, min_time: float = 0.0) -> float:
+    """Median wall time of `fn` over `repeat` runs after `warmup` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def machine_summary() -> str:
+    """CPU model, core count and Python/numpy versions, for the header of a results table."""
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    """A plain-text table with right-aligned columns (first column left-aligned)."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
+                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    print(line(headers))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line(row))
+
+
+def write_json(path: str, data: dict) -> None:
+    """Write benchmark results as JSON."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
