@@ -99,11 +99,15 @@ def index_checks(graph: Graph) -> list[tuple[int, int, str]]:
 class CompiledGraph:
     """A graph bound to its compiled library (or to the interpreter, as a fallback)."""
 
-    def __init__(self, graph: Graph, debug: bool = False):
+    def __init__(self, graph: Graph, debug: bool = False, opt_level: int = 2, fast_math: bool = False):
+        from .passes import optimize
+        self.traced_graph = graph
+        self.opt_level = opt_level
+        graph, stats = optimize(graph, opt_level, fast_math)
         self.graph = graph
         self.module = None
         self.lowered = None
-        self.report = CompileReport(backend="interpreter")
+        self.report = CompileReport(backend="interpreter", passes=stats)
         from .runtime.compiler import find_c_compiler
         if find_c_compiler() is None:
             reason = "no C compiler found (set CC or install gcc)"
@@ -121,7 +125,7 @@ class CompiledGraph:
         from .codegen.build import build
         from .loops.lower import lower_graph
         start = time.perf_counter()
-        lowered = lower_graph(self.graph)
+        lowered = lower_graph(self.graph, fuse=self.opt_level >= 1)
         program = lowered.program
         self.report.lower_seconds = time.perf_counter() - start
         constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
@@ -135,7 +139,7 @@ class CompiledGraph:
             backend="c",
             kernels=[KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups
                                 else "copy", k.comment.splitlines(), str(k)) for k in program.kernels],
-            source_path=module.source_path, library_path=module.library_path,
+            passes=self.report.passes, source_path=module.source_path, library_path=module.library_path,
             compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
             lower_seconds=self.report.lower_seconds, cache_hit=module.cache_hit,
             arena_bytes=program.arena_bytes, naive_bytes=sum(t.nbytes for t in program.temps))

@@ -59,7 +59,8 @@ def _static_key(structure):
     if isinstance(structure, (list, tuple)):
         return (type(structure).__name__,) + tuple(_static_key(v) for v in structure)
     if isinstance(structure, dict):
-        return ("dict",) + tuple((k, _static_key(v)) for k, v in sorted(structure.items(), key=str))
+        # insertion order, not sorted: tensors are bound to graph inputs in this order (kwargs too)
+        return ("dict",) + tuple((k, _static_key(v)) for k, v in structure.items())
     try:
         hash(structure)
         return ("value", type(structure).__name__, structure)
@@ -84,11 +85,14 @@ class TracedFunction:
 class JitFunction:
     """A function compiled per input signature; call it like the original."""
 
-    def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None):
+    def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False):
         functools.update_wrapper(self, fn)
         self.fn = fn
+        if opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
         self.opt_level = opt_level
         self.debug = debug
+        self.fast_math = fast_math
         self._cache: dict[tuple, TracedFunction] = {}
         self._positional_names = _positional_names(fn)
 
@@ -133,7 +137,8 @@ class JitFunction:
         entry = self._cache.get(key)
         if entry is None:
             entry = self._trace(tensors, names, structure)
-            entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug))
+            entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug),
+                                           opt_level=self.opt_level, fast_math=self.fast_math)
             entry.compiled.report.trace_seconds = entry.trace_seconds
             self._cache[key] = entry
         return entry, tensors
@@ -161,6 +166,10 @@ class JitFunction:
         report = entry.compiled.report
         parts = [f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
                  str(entry.graph)]
+        for stats in report.passes:
+            parts.append(f"== after {stats}")
+            if stats.graph is not None:  # the IR after each pass that changed something
+                parts.append(str(stats.graph))
         if report.backend == "c":
             parts.append(f"== kernels ({len(report.kernels)})")
             parts += [k.loop_ir for k in report.kernels]
@@ -205,8 +214,13 @@ def _unique_names(names: list[str]) -> list[str]:
     return result
 
 
-def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None):
-    """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=...)."""
+def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False):
+    """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
+
+    opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
+    debug builds bounds-checked, sanitized code (also TENSORKILN_DEBUG=1);
+    fast_math allows rewrites that are exact for real numbers but not for every float.
+    """
     if fn is None:
-        return lambda f: JitFunction(f, opt_level=opt_level, debug=debug)
-    return JitFunction(fn, opt_level=opt_level, debug=debug)
+        return lambda f: JitFunction(f, opt_level=opt_level, debug=debug, fast_math=fast_math)
+    return JitFunction(fn, opt_level=opt_level, debug=debug, fast_math=fast_math)

@@ -158,8 +158,8 @@ def _copy_kernel(name: str, src: Buffer, dst: Buffer) -> Kernel | None:
     return None if body is None else Kernel(name, (dst, src), body, f"copy {src.name} to output {dst.name}")
 
 
-def lower_graph(graph: Graph) -> LoweredGraph:
-    """Lower a whole graph to one Program."""
+def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
+    """Lower a whole graph to one Program (fuse=False: one kernel per computing op)."""
     taken: set[str] = set()
     buffers: dict[int, Buffer] = {}
     inputs = []
@@ -173,7 +173,7 @@ def lower_graph(graph: Graph) -> LoweredGraph:
             constants.append(buffers[node.id])
             constant_arrays.append(np.ascontiguousarray(node.attrs["value"].array))
 
-    groups = partition(graph)
+    groups = partition(graph, fuse=fuse)
     names = node_names(graph)
     outputs: list[Buffer] = []
     output_of: dict[int, Buffer] = {}

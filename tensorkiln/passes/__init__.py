@@ -1,0 +1,94 @@
+"""Graph passes and the PassManager that runs them as a pipeline per optimization level.
+
+A pass is a function Graph -> (Graph, Counter of what fired). The manager runs
+the pipeline of an opt level, verifies the graph after each pass, records
+statistics (nodes before/after, what fired, time) and, when TENSORKILN_DUMP_IR
+names a directory, writes the IR after each pass there.
+
+    level 0: no graph passes; every computing op is its own kernel (no fusion)
+    level 1: constant folding, CSE, DCE; elementwise fusion
+    level 2: + algebraic simplification (exact rules and weight folding, e.g.
+             batch norm into conv); fusion of epilogues and row reductions (default)
+    level 3: level 2 with a second simplification round after CSE
+Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..graph import Graph, verify
+from .constant_fold import fold_constants
+from .cse import eliminate_common_subexpressions
+from .dce import eliminate_dead_code
+from .rules import simplify_graph
+
+PassFn = Callable[[Graph], tuple[Graph, Counter]]
+
+
+@dataclass
+class PassStats:
+    """What one pass did to a graph."""
+
+    name: str
+    nodes_before: int
+    nodes_after: int
+    fired: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    graph: Graph | None = field(default=None, repr=False)  # the result, kept when the pass changed it
+
+    def __str__(self) -> str:
+        what = ", ".join(f"{k} x{v}" for k, v in sorted(self.fired.items(), key=lambda kv: -kv[1]))
+        return (f"{self.name:<16} {self.nodes_before:>5} -> {self.nodes_after:<5} nodes "
+                f"{self.seconds * 1e3:6.1f} ms  {what}")
+
+
+def pipeline(opt_level: int, fast_math: bool = False) -> list[tuple[str, PassFn]]:
+    """The passes of an optimization level, in order."""
+    if not 0 <= opt_level <= 3:
+        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level}")
+    simplify = lambda g: simplify_graph(g, fast_math=fast_math, fold_weights=True)  # noqa: E731
+    passes: list[tuple[str, PassFn]] = []
+    if opt_level >= 1:
+        passes.append(("constant_fold", fold_constants))
+    if opt_level >= 2:
+        passes += [("simplify", simplify), ("constant_fold", fold_constants)]
+    if opt_level >= 1:
+        passes += [("cse", eliminate_common_subexpressions)]
+    if opt_level >= 3:
+        passes += [("simplify", simplify), ("cse", eliminate_common_subexpressions)]
+    if opt_level >= 1:
+        passes.append(("dce", eliminate_dead_code))
+    return passes
+
+
+def optimize(graph: Graph, opt_level: int = 2, fast_math: bool = False,
+             dump_dir: str | None = None) -> tuple[Graph, list[PassStats]]:
+    """Run the pipeline of `opt_level`; returns the optimized graph and per-pass statistics."""
+    dump_dir = dump_dir if dump_dir is not None else os.environ.get("TENSORKILN_DUMP_IR") or None
+    stats: list[PassStats] = []
+    if dump_dir:
+        os.makedirs(dump_dir, exist_ok=True)
+        _dump(dump_dir, graph, 0, "traced")
+    for index, (name, run) in enumerate(pipeline(opt_level, fast_math), start=1):
+        before = len(graph)
+        start = time.perf_counter()
+        graph, fired = run(graph)
+        verify(graph)
+        stats.append(PassStats(name, before, len(graph), dict(fired), time.perf_counter() - start,
+                               graph if fired else None))
+        if dump_dir:
+            _dump(dump_dir, graph, index, name)
+    return graph, stats
+
+
+def _dump(directory: str, graph: Graph, index: int, name: str) -> None:
+    safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in graph.name)
+    with open(os.path.join(directory, f"{safe}.{index:02d}.{name}.txt"), "w") as f:
+        f.write(str(graph) + "\n")
+
+
+__all__ = ["PassStats", "optimize", "pipeline"]

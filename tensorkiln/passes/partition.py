@@ -96,13 +96,17 @@ def _kernel_name(nodes: list[Node], index: int) -> str:
     return f"k{index}_" + "_".join(ops[:4])
 
 
-def partition(graph: Graph) -> list[KernelGroup]:
-    """Split a graph into kernels, in an order that respects their dependences."""
+def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
+    """Split a graph into kernels, in an order that respects their dependences.
+
+    fuse=False materializes every computing op (one kernel each; movement ops
+    are still index arithmetic): the unfused baseline of opt_level 0.
+    """
     users = graph.users()
     outputs = {n.id for n in graph.outputs}
     stored: set[int] = set()
     for n in graph.nodes:
-        if should_materialize(n, users[n.id], n.id in outputs, stored):
+        if should_materialize(n, users[n.id], n.id in outputs, stored) or (not fuse and _computes(n)):
             stored.add(n.id)
     groups = []
     for node in graph.nodes:

@@ -1,0 +1,35 @@
+"""Constant folding: a node whose inputs are all constants is evaluated at compile time.
+
+Folding must not blow up memory: a broadcast of a scalar to a large shape
+stays an `expand` of the scalar (it costs nothing at run time), so a node is
+folded only when its result is not much larger than its inputs.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..graph import Graph, Node, constant_node, evaluate
+from .rebuild import with_inputs, rewrite_graph
+
+MAX_GROWTH_ELEMENTS = 4096  # a folded result may exceed its inputs' total size by at most this much
+
+
+def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
+    """Replace all-constant subgraphs by their values."""
+    fired: Counter = Counter()
+
+    def visit(node: Node, inputs: list[Node]) -> Node:
+        node = with_inputs(node, inputs)
+        if node.op in ("input", "constant") or not node.inputs:
+            return node
+        if not all(i.op == "constant" for i in node.inputs):
+            return node
+        input_size = sum(i.type.size for i in node.inputs)
+        if node.type.size > input_size + MAX_GROWTH_ELEMENTS:
+            return node
+        value = evaluate(node.op, node.attrs, [i.attrs["value"].array for i in node.inputs],
+                         [i.type for i in node.inputs], node.type)
+        fired[node.op] += 1
+        return constant_node(value, node.dtype, node.location)
+
+    return rewrite_graph(graph, visit), fired
