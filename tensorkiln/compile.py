@@ -45,14 +45,16 @@ class CompileReport:
     lower_seconds: float = 0.0
     trace_seconds: float = 0.0
     cache_hit: bool = False
-    arena_bytes: int = 0
-    naive_bytes: int = 0
+    arena_bytes: int = 0  # intermediates' memory as planned
+    naive_bytes: int = 0  # every intermediate in its own memory
+    lower_bound_bytes: int = 0  # the most bytes of intermediates live at one moment
     fallback_reason: str | None = None
 
     def __str__(self) -> str:
         lines = [f"backend: {self.backend}" + (f" ({self.fallback_reason})" if self.fallback_reason else "")]
         if self.backend == "c":
-            lines.append(f"kernels: {len(self.kernels)}  arena: {self.arena_bytes} bytes  "
+            lines.append(f"kernels: {len(self.kernels)}  arena: {self.arena_bytes} bytes (naive {self.naive_bytes}, "
+                         f"lower bound {self.lower_bound_bytes})  "
                          f"trace {self.trace_seconds * 1e3:.1f} ms, lower {self.lower_seconds * 1e3:.1f} ms, "
                          f"cc {self.compile_seconds:.2f} s{' (cached)' if self.cache_hit else ''}")
             lines.append(f"source: {self.source_path}")
@@ -124,8 +126,12 @@ class CompiledGraph:
     def _build(self, debug: bool) -> None:
         from .codegen.build import build
         from .loops.lower import lower_graph
+        from .passes.memory_plan import apply_plan, plan_memory
         start = time.perf_counter()
         lowered = lower_graph(self.graph, fuse=self.opt_level >= 1)
+        plan = plan_memory(lowered.program)
+        if self.opt_level >= 1:
+            lowered.program = apply_plan(lowered.program, plan)
         program = lowered.program
         self.report.lower_seconds = time.perf_counter() - start
         constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
@@ -142,7 +148,7 @@ class CompiledGraph:
             passes=self.report.passes, source_path=module.source_path, library_path=module.library_path,
             compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
             lower_seconds=self.report.lower_seconds, cache_hit=module.cache_hit,
-            arena_bytes=program.arena_bytes, naive_bytes=sum(t.nbytes for t in program.temps))
+            arena_bytes=program.arena_bytes, naive_bytes=plan.naive_bytes, lower_bound_bytes=plan.lower_bound_bytes)
 
     @property
     def compiled(self) -> bool:

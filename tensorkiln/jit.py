@@ -173,6 +173,8 @@ class JitFunction:
         if report.backend == "c":
             parts.append(f"== kernels ({len(report.kernels)})")
             parts += [k.loop_ir for k in report.kernels]
+            parts.append(f"== memory: arena {report.arena_bytes} bytes, naive {report.naive_bytes} bytes, "
+                         f"lower bound {report.lower_bound_bytes} bytes")
             parts.append(f"== generated C: {report.source_path}")
             parts.append(f"== library: {report.library_path} "
                          f"({'cache hit' if report.cache_hit else f'compiled in {report.compile_seconds:.2f} s'})")
