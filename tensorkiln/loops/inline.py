@@ -66,12 +66,16 @@ def _const_value(value, dtype: str) -> E.Expr:
 class ValueBuilder:
     """Builds element expressions for the nodes of one kernel."""
 
-    def __init__(self, buffers: dict[int, Buffer], inline_root: Node | None = None):
+    def __init__(self, buffers: dict[int, Buffer], inline_root: Node | None = None,
+                 known: dict[int, E.Expr] | None = None):
         self.buffers = buffers  # node id -> buffer of every materialized node
         self.inline_root = inline_root  # the kernel's own root is computed, not loaded
+        self.known = known or {}  # node id -> expression already computed (a contraction's accumulator)
 
     def value(self, node: Node, index: list[E.Expr]) -> E.Expr:
         """Expression of node's element at `index` (compute dtype)."""
+        if node.id in self.known:
+            return self.known[node.id]
         if node.op == "constant" and node.type.size == 1:
             scalar = node.attrs["value"].array.reshape(-1)[0]
             if node.dtype.name == "bfloat16":

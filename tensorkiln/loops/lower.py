@@ -24,6 +24,7 @@ from .program import Program
 from .schedule_defaults import output_nest
 from .templates.conv import conv2d_body
 from .templates.matmul import matmul_body
+from .templates.rows import row_body
 from .types import compute_dtype
 
 C_RESERVED = set(keyword.kwlist) | {
@@ -135,10 +136,18 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     root = group.root
     out = buffers[root.id]
     values = ValueBuilder(buffers, inline_root=root)
-    if root.op == "matmul":
-        body = matmul_body(root, out, values)
-    elif root.op == "conv2d":
-        body = conv2d_body(root, out, values)
+    contraction = next((n for n in group.nodes if n.op in ("matmul", "conv2d")), None)
+    if contraction is not None:
+        epilogue = None
+        if contraction is not root:
+            def epilogue(index, acc, contraction=contraction):
+                # The epilogue reads the contraction's element from its accumulator.
+                inner = ValueBuilder(buffers, inline_root=root, known={contraction.id: acc})
+                return E.cast(inner.value(root, index), out.value_dtype)
+        template = matmul_body if contraction.op == "matmul" else conv2d_body
+        body = template(contraction, out, values, epilogue)
+    elif group.kind == "row":
+        body = row_body(root, group.nodes, out, buffers, _reduce_init, _combine)
     elif group.kind == "reduction":
         if any(root.inputs[0].shape[a] == 0 for a in root.attrs.get("axes", ())):
             body = output_nest(root.shape, lambda index, flat: Store(out, flat, _reduce_init(

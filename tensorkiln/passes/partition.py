@@ -57,25 +57,73 @@ def _inlines_arithmetic(node: Node, stored: set[int]) -> bool:
 
 
 def should_materialize(node: Node, users: list[Node], is_output: bool, stored: set[int]) -> bool:
-    """The fusion policy: store this node's value in a buffer rather than inline it.
+    """First guess of the fusion policy: store this node's value in a buffer rather than inline it.
 
-    `stored` holds the ids of the producers already chosen to be materialized
-    (decisions are made in topological order).
+    `stored` holds the producers already chosen (decisions are made in
+    topological order). `partition` then refines the guess: a computing node
+    that ends up inlined into two kernels is stored after all.
     """
     if node.kind == OpKind.SOURCE:
         return True
-    if is_output or node.kind in (OpKind.REDUCTION, OpKind.CONTRACTION):
+    if is_output:
         return True
+    if node.kind == OpKind.REDUCTION:
+        # softmax and layer norm: row reductions fuse with their elementwise readers into one kernel
+        return not (row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users))
+    if node.kind == OpKind.CONTRACTION:
+        # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
+        return not (len(users) == 1 and is_epilogue(users[0], node))
     if not _inlines_arithmetic(node, stored):
         return False  # pure index arithmetic over buffers: always inline
-    if len(users) > 1:
-        return True  # computed once, read by several kernels
     for user in users:
         if user.kind == OpKind.CONTRACTION:
             return True  # a GEMM reads each operand element many times
         if user.op in REPLICATING_OPS and user.inputs[0] is node:
             return True  # would be recomputed for every copy
+        if user.kind == OpKind.ELEMENTWISE and user.shape != node.shape and not _per_row(node, stored):
+            return True  # broadcast by its reader: recomputed for every copy
+        if len(users) > 1 and (user.kind == OpKind.MOVEMENT or
+                               user.kind == OpKind.REDUCTION and not row_reduction_axes(user)):
+            return True
     return False
+
+
+def row_reduction_axes(node: Node) -> int:
+    """k if `node` reduces the trailing k axes of its input with keepdims (a row reduction), else 0."""
+    if node.op not in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod") or not node.attrs["keepdims"]:
+        return 0
+    ndim = node.inputs[0].ndim
+    axes = node.attrs["axes"]
+    k = len(axes)
+    if not k or axes != tuple(range(ndim - k, ndim)) or any(d == 0 for d in node.inputs[0].shape):
+        return 0
+    return k
+
+
+def _per_row(node: Node, stored: set[int]) -> bool:
+    """A value computed once per row from row reductions (layer norm's rsqrt(var + eps))."""
+    stack, seen, found = [node], set(), False
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.kind == OpKind.REDUCTION and n.id not in stored and row_reduction_axes(n):
+            found = found or n.shape == node.shape
+            continue
+        if n.kind == OpKind.SOURCE or n.id in stored:
+            if n.type.size > 1 and n.shape != node.shape:
+                return False
+            continue
+        if n.kind != OpKind.ELEMENTWISE or n.shape != node.shape:
+            return False
+        stack.extend(n.inputs)
+    return found
+
+
+def is_epilogue(user: Node, contraction: Node) -> bool:
+    """An elementwise op reading the contraction's result at the same index."""
+    return user.kind == OpKind.ELEMENTWISE and user.shape == contraction.shape
 
 
 def _kind(root: Node) -> str:
@@ -96,6 +144,108 @@ def _kernel_name(nodes: list[Node], index: int) -> str:
     return f"k{index}_" + "_".join(ops[:4])
 
 
+def _collect(root: Node, stored: set[int]) -> tuple[list[Node], list[Node]]:
+    """Members (topological, root last) and stored inputs of the kernel rooted at `root`."""
+    members: list[Node] = []
+    inputs: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            members.append(n)
+            continue
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.id in stored and n is not root:
+            inputs.append(n)
+            continue
+        stack.append((n, True))
+        for inp in reversed(n.inputs):
+            stack.append((inp, False))
+    return members, inputs
+
+
+def _fusable_contraction(root: Node, contraction: Node, members: list[Node]) -> bool:
+    """A contraction may live inside a kernel only as the start of an elementwise epilogue."""
+    if root.kind != OpKind.ELEMENTWISE or root.shape != contraction.shape:
+        return False
+    inside = {n.id for n in members}
+    for n in members:
+        if n.kind == OpKind.CONTRACTION and n is not contraction:
+            return False
+        # the epilogue path from the contraction to the root is same-shape elementwise
+        if n is not contraction and any(i is contraction for i in n.inputs) and not is_epilogue(n, contraction):
+            return False
+        if n.kind not in (OpKind.ELEMENTWISE, OpKind.SOURCE, OpKind.CONTRACTION, OpKind.MOVEMENT):
+            return False  # e.g. a row reduction: a contraction is never part of a row kernel
+    del inside
+    return True
+
+
+def _valid_row_group(root: Node, members: list[Node]) -> bool:
+    """A kernel with inner row reductions: one row structure shared by every member."""
+    reductions = [n for n in members if n.kind == OpKind.REDUCTION and n is not root]
+    if not reductions:
+        return True
+    k = row_reduction_axes(reductions[0])
+    full = reductions[0].inputs[0].shape
+    if any(row_reduction_axes(r) != k or r.inputs[0].shape != full for r in reductions):
+        return False
+    row_shape = full[:len(full) - k] + (1,) * k
+    if root.kind == OpKind.REDUCTION:
+        if row_reduction_axes(root) != k or root.inputs[0].shape != full:
+            return False
+    elif root.kind != OpKind.ELEMENTWISE or root.shape != full:
+        return False
+    for n in members:
+        if n.kind in (OpKind.CONTRACTION,) or n.kind == OpKind.REDUCTION and not row_reduction_axes(n):
+            return False
+        if n.kind == OpKind.ELEMENTWISE and n.shape not in (full, row_shape):
+            return False
+    return True
+
+
+def _roots(graph: Graph, stored: set[int]) -> list[Node]:
+    return [n for n in graph.nodes if n.id in stored and n.kind != OpKind.SOURCE]
+
+
+def _store_shared(graph: Graph, stored: set[int]) -> bool:
+    """Store computing nodes that several kernels would inline; True if any was added."""
+    owners: dict[int, int] = {}
+    shared = set()
+    for root in _roots(graph, stored):
+        members, _ = _collect(root, stored)
+        for n in members:
+            if n is not root and (_computes(n) or _inlines_arithmetic(n, stored)):
+                if owners.setdefault(n.id, root.id) != root.id:
+                    shared.add(n.id)
+    if not shared:
+        return False
+    # Store only the last shared node: its producers may then belong to it alone.
+    position = {n.id: i for i, n in enumerate(graph.nodes)}
+    stored.add(max(shared, key=position.__getitem__))
+    return True
+
+
+def _store_invalid(graph: Graph, stored: set[int]) -> bool:
+    """Store contractions and row reductions a kernel cannot hold; True if any was added."""
+    added = set()
+    for root in _roots(graph, stored):  # contractions first: storing one may make a row kernel valid
+        members, _ = _collect(root, stored)
+        added |= {n.id for n in members
+                  if n is not root and n.kind == OpKind.CONTRACTION and not _fusable_contraction(root, n, members)}
+    if not added:
+        for root in _roots(graph, stored):
+            members, _ = _collect(root, stored)
+            if not _valid_row_group(root, members):
+                added |= {n.id for n in members if n.kind == OpKind.REDUCTION and n is not root}
+    added -= stored
+    stored |= added
+    return bool(added)
+
+
 def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     """Split a graph into kernels, in an order that respects their dependences.
 
@@ -108,25 +258,18 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     for n in graph.nodes:
         if should_materialize(n, users[n.id], n.id in outputs, stored) or (not fuse and _computes(n)):
             stored.add(n.id)
+    # Refine to a fixed point: first, a computing node inlined into two kernels would be
+    # computed twice, so it is stored; then (only once that is settled) a contraction must head
+    # its kernel's epilogue and row reductions must share their kernel's row structure.
+    while _store_shared(graph, stored) or _store_invalid(graph, stored):
+        pass
     groups = []
     for node in graph.nodes:
         if node.id not in stored or node.kind == OpKind.SOURCE:
             continue
-        members: list[Node] = []
-        inputs: list[Node] = []
-        seen: set[int] = set()
-
-        def visit(n: Node, is_root: bool = False) -> None:
-            if n.id in seen:
-                return
-            seen.add(n.id)
-            if n.id in stored and not is_root:
-                inputs.append(n)
-                return
-            for inp in n.inputs:
-                visit(inp)
-            members.append(n)
-
-        visit(node, is_root=True)
-        groups.append(KernelGroup(node, members, inputs, _kind(node), _kernel_name(members, len(groups))))
+        members, inputs = _collect(node, stored)
+        contraction = next((n for n in members if n.kind == OpKind.CONTRACTION), None)
+        inner_reductions = any(n.kind == OpKind.REDUCTION and n is not node for n in members)
+        kind = "contraction" if contraction is not None else ("row" if inner_reductions else _kind(node))
+        groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups))))
     return groups

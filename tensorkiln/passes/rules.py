@@ -3,7 +3,8 @@
 Each Rule is a pattern, a replacement built from the match, an optional
 condition, and its kind:
 
-- "exact": the replacement computes the same values bit for bit (x * 1 -> x);
+- "exact": an identity wherever it fires; the result differs at most by the
+  rounding of the operations it removes (x * 1 -> x, exp(log(x)) -> x for x > 0);
 - "fold": moves arithmetic onto constants (weights), so results may differ in
   the last bits, as in every inference engine's constant folding; this is how
   batch norm folds into the preceding conv or linear layer (opt_level >= 2);
@@ -44,6 +45,7 @@ class Rule:
     example: Callable | None = None  # a function of tensors whose trace the rule fires on
     example_shapes: tuple = ((3, 4),)
     example_dtype: str = "float32"
+    single_use: tuple[str, ...] = ()  # bound nodes that must have no other reader (or work would be duplicated)
 
 
 # ---- node builders --------------------------------------------------------------------
@@ -239,26 +241,26 @@ RULES: list[Rule] = [
     R("x*a + x*b -> x*(a+b)", P("add", P("mul", X("x"), C("a")), P("mul", X("x"), C("b"))),
       lambda m, n: node("mul", m["x"], fold("add", m["a"], m["b"]), like=n), kind="fast_math",
       example=lambda x: x * 2.0 + x * 3.0),
-    R("(x * a) * b -> x * (a*b)", P("mul", P("mul", X("x"), C("a")), C("b")),
-      lambda m, n: node("mul", m["x"], fold("mul", m["a"], m["b"]), like=n), kind="fold",
+    R("(x * a) * b -> x * (a*b)", P("mul", P("mul", X("x"), C("a"), name="inner"), C("b")),
+      lambda m, n: node("mul", m["x"], fold("mul", m["a"], m["b"]), like=n), kind="fold", single_use=("inner",),
       example=lambda x: x * 3.0 * 0.5),
-    R("(x + a) + b -> x + (a+b)", P("add", P("add", X("x"), C("a")), C("b")),
-      lambda m, n: node("add", m["x"], fold("add", m["a"], m["b"]), like=n), kind="fold",
+    R("(x + a) + b -> x + (a+b)", P("add", P("add", X("x"), C("a"), name="inner"), C("b")),
+      lambda m, n: node("add", m["x"], fold("add", m["a"], m["b"]), like=n), kind="fold", single_use=("inner",),
       example=lambda x: x + 1.5 + 2.25),
-    R("(x - a) + b -> x + (b-a)", P("add", P("sub", X("x"), C("a")), C("b")),
-      lambda m, n: node("add", m["x"], fold("sub", m["b"], m["a"]), like=n), kind="fold",
+    R("(x - a) + b -> x + (b-a)", P("add", P("sub", X("x"), C("a"), name="inner"), C("b")),
+      lambda m, n: node("add", m["x"], fold("sub", m["b"], m["a"]), like=n), kind="fold", single_use=("inner",),
       example=lambda x: x - 1.5 + 0.25),
-    R("(x + a) * s -> x*s + a*s", P("mul", P("add", X("x"), C("a")), C("s")),
+    R("(x + a) * s -> x*s + a*s", P("mul", P("add", X("x"), C("a"), name="inner"), C("s")),
       lambda m, n: node("add", node("mul", m["x"], m["s"], like=n), fold("mul", m["a"], m["s"]), like=n),
-      kind="fold", example=lambda x: (x + 1.0) * 3.0),
-    R("(x - a) * s -> x*s - a*s", P("mul", P("sub", X("x"), C("a")), C("s")),
+      kind="fold", single_use=("inner",), example=lambda x: (x + 1.0) * 3.0),
+    R("(x - a) * s -> x*s - a*s", P("mul", P("sub", X("x"), C("a"), name="inner"), C("s")),
       lambda m, n: node("sub", node("mul", m["x"], m["s"], like=n), fold("mul", m["a"], m["s"]), like=n),
-      kind="fold", example=lambda x: (x - 1.0) * 3.0),
+      kind="fold", single_use=("inner",), example=lambda x: (x - 1.0) * 3.0),
     # ---- batch norm and scaling folded into the weights of conv2d / matmul
     R("conv2d(x, W) * s -> conv2d(x, W*s)", P("mul", P("conv2d", X("x"), C("w"), name="y"), C("s")),
-      _weight_scaled, kind="fold", example=None),
+      _weight_scaled, kind="fold", example=None, single_use=("y",)),
     R("matmul(x, W) * s -> matmul(x, W*s)", P("mul", P("matmul", X("x"), C("w"), name="y"), C("s")),
-      _weight_scaled, kind="fold", example=None),
+      _weight_scaled, kind="fold", example=None, single_use=("y",)),
 ]
 
 
@@ -290,8 +292,15 @@ def simplify_graph(graph: Graph, rules: list[Rule] | None = None, fast_math: boo
     fired: Counter = Counter()
     for _ in range(max_rounds):
         round_fired: Counter = Counter()
+        readers = {node_id: len(u) for node_id, u in graph.users().items()}
+        readers.update({n.id: 2 for n in graph.outputs})  # an output is read by the caller too
+        origin: dict[int, int] = {}  # id of a rebuilt node -> id of the node it replaces
+
+        def single_use(n: Node) -> bool:
+            return readers.get(origin.get(n.id, n.id), 1) <= 1
 
         def visit(n: Node, inputs: list[Node]) -> Node:
+            original_id = n.id
             n = with_inputs(n, inputs)
             for _ in range(16):  # a replacement may enable another rule at the same place
                 for rule in rules:
@@ -302,6 +311,8 @@ def simplify_graph(graph: Graph, rules: list[Rule] | None = None, fast_math: boo
                         continue
                     if rule.when is not None and not rule.when(bindings, n):
                         continue
+                    if not all(single_use(bindings[name]) for name in rule.single_use):
+                        continue
                     built = rule.build(bindings, n)
                     replacement = _fit(built, n) if built is not None else None
                     if replacement is None or replacement is n:
@@ -310,7 +321,8 @@ def simplify_graph(graph: Graph, rules: list[Rule] | None = None, fast_math: boo
                     n = replacement
                     break
                 else:
-                    return n
+                    break
+            origin[n.id] = original_id
             return n
 
         graph = rewrite_graph(graph, visit)

@@ -16,8 +16,14 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
 
 
-def conv2d_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
-    """Loop IR computing a grouped, strided, dilated, padded 2-D convolution."""
+def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
+    """Loop IR computing epilogue(conv2d(x, w)): grouped, strided, dilated, padded.
+
+    `epilogue(index, acc)` gives the stored value of output element `index`
+    (n, o, y, x) whose convolution sum is `acc` (default: acc itself).
+    """
+    if epilogue is None:
+        epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
     x_node, w_node = root.inputs
     n_img, c_in, h, w = x_node.shape
     c_out, c_group, kh, kw = w_node.shape
@@ -48,7 +54,8 @@ def conv2d_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
     plane = Alloc(acc, block(
         For(p, E.const(oh * ow), Store(acc, p, zero), "vectorized"),
         accumulate,
-        For(q, E.const(oh * ow), Store(out, no * (oh * ow) + q, E.cast(E.Load(acc, q), out.value_dtype)),
+        For(q, E.const(oh * ow), Store(out, no * (oh * ow) + q,
+                                       epilogue([img, o, q // ow, q % ow], E.Load(acc, q))),
             "vectorized")))
     work = n_img * c_out * oh * ow * c_group * kh * kw
     parallel = work >= PARALLEL_MIN_ELEMENTS and n_img * c_out > 1

@@ -33,9 +33,16 @@ def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
     return int(at(1)) - int(at(0))
 
 
-def matmul_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
-    """Loop IR computing out = A @ B with broadcast batch dimensions."""
+def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
+    """Loop IR computing out = epilogue(A @ B) with broadcast batch dimensions.
+
+    `epilogue(index, acc)` gives the value stored for the output element at
+    `index` (a list of index expressions) whose dot product is `acc`; by
+    default the dot product itself, cast to the output type.
+    """
     a_node, b_node = root.inputs
+    if epilogue is None:
+        epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
     *batch_shape, m, n = root.shape
     k_extent = a_node.shape[-1]
     batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
@@ -60,7 +67,7 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
     stride_j = load_stride(sample, "j", {"k": 0, "j": 0})
     stride_k = load_stride(sample, "k", {"k": 0, "j": 0})
     if k_extent and stride_j not in (None, 1, 0) and stride_k == 1:
-        return _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, parallel)
+        return _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, parallel, epilogue)
 
     bi = E.Var("bi")
     i, a_batch, b_batch = operands(bi)
@@ -74,12 +81,19 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
             Let(a_ik, values.value(a_node, a_batch + [i, k])),
             For(j, E.const(n), Store(acc, j, E.Load(acc, j) + a_ik * values.value(b_node, b_batch + [k, j])),
                 "vectorized"))))
-    write = For(j2, E.const(n), Store(out, bi * n + j2, E.cast(E.Load(acc, j2), out.value_dtype)), "vectorized")
+    write = For(j2, E.const(n), Store(out, bi * n + j2, epilogue(_out_index(bi, j2, batch_shape, m), E.Load(acc, j2))),
+                "vectorized")
     row = Alloc(acc, block(clear, *steps, write))
     return For(bi, E.const(batch * m), row, "parallel" if parallel and batch * m > 1 else "serial")
 
 
-def _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, parallel) -> Stmt:
+def _out_index(bi: E.Expr, j: E.Expr, batch_shape, m: int) -> list[E.Expr]:
+    """Multi-index of output element (row bi of the flattened batch x rows, column j)."""
+    b, i = (bi // m, bi % m) if m > 1 else (bi, E.const(0))
+    return (delinearize(b, tuple(batch_shape)) if batch_shape else []) + [i, j]
+
+
+def _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, parallel, epilogue) -> Stmt:
     a_node, b_node = root.inputs
     bij, k = E.Var("bij"), E.Var("k")
     bi, j = bij // n, bij % n
@@ -88,5 +102,5 @@ def _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, 
     product = values.value(a_node, a_batch + [i, k]) * values.value(b_node, b_batch + [k, j])
     body = block(Let(total, zero),
                  For(k, E.const(k_extent), Assign(total, total + product), "vectorized"),
-                 Store(out, bij, E.cast(total, out.value_dtype)))
+                 Store(out, bij, epilogue(_out_index(bi, j, root.shape[:-2], m), total)))
     return For(bij, E.const(batch * m * n), body, "parallel" if parallel else "serial")

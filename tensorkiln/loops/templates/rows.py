@@ -1,0 +1,85 @@
+"""Row kernels: softmax and layer norm in one pass over each row, reductions included.
+
+A group whose elementwise root reads row reductions (reductions over the
+trailing k axes, kept as size-1 dims) becomes, for each row:
+
+    for each inner reduction, in order:  acc_i = reduce over the row of its input
+    for each per-row value (e.g. rsqrt(var + eps)):  let v = ... (computed once per row)
+    for each element of the row:  out = root's expression, reading acc_i and v as scalars
+
+so the row is read once per reduction and written once, and no per-row
+intermediate goes to memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...graph import Node
+from ...ops.registry import OpKind
+from .. import expr as E
+from ..buffer import Buffer
+from ..inline import ValueBuilder, delinearize
+from ..ir import Assign, For, Let, Store, Stmt, block
+from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ..types import compute_dtype
+
+
+def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Buffer], reduce_init, combine) -> Stmt | None:
+    """Loop IR of a row kernel (see the module docstring)."""
+    inner = [n for n in members if n.kind == OpKind.REDUCTION and n is not root]
+    k = len(inner[0].attrs["axes"])
+    full = inner[0].inputs[0].shape
+    lead, tail = full[:len(full) - k], full[len(full) - k:]
+    row_shape = lead + (1,) * k
+    rows = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    width = int(np.prod(tail, dtype=np.int64))
+    if rows * width == 0:
+        return None
+    r = E.Var("row")
+    lead_index = delinearize(r, lead) if lead else []
+    known: dict[int, E.Expr] = {}
+    stmts: list[Stmt] = []
+    counter = 0
+
+    for n in members:
+        if n is root and n.kind != OpKind.REDUCTION:
+            continue
+        values = ValueBuilder(buffers, inline_root=n, known=known)
+        if n.kind == OpKind.REDUCTION:
+            counter += 1
+            flat = E.Var(f"e{counter}")
+            dtype = compute_dtype(n.inputs[0].dtype.name)
+            acc = E.Var(f"acc{counter}", dtype)
+            element = values.value(n.inputs[0], lead_index + delinearize(flat, tail))
+            stmts += [Let(acc, reduce_init(n.op, dtype)),
+                      For(flat, E.const(width), Assign(acc, combine(n.op, acc, element)), "vectorized")]
+            known[n.id] = acc
+            if n is root:
+                stmts.append(Store(out, r, E.cast(acc, out.value_dtype)))
+        elif n.kind == OpKind.ELEMENTWISE and n.shape == row_shape and _depends_on(n, known):
+            counter += 1
+            v = E.Var(f"v{counter}", compute_dtype(n.dtype.name))
+            stmts.append(Let(v, values.value(n, lead_index + [E.const(0)] * k)))
+            known[n.id] = v
+    if root.kind != OpKind.REDUCTION:
+        flat = E.Var("e0")
+        values = ValueBuilder(buffers, inline_root=root, known=known)
+        value = values.value(root, lead_index + delinearize(flat, tail))
+        stmts.append(For(flat, E.const(width), Store(out, r * width + flat, E.cast(value, out.value_dtype)),
+                         "vectorized"))
+    parallel = rows > 1 and rows * width * (len(inner) + 1) >= PARALLEL_MIN_ELEMENTS
+    return For(r, E.const(rows), block(*stmts), "parallel" if parallel else "serial")
+
+
+def _depends_on(node: Node, known: dict[int, E.Expr]) -> bool:
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n.id in known:
+            return True
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        stack.extend(n.inputs)
+    return False
+
