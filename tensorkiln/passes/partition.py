@@ -56,7 +56,27 @@ def _inlines_arithmetic(node: Node, stored: set[int]) -> bool:
     return False
 
 
-def should_materialize(node: Node, users: list[Node], is_output: bool, stored: set[int]) -> bool:
+REINDEXING_OPS = frozenset({"reshape", "permute", "slice", "pad", "concat"})
+
+
+def effective_readers(node: Node, users_of: dict[int, list[Node]]) -> list[tuple[Node, Node]]:
+    """(reader, the value it reads) for each non-reindexing op reached from `node` through
+    reshape/permute/slice/pad/concat, which read each element at most once."""
+    found, stack, seen = [], [node], set()
+    while stack:
+        n = stack.pop()
+        for user in users_of.get(n.id, []):
+            if user.op in REINDEXING_OPS:
+                if user.id not in seen:
+                    seen.add(user.id)
+                    stack.append(user)
+            else:
+                found.append((user, n))
+    return found
+
+
+def should_materialize(node: Node, users: list[Node], is_output: bool, stored: set[int],
+                       users_of: dict[int, list[Node]] | None = None) -> bool:
     """First guess of the fusion policy: store this node's value in a buffer rather than inline it.
 
     `stored` holds the producers already chosen (decisions are made in
@@ -75,6 +95,12 @@ def should_materialize(node: Node, users: list[Node], is_output: bool, stored: s
         return not (len(users) == 1 and is_epilogue(users[0], node))
     if not _inlines_arithmetic(node, stored):
         return False  # pure index arithmetic over buffers: always inline
+    if node.kind == OpKind.ELEMENTWISE and users_of is not None:
+        # Look through reshapes and transposes: a bias add feeding q.reshape(...).transpose(...)
+        # @ k is stored itself, and the reindexing is done by the GEMM's loads.
+        for reader, value in effective_readers(node, users_of):
+            if reader.kind == OpKind.CONTRACTION or (reader.op in REPLICATING_OPS and reader.inputs[0] is value):
+                return True
     for user in users:
         if user.kind == OpKind.CONTRACTION:
             return True  # a GEMM reads each operand element many times
@@ -256,7 +282,7 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     outputs = {n.id for n in graph.outputs}
     stored: set[int] = set()
     for n in graph.nodes:
-        if should_materialize(n, users[n.id], n.id in outputs, stored) or (not fuse and _computes(n)):
+        if should_materialize(n, users[n.id], n.id in outputs, stored, users) or (not fuse and _computes(n)):
             stored.add(n.id)
     # Refine to a fixed point: first, a computing node inlined into two kernels would be
     # computed twice, so it is stored; then (only once that is settled) a contraction must head
