@@ -158,7 +158,7 @@ class CompiledGraph:
         """Run on storage arrays of the graph's input types; returns storage arrays."""
         if self.module is None:
             return interpret(self.graph, *arrays)
-        inputs = [np.ascontiguousarray(a, dtype=d) for a, d in zip(arrays, self._input_dtypes)]
+        inputs = [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
         for position, size, op in self._index_checks:
             index = inputs[position]
             if index.size and (index.min() < -size or index.max() >= size):

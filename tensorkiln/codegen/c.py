@@ -52,7 +52,7 @@ from tensorkiln.loops.expr import (
     BinOp, Call, Cast, Const, Expr, Load, Select, Unary, Var, walk,
 )
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, Stmt, Store, iter_stmts, simplify_kernel, stmt_exprs,
+    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, Stmt, Store, iter_stmts, simplify_kernel, stmt_exprs,
 )
 from tensorkiln.loops.program import Program
 from tensorkiln.loops.types import int_range, is_bool, is_float
@@ -64,7 +64,7 @@ INDENT = "    "
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
 long register restrict return short signed sizeof static struct switch typedef union unsigned void
-volatile while bool true false args arena main errno
+volatile while bool true false
 """.split())
 
 # Math functions, per float type: a table as in tinygrad's code_for_op.
@@ -75,6 +75,8 @@ MATH_C: dict[str, dict[str, str]] = {
     fn: {"float32": f"{fn}f({{args}})", "float64": f"{fn}({{args}})"} for fn in _SAME_NAME
 }
 MATH_C["rsqrt"] = {"float32": "(1.0f / sqrtf({args}))", "float64": "(1.0 / sqrt({args}))"}
+MATH_C["round_f16"] = {"float32": "tk_f16_to_f32(tk_f32_to_f16({args}))"}
+MATH_C["round_bf16"] = {"float32": "tk_bf16_to_f32(tk_f32_to_bf16({args}))"}
 
 # Binary operators written infix in C: symbol and C precedence (higher binds tighter).
 _INFIX = {
@@ -96,14 +98,41 @@ class CSource:
     program_name: str
 
 
+def _reserved_names() -> frozenset[str]:
+    """Identifiers the generated file uses itself: an IR name must not hide any of them."""
+    math = {name for fn in MATH_C.values() for pattern in fn.values() for name in [pattern.split("(")[0]]}
+    math |= {"sqrt", "sqrtf", "floor", "floorf", "fmod", "fmodf", "copysign", "copysignf", "rintf"}
+    libc = {"malloc", "free", "memcpy", "strncpy", "snprintf", "size_t", "NULL", "INFINITY", "NAN",
+            "INT64_C", "INT64_MIN", "INT32_MIN", "main", "errno", "args", "arena"}
+    return frozenset(C_KEYWORDS | math | libc)
+
+
+_RESERVED = _reserved_names()
+
+
 def c_name(name: str) -> str:
-    """The C spelling of an IR name (a trailing underscore avoids keywords and our helpers)."""
-    return f"{name}_" if name in C_KEYWORDS or name.startswith("tk_") else name
+    """The C spelling of an IR name: itself, or with a trailing underscore where it would hide
+    a C keyword, a libc/libm name (a buffer named `exp`), a `*_t` type or one of our `tk_`,
+    `kernel_`, `TK_` helpers."""
+    if (name in _RESERVED or name.endswith("_t") or name.startswith(("tk_", "TK_", "kernel_", "__"))
+            or (name[:1] == "_" and name[1:2].isupper())):
+        return f"{name}_"
+    return name
 
 
 def kernel_function_name(kernel: Kernel) -> str:
     """The C function of a kernel: `kernel_<name>`, apart from buffer and variable names."""
     return f"kernel_{kernel.name}"
+
+
+def _check_unique_c_names(names: list[str], where: str) -> None:
+    """Two IR names that map to one C name (`exp` and `exp_`) would silently merge: refuse."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(c_name(name), name)
+        if other != name:
+            raise LoopIRError(f"{where}: names {other!r} and {name!r} would both be {c_name(name)!r} in C; "
+                              "rename one")
 
 
 def _comment(text: str) -> str:
@@ -130,9 +159,22 @@ def format_c_const(value: object, dtype: str) -> str:
     v = int(value)  # type: ignore[arg-type]
     if dtype == "int64" and v == int_range("int64")[0]:
         return "INT64_MIN"
+    if dtype == "int32" and v == int_range("int32")[0]:
+        return "INT32_MIN"  # -2147483648 would be a long in C
     if dtype == "int64" and not -(2**31) < v < 2**31:
         return f"INT64_C({v})"
     return str(v)
+
+
+def _int_literal(e: Expr) -> bool:
+    """True when `e` would be typed `int` in C though the IR says int64 (a literal, or made of them)."""
+    if isinstance(e, Const):
+        return True
+    if isinstance(e, Select):
+        return _int_literal(e.a) and _int_literal(e.b)
+    if isinstance(e, Unary):
+        return _int_literal(e.x)
+    return False  # variables, loads and casts are int64_t; operators get an int64 operand
 
 
 def _paren(code: str, prec: int, need: int) -> str:
@@ -178,7 +220,8 @@ class _KernelWriter:
             cond, cp = self.expr(e.cond)
             a, ap = self.expr(e.a)
             b, bp = self.expr(e.b)
-            return f"{_paren(cond, cp, _TERNARY + 1)} ? {_paren(a, ap, _TERNARY + 1)} : {_paren(b, bp, _TERNARY)}", _TERNARY
+            code = f"{_paren(cond, cp, _TERNARY + 1)} ? {_paren(a, ap, _TERNARY + 1)} : {_paren(b, bp, _TERNARY)}"
+            return code, _TERNARY
         if isinstance(e, Cast):
             inner, prec = self.expr(e.x)
             if is_bool(e.dtype):
@@ -197,7 +240,10 @@ class _KernelWriter:
         if op in ("floordiv", "mod"):
             if not is_float(dtype) and self._nonnegative_division(e):
                 symbol = "/" if op == "floordiv" else "%"  # truncation equals floor here
-                return f"{_paren(a, ap, 13)} {symbol} {_paren(b, bp, 14)}", 13
+                left = _paren(a, ap, 13)
+                if dtype == "int64" and _int_literal(e.a) and _int_literal(e.b):
+                    left = f"(int64_t){_paren(a, ap, _UNARY)}"
+                return f"{left} {symbol} {_paren(b, bp, 14)}", 13
             return f"tk_{op}_{dtype}({a}, {b})", _ATOM
         symbol, prec = _INFIX[op]
         left = _paren(a, ap, prec)
@@ -206,6 +252,9 @@ class _KernelWriter:
             left = f"({a})"  # spell out && inside || for the reader (and -Wparentheses)
         if op == "or" and isinstance(e.b, BinOp) and e.b.operator == "and":
             right = f"({b})"
+        if dtype == "int64" and op in ("add", "sub", "mul", "floordiv", "mod") and _int_literal(e.a) \
+                and _int_literal(e.b):
+            left = f"(int64_t){_paren(a, ap, _UNARY)}"  # else C would compute in (32-bit) int
         code = f"{left} {symbol} {right}"
         if dtype == "int8" and op in ("add", "sub", "mul"):
             return f"(int8_t)({code})", _UNARY
@@ -372,6 +421,13 @@ class _KernelWriter:
 
     def function(self) -> list[str]:
         k = self.kernel
+        declared = {p.name for p in k.params}
+        for s in iter_stmts(k.body):
+            if isinstance(s, (For, Let)):
+                declared.add(s.var.name)
+            elif isinstance(s, Alloc):
+                declared.add(s.buffer.name)
+        _check_unique_c_names(sorted(declared), f"kernel {k.name}")
         params = []
         for p in k.params:
             const = "" if p.name in self.written else "const "
@@ -384,8 +440,19 @@ class _KernelWriter:
             role = "written" if p.name in self.written else "read"
             self.emit(0, _comment(f" *   {p} ({role})"))
         self.emit(0, " */")
-        self.emit(0, f"static void {kernel_function_name(k)}({', '.join(params) or 'void'})")
+        head = f"static void {kernel_function_name(k)}("
+        if len(head) + sum(len(p) + 2 for p in params) > 100:  # one parameter per line
+            self.emit(0, head)
+            for n, param in enumerate(params):
+                self.emit(1, param + ("," if n < len(params) - 1 else ")"))
+        else:
+            self.emit(0, f"{head}{', '.join(params) or 'void'})")
         self.emit(0, "{")
+        used = {n.buffer.name for s in iter_stmts(k.body) for e in stmt_exprs(s) for n in walk(e)
+                if isinstance(n, Load)} | {s.buffer.name for s in iter_stmts(k.body) if isinstance(s, Store)}
+        for p in k.params:
+            if p.name not in used:
+                self.emit(1, f"(void){c_name(p.name)};  /* unused */")
         self.stmt(k.body, 1, False, False)
         self.emit(0, "}")
         return self.lines
@@ -433,6 +500,7 @@ def _signature(program: Program) -> Signature:
 
 
 def _entry(program: Program, signature: Signature) -> list[str]:
+    _check_unique_c_names([b.name for b in program.buffers], f"program {program.name}")
     lines = ["/*", f" * entry for program {program.name}", " *   args, in order:"]
     for i, arg in enumerate(signature.args):
         lines.append(_comment(f" *     [{i}] {arg.role} {arg.describe()}"))

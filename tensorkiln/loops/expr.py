@@ -43,6 +43,8 @@ MATH_FUNCTIONS: dict[str, int] = {
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
     "fabs": 1, "floor": 1, "ceil": 1, "trunc": 1, "rint": 1,
     "pow": 2, "atan2": 2, "fmod": 2,
+    # float32 -> float32 rounded through a 16-bit storage type (a cast to it that is not stored)
+    "round_f16": 1, "round_bf16": 1,
 }
 
 Number = Union[int, float, bool]
@@ -576,7 +578,14 @@ _NUMPY_MATH = {
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
     "rint": np.rint, "pow": np.power, "atan2": np.arctan2, "fmod": np.fmod,
+    "round_f16": lambda x: np.float32(np.float16(x)),
+    "round_bf16": lambda x: _round_bf16(x),
 }
+
+
+def _round_bf16(x) -> np.float32:
+    from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
+    return f32_from_bf16_bits(bf16_bits_from_f32(np.asarray(x, np.float32)))[()]
 
 
 def _binary(op: str, a: Number, b: Number, dtype: str) -> Number:

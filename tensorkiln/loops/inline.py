@@ -113,6 +113,12 @@ class ValueBuilder:
             converted = E.Select(E.ge(x, float(hi)), E.Const(hi, target),
                                  E.Select(E.le(x, float(lo)), E.Const(lo, target), E.cast(x, target)))
             return E.Select(E.ne(x, x), E.Const(0, target), converted)
+        if node.dtype.name in ("float16", "bfloat16"):
+            # a 16-bit value held in float32: round it as storing it would
+            rounded = E.cast(x, "float32")
+            if node.inputs[0].dtype.name != node.dtype.name:
+                rounded = E.call("round_f16" if node.dtype.name == "float16" else "round_bf16", rounded)
+            return rounded
         return E.cast(x, target)
 
     def _pow(self, node, index):

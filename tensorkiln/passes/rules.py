@@ -90,6 +90,17 @@ def exact_reciprocal(c: Node) -> bool:
     return bool(np.all(np.abs(mantissa) == 0.5))
 
 
+def weight_output(n: Node) -> bool:
+    """A conv2d/matmul result with constant weights, possibly plus a constant bias.
+
+    Distributing a scale over (x - a) is only done here, where it lets batch norm
+    fold into the weights: elsewhere x*s - a*s could cancel catastrophically.
+    """
+    if n.op == "add" and any(i.op == "constant" for i in n.inputs):
+        n = next(i for i in n.inputs if i.op != "constant") if any(i.op != "constant" for i in n.inputs) else n
+    return n.op in ("conv2d", "matmul") and n.inputs[1].op == "constant"
+
+
 def n_float(n: Node) -> bool:
     return n.dtype.is_floating
 
@@ -192,6 +203,12 @@ def _cast_of_cast(m: Match, like: Node) -> Node | None:
     return x if like.dtype == x.dtype else node("cast", x, like=like, dtype=like.dtype)
 
 
+def _example_weight():
+    """A constant weight for rule examples (imported late: the front-end imports the passes)."""
+    from ..tensor import Tensor
+    return Tensor(np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(4, 5))
+
+
 R = Rule
 RULES: list[Rule] = [
     # ---- identity elements
@@ -252,10 +269,12 @@ RULES: list[Rule] = [
       example=lambda x: x - 1.5 + 0.25),
     R("(x + a) * s -> x*s + a*s", P("mul", P("add", X("x"), C("a"), name="inner"), C("s")),
       lambda m, n: node("add", node("mul", m["x"], m["s"], like=n), fold("mul", m["a"], m["s"]), like=n),
-      kind="fold", single_use=("inner",), example=lambda x: (x + 1.0) * 3.0),
+      kind="fold", single_use=("inner",), when=lambda m, n: weight_output(m["x"]),
+      example=lambda x: (x @ _example_weight() + 1.0) * 3.0, example_shapes=((3, 4),)),
     R("(x - a) * s -> x*s - a*s", P("mul", P("sub", X("x"), C("a"), name="inner"), C("s")),
       lambda m, n: node("sub", node("mul", m["x"], m["s"], like=n), fold("mul", m["a"], m["s"]), like=n),
-      kind="fold", single_use=("inner",), example=lambda x: (x - 1.0) * 3.0),
+      kind="fold", single_use=("inner",), when=lambda m, n: weight_output(m["x"]),
+      example=lambda x: (x @ _example_weight() - 1.0) * 3.0, example_shapes=((3, 4),)),
     # ---- batch norm and scaling folded into the weights of conv2d / matmul
     R("conv2d(x, W) * s -> conv2d(x, W*s)", P("mul", P("conv2d", X("x"), C("w"), name="y"), C("s")),
       _weight_scaled, kind="fold", example=None, single_use=("y",)),

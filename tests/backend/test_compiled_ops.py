@@ -180,3 +180,16 @@ def test_non_contiguous_and_zero_size_inputs():
 def test_identity_constant_and_duplicate_outputs():
     x = randn(3)
     check_compiled(lambda x: (x, x, tk.ones(2) * 3, x * 2, x * 2), x)
+
+
+def test_zero_dim_inputs_and_16_bit_casts_round():
+    x = np.array(0.5478, dtype=np.float32)
+    check_compiled(lambda x: (x * 2, x.to(tk.bfloat16).to(tk.float32), x.to(tk.float16).to(tk.float32)), x)
+    v = RNG.standard_normal(50).astype(np.float32)
+    check_compiled(lambda v: (v.to(tk.bfloat16).to(tk.float32) * 3, v.to(tk.float16).to(tk.float64)), v)
+
+
+def test_distribution_rules_do_not_cancel_catastrophically():
+    x = np.array([1.0000001, 2.0], dtype=np.float32)
+    out = tk.jit(lambda x: (x - 1.0) * 1e8)(x).numpy()
+    np.testing.assert_allclose(out, (x - np.float32(1.0)) * np.float32(1e8), rtol=1e-6)
