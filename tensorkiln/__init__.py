@@ -4,6 +4,7 @@
     x = tk.tensor([[1.0, 2.0]])
     y = (x @ w + b).relu().softmax(-1)      # eager
     f = tk.jit(fn)                          # graph mode
+    tk.grad(fn)(x); loss.backward()         # autodiff (docs/autodiff.md); tk.nn, tk.optim for training
 """
 from . import nn
 from .creation import (arange, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
@@ -16,6 +17,10 @@ from .functions import (cat, chunk, concat, concatenate, flip, matmul, maximum, 
                         reshape, split, stack, var, where)
 from .graph import Graph, Node
 from .jit import jit
+from .autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autodiff.functional import grad, value_and_grad
+from .autodiff.function import Function, FunctionCtx
+from . import optim  # noqa: E402  (after Tensor: optimizers build on it)
 from .tensor import Tensor, as_tensor
 
 float = float32  # noqa: A001

@@ -29,12 +29,14 @@ def _shape(size) -> tuple[int, ...]:
     return tuple(int(s) for s in size)
 
 
-def tensor(data, dtype=None) -> Tensor:
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     """A tensor from data (nested lists, numpy arrays, scalars); Python floats give float32."""
     if isinstance(data, Tensor):
-        return Tensor._from_value(data._value.copy(), data.dtype).to(dtype or data.dtype) \
+        t = Tensor._from_value(data._value.copy(), data.dtype).to(dtype or data.dtype) \
             if not data.is_traced else data.to(dtype or data.dtype)
-    return as_tensor(np.array(data) if isinstance(data, np.ndarray) else data, dtype)
+    else:
+        t = as_tensor(np.array(data) if isinstance(data, np.ndarray) else data, dtype)
+    return t.requires_grad_() if requires_grad else t
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -49,12 +51,12 @@ def full(size, fill_value, dtype=None) -> Tensor:
     return Tensor._from_value(dt.to_storage(np.full(shape, fill_value), dtype), dtype)
 
 
-def zeros(*size, dtype=dt.float32) -> Tensor:
-    return full(_shape(size), 0, dtype)
+def zeros(*size, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
+    return full(_shape(size), 0, dtype).requires_grad_(requires_grad)
 
 
-def ones(*size, dtype=dt.float32) -> Tensor:
-    return full(_shape(size), 1, dtype)
+def ones(*size, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
+    return full(_shape(size), 1, dtype).requires_grad_(requires_grad)
 
 
 def empty(*size, dtype=dt.float32) -> Tensor:
@@ -91,14 +93,14 @@ def eye(n: int, m: int | None = None, dtype=dt.float32) -> Tensor:
     return as_tensor(np.eye(n, m), dtype)
 
 
-def rand(*size, seed: int | None = None, dtype=dt.float32) -> Tensor:
+def rand(*size, seed: int | None = None, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1)."""
-    return as_tensor(_rng(seed).random(_shape(size)), dtype)
+    return as_tensor(_rng(seed).random(_shape(size)), dtype).requires_grad_(requires_grad)
 
 
-def randn(*size, seed: int | None = None, dtype=dt.float32) -> Tensor:
+def randn(*size, seed: int | None = None, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
-    return as_tensor(_rng(seed).standard_normal(_shape(size)), dtype)
+    return as_tensor(_rng(seed).standard_normal(_shape(size)), dtype).requires_grad_(requires_grad)
 
 
 def randint(low: int, high: int | None = None, size=(), seed: int | None = None, dtype=dt.int64) -> Tensor:

@@ -157,6 +157,8 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]
 def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into `chunks` nearly equal pieces (the last may be smaller)."""
     x = as_tensor(x)
+    if chunks <= 0:
+        raise ShapeError(at_user_line(f"chunk: the number of chunks must be positive, got {chunks}"))
     n = x.shape[normalize_dim(dim, x.ndim, "chunk")]
     return split(x, max(1, -(-n // chunks)), dim)
 

@@ -156,7 +156,10 @@ def node_names(graph: Graph) -> dict[int, str]:
 def format_node(node: Node, names: dict[int, str]) -> str:
     """One line of SSA text: `%3 = add(%1, %2) : f32[4,8]`."""
     if node.op == "constant":
-        text = f"constant {node.attrs['value']!r}"
+        value = node.attrs["value"]
+        if node.dtype is dt.bfloat16 and value.array.size <= 4:  # show values, not uint16 bit patterns
+            value = ConstantValue(dt.f32_from_bf16_bits(value.array))
+        text = f"constant {value!r}"
     else:
         args = ", ".join(names[i.id] for i in node.inputs)
         attrs = ", ".join(_format_attr(k, v) for k, v in node.attrs.items())

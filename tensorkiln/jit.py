@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -17,6 +17,7 @@ import numpy as np
 from .compile import CompiledGraph, CompileReport, debug_enabled
 from .graph import Graph, input_node, verify
 from .tensor import Tensor, as_tensor
+from .autodiff.mode import is_grad_enabled
 from .trace import Trace, current_trace, tracing
 
 
@@ -80,21 +81,39 @@ class TracedFunction:
     output_structure: Any
     trace_seconds: float
     compiled: CompiledGraph | None = None
+    # Eager state (autodiff/training, see trace.py): the graph's inputs after the arguments are read
+    # by `state_sources`; its outputs after the first `n_outputs` are written back per `mutations`.
+    n_outputs: int = 0
+    state_sources: list = field(default_factory=list)
+    mutations: list = field(default_factory=list)
+    guards: list = field(default_factory=list)
+    baked: list = field(default_factory=list)  # (parameter or buffer, the array baked in as a constant)
+
+    def guards_hold(self) -> bool:
+        """The trace assumed each guarded tensor had (or had no) .grad; still true?"""
+        return all((t._grad is not None) == had for t, had in self.guards)
+
+    def constants_current(self) -> bool:
+        """Parameters and buffers baked in as constants still hold those values?"""
+        return all(t._value is array for t, array in self.baked)
 
 
 class JitFunction:
     """A function compiled per input signature; call it like the original."""
 
     def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False):
-        functools.update_wrapper(self, fn)
+        self._module = fn if _is_module(fn) else None
+        if self._module is None:
+            functools.update_wrapper(self, fn)
         self.fn = fn
         if opt_level not in (0, 1, 2, 3):
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
         self.opt_level = opt_level
         self.debug = debug
         self.fast_math = fast_math
-        self._cache: dict[tuple, TracedFunction] = {}
-        self._positional_names = _positional_names(fn)
+        self._cache: dict[tuple, TracedFunction] = {}  # the last trace used per signature
+        self._variants: dict[tuple, list[TracedFunction]] = {}
+        self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
 
     # ---- tracing --------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -110,37 +129,51 @@ class JitFunction:
             if t.is_traced:
                 raise TypeError("a tk.jit function received a traced tensor from another trace")
         key = (tuple((tuple(t.shape), t.dtype.name) for t in tensors),
-               _static_key(tuple(structure)), _static_key(kw_structure))
+               _static_key(tuple(structure)), _static_key(kw_structure), is_grad_enabled(),
+               self._module.training if self._module is not None else None)
         return tensors, names, (tuple(structure), kw_structure), key
 
     def _trace(self, tensors: list[Tensor], names: list[str], structure) -> TracedFunction:
         start = time.perf_counter()
-        trace = Trace(getattr(self.fn, "__name__", "graph"))
+        trace = Trace(getattr(self.fn, "__name__", type(self.fn).__name__))
         unique = _unique_names(names)
         inputs = [input_node(n, i, t.type) for i, (n, t) in enumerate(zip(unique, tensors))]
         symbolic = [Tensor._from_node(node, trace) for node in inputs]
+        for sym, t in zip(symbolic, tensors):  # arguments are values: they may require grad, never get written back
+            sym._requires_grad = t._requires_grad
         args, kwargs = _unflatten(structure, symbolic)
         with tracing(trace):
-            result = self.fn(*args, **kwargs)
-        out_leaves: list = []
-        out_structure = _flatten(result, out_leaves, [], "out")
-        outputs = []
-        for leaf in out_leaves:
-            t = _as_input_tensor(leaf)
-            outputs.append(t._node if t.is_traced else trace.constant_for(t))
-        graph = Graph(inputs, outputs, trace.name)
+            try:
+                result = self.fn(*args, **kwargs)
+                out_leaves: list = []
+                out_structure = _flatten(result, out_leaves, [], "out")
+                outputs = []
+                for leaf in out_leaves:
+                    t = _as_input_tensor(leaf)
+                    outputs.append(t._node if t.is_traced else trace.constant_for(t))
+            except BaseException:
+                trace.restore()  # eager tensors written in the trace get their values back
+                raise
+            state = trace.finish(outputs, len(inputs))
+        graph = Graph(inputs + state.state_inputs, state.outputs, trace.name)
         verify(graph)
-        return TracedFunction(graph, out_structure, time.perf_counter() - start)
+        return TracedFunction(graph, out_structure, time.perf_counter() - start, n_outputs=len(outputs),
+                              state_sources=state.state_sources, mutations=state.mutations,
+                              guards=state.guards, baked=state.baked)
 
     def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
         tensors, names, structure, key = self._bind(args, kwargs)
-        entry = self._cache.get(key)
+        # Several traces may share a signature, told apart by their guards (see TracedFunction).
+        entries = self._variants.setdefault(key, [])
+        entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
+        entry = next((e for e in entries if e.guards_hold()), None)
         if entry is None:
             entry = self._trace(tensors, names, structure)
             entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug),
                                            opt_level=self.opt_level, fast_math=self.fast_math)
             entry.compiled.report.trace_seconds = entry.trace_seconds
-            self._cache[key] = entry
+            entries.append(entry)
+        self._cache[key] = entry
         return entry, tensors
 
     # ---- public API -------------------------------------------------------------
@@ -148,8 +181,10 @@ class JitFunction:
         if current_trace() is not None:  # called from another traced function: inline it
             return self.fn(*args, **kwargs)
         entry, tensors = self._lookup(args, kwargs)
-        results = entry.compiled([t._value for t in tensors])
-        outputs = [Tensor._from_value(r, n.dtype) for r, n in zip(results, entry.graph.outputs)]
+        results = entry.compiled([t._value for t in tensors] + [read() for read in entry.state_sources])
+        n = entry.n_outputs
+        outputs = [Tensor._from_value(r, node.dtype) for r, node in zip(results[:n], entry.graph.outputs)]
+        _write_back(entry.mutations, results[n:], entry.graph.outputs[n:])
         return _unflatten(entry.output_structure, outputs)
 
     def graph(self, *args, **kwargs) -> Graph:
@@ -186,6 +221,27 @@ class JitFunction:
     def cache_size(self) -> int:
         """Number of signatures traced so far."""
         return len(self._cache)
+
+
+def _write_back(mutations: list, arrays: list, nodes: list) -> None:
+    """Replay a compiled call's in-place updates on the eager tensors (parameters, optimizer state, .grad)."""
+    values = iter(zip(arrays, nodes))
+    for tensor, kind, to_none in mutations:
+        if kind == "grad" and to_none:
+            tensor._grad = None
+            continue
+        array, node = next(values)
+        if kind == "data":
+            tensor._value = array
+        elif tensor._grad is None or tensor._grad.is_traced:
+            tensor._grad = Tensor._from_value(array, node.dtype)
+        else:
+            tensor._grad._value = array
+
+
+def _is_module(fn) -> bool:
+    """A tk.nn.Module (duck-typed: jit sits below nn): compiled through its forward."""
+    return hasattr(fn, "forward") and hasattr(fn, "training") and hasattr(fn, "parameters")
 
 
 def _positional_names(fn: Callable) -> list[str]:

@@ -18,15 +18,34 @@ from .errors import AxisError, DTypeError, ShapeError, TraceError, at_user_line,
 from .graph import Node, evaluate, make_node
 from .ops import Attrs, TensorType, infer_type
 from .trace import Trace, current_trace
+from .autodiff.mode import is_grad_enabled
+from .autodiff.tensor_api import TensorAutodiff
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
 
 def apply(op: str, inputs: Sequence["Tensor"], **attrs: Any) -> "Tensor":
-    """Apply primitive `op`: compute now (eager) or record a node (tracing)."""
+    """Apply primitive `op`: compute now (eager) or record a node (tracing).
+
+    When grad mode is on and an input requires grad, the result also gets a
+    tape node (op, attrs, inputs) that backward() reads (autodiff/tape.py).
+    """
     attrs_ = Attrs(attrs)
-    if any(t._node is not None for t in inputs):
-        trace = current_trace()
+    out = _apply(op, inputs, attrs_)
+    for t in inputs:
+        if t._requires_grad:
+            if is_grad_enabled():
+                from .autodiff.tape import record
+                record(op, attrs_, inputs, out)
+            break
+    return out
+
+
+def _apply(op: str, inputs: Sequence["Tensor"], attrs_: Attrs) -> "Tensor":
+    trace = current_trace()
+    # Inside a trace, eager state (parameters, buffers, optimizer state) is read symbolically too,
+    # so a compiled function reads its value on every call instead of baking it in.
+    if any(t._node is not None for t in inputs) or (trace is not None and any(trace.is_state(t) for t in inputs)):
         for t in inputs:
             if t._node is not None and t._trace is not trace:
                 raise TraceError(at_user_line(
@@ -93,8 +112,8 @@ def as_tensor(value, dtype=None) -> "Tensor":
         return value if dtype is None else value.to(dtype)
     if dtype is not None:
         dtype = dt.as_dtype(dtype)
-    if isinstance(value, np.ndarray):
-        array = value
+    if isinstance(value, (np.ndarray, np.generic)):  # numpy scalars keep their dtype, like 0-d arrays
+        array = np.asarray(value)
     elif _is_scalar(value):
         array = np.asarray(value)
         if dtype is None:
@@ -118,26 +137,33 @@ def _unwrap_nested(value):
     return value
 
 
-class Tensor:
-    """An n-dimensional array: eager (holds a value) or traced (holds a graph node)."""
+class Tensor(TensorAutodiff):
+    """An n-dimensional array: eager (holds a value) or traced (holds a graph node).
 
-    __slots__ = ("_value", "_dtype", "_node", "_trace", "__weakref__")
+    Autodiff state (requires_grad, .grad, the tape node that made it) and the
+    in-place methods live in autodiff/tensor_api.py.
+    """
+
+    __slots__ = ("_value", "_dtype", "_node", "_trace", "_requires_grad", "_grad", "_grad_fn", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, data, dtype=None):
         t = as_tensor(data, dtype)
         self._value, self._dtype, self._node, self._trace = t._value, t._dtype, t._node, t._trace
+        self._requires_grad, self._grad, self._grad_fn = False, None, None
 
     @classmethod
     def _from_value(cls, value: np.ndarray, dtype: DType) -> "Tensor":
         t = object.__new__(cls)
         t._value, t._dtype, t._node, t._trace = value, dtype, None, None
+        t._requires_grad, t._grad, t._grad_fn = False, None, None
         return t
 
     @classmethod
     def _from_node(cls, node: Node, trace: Trace) -> "Tensor":
         t = object.__new__(cls)
         t._value, t._dtype, t._node, t._trace = None, node.dtype, node, trace
+        t._requires_grad, t._grad, t._grad_fn = False, None, None
         return t
 
     # ---- basic properties --------------------------------------------------
@@ -255,10 +281,23 @@ class Tensor:
         return self
 
     def clone(self) -> "Tensor":
+        if self._requires_grad and is_grad_enabled():  # differentiable copy
+            return apply("cast", [self], dtype=self._dtype)
         return Tensor._from_value(self._value.copy(), self._dtype) if self._node is None else self
 
     def detach(self) -> "Tensor":
-        return self
+        """The same value cut from the tape: it does not require grad (shares memory, as in PyTorch)."""
+        if not self._requires_grad:
+            return self
+        trace = current_trace()
+        if trace is not None and self._node is None:  # a parameter read inside tk.jit: a graph input
+            node = trace.constant_for(self)
+            trace.mark_state(self)
+            return Tensor._from_node(node, trace)
+        t = object.__new__(Tensor)
+        t._value, t._dtype, t._node, t._trace = self._value, self._dtype, self._node, self._trace
+        t._requires_grad, t._grad, t._grad_fn = False, None, None
+        return t
 
     # ---- elementwise arithmetic ----------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, float_result: bool = False) -> "Tensor":
@@ -500,6 +539,8 @@ class Tensor:
         if self.ndim == 0:
             return self.reshape(1)
         s, e = normalize_dim(start_dim, self.ndim, "flatten"), normalize_dim(end_dim, self.ndim, "flatten")
+        if s > e:
+            raise ShapeError(at_user_line(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}"))
         shape = self.shape
         return self.reshape(shape[:s] + (int(np.prod(shape[s:e + 1], dtype=np.int64)),) + shape[e + 1:])
 

@@ -30,6 +30,12 @@ is a function from IR to IR. `str(kernel)` prints indented loop nests:
         for j in 0..8 (vectorized):
           out[i*8 + j] = x[i*8 + j] + b[j]
 
+Expressions have numpy's semantics (floor `//` and `%`, wrapping integers,
+NaN-propagating min/max; `evaluate` in expr.py is the reference). Names are
+C identifiers, kept as they are in the generated C, so a name may not be
+declared again while it is in scope (sibling loops may both use `i`);
+`verify_kernel` checks names, types and buffers and says what is wrong.
+
 float16 and bfloat16 exist only in buffers: a load yields float32, a store
 rounds to nearest even. A `Program` (program.py) gathers the kernels of one
 graph with its inputs, outputs, constants and arena-resident intermediates;

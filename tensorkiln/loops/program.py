@@ -126,3 +126,12 @@ class Program:
         unknown = set(layout) - {t.name for t in self.temps}
         if unknown:
             raise LoopIRError(f"program {self.name}: arena plan names unknown temps {sorted(unknown)}")
+        # Kernels declare their pointers restrict: temps that one kernel takes must not overlap.
+        temps = {t.name: t for t in self.temps}
+        for kernel in self.kernels:
+            spans = sorted((layout[p.name], layout[p.name] + p.nbytes, p.name) for p in kernel.params
+                           if p.name in temps and p.nbytes)
+            for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+                if start < end:
+                    raise LoopIRError(f"program {self.name}: kernel {kernel.name} takes temps {first} and "
+                                      f"{second}, which overlap in the arena plan")

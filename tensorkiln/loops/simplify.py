@@ -20,9 +20,7 @@ import math
 from typing import Mapping, Optional
 
 from tensorkiln.loops.bounds import Bounds
-from tensorkiln.loops.expr import (
-    BINARY_OPS, BinOp, Cast, Const, Expr, Select, Unary, _binary, evaluate, format_expr, wrap_int,
-)
+from tensorkiln.loops.expr import BINARY_OPS, BinOp, Const, Expr, Unary, _binary, evaluate, format_expr, wrap_int
 from tensorkiln.loops.pattern import Pat, Rule
 from tensorkiln.loops.types import int_range, is_int
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, TraceError, at_user_line
+from ..errors import DTypeError, ShapeError, at_user_line
 from ..functions import concat, flip, matmul, mean, var, where
 from ..ops.contraction import conv2d_output_hw
 from ..tensor import Tensor, apply, as_tensor, normalize_dim, normalize_dims
@@ -165,7 +165,9 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     pads = _conv_padding(padding, tuple(w.shape[2:]), stride, dilation)
     out = apply("conv2d", [x, w], stride=stride, padding=pads, dilation=dilation, groups=int(groups))
     if bias is not None:
-        out = out + as_tensor(bias).reshape(1, -1, 1, 1)
+        b = as_tensor(bias)
+        b = b.to(x.dtype) if b.dtype.is_floating and x.dtype.is_floating else b  # as the weight: keep x's dtype
+        out = out + b.reshape(1, -1, 1, 1)
     return out.squeeze(0) if unbatched else out
 
 
@@ -175,6 +177,9 @@ def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode:
     kernel = _pair(kernel_size, "kernel_size")
     stride = _pair(stride if stride is not None and stride != [] else kernel, "stride")
     padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ShapeError(at_user_line(f"{op}: kernel_size, stride and dilation must be positive and padding "
+                                      f"non-negative, got {kernel}, {stride}, {dilation}, {padding}"))
     if x.ndim not in (3, 4):
         raise ShapeError(at_user_line(f"{op}: expects a 3-d or 4-d input, got shape {list(x.shape)}"))
     for p, k in zip(padding, kernel):
@@ -254,8 +259,10 @@ def _adaptive_matrix(size: int, out: int) -> np.ndarray:
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed output size (windows as in PyTorch)."""
     x = _floating(as_tensor(input))
-    oh, ow = _pair(output_size, "output_size")
     h, w = x.shape[-2:]
+    if isinstance(output_size, (tuple, list)):  # None keeps that dimension's size (PyTorch)
+        output_size = tuple(size if o is None else o for o, size in zip(output_size, (h, w)))
+    oh, ow = _pair(output_size, "output_size")
     if (oh, ow) == (1, 1):
         return x.mean((-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:
@@ -325,17 +332,20 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 
 
 def _update_running_stats(x, mu, variance, running_mean, running_var, momentum):
-    """Exponential moving averages, as PyTorch (running_var uses the unbiased batch variance)."""
-    if x.is_traced:
-        raise TraceError(at_user_line(
-            "batch_norm: updating running statistics in training mode is not supported inside tk.jit; "
-            "call it eagerly, or pass running_mean=None and running_var=None"))
+    """Exponential moving averages, as PyTorch (running_var uses the unbiased batch variance).
+
+    The statistics are updated in place; inside tk.jit the update is recorded
+    and becomes a graph output written back into the buffers after each call.
+    """
+    from ..autodiff.mode import no_grad
     count = x.numel() // x.shape[1]
-    for stat, batch in ((running_mean, mu), (running_var, variance * (count / max(count - 1, 1)))):
-        if stat is None:
-            continue
-        new = stat * (1.0 - momentum) + batch.reshape(-1).to(stat.dtype) * momentum
-        stat._value = new.to(stat.dtype)._value  # in place, like PyTorch's buffers
+    with no_grad():
+        for stat, batch in ((running_mean, mu), (running_var, variance * (count / max(count - 1, 1)))):
+            if stat is None:
+                continue
+            stat = as_tensor(stat)
+            new = stat._inplace() * (1.0 - momentum) + batch.reshape(-1).to(stat.dtype) * momentum
+            stat.copy_(new)
 
 
 # ---- attention ---------------------------------------------------------------------------
@@ -535,7 +545,65 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         raise DTypeError(at_user_line(f"embedding: indices must be integers, got {index.dtype.name}"))
     if table.ndim != 2:
         raise ShapeError(at_user_line(f"embedding: weight must be 2-d, got {list(table.shape)}"))
+    if padding_idx is not None and table.requires_grad:  # the padding row gets no gradient (PyTorch)
+        padding = (index == (padding_idx % table.shape[0])).unsqueeze(-1)
+        return where(padding, apply("take", [table.detach(), index], axis=0), apply("take", [table, index], axis=0))
     return apply("take", [table, index], axis=0)
+
+
+# ---- dropout -----------------------------------------------------------------------------
+
+def new_dropout_seed() -> Tensor:
+    """A dropout seed: an int64 0-d tensor drawn from tk.manual_seed's generator, advanced by every
+    dropout call (marked mutable, so compiled functions read it per call and write it back)."""
+    from ..creation import randint
+    from ..trace import mark_mutable
+    seed = randint(0, 2 ** 31 - 1, ())
+    mark_mutable(seed)
+    return seed
+
+
+_default_seed: list = []  # the seed F.dropout uses when none is given (created on first use)
+
+
+def _uniform_hash(seed: Tensor, shape: tuple) -> Tensor:
+    """Uniform [0, 1) float32 values from a counter-based integer hash of (seed, element index).
+
+    Multiply-add and fold-the-high-bits rounds modulo 2**32 (values stay below
+    2**59, so nothing overflows): the same in the numpy reference and in C.
+    """
+    n = int(np.prod(shape, dtype=np.int64))
+    modulus = 2 ** 32
+    h = (as_tensor(np.arange(n, dtype=np.int64).reshape(shape)) + seed.to(dt.int64) * 2654435761) % modulus
+    for _ in range(3):
+        h = (h * 73244475 + 12345) % modulus
+        h = (h + (h // 65536) * 7919) % modulus
+    return h.to(dt.float32) * (1.0 / modulus)
+
+
+@composite("dropout")
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False,
+            seed: Tensor | None = None) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p) (identity when not training).
+
+    The mask is a hash of `seed` (an int64 0-d tensor, advanced by one per call)
+    and the element index; without a seed a default one drawn from
+    tk.manual_seed's generator is used. Works the same eagerly and inside tk.jit.
+    """
+    x = _floating(as_tensor(input))
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    if seed is None:
+        if not _default_seed:
+            _default_seed.append(new_dropout_seed())
+        seed = _default_seed[0]
+    keep = _uniform_hash(seed, tuple(x.shape)) >= p
+    seed.add_(1)
+    return where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

@@ -99,6 +99,7 @@ def _check_index_dtype(t: TensorType) -> None:
 
 
 def _checked_indices(index: np.ndarray, size: int, op: str) -> np.ndarray:
+    index = index.astype(np.int64, copy=False)  # int8 indices: index + size must not overflow
     if index.size and (index.min() < -size or index.max() >= size):
         bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
         raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")

@@ -1,8 +1,9 @@
 """The op registry: the one place an op is defined.
 
 An OpDef says how an op infers its result type from its operands (raising
-ShapeError/DTypeError on bad input), how the numpy reference computes it, and
-its fusion mapping type (from DNNFusion). Every layer of the compiler reads
+ShapeError/DTypeError on bad input), how the numpy reference computes it, its
+fusion mapping type (from DNNFusion) and its gradient rule (`vjp`, set by
+ops/gradients.py). Every layer of the compiler reads
 this table; adding an op is one `register(...)` call plus its tests.
 """
 from __future__ import annotations
@@ -141,6 +142,9 @@ class OpDef:
     reference: ReferenceFn
     arity: int | None  # None: variadic
     doc: str = ""
+    # Gradient rule (ops/gradients.py): vjp(grad, inputs, output, attrs, needs) -> one Tensor or None
+    # per input, written with Tensor operations; None here: the op has no gradient (non-differentiable).
+    vjp: Callable | None = None
 
 
 REGISTRY: dict[str, OpDef] = {}

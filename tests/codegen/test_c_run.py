@@ -59,6 +59,7 @@ big_sum = Buffer("big_sum", F32, (1,))
 clamped = Buffer("clamped", F32, (5, 7))
 twice = Buffer("twice", F32, (5, 7))
 temp = Buffer("temp", F32, (5, 7))  # arena: written by one kernel, read by the next
+exp = Buffer("exp", F32, (5, 7))  # named like the libm function it calls
 
 
 def kernels() -> list[Kernel]:
@@ -130,12 +131,13 @@ def kernels() -> list[Kernel]:
     ks.append(Kernel("produce", (temp, a), For(i, 35, Store(temp, i, Load(a, i) + 1.0), "vectorized")))
     ks.append(Kernel("consume", (twice, temp), For(i, 35, Store(
         twice, i, Load(temp, i) * Cast(Const(2), F32)), "vectorized")))
+    ks.append(Kernel("exp", (exp, a), For(i, 35, Store(exp, i, call("exp", Load(a, i))), "vectorized")))
     return ks
 
 
 INPUTS = (a, bias, col, ma, mb, h_in, bf_in, f_in, num, den, small, big_in)
 OUTPUTS = (add_row, add_col, row_sums, row_max, mc, math_out, h_out, h_from_f, bf_out, bf_as_f, quot, rem,
-           wrapped, big_sum, clamped, twice)
+           wrapped, big_sum, clamped, twice, exp)
 
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:
@@ -248,6 +250,11 @@ def test_heap_allocated_local_buffer(run):
 def test_if_and_select(run):
     x, out, _ = run
     np.testing.assert_array_equal(out["clamped"], np.clip(x["a"], -0.5, 0.5))
+
+
+def test_buffer_named_like_a_libm_function(run):
+    x, out, _ = run
+    np.testing.assert_allclose(out["exp"], np.exp(x["a"]), rtol=1e-6)
 
 
 def test_intermediate_in_the_arena(run):

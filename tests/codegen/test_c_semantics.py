@@ -18,7 +18,7 @@ import pytest
 from tensorkiln.codegen.build import build
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (
-    BinOp, Call, Cast, Const, Expr, Load, Var, evaluate, le, logical_and, logical_not, logical_or, lt, maximum,
+    Call, Cast, Const, Expr, Load, Var, evaluate, le, logical_and, logical_not, logical_or, lt, maximum,
     minimum, ne, where,
 )
 from tensorkiln.loops.ir import For, Kernel, Store

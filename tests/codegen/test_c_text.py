@@ -109,6 +109,18 @@ def test_names_that_are_c_keywords_are_renamed():
     assert "double_[int_] = 0.0f;" in text
 
 
+def test_names_of_libm_functions_are_renamed_and_collisions_refused():
+    from tensorkiln.loops.expr import call
+    from tensorkiln.loops.ir import LoopIRError
+    out = Buffer("exp", "float64", (4,))
+    body = For(Var("floor"), 4, Store(out, Var("floor"), call("exp", Const(1.0, "float64"))))
+    text = c_of(Kernel("k", (out,), body), inputs=(), outputs=(out,))
+    assert "exp_[floor_] = exp(1.0);" in text
+    twin = Buffer("exp_", "float64", (4,))
+    with pytest.raises(LoopIRError, match="would both be 'exp_'"):
+        c_of(Kernel("k", (out, twin), body), inputs=(), outputs=(out, twin))
+
+
 def test_arena_temps_get_fixed_offsets():
     t = Buffer("t", "float32", (32,))
     k1 = Kernel("a", (t, x), For(i, 32, Store(t, i, Load(x, i))))
@@ -127,3 +139,12 @@ def test_arena_temps_get_fixed_offsets():
 ])
 def test_constants_read_back_exactly(value, dtype, literal):
     assert format_c_const(value, dtype) == literal
+
+
+def test_int64_arithmetic_of_literals_is_done_in_64_bits():
+    big = Buffer("big", "int64", (1,))
+    value = Const(100000) * Const(100000)  # folded by the simplifier; spelled with a cast without it
+    program = Program("t", (Kernel("k", (big,), Store(big, Const(0), value)),), inputs=(), outputs=(big,))
+    assert "big[0] = 10000000000;" not in generate_c(program).text
+    assert "INT64_C(10000000000)" in generate_c(program).text
+    assert "(int64_t)100000 * 100000" in generate_c(program, simplify=False).text

@@ -86,3 +86,16 @@ def test_bounds_of_index_expressions():
     assert bounds(Var("n") % 5) == (0, 4)
     assert bounds(minimum(i, Const(2))) == (0, 2)
     assert bounds(lt(i, Const(4))) == (1, 1)
+
+
+def test_dtype_table_agrees_with_tensorkiln_dtypes():
+    from tensorkiln import dtypes
+    from tensorkiln.loops import types
+    from tensorkiln.runtime.signature import numpy_dtypes
+
+    assert set(types.DTYPE_NAMES) == {d.name for d in dtypes.ALL_DTYPES}
+    for d in dtypes.ALL_DTYPES:
+        assert types.itemsize(d.name) == d.itemsize
+        assert types.is_float(d.name) == d.is_floating and types.is_int(d.name) == d.is_integer
+        assert types.compute_dtype(d.name) == d.compute.name
+        assert d.storage in numpy_dtypes(d.name)

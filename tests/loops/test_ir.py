@@ -106,10 +106,13 @@ def test_program_packs_temps_in_an_aligned_arena():
     p = Program("p", (k1, k2, k3), inputs=(x,), outputs=(sums,), temps=(t1, t2))
     assert p.arena_layout() == {"t1": 0, "t2": 64}
     assert p.arena_bytes == 128
-    planned = Program("p", (k1, k2, k3), inputs=(x,), outputs=(sums,), temps=(t1, t2),
+    planned = Program("p", (k1, k3), inputs=(x,), outputs=(sums,), temps=(t1, t2),
                       arena_offsets=(("t1", 0), ("t2", 0)))
     assert planned.arena_bytes == 64
     assert "arena: 64 bytes" in str(planned)
+    with pytest.raises(LoopIRError, match="kernel k2 takes temps t1 and t2, which overlap"):
+        Program("p", (k1, k2, k3), inputs=(x,), outputs=(sums,), temps=(t1, t2),
+                arena_offsets=(("t1", 0), ("t2", 0)))
 
 
 def test_program_rejects_kernels_over_unknown_or_read_only_buffers():

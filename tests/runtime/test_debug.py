@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from tensorkiln.codegen.build import build
+from tensorkiln.codegen.c import generate_c
 from tensorkiln.errors import TensorKilnError
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Const, Load, Var
 from tensorkiln.loops.ir import For, Kernel, Store
 from tensorkiln.loops.program import Program
 from tensorkiln.runtime.compiler import compile_c
-from tensorkiln.codegen.c import generate_c
 from tensorkiln.runtime.module import CompiledModule, OutOfBoundsError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,13 +75,14 @@ def test_out_of_range_store_is_reported_and_skipped():
     scatter = Kernel("scatter", (hits, idx), For(i, 4, Store(hits, Load(idx, i), Const(1.0, "float32")), "parallel"))
     module = build(Program("scatter_only", (scatter,), inputs=(idx,), outputs=(hits,)), debug=True)
     guard = np.zeros(64, np.float32)  # hits is a view inside a larger buffer: nothing outside may change
-    with pytest.raises(OutOfBoundsError, match=r"kernel scatter: store of hits\[(7|-3)\] out of bounds \(buffer size 4\)"):
+    message = r"kernel scatter: store of hits\[(7|-3)\] out of bounds \(buffer size 4\)"
+    with pytest.raises(OutOfBoundsError, match=message):
         module(np.array([0, 7, -3, 1]), guard[16:20])
     assert guard[:16].sum() == 0 and guard[20:].sum() == 0
     assert guard[16] == 1 and guard[17] == 1
 
 
-def test_asan_build_refuses_to_load_without_the_runtime(tmp_path):
+def test_asan_build_refuses_to_load_without_the_runtime():
     source = generate_c(gather_scatter_program(), debug=True)
     library = compile_c(source.text, debug=True, asan=True)
     with pytest.raises(TensorKilnError, match="LD_PRELOAD"):

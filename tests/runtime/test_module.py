@@ -7,7 +7,7 @@ import pytest
 from tensorkiln.codegen.build import build
 from tensorkiln.errors import DTypeError, ShapeError, TensorKilnError
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.expr import Const, Load, Var
+from tensorkiln.loops.expr import Load, Var
 from tensorkiln.loops.ir import For, Kernel, Store
 from tensorkiln.loops.program import Program
 from tensorkiln.runtime.module import CompiledModule

@@ -1,0 +1,9 @@
+"""Reverse-mode autodiff: grad mode, the tape, gradient rules' engine, tk.grad and tk.Function.
+
+The gradient rules themselves live with the ops (`ops/gradients.py`); they are
+written with Tensor operations, so the same rules run eagerly, while tracing
+(building the backward graph inside tk.jit) and for higher order. See
+docs/autodiff.md. This package's __init__ imports nothing that imports
+tensor.py, because tensor.py imports `autodiff.mode`.
+"""
+from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401

@@ -1,0 +1,1 @@
+"""Topology files shipped with tensorkiln (package data): resnet18.csv."""

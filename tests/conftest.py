@@ -1,0 +1,50 @@
+"""Shared test configuration: hypothesis profiles and a seeded random generator per test.
+
+`helpers.py` (the tolerance table and `assert_close`) and `strategies.py`
+(`random_programs()`) sit next to this file; pytest puts this directory on
+sys.path, so tests in sub-folders import them as `helpers` and `strategies`.
+
+Hypothesis profiles (choose with HYPOTHESIS_PROFILE=...): `default` keeps the
+suite fast; `thorough` runs ten times more examples per property; `ci` is
+`default` with a fixed seed.
+
+Backend: the front-end tests check tracing, caching and graphs, so by default
+they run tk.jit graphs with the reference interpreter (the `reference_backend`
+fixture; each front-end test module opts in with `pytestmark`). Set
+TK_TEST_BACKEND=c to run the same tests through the compiled C backend; then
+eager and jit results are compared at the dtype tolerance instead of exactly.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+settings.register_profile("default", deadline=None, max_examples=40, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=400)
+settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="module")
+def reference_backend():
+    """Make tk.jit fall back to the reference interpreter (its documented no-C-compiler path)."""
+    if os.environ.get("TK_TEST_BACKEND", "interpreter") == "c":
+        yield "c"
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("tensorkiln.runtime.compiler.find_c_compiler", lambda: None)
+        yield "interpreter"
+
+
+@pytest.fixture
+def rng(request) -> np.random.Generator:
+    """A numpy Generator seeded from the test's id, so every test is reproducible on its own."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
