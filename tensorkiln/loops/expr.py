@@ -31,8 +31,9 @@ from tensorkiln.loops.types import INDEX_DTYPE, STORAGE_ONLY, check_dtype, int_r
 ARITHMETIC_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "min", "max"})
 COMPARISON_OPS = frozenset({"lt", "le", "eq", "ne"})
 LOGICAL_OPS = frozenset({"and", "or"})
-BINARY_OPS = ARITHMETIC_OPS | COMPARISON_OPS | LOGICAL_OPS
-COMMUTATIVE_OPS = frozenset({"add", "mul", "min", "max", "eq", "ne", "and", "or"})
+BITWISE_OPS = frozenset({"bitand", "bitor", "bitxor"})  # on integers
+BINARY_OPS = ARITHMETIC_OPS | COMPARISON_OPS | LOGICAL_OPS | BITWISE_OPS
+COMMUTATIVE_OPS = frozenset({"add", "mul", "min", "max", "eq", "ne", "and", "or", "bitand", "bitor", "bitxor"})
 UNARY_OPS = frozenset({"neg", "not"})
 
 # Math functions a Call may name, with their arity. The C spelling of each,
@@ -221,6 +222,8 @@ class BinOp(Expr):
         dtype = self.a.dtype
         if self.operator in LOGICAL_OPS and not is_bool(dtype):
             raise DTypeError(f"{self.operator} needs bool operands, got {dtype}")
+        if self.operator in BITWISE_OPS and not is_int(dtype):
+            raise DTypeError(f"{self.operator} needs integer operands, got {dtype}")
         if self.operator in ARITHMETIC_OPS and is_bool(dtype):
             raise DTypeError(f"{self.operator} needs numeric operands, got bool")
         if self.operator == "div" and not is_float(dtype):
@@ -502,6 +505,7 @@ _INFIX = {
     "floordiv": ("//", 6), "mod": ("%", 6),
     "lt": ("<", 4), "le": ("<=", 4), "eq": ("==", 4), "ne": ("!=", 4),
     "and": ("and", 2), "or": ("or", 1),
+    "bitand": ("&", 4), "bitor": ("|", 4), "bitxor": ("^", 4),
 }
 _ATOM = 9
 
@@ -596,6 +600,9 @@ def _binary(op: str, a: Number, b: Number, dtype: str) -> Number:
         return bool(a) and bool(b)
     if op == "or":
         return bool(a) or bool(b)
+    if op in BITWISE_OPS:
+        a, b = int(a), int(b)
+        return wrap_int({"bitand": a & b, "bitor": a | b, "bitxor": a ^ b}[op], dtype)
     # min/max propagate NaN from either side, like numpy.minimum/maximum
     if op == "min":
         return a if (a < b or a != a) else b

@@ -147,9 +147,10 @@ class ValueBuilder:
         return self._logical(node, index, E.ne)
 
     def _logical(self, node, index, fn):
-        if node.dtype.name != "bool":
-            raise UnsupportedOpError(f"the C backend has no bitwise {node.op} on {node.dtype.name}")
-        return fn(self._operand(node, 0, index), self._operand(node, 1, index))
+        a, b = self._operand(node, 0, index), self._operand(node, 1, index)
+        if node.dtype.name != "bool":  # integers: bitwise
+            return E.BinOp({"and": "bitand", "or": "bitor", "xor": "bitxor"}[node.op], a, b)
+        return fn(a, b)
 
     # ---- movement ops: index arithmetic -----------------------------------------------
     def _reshape(self, node, index):

@@ -193,3 +193,9 @@ def test_distribution_rules_do_not_cancel_catastrophically():
     x = np.array([1.0000001, 2.0], dtype=np.float32)
     out = tk.jit(lambda x: (x - 1.0) * 1e8)(x).numpy()
     np.testing.assert_allclose(out, (x - np.float32(1.0)) * np.float32(1e8), rtol=1e-6)
+
+
+def test_bitwise_integer_ops():
+    a = RNG.integers(-100, 100, (3, 5)).astype(np.int32)
+    b = RNG.integers(-100, 100, (5,)).astype(np.int32)
+    check_compiled(lambda a, b: (a & b, a | b, a ^ b, a.to(tk.int8) & 7), a, b)
