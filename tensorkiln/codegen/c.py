@@ -185,9 +185,10 @@ def _paren(code: str, prec: int, need: int) -> str:
 class _KernelWriter:
     """Emits one kernel function; tracks loop ranges (for bounds) and the parallel context."""
 
-    def __init__(self, kernel: Kernel, debug: bool):
+    def __init__(self, kernel: Kernel, debug: bool, aliased: frozenset = frozenset()):
         self.kernel = kernel
         self.debug = debug
+        self.aliased = aliased  # buffers updated in place: their pointers may alias, so no restrict
         self.lines: list[str] = []
         self.ranges: dict[str, tuple[int, int]] = {}
         self.written = kernel.written_buffers()
@@ -432,7 +433,8 @@ class _KernelWriter:
         params = []
         for p in k.params:
             const = "" if p.name in self.written else "const "
-            params.append(f"{const}{C_TYPES[p.dtype]} *restrict {c_name(p.name)}")
+            restrict = "" if p.name in self.aliased else "restrict "
+            params.append(f"{const}{C_TYPES[p.dtype]} *{restrict}{c_name(p.name)}")
         self.emit(0, "/*")
         self.emit(0, f" * kernel {k.name}")
         for line in k.comment.splitlines():
@@ -563,7 +565,8 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True) -> 
         if simplify:
             kernel = simplify_kernel(kernel)
         parts.append("")
-        parts.extend(_KernelWriter(kernel, debug).function())
+        aliased = frozenset(name for pair in program.aliases for name in pair)
+        parts.extend(_KernelWriter(kernel, debug, aliased).function())
     parts.append("")
     parts.extend(_entry(program, signature))
     parts.append("")

@@ -40,6 +40,9 @@ class Program:
     constants: tuple[Buffer, ...] = ()
     temps: tuple[Buffer, ...] = ()
     arena_offsets: Optional[tuple[tuple[str, int], ...]] = None  # (temp name, byte offset); None: packed
+    # Pairs of temps (written, read) that one elementwise kernel updates in place: they may share
+    # arena bytes, and codegen drops `restrict` from their pointers.
+    aliases: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "program")
@@ -131,7 +134,8 @@ class Program:
         for kernel in self.kernels:
             spans = sorted((layout[p.name], layout[p.name] + p.nbytes, p.name) for p in kernel.params
                            if p.name in temps and p.nbytes)
+            allowed = {frozenset(pair) for pair in self.aliases}
             for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
-                if start < end:
+                if start < end and frozenset((first, second)) not in allowed:
                     raise LoopIRError(f"program {self.name}: kernel {kernel.name} takes temps {first} and "
                                       f"{second}, which overlap in the arena plan")

@@ -7,6 +7,12 @@ best fit (the approach of TFLite's and MNN's planners): the largest temps are
 placed first, each into the smallest gap left between the already-placed
 temps it is live together with, or at the end.
 
+In-place updates: an elementwise kernel whose output is a temp and which
+reads another temp only at the element it writes (the same flat index), on
+the last use of that temp, writes over it. Such pairs share one place in the
+arena (they are planned as one buffer), and the generated C drops `restrict`
+from the two pointers.
+
 Three numbers describe the result (CompileReport and explain() show them):
 - naive_bytes: every temp in its own memory (the sum of their sizes);
 - lower_bound_bytes: the largest total size of temps live at one moment; no
@@ -17,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..loops.ir import Kernel
+from ..loops.expr import Load, walk
+from ..loops.ir import Alloc, Kernel, Store, iter_stmts, stmt_exprs
 from ..loops.program import ARENA_ALIGNMENT, Program
 
 
@@ -47,6 +54,7 @@ class MemoryPlan:
     naive_bytes: int
     lower_bound_bytes: int
     lifetimes: list[Lifetime]
+    aliases: tuple[tuple[str, str], ...] = ()
 
 
 def lifetimes(kernels: tuple[Kernel, ...], temps) -> list[Lifetime]:
@@ -60,14 +68,62 @@ def lifetimes(kernels: tuple[Kernel, ...], temps) -> list[Lifetime]:
     return result
 
 
+def inplace_pairs(program: Program, lives: list[Lifetime]) -> list[tuple[str, str]]:
+    """(written temp, read temp) pairs that an elementwise kernel can update in place."""
+    by_name = {l.name: l for l in lives}
+    temps = {t.name: t for t in program.temps}
+    pairs = []
+    taken: set[str] = set()
+    for step, kernel in enumerate(program.kernels):
+        stores = [s for s in iter_stmts(kernel.body) if isinstance(s, Store)]
+        if any(isinstance(s, Alloc) for s in iter_stmts(kernel.body)) or len(stores) != 1:
+            continue
+        out = stores[0].buffer
+        if out.name not in temps or out.name in taken:
+            continue
+        loads = [e for s in iter_stmts(kernel.body) for x in stmt_exprs(s) for e in walk(x) if isinstance(e, Load)]
+        for candidate in kernel.params:
+            life = by_name.get(candidate.name)
+            if (life is None or candidate.name == out.name or life.last != step or life.first >= step
+                    or candidate.name in taken or candidate.nbytes != out.nbytes or candidate.dtype != out.dtype):
+                continue
+            reads = [e for e in loads if e.buffer.name == candidate.name]
+            if reads and all(e.index == stores[0].index for e in reads):
+                pairs.append((out.name, candidate.name))
+                taken |= {out.name, candidate.name}
+                break
+    return pairs
+
+
+def _merge(lives: list[Lifetime], pairs: list[tuple[str, str]]) -> tuple[list[Lifetime], dict[str, str]]:
+    """Plan each in-place pair as one buffer spanning both lifetimes; returns members' representative."""
+    parent = {l.name: l.name for l in lives}
+
+    def find(name: str) -> str:
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    for written, read in pairs:
+        parent[find(written)] = find(read)
+    groups: dict[str, list[Lifetime]] = {}
+    for life in lives:
+        groups.setdefault(find(life.name), []).append(life)
+    merged = [Lifetime(root, max(l.size for l in members), min(l.first for l in members), max(l.last for l in members))
+              for root, members in groups.items()]
+    return merged, {l.name: find(l.name) for l in lives}
+
+
 def lower_bound(lives: list[Lifetime], steps: int) -> int:
     """The largest total size of temps live at the same kernel."""
     return max((sum(l.size for l in lives if l.first <= t <= l.last) for t in range(steps)), default=0)
 
 
-def plan_memory(program: Program) -> MemoryPlan:
+def plan_memory(program: Program, in_place: bool = True) -> MemoryPlan:
     """Best-fit placement of the program's temps in one arena."""
-    lives = lifetimes(program.kernels, program.temps)
+    original = lifetimes(program.kernels, program.temps)
+    pairs = inplace_pairs(program, original) if in_place else []
+    lives, representative = _merge(original, pairs)
     placed: list[tuple[int, Lifetime]] = []
     offsets: dict[str, int] = {}
     for life in sorted(lives, key=lambda l: (-l.size, l.first)):
@@ -81,14 +137,16 @@ def plan_memory(program: Program) -> MemoryPlan:
         offset = best if best is not None else cursor
         offsets[life.name] = offset
         placed.append((offset, life))
+    for name, root in representative.items():
+        offsets[name] = offsets[root]
     for temp in program.temps:  # temps no kernel touches (empty ones) still need an offset
         offsets.setdefault(temp.name, 0)
     arena = max((off + life.size for off, life in placed), default=0)
     naive = sum(_align(t.nbytes) for t in program.temps)
-    return MemoryPlan(offsets, arena, naive, lower_bound(lives, len(program.kernels)), lives)
+    return MemoryPlan(offsets, arena, naive, lower_bound(lives, len(program.kernels)), lives, tuple(pairs))
 
 
 def apply_plan(program: Program, plan: MemoryPlan) -> Program:
     """The same program with the plan's arena offsets."""
     return Program(program.name, program.kernels, program.inputs, program.outputs, program.constants,
-                   program.temps, tuple(sorted(plan.offsets.items())))
+                   program.temps, tuple(sorted(plan.offsets.items())), plan.aliases)

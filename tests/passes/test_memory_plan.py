@@ -65,3 +65,21 @@ def test_chain_reuses_memory():
     assert report.arena_bytes < report.naive_bytes
     ref = tk.jit(f.fn, opt_level=0)(x)
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_elementwise_kernels_update_in_place():
+    from tensorkiln.demo_models import transformer_block
+    model = transformer_block()
+    f = tk.jit(model.forward)
+    out = f(*model.inputs)
+    compiled = next(iter(f._cache.values())).compiled
+    program = compiled.lowered.program
+    assert program.aliases, "no in-place update found"
+    layout = program.arena_layout()
+    for written, read in program.aliases:
+        assert layout[written] == layout[read]
+    source = open(compiled.report.source_path).read()
+    written, _ = program.aliases[0]
+    assert f"*{written}" in source and f"*restrict {written}" not in source
+    reference = tk.jit(model.forward, opt_level=0)(*model.inputs)
+    np.testing.assert_allclose(out.numpy(), reference.numpy(), rtol=1e-4, atol=1e-5)
