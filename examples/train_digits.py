@@ -85,12 +85,17 @@ def train(name: str, model: nn.Module, data, epochs: int, batch_size: int = 64, 
     return result
 
 
-def main(epochs: int = 30, seed: int = 0) -> dict[str, float]:
+LEARNING_RATES = {"mlp": 1e-2, "cnn": 3e-3}
+
+
+def main(epochs: int = 30, seed: int = 0, models=("mlp", "cnn")) -> dict[str, float]:
+    """Train each model for `epochs`; returns {name: test accuracy}."""
     data = load_data(seed)
     results = {}
-    for name, build in (("mlp", mlp), ("cnn", cnn)):
+    for name in models:
         tk.manual_seed(seed)
-        results[name] = train(name, build(), data, epochs, seed=seed)
+        model = mlp() if name == "mlp" else cnn()
+        results[name] = train(name, model, data, epochs, lr=LEARNING_RATES[name], seed=seed)
     return results
 
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from .registry import REGISTRY
-from dataclasses import replace
 
 
 def register_gradient(op_name: str):

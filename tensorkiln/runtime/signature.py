@@ -35,7 +35,7 @@ def numpy_dtypes(dtype: str) -> tuple[np.dtype, ...]:
         try:  # optional: the dtype the wider ecosystem (JAX, ONNX) uses
             import ml_dtypes  # type: ignore
 
-            accepted.insert(0, np.dtype(ml_dtypes.bfloat16))
+            accepted.append(np.dtype(ml_dtypes.bfloat16))  # uint16 stays first: tensorkiln's own storage
         except ImportError:
             pass
         return tuple(accepted)
