@@ -180,7 +180,7 @@ def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
         if node.op == "constant" and node.type.size > 1 or (node.op == "constant" and node in graph.outputs):
             buffers[node.id] = _buffer(_identifier(f"c{len(constants)}", taken, "c"), node)
             constants.append(buffers[node.id])
-            constant_arrays.append(np.ascontiguousarray(node.attrs["value"].array))
+            constant_arrays.append(np.asarray(node.attrs["value"].array, order="C"))
 
     groups = partition(graph, fuse=fuse)
     names = node_names(graph)

@@ -144,7 +144,7 @@ class CompiledModule:
         for i, spec in enumerate(self.signature.constants):
             # Kept by reference, not copied, when already contiguous and of the right dtype:
             # the caller must not modify a constant afterwards.
-            array = np.ascontiguousarray(constants[spec.name])
+            array = np.asarray(constants[spec.name], order="C")
             self._check(array, spec, numpy_dtypes(spec.dtype), writable=False)
             bound[spec.name] = array
             address = array.ctypes.data

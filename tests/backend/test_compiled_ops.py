@@ -199,3 +199,7 @@ def test_bitwise_integer_ops():
     a = RNG.integers(-100, 100, (3, 5)).astype(np.int32)
     b = RNG.integers(-100, 100, (5,)).astype(np.int32)
     check_compiled(lambda a, b: (a & b, a | b, a ^ b, a.to(tk.int8) & 7), a, b)
+
+
+def test_zero_dim_constant_outputs():
+    check_compiled(lambda x: (x + 1, tk.tensor(2.5), tk.tensor(3) * 2), np.ones(3, np.float32))
