@@ -101,7 +101,8 @@ class TracedFunction:
 class JitFunction:
     """A function compiled per input signature; call it like the original."""
 
-    def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False):
+    def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
+                 backend: str = "c"):
         self._module = fn if _is_module(fn) else None
         if self._module is None:
             functools.update_wrapper(self, fn)
@@ -111,7 +112,9 @@ class JitFunction:
         self.opt_level = opt_level
         self.debug = debug
         self.fast_math = fast_math
+        self.backend = backend  # "c", or "interpreter": run the optimized graph with the reference interpreter
         self._cache: dict[tuple, TracedFunction] = {}  # the last trace used per signature
+        self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
         self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
 
@@ -170,18 +173,40 @@ class JitFunction:
         if entry is None:
             entry = self._trace(tensors, names, structure)
             entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug),
-                                           opt_level=self.opt_level, fast_math=self.fast_math)
+                                           opt_level=self.opt_level, fast_math=self.fast_math,
+                                           backend=self.backend)
             entry.compiled.report.trace_seconds = entry.trace_seconds
             entries.append(entry)
         self._cache[key] = entry
         return entry, tensors
 
     # ---- public API -------------------------------------------------------------
+    def _fast_key(self, args) -> tuple | None:
+        """A cheap cache key for calls whose arguments are all plain arrays or eager tensors."""
+        key = []
+        for a in args:
+            if type(a) is np.ndarray:
+                key.append((a.shape, a.dtype))
+            elif type(a) is Tensor and a._node is None and not a._requires_grad:
+                key.append((a._value.shape, a._dtype))
+            else:
+                return None
+        return (tuple(key), is_grad_enabled(), self._module.training if self._module is not None else None)
+
     def __call__(self, *args, **kwargs):
         if current_trace() is not None:  # called from another traced function: inline it
             return self.fn(*args, **kwargs)
-        entry, tensors = self._lookup(args, kwargs)
-        results = entry.compiled([t._value for t in tensors] + [read() for read in entry.state_sources])
+        fast = self._fast_key(args) if not kwargs else None
+        entry = self._fast.get(fast) if fast is not None else None
+        if entry is not None and entry.guards_hold() and entry.constants_current():
+            # the common case: same signature as before, skip flattening and key building
+            arrays = [a if type(a) is np.ndarray else a._value for a in args]
+        else:
+            entry, tensors = self._lookup(args, kwargs)
+            arrays = [t._value for t in tensors]
+            if fast is not None:
+                self._fast[fast] = entry
+        results = entry.compiled(arrays + [read() for read in entry.state_sources])
         n = entry.n_outputs
         outputs = [Tensor._from_value(r, node.dtype) for r, node in zip(results[:n], entry.graph.outputs)]
         _write_back(entry.mutations, results[n:], entry.graph.outputs[n:])
@@ -272,13 +297,15 @@ def _unique_names(names: list[str]) -> list[str]:
     return result
 
 
-def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False):
+def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
+        backend: str = "c"):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
     debug builds bounds-checked, sanitized code (also TENSORKILN_DEBUG=1);
-    fast_math allows rewrites that are exact for real numbers but not for every float.
+    fast_math allows rewrites that are exact for real numbers but not for every float;
+    backend="interpreter" runs the optimized graph with the reference interpreter instead of compiling C.
     """
     if fn is None:
-        return lambda f: JitFunction(f, opt_level=opt_level, debug=debug, fast_math=fast_math)
-    return JitFunction(fn, opt_level=opt_level, debug=debug, fast_math=fast_math)
+        return lambda f: JitFunction(f, opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend)
+    return JitFunction(fn, opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend)
