@@ -75,6 +75,8 @@ MATH_C: dict[str, dict[str, str]] = {
     fn: {"float32": f"{fn}f({{args}})", "float64": f"{fn}({{args}})"} for fn in _SAME_NAME
 }
 MATH_C["rsqrt"] = {"float32": "(1.0f / sqrtf({args}))", "float64": "(1.0 / sqrt({args}))"}
+MATH_C["exp"]["float32"] = "tk_expf({args})"  # vectorizable versions (c_prelude.py)
+MATH_C["tanh"]["float32"] = "tk_tanhf({args})"
 MATH_C["round_f16"] = {"float32": "tk_f16_to_f32(tk_f32_to_f16({args}))"}
 MATH_C["round_bf16"] = {"float32": "tk_bf16_to_f32(tk_f32_to_bf16({args}))"}
 
