@@ -4,22 +4,10 @@ from __future__ import annotations
 import json
 import os
 import platform
-import time
-from typing import Callable
 
 import numpy as np
 
-
-def median_seconds(fn: Callable[[], object], repeat: int = 11, warmup: int = 2, min_time: float = 0.0) -> float:
-    """Median wall time of `fn` over `repeat` runs after `warmup` runs."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+from tensorkiln.timing import median_seconds  # noqa: F401  (re-exported for the scripts)
 
 
 def machine_summary() -> str:

@@ -16,16 +16,7 @@ import numpy as np
 from .demo_models import all_models
 from .graph import interpret
 from .jit import jit
-
-
-def _median_seconds(fn, repeat: int = 7) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+from .timing import median_seconds
 
 
 def _timed_first_call(model) -> tuple[object, float]:
@@ -53,8 +44,8 @@ def run_demo(tolerance: float = 1e-4) -> int:
             error = float(np.max(np.abs(result - reference))) if reference.size else 0.0
             ok = bool(np.all(np.isfinite(result))) and error <= tolerance * max(1.0, float(np.max(np.abs(reference))))
             failed |= not ok
-            ref_s = _median_seconds(lambda: interpret(graph, *arrays))
-            jit_s = _median_seconds(lambda: compiled(*model.inputs))
+            ref_s = median_seconds(lambda: interpret(graph, *arrays), repeat=7, warmup=1)
+            jit_s = median_seconds(lambda: compiled(*model.inputs), repeat=7, warmup=1)
             rows.append((model, len(graph), len(report.kernels), report.backend, cold, cached, ref_s, jit_s, error, ok))
     finally:
         if saved is None:

@@ -100,14 +100,21 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     return input * hardsigmoid(input)
 
 
+def _shifted_rows(input: Tensor, dim: int | None, dtype, op: str) -> tuple[Tensor, int] | tuple[None, Tensor]:
+    """x - max(x) along `dim` (stable softmax), or (None, x) when the axis is empty."""
+    x = _floating(input.to(dtype) if dtype is not None else input)
+    d = normalize_dim(-1 if dim is None else dim, x.ndim, op)
+    if x.ndim and x.shape[d] == 0:  # nothing to normalize (and no max of an empty axis)
+        return None, x
+    return x - x.amax(d, keepdim=True), d
+
+
 @composite("softmax")
 def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`, computed stably (max subtracted first)."""
-    x = _floating(input.to(dtype) if dtype is not None else input)
-    d = normalize_dim(-1 if dim is None else dim, x.ndim, "softmax")
-    if x.ndim and x.shape[d] == 0:  # nothing to normalize (and no max of an empty axis)
-        return x
-    shifted = x - x.amax(d, keepdim=True)
+    shifted, d = _shifted_rows(input, dim, dtype, "softmax")
+    if shifted is None:
+        return d
     e = shifted.exp()
     return e / e.sum(d, keepdim=True)
 
@@ -115,11 +122,9 @@ def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
 @composite("log_softmax")
 def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     """log(softmax(x)) along `dim`, computed stably."""
-    x = _floating(input.to(dtype) if dtype is not None else input)
-    d = normalize_dim(-1 if dim is None else dim, x.ndim, "log_softmax")
-    if x.ndim and x.shape[d] == 0:  # nothing to normalize (and no max of an empty axis)
-        return x
-    shifted = x - x.amax(d, keepdim=True)
+    shifted, d = _shifted_rows(input, dim, dtype, "log_softmax")
+    if shifted is None:
+        return d
     return shifted - shifted.exp().sum(d, keepdim=True).log()
 
 
