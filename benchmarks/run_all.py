@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = ["compiled_vs_numpy.py", "accel.py"]
+SCRIPTS = ["compiled_vs_numpy.py", "graph_optimizer.py", "training.py", "kernels.py", "accel.py"]
 
 if __name__ == "__main__":
     status = 0
