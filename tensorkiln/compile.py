@@ -101,8 +101,11 @@ def index_checks(graph: Graph) -> list[tuple[int, int, str]]:
 class CompiledGraph:
     """A graph bound to its compiled library (or to the interpreter, as a fallback)."""
 
-    def __init__(self, graph: Graph, debug: bool = False, opt_level: int = 2, fast_math: bool = False):
+    def __init__(self, graph: Graph, debug: bool = False, opt_level: int = 2, fast_math: bool = False,
+                 backend: str = "c"):
         from .passes import optimize
+        if backend not in ("c", "interpreter"):
+            raise ValueError(f"backend must be 'c' or 'interpreter', got {backend!r}")
         self.traced_graph = graph
         self.opt_level = opt_level
         graph, stats = optimize(graph, opt_level, fast_math)
@@ -110,6 +113,9 @@ class CompiledGraph:
         self.module = None
         self.lowered = None
         self.report = CompileReport(backend="interpreter", passes=stats)
+        if backend == "interpreter":  # asked for (fast checks of many small graphs): no warning
+            self.report.fallback_reason = "backend='interpreter' requested"
+            return
         from .runtime.compiler import find_c_compiler
         if find_c_compiler() is None:
             reason = "no C compiler found (set CC or install gcc)"
