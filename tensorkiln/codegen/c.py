@@ -70,7 +70,7 @@ volatile while bool true false
 # Math functions, per float type: a table as in tinygrad's code_for_op.
 _SAME_NAME = ("exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "tanh", "sinh", "cosh", "erf",
               "sin", "cos", "tan", "asin", "acos", "atan", "fabs", "floor", "ceil", "trunc", "rint",
-              "pow", "atan2", "fmod")
+              "pow", "atan2", "fmod", "fma")
 MATH_C: dict[str, dict[str, str]] = {
     fn: {"float32": f"{fn}f({{args}})", "float64": f"{fn}({{args}})"} for fn in _SAME_NAME
 }

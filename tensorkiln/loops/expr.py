@@ -44,6 +44,7 @@ MATH_FUNCTIONS: dict[str, int] = {
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
     "fabs": 1, "floor": 1, "ceil": 1, "trunc": 1, "rint": 1,
     "pow": 2, "atan2": 2, "fmod": 2,
+    "fma": 3,  # a*b + c rounded once (the GEMM micro-kernel; C's fma/fmaf)
     # float32 -> float32 rounded through a 16-bit storage type (a cast to it that is not stored)
     "round_f16": 1, "round_bf16": 1,
 }
@@ -582,9 +583,19 @@ _NUMPY_MATH = {
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
     "rint": np.rint, "pow": np.power, "atan2": np.arctan2, "fmod": np.fmod,
+    "fma": lambda a, b, c: _fma(a, b, c),
     "round_f16": lambda x: np.float32(np.float16(x)),
     "round_bf16": lambda x: _round_bf16(x),
 }
+
+
+def _fma(a, b, c):
+    """a*b + c with one rounding (exact rational arithmetic, then the operands' float type)."""
+    from fractions import Fraction
+    if not all(np.isfinite([a, b, c])):
+        return a * b + c
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    return type(a)(float(exact)) if isinstance(a, np.float64) else np.float32(float(exact))
 
 
 def _round_bf16(x) -> np.float32:

@@ -1,9 +1,25 @@
-"""A first direct convolution: one output plane per (image, output channel), accumulated locally.
+"""Convolution (NCHW): implicit GEMM through the BLIS template, a depthwise nest, or a direct nest.
 
-For each (n, o) the kernel zeroes an OH x OW plane of accumulators, then for
-every input channel of o's group and every filter tap adds the tap times the
-shifted input plane. Out-of-image taps read zero (the padding) through a
-select whose load index is clamped, so the code never reads out of bounds.
+The algorithm per layer (`conv_algorithm`, the rule written down in docs/kernels.md):
+
+- **implicit GEMM** (`gemm`): float32/float64 convolutions with at least 4
+  output channels per group and enough work (the matmul rule of matmul.py
+  on the GEMM shape). Per (image, group), C[o, pixel] = W[o, (c, r, s)] @
+  X[(c, r, s), pixel]: M = output channels of the group, N = OH*OW,
+  K = Cg*KH*KW. The im2col matrix is never materialized: its elements are the
+  `b_value` of the GEMM, so packing the B panels gathers the shifted, strided,
+  dilated, zero-padded input directly. A 1x1 stride-1 unpadded convolution
+  is the same code, where packing reads contiguous rows: a plain GEMM.
+- **depthwise** (`depthwise`): one input and one output channel per group.
+  For each (image, channel) plane, each output row is computed with the
+  taps unrolled and the output columns vectorized.
+- **direct** (`direct`): everything else (integer-free small layers, a
+  float16 output with K over one depth block, few output channels per
+  group): one output plane per (image, channel) accumulated locally, the
+  first template.
+
+Out-of-image taps read zero (the padding) through a select whose load index
+is clamped, so the code never reads out of bounds.
 """
 from __future__ import annotations
 
@@ -11,9 +27,31 @@ from ...graph import Node
 from .. import expr as E
 from ..buffer import Buffer
 from ..inline import ValueBuilder
-from ..ir import Alloc, For, Let, Store, Stmt, block
+from ..ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
+from .gemm import blis_gemm, gemm_blocking, gemm_needs_partial_sums
+from .matmul import BLIS_MIN_FLOPS
+
+
+def conv_algorithm(root: Node, out: Buffer) -> str:
+    """"gemm", "depthwise" or "direct" for this conv2d node (see the module docstring)."""
+    x_node, w_node = root.inputs
+    n_img, c_in, h, w = x_node.shape
+    c_out, c_group, kh, kw = w_node.shape
+    _, _, oh, ow = root.shape
+    groups = root.attrs["groups"]
+    dtype = compute_dtype(root.dtype.name)
+    if dtype not in ("float32", "float64"):
+        return "direct"
+    if groups > 1 and c_group == 1 and c_out == groups:
+        return "depthwise"
+    m, n, k = c_out // groups, oh * ow, c_group * kh * kw
+    if m < 4 or n < 8 or n_img * groups * m * n * k < BLIS_MIN_FLOPS:
+        return "direct"
+    if out.dtype != dtype and gemm_needs_partial_sums(k, gemm_blocking(m, n, k, dtype)):
+        return "direct"
+    return "gemm"
 
 
 def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
@@ -24,6 +62,85 @@ def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
     """
     if epilogue is None:
         epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
+    if any(d == 0 for d in root.shape):
+        return None
+    algorithm = conv_algorithm(root, out)
+    if algorithm == "gemm":
+        return _implicit_gemm(root, out, values, epilogue)
+    if algorithm == "depthwise":
+        return _depthwise(root, out, values, epilogue)
+    return _direct(root, out, values, epilogue)
+
+
+def _geometry(root: Node):
+    x_node, w_node = root.inputs
+    _, c_in, h, w = x_node.shape
+    c_out, c_group, kh, kw = w_node.shape
+    _, _, oh, ow = root.shape
+    return x_node, w_node, c_out, c_group, kh, kw, h, w, oh, ow
+
+
+def _pixel(values: ValueBuilder, x_node: Node, root: Node, img, channel, y, x, r, s, dtype):
+    """Input element under tap (r, s) of output pixel (y, x), zero in the padding."""
+    _, _, h, w = x_node.shape
+    sh, sw = root.attrs["stride"]
+    dh, dw = root.attrs["dilation"]
+    pt, pb, pl, pr = root.attrs["padding"]
+    iy, ix = y * sh + r * dh - pt, x * sw + s * dw - pl
+    if not (pt or pb or pl or pr):
+        return values.value(x_node, [img, channel, iy, ix])
+    inside = E.logical_and(E.logical_and(E.ge(iy, 0), E.lt(iy, h)), E.logical_and(E.ge(ix, 0), E.lt(ix, w)))
+    clamp = lambda i, size: E.minimum(E.maximum(i, 0), size - 1)  # noqa: E731
+    return E.Select(inside, values.value(x_node, [img, channel, clamp(iy, h), clamp(ix, w)]), E.Const(0.0, dtype))
+
+
+def _implicit_gemm(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
+    x_node, w_node, c_out, c_group, kh, kw, h, w, oh, ow = _geometry(root)
+    n_img = x_node.shape[0]
+    groups = root.attrs["groups"]
+    og = c_out // groups
+    m, n, k = og, oh * ow, c_group * kh * kw
+    dtype = compute_dtype(root.dtype.name)
+
+    def split_k(kk):
+        return kk // (kh * kw), (kk // kw) % kh, kk % kw
+
+    def a_value(b, row, kk):
+        c, r, s = split_k(kk)
+        g = b % groups if groups > 1 else E.const(0)
+        return values.value(w_node, [g * og + row, c, r, s])
+
+    def b_value(b, kk, col):
+        img, g = (b // groups, b % groups) if groups > 1 else (b, E.const(0))
+        c, r, s = split_k(kk)
+        return _pixel(values, x_node, root, img, g * c_group + c, col // ow, col % ow, r, s, dtype)
+
+    def epi(b, row, col, acc):
+        img, g = (b // groups, b % groups) if groups > 1 else (b, E.const(0))
+        return epilogue([img, g * og + row, col // ow, col % ow], acc)
+
+    return blis_gemm(out, dtype, n_img * groups, m, n, k, a_value, b_value,
+                     lambda b, row, col: (b * m + row) * n + col, epi)
+
+
+def _depthwise(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
+    x_node, w_node, c_out, _, kh, kw, h, w, oh, ow = _geometry(root)
+    n_img = x_node.shape[0]
+    dtype = compute_dtype(root.dtype.name)
+    plane, y, x, r, s = E.Var("plane"), E.Var("y"), E.Var("x"), E.Var("r"), E.Var("s")
+    img, ch = plane // c_out, plane % c_out
+    acc = E.Var("acc", dtype)
+    taps = For(r, E.const(kh), For(s, E.const(kw), Assign(
+        acc, acc + values.value(w_node, [ch, E.const(0), r, s]) * _pixel(values, x_node, root, img, ch, y, x, r, s, dtype)),
+        "unrolled"), "unrolled")
+    pixel = block(Let(acc, E.Const(0.0, dtype)), taps,
+                  Store(out, (plane * oh + y) * ow + x, epilogue([img, ch, y, x], acc)))
+    work = n_img * c_out * oh * ow * kh * kw
+    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and n_img * c_out > 1 else "serial"
+    return For(plane, E.const(n_img * c_out), For(y, E.const(oh), For(x, E.const(ow), pixel, "vectorized")), kind)
+
+
+def _direct(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt | None:
     x_node, w_node = root.inputs
     n_img, c_in, h, w = x_node.shape
     c_out, c_group, kh, kw = w_node.shape

@@ -1,4 +1,8 @@
-"""A first matmul loop nest, in one of two loop orders chosen by how B is laid out.
+"""Matmul loop nests: the BLIS-style GEMM (gemm.py) for float matmuls above a small size, else a simple nest.
+
+`use_blis_gemm` is the rule. The simple nest, for tiny, integer or
+matrix-vector products, runs in one of two loop orders chosen by how B is
+laid out:
 
 - Row order (B contiguous along N): for each output row keep N accumulators in
   a local buffer and stream rows of B through them (acc[:] += A[i, k] * B[k, :]),
@@ -21,6 +25,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
+from .gemm import blis_gemm, gemm_blocking, gemm_needs_partial_sums
 
 
 def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
@@ -31,6 +36,68 @@ def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
     index = loads[0].index
     at = lambda v: E.evaluate(index, {**env, var: v})  # noqa: E731
     return int(at(1)) - int(at(0))
+
+
+BLIS_MIN_FLOPS = 32 ** 3  # below this, packing costs more than the register tile saves
+
+
+def use_blis_gemm(root: Node, out: Buffer) -> bool:
+    """The rule: float32/float64, at least 4 x 8 outputs per matrix and 32^3 multiply-adds in all.
+
+    With K over one depth block the partial sums go through the output, so it
+    must hold the compute dtype (a float16 output or a cast epilogue keeps the
+    simple nest).
+    """
+    a_node, _ = root.inputs
+    *batch_shape, m, n = root.shape
+    k = a_node.shape[-1]
+    dtype = compute_dtype(root.dtype.name)
+    if dtype not in ("float32", "float64") or a_node.dtype.name != root.dtype.name:
+        return False
+    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    if m < 4 or n < 8 or k < 1 or batch * m * n * k < BLIS_MIN_FLOPS:
+        return False
+    blocking = gemm_blocking(m, n, k, dtype)
+    return out.dtype == dtype or not gemm_needs_partial_sums(k, blocking)
+
+
+def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
+    a_node, b_node = root.inputs
+    *batch_shape, m, n = root.shape
+    batch_shape = tuple(batch_shape)
+    k = a_node.shape[-1]
+    dtype = compute_dtype(root.dtype.name)
+    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    b_batched = any(d != 1 for d in b_node.shape[:-2])
+    if not b_batched and batch > 1:
+        # B is shared by every batch: fold the batch into the rows, so B is packed once.
+        def a_value(b, row, kk):
+            index = delinearize(row // m, batch_shape) if m > 1 else delinearize(row, batch_shape)
+            i = row % m if m > 1 else E.const(0)
+            return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [i, kk])
+
+        def b_value(b, kk, col):
+            return values.value(b_node, [E.const(0)] * (b_node.ndim - 2) + [kk, col])
+
+        def epi(b, row, col, acc):
+            return epilogue(_out_index(row, col, batch_shape, m), acc)
+
+        return blis_gemm(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col, epi,
+                         gemm_blocking(batch * m, n, k, dtype))
+
+    def a_value(b, row, kk):
+        index = delinearize(b, batch_shape) if batch_shape else []
+        return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [row, kk])
+
+    def b_value(b, kk, col):
+        index = delinearize(b, batch_shape) if batch_shape else []
+        return values.value(b_node, broadcast_index(index, batch_shape, b_node.shape[:-2]) + [kk, col])
+
+    def epi(b, row, col, acc):
+        index = delinearize(b, batch_shape) if batch_shape else []
+        return epilogue(index + [row, col], acc)
+
+    return blis_gemm(out, dtype, batch, m, n, k, a_value, b_value, lambda b, row, col: (b * m + row) * n + col, epi)
 
 
 def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
@@ -48,6 +115,8 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
     batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
     if batch * m * n == 0:
         return None
+    if use_blis_gemm(root, out):
+        return _blis_matmul(root, out, values, epilogue)
     dtype = compute_dtype(root.dtype.name)
     zero = E.Const(0.0 if dtype.startswith("float") else 0, dtype)
     work = batch * m * n * max(k_extent, 1)

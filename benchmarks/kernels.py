@@ -1,0 +1,260 @@
+"""Kernel benchmarks against the machine's limits and numpy (OpenBLAS), with 1 and 2 threads.
+
+    python3 benchmarks/kernels.py            # everything, prints markdown tables
+    python3 benchmarks/kernels.py --quick    # fewer sizes and repeats
+
+Measured, each as a median of several runs after a warm-up, in a subprocess per
+thread count (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set for it):
+
+- the machine: peak FMA GFLOP/s (a small C program with independent vector
+  FMA chains, GCC vector types) and STREAM copy / triad GB/s;
+- SGEMM at 256..2048, tensorkiln vs numpy (and torch when importable);
+- ResNet-18's convolution layers (batch 1, 224x224) as GFLOP/s;
+- softmax, layer norm and a 5-op elementwise chain on 4096x4096 float32 as GB/s
+  (bytes that must move: read once, write once), against STREAM.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+LIMITS_C = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <omp.h>
+#if defined(__AVX512F__)
+#define VBYTES 64
+#elif defined(__AVX__)
+#define VBYTES 32
+#else
+#define VBYTES 16
+#endif
+typedef float vf __attribute__((vector_size(VBYTES)));
+#define CHAINS 16
+
+/* 2 * lanes * CHAINS flops per iteration per thread; returns total flops */
+double peak_fma(int64_t iters)
+{
+    double total = 0;
+    #pragma omp parallel reduction(+:total)
+    {
+        vf acc[CHAINS], x, y;
+        for (int c = 0; c < CHAINS; c++) for (int l = 0; l < VBYTES / 4; l++) acc[c][l] = (float)(c + l) * 1e-3f;
+        for (int l = 0; l < VBYTES / 4; l++) { x[l] = 0.999999f; y[l] = 1e-7f; }
+        for (int64_t i = 0; i < iters; i++) {
+            #pragma GCC unroll 16
+            for (int c = 0; c < CHAINS; c++) acc[c] = acc[c] * x + y;
+        }
+        float s = 0;
+        for (int c = 0; c < CHAINS; c++) for (int l = 0; l < VBYTES / 4; l++) s += acc[c][l];
+        total += (double)iters * CHAINS * (VBYTES / 4) * 2 + (s == 12345.0f);
+    }
+    return total;
+}
+
+void stream_copy(int64_t n, const float *restrict a, float *restrict b)
+{
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) b[i] = a[i];
+}
+
+void stream_triad(int64_t n, const float *restrict a, const float *restrict b, float *restrict c, float s)
+{
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) c[i] = a[i] + s * b[i];
+}
+"""
+
+
+def _median(fn, repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _build_limits() -> ctypes.CDLL:
+    folder = tempfile.mkdtemp(prefix="tk-limits-")
+    src, lib = os.path.join(folder, "limits.c"), os.path.join(folder, "limits.so")
+    with open(src, "w") as f:
+        f.write(LIMITS_C)
+    subprocess.check_call(["gcc", "-O3", "-march=native", "-ffp-contract=fast", "-fopenmp", "-shared", "-fPIC",
+                           src, "-o", lib])
+    return ctypes.CDLL(lib)
+
+
+def measure_limits(repeats: int) -> dict:
+    lib = _build_limits()
+    lib.peak_fma.restype = ctypes.c_double
+    lib.peak_fma.argtypes = [ctypes.c_int64]
+    iters = 20_000_000
+    lib.peak_fma(1000)
+    seconds = []
+    flops = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        flops = lib.peak_fma(iters)
+        seconds.append(time.perf_counter() - start)
+    peak = flops / float(np.median(seconds)) / 1e9
+    n = 1 << 25  # 128 MiB per array: far beyond the caches
+    a, b, c = (np.full(n, 1.0, np.float32) for _ in range(3))
+    ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    copy = _median(lambda: lib.stream_copy(ctypes.c_int64(n), ptr(a), ptr(b)), repeats)
+    triad = _median(lambda: lib.stream_triad(ctypes.c_int64(n), ptr(a), ptr(b), ptr(c), ctypes.c_float(3.0)),
+                    repeats)
+    return {"peak_gflops": peak, "copy_gbs": 2 * 4 * n / copy / 1e9, "triad_gbs": 3 * 4 * n / triad / 1e9}
+
+
+def measure_sgemm(sizes, repeats: int) -> list[dict]:
+    import tensorkiln as tk
+    rows = []
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+        f = tk.jit(lambda x, y: x @ y)
+        f(a, b)
+        reps = max(3, repeats if n <= 1024 else repeats // 2)
+        t_tk = _median(lambda: f(a, b), reps)
+        t_np = _median(lambda: a @ b, reps)
+        row = {"n": n, "tk": 2 * n ** 3 / t_tk / 1e9, "numpy": 2 * n ** 3 / t_np / 1e9}
+        if torch is not None:
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            row["torch"] = 2 * n ** 3 / _median(lambda: ta @ tb, reps) / 1e9
+        rows.append(row)
+    return rows
+
+
+RESNET18_CONVS = [  # name, C_in, H(=W), C_out, kernel, stride, padding (batch 1, 224x224 input)
+    ("conv1 7x7/2", 3, 224, 64, 7, 2, 3),
+    ("layer1 3x3", 64, 56, 64, 3, 1, 1),
+    ("layer2.0 3x3/2", 64, 56, 128, 3, 2, 1),
+    ("layer2 3x3", 128, 28, 128, 3, 1, 1),
+    ("layer2 down 1x1/2", 64, 56, 128, 1, 2, 0),
+    ("layer3.0 3x3/2", 128, 28, 256, 3, 2, 1),
+    ("layer3 3x3", 256, 14, 256, 3, 1, 1),
+    ("layer3 down 1x1/2", 128, 28, 256, 1, 2, 0),
+    ("layer4.0 3x3/2", 256, 14, 512, 3, 2, 1),
+    ("layer4 3x3", 512, 7, 512, 3, 1, 1),
+    ("layer4 down 1x1/2", 256, 14, 512, 1, 2, 0),
+]
+
+
+def measure_convs(repeats: int) -> list[dict]:
+    import tensorkiln as tk
+    import tensorkiln.nn.functional as F
+    from tensorkiln.loops.templates.conv import conv_algorithm  # noqa: F401
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, c, h, o, k, s, p in RESNET18_CONVS:
+        x = rng.standard_normal((1, c, h, h), dtype=np.float32)
+        w = rng.standard_normal((o, c, k, k), dtype=np.float32)
+        bias = rng.standard_normal((o,), dtype=np.float32)
+        f = tk.jit(lambda x, w, b: F.conv2d(x, w, b, stride=s, padding=p).relu())
+        f(x, w, bias)
+        oh = (h + 2 * p - k) // s + 1
+        flops = 2 * o * oh * oh * c * k * k
+        t = _median(lambda: f(x, w, bias), repeats)
+        algo = "gemm" if any("g_acc" in kk.loop_ir for kk in f.report(x, w, bias).kernels) else "direct"
+        rows.append({"layer": name, "shape": f"{c}x{h}x{h} -> {o}x{oh}x{oh}", "algorithm": algo,
+                     "gflops": flops / t / 1e9, "ms": t * 1e3})
+    return rows
+
+
+def measure_memory_bound(repeats: int) -> list[dict]:
+    import tensorkiln as tk
+    x = np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32)
+    g, b = np.ones(4096, np.float32), np.zeros(4096, np.float32)
+    cases = {
+        "softmax": (tk.jit(lambda x: x.softmax(-1)), (x,), lambda: np.exp(x - x.max(-1, keepdims=True))),
+        "layer norm": (tk.jit(lambda x, g, b: tk.nn.functional.layer_norm(x, (4096,), g, b)), (x, g, b),
+                       lambda: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)),
+        "5-op chain": (tk.jit(lambda x: ((x * 2.0 + 1.0).relu() - 0.5).abs() * 3.0), (x,),
+                       lambda: np.abs(np.maximum(x * 2.0 + 1.0, 0) - 0.5) * 3.0),
+    }
+    rows = []
+    for name, (f, args, numpy_fn) in cases.items():
+        f(*args)
+        t = _median(lambda: f(*args), repeats)
+        t_np = _median(numpy_fn, max(3, repeats // 2))
+        rows.append({"kernel": name, "gbs": 2 * x.nbytes / t / 1e9, "numpy_gbs": 2 * x.nbytes / t_np / 1e9,
+                     "ms": t * 1e3})
+    return rows
+
+
+def worker(args) -> None:
+    repeats = 3 if args.quick else 7
+    sizes = [256, 1024] if args.quick else [256, 512, 1024, 2048]
+    result = {"limits": measure_limits(repeats), "sgemm": measure_sgemm(sizes, repeats),
+              "convs": measure_convs(repeats), "memory": measure_memory_bound(repeats)}
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    from benchmarks.common import machine_summary
+    results = {}
+    for threads in [int(t) for t in args.threads.split(",")]:
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+                   OMP_WAIT_POLICY="passive")
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker"] + (["--quick"] if args.quick else [])
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+        results[threads] = json.loads(out.strip().splitlines()[-1])
+    print(f"# kernels benchmark: {machine_summary()}\n")
+    ts = sorted(results)
+    print("| machine | " + " | ".join(f"{t} thread(s)" for t in ts) + " |\n|---|" + "---|" * len(ts))
+    for key, label in (("peak_gflops", "peak FMA GFLOP/s"), ("copy_gbs", "STREAM copy GB/s"),
+                       ("triad_gbs", "STREAM triad GB/s")):
+        print(f"| {label} | " + " | ".join(f"{results[t]['limits'][key]:.1f}" for t in ts) + " |")
+    print("\n| SGEMM n | threads | tensorkiln GFLOP/s | numpy GFLOP/s | ratio | % of peak |\n|---|---|---|---|---|---|")
+    for t in ts:
+        for row in results[t]["sgemm"]:
+            peak = results[t]["limits"]["peak_gflops"]
+            print(f"| {row['n']} | {t} | {row['tk']:.1f} | {row['numpy']:.1f} | {row['tk'] / row['numpy']:.2f} | "
+                  f"{100 * row['tk'] / peak:.0f}% |")
+    print("\n| ResNet-18 conv (batch 1) | shape | algorithm | threads | GFLOP/s | ms | % of peak |\n"
+          "|---|---|---|---|---|---|---|")
+    for t in ts:
+        for row in results[t]["convs"]:
+            peak = results[t]["limits"]["peak_gflops"]
+            print(f"| {row['layer']} | {row['shape']} | {row['algorithm']} | {t} | {row['gflops']:.1f} | "
+                  f"{row['ms']:.2f} | {100 * row['gflops'] / peak:.0f}% |")
+    print("\n| 4096x4096 float32 | threads | tensorkiln GB/s | numpy GB/s | % of STREAM copy | ms |\n"
+          "|---|---|---|---|---|---|")
+    for t in ts:
+        for row in results[t]["memory"]:
+            copy = results[t]["limits"]["copy_gbs"]
+            print(f"| {row['kernel']} | {t} | {row['gbs']:.1f} | {row['numpy_gbs']:.1f} | "
+                  f"{100 * row['gbs'] / copy:.0f}% | {row['ms']:.2f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1240 @@
+"""Schedule primitives: pure functions from a Kernel to a new Kernel, and Schedule, a replayable list of them.
+
+Each primitive names loops by their variable and buffers by their name,
+checks that the transformation keeps the kernel's meaning, and raises
+`ScheduleError` naming the loop and the reason when it would not. The rules:
+
+- a loop whose iterations share a stored location (its variable does not
+  index a location that the loop accumulates into, or a scalar declared
+  outside it is updated inside) is a *reduction axis*: it may not become
+  parallel or vectorized (use `rfactor` first, or `cache_write`);
+- a buffer that a loop nest writes and also reads at another index carries a
+  dependence between iterations: such a nest is not reordered, parallelized
+  or vectorized;
+- reorder, fuse and tile need perfectly nested loops whose extents do not
+  depend on a loop that would move inside them.
+
+Every primitive returns a simplified, verified kernel. A `Schedule` is plain
+data, a list of `Step(name, args)`, that prints, saves to JSON and re-applies::
+
+    sched = Schedule([Step("split", ("j", 4)), Step("vectorize", ("j_i",))])
+    kernel = sched.apply(kernel)
+
+The doctests below run in the test suite (tests/loops/test_schedule.py), so
+the before/after IR shown in each docstring is checked. They share this
+example, a 6x10 elementwise kernel and a row sum:
+
+>>> from tensorkiln.loops.schedule import _example_kernel, _example_sum
+>>> print(_example_kernel())
+kernel scale(out: float32[6, 10], a: float32[6, 10]):
+  for i in 0..6:
+    for j in 0..10:
+      out[i*10 + j] = a[i*10 + j]*2.0
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from tensorkiln.errors import TensorKilnError
+from tensorkiln.loops import expr as E
+from tensorkiln.loops.bounds import Bounds
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.ir import (
+    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, Stmt, Store, block, iter_stmts, simplify_kernel,
+    stmt_exprs, verify_kernel,
+)
+from tensorkiln.loops.simplify import build_linear, linear_form, simplify
+from tensorkiln.loops.types import STORAGE_ONLY, int_range, is_float
+
+
+class ScheduleError(TensorKilnError, ValueError):
+    """A schedule primitive refused a transformation that is malformed or would change the result."""
+
+
+# ================================================================ IR helpers
+
+
+def _children(s: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(s, (For, Alloc)):
+        return (s.body,)
+    if isinstance(s, If):
+        return (s.then,) if s.else_ is None else (s.then, s.else_)
+    if isinstance(s, Block):
+        return s.stmts
+    return ()
+
+
+def _with_children(s: Stmt, children: tuple[Stmt, ...]) -> Stmt:
+    if isinstance(s, For):
+        return For(s.var, s.extent, children[0], s.kind)
+    if isinstance(s, Alloc):
+        return Alloc(s.buffer, children[0])
+    if isinstance(s, If):
+        return If(s.cond, children[0], children[1] if len(children) > 1 else None)
+    if isinstance(s, Block):
+        return block(*children) if children else Block(())
+    return s
+
+
+def _rewrite(s: Stmt, fn: Callable[[Stmt], Optional[Stmt]]) -> Stmt:
+    """Rebuild `s` top-down: where fn(node) returns a statement it replaces the node (not revisited)."""
+    new = fn(s)
+    if new is not None:
+        return new
+    kids = _children(s)
+    if not kids:
+        return s
+    new_kids = tuple(_rewrite(k, fn) for k in kids)
+    return s if all(a is b for a, b in zip(kids, new_kids)) else _with_children(s, new_kids)
+
+
+def _map_expr_tree(e: E.Expr, fn: Callable[[E.Expr], Optional[E.Expr]]) -> E.Expr:
+    new = fn(e)
+    if new is not None:
+        return new
+    kids = e.children
+    if not kids:
+        return e
+    return e.with_children(tuple(_map_expr_tree(k, fn) for k in kids))
+
+
+def _map_all_exprs(s: Stmt, fn: Callable[[E.Expr], Optional[E.Expr]]) -> Stmt:
+    """Apply an expression rewrite to every expression of every statement in `s`."""
+    def visit(node: Stmt) -> Optional[Stmt]:
+        m = lambda e: _map_expr_tree(e, fn)  # noqa: E731
+        if isinstance(node, For):
+            return For(node.var, m(node.extent), _map_all_exprs(node.body, fn), node.kind)
+        if isinstance(node, Store):
+            return Store(node.buffer, m(node.index), m(node.value))
+        if isinstance(node, Let):
+            return Let(node.var, m(node.value))
+        if isinstance(node, Assign):
+            return Assign(node.var, m(node.value))
+        if isinstance(node, If):
+            return If(m(node.cond), _map_all_exprs(node.then, fn),
+                      None if node.else_ is None else _map_all_exprs(node.else_, fn))
+        return None
+    return _rewrite(s, visit)
+
+
+def substitute(s: Stmt, mapping: dict[str, E.Expr]) -> Stmt:
+    """`s` with every read of the variables in `mapping` replaced by their expressions."""
+    return _map_all_exprs(s, lambda e: mapping.get(e.name) if isinstance(e, E.Var) else None)
+
+
+def _substitute_expr(e: E.Expr, mapping: dict[str, E.Expr]) -> E.Expr:
+    return _map_expr_tree(e, lambda x: mapping.get(x.name) if isinstance(x, E.Var) else None)
+
+
+def _rename_loops(s: Stmt, renames: dict[str, E.Expr]) -> Stmt:
+    """Rename the variables of loops and lets in `s` (their uses must be substituted separately)."""
+    def visit(x: Stmt) -> Optional[Stmt]:
+        if isinstance(x, For) and x.var.name in renames:
+            return For(renames[x.var.name], x.extent, _rename_loops(x.body, renames), x.kind)
+        if isinstance(x, Let) and x.var.name in renames:
+            return Let(E.Var(renames[x.var.name].name, x.var.dtype), x.value)
+        return None
+    return _rewrite(s, visit)
+
+
+def _loops(kernel: Kernel, name: str) -> For:
+    found = [s for s in iter_stmts(kernel.body) if isinstance(s, For) and s.var.name == name]
+    if not found:
+        names = sorted({s.var.name for s in iter_stmts(kernel.body) if isinstance(s, For)})
+        raise ScheduleError(f"kernel {kernel.name}: no loop {name!r} (loops: {', '.join(names) or 'none'})")
+    if len(found) > 1:
+        raise ScheduleError(f"kernel {kernel.name}: {len(found)} loops are named {name!r}; the name must "
+                            "pick one loop")
+    return found[0]
+
+
+def _replace(kernel: Kernel, old: Stmt, new: Stmt) -> Kernel:
+    body = _rewrite(kernel.body, lambda s: new if s is old else None)
+    result = simplify_kernel(Kernel(kernel.name, kernel.params, body, kernel.comment))
+    try:
+        verify_kernel(result)
+    except LoopIRError as err:  # a primitive must never produce malformed IR; say which
+        raise ScheduleError(f"the transformation would produce malformed IR: {err}") from None
+    return result
+
+
+def _names(kernel: Kernel) -> set[str]:
+    names = {p.name for p in kernel.params}
+    for s in iter_stmts(kernel.body):
+        if isinstance(s, (For, Let)):
+            names.add(s.var.name)
+        elif isinstance(s, Alloc):
+            names.add(s.buffer.name)
+    return names
+
+
+def _fresh(kernel: Kernel, base: str, taken: Optional[set[str]] = None) -> str:
+    taken = _names(kernel) if taken is None else taken
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def _single_body(s: For) -> Stmt:
+    body = s.body
+    while isinstance(body, Block) and len(body.stmts) == 1:
+        body = body.stmts[0]
+    return body
+
+
+def _const_extent(loop: For, what: str) -> int:
+    if not isinstance(loop.extent, E.Const):
+        raise ScheduleError(f"loop {loop.var.name}: {what} needs a constant extent, got {E.format_expr(loop.extent)}")
+    return int(loop.extent.value)
+
+
+def _loop_ranges(kernel: Kernel) -> dict[str, tuple[int, int]]:
+    """Inclusive range of every loop variable of `kernel` (outer loops first, so extents can use them)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for s in iter_stmts(kernel.body):
+        if isinstance(s, For):
+            hi = Bounds(ranges)(s.extent)[1]
+            ranges[s.var.name] = (0, max(hi - 1, 0)) if not math.isinf(hi) else (0, int_range("int64")[1])
+    return ranges
+
+
+def _uses(e: E.Expr, names: set[str]) -> bool:
+    return bool(E.free_vars(e) & names)
+
+
+def _loop_vars_inside(s: Stmt) -> set[str]:
+    return {x.var.name for x in iter_stmts(s) if isinstance(x, For)}
+
+
+def _loads(s: Stmt) -> list[E.Load]:
+    return [n for x in iter_stmts(s) for e in stmt_exprs(x) for n in E.walk(e) if isinstance(n, E.Load)]
+
+
+def _allocated_inside(s: Stmt) -> set[str]:
+    return {x.buffer.name for x in iter_stmts(s) if isinstance(x, Alloc)}
+
+
+def _declared_inside(s: Stmt) -> set[str]:
+    return {x.var.name for x in iter_stmts(s) if isinstance(x, Let)}
+
+
+# ================================================================ dependence analysis
+
+
+def carried_dependences(loop: For) -> list[str]:
+    """Why iterations of `loop` are not independent (empty list: they are).
+
+    An iteration may own what it writes: a store whose index uses the loop's
+    variable, into a buffer that the loop reads only at the stored index. A
+    store whose index does not use the variable (a reduction axis or an
+    overwrite), a scalar declared outside that the loop assigns, or a read of
+    a written buffer at another index makes the iterations dependent.
+    """
+    v = loop.var.name
+    private = _allocated_inside(loop.body)
+    local_scalars = _declared_inside(loop.body)
+    reasons: list[str] = []
+    stores = [s for s in iter_stmts(loop.body) if isinstance(s, Store) and s.buffer.name not in private]
+    for s in stores:
+        if v not in E.free_vars(s.index):
+            accumulates = any(ld.buffer.name == s.buffer.name and ld.index == s.index for ld in E.walk(s.value)
+                              if isinstance(ld, E.Load))
+            what = "accumulates into" if accumulates else "writes"
+            reasons.append(f"it is a reduction axis: every iteration {what} {s.buffer.name}"
+                           f"[{E.format_expr(s.index)}], which {v} does not index")
+    written = {s.buffer.name: {s.index for s in stores if s.buffer.name == b} for b in {s.buffer.name for s in stores}}
+    for ld in _loads(loop.body):
+        if ld.buffer.name in written and ld.index not in written[ld.buffer.name]:
+            reasons.append(f"{ld.buffer.name} is written and read at another index "
+                           f"({E.format_expr(ld.index)}): a dependence between iterations")
+    for s in iter_stmts(loop.body):
+        if isinstance(s, Assign) and s.var.name not in local_scalars:
+            reasons.append(f"it is a reduction axis: every iteration updates the scalar {s.var.name}, "
+                           "declared outside the loop")
+    return list(dict.fromkeys(reasons))
+
+
+def _order_dependences(nest_body: Stmt) -> list[str]:
+    """Dependences that forbid reordering loops around `nest_body` (reductions in any order are allowed)."""
+    reasons = []
+    private = _allocated_inside(nest_body)
+    stores = [s for s in iter_stmts(nest_body) if isinstance(s, Store) and s.buffer.name not in private]
+    written: dict[str, set] = {}
+    for s in stores:
+        written.setdefault(s.buffer.name, set()).add(s.index)
+    for ld in _loads(nest_body):
+        if ld.buffer.name in written and ld.index not in written[ld.buffer.name]:
+            reasons.append(f"{ld.buffer.name} is written and read at another index ({E.format_expr(ld.index)})")
+    local = _declared_inside(nest_body)
+    for s in iter_stmts(nest_body):
+        if isinstance(s, Assign) and s.var.name not in local:
+            v = s.value
+            ok = isinstance(v, E.BinOp) and v.operator in ("add", "mul", "min", "max") and v.a == s.var \
+                and s.var.name not in E.free_vars(v.b)
+            if not ok:
+                reasons.append(f"scalar {s.var.name} is updated by a non-reduction ({E.format_expr(v)})")
+    return reasons
+
+
+# ================================================================ primitives
+
+
+def split(kernel: Kernel, loop: str, factor: int) -> Kernel:
+    """Split loop `loop` into an outer and an inner loop; the inner one runs `factor` iterations.
+
+    Preconditions: the loop exists and its name is unique; factor >= 1. A
+    remainder is handled by a `min()` extent on the inner loop, so any extent
+    works. The new loops are named `<loop>_o` and `<loop>_i`; both keep the
+    serial kind (the original kind is dropped: re-apply it to the one you mean).
+
+    Parameters
+    ----------
+    kernel: the kernel to transform.
+    loop: the variable name of the loop to split.
+    factor: the inner loop's extent.
+
+    Returns
+    -------
+    A new kernel; `loop` is replaced by `loop_o * factor + loop_i`.
+
+    Before and after:
+
+    >>> print(split(_example_kernel(), "j", 4))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i in 0..6:
+        for j_o in 0..3:
+          for j_i in 0..min(4, 10 - j_o*4):
+            out[i*10 + j_o*4 + j_i] = a[i*10 + j_o*4 + j_i]*2.0
+    """
+    if not isinstance(factor, int) or factor < 1:
+        raise ScheduleError(f"split of loop {loop}: factor must be a positive integer, got {factor!r}")
+    target = _loops(kernel, loop)
+    taken = _names(kernel)
+    outer, inner = E.Var(_fresh(kernel, f"{loop}_o", taken)), E.Var(_fresh(kernel, f"{loop}_i", taken))
+    extent = target.extent
+    if isinstance(extent, E.Const):
+        n = int(extent.value)
+        outer_extent: E.Expr = E.const(-(-n // factor))
+        inner_extent: E.Expr = E.const(factor) if n % factor == 0 else E.minimum(E.const(factor), extent - outer * factor)
+    else:
+        outer_extent = (extent + (factor - 1)) // factor
+        inner_extent = E.minimum(E.const(factor), extent - outer * factor)
+    body = substitute(target.body, {loop: outer * factor + inner})
+    new = For(outer, outer_extent, For(inner, inner_extent, body))
+    return _replace(kernel, target, new)
+
+
+def _chain(kernel: Kernel, names: tuple[str, ...], what: str) -> list[For]:
+    """The perfectly nested loops from the outermost to the innermost of `names`."""
+    loops = [_loops(kernel, n) for n in names]
+    outermost = next((l for l in loops if all(any(x is l2 for x in iter_stmts(l)) for l2 in loops)), None)
+    if outermost is None:
+        raise ScheduleError(f"{what}: loops {', '.join(names)} are not nested inside one another")
+    chain = [outermost]
+    wanted = {id(l) for l in loops}
+    while not all(any(c is l for c in chain) for l in loops):
+        inner = _single_body(chain[-1])
+        if not isinstance(inner, For):
+            missing = [l.var.name for l in loops if not any(c is l for c in chain)]
+            raise ScheduleError(f"{what}: loop {chain[-1].var.name} is not perfectly nested around "
+                                f"{', '.join(missing)} (other statements sit between them)")
+        chain.append(inner)
+    del wanted
+    return chain
+
+
+def reorder(kernel: Kernel, *loops: str) -> Kernel:
+    """Reorder perfectly nested loops: the named loops take, in the given order, the positions they held.
+
+    Preconditions: the loops form one perfectly nested chain (loops of the
+    chain that are not named stay where they are); no loop's extent uses a
+    loop that would move inside it; the nest carries no dependence other than
+    reductions (a buffer written and read at another index, or a scalar
+    updated by a non-reduction, is refused). Reductions may change order
+    among themselves: the sum is reassociated, as by vectorization.
+
+    Parameters
+    ----------
+    kernel: the kernel to transform.
+    loops: loop names, outermost first in the new order.
+
+    Returns
+    -------
+    A new kernel with the loops permuted.
+
+    >>> print(reorder(_example_kernel(), "j", "i"))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for j in 0..10:
+        for i in 0..6:
+          out[i*10 + j] = a[i*10 + j]*2.0
+    """
+    if len(set(loops)) != len(loops) or len(loops) < 2:
+        raise ScheduleError(f"reorder needs two or more distinct loops, got {loops}")
+    chain = _chain(kernel, loops, "reorder")
+    named = {l: None for l in loops}
+    positions = [k for k, c in enumerate(chain) if c.var.name in named]
+    order = list(chain)
+    for pos, name in zip(positions, loops):
+        order[pos] = next(c for c in chain if c.var.name == name)
+    body = _single_body(chain[-1])
+    problems = _order_dependences(body)
+    if problems:
+        raise ScheduleError(f"reorder of {', '.join(loops)}: {problems[0]}; reordering could change the result")
+    for k, c in enumerate(order):
+        inner_names = {x.var.name for x in order[:k]}
+        # a loop's extent may only use loops outside it in the new order
+        outer_needed = E.free_vars(c.extent) & {x.var.name for x in chain}
+        if not outer_needed <= inner_names:
+            bad = sorted(outer_needed - inner_names)[0]
+            raise ScheduleError(f"reorder: the extent of loop {c.var.name} ({E.format_expr(c.extent)}) uses loop "
+                                f"{bad}, which would move inside it")
+    new: Stmt = body
+    for c in reversed(order):
+        new = For(c.var, c.extent, new, c.kind)
+    return _replace(kernel, chain[0], new)
+
+
+def tile(kernel: Kernel, i: str, j: str, fi: int, fj: int) -> Kernel:
+    """Tile the perfect nest (i, j) into (i_o, j_o, i_i, j_i) blocks of fi x fj.
+
+    Preconditions: those of split, and j is perfectly nested inside i (the
+    reorder that follows must be legal).
+
+    >>> print(tile(_example_kernel(), "i", "j", 4, 8))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i_o in 0..2:
+        for j_o in 0..2:
+          for i_i in 0..min(4, 6 - i_o*4):
+            for j_i in 0..min(8, 10 - j_o*8):
+              out[i_o*40 + i_i*10 + j_o*8 + j_i] = a[i_o*40 + i_i*10 + j_o*8 + j_i]*2.0
+    """
+    _chain(kernel, (i, j), "tile")
+    kernel = split(kernel, i, fi)
+    kernel = split(kernel, j, fj)
+    return reorder(kernel, f"{i}_o", f"{j}_o", f"{i}_i", f"{j}_i")
+
+
+def fuse(kernel: Kernel, outer: str, inner: str) -> Kernel:
+    """Fuse two perfectly nested loops into one loop `<outer>_<inner>` over the product of their extents.
+
+    Preconditions: `inner` is the only statement in `outer`'s body, and its
+    extent does not use `outer`.
+
+    >>> print(fuse(_example_kernel(), "i", "j"))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i_j in 0..60:
+        out[i_j] = a[i_j]*2.0
+    """
+    o = _loops(kernel, outer)
+    body = _single_body(o)
+    if not (isinstance(body, For) and body.var.name == inner):
+        raise ScheduleError(f"fuse: loop {inner} is not the only statement in the body of loop {outer}")
+    if outer in E.free_vars(body.extent):
+        raise ScheduleError(f"fuse: the extent of loop {inner} ({E.format_expr(body.extent)}) depends on {outer}")
+    fused = E.Var(_fresh(kernel, f"{outer}_{inner}"))
+    ext_in = body.extent
+    new_body = substitute(body.body, {outer: fused // ext_in, inner: fused % ext_in})
+    kind = o.kind if o.kind == body.kind else "serial"
+    return _replace(kernel, o, For(fused, o.extent * ext_in, new_body, kind))
+
+
+def _set_kind(kernel: Kernel, loop: str, kind: str) -> Kernel:
+    target = _loops(kernel, loop)
+    return _replace(kernel, target, For(target.var, target.extent, target.body, kind))
+
+
+def unroll(kernel: Kernel, loop: str) -> Kernel:
+    """Mark `loop` unrolled (the C compiler unrolls it fully).
+
+    Preconditions: the extent is a constant of at most 1024, or a `min()`
+    whose bound is.
+
+    >>> print(unroll(_example_kernel(), "i"))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i in 0..6 (unrolled):
+        for j in 0..10:
+          out[i*10 + j] = a[i*10 + j]*2.0
+    """
+    target = _loops(kernel, loop)
+    hi = Bounds(_loop_ranges(kernel))(target.extent)[1]
+    if math.isinf(hi) or hi > 1024:
+        raise ScheduleError(f"unroll of loop {loop}: its extent {E.format_expr(target.extent)} is not a "
+                            "constant of at most 1024")
+    return _set_kind(kernel, loop, "unrolled")
+
+
+def vectorize(kernel: Kernel, loop: str) -> Kernel:
+    """Mark `loop` vectorized (SIMD lanes).
+
+    Preconditions: `loop` is innermost (contains no loop) and its iterations
+    are independent: not a reduction axis (rfactor first), no dependence.
+
+    >>> print(vectorize(_example_kernel(), "j"))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i in 0..6:
+        for j in 0..10 (vectorized):
+          out[i*10 + j] = a[i*10 + j]*2.0
+    >>> try:
+    ...     vectorize(_example_sum(), "j")
+    ... except ScheduleError as err:
+    ...     print(err)
+    cannot vectorize loop j: it is a reduction axis: every iteration updates the scalar acc, declared outside the loop (rfactor it first)
+    """
+    target = _loops(kernel, loop)
+    if _loop_vars_inside(target.body):
+        raise ScheduleError(f"cannot vectorize loop {loop}: it contains loop(s) "
+                            f"{', '.join(sorted(_loop_vars_inside(target.body)))}; only an innermost loop is vectorized")
+    problems = carried_dependences(target)
+    if problems:
+        raise ScheduleError(f"cannot vectorize loop {loop}: {problems[0]} (rfactor it first)")
+    return _set_kind(kernel, loop, "vectorized")
+
+
+def parallel(kernel: Kernel, loop: str) -> Kernel:
+    """Mark `loop` parallel (its iterations run on OpenMP threads).
+
+    Preconditions: its iterations are independent (not a reduction axis, no
+    dependence between iterations).
+
+    >>> print(parallel(_example_kernel(), "i"))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i in 0..6 (parallel):
+        for j in 0..10:
+          out[i*10 + j] = a[i*10 + j]*2.0
+    """
+    target = _loops(kernel, loop)
+    problems = carried_dependences(target)
+    if problems:
+        raise ScheduleError(f"cannot parallelize loop {loop}: {problems[0]} (rfactor it first)")
+    return _set_kind(kernel, loop, "parallel")
+
+
+def _find_alloc(kernel: Kernel, buffer: str) -> Alloc:
+    found = [s for s in iter_stmts(kernel.body) if isinstance(s, Alloc) and s.buffer.name == buffer]
+    if not found:
+        raise ScheduleError(f"kernel {kernel.name}: no allocated (local) buffer {buffer!r}; compute_at and "
+                            "compute_inline work on Alloc'ed producers")
+    return found[0]
+
+
+def _producer(alloc: Alloc) -> tuple[Block, int, Stmt]:
+    body = alloc.body
+    stmts = body.stmts if isinstance(body, Block) else (body,)
+    name = alloc.buffer.name
+    writers = [k for k, s in enumerate(stmts) if any(isinstance(x, Store) and x.buffer.name == name
+                                                     for x in iter_stmts(s))]
+    if len(writers) != 1:
+        raise ScheduleError(f"buffer {name} must be written by exactly one statement of its Alloc's body, "
+                            f"found {len(writers)}")
+    k = writers[0]
+    return Block(tuple(stmts)), k, stmts[k]
+
+
+def compute_inline(kernel: Kernel, buffer: str) -> Kernel:
+    """Inline the Alloc'ed producer `buffer` into its readers and drop the buffer.
+
+    Preconditions: one loop nest writes the buffer, a perfect nest ending in
+    one store `buffer[row-major index of the nest's variables] = value`, with
+    constant extents covering the buffer exactly; the value does not read the
+    buffer; nothing after the producer writes a buffer the value reads.
+
+    >>> from tensorkiln.loops.schedule import _example_producer
+    >>> k = _example_producer()
+    >>> print(k)
+    kernel twice_plus(out: float32[4, 3], a: float32[4, 3]):
+      alloc t: float32[4, 3]:
+        for p in 0..4:
+          for q in 0..3:
+            t[p*3 + q] = a[p*3 + q]*2.0
+        for i in 0..4:
+          for j in 0..3:
+            out[i*3 + j] = t[i*3 + j] + 1.0
+    >>> print(compute_inline(k, "t"))
+    kernel twice_plus(out: float32[4, 3], a: float32[4, 3]):
+      for i in 0..4:
+        for j in 0..3:
+          out[i*3 + j] = a[i*3 + j]*2.0 + 1.0
+    """
+    alloc = _find_alloc(kernel, buffer)
+    stmts, k, nest = _producer(alloc)
+    loops: list[For] = []
+    node: Stmt = nest
+    while isinstance(node, For):
+        loops.append(node)
+        node = _single_body(node)
+    if not isinstance(node, Store) or node.buffer.name != buffer:
+        raise ScheduleError(f"compute_inline of {buffer}: its producer is not a perfect loop nest ending in one "
+                            f"store to {buffer}")
+    extents = [_const_extent(l, f"compute_inline of {buffer}") for l in loops]
+    terms, constant = linear_form(simplify(node.index))
+    stride, expected = 1, {}
+    for l, n in reversed(list(zip(loops, extents))):
+        expected[l.var] = stride
+        stride *= n
+    unit = {l.var for l, n in zip(loops, extents) if n == 1}  # always 0: their terms do not matter
+    actual = {t: c for t, c in terms.items() if c and t not in unit}
+    if constant != 0 or stride != alloc.buffer.size or actual != {v: c for v, c in expected.items() if v not in unit}:
+        raise ScheduleError(f"compute_inline of {buffer}: the producer stores at {E.format_expr(node.index)}, "
+                            "not at the row-major index of its loops over the whole buffer")
+    if any(ld.buffer.name == buffer for ld in E.walk(node.value) if isinstance(ld, E.Load)):
+        raise ScheduleError(f"compute_inline of {buffer}: the producer reads {buffer} itself")
+    read = {ld.buffer.name for ld in E.walk(node.value) if isinstance(ld, E.Load)}
+    rest = stmts.stmts[:k] + stmts.stmts[k + 1:]
+    later_writes = {s.buffer.name for r in stmts.stmts[k + 1:] for s in iter_stmts(r) if isinstance(s, Store)}
+    if read & later_writes:
+        raise ScheduleError(f"compute_inline of {buffer}: later statements write {sorted(read & later_writes)[0]}, "
+                            "which the producer reads")
+
+    def inline(e: E.Expr) -> Optional[E.Expr]:
+        if isinstance(e, E.Load) and e.buffer.name == buffer:
+            index = _map_expr_tree(e.index, inline)
+            mapping = {}
+            for l, n in zip(loops, extents):
+                s = expected[l.var]
+                mapping[l.var.name] = E.const(0) if n == 1 else (index // s) % n if s != 1 else index % n
+            return _substitute_expr(node.value, mapping)
+        return None
+
+    new_body = _map_all_exprs(block(*rest) if rest else Block(()), inline)
+    if any(isinstance(s, Store) and s.buffer.name == buffer for s in iter_stmts(new_body)):
+        raise ScheduleError(f"compute_inline of {buffer}: another statement writes it")
+    return _replace(kernel, alloc, new_body)
+
+
+def _region_ok(write_idx: E.Expr, pvar: str, read_idx: E.Expr, cvar: str, ranges_w, ranges_r, extent: int) -> bool:
+    """Does consumer iteration v read only locations written by producer iterations <= v?"""
+    written = []
+    for v in range(extent):
+        written.append(Bounds({**ranges_w, pvar: (v, v)})(write_idx))
+    for v in range(extent):
+        lo, hi = Bounds({**ranges_r, cvar: (v, v)})(read_idx)
+        if math.isinf(lo) or math.isinf(hi):
+            return False
+        done_lo = min(w[0] for w in written[:v + 1])
+        done_hi = max(w[1] for w in written[:v + 1])
+        if lo < done_lo or hi > done_hi:
+            return False
+        if any(not (hi < w[0] or lo > w[1]) for w in written[v + 1:]):
+            return False
+    return True
+
+
+def compute_at(kernel: Kernel, buffer: str, loop: str) -> Kernel:
+    """Compute the Alloc'ed producer `buffer` inside consumer loop `loop`, one producer iteration per iteration.
+
+    Preconditions: the producer is one loop nest, before the consumer in the
+    Alloc's body, whose outer loop has the extent of `loop` (a constant of at
+    most 65536); consumer iteration v reads only locations written by producer
+    iterations <= v (checked with interval bounds), so producing row v at the
+    start of iteration v is enough.
+
+    >>> from tensorkiln.loops.schedule import _example_producer
+    >>> print(compute_at(_example_producer(), "t", "i"))
+    kernel twice_plus(out: float32[4, 3], a: float32[4, 3]):
+      alloc t: float32[4, 3]:
+        for i in 0..4:
+          for q in 0..3:
+            t[i*3 + q] = a[i*3 + q]*2.0
+          for j in 0..3:
+            out[i*3 + j] = t[i*3 + j] + 1.0
+    """
+    alloc = _find_alloc(kernel, buffer)
+    stmts, k, nest = _producer(alloc)
+    if not isinstance(nest, For):
+        raise ScheduleError(f"compute_at of {buffer}: its producer is not a loop")
+    consumer = _loops(kernel, loop)
+    later = stmts.stmts[k + 1:]
+    if not any(any(x is consumer for x in iter_stmts(s)) for s in later):
+        raise ScheduleError(f"compute_at of {buffer}: loop {loop} is not after the producer in {buffer}'s scope")
+    n = _const_extent(nest, f"compute_at of {buffer}")
+    if _const_extent(consumer, f"compute_at of {buffer}") != n:
+        raise ScheduleError(f"compute_at of {buffer}: producer loop {nest.var.name} runs {n} iterations, "
+                            f"loop {loop} runs {E.format_expr(consumer.extent)}")
+    if n > 65536:
+        raise ScheduleError(f"compute_at of {buffer}: loop {loop} is too long to check ({n} > 65536)")
+    w_ranges = {l.var.name: (0, max(Bounds({})(l.extent)[1] - 1, 0)) for l in iter_stmts(nest) if isinstance(l, For)}
+    r_ranges = _loop_ranges(kernel)
+    writes = [s.index for s in iter_stmts(nest) if isinstance(s, Store) and s.buffer.name == buffer]
+    reads = [ld.index for ld in _loads(consumer.body) if ld.buffer.name == buffer]
+    reads_elsewhere = [ld for s in later for ld in _loads(s) if ld.buffer.name == buffer]
+    if len(reads_elsewhere) != len(reads):
+        raise ScheduleError(f"compute_at of {buffer}: it is also read outside loop {loop}")
+    for r in reads:
+        for w in writes:
+            if not _region_ok(w, nest.var.name, r, loop, w_ranges, r_ranges, n):
+                raise ScheduleError(f"compute_at of {buffer}: iteration {loop} reads {buffer}[{E.format_expr(r)}], "
+                                    f"which later producer iterations write")
+    taken = _names(kernel)
+    renames: dict[str, E.Expr] = {nest.var.name: consumer.var}
+    clash = _loop_vars_inside(nest.body) & (_loop_vars_inside(consumer.body) | {loop})
+    for name in clash:
+        renames[name] = E.Var(_fresh(kernel, name, taken))
+    produced = substitute(nest.body, renames)
+    produced = _rename_loops(produced, {k: v for k, v in renames.items() if k != nest.var.name})
+    new_consumer = For(consumer.var, consumer.extent, block(produced, consumer.body), consumer.kind)
+    rest = stmts.stmts[:k] + stmts.stmts[k + 1:]
+    new_alloc_body = _rewrite(block(*rest), lambda s: new_consumer if s is consumer else None)
+    return _replace(kernel, alloc, Alloc(alloc.buffer, new_alloc_body))
+
+
+def cache_write(kernel: Kernel, buffer: str, loop: str) -> Kernel:
+    """Accumulate `buffer`'s element updated by `loop` in a local scalar; write it once after the loop.
+
+    Preconditions: inside `loop` every store to and load from `buffer` uses
+    one index that depends on no loop variable of `loop` (the loop is a
+    reduction axis of that element); `buffer` is not a 16-bit storage type
+    (those round at every store). A store of an initial value to the same
+    index just before the loop becomes the scalar's initial value.
+
+    >>> from tensorkiln.loops.schedule import _example_accumulate
+    >>> k = _example_accumulate()
+    >>> print(k)
+    kernel rowsum(out: float32[4], a: float32[4, 5]):
+      for i in 0..4:
+        out[i] = 0.0
+        for j in 0..5:
+          out[i] = out[i] + a[i*5 + j]
+    >>> print(cache_write(k, "out", "j"))
+    kernel rowsum(out: float32[4], a: float32[4, 5]):
+      for i in 0..4:
+        out_local: float32 = 0.0
+        for j in 0..5:
+          out_local = out_local + a[i*5 + j]
+        out[i] = out_local
+    """
+    target = _loops(kernel, loop)
+    inner_vars = _loop_vars_inside(target) | _declared_inside(target)
+    indices = {s.index for s in iter_stmts(target.body) if isinstance(s, Store) and s.buffer.name == buffer}
+    indices |= {ld.index for ld in _loads(target.body) if ld.buffer.name == buffer}
+    if len(indices) != 1:
+        raise ScheduleError(f"cache_write of {buffer} at loop {loop}: it is accessed at {len(indices)} different "
+                            "indices inside the loop (need exactly one)")
+    index = next(iter(indices))
+    if _uses(index, inner_vars):
+        raise ScheduleError(f"cache_write of {buffer} at loop {loop}: the index {E.format_expr(index)} changes "
+                            "inside the loop")
+    buf = next(s.buffer for s in iter_stmts(target.body) if isinstance(s, Store) and s.buffer.name == buffer) \
+        if any(isinstance(s, Store) and s.buffer.name == buffer for s in iter_stmts(target.body)) else None
+    if buf is None:
+        raise ScheduleError(f"cache_write of {buffer} at loop {loop}: the loop does not write {buffer}")
+    if buf.dtype in STORAGE_ONLY:
+        raise ScheduleError(f"cache_write of {buffer}: {buf.dtype} rounds at every store; a local accumulator "
+                            "would change the result")
+    local = E.Var(_fresh(kernel, f"{buffer}_local"), buf.value_dtype)
+
+    def to_local(e: E.Expr) -> Optional[E.Expr]:
+        return local if isinstance(e, E.Load) and e.buffer.name == buffer else None
+
+    body = _map_all_exprs(target.body, to_local)
+    body = _rewrite(body, lambda s: Assign(local, s.value) if isinstance(s, Store) and s.buffer.name == buffer
+                    else None)
+    new_loop = For(target.var, target.extent, body, target.kind)
+    # Absorb `buffer[index] = init` right before the loop in its block.
+    parent = next((s for s in iter_stmts(kernel.body) if isinstance(s, Block)
+                   and any(x is target for x in s.stmts)), None)
+    if parent is not None:
+        pos = next(k for k, x in enumerate(parent.stmts) if x is target)
+        prev = parent.stmts[pos - 1] if pos else None
+        if isinstance(prev, Store) and prev.buffer.name == buffer and prev.index == index \
+                and not any(isinstance(n, E.Load) and n.buffer.name == buffer for n in E.walk(prev.value)):
+            new_block = block(*parent.stmts[:pos - 1], Let(local, prev.value), new_loop,
+                              Store(buf, index, local), *parent.stmts[pos + 1:])
+            return _replace(kernel, parent, new_block)
+    return _replace(kernel, target, block(Let(local, E.Load(buf, index)), new_loop, Store(buf, index, local)))
+
+
+def pack(kernel: Kernel, buffer: str, loop: str) -> Kernel:
+    """Copy the tile of `buffer` that one iteration of `loop` reads into a local contiguous buffer first.
+
+    The local buffer `<buffer>_pack` is laid out in the order of the loops
+    inside `loop` (outermost first), so a transposed operand becomes
+    contiguous along the innermost loop. Also known as cache_read.
+
+    Preconditions: `loop` does not write `buffer`; every load of `buffer`
+    inside it has the same index, affine in the loop variables inside `loop`
+    with constant coefficients; those loops have bounded extents and the
+    tile has at most 1 << 22 elements.
+
+    >>> print(pack(_example_kernel(), "a", "i"))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i in 0..6:
+        alloc a_pack: float32[10]:
+          for a_pack_j in 0..10:
+            a_pack[a_pack_j] = a[i*10 + a_pack_j]
+          for j in 0..10:
+            out[i*10 + j] = a_pack[j]*2.0
+    """
+    target = _loops(kernel, loop)
+    if any(isinstance(s, Store) and s.buffer.name == buffer for s in iter_stmts(target.body)):
+        raise ScheduleError(f"pack of {buffer} at loop {loop}: the loop writes {buffer}")
+    loads = [ld for ld in _loads(target.body) if ld.buffer.name == buffer]
+    if not loads:
+        raise ScheduleError(f"pack of {buffer} at loop {loop}: the loop does not read {buffer}")
+    if len({ld.index for ld in loads}) != 1:
+        raise ScheduleError(f"pack of {buffer} at loop {loop}: it is read at several indices "
+                            f"({', '.join(sorted({E.format_expr(ld.index) for ld in loads}))})")
+    src = loads[0].buffer
+    index = loads[0].index
+    inner = [s for s in iter_stmts(target.body) if isinstance(s, For)]
+    inner_names = {s.var.name for s in inner}
+    terms, constant = linear_form(index)
+    coeffs: list[tuple[For, int]] = []
+    base_terms = {}
+    for t, c in terms.items():
+        if isinstance(t, E.Var) and t.name in inner_names:
+            coeffs.append((next(s for s in inner if s.var.name == t.name), c))
+        elif _uses(t, inner_names):
+            raise ScheduleError(f"pack of {buffer} at loop {loop}: index {E.format_expr(index)} is not affine in "
+                                "the loops inside it")
+        else:
+            base_terms[t] = c
+    coeffs.sort(key=lambda lc: inner.index(lc[0]))
+    extents = []
+    ranges = _loop_ranges(kernel)
+    for l, _ in coeffs:
+        hi = Bounds(ranges)(l.extent)[1]
+        if math.isinf(hi) or hi > 1 << 22:
+            raise ScheduleError(f"pack of {buffer} at loop {loop}: the extent of loop {l.var.name} is unbounded")
+        extents.append(int(hi))
+    size = math.prod(extents) if extents else 1
+    if size > 1 << 22:
+        raise ScheduleError(f"pack of {buffer} at loop {loop}: the tile has {size} elements (limit {1 << 22})")
+    taken = _names(kernel)
+    local = Buffer(_fresh(kernel, f"{buffer}_pack", taken), src.dtype, tuple(extents) or (1,), scope="local")
+    copy_vars = [E.Var(_fresh(kernel, f"{local.name}_{l.var.name}", taken)) for l, _ in coeffs]
+    base = build_linear(base_terms, constant, index.dtype)
+    source = base
+    for (l, c), w in zip(coeffs, copy_vars):
+        source = source + w * c
+    source = E.minimum(E.maximum(source, 0), src.size - 1)
+
+    def local_index(vs: list[E.Expr]) -> E.Expr:
+        flat: E.Expr = E.const(0)
+        for v, n in zip(vs, extents):
+            flat = flat * n + v
+        return flat
+
+    copy: Stmt = Store(local, local_index(copy_vars), E.Load(src, source))
+    for w, n in reversed(list(zip(copy_vars, extents))):
+        copy = For(w, E.const(n), copy)
+    packed_index = local_index([l.var for l, _ in coeffs])
+    body = _map_all_exprs(target.body, lambda e: E.Load(local, packed_index)
+                          if isinstance(e, E.Load) and e.buffer.name == buffer else None)
+    new = For(target.var, target.extent, Alloc(local, block(copy, body)), target.kind)
+    return _replace(kernel, target, new)
+
+
+cache_read = pack
+
+_IDENTITY = {"add": 0, "mul": 1}
+
+
+def _identity(op: str, dtype: str) -> E.Const:
+    if op in _IDENTITY:
+        return E.Const(float(_IDENTITY[op]) if is_float(dtype) else _IDENTITY[op], dtype)
+    if is_float(dtype):
+        return E.Const(math.inf if op == "min" else -math.inf, dtype)
+    lo, hi = int_range(dtype)
+    return E.Const(hi if op == "min" else lo, dtype)
+
+
+def rfactor(kernel: Kernel, loop: str, factor: int) -> Kernel:
+    """Split reduction loop `loop` into `factor` partial accumulators, combined after the loop.
+
+    The scalar accumulator `acc` updated as `acc = acc op x` (op: + * min
+    max) becomes a local buffer `<acc>_rf[factor]`: the loop is split into
+    `<loop>_o` and `<loop>_i`, and `<loop>_i` indexes the partial sums, so
+    it may be vectorized or parallelized. The sum is reassociated.
+
+    Preconditions: inside `loop`, exactly one scalar declared outside it is
+    assigned, always as `acc = acc op x` with x not reading acc; factor >= 1.
+
+    >>> k = rfactor(_example_sum(), "j", 4)
+    >>> print(k)
+    kernel rowsum(out: float32[6], a: float32[6, 10]):
+      for i in 0..6:
+        acc: float32 = 0.0
+        alloc acc_rf: float32[4]:
+          for acc_rf_init in 0..4:
+            acc_rf[acc_rf_init] = 0.0
+          for j_o in 0..3:
+            for j_i in 0..min(4, 10 - j_o*4):
+              acc_rf[j_i] = acc_rf[j_i] + a[i*10 + j_o*4 + j_i]
+          for acc_rf_r in 0..4:
+            acc = acc + acc_rf[acc_rf_r]
+        out[i] = acc
+    >>> print(vectorize(k, "j_i").body.body.stmts[1].body.stmts[1])
+    for j_o in 0..3:
+      for j_i in 0..min(4, 10 - j_o*4) (vectorized):
+        acc_rf[j_i] = acc_rf[j_i] + a[i*10 + j_o*4 + j_i]
+    """
+    if not isinstance(factor, int) or factor < 1:
+        raise ScheduleError(f"rfactor of loop {loop}: factor must be a positive integer, got {factor!r}")
+    target = _loops(kernel, loop)
+    local = _declared_inside(target.body)
+    assigns = [s for s in iter_stmts(target.body) if isinstance(s, Assign) and s.var.name not in local]
+    accs = {s.var.name for s in assigns}
+    if len(accs) != 1:
+        raise ScheduleError(f"rfactor of loop {loop}: it must update exactly one outer scalar, found "
+                            f"{sorted(accs) or 'none'}")
+    acc = assigns[0].var
+    ops = set()
+    for s in assigns:
+        v = s.value
+        if not (isinstance(v, E.BinOp) and v.operator in ("add", "mul", "min", "max") and v.a == acc
+                and acc.name not in E.free_vars(v.b)):
+            raise ScheduleError(f"rfactor of loop {loop}: {acc.name} = {E.format_expr(v)} is not acc = acc op x")
+        ops.add(v.operator)
+    if len(ops) != 1:
+        raise ScheduleError(f"rfactor of loop {loop}: {acc.name} is reduced with several operators {sorted(ops)}")
+    op = ops.pop()
+    reads = [n for s in iter_stmts(target.body) for e in stmt_exprs(s) for n in E.walk(e)
+             if isinstance(n, E.Var) and n.name == acc.name]
+    if len(reads) != len(assigns):
+        raise ScheduleError(f"rfactor of loop {loop}: {acc.name} is read inside the loop besides its update")
+    taken = _names(kernel)
+    rf = Buffer(_fresh(kernel, f"{acc.name}_rf", taken), acc.dtype, (factor,), scope="local")
+    init_v, red_v = E.Var(_fresh(kernel, f"{rf.name}_init", taken)), E.Var(_fresh(kernel, f"{rf.name}_r", taken))
+    split_kernel = split(kernel, loop, factor)
+    outer = _loops(split_kernel, f"{loop}_o")
+    inner_v = _single_body(outer).var
+
+    def to_partial(s: Stmt) -> Optional[Stmt]:
+        if isinstance(s, Assign) and s.var.name == acc.name:
+            return Store(rf, inner_v, E.BinOp(op, E.Load(rf, inner_v), s.value.b))
+        return None
+
+    new_outer = _rewrite(outer, to_partial)
+    combined = block(
+        For(init_v, E.const(factor), Store(rf, init_v, _identity(op, acc.dtype))),
+        new_outer,
+        For(red_v, E.const(factor), Assign(acc, E.BinOp(op, acc, E.Load(rf, red_v)))))
+    return _replace(split_kernel, outer, Alloc(rf, combined))
+
+
+# ---------------------------------------------------------------- tensorize
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    """A micro-kernel: a loop nest it computes (`description`) and the code that replaces it (`implementation`).
+
+    Both are statements over the intrinsic's own buffer and variable names.
+    Variables named in `wildcards` match any expression that does not use a
+    loop variable of the matched nest (an offset, a leading dimension, a
+    trip count); the loop variables of the description match the nest's
+    loops in order; buffers match buffers of the same dtype.
+    """
+
+    name: str
+    description: Stmt
+    implementation: Stmt
+    wildcards: tuple[str, ...] = ()
+
+
+_INTRINSICS: dict[str, Intrinsic] = {}
+
+
+def register_intrinsic(intrinsic: Intrinsic) -> Intrinsic:
+    """Make `intrinsic` available to tensorize (and to saved schedules) by name."""
+    _INTRINSICS[intrinsic.name] = intrinsic
+    return intrinsic
+
+
+class _Matcher:
+    def __init__(self, intrinsic: Intrinsic, nest_vars: set[str]):
+        self.wild = set(intrinsic.wildcards)
+        self.nest_vars = nest_vars
+        self.vars: dict[str, E.Var] = {}
+        self.exprs: dict[str, E.Expr] = {}
+        self.buffers: dict[str, Buffer] = {}
+
+    def buffer(self, p: Buffer, a: Buffer) -> bool:
+        if p.dtype != a.dtype:
+            return False
+        return self.buffers.setdefault(p.name, a) == a
+
+    def index(self, p: E.Expr, a: E.Expr) -> bool:
+        """Integer index expressions: match linear forms, wildcards absorbing the nest-invariant part."""
+        pt, pc = linear_form(p)
+        at, ac = linear_form(a)
+        rest = dict(at)
+        wild_terms = []
+        for t, c in pt.items():
+            if isinstance(t, E.Var) and t.name in self.wild:
+                wild_terms.append((t, c))
+                continue
+            coef_var = None
+            if isinstance(t, E.BinOp) and t.operator == "mul":  # v * wildcard coefficient
+                x, y = t.a, t.b
+                if isinstance(y, E.Var) and y.name in self.wild:
+                    t, coef_var = x, y
+                elif isinstance(x, E.Var) and x.name in self.wild:
+                    t, coef_var = y, x
+            if not (isinstance(t, E.Var) and t.name in self.vars):
+                return False
+            actual = self.vars[t.name]
+            got = rest.pop(actual, 0)
+            if coef_var is not None:
+                if not self._bind(coef_var.name, E.const(got * c), a.dtype) or got == 0:
+                    return False
+            elif got != c:
+                return False
+        if any(_uses(t, self.nest_vars) for t in rest):
+            return False
+        if len(wild_terms) > 1 or (wild_terms and wild_terms[0][1] != 1):
+            return False
+        leftover = build_linear(rest, ac - pc, a.dtype)
+        if wild_terms:
+            return self._bind(wild_terms[0][0].name, leftover, a.dtype)
+        return not rest and ac == pc
+
+    def _bind(self, name: str, value: E.Expr, dtype: str) -> bool:
+        known = self.exprs.setdefault(name, value)
+        return known == value
+
+    def expr(self, p: E.Expr, a: E.Expr) -> bool:
+        if isinstance(p, E.Var) and p.name in self.wild:
+            return not _uses(a, self.nest_vars) and self._bind(p.name, a, a.dtype)
+        if isinstance(p, E.Var):
+            return self.vars.get(p.name) == a
+        if E.is_int(p.dtype) and E.is_int(a.dtype) and not isinstance(p, E.Load):
+            return self.index(p, a)
+        if isinstance(p, E.Load):
+            return isinstance(a, E.Load) and self.buffer(p.buffer, a.buffer) and self.index(p.index, a.index)
+        if type(p) is not type(a) or p.op != a.op or len(p.children) != len(a.children):
+            return False
+        if isinstance(p, E.Const):
+            return p == a
+        if isinstance(p, E.Cast) and p.dtype != a.dtype:
+            return False
+        if all(self.expr(x, y) for x, y in zip(p.children, a.children)):
+            return True
+        if isinstance(p, E.BinOp) and p.operator in E.COMMUTATIVE_OPS:
+            return self.expr(p.a, a.b) and self.expr(p.b, a.a)
+        return False
+
+    def stmt(self, p: Stmt, a: Stmt) -> bool:
+        if isinstance(p, Block) and len(p.stmts) == 1:
+            p = p.stmts[0]
+        if isinstance(a, Block) and len(a.stmts) == 1:
+            a = a.stmts[0]
+        if isinstance(p, For):
+            if not isinstance(a, For):
+                return False
+            if not self.expr(p.extent, a.extent):
+                return False
+            self.vars[p.var.name] = a.var
+            return self.stmt(p.body, a.body)
+        if isinstance(p, Store):
+            return isinstance(a, Store) and self.buffer(p.buffer, a.buffer) and self.index(p.index, a.index) \
+                and self.expr(p.value, a.value)
+        if isinstance(p, Block):
+            return isinstance(a, Block) and len(p.stmts) == len(a.stmts) and all(
+                self.stmt(x, y) for x, y in zip(p.stmts, a.stmts))
+        return False
+
+
+def tensorize(kernel: Kernel, loop: str, intrinsic: "str | Intrinsic") -> Kernel:
+    """Replace the loop nest rooted at `loop` by the inlined body of a micro-kernel.
+
+    Preconditions: the nest matches the intrinsic's description (same loop
+    structure, the same computation up to renaming of loops and buffers, with
+    wildcards bound to nest-invariant expressions).
+
+    >>> from tensorkiln.loops.schedule import _example_accumulate
+    >>> k = tensorize(_example_accumulate(), "j", "sum5")
+    >>> print(k)
+    kernel rowsum(out: float32[4], a: float32[4, 5]):
+      for i in 0..4:
+        out[i] = 0.0
+        out[i] = out[i] + a[i*5] + a[i*5 + 1] + a[i*5 + 2] + a[i*5 + 3] + a[i*5 + 4]
+    """
+    if isinstance(intrinsic, str):
+        if intrinsic not in _INTRINSICS:
+            raise ScheduleError(f"tensorize: no intrinsic named {intrinsic!r} (known: {', '.join(sorted(_INTRINSICS))})")
+        intrinsic = _INTRINSICS[intrinsic]
+    target = _loops(kernel, loop)
+    matcher = _Matcher(intrinsic, _loop_vars_inside(target) | {loop})
+    if not matcher.stmt(intrinsic.description, target):
+        raise ScheduleError(f"tensorize of loop {loop}: the nest does not match intrinsic {intrinsic.name}:\n"
+                            f"{intrinsic.description}")
+    taken = _names(kernel)
+    impl_vars = {s.var.name for s in iter_stmts(intrinsic.implementation) if isinstance(s, (For, Let))}
+    renames = {v: E.Var(_fresh(kernel, f"{loop}_{v}", taken), "int64") for v in impl_vars}
+    impl = _map_all_exprs(intrinsic.implementation, lambda e: matcher.exprs.get(e.name) if isinstance(e, E.Var) and e.name in matcher.exprs
+                          else renames.get(e.name) if isinstance(e, E.Var) else None)
+    impl = _rename_loops(impl, renames)
+    impl = _retarget_buffers(impl, matcher.buffers)
+    return _replace(kernel, target, impl)
+
+
+def _retarget_buffers(s: Stmt, mapping: dict[str, Buffer]) -> Stmt:
+    def expr(e: E.Expr) -> Optional[E.Expr]:
+        if isinstance(e, E.Load) and e.buffer.name in mapping:
+            return E.Load(mapping[e.buffer.name], _map_expr_tree(e.index, expr))
+        return None
+    s = _map_all_exprs(s, expr)
+    return _rewrite(s, lambda x: Store(mapping[x.buffer.name], x.index, x.value)
+                    if isinstance(x, Store) and x.buffer.name in mapping else None)
+
+
+def _sum5() -> Intrinsic:
+    """Example intrinsic: a 5-term reduction into one location, fully unrolled."""
+    o, a = Buffer("o", "float32", (1 << 40,)), Buffer("a", "float32", (1 << 40,))
+    k = E.Var("k")
+    oi, ai = E.Var("oi"), E.Var("ai")
+    desc = For(k, 5, Store(o, oi, E.Load(o, oi) + E.Load(a, ai + k)))
+    value: E.Expr = E.Load(o, oi)
+    for t in range(5):
+        value = value + E.Load(a, ai + t)
+    return Intrinsic("sum5", desc, Store(o, oi, value), ("oi", "ai"))
+
+
+def gemm_update_intrinsic(mr: int, nr: int, dtype: str = "float32") -> Intrinsic:
+    """The register-blocked GEMM micro-kernel `C[mr x nr] += Ap[kc x mr]^T Bp[kc x nr]` over packed panels.
+
+    Description: `for p in 0..kc: for i in 0..mr: for j in 0..nr: c[c0 + i*ldc + j] += ap[a0 + p*mr + i] *
+    bp[b0 + p*nr + j]`. Implementation: the tile is kept in a local `mr x nr`
+    accumulator (which the C compiler holds in vector registers), with the
+    i loop unrolled and the j loop vectorized, and added to C once.
+    """
+    big = (1 << 40,)
+    c, ap, bp = Buffer("c", dtype, big), Buffer("ap", dtype, big), Buffer("bp", dtype, big)
+    p, i, j = E.Var("p"), E.Var("i"), E.Var("j")
+    kc, c0, ldc, a0, b0 = (E.Var(n) for n in ("kc", "c0", "ldc", "a0", "b0"))
+    desc = For(p, kc, For(i, mr, For(j, nr, Store(
+        c, c0 + i * ldc + j, E.Load(c, c0 + i * ldc + j) + E.Load(ap, a0 + p * mr + i) * E.Load(bp, b0 + p * nr + j)))))
+    acc = Buffer("acc", dtype, (mr * nr,), scope="local")
+    q, i2, j2, i3, j3 = E.Var("q"), E.Var("i2"), E.Var("j2"), E.Var("i3"), E.Var("j3")
+    zero = E.Const(0.0, dtype)
+    impl = Alloc(acc, block(
+        For(q, mr * nr, Store(acc, q, zero), "vectorized"),
+        For(p, kc, For(i, mr, For(j, nr, Store(acc, i * nr + j, E.Load(acc, i * nr + j)
+                                                + E.Load(ap, a0 + p * mr + i) * E.Load(bp, b0 + p * nr + j)),
+                                  "vectorized"), "unrolled")),
+        For(i2, mr, For(j2, nr, Store(c, c0 + i2 * ldc + j2, E.Load(c, c0 + i2 * ldc + j2)
+                                      + E.Load(acc, i2 * nr + j2)), "vectorized"))))
+    del i3, j3
+    return Intrinsic(f"gemm_update_{mr}x{nr}_{dtype}", desc, impl, ("kc", "c0", "ldc", "a0", "b0"))
+
+
+register_intrinsic(_sum5())
+for _mr, _nr in ((8, 32), (6, 16), (8, 16), (4, 8)):
+    register_intrinsic(gemm_update_intrinsic(_mr, _nr, "float32"))
+    register_intrinsic(gemm_update_intrinsic(_mr, _nr // 2 if _nr > 8 else _nr, "float64"))
+
+
+# ================================================================ Schedule: primitives as data
+
+PRIMITIVES: dict[str, Callable[..., Kernel]] = {
+    "split": split, "tile": tile, "reorder": reorder, "fuse": fuse, "unroll": unroll, "vectorize": vectorize,
+    "parallel": parallel, "compute_at": compute_at, "compute_inline": compute_inline, "cache_write": cache_write,
+    "cache_read": pack, "pack": pack, "rfactor": rfactor, "tensorize": tensorize,
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One primitive application: its name and arguments (loop/buffer names, factors, intrinsic names)."""
+
+    name: str
+    args: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.name not in PRIMITIVES:
+            raise ScheduleError(f"unknown schedule primitive {self.name!r} (known: {', '.join(sorted(PRIMITIVES))})")
+        object.__setattr__(self, "args", tuple(self.args))
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(repr(a) for a in self.args)})"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A replayable list of primitive applications.
+
+    >>> s = Schedule([Step("split", ("j", 4)), Step("vectorize", ("j_i",)), Step("parallel", ("i",))])
+    >>> print(s)
+    split('j', 4)
+    vectorize('j_i')
+    parallel('i')
+    >>> Schedule.from_json(s.to_json()) == s
+    True
+    >>> print(s.apply(_example_kernel()))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i in 0..6 (parallel):
+        for j_o in 0..3:
+          for j_i in 0..min(4, 10 - j_o*4) (vectorized):
+            out[i*10 + j_o*4 + j_i] = a[i*10 + j_o*4 + j_i]*2.0
+    """
+
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", tuple(self.steps))
+
+    def apply(self, kernel: Kernel) -> Kernel:
+        """Apply every step in order; a refused step raises ScheduleError naming the step."""
+        for n, step in enumerate(self.steps):
+            try:
+                kernel = PRIMITIVES[step.name](kernel, *step.args)
+            except ScheduleError as err:
+                raise ScheduleError(f"schedule step {n} {step}: {err}") from None
+        return kernel
+
+    def then(self, name: str, *args) -> "Schedule":
+        """This schedule with one more step."""
+        return Schedule(self.steps + (Step(name, args),))
+
+    def to_json(self) -> str:
+        """JSON text: a list of {"primitive": name, "args": [...]}."""
+        return json.dumps([{"primitive": s.name, "args": list(s.args)} for s in self.steps])
+
+    @staticmethod
+    def from_json(text: str) -> "Schedule":
+        """The schedule that `to_json` wrote."""
+        return Schedule(tuple(Step(d["primitive"], tuple(d["args"])) for d in json.loads(text)))
+
+    def __str__(self) -> str:
+        return "\n".join(str(s) for s in self.steps)
+
+
+# ================================================================ doctest examples
+
+
+def _example_kernel() -> Kernel:
+    out, a = Buffer("out", "float32", (6, 10)), Buffer("a", "float32", (6, 10))
+    i, j = E.Var("i"), E.Var("j")
+    return Kernel("scale", (out, a), For(i, 6, For(j, 10, Store(out, i * 10 + j, E.Load(a, i * 10 + j) * 2.0))))
+
+
+def _example_sum() -> Kernel:
+    out, a = Buffer("out", "float32", (6,)), Buffer("a", "float32", (6, 10))
+    i, j, acc = E.Var("i"), E.Var("j"), E.Var("acc", "float32")
+    body = For(i, 6, block(Let(acc, E.Const(0.0, "float32")),
+                           For(j, 10, Assign(acc, acc + E.Load(a, i * 10 + j))),
+                           Store(out, i, acc)))
+    return Kernel("rowsum", (out, a), body)
+
+
+def _example_accumulate() -> Kernel:
+    out, a = Buffer("out", "float32", (4,)), Buffer("a", "float32", (4, 5))
+    i, j = E.Var("i"), E.Var("j")
+    body = For(i, 4, block(Store(out, i, E.Const(0.0, "float32")),
+                           For(j, 5, Store(out, i, E.Load(out, i) + E.Load(a, i * 5 + j)))))
+    return Kernel("rowsum", (out, a), body)
+
+
+def _example_producer() -> Kernel:
+    out, a = Buffer("out", "float32", (4, 3)), Buffer("a", "float32", (4, 3))
+    t = Buffer("t", "float32", (4, 3), scope="local")
+    p, q, i, j = E.Var("p"), E.Var("q"), E.Var("i"), E.Var("j")
+    body = Alloc(t, block(For(p, 4, For(q, 3, Store(t, p * 3 + q, E.Load(a, p * 3 + q) * 2.0))),
+                          For(i, 4, For(j, 3, Store(out, i * 3 + j, E.Load(t, i * 3 + j) + 1.0)))))
+    return Kernel("twice_plus", (out, a), body)

@@ -1,0 +1,84 @@
+"""What the GEMM and conv templates need to know about the CPU: vector width and cache sizes.
+
+Read once per process from /proc/cpuinfo (the widest vector extension the
+generated code can use with -march=native) and
+/sys/devices/system/cpu/cpu0/cache (per-core L1d and L2, shared L3); each
+value has a default for machines that expose neither.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
+DEFAULT_CACHES = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024 * 1024}
+
+
+@dataclass(frozen=True)
+class CpuTarget:
+    """Vector register width in bytes, vector register count, and data-cache sizes in bytes."""
+
+    vector_bytes: int
+    vector_registers: int
+    l1d: int
+    l2: int
+    l3: int
+
+
+def _parse_size(text: str) -> int:
+    text = text.strip().upper()
+    scale = {"K": 1024, "M": 1024 * 1024, "G": 1024 ** 3}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+def read_cache_sizes(root: str = _CACHE_DIR) -> dict[int, int]:
+    """{level: bytes} of the data/unified caches of cpu0, defaults where sysfs says nothing."""
+    sizes = dict(DEFAULT_CACHES)
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return sizes
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+        try:
+            with open(os.path.join(root, entry, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(root, entry, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(root, entry, "size")) as f:
+                size = _parse_size(f.read())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and level in sizes and size > 0:
+            sizes[level] = size
+    return sizes
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_target() -> CpuTarget:
+    """The host CPU (the generated code is compiled with -march=native for it)."""
+    flags = _cpu_flags()
+    forced = os.environ.get("TENSORKILN_VECTOR_BYTES")  # for tests of other widths
+    if forced and forced.isdigit():
+        width, regs = int(forced), (32 if int(forced) >= 64 else 16)
+    elif "avx512f" in flags:
+        width, regs = 64, 32
+    elif "avx2" in flags and "fma" in flags:
+        width, regs = 32, 16
+    else:
+        width, regs = 16, 16
+    caches = read_cache_sizes()
+    return CpuTarget(width, regs, caches[1], caches[2], caches[3])

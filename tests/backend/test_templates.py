@@ -1,0 +1,157 @@
+"""GEMM and convolution templates against the reference: odd shapes, transposes, batches, epilogues, groups.
+
+Shapes are not multiples of any block (1, 7, 33, 127, 1000), so every edge
+tile and tail runs. `kernels_using` checks which template a kernel took.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+import tensorkiln.nn.functional as F
+from tensorkiln.loops.templates.gemm import gemm_blocking
+from tensorkiln.loops.templates.target import cpu_target, read_cache_sizes
+
+from .compiled import check_compiled
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def uses_gemm(fn, *args) -> bool:
+    report = tk.jit(fn).report(*args)
+    return any("g_acc" in k.loop_ir for k in report.kernels)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 7, 33), (7, 33, 127), (33, 127, 7), (127, 1000, 33), (33, 1000, 127),
+                                   (1000, 7, 127)])
+def test_gemm_shapes(m, k, n):
+    a, b = rand(m, k), rand(k, n)
+    check_compiled(lambda a, b: a @ b, a, b, factor=10)
+
+
+def test_gemm_is_used_above_small_sizes_only():
+    assert uses_gemm(lambda a, b: a @ b, rand(127, 1000), rand(1000, 33))
+    assert not uses_gemm(lambda a, b: a @ b, rand(3, 4), rand(4, 5))
+    assert not uses_gemm(lambda a, b: a @ b, rand(1, 500), rand(500, 500))  # matrix-vector
+    ints = RNG.integers(-5, 5, (64, 64)).astype(np.int32)
+    assert not uses_gemm(lambda a, b: a @ b, ints, ints)
+    check_compiled(lambda a, b: a @ b, ints, ints)
+
+
+def test_gemm_large_square():
+    a, b = rand(1000, 1000), rand(1000, 1000)
+    check_compiled(lambda a, b: a @ b, a, b, factor=20)
+
+
+def test_gemm_float64():
+    a, b = rand(127, 300, dtype=np.float64), rand(300, 33, dtype=np.float64)
+    assert uses_gemm(lambda a, b: a @ b, a, b)
+    check_compiled(lambda a, b: a @ b, a, b, factor=10)
+
+
+@pytest.mark.parametrize("how", ["a.T", "b.T", "both"])
+def test_gemm_transposed_operands(how):
+    """Packing absorbs transposes: no copy kernel, the packed panels read the operand transposed."""
+    fn, a, b = {"a.T": (lambda a, b: a.T @ b, rand(300, 127), rand(300, 33)),
+                "b.T": (lambda a, b: a @ b.T, rand(127, 300), rand(33, 300)),
+                "both": (lambda a, b: a.T @ b.T, rand(300, 127), rand(33, 300))}[how]
+    check_compiled(fn, a, b, factor=10)
+    assert len(tk.jit(fn).report(a, b).kernels) == 1
+
+
+def test_gemm_batched_and_broadcast():
+    a, b = rand(3, 33, 127), rand(3, 127, 40)
+    check_compiled(lambda a, b: a @ b, a, b, factor=10)
+    w = rand(127, 40)
+    assert uses_gemm(lambda a, w: a @ w, a, w)
+    check_compiled(lambda a, w: a @ w, a, w, factor=10)  # B shared: batch folded into rows
+    check_compiled(lambda a, b: a @ b, rand(2, 1, 33, 64), rand(3, 64, 20), factor=10)
+
+
+def test_gemm_epilogues():
+    x, w, bias, res = rand(127, 300), rand(40, 300), rand(40), rand(127, 40)
+    check_compiled(lambda x, w, bias: F.linear(x, w, bias).relu(), x, w, bias, factor=10)
+    check_compiled(lambda x, w, bias, res: (F.linear(x, w, bias) + res).gelu(), x, w, bias, res, factor=10)
+    check_compiled(lambda x, w: (x @ w.T) * 0.5 - 1.0, x, w, factor=10)
+
+
+def test_gemm_float16_output_keeps_partial_sums_exact():
+    a, b = rand(64, 1000).astype(np.float16), rand(1000, 64).astype(np.float16)
+    check_compiled(lambda a, b: a @ b, a, b, factor=4)
+
+
+def test_blocking_from_caches():
+    sizes = read_cache_sizes()
+    assert sizes[1] >= 16 * 1024 and sizes[2] >= sizes[1]
+    bl = gemm_blocking(1024, 1024, 1024, "float32", threads=2)
+    assert bl.mc % bl.mr == 0 and bl.nc % bl.nr == 0 and bl.kc % 8 == 0
+    assert -(-1024 // bl.mc) % 2 == 0  # both threads get row blocks
+    lanes = cpu_target().vector_bytes // 4
+    assert bl.nr % lanes == 0
+    assert (bl.kc * (bl.mr + bl.nr) * 4) <= cpu_target().l1d
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump")
+def test_gemm_micro_kernel_is_vector_fma():
+    """The generated micro-kernel is register-blocked FMA code (read back from the library)."""
+    if cpu_target().vector_bytes < 32:
+        pytest.skip("needs AVX2 or wider")
+    f = tk.jit(lambda a, b: a @ b)
+    a, b = rand(64, 256), rand(256, 64)
+    f(a, b)
+    text = subprocess.run(["objdump", "-d", f.report(a, b).library_path or ""], capture_output=True,
+                          text=True).stdout
+    fma = [line for line in text.splitlines() if "vfmadd231ps" in line]
+    assert len(fma) >= 8
+    assert any("ymm" in line or "zmm" in line for line in fma)
+
+
+# ---- convolution
+
+
+CONV_CASES = [  # (n, c, h, w, o, k, stride, pad, dilation, groups)
+    (1, 16, 9, 9, 8, 1, 1, 0, 1, 1),      # 1x1
+    (2, 16, 7, 7, 32, 1, 2, 0, 1, 1),     # 1x1 strided
+    (2, 8, 13, 11, 16, 3, 1, 1, 1, 1),    # 3x3 padded
+    (1, 12, 15, 15, 12, 3, 2, 1, 1, 3),   # grouped, strided
+    (1, 16, 17, 17, 16, 3, 1, 2, 2, 2),   # dilated, grouped
+    (1, 8, 17, 17, 8, 3, 1, 2, 2, 8),     # depthwise dilated
+    (2, 8, 12, 12, 8, 5, 2, 2, 1, 8),     # depthwise strided
+    (1, 3, 33, 33, 16, 7, 2, 3, 1, 1),    # ResNet stem shape, small
+    (1, 7, 1, 1, 33, 1, 1, 0, 1, 1),      # 1x1 image
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_conv_templates(case):
+    n, c, h, w, o, k, st, pd, dl, g = case
+    x, wt, bias, res = rand(n, c, h, w), rand(o, c // g, k, k), rand(o), None
+    fn = lambda x, wt, bias: F.conv2d(x, wt, bias, stride=st, padding=pd, dilation=dl, groups=g).relu()  # noqa: E731
+    check_compiled(fn, x, wt, bias, factor=10)
+    out = F.conv2d(tk.tensor(x), tk.tensor(wt), stride=st, padding=pd, dilation=dl, groups=g)
+    res = rand(*out.shape)
+    check_compiled(lambda x, wt, res: F.conv2d(x, wt, stride=st, padding=pd, dilation=dl, groups=g) + res,
+                   x, wt, res, factor=10)
+
+
+def test_conv_algorithm_choice():
+    from tensorkiln.loops.templates.conv import conv_algorithm
+    f = tk.jit(lambda x, w: F.conv2d(x, w, padding=1))
+    x, w = rand(1, 16, 14, 14), rand(32, 16, 3, 3)
+    assert any("g_acc" in k.loop_ir for k in f.report(x, w).kernels)
+    g = tk.jit(lambda x, w: F.conv2d(x, w, padding=1, groups=16))
+    assert any("plane" in k.loop_ir for k in g.report(x, rand(16, 1, 3, 3)).kernels)
+    assert callable(conv_algorithm)
+
+
+def test_conv_float64():
+    x, w = rand(1, 8, 10, 10, dtype=np.float64), rand(16, 8, 3, 3, dtype=np.float64)
+    check_compiled(lambda x, w: F.conv2d(x, w, padding=1), x, w, factor=10)
