@@ -88,6 +88,24 @@ def _combine(op: str, acc: E.Expr, value: E.Expr) -> E.Expr:
     return E.Select(better, value, acc)
 
 
+def accumulate(op: str, acc: E.Var, value: E.Expr) -> tuple[list, list, E.Expr]:
+    """(declarations, per-element updates, result) of reducing `value` into the scalar `acc`.
+
+    Float max/min reduce with plain max/min, which vectorizes (an OpenMP max
+    reduction), and count NaNs on the side: like numpy, the result is NaN when
+    any element is.
+    """
+    init = _reduce_init(op, acc.dtype)
+    if op in ("reduce_max", "reduce_min") and acc.dtype.startswith("float"):
+        nans = E.Var(f"{acc.name}_nans", acc.dtype)
+        zero, one = E.Const(0.0, acc.dtype), E.Const(1.0, acc.dtype)
+        pick = E.maximum if op == "reduce_max" else E.minimum
+        updates = [Assign(acc, pick(acc, value)), Assign(nans, nans + E.Select(E.ne(value, value), one, zero))]
+        result = E.Select(E.gt(nans, zero), E.Const(float("nan"), acc.dtype), acc)
+        return [Let(acc, init), Let(nans, zero)], updates, result
+    return [Let(acc, init)], [Assign(acc, _combine(op, acc, value))], acc
+
+
 def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
     src = root.inputs[0]
     op = root.op
@@ -118,12 +136,13 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
                          Let(best, E.const(0)))
             result = best
         else:
-            step = Assign(acc, _combine(op, acc, value))
-            init = Let(acc, _reduce_init(op, dtype))
-            result = acc
+            declarations, updates, result = accumulate(op, acc, value)
+            step, init = block(*updates), block(*declarations)
         nest = step
         for a, v in reversed(list(zip(axes, reduce_vars))):
-            nest = For(v, E.const(src.shape[a]), nest, "serial")
+            # the innermost loop over the contiguous last axis reduces in SIMD lanes
+            kind = "vectorized" if (a == src.ndim - 1 and nest is step and op not in ("argmax", "argmin")) else "serial"
+            nest = For(v, E.const(src.shape[a]), nest, kind)
         return block(init, nest, Store(out, flat, E.cast(result, out.value_dtype)))
 
     reduced = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
@@ -147,7 +166,7 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
         template = matmul_body if contraction.op == "matmul" else conv2d_body
         body = template(contraction, out, values, epilogue)
     elif group.kind == "row":
-        body = row_body(root, group.nodes, out, buffers, _reduce_init, _combine)
+        body = row_body(root, group.nodes, out, buffers, accumulate)
     elif group.kind == "reduction":
         if any(root.inputs[0].shape[a] == 0 for a in root.attrs.get("axes", ())):
             body = output_nest(root.shape, lambda index, flat: Store(out, flat, _reduce_init(

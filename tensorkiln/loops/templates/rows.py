@@ -19,12 +19,12 @@ from ...ops.registry import OpKind
 from .. import expr as E
 from ..buffer import Buffer
 from ..inline import ValueBuilder, delinearize
-from ..ir import Assign, For, Let, Store, Stmt, block
+from ..ir import For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
 
 
-def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Buffer], reduce_init, combine) -> Stmt | None:
+def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Buffer], accumulate) -> Stmt | None:
     """Loop IR of a row kernel (see the module docstring)."""
     inner = [n for n in members if n.kind == OpKind.REDUCTION and n is not root]
     k = len(inner[0].attrs["axes"])
@@ -51,11 +51,15 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
             dtype = compute_dtype(n.inputs[0].dtype.name)
             acc = E.Var(f"acc{counter}", dtype)
             element = values.value(n.inputs[0], lead_index + delinearize(flat, tail))
-            stmts += [Let(acc, reduce_init(n.op, dtype)),
-                      For(flat, E.const(width), Assign(acc, combine(n.op, acc, element)), "vectorized")]
-            known[n.id] = acc
+            declarations, updates, result = accumulate(n.op, acc, element)
+            stmts += declarations + [For(flat, E.const(width), block(*updates), "vectorized")]
+            if result is not acc:  # a final fix-up (NaN seen): computed once per row
+                fixed = E.Var(f"r{counter}", dtype)
+                stmts.append(Let(fixed, result))
+                result = fixed
+            known[n.id] = result
             if n is root:
-                stmts.append(Store(out, r, E.cast(acc, out.value_dtype)))
+                stmts.append(Store(out, r, E.cast(result, out.value_dtype)))
         elif n.kind == OpKind.ELEMENTWISE and n.shape == row_shape and _depends_on(n, known):
             counter += 1
             v = E.Var(f"v{counter}", compute_dtype(n.dtype.name))
