@@ -21,6 +21,7 @@ from .autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabl
 from .autodiff.functional import grad, value_and_grad
 from .autodiff.function import Function, FunctionCtx
 from . import optim  # noqa: E402  (after Tensor: optimizers build on it)
+from . import onnx  # noqa: E402  (tk.onnx.load; the onnx package is imported only on load)
 from .tensor import Tensor, as_tensor
 
 float = float32  # noqa: A001
@@ -48,5 +49,15 @@ for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
               "remainder", "eq", "ne", "lt", "le", "gt", "ge"):
     globals()[_name] = _method(_name)
 del _name
+
+
+def from_torch(module, example_inputs, *args, **kwargs):
+    """Import a PyTorch module via torch.export: tk.from_torch(model.eval(), (x,)) -> callable (docs/pytorch.md).
+
+    torch is imported only here, so `import tensorkiln` never needs it.
+    """
+    from .importers.torch import from_torch as _from_torch
+    return _from_torch(module, example_inputs, *args, **kwargs)
+
 
 __version__ = "0.1.0"

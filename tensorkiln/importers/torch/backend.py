@@ -1,0 +1,178 @@
+"""The torch.compile backend: `torch.compile(model, backend="tensorkiln")`.
+
+Dynamo hands the backend a torch-level FX graph and example inputs (module
+parameters and buffers among them, marked as static inputs). The backend
+returns a `TensorKilnGraph`, which compiles on its first call per input
+signature (shapes, dtypes, and the values of any integer inputs of a graph
+that Dynamo made dynamic after a recompile):
+
+1. the graph, with parameters and buffers closed over as constants, is traced
+   by `make_fx` under functionalization with PyTorch's core ATen decomposition
+   table (`torch._decomp.core_aten_decompositions()`), in inference mode;
+2. `convert.convert_graph` lowers every ATen node through the table in
+   `lowering.py` (raising one UnsupportedOpError naming every unsupported op);
+3. the result is traced and compiled by `tk.jit`; a call converts torch inputs
+   to numpy without copying and wraps the outputs with `torch.from_numpy`.
+
+Options (`torch.compile(..., options={...})`): `fallback` (default False:
+unsupported ops raise `tk.UnsupportedOpError`; True: warn once and run that
+graph with eager PyTorch), `opt_level` (tk.jit's, default 2), `debug`.
+
+Inference only: a call with grad enabled where an input or parameter requires
+grad runs the graph with eager PyTorch (warning once), so training loops stay
+correct; wrap inference in `torch.no_grad()` or `torch.inference_mode()`.
+Parameters and buffers are baked in when a signature is compiled; a call that
+sees a different tensor object or a changed version counter (an in-place
+update such as an optimizer step) recompiles.
+"""
+from __future__ import annotations
+
+import collections
+import warnings
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+
+from ...errors import UnsupportedOpError
+from ...jit import jit
+from .convert import convert_graph, rebuild_outputs, to_numpy, to_torch
+
+#: Diagnostics: graphs handed to the backend, signatures compiled, calls run by tensorkiln or eagerly.
+STATS: collections.Counter = collections.Counter()
+
+_decompositions: dict = {}
+
+
+class TorchFallbackWarning(UserWarning):
+    """The tensorkiln torch.compile backend runs a graph with eager PyTorch instead."""
+
+
+def decompositions() -> dict:
+    """The decomposition table: PyTorch's core ATen table (the same that torch.export's
+    run_decompositions() uses), so both import paths see the same op set."""
+    if not _decompositions:
+        from torch._decomp import core_aten_decompositions
+        _decompositions.update(core_aten_decompositions())
+    return _decompositions
+
+
+@dataclass
+class BackendOptions:
+    fallback: bool = False  # unsupported ops: False raises UnsupportedOpError, True runs eager PyTorch
+    opt_level: int = 2
+    debug: bool | None = None
+
+    @classmethod
+    def parse(cls, options: dict | None) -> "BackendOptions":
+        options = dict(options or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"tensorkiln backend: unknown option(s) {unknown}; known: {sorted(known)}")
+        return cls(**options)
+
+
+def tensorkiln_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None,
+                       **kwargs) -> "TensorKilnGraph":
+    """A torch.compile backend (registered as "tensorkiln"): returns a callable that runs `gm` compiled by
+    tensorkiln. `options`: fallback (bool), opt_level (0-3), debug (bool); see the module docstring."""
+    opts = BackendOptions.parse({**(options or {}), **{k: v for k, v in kwargs.items() if k != "mode"}})
+    STATS["graphs"] += 1
+    return TensorKilnGraph(gm, example_inputs, opts)
+
+
+@dataclass
+class _Entry:
+    run: Any  # tk.jit function over the user inputs' arrays
+    output_structure: Any
+    baked: list  # (position, tensor, version) of the parameters and buffers baked in
+
+
+class TensorKilnGraph:
+    """One Dynamo graph, compiled by tensorkiln per input signature."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, options: BackendOptions):
+        self.gm = gm
+        self.options = options
+        # Parameters and buffers of inlined nn.Modules reach the graph as inputs Dynamo marks static.
+        self.constant_positions = {i for i, x in enumerate(example_inputs) if isinstance(x, torch.Tensor)
+                                   and getattr(x, "_dynamo_static_input_type", None) is not None}
+        self._cache: dict[tuple, _Entry] = {}
+        self._eager_reason: str | None = None
+        self._warned_grad = False
+
+    # ---- calling ------------------------------------------------------------------------------
+    def __call__(self, *args):
+        if self._eager_reason is not None:
+            return self._eager(args)
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            if not self._warned_grad:
+                self._warned_grad = True
+                warnings.warn("tensorkiln's torch.compile backend is inference-only: this call needs "
+                              "gradients, so the graph runs with eager PyTorch (wrap inference in "
+                              "torch.no_grad() or torch.inference_mode())", TorchFallbackWarning, stacklevel=2)
+            return self._eager(args)
+        entry = self._entry(args)
+        if entry is None:
+            return self._eager(args)
+        arrays = [to_numpy(a) for i, a in enumerate(args)
+                  if isinstance(a, torch.Tensor) and i not in self.constant_positions]
+        outputs = entry.run(*arrays)
+        STATS["tensorkiln_calls"] += 1
+        return rebuild_outputs(entry.output_structure, [to_torch(t) for t in outputs])
+
+    def _eager(self, args):
+        STATS["eager_calls"] += 1
+        return self.gm(*args)
+
+    def _key(self, args) -> tuple:
+        key = []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                key.append((i, tuple(a.shape), a.dtype) if i not in self.constant_positions else (i, id(a)))
+            else:
+                key.append((i, a))
+        return tuple(key)
+
+    def _entry(self, args) -> _Entry | None:
+        key = self._key(args)
+        entry = self._cache.get(key)
+        if entry is not None and all(args[i] is t and t._version == v for i, t, v in entry.baked):
+            return entry
+        try:
+            entry = self._compile(args)
+        except UnsupportedOpError as err:
+            if not self.options.fallback:
+                raise
+            self._eager_reason = str(err)
+            warnings.warn(f"{err}\ntensorkiln: this graph runs with eager PyTorch instead (fallback=True)",
+                          TorchFallbackWarning, stacklevel=3)
+            return None
+        self._cache[key] = entry
+        return entry
+
+    # ---- compiling --------------------------------------------------------------------------
+    def _compile(self, args) -> _Entry:
+        """Trace the graph to ATen for these concrete inputs, convert it, and jit it."""
+        from torch.fx.experimental.proxy_tensor import make_fx
+        user_positions = [i for i, a in enumerate(args)
+                          if isinstance(a, torch.Tensor) and i not in self.constant_positions]
+        template = list(args)
+
+        def with_constants(*user_tensors):
+            full = list(template)
+            for position, tensor in zip(user_positions, user_tensors):
+                full[position] = tensor
+            return self.gm(*full)
+
+        user_inputs = [args[i] for i in user_positions]
+        with torch.no_grad():
+            traced = make_fx(torch.func.functionalize(with_constants, remove="mutations"),
+                             decomposition_table=decompositions(), tracing_mode="real")(*user_inputs)
+        traced.graph.eliminate_dead_code()  # e.g. the unused uint8 `empty` batch norm's decomposition makes
+        converted = convert_graph(traced, what="torch.compile graph")
+        STATS["compiles"] += 1
+        run = jit(converted.fn, opt_level=self.options.opt_level, debug=self.options.debug)
+        baked = [(i, args[i], args[i]._version) for i in sorted(self.constant_positions)]
+        return _Entry(run, converted.output_structure, baked)

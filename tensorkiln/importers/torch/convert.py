@@ -1,0 +1,197 @@
+"""Convert an ATen-level torch.fx graph into a tensorkiln function, and tensors between the two worlds.
+
+`convert_graph` checks every node against the lowering table first and raises
+one `UnsupportedOpError` naming every unsupported op (and the graph nodes that
+use it) at once; then it returns a Python function over tk Tensors that
+replays the graph with tensorkiln's front-end ops, ready for `tk.jit`. Every
+lowered value is checked against the shape and dtype PyTorch recorded for the
+node (`node.meta["val"]`): a dtype that differs is cast, a shape that differs
+is a bug and raises instead of answering wrongly.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ... import dtypes as dt
+from ...errors import TensorKilnError, UnsupportedOpError
+from ...tensor import Tensor
+from .lowering import LOWERINGS
+
+_TORCH_TO_TK = {
+    torch.float32: dt.float32, torch.float64: dt.float64, torch.float16: dt.float16,
+    torch.bfloat16: dt.bfloat16, torch.int64: dt.int64, torch.int32: dt.int32, torch.int8: dt.int8,
+    torch.bool: dt.bool_,
+}
+_TK_TO_TORCH = {v.name: k for k, v in _TORCH_TO_TK.items()}
+
+
+def tk_dtype(dtype: torch.dtype) -> dt.DType:
+    """The tensorkiln dtype of a torch dtype (UnsupportedOpError for complex, uint8, float8, ...)."""
+    try:
+        return _TORCH_TO_TK[dtype]
+    except KeyError:
+        raise UnsupportedOpError(f"torch dtype {dtype} has no tensorkiln equivalent "
+                                 f"(supported: {', '.join(str(d) for d in _TORCH_TO_TK)})") from None
+
+
+def torch_dtype(dtype: dt.DType) -> torch.dtype:
+    return _TK_TO_TORCH[dtype.name]
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A torch CPU tensor as a numpy array in tensorkiln's storage type (shares memory where possible)."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype == torch.bfloat16:  # tensorkiln stores bfloat16 as its uint16 bit pattern
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def to_tk(t: torch.Tensor, copy: bool = False) -> Tensor:
+    """A torch tensor as an eager tk Tensor (a snapshot when copy=True)."""
+    array = to_numpy(t)
+    return Tensor._from_value(np.array(array) if copy else array, tk_dtype(t.dtype))
+
+
+def to_torch(t: Tensor) -> torch.Tensor:
+    """An eager tk Tensor as a torch tensor sharing its memory."""
+    value = t._value
+    if t.dtype is dt.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(value).view(np.int16)).view(torch.bfloat16)
+    if not value.flags.writeable:  # torch.from_numpy warns on read-only arrays
+        value = value.copy()
+    return torch.from_numpy(value)
+
+
+def _target_name(target) -> str:
+    return str(target) if not callable(target) or isinstance(target, torch._ops.OpOverload) \
+        else getattr(target, "__name__", str(target))
+
+
+def unsupported_nodes(graph: torch.fx.Graph) -> dict[str, list[str]]:
+    """{op name: [node names]} for every call the lowering table cannot convert (or a variant it refuses)."""
+    missing: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        lowering = LOWERINGS.get(node.target)
+        if lowering is None:
+            reason = _target_name(node.target)
+        else:
+            why = lowering.check(node) if lowering.check is not None else None
+            if why is None:
+                continue
+            reason = f"{_target_name(node.target)} ({why})"
+        missing.setdefault(reason, []).append(node.name)
+    for node in graph.nodes:  # dtypes tensorkiln does not have (complex, uint8, float8)
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype not in _TORCH_TO_TK and (node.users or node.op == "placeholder"):
+            missing.setdefault(f"dtype {val.dtype}", []).append(node.name)
+    return missing
+
+
+def check_supported(graph: torch.fx.Graph, what: str = "graph") -> None:
+    """Raise one UnsupportedOpError listing every unsupported op of `graph` with its nodes."""
+    missing = unsupported_nodes(graph)
+    if missing:
+        lines = [f"  {op}: {', '.join(nodes)}" for op, nodes in sorted(missing.items())]
+        raise UnsupportedOpError(f"tensorkiln cannot convert {len(missing)} PyTorch op(s) of this {what} "
+                                 f"(op: graph nodes):\n" + "\n".join(lines))
+
+
+@dataclass
+class ConvertedGraph:
+    """A graph as a function over tk Tensors: `fn(*inputs)` returns a flat list of outputs."""
+
+    fn: Callable
+    input_names: list[str]
+    output_structure: Any  # the graph's output with tensors replaced by their index in the flat list
+
+
+def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor] | None = None,
+                  what: str = "graph") -> ConvertedGraph:
+    """Lower an ATen-level GraphModule. Placeholders named in `constants` (and get_attr tensors) become
+    constants (snapshots of their values); the other placeholders are the inputs, in graph order."""
+    graph = gm.graph
+    check_supported(graph, what)
+    constants = constants or {}
+    fixed: dict[str, Tensor] = {name: to_tk(t, copy=True) for name, t in constants.items()}
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            value = _get_attr(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                fixed[node.name] = to_tk(value, copy=True)
+            else:
+                raise UnsupportedOpError(f"get_attr {node.target} of type {type(value).__name__} "
+                                         f"(node {node.name}) is not a tensor")
+    inputs = [n for n in graph.nodes if n.op == "placeholder" and n.name not in fixed]
+    output_node = next(n for n in graph.nodes if n.op == "output")
+    flat_outputs: list[torch.fx.Node] = []
+    structure = _index_outputs(output_node.args[0], flat_outputs)
+
+    def run(*args):
+        env: dict[torch.fx.Node, Any] = {}
+        for node, value in zip(inputs, args):
+            env[node] = value
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                if node.name in fixed:
+                    env[node] = fixed[node.name]
+            elif node.op == "get_attr":
+                env[node] = fixed[node.name]
+            elif node.op == "call_function":
+                node_args = torch.fx.node.map_arg(node.args, env.__getitem__)
+                node_kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+                if node.target is operator.getitem:
+                    value = node_args[0][node_args[1]]
+                else:
+                    value = LOWERINGS[node.target].fn(*node_args, **node_kwargs)
+                env[node] = _match_meta(value, node.meta.get("val"), node)
+        return [env[n] for n in flat_outputs]
+
+    return ConvertedGraph(run, [n.name for n in inputs], structure)
+
+
+def _get_attr(gm: torch.nn.Module, target: str):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _index_outputs(value, flat: list) -> Any:
+    if isinstance(value, torch.fx.Node):
+        flat.append(value)
+        return len(flat) - 1
+    if isinstance(value, (list, tuple)):
+        return type(value)(_index_outputs(v, flat) for v in value)
+    return ("static", value)
+
+
+def rebuild_outputs(structure, flat: list):
+    """The graph's output structure with the flat results put back in."""
+    if isinstance(structure, int):
+        return flat[structure]
+    if isinstance(structure, tuple) and len(structure) == 2 and structure[0] == "static":
+        return structure[1]
+    return type(structure)(rebuild_outputs(v, flat) for v in structure)
+
+
+def _match_meta(value, meta, node):
+    """Cast a lowered value to the dtype PyTorch recorded; refuse a shape that differs."""
+    if isinstance(value, (list, tuple)) and isinstance(meta, (list, tuple)):
+        return type(value)(_match_meta(v, m, node) for v, m in zip(value, meta))
+    if isinstance(value, Tensor) and isinstance(meta, torch.Tensor):
+        if tuple(value.shape) != tuple(meta.shape):
+            raise TensorKilnError(f"internal error converting {node.name} ({_target_name(node.target)}): "
+                                  f"tensorkiln shape {list(value.shape)}, PyTorch shape {list(meta.shape)}")
+        want = tk_dtype(meta.dtype)
+        if value.dtype != want:
+            value = value.to(want)
+    return value

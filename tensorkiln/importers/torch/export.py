@@ -1,0 +1,96 @@
+"""tk.from_torch: import a PyTorch module ahead of time through torch.export.
+
+    program = tk.from_torch(model.eval(), (example_input,))
+    logits = program(x)               # numpy arrays, tk Tensors or torch tensors in; tk Tensors out
+
+`torch.export.export(module, example_inputs).run_decompositions()` gives a
+core-ATen graph whose parameters, buffers and tensor constants are lifted to
+inputs; they become tensorkiln constants (snapshots taken at import), the user
+inputs become the compiled function's inputs. Shapes are those of the example
+inputs (export them again for other shapes).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+from ...errors import ShapeError, UnsupportedOpError
+from ...jit import jit
+from ...tensor import Tensor, as_tensor
+from .backend import decompositions
+from .convert import ConvertedGraph, convert_graph, rebuild_outputs, to_tk
+
+
+class TorchProgram:
+    """A PyTorch module imported by from_torch: call it with the user inputs (flattened in order)."""
+
+    def __init__(self, exported, converted: ConvertedGraph, input_shapes: list[tuple], opt_level: int = 2,
+                 debug: bool | None = None):
+        self.exported_program = exported
+        self.converted = converted
+        self.input_shapes = input_shapes
+        self.jit = jit(converted.fn, opt_level=opt_level, debug=debug)
+
+    def _inputs(self, args, kwargs) -> list:
+        leaves = torch.utils._pytree.tree_leaves((list(args), dict(kwargs)),
+                                                 is_leaf=lambda v: isinstance(v, (Tensor, np.ndarray)))
+        tensors = [to_tk(v) if isinstance(v, torch.Tensor) else as_tensor(v)
+                   for v in leaves if isinstance(v, (Tensor, np.ndarray, torch.Tensor))]
+        if len(tensors) != len(self.input_shapes):
+            raise TypeError(f"this program takes {len(self.input_shapes)} tensor input(s), got {len(tensors)}")
+        for i, (t, shape) in enumerate(zip(tensors, self.input_shapes)):
+            if tuple(t.shape) != shape:
+                raise ShapeError(f"input {i} ({self.converted.input_names[i]}) has shape {list(t.shape)}, but "
+                                 f"the model was exported with shape {list(shape)}; call tk.from_torch with "
+                                 f"example inputs of the new shape")
+        return tensors
+
+    def __call__(self, *args, **kwargs):
+        """Run on numpy arrays, tk Tensors or torch tensors; returns tk Tensors in the module's output structure."""
+        flat = self.jit(*self._inputs(args, kwargs))
+        outputs = rebuild_outputs(self.converted.output_structure, flat)
+        return torch.utils._pytree.tree_unflatten(list(outputs), self.exported_program.call_spec.out_spec)
+
+    def report(self, *args, **kwargs):
+        """tk.jit's CompileReport (kernels, passes, timings) for these inputs."""
+        return self.jit.report(*self._inputs(args, kwargs))
+
+    def explain(self, *args, **kwargs) -> str:
+        """tk.jit's explanation: graph after each pass, kernels, generated source."""
+        return self.jit.explain(*self._inputs(args, kwargs))
+
+
+def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dict | None = None, *,
+               opt_level: int = 2, debug: bool | None = None, strict: bool = False) -> TorchProgram:
+    """Import `module` (in eval mode) via torch.export at the example inputs' shapes; returns a TorchProgram."""
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    if getattr(module, "training", False):
+        warnings.warn("tk.from_torch: the module is in training mode (dropout active, batch norm uses batch "
+                      "statistics); call module.eval() for inference", UserWarning, stacklevel=3)
+    with torch.no_grad():
+        exported = torch.export.export(module, example_inputs, kwargs=example_kwargs, strict=strict)
+        exported = exported.run_decompositions(decompositions())
+    signature = exported.graph_signature
+    constants: dict[str, torch.Tensor] = {}
+    for spec in signature.input_specs:
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            value = exported.state_dict.get(spec.target)
+            if value is None:
+                value = exported.constants[spec.target]
+            constants[spec.arg.name] = value
+        elif spec.kind != InputKind.USER_INPUT:
+            raise UnsupportedOpError(f"torch.export input {spec.arg.name} of kind {spec.kind.name}")
+    mutations = [spec.arg.name for spec in signature.output_specs if spec.kind != OutputKind.USER_OUTPUT]
+    if mutations:
+        raise UnsupportedOpError(f"the exported program updates state ({', '.join(mutations)}): tensorkiln "
+                                 f"imports inference graphs; call module.eval()")
+    converted = convert_graph(exported.graph_module, constants, what="model")
+    placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
+    shapes = [tuple(placeholders[name].meta["val"].shape) for name in converted.input_names]
+    return TorchProgram(exported, converted, shapes, opt_level, debug)
