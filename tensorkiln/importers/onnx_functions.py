@@ -1,0 +1,118 @@
+"""Operators without a converter but with an ONNX function body are replaced by that body.
+
+Many ONNX operators (Attention, RMSNormalization, the losses, Swish, ...) are
+defined by the standard as functions of simpler operators, some of them
+context-dependent (the body depends on the node's attributes and input types).
+`expand_node` asks onnx's schema for the body at the model's opset, substitutes
+the node's attributes (`ref_attr_name`) and renames the body's internal values,
+recursively, so every resulting node has a converter; the body's nodes keep
+the opset the function was written for.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+_counter = itertools.count()
+
+
+class NotExpandable(Exception):
+    """The node has no function body, or its body uses something unsupported."""
+
+
+def _schema(op_type: str, opset: int):
+    import onnx
+    try:
+        return onnx.defs.get_schema(op_type, opset, "")
+    except Exception:
+        return None
+
+
+def _body(node, opset: int, input_types: Callable[[str], object]):
+    """The FunctionProto of `node`'s operator at `opset`, or None."""
+    import onnx
+    schema = _schema(node.op_type, opset)
+    if schema is None:
+        return None
+    if schema.has_function:
+        versions = [v for v in schema.function_opset_versions if v <= opset]
+        data = schema.get_function_with_opset_version(max(versions)) if versions else None
+        if data is None:
+            return schema.function_body
+        return data if isinstance(data, onnx.FunctionProto) else onnx.FunctionProto.FromString(data)
+    if schema.has_context_dependent_function:
+        types = []
+        for name in node.input:
+            t = input_types(name) if name else onnx.TypeProto()
+            if t is None:
+                raise NotExpandable(f"the type of input {name!r} is unknown (its function body depends on it)")
+            types.append(t.SerializeToString())
+        versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+        if versions:
+            data = schema.get_context_dependent_function_with_opset_version(
+                max(versions), node.SerializeToString(), types)
+        else:
+            data = schema.get_context_dependent_function(node.SerializeToString(), types)
+        return onnx.FunctionProto.FromString(data)
+    return None
+
+
+def _default_attributes(node, opset: int) -> dict:
+    schema = _schema(node.op_type, opset)
+    defaults = {}
+    if schema is not None:
+        for name, attr in schema.attributes.items():
+            if attr.default_value is not None and attr.default_value.type:
+                defaults[name] = attr.default_value
+    return defaults
+
+
+def expand_node(node, opset: int, is_supported: Callable[[str], bool], input_types: Callable[[str], object],
+                depth: int = 0) -> list[tuple[object, int]]:
+    """`node` as a list of (NodeProto, opset) of supported operators, via its function body."""
+    import onnx
+    if depth > 4:
+        raise NotExpandable("function bodies nest too deeply")
+    body = _body(node, opset, input_types)
+    if body is None:
+        raise NotExpandable("operator not supported")
+    body_opset = next((int(o.version) for o in body.opset_import if o.domain in ("", "ai.onnx")), opset)
+    prefix = f"{node.name or node.op_type}__fn{next(_counter)}__"
+    rename = {"": ""}
+    for formal, actual in zip(body.input, list(node.input) + [""] * len(body.input)):
+        rename[formal] = actual
+    for formal, actual in zip(body.output, list(node.output) + [""] * len(body.output)):
+        rename[formal] = actual or prefix + formal
+    attributes = _default_attributes(node, opset)
+    attributes.update({a.name: a for a in node.attribute})
+    result = []
+    for inner in body.node:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner)
+        del copy.input[:]
+        del copy.output[:]
+        copy.input.extend(rename.get(n, prefix + n) if n else "" for n in inner.input)
+        copy.output.extend(rename.setdefault(n, prefix + n) if n else "" for n in inner.output)
+        copy.name = prefix + (inner.name or inner.op_type)
+        del copy.attribute[:]
+        for attr in inner.attribute:
+            if attr.ref_attr_name:
+                if attr.ref_attr_name in attributes:
+                    value = onnx.AttributeProto()
+                    value.CopyFrom(attributes[attr.ref_attr_name])
+                    value.name = attr.name
+                    copy.attribute.append(value)
+            else:
+                if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                    raise NotExpandable(f"its function body uses {inner.op_type} with a subgraph")
+                copy.attribute.append(attr)
+        if copy.domain not in ("", "ai.onnx"):
+            raise NotExpandable(f"its function body uses {copy.domain}::{copy.op_type}")
+        if is_supported(copy.op_type):
+            result.append((copy, body_opset))
+        else:
+            try:
+                result += expand_node(copy, body_opset, is_supported, lambda n: None, depth + 1)
+            except NotExpandable as err:
+                raise NotExpandable(f"its function body uses {copy.op_type}: {err}") from None
+    return result
