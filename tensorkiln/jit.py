@@ -216,6 +216,10 @@ class JitFunction:
         """The traced graph for these arguments' signature."""
         return self._lookup(args, kwargs)[0].graph
 
+    def optimized_graph(self, *args, **kwargs) -> Graph:
+        """The graph after the optimization pipeline of this signature (what is lowered and compiled)."""
+        return self._lookup(args, kwargs)[0].compiled.graph
+
     def report(self, *args, **kwargs) -> CompileReport:
         """The CompileReport of this signature: kernels, source path, timings."""
         return self._lookup(args, kwargs)[0].compiled.report

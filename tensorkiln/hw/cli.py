@@ -81,13 +81,12 @@ def _load_workload(args: argparse.Namespace) -> list[Layer]:
 
 def _layers_from_onnx(path: str) -> list[Layer]:
     try:
-        from tensorkiln.importers.onnx import load  # type: ignore[attr-defined]
+        import onnx  # noqa: F401  (the importer needs it)
+        from tensorkiln.importers.onnx_model import load, random_inputs
     except ImportError:
         raise AccelConfigError(ONNX_UNAVAILABLE)
-    loaded = load(path)
-    graph = loaded if hasattr(loaded, "nodes") else getattr(loaded, "graph", None)
-    if graph is None or not hasattr(graph, "nodes"):
-        raise AccelConfigError(f"{path}: the ONNX importer returned no graph to read layers from")
+    module = load(path, backend="interpreter")  # only the graph is needed, not compiled code
+    graph = module.optimized_graph(**random_inputs(module, dynamic=1))  # batch 1; batch norm folded
     layers = layers_from_graph(graph)
     if not layers:
         raise AccelConfigError(f"{path}: the model has no conv2d or matmul layers")

@@ -412,6 +412,10 @@ class OnnxModule:
         """The traced tensorkiln graph for these inputs' signature."""
         return self._jit.graph(*self._arguments(args, kwargs))
 
+    def optimized_graph(self, *args, **kwargs):
+        """The graph after the optimization passes (batch norm folded, ...) for these inputs' signature."""
+        return self._jit.optimized_graph(*self._arguments(args, kwargs))
+
     def report(self, *args, **kwargs):
         """The CompileReport for these inputs' signature (compiles it if needed)."""
         return self._jit.report(*self._arguments(args, kwargs))

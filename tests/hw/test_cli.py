@@ -54,8 +54,8 @@ def test_errors_exit_2_with_the_message(tmp_path, capsys):
     assert main(["-t", TOPO, "--dataflow", "rs"]) == 2        # argparse rejects it
 
 
-def test_onnx_without_an_importer(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "tensorkiln.importers.onnx", None)   # import fails
+def test_onnx_without_the_onnx_package(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnx", None)   # import fails, as without the onnx extra
     assert main(["model.onnx", "--array", "32x32", "--dataflow", "ws"]) == 2
     assert ONNX_UNAVAILABLE in capsys.readouterr().err
 

@@ -1,0 +1,32 @@
+"""`tensorkiln run MODEL.onnx` (tensorkiln/importers/onnx_cli.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from tensorkiln.importers.onnx_cli import main  # noqa: E402
+from onnx_build import single  # noqa: E402
+
+
+def test_run_prints_outputs_and_latency(tmp_path, capsys):
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(single("Relu", ["x"], shapes={"x": ["N", 4]}).SerializeToString())
+    x = np.array([[-1, 2, -3, 4]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main([str(path), "--input", f"x={tmp_path / 'x.npy'}", "--repeat", "3", "--backend", "interpreter"]) == 0
+    out = capsys.readouterr().out
+    assert "output y0: shape [1, 4] float32 sum 6" in out
+    assert "latency: median" in out and "compile:" in out
+
+
+def test_run_fills_random_inputs_and_reports_errors(tmp_path, capsys):
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(single("Relu", ["x"], shapes={"x": ["N", 4]}).SerializeToString())
+    assert main([str(path), "--repeat", "1"]) == 0
+    assert "input  x: shape [1, 4] float32 (random)" in capsys.readouterr().out
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    assert main([str(bad)]) == 1
+    assert "OnnxImportError" in capsys.readouterr().err
