@@ -65,7 +65,7 @@ def torch_steps(name, x, y):
         opt.step()
         return loss
     try:
-        compiled = torch.compile(step)
+        compiled = torch.compile(step, dynamic=False)
         compiled()
     except Exception as err:  # no working inductor toolchain: report eager only
         print(f"torch.compile unavailable: {err}")

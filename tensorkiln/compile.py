@@ -171,5 +171,5 @@ class CompiledGraph:
                 bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
                 raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")
         outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
-        self.module(*inputs, *outputs)
+        self.module(*inputs, *outputs, fresh_outputs=True)  # just allocated: nothing to overlap
         return outputs

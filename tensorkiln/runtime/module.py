@@ -169,8 +169,12 @@ class CompiledModule:
         if writable and not array.flags.writeable:
             raise ValueError(f"{what}: output array is read-only")
 
-    def __call__(self, *arrays: np.ndarray) -> None:
-        """Run the program: `module(*inputs, *outputs)`; outputs are written in place."""
+    def __call__(self, *arrays: np.ndarray, fresh_outputs: bool = False) -> None:
+        """Run the program: `module(*inputs, *outputs)`; outputs are written in place.
+
+        fresh_outputs=True promises the outputs were just allocated by the caller,
+        so they cannot overlap anything and the overlap check is skipped.
+        """
         specs = self._call_specs
         if len(arrays) != len(specs):
             names = ", ".join(s.name for s in specs)
@@ -181,11 +185,12 @@ class CompiledModule:
             n_inputs = self._n_inputs
             changed = False
             for i, array in enumerate(arrays):
+                fresh = fresh_outputs and i >= n_inputs  # allocated by the caller with the right type
                 # Checked on every call, even for an array seen before: numpy lets
                 # shape, strides, dtype and writability change in place.
-                if (type(array) is not np.ndarray or array.dtype not in dtypes[i]
-                        or array.shape != specs[i].shape or not array.flags.c_contiguous
-                        or (i >= n_inputs and not array.flags.writeable)):
+                if not fresh and (type(array) is not np.ndarray or array.dtype not in dtypes[i]
+                                  or array.shape != specs[i].shape or not array.flags.c_contiguous
+                                  or (i >= n_inputs and not array.flags.writeable)):
                     self._check(array, specs[i], dtypes[i], writable=i >= n_inputs)
                 if array is not slots[i]:
                     # Getting an address costs far more than the checks: reuse it for the
@@ -195,7 +200,7 @@ class CompiledModule:
                     self._addresses[i] = address
                     slots[i] = array
                     changed = True
-            if changed:
+            if changed and not fresh_outputs:
                 self._check_overlap()
             status = self._entry(self._pointers, self._arena_pointer)
         if status:
