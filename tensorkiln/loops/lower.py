@@ -22,6 +22,7 @@ from .inline import ValueBuilder, broadcast_index, linear_index
 from .ir import Assign, For, Kernel, Let, Store, block, simplify_kernel
 from .program import Program
 from .schedule_defaults import output_nest
+from .templates.attention import attention_body
 from .templates.conv import conv2d_body
 from .templates.matmul import matmul_body
 from .templates.rows import row_body
@@ -156,7 +157,9 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     out = buffers[root.id]
     values = ValueBuilder(buffers, inline_root=root)
     contraction = next((n for n in group.nodes if n.op in ("matmul", "conv2d")), None)
-    if contraction is not None:
+    if group.kind == "attention":
+        body = attention_body(root, out, buffers)
+    elif contraction is not None:
         epilogue = None
         if contraction is not root:
             def epilogue(index, acc, contraction=contraction):

@@ -255,21 +255,53 @@ def _store_shared(graph: Graph, stored: set[int]) -> bool:
     return True
 
 
-def _store_invalid(graph: Graph, stored: set[int]) -> bool:
-    """Store contractions and row reductions a kernel cannot hold; True if any was added."""
+def _store_invalid(graph: Graph, stored: set[int], fixed: set[int] = frozenset()) -> bool:
+    """Store contractions and row reductions a kernel cannot hold; True if any was added.
+
+    Kernels rooted in `fixed` (fused attention) are left as they are."""
     added = set()
-    for root in _roots(graph, stored):  # contractions first: storing one may make a row kernel valid
+    roots = [r for r in _roots(graph, stored) if r.id not in fixed]
+    for root in roots:  # contractions first: storing one may make a row kernel valid
         members, _ = _collect(root, stored)
         added |= {n.id for n in members
                   if n is not root and n.kind == OpKind.CONTRACTION and not _fusable_contraction(root, n, members)}
     if not added:
-        for root in _roots(graph, stored):
+        for root in roots:
             members, _ = _collect(root, stored)
             if not _valid_row_group(root, members):
                 added |= {n.id for n in members if n.kind == OpKind.REDUCTION and n is not root}
     added -= stored
     stored |= added
     return bool(added)
+
+
+def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, set[int]]:
+    """P @ V matmul id -> ids of the nodes one fused-attention kernel computes (scores, softmax).
+
+    Applies where softmax(x) @ v has x computed elementwise from q @ k^T and none of the
+    intermediates (scores, weights) is read anywhere else: then the seq x seq matrix
+    need not exist (loops/templates/attention.py).
+    """
+    from ..loops.templates.attention import attention_parts
+    found = {}
+    for root in graph.nodes:
+        parts = attention_parts(root)
+        if parts is None:
+            continue
+        first, x, p = parts
+        inside: set[int] = set()
+        stack = [p]
+        while stack:  # the nodes between the first matmul and the softmax output
+            n = stack.pop()
+            if n.id in inside:
+                continue
+            inside.add(n.id)
+            if n is not first:
+                stack.extend(i for i in n.inputs if i.shape == x.shape or i.kind == OpKind.REDUCTION)
+        private = all(all(u.id in inside or u is root for u in users[n]) for n in inside)
+        if private and all(graph_node.id not in inside for graph_node in graph.outputs):
+            found[root.id] = inside
+    return found
 
 
 def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
@@ -284,10 +316,15 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     for n in graph.nodes:
         if should_materialize(n, users[n.id], n.id in outputs, stored, users) or (not fuse and _computes(n)):
             stored.add(n.id)
+    attention = attention_kernels(graph, users) if fuse else {}
+    for root_id, inside in attention.items():
+        stored.add(root_id)
+        stored -= inside
+    fixed = set(attention)
     # Refine to a fixed point: first, a computing node inlined into two kernels would be
     # computed twice, so it is stored; then (only once that is settled) a contraction must head
     # its kernel's epilogue and row reductions must share their kernel's row structure.
-    while _store_shared(graph, stored) or _store_invalid(graph, stored):
+    while _store_shared(graph, stored) or _store_invalid(graph, stored, fixed):
         pass
     groups = []
     for node in graph.nodes:
@@ -297,5 +334,7 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
         contraction = next((n for n in members if n.kind == OpKind.CONTRACTION), None)
         inner_reductions = any(n.kind == OpKind.REDUCTION and n is not node for n in members)
         kind = "contraction" if contraction is not None else ("row" if inner_reductions else _kind(node))
+        if node.id in attention:
+            kind = "attention"
         groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups))))
     return groups
