@@ -1,9 +1,10 @@
 """Fused attention: softmax(q k^T * scale + mask) v with an online softmax, one query row at a time.
 
-For each query row the kernel streams over the keys keeping a running maximum
-m, a running sum l of exp(s - m) and an accumulator row acc of the weighted
-values; when a new score raises the maximum, l and acc are rescaled by
-exp(m_old - m_new) (Milakov and Gimelshein's online softmax, as in
+For each query row the kernel streams over blocks of keys keeping a running
+maximum m, a running sum l of exp(s - m) and an accumulator row acc of the
+weighted values; a block's scores go to a small local array (vectorized max
+and exp over it), and when the block raises the maximum, l and acc are
+rescaled once by exp(m_old - m_new) (Milakov and Gimelshein's online softmax, as in
 FlashAttention). The seq x seq score matrix never exists: memory is
 O(seq x head_dim). The score of key j is the graph's own expression of the
 softmax input (the scale, a mask, a causal select) with q.k_j substituted for
@@ -20,6 +21,8 @@ from ..buffer import Buffer
 from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+
+KEY_BLOCK = 64  # keys per block: one rescale of the accumulators per block
 
 
 def attention_parts(root: Node) -> tuple[Node, Node, Node] | None:
@@ -83,31 +86,44 @@ def attention_body(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> Stmt 
     v_batch = broadcast_index(batch_index, tuple(batch_shape), v_node.shape[:-2])
     values = ValueBuilder(buffers)
 
-    dot, score, m_run, m_new, l_run, corr, weight = (E.Var(name, dtype) for name in (
-        "dot", "score", "m_run", "m_new", "l_run", "corr", "weight"))
+    dot, m_run, m_new, l_run, corr, block_max, block_sum, w = (E.Var(name, dtype) for name in (
+        "dot", "m_run", "m_new", "l_run", "corr", "block_max", "block_sum", "w"))
     acc = Buffer("acc", dtype, (dv,), scope="local")
-    score_expr = ValueBuilder(buffers, known={first.id: dot}).value(x, batch_index + [i, j])
-    # A key whose score is -inf (masked) while every score so far was -inf too: keep m at -inf
-    # and add nothing, instead of exp(-inf - -inf) = NaN.
-    both_inf = E.eq(m_new, neg_inf)
-    key_step = block(
-        Let(dot, zero),
-        For(t, E.const(d), Assign(dot, dot + values.value(q_node, q_batch + [i, t]) *
-                                  values.value(kt_node, k_batch + [t, j])), "vectorized"),
-        Let(score, score_expr),
-        Let(m_new, E.maximum(m_run, score)),
-        Let(corr, E.Select(both_inf, one, E.call("exp", m_run - m_new))),
-        Let(weight, E.Select(both_inf, zero, E.call("exp", score - m_new))),
-        Assign(l_run, l_run * corr + weight),
-        For(c, E.const(dv), Store(acc, c, E.Load(acc, c) * corr + weight * values.value(v_node, v_batch + [j, c])),
-            "vectorized"),
+    scores = Buffer("scores", dtype, (KEY_BLOCK,), scope="local")
+    jb, jj, jj2, jj3 = (E.Var(name) for name in ("kblock", "kin", "kin2", "kin3"))
+    key = jb * KEY_BLOCK + jj
+    width = E.minimum(E.const(KEY_BLOCK), E.const(n) - jb * KEY_BLOCK) if n % KEY_BLOCK else E.const(min(KEY_BLOCK, n))
+    score_expr = ValueBuilder(buffers, known={first.id: dot}).value(x, batch_index + [i, key])
+    # Every score so far -inf (masked): keep m at -inf and add nothing, not exp(-inf - -inf) = NaN.
+    all_masked = E.eq(m_new, neg_inf)
+    key_block = block(
+        For(jj, width, block(  # scores of a block of keys
+            Let(dot, zero),
+            For(t, E.const(d), Assign(dot, dot + values.value(q_node, q_batch + [i, t]) *
+                                      values.value(kt_node, k_batch + [t, key])), "vectorized"),
+            Store(scores, jj, score_expr))),
+        Let(block_max, neg_inf),
+        For(jj2, width, Assign(block_max, E.maximum(block_max, E.Load(scores, jj2))), "vectorized"),
+        Let(m_new, E.maximum(m_run, block_max)),
+        Let(corr, E.Select(all_masked, one, E.call("exp", m_run - m_new))),
+        Let(block_sum, zero),
+        For(jj3, width, block(  # weights exp(s - m), in place
+            Store(scores, jj3, E.Select(all_masked, zero, E.call("exp", E.Load(scores, jj3) - m_new))),
+            Assign(block_sum, block_sum + E.Load(scores, jj3))), "vectorized"),
+        Assign(l_run, l_run * corr + block_sum),
+        For(c, E.const(dv), Store(acc, c, E.Load(acc, c) * corr), "vectorized"),
+        For(jj, width, block(
+            Let(w, E.Load(scores, jj)),
+            For(c0, E.const(dv), Store(acc, c0, E.Load(acc, c0) + w * values.value(v_node, v_batch + [key, c0])),
+                "vectorized"))),
         Assign(m_run, m_new),
     )
-    row = Alloc(acc, block(
-        For(c0, E.const(dv), Store(acc, c0, zero), "vectorized"),
+    row = Alloc(acc, Alloc(scores, block(
+        For(o, E.const(dv), Store(acc, o, zero), "vectorized"),
         Let(m_run, neg_inf), Let(l_run, zero),
-        For(j, E.const(n), key_step),
-        For(o, E.const(dv), Store(out, bi * dv + o, E.Load(acc, o) / l_run), "vectorized"),
-    ))
+        For(jb, E.const(-(-n // KEY_BLOCK)), key_block),
+        For(E.Var("col2"), E.const(dv), Store(out, bi * dv + E.Var("col2"), E.Load(acc, E.Var("col2")) / l_run),
+            "vectorized"),
+    )))
     parallel = batch * m * n * d >= PARALLEL_MIN_ELEMENTS and batch * m > 1
     return For(bi, E.const(batch * m), row, "parallel" if parallel else "serial")
