@@ -7,7 +7,7 @@
 
 See docs/accelerator.md for the formulas and how they were validated.
 """
-from .api import as_layers, make_array, simulate
+from .api import as_layers, make_array, simulate, simulate_model
 from .arch import DATAFLOWS, EYERISS, PRESETS, SCALESIM_32, TPU_V1, ArrayConfig, preset
 from .dataflow import FoldPlan, plan_folds, sram_traffic, sram_window
 from .dram import DramTraffic, dram_traffic
@@ -29,7 +29,7 @@ __all__ = [
     "LayerResult", "PRESETS", "SCALESIM_32", "ScaleSimConfig", "SimReport", "SramTooSmallError",
     "SweepPoint", "TPU_V1", "Totals", "as_layers", "best_dataflow", "dram_traffic",
     "layers_from_graph", "make_array", "plan_folds", "preset", "read_config",
-    "read_scalesim_report", "read_topology", "run_gemm", "simulate", "simulate_layer",
+    "read_scalesim_report", "read_topology", "run_gemm", "simulate", "simulate_layer", "simulate_model",
     "sram_traffic", "sram_window", "sweep", "write_config", "write_scalesim_reports",
     "write_topology",
 ]

@@ -93,6 +93,24 @@ def simulate(workload: Any, array: tuple[int, int] | str | ArrayConfig | None = 
                      energy_table=table)
 
 
+def simulate_model(model: Any, *example_inputs, **options) -> SimReport:
+    """Model a compiled function, module or imported model on a systolic array.
+
+    ``model``: a tk.jit function, a tk.nn Module, a plain function of tensors,
+    or a model from ``tk.onnx.load``; ``example_inputs`` fix the shapes. The
+    layers are the convolutions and matmuls of the *optimized* graph (batch
+    norm folded, ...), which is what the compiler would run. ``options`` are
+    ``simulate``'s (array, dataflow, sram_kb, preset, ...). Example::
+
+        report = simulate_model(tk.jit(net), x, array=(32, 32), dataflow="best")
+    """
+    from ..jit import JitFunction, jit
+    if not hasattr(model, "optimized_graph"):
+        model = model if isinstance(model, JitFunction) else jit(model)
+    graph = model.optimized_graph(*example_inputs)
+    return simulate(graph, **options)
+
+
 def clear_caches() -> None:
     """Forget memoized footprints (so a benchmark measures a cold run)."""
     from .dram import _slice_footprint

@@ -38,3 +38,20 @@ def test_run_command_prints_outputs_and_latency(tmp_path, capsys):
     assert main(["run", str(model), "--repeat", "2"]) == 0
     text = capsys.readouterr().out
     assert "output y: shape [1, 10]" in text and "latency" in text
+
+
+def test_simulate_model_reads_the_optimized_graph():
+    import tensorkiln as tk
+    import tensorkiln.nn.functional as F
+    from tensorkiln import hw, nn
+
+    tk.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 8 * 8, 10))
+    net.eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    with tk.no_grad():
+        report = hw.simulate_model(net, x, array=(8, 8), dataflow="os")
+    names = [r.layer.name for r in report.results]
+    assert len(names) == 2 and names[0].startswith("conv2d") and names[1].startswith("matmul")
+    jitted = tk.jit(lambda a: F.relu(a @ a.transpose(-1, -2)))
+    assert len(hw.simulate_model(jitted, np.ones((4, 16), np.float32), array=(4, 4)).results) == 1
