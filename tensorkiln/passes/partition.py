@@ -293,7 +293,7 @@ def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, s
         stack = [p]
         while stack:  # the nodes between the first matmul and the softmax output
             n = stack.pop()
-            if n.id in inside:
+            if n.id in inside or n.kind == OpKind.SOURCE:  # constants and inputs stay buffers
                 continue
             inside.add(n.id)
             if n is not first:

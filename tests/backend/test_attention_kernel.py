@@ -64,3 +64,10 @@ def test_not_fused_when_the_weights_are_used_elsewhere():
 
     f = check_compiled(fn, q, k, v)
     assert "attention" not in _kinds(f, q, k, v)
+
+
+def test_constant_full_shape_mask():
+    q, k, v = _qkv()
+    mask = tk.tensor(RNG.random((2, 3, 9, 13)) > 0.2)  # captured: a constant of the scores' shape
+    f = check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask), q, k, v)
+    assert _kinds(f, q, k, v) == ["attention"]
