@@ -1,4 +1,4 @@
-"""The `tensorkiln` command: demo, run (ONNX models), accel (systolic-array model)."""
+"""The `tensorkiln` command: demo, run (ONNX models), bench (against peers), accel (systolic-array model)."""
 from __future__ import annotations
 
 import argparse
@@ -13,11 +13,16 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("demo", help="run the demo models eagerly and compiled, and compare")
     commands.add_parser("accel", help="model a systolic-array accelerator (tensorkiln accel --help)",
                         add_help=False)
+    commands.add_parser("bench", help="tensorkiln vs PyTorch, torch.compile, ONNX Runtime on one model "
+                        "(tensorkiln bench --help)", add_help=False)
     commands.add_parser("run", help="run an ONNX model: outputs, checksums, latency (tensorkiln run --help)",
                         add_help=False)
     if argv[:1] == ["accel"]:
         from .hw.cli import main as accel_main
         return accel_main(argv[1:])
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+        return bench_main(argv[1:])
     if argv[:1] == ["run"]:
         from .importers.onnx_cli import main as run_main
         return run_main(argv[1:])

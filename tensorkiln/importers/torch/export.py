@@ -34,6 +34,8 @@ class TorchProgram:
         self.converted = converted
         self.input_shapes = input_shapes
         self.jit = jit(converted.fn, opt_level=opt_level, debug=debug)
+        spec = exported.call_spec.out_spec
+        self._single_output = spec is not None and spec.is_leaf()  # common case: skip the pytree rebuild
 
     def _inputs(self, args, kwargs) -> list:
         leaves = torch.utils._pytree.tree_leaves((list(args), dict(kwargs)),
@@ -51,8 +53,14 @@ class TorchProgram:
 
     def __call__(self, *args, **kwargs):
         """Run on numpy arrays, tk Tensors or torch tensors; returns tk Tensors in the module's output structure."""
-        flat = self.jit(*self._inputs(args, kwargs))
+        if (not kwargs and len(args) == len(self.input_shapes)
+                and all(type(a) is np.ndarray and a.shape == s for a, s in zip(args, self.input_shapes))):
+            flat = self.jit(*args)  # plain arrays of the exported shapes: no flattening needed
+        else:
+            flat = self.jit(*self._inputs(args, kwargs))
         outputs = rebuild_outputs(self.converted.output_structure, flat)
+        if self._single_output:
+            return outputs[0]
         return torch.utils._pytree.tree_unflatten(list(outputs), self.exported_program.call_spec.out_spec)
 
     def report(self, *args, **kwargs):

@@ -1,5 +1,6 @@
-"""Small PyTorch models with the real architectures, written in plain torch.nn (no torchvision):
-ResNet-18, MobileNetV2 and a BERT-style encoder. Random weights from a fixed seed, small sizes."""
+"""Reference PyTorch models, written in plain torch.nn (torchvision is not needed): ResNet-18,
+MobileNetV2, a BERT-style encoder and the MLP, with seeded random weights and non-trivial batch-norm
+statistics. The defaults are small (for tests); `tensorkiln bench` builds the full sizes. Needs torch."""
 from __future__ import annotations
 
 import math
@@ -202,9 +203,41 @@ def mobilenet_v2(seed: int = 0) -> nn.Module:
     return model.eval()
 
 
+def resnet18_full(seed: int = 0) -> nn.Module:
+    """ResNet-18 at its real size (1000 classes)."""
+    torch.manual_seed(seed)
+    model = ResNet18(num_classes=1000)
+    _randomize_batchnorm(model, torch.Generator().manual_seed(seed))
+    return model.eval()
+
+
+def mobilenet_v2_full(seed: int = 0) -> nn.Module:
+    """MobileNetV2 at its real size (width 1.0, 1000 classes)."""
+    torch.manual_seed(seed)
+    model = MobileNetV2(num_classes=1000, width_mult=1.0)
+    _randomize_batchnorm(model, torch.Generator().manual_seed(seed))
+    return model.eval()
+
+
 def bert_encoder(seed: int = 0, use_sdpa: bool = True) -> nn.Module:
     torch.manual_seed(seed)
     return BertEncoder(use_sdpa=use_sdpa).eval()
+
+
+class MLP(nn.Module):
+    """Linear-ReLU-Linear-ReLU-Linear (784-512-512-10 by default)."""
+
+    def __init__(self, sizes=(784, 512, 512, 10)):
+        super().__init__()
+        layers = []
+        for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(nn.Linear(a, b))
+            if k < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.layers(x)
 
 
 def image(batch: int = 1, size: int = 64, seed: int = 1) -> torch.Tensor:

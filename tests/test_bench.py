@@ -1,0 +1,26 @@
+"""`tensorkiln bench`: measures tensorkiln and the peers on the same model and checks they agree."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tensorkiln.cli import main
+
+pytest.importorskip("torch")
+
+
+def test_bench_mlp_against_pytorch(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "mlp", "--vs", "torch", "--repeat", "3", "--batch", "2", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "tensorkiln" in text and "torch" in text and "yes" in text
+    data = json.loads(out.read_text())
+    rows = data["results"]["mlp"]
+    assert set(rows) == {"tensorkiln", "torch"} and all(r["agrees"] for r in rows.values())
+    assert rows["tensorkiln"]["compile_s"] > 0 and rows["torch"]["latency_s"] > 0
+
+
+def test_bench_rejects_unknown_peers(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "mlp", "--vs", "tvm"])
