@@ -250,3 +250,69 @@ def bert_inputs(batch: int = 2, seq: int = 16, seed: int = 1):
     mask = torch.ones(batch, seq, dtype=torch.int64)
     mask[-1, seq - 3:] = 0  # padding in the last sequence
     return ids, mask
+
+
+# ---- GPT-2 (Hugging Face's parameter names, Conv1D layers) ----------------------------------
+
+class Conv1D(nn.Module):
+    """y = x W + b with W of shape (in, out), as Hugging Face's GPT-2."""
+
+    def __init__(self, nx: int, nf: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, embd: int, heads: int):
+        super().__init__()
+        self.heads, self.embd = heads, embd
+        self.c_attn, self.c_proj = Conv1D(embd, 3 * embd), Conv1D(embd, embd)
+
+    def forward(self, x, past=None):
+        b, s, _ = x.shape
+        q, k, v = self.c_attn(x).split(self.embd, dim=2)
+        split = lambda t: t.reshape(b, s, self.heads, -1).transpose(1, 2)  # noqa: E731
+        q, k, v = split(q), split(k), split(v)
+        if past is not None:
+            k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)
+        return self.c_proj(out.transpose(1, 2).reshape(b, s, self.embd)), (k, v)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, embd: int, heads: int):
+        super().__init__()
+        self.ln_1, self.attn = nn.LayerNorm(embd), GPT2Attention(embd, heads)
+        self.ln_2 = nn.LayerNorm(embd)
+        self.mlp = nn.Module()
+        self.mlp.c_fc, self.mlp.c_proj = Conv1D(embd, 4 * embd), Conv1D(4 * embd, embd)
+
+    def forward(self, x, past=None):
+        attended, present = self.attn(self.ln_1(x), past)
+        x = x + attended
+        h = self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + h, present
+
+
+class GPT2(nn.Module):
+    """GPT-2 with a KV cache: forward(ids, past=None, start=0) -> (logits, presents)."""
+
+    def __init__(self, vocab: int = 50257, positions: int = 1024, embd: int = 768, layers: int = 12, heads: int = 12):
+        super().__init__()
+        self.transformer = nn.Module()
+        self.transformer.wte, self.transformer.wpe = nn.Embedding(vocab, embd), nn.Embedding(positions, embd)
+        self.transformer.h = nn.ModuleList([GPT2Block(embd, heads) for _ in range(layers)])
+        self.transformer.ln_f = nn.LayerNorm(embd)
+
+    def forward(self, ids, past=None, start: int = 0):
+        t = self.transformer
+        x = t.wte(ids) + t.wpe(torch.arange(start, start + ids.shape[1]))
+        presents = []
+        for i, block in enumerate(t.h):
+            x, present = block(x, None if past is None else past[i])
+            presents.append(present)
+        return t.ln_f(x) @ t.wte.weight.T, presents

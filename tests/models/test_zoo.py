@@ -129,3 +129,22 @@ def test_resnet18_matches_pytorch():
     with tk.no_grad():
         got = tk.jit(ours)(x).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_gpt2_matches_pytorch_with_hugging_face_names():
+    torch = pytest.importorskip("torch")
+    from tensorkiln.models import torch_reference as ref
+    torch.manual_seed(0)
+    reference = ref.GPT2(vocab=50, positions=32, embd=32, layers=2, heads=4).eval()
+    ours = models.GPT2LMHeadModel(TINY_GPT2)
+    ours.load_hf_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
+    ours.eval()
+    ids = RNG.integers(0, 50, (2, 7))
+    with torch.no_grad():
+        want, presents = reference(torch.from_numpy(ids))
+        step_want, _ = reference(torch.tensor([[3], [4]]), presents, 7)
+    with tk.no_grad():
+        np.testing.assert_allclose(tk.jit(ours)(ids).numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+        _, caches = ours.prefill(tk.tensor(ids), 10)
+        step_got, _ = ours.decode_step(tk.tensor(np.array([[3], [4]])), tk.tensor(np.int64(7)), caches)
+    np.testing.assert_allclose(step_got.numpy(), step_want.numpy(), rtol=1e-4, atol=1e-4)
