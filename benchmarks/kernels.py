@@ -172,7 +172,9 @@ def measure_convs(repeats: int) -> list[dict]:
         oh = (h + 2 * p - k) // s + 1
         flops = 2 * o * oh * oh * c * k * k
         t = _median(lambda: f(x, w, bias), repeats)
-        algo = "gemm" if any("g_acc" in kk.loop_ir for kk in f.report(x, w, bias).kernels) else "direct"
+        irs = [kk.loop_ir for kk in f.report(x, w, bias).kernels]
+        algo = "gemm_rows" if any("g_xpad" in ir for ir in irs) else "gemm" if any("g_acc" in ir for ir in irs) \
+            else "direct"
         rows.append({"layer": name, "shape": f"{c}x{h}x{h} -> {o}x{oh}x{oh}", "algorithm": algo,
                      "gflops": flops / t / 1e9, "ms": t * 1e3})
     return rows

@@ -155,3 +155,39 @@ def test_conv_algorithm_choice():
 def test_conv_float64():
     x, w = rand(1, 8, 10, 10, dtype=np.float64), rand(16, 8, 3, 3, dtype=np.float64)
     check_compiled(lambda x, w: F.conv2d(x, w, padding=1), x, w, factor=10)
+
+
+# ---- stride-1 padded-row implicit GEMM ("gemm_rows"): junk columns, zero padding, scratch write-back
+
+ROWS_CASES = [(w, pad, dil) for w in (1, 2, 3, 7, 57) for pad in (0, 1, 2) for dil in (1, 2)
+              if w + 2 * pad - 2 * dil >= 1]
+
+
+@pytest.mark.parametrize("case", ROWS_CASES, ids=lambda c: "w{}p{}d{}".format(*c))
+def test_conv_padded_rows_widths(case):
+    """Every width/padding/dilation goes through one of the templates and matches the reference."""
+    w, pad, dil = case
+    h = 5 + 2 * dil
+    x, wt, bias = rand(2, 8, h, w), rand(16, 8, 3, 3), rand(16)
+    fn = lambda x, wt, bias: F.conv2d(x, wt, bias, padding=pad, dilation=dil).relu()  # noqa: E731
+    check_compiled(fn, x, wt, bias, factor=10)
+
+
+def test_conv_padded_rows_is_chosen_and_handles_long_k_and_groups():
+    from tensorkiln.loops.templates.conv import conv_algorithm  # noqa: F401
+    # K = 64*9 > KC: partial sums through the scratch buffer; groups; residual epilogue
+    x, wt, res = rand(1, 64, 9, 11), rand(32, 32, 3, 3), rand(1, 32, 9, 11)
+    f = check_compiled(lambda x, wt, res: F.conv2d(x, wt, padding=1, groups=2) + res, x, wt, res, factor=10)
+    assert any("g_xpad" in k.loop_ir and "g_cbuf" in k.loop_ir for k in f.report(x, wt, res).kernels)
+    # asymmetric reach: 5x3 kernel, width 57 (junk columns inside a 32-wide micro-tile)
+    x, wt = rand(1, 8, 12, 57), rand(12, 8, 5, 3)
+    f = check_compiled(lambda x, wt: F.conv2d(x, wt, padding=(2, 1)), x, wt, factor=10)
+    assert any("g_xpad" in k.loop_ir for k in f.report(x, wt).kernels)
+    # strided layers keep the flat implicit GEMM
+    g = tk.jit(lambda x, w: F.conv2d(x, w, padding=1, stride=2))
+    assert not any("g_xpad" in k.loop_ir for k in g.report(rand(1, 16, 14, 14), rand(32, 16, 3, 3)).kernels)
+
+
+def test_conv_padded_rows_float16_long_k():
+    x, w = rand(1, 32, 9, 9, dtype=np.float16), rand(16, 32, 3, 3, dtype=np.float16)
+    check_compiled(lambda x, w: F.conv2d(x, w, padding=1), x, w, factor=10)

@@ -104,12 +104,16 @@ def gemm_needs_partial_sums(k: int, blocking: GemmBlocking) -> bool:
 def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
               a_value: IndexFn, b_value: IndexFn, out_index: IndexFn,
               epilogue: Callable[[E.Expr, E.Expr, E.Expr, E.Expr], E.Expr],
-              blocking: GemmBlocking | None = None, prefix: str = "g") -> Stmt:
+              blocking: GemmBlocking | None = None, prefix: str = "g",
+              col_valid: Callable[[E.Expr], E.Expr] | None = None) -> Stmt:
     """Loop IR of a batched GEMM (see the module docstring).
 
     a_value(b, row, kk) / b_value(b, kk, col): the operand elements (in range;
     packing only asks for valid indices). out_index(b, row, col): flat index
     of the output element. epilogue(b, row, col, acc): the stored value.
+    col_valid(col): when given, only columns where it is true are written back
+    (the others are computed and dropped: the junk columns of conv.py's
+    padded-row implicit GEMM).
     """
     bl = blocking or gemm_blocking(m, n, k, dtype)
     mr, nr, kc_max, mc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.mc, bl.nc
@@ -173,7 +177,10 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     cols_left = E.minimum(E.const(nr), n - c0) if n % nr else E.const(nr)
 
     def write(value: E.Expr) -> Stmt:
-        return For(wi, rows_left, For(wj, cols_left, Store(out, flat, value), "vectorized"))
+        store: Stmt = Store(out, flat, value)
+        if col_valid is not None:
+            store = If(col_valid(out_col), store)
+        return For(wi, rows_left, For(wj, cols_left, store, "vectorized"))
 
     final = write(epilogue(bi, out_row, out_col, tile_sum))
     writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
