@@ -40,6 +40,9 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
     known: dict[int, E.Expr] = {}
     stmts: list[Stmt] = []
     counter = 0
+    # softmax's e / sum(e): the sum pass also writes e to the output, and the last pass only
+    # divides, so exp runs once per element instead of twice.
+    normalizer = _row_normalizer(root, inner, out)
 
     for n in members:
         if n is root and n.kind != OpKind.REDUCTION:
@@ -52,6 +55,8 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
             acc = E.Var(f"acc{counter}", dtype)
             element = values.value(n.inputs[0], lead_index + delinearize(flat, tail))
             declarations, updates, result = accumulate(n.op, acc, element)
+            if n is normalizer:
+                updates = [Store(out, r * width + flat, element)] + updates
             stmts += declarations + [For(flat, E.const(width), block(*updates), "vectorized")]
             if result is not acc:  # a final fix-up (NaN seen): computed once per row
                 fixed = E.Var(f"r{counter}", dtype)
@@ -65,7 +70,12 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
             v = E.Var(f"v{counter}", compute_dtype(n.dtype.name))
             stmts.append(Let(v, values.value(n, lead_index + [E.const(0)] * k)))
             known[n.id] = v
-    if root.kind != OpKind.REDUCTION:
+    if normalizer is not None:
+        flat = E.Var("e0")
+        stmts.append(For(flat, E.const(width), Store(out, r * width + flat,
+                                                     E.Load(out, r * width + flat) / known[normalizer.id]),
+                         "vectorized"))
+    elif root.kind != OpKind.REDUCTION:
         flat = E.Var("e0")
         values = ValueBuilder(buffers, inline_root=root, known=known)
         value = values.value(root, lead_index + delinearize(flat, tail))
@@ -73,6 +83,17 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
                          "vectorized"))
     parallel = rows > 1 and rows * width * (len(inner) + 1) >= PARALLEL_MIN_ELEMENTS
     return For(r, E.const(rows), block(*stmts), "parallel" if parallel else "serial")
+
+
+def _row_normalizer(root: Node, inner: list[Node], out: Buffer) -> Node | None:
+    """The sum s when the root is e / s with s = sum(e) over the row, the last inner reduction."""
+    if root.op != "div" or out.dtype not in ("float32", "float64") or not inner:
+        return None
+    e, s = root.inputs
+    last = inner[-1]
+    if s is not last or last.op != "reduce_sum" or last.inputs[0] is not e or e.shape != root.shape:
+        return None
+    return last
 
 
 def _depends_on(node: Node, known: dict[int, E.Expr]) -> bool:
