@@ -160,7 +160,6 @@ RESNET18_CONVS = [  # name, C_in, H(=W), C_out, kernel, stride, padding (batch 1
 def measure_convs(repeats: int) -> list[dict]:
     import tensorkiln as tk
     import tensorkiln.nn.functional as F
-    from tensorkiln.loops.templates.conv import conv_algorithm  # noqa: F401
     rng = np.random.default_rng(0)
     rows = []
     for name, c, h, o, k, s, p in RESNET18_CONVS:

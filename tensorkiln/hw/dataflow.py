@@ -196,7 +196,7 @@ def sram_window(plan: FoldPlan, layer: Layer | None = None) -> SramWindow:
 
 def _plain_sram_window(plan: FoldPlan) -> SramWindow:
     """SRAM start/stop cycles when every operand address is valid."""
-    r, c, t, L = plan.rows, plan.cols, plan.t, plan.cycles_per_fold
+    r, t, L = plan.rows, plan.t, plan.cycles_per_fold
     last = (plan.folds - 1) * L
     ru0, rul, cul = plan.rows_used_first, plan.rows_used_last, plan.cols_used_last
     if plan.dataflow == "ws":

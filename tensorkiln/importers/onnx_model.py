@@ -30,7 +30,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ..tensor import Tensor, as_tensor
 from .onnx_functions import NotExpandable, expand_node
-from .onnx_ops import CONVERTERS, VALUE_INPUTS, NodeContext, elem_type_name, tensor_from_proto, tk_dtype
+from .onnx_ops import CONVERTERS, VALUE_INPUTS, NodeContext, tensor_from_proto, tk_dtype
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)

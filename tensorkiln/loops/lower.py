@@ -160,14 +160,13 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     if group.kind == "attention":
         body = attention_body(root, out, buffers)
     elif contraction is not None:
-        epilogue = None
-        if contraction is not root:
-            def epilogue(index, acc, contraction=contraction):
-                # The epilogue reads the contraction's element from its accumulator.
-                inner = ValueBuilder(buffers, inline_root=root, known={contraction.id: acc})
-                return E.cast(inner.value(root, index), out.value_dtype)
+        def epilogue(index, acc, contraction=contraction):
+            # The epilogue reads the contraction's element from its accumulator.
+            inner = ValueBuilder(buffers, inline_root=root, known={contraction.id: acc})
+            return E.cast(inner.value(root, index), out.value_dtype)
+
         template = matmul_body if contraction.op == "matmul" else conv2d_body
-        body = template(contraction, out, values, epilogue)
+        body = template(contraction, out, values, epilogue if contraction is not root else None)
     elif group.kind == "row":
         body = row_body(root, group.nodes, out, buffers, accumulate)
     elif group.kind == "reduction":

@@ -14,8 +14,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, at_user_line
 from ..functions import concat, flip, matmul, mean, var, where
-from ..ops.contraction import conv2d_output_hw
-from ..tensor import Tensor, apply, as_tensor, normalize_dim, normalize_dims
+from ..tensor import Tensor, apply, as_tensor, normalize_dim
 from ..trace import composite
 
 

@@ -1,7 +1,7 @@
 """Source ops: graph inputs and constants (weights, literals)."""
 from __future__ import annotations
 
-from .registry import MappingType, OpKind, TensorType, register
+from .registry import MappingType, OpKind, register
 
 
 def _no_reference(inputs, attrs, out):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ... import dtypes as dt
-from ...creation import arange as tk_arange, full as tk_full
+from ...creation import full as tk_full
 from ...functions import cat, matmul, mean, var, where
 from ...nn import functional as F
 from ...tensor import Tensor, as_tensor, normalize_dim
@@ -447,44 +447,38 @@ def _no_attention_dropout(node):
     return None if not p else "attention dropout"
 
 
-def _logsumexp_placeholder(q):
-    return tk_full(tuple(q.shape[:-1]), 0.0, dt.float32)
-
-
 @register_lowering(aten.scaled_dot_product_attention.default)
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     return _sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
-@register_lowering(aten._scaled_dot_product_flash_attention_for_cpu.default, check=_no_attention_dropout)
-def sdpa_flash_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
-    return _sdpa(q, k, v, attn_mask, 0.0, is_causal, scale), _logsumexp_placeholder(q)
-
-
-def _math_weights_unused(node):
+def _only_attention_output_used(node):
+    """The fused attention ops also return logsumexp, weights or RNG state; only the output is lowered."""
     if any(user.target is not operator.getitem or user.args[1] != 0 for user in node.users):
-        return "the attention weights output"
+        return "an attention output other than the result (logsumexp, weights or RNG state)"
     return _no_attention_dropout(node)
 
 
-@register_lowering(aten._scaled_dot_product_attention_math.default, check=_math_weights_unused)
+@register_lowering(aten._scaled_dot_product_flash_attention_for_cpu.default, check=_only_attention_output_used)
+def sdpa_flash_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    return _sdpa(q, k, v, attn_mask, 0.0, is_causal, scale), None
+
+
+@register_lowering(aten._scaled_dot_product_attention_math.default, check=_only_attention_output_used)
 def sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, dropout_mask=None, *, scale=None,
               enable_gqa=False):
-    out = _sdpa(q, k, v, attn_mask, 0.0, is_causal, scale, enable_gqa)
-    return out, None  # the attention weights: refused by the check when a graph reads them
+    return _sdpa(q, k, v, attn_mask, 0.0, is_causal, scale, enable_gqa), None
 
 
-@register_lowering(aten._scaled_dot_product_efficient_attention.default, check=_no_attention_dropout)
+@register_lowering(aten._scaled_dot_product_efficient_attention.default, check=_only_attention_output_used)
 def sdpa_efficient(q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):
-    zero = as_tensor(np.zeros((), np.int64))
-    return _sdpa(q, k, v, attn_bias, 0.0, is_causal, scale), _logsumexp_placeholder(q), zero, zero
+    return _sdpa(q, k, v, attn_bias, 0.0, is_causal, scale), None, None, None
 
 
-@register_lowering(aten._scaled_dot_product_flash_attention.default, check=_no_attention_dropout)
+@register_lowering(aten._scaled_dot_product_flash_attention.default, check=_only_attention_output_used)
 def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
-    out = _sdpa(q, k, v, None, 0.0, is_causal, scale)
-    return (out, _logsumexp_placeholder(q)) + (None,) * 7
+    return (_sdpa(q, k, v, None, 0.0, is_causal, scale),) + (None,) * 8
 
 
 # ---- pooling -----------------------------------------------------------------------------------------
