@@ -13,7 +13,7 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.loops.templates.gemm import gemm_blocking
+from tensorkiln.loops.templates.gemm import ThreadSplit, gemm_blocking, gemm_thread_split
 from tensorkiln.loops.templates.target import cpu_target, read_cache_sizes
 
 from .compiled import check_compiled
@@ -88,12 +88,31 @@ def test_gemm_float16_output_keeps_partial_sums_exact():
     check_compiled(lambda a, b: a @ b, a, b, factor=4)
 
 
+def test_thread_split_gives_every_thread_work():
+    bl = gemm_blocking(1024, 1024, 1024, "float32")
+    assert gemm_thread_split(1, 1024, 1024, 1024, bl, threads=2) == ThreadSplit(2, 1, True)  # rows
+    assert gemm_thread_split(1, 64, 3248, 576, bl, threads=2) == ThreadSplit(1, 2, True)  # columns: A is smaller
+    assert gemm_thread_split(1, 512, 64, 4608, bl, threads=2) == ThreadSplit(2, 1, True)  # rows: B is smaller
+    assert gemm_thread_split(4, 256, 256, 256, bl, threads=2) == ThreadSplit(1, 1, True)  # the batch divides
+    assert gemm_thread_split(3, 256, 256, 256, bl, threads=2) == ThreadSplit(2, 1, True)  # 3 x 2 tasks
+    assert gemm_thread_split(1, 1024, 1024, 1024, bl, threads=1) == ThreadSplit(1, 1, False)
+    assert gemm_thread_split(1, 16, 16, 16, bl, threads=2) == ThreadSplit(1, 1, False)  # too small to share
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("batch,m,n,k", [(1, 127, 1000, 33), (3, 65, 40, 300), (1, 1000, 7, 129), (2, 9, 513, 64)])
+def test_gemm_any_thread_split(monkeypatch, threads, batch, m, n, k):
+    """Every way of cutting the GEMM into tasks computes the same product (edges included)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    a, b = rand(batch, m, k), rand(batch, k, n)
+    check_compiled(lambda a, b: (a @ b).relu(), a, b, factor=10)
+
+
 def test_blocking_from_caches():
     sizes = read_cache_sizes()
     assert sizes[1] >= 16 * 1024 and sizes[2] >= sizes[1]
-    bl = gemm_blocking(1024, 1024, 1024, "float32", threads=2)
+    bl = gemm_blocking(1024, 1024, 1024, "float32")
     assert bl.mc % bl.mr == 0 and bl.nc % bl.nr == 0 and bl.kc % 8 == 0
-    assert -(-1024 // bl.mc) % 2 == 0  # both threads get row blocks
     lanes = cpu_target().vector_bytes // 4
     assert bl.nr % lanes == 0
     assert (bl.kc * (bl.mr + bl.nr) * 4) <= cpu_target().l1d

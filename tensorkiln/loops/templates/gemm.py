@@ -2,20 +2,20 @@
 
 C[b][M x N] = epilogue(A[b][M x K] @ B[b][K x N]) is computed as (BLIS's five loops)::
 
-    alloc bpack[KC x NC]                         # B panel, shared by the threads
-    for b in batch:
-      for jc in N / NC:                          # L3 block of columns
+    for task in batch x row chunks x column chunks (parallel: one region per GEMM)
+      alloc bpack[KC x NC], apack[MC x KC]       # per task: nothing shared, no barrier
+      for jc in the chunk's columns / NC:        # L3 block of columns
         for pc in K / KC:                        # L1 depth block
-          for jp in panels of NR (parallel):     # pack B[pc.., jc..] into NR-wide micro-panels
-            bpack[jp][p][0..NR] = B[pc + p, jc + jp*NR + j]     (zero past N)
-          for ib in M / MC (parallel):           # L2 block of rows, one per thread at a time
-            alloc apack[MC x KC]:                # pack A[ib.., pc..] into MR-tall micro-panels
-              apack[ip][p][0..MR] = A[ib*MC + ip*MR + i, pc + p] (zero past M)
-              for jp: for ip:                    # micro-kernel: MR x NR tile in registers
-                acc[MR x NR] = 0
-                for p in kc: for i in MR (unrolled): for j in NR (vectorized):
-                  acc[i][j] += apack[ip][p][i] * bpack[jp][p][j]
-                C tile = (pc == 0 ? 0 : C tile) + acc       (epilogue on the last pc)
+          for jp in panels of NR:                # pack B[pc.., jc..] into NR-wide micro-panels
+            bpack[jp][p][0..NR] = B[pc + p, jc*NC + jp*NR + j]     (zero past N)
+          for ib in the chunk's rows / MC:       # L2 block of rows
+            for ip in panels of MR:              # pack A[ib.., pc..] into MR-tall micro-panels
+              apack[ip][p][0..MR] = A[ib*MC + ip*MR + i, pc + p]   (zero past M)
+            for jp: for ip:                      # micro-kernel: MR x NR tile in registers
+              acc[MR x NR] = 0
+              for p in kc: for i in MR (unrolled): for j in NR (vectorized):
+                acc[i][j] += apack[ip][p][i] * bpack[jp][p][j]
+              C tile = (pc == 0 ? 0 : C tile) + acc       (epilogue on the last pc)
 
 Operands are expressions (`a_value(b, row, k)`, `b_value(b, k, col)`), so
 packing absorbs transposes, broadcasts, slices and even convolution windows
@@ -29,8 +29,14 @@ intrinsic of schedule.py, inlined.
 
 Blocking follows BLIS's analytical model: a KC x NR micro-panel of B and a
 KC x MR one of A fill about 3/4 of L1; an MC x KC block of A half of L2; a
-KC x NC block of B half of L3. MC is then reduced so that the row blocks
-divide evenly among the threads (a 1024-row matrix still uses both cores).
+KC x NC block of B half of L3.
+
+Threads (`gemm_thread_split`): the whole GEMM is one parallel loop over
+tasks, so a GEMM with many K blocks does not pay a fork and a join per
+block. Matrices of the batch are the tasks when they divide among the
+threads; otherwise each matrix is cut into as many row or column chunks as
+make the tasks divide evenly, cutting the dimension whose chunks repack the
+smaller operand (column chunks repack A, row chunks repack B).
 
 Partial sums over K blocks accumulate in the output itself, so a GEMM with
 K > KC needs an output of its compute dtype (float32/float64); the epilogue
@@ -38,6 +44,7 @@ K > KC needs an output of its compute dtype (float32/float64); the epilogue
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -71,7 +78,7 @@ def _round_up(x: int, k: int) -> int:
     return -(-x // k) * k
 
 
-def gemm_blocking(m: int, n: int, k: int, dtype: str, threads: int | None = None) -> GemmBlocking:
+def gemm_blocking(m: int, n: int, k: int, dtype: str) -> GemmBlocking:
     """Tile and block sizes for an m x n x k GEMM of `dtype` on this CPU."""
     target = cpu_target()
     size = itemsize(dtype)
@@ -85,13 +92,9 @@ def gemm_blocking(m: int, n: int, k: int, dtype: str, threads: int | None = None
     kc = _round_down(int(target.l1d * 0.75) // ((mr + nr) * size), 8)
     kc = max(64, min(kc, 512, _round_up(k, 8)))
     mc = _round_down(min(target.l2 // 2 // (kc * size), 480), mr)
-    nc = _round_down(min(target.l3 // 2 // (kc * size), 4096), nr)
+    # B panels past ~1 MiB measured slower here than a shorter panel re-packed more often
+    nc = _round_down(min(target.l3 // 2 // (kc * size), 1024 * 4 // size), nr)
     nc = min(nc, _round_up(n, nr))
-    threads = threads or thread_count()
-    blocks = -(-m // mc)
-    if threads > 1 and blocks % threads:
-        # Balance: a number of row blocks that the threads share evenly.
-        mc = max(mr, _round_up(-(-m // _round_up(blocks, threads)), mr))
     mc = min(mc, _round_up(m, mr))
     return GemmBlocking(mr, nr, kc, mc, nc)
 
@@ -99,6 +102,43 @@ def gemm_blocking(m: int, n: int, k: int, dtype: str, threads: int | None = None
 def gemm_needs_partial_sums(k: int, blocking: GemmBlocking) -> bool:
     """True when K spans several KC blocks, so partial sums pass through the output buffer."""
     return k > blocking.kc
+
+
+PARALLEL_MIN_MACS = 1 << 18  # below this, waking the other threads costs more than they save
+
+
+@dataclass(frozen=True)
+class ThreadSplit:
+    """How one GEMM's work is cut into tasks for the threads: batch x row chunks x column chunks."""
+
+    row_chunks: int
+    col_chunks: int
+    parallel: bool
+
+
+def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking,
+                      threads: int | None = None) -> ThreadSplit:
+    """Cut a batched GEMM into tasks that the threads share evenly, one parallel region in all.
+
+    Independent matrices of the batch are the cheapest tasks (nothing is packed
+    twice). Where the batch alone does not divide among the threads, each
+    matrix is cut into chunks: by rows (each chunk repacks B, but A is packed
+    once), or by columns when N >= 2M (each chunk repacks A, M x K, which is
+    then the smaller operand; square GEMMs measured faster cut by rows).
+    Every chunk is a multiple of the register tile, and no chunk is empty.
+    """
+    threads = threads or thread_count()
+    if threads <= 1 or batch * m * n * k < PARALLEL_MIN_MACS:
+        return ThreadSplit(1, 1, False)
+    if batch % threads == 0 or batch >= 4 * threads:
+        return ThreadSplit(1, 1, True)
+    cuts = threads // math.gcd(batch, threads)
+    row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
+    by_cols = (n >= 2 * m and col_units >= cuts) or row_units < cuts
+    units = col_units if by_cols else row_units
+    if units < cuts:
+        return ThreadSplit(1, 1, batch > 1)
+    return ThreadSplit(1, cuts, True) if by_cols else ThreadSplit(cuts, 1, True)
 
 
 def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
@@ -116,41 +156,52 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     padded-row implicit GEMM).
     """
     bl = blocking or gemm_blocking(m, n, k, dtype)
-    mr, nr, kc_max, mc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.mc, bl.nc
+    mr, nr, kc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.nc
+    split = gemm_thread_split(batch, m, n, k, bl)
+    # Each task owns a chunk of rows and a chunk of columns of one matrix of the batch.
+    m_chunk = _round_up(-(-m // split.row_chunks), mr)
+    n_chunk = _round_up(-(-n // split.col_chunks), nr)
+    mc_max = min(bl.mc, m_chunk)
+    nc_max = min(nc_max, n_chunk)
     v = lambda name: E.Var(f"{prefix}_{name}")  # noqa: E731
     zero = E.Const(0.0, dtype)
     n_k = -(-k // kc_max)
-    n_jc = -(-n // nc_max)
-    n_ib = -(-m // mc_max)
 
-    bi, jc, pc, jp, pp, jj = v("b"), v("jc"), v("pc"), v("jp"), v("pp"), v("jj")
+    task, bi, jc, pc, jp, pp, jj = v("task"), v("b"), v("jc"), v("pc"), v("jp"), v("pp"), v("jj")
     ib, ip, pa, ia, jq, iq = v("ib"), v("ip"), v("pa"), v("ia"), v("jq"), v("iq")
     q, p, i, j, wi, wj = v("q"), v("p"), v("i"), v("j"), v("wi"), v("wj")
     bpack = Buffer(f"{prefix}_bpack", dtype, (kc_max * nc_max,), scope="local")
     apack = Buffer(f"{prefix}_apack", dtype, (kc_max * mc_max,), scope="local")
     acc = Buffer(f"{prefix}_acc", dtype, (mr * nr,), scope="local")
 
-    def lim(block_size: int, total: int, index: E.Expr) -> E.Expr:
-        """Extent of block `index` of size block_size over total (min() only when there is a tail)."""
-        return E.const(block_size) if total % block_size == 0 else E.minimum(E.const(block_size),
-                                                                               total - index * block_size)
+    def extent(size: int, total: int, start: E.Expr) -> E.Expr:
+        """min(size, total - start), or just size where no block can be short."""
+        return E.const(size) if total % size == 0 else E.minimum(E.const(size), total - start)
 
-    kc = lim(kc_max, k, pc)
-    nc = lim(nc_max, n, jc)
-    mc = lim(mc_max, m, ib)
+    # The task's chunk: rows [row0, row0 + rows), columns [col0, col0 + cols) of matrix bi.
+    chunks = split.row_chunks * split.col_chunks
+    chunk = task % chunks if chunks > 1 else E.const(0)
+    row0 = (chunk // split.col_chunks) * m_chunk if split.row_chunks > 1 else E.const(0)
+    col0 = (chunk % split.col_chunks) * n_chunk if split.col_chunks > 1 else E.const(0)
+    rows = extent(m_chunk, m, row0) if split.row_chunks > 1 else E.const(m)
+    cols = extent(n_chunk, n, col0) if split.col_chunks > 1 else E.const(n)
+    col_base, row_base = col0 + jc * nc_max, row0 + ib * mc_max
+    nc = _block_extent(nc_max, cols, jc, n_chunk if split.col_chunks > 1 else n)
+    mc = _block_extent(mc_max, rows, ib, m_chunk if split.row_chunks > 1 else m)
+    kc = extent(kc_max, k, pc * kc_max)
     k_at = lambda pv: pc * kc_max + pv  # noqa: E731
     clamp = lambda x, size: E.minimum(x, size - 1)  # noqa: E731
 
-    # ---- pack B: micro-panel jp holds columns jc*NC + jp*NR + [0, NR) for depth p
-    col = jc * nc_max + jp * nr + jj
+    # ---- pack B: micro-panel jp holds columns col_base + jp*NR + [0, NR) for depth p
+    col = col_base + jp * nr + jj
     b_elem = E.Select(E.lt(col, n), b_value(bi, k_at(pp), clamp(col, n)), zero) if n % nr \
         else b_value(bi, k_at(pp), col)
     n_panels = (nc + (nr - 1)) // nr
     pack_b = For(jp, n_panels, For(pp, kc, For(jj, E.const(nr), Store(
-        bpack, jp * (kc_max * nr) + pp * nr + jj, b_elem), "vectorized")), "parallel")
+        bpack, jp * (kc_max * nr) + pp * nr + jj, b_elem), "vectorized")))
 
-    # ---- pack A: micro-panel ip holds rows ib*MC + ip*MR + [0, MR) for depth p
-    row = ib * mc_max + ip * mr + ia
+    # ---- pack A: micro-panel ip holds rows row_base + ip*MR + [0, MR) for depth p
+    row = row_base + ip * mr + ia
     a_elem = E.Select(E.lt(row, m), a_value(bi, clamp(row, m), k_at(pa)), zero) if m % mr else \
         a_value(bi, row, k_at(pa))
     m_panels = (mc + (mr - 1)) // mr
@@ -165,7 +216,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
         For(p, kc, For(i, E.const(mr), For(j, E.const(nr), Store(acc, i * nr + j, update), "vectorized"),
                        "unrolled")))
-    r0, c0 = ib * mc_max + iq * mr, jc * nc_max + jq * nr
+    r0, c0 = row_base + iq * mr, col_base + jq * nr
     out_row, out_col = r0 + wi, c0 + wj
     flat = out_index(bi, out_row, out_col)
     tile_sum: E.Expr = E.Load(acc, wi * nr + wj)
@@ -185,11 +236,19 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     final = write(epilogue(bi, out_row, out_col, tile_sum))
     writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
-    row_blocks = For(ib, E.const(n_ib), Alloc(apack, block(pack_a, tiles)), "parallel" if n_ib > 1 else "serial")
+    row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, block(pack_a, tiles))
     depth = For(pc, E.const(n_k), block(pack_b, row_blocks))
-    nest: Stmt = For(jc, E.const(n_jc), depth)
-    if batch > 1:
-        nest = For(bi, E.const(batch), nest)
-    else:
-        nest = substitute(nest, {bi.name: E.const(0)})
-    return Alloc(bpack, nest)
+    matrix: Stmt = Alloc(bpack, Alloc(apack, For(jc, (cols + (nc_max - 1)) // nc_max, depth)))
+    tasks = batch * chunks
+    if tasks == 1:
+        return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
+    matrix = substitute(matrix, {bi.name: task // chunks if chunks > 1 else task})
+    return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial")
+
+
+def _block_extent(block_size: int, chunk_extent: E.Expr, index: E.Expr, chunk_size: int) -> E.Expr:
+    """Extent of block `index` of size block_size within a chunk (min() only when a block can be short)."""
+    if isinstance(chunk_extent, E.Const) and int(chunk_extent.value) % block_size == 0 and \
+            chunk_size % block_size == 0:
+        return E.const(block_size)
+    return E.minimum(E.const(block_size), chunk_extent - index * block_size)
