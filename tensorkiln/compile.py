@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import UnsupportedOpError
+from .errors import TensorKilnError, UnsupportedOpError
 from .graph import Graph, interpret
+from .profile import KernelProfile, KernelTime
 
 
 class FallbackWarning(UserWarning):
@@ -112,6 +113,7 @@ class CompiledGraph:
         self.graph = graph
         self.module = None
         self.lowered = None
+        self._profiled = None  # the per-kernel timing build, made on the first profile()
         self.report = CompileReport(backend="interpreter", passes=stats)
         if backend == "interpreter":  # asked for (fast checks of many small graphs): no warning
             self.report.fallback_reason = "backend='interpreter' requested"
@@ -159,6 +161,28 @@ class CompiledGraph:
     @property
     def compiled(self) -> bool:
         return self.module is not None
+
+    def profile(self, arrays: list[np.ndarray], repeat: int = 20) -> KernelProfile:
+        """Mean time per call of each kernel over `repeat` calls (after one warm-up) on these inputs."""
+        from .codegen.build import build
+        if self.module is None:
+            raise TensorKilnError(f"graph {self.graph.name} runs in the reference interpreter "
+                                  f"({self.report.fallback_reason}): there are no kernels to profile")
+        if self._profiled is None:
+            program = self.lowered.program
+            constants = {b.name: a for b, a in zip(program.constants, self.lowered.constants)}
+            self._profiled = build(program, constants, profile=True)
+        module, kernels = self._profiled, self.report.kernels
+        inputs = [np.array(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        module(*inputs, *outputs)
+        module.kernel_seconds(len(kernels))  # drop the warm-up call
+        for _ in range(repeat):
+            module(*inputs, *outputs)
+        seconds = module.kernel_seconds(len(kernels))
+        ops = [[line.split("=", 1)[-1].strip().split("(")[0] for line in k.nodes] for k in kernels]
+        return KernelProfile([KernelTime(k.name, k.kind, o, s / max(repeat, 1))
+                              for k, o, s in zip(kernels, ops, seconds)], repeat)
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Run on storage arrays of the graph's input types; returns storage arrays."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from .compile import CompiledGraph, CompileReport, debug_enabled
 from .graph import Graph, input_node, verify
+from .profile import KernelProfile
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled
 from .trace import Trace, current_trace, tracing
@@ -223,6 +224,17 @@ class JitFunction:
     def report(self, *args, **kwargs) -> CompileReport:
         """The CompileReport of this signature: kernels, source path, timings."""
         return self._lookup(args, kwargs)[0].compiled.report
+
+    def profile(self, *args, repeat: int = 20, **kwargs) -> KernelProfile:
+        """Mean time per call of each kernel of this signature (see tensorkiln/profile.py).
+
+        Runs a timing build of the same program on copies of the arguments (and
+        of any parameters or optimizer state the function reads): nothing the
+        function would update in place is changed.
+        """
+        entry, tensors = self._lookup(args, kwargs)
+        arrays = [t._value for t in tensors] + [read() for read in entry.state_sources]
+        return entry.compiled.profile(arrays, repeat)
 
     def explain(self, *args, **kwargs) -> str:
         """Text describing how this signature is compiled: graph, kernels with loop IR, C source path."""

@@ -504,9 +504,10 @@ def _signature(program: Program) -> Signature:
                      specs(program.constants, "constant"), program.arena_bytes)
 
 
-def _entry(program: Program, signature: Signature) -> list[str]:
+def _entry(program: Program, signature: Signature, profile: bool = False) -> list[str]:
     _check_unique_c_names([b.name for b in program.buffers], f"program {program.name}")
-    lines = ["/*", f" * entry for program {program.name}", " *   args, in order:"]
+    lines = _profile_counters(program) if profile else []
+    lines += ["/*", f" * entry for program {program.name}", " *   args, in order:"]
     for i, arg in enumerate(signature.args):
         lines.append(_comment(f" *     [{i}] {arg.role} {arg.describe()}"))
     layout = program.arena_layout()
@@ -529,12 +530,42 @@ def _entry(program: Program, signature: Signature) -> list[str]:
     if not program.temps:
         lines.append(f"{INDENT}(void)arena;")
     lines.append(f"{INDENT}tk_status = TK_OK;")
-    for k in program.kernels:
+    if profile:
+        lines.append(f"{INDENT}double tk_clock = omp_get_wtime();")
+    for i, k in enumerate(program.kernels):
         call_args = ", ".join(c_name(p.name) for p in k.params)
         lines.append(f"{INDENT}{kernel_function_name(k)}({call_args});")
         lines.append(f"{INDENT}if (tk_status != TK_OK) return tk_status;")
+        if profile:
+            lines.append(f"{INDENT}tk_clock = tk_profile_tick({i}, tk_clock);")
     lines += [f"{INDENT}return TK_OK;", "}"]
     return lines
+
+
+def _profile_counters(program: Program) -> list[str]:
+    """Per-kernel wall-clock counters of a profiling build, and their export."""
+    n = max(len(program.kernels), 1)
+    return [
+        "/* profiling build: seconds spent in each kernel, summed over calls */",
+        "#include <omp.h>",
+        f"static double tk_profile_seconds[{n}];",
+        "",
+        "static double tk_profile_tick(int kernel, double since)",
+        "{",
+        f"{INDENT}double now = omp_get_wtime();",
+        f"{INDENT}tk_profile_seconds[kernel] += now - since;",
+        f"{INDENT}return now;",
+        "}",
+        "",
+        "TK_EXPORT void tk_profile_read(double *seconds)",
+        "{",
+        f"{INDENT}for (int i = 0; i < {n}; i++) {{",
+        f"{INDENT * 2}seconds[i] = tk_profile_seconds[i];",
+        f"{INDENT * 2}tk_profile_seconds[i] = 0.0;",
+        f"{INDENT}}}",
+        "}",
+        "",
+    ]
 
 
 def _exports(signature: Signature) -> list[str]:
@@ -557,8 +588,12 @@ def _exports(signature: Signature) -> list[str]:
     ]
 
 
-def generate_c(program: Program, debug: bool = False, simplify: bool = True) -> CSource:
-    """Generate one C translation unit for `program` (see the module docstring for its layout)."""
+def generate_c(program: Program, debug: bool = False, simplify: bool = True, profile: bool = False) -> CSource:
+    """Generate one C translation unit for `program` (see the module docstring for its layout).
+
+    profile=True times every kernel call in the entry and exports
+    `tk_profile_read(double *seconds)` (one slot per kernel, reset on read).
+    """
     signature = _signature(program)
     parts = [c_prelude(), ""]
     parts.append(f"/* ================= program {program.name}: {len(program.kernels)} kernel(s)"
@@ -570,7 +605,7 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True) -> 
         aliased = frozenset(name for pair in program.aliases for name in pair)
         parts.extend(_KernelWriter(kernel, debug, aliased).function())
     parts.append("")
-    parts.extend(_entry(program, signature))
+    parts.extend(_entry(program, signature, profile))
     parts.append("")
     parts.extend(_exports(signature))
     return CSource("\n".join(parts) + "\n", signature, debug, program.name)

@@ -230,6 +230,16 @@ class CompiledModule:
             raise OutOfBoundsError(message)
         raise KernelError(message)
 
+    def kernel_seconds(self, kernels: int) -> list[float]:
+        """Seconds spent in each of the `kernels` kernels since the last read (profiling builds only)."""
+        read = getattr(self._lib, "tk_profile_read", None)
+        if read is None:
+            raise TensorKilnError("this library was not built for profiling (build(..., profile=True))")
+        seconds = (ctypes.c_double * max(kernels, 1))()
+        read.restype = None
+        read(seconds)
+        return list(seconds)[:kernels]
+
     def run(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         """Run on `inputs`, allocating fresh outputs, and return them."""
         outputs = tuple(np.empty(spec.shape, dtype=numpy_dtypes(spec.dtype)[0]) for spec in self.signature.outputs)

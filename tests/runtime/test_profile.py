@@ -1,0 +1,53 @@
+"""f.profile(): per-kernel times from a timing build of the same program."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+import tensorkiln.nn.functional as F
+from tensorkiln.errors import TensorKilnError
+from tensorkiln.profile import KernelProfile
+
+
+def test_profile_lists_every_kernel_with_its_time():
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((64, 256), dtype=np.float32), rng.standard_normal((256, 256), dtype=np.float32)
+    f = tk.jit(lambda x, w: (x @ w).relu().softmax(-1))
+    expected = f(x, w).numpy()
+    profile = f.profile(x, w, repeat=3)
+    assert isinstance(profile, KernelProfile) and profile.repeat == 3
+    names = [k.name for k in f.report(x, w).kernels]
+    assert [k.name for k in profile.kernels] == names
+    assert all(k.seconds > 0 for k in profile.kernels)
+    assert profile.total_seconds == pytest.approx(sum(k.seconds for k in profile.kernels))
+    assert any("matmul" in k.ops for k in profile.kernels)
+    text = str(profile)
+    assert names[0][:28] in text and "ms" in text
+    np.testing.assert_array_equal(f(x, w).numpy(), expected)  # the function's own library is untouched
+
+
+def test_profile_of_a_training_step_leaves_parameters_alone():
+    lin = tk.nn.Linear(8, 4)
+    opt = tk.optim.SGD(lin.parameters(), lr=0.5)
+    x, y = np.ones((16, 8), np.float32), np.zeros(16, np.int64)
+
+    @tk.jit
+    def step(x, y):
+        loss = F.cross_entropy(lin(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(x, y)
+    before = lin.weight.numpy().copy()
+    profile = step.profile(x, y, repeat=2)
+    assert len(profile.kernels) >= 2
+    np.testing.assert_array_equal(lin.weight.numpy(), before)
+
+
+def test_profile_needs_compiled_code():
+    f = tk.jit(lambda x: x + 1, backend="interpreter")
+    with pytest.raises(TensorKilnError, match="reference interpreter"):
+        f.profile(np.ones(3, np.float32))
