@@ -92,7 +92,7 @@ def should_materialize(node: Node, users: list[Node], is_output: bool, stored: s
         return not (row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users))
     if node.kind == OpKind.CONTRACTION:
         # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
-        return not (len(users) == 1 and is_epilogue(users[0], node))
+        return not _has_epilogue(node, users, users_of or {})
     if not _inlines_arithmetic(node, stored):
         return False  # pure index arithmetic over buffers: always inline
     if node.kind == OpKind.ELEMENTWISE and users_of is not None:
@@ -147,8 +147,18 @@ def _per_row(node: Node, stored: set[int]) -> bool:
     return found
 
 
+def _has_epilogue(node: Node, users: list[Node], users_of: dict[int, list[Node]]) -> bool:
+    """The contraction's only reader is an epilogue op, possibly after reshapes."""
+    while len(users) == 1 and users[0].op == "reshape":
+        node, users = users[0], users_of.get(users[0].id, [])
+    return len(users) == 1 and is_epilogue(users[0], node)
+
+
 def is_epilogue(user: Node, contraction: Node) -> bool:
-    """An elementwise op reading the contraction's result at the same index."""
+    """An elementwise op reading the contraction's result at the same index, or a reshape of it
+    (a reshape keeps every element at its flat index, so ops after it can still be an epilogue)."""
+    if user.op == "reshape":
+        return True
     return user.kind == OpKind.ELEMENTWISE and user.shape == contraction.shape
 
 
@@ -194,20 +204,34 @@ def _collect(root: Node, stored: set[int]) -> tuple[list[Node], list[Node]]:
 
 
 def _fusable_contraction(root: Node, contraction: Node, members: list[Node]) -> bool:
-    """A contraction may live inside a kernel only as the start of an elementwise epilogue."""
-    if root.kind != OpKind.ELEMENTWISE or root.shape != contraction.shape:
+    """A contraction may live inside a kernel only as the start of an elementwise epilogue.
+
+    The template computes one element of the contraction at a time and stores the
+    root's value at the same flat index, so every node between the two must read
+    the contraction's value at that index: elementwise ops whose contraction-side
+    operand has their own shape (no broadcast), and reshapes (which keep flat
+    indices). A permute, slice or expand on that path would read another element.
+    """
+    if not (root.kind == OpKind.ELEMENTWISE or root.op == "reshape") or root.type.size != contraction.type.size:
         return False
     inside = {n.id for n in members}
+    reaches: dict[int, bool] = {contraction.id: True}
+
+    def depends(n: Node) -> bool:
+        if n.id not in reaches:
+            reaches[n.id] = n.id in inside and any(depends(i) for i in n.inputs)
+        return reaches[n.id]
+
     for n in members:
         if n.kind == OpKind.CONTRACTION and n is not contraction:
             return False
-        # the epilogue path from the contraction to the root is same-shape elementwise
-        if n is not contraction and any(i is contraction for i in n.inputs) and not is_epilogue(n, contraction):
-            return False
         if n.kind not in (OpKind.ELEMENTWISE, OpKind.SOURCE, OpKind.CONTRACTION, OpKind.MOVEMENT):
             return False  # e.g. a row reduction: a contraction is never part of a row kernel
-    del inside
-    return True
+        if n is contraction or not depends(n) or n.op == "reshape":
+            continue
+        if n.kind != OpKind.ELEMENTWISE or any(depends(i) and i.shape != n.shape for i in n.inputs):
+            return False
+    return depends(root)
 
 
 def _valid_row_group(root: Node, members: list[Node]) -> bool:

@@ -71,6 +71,10 @@ class TorchProgram:
         """tk.jit's explanation: graph after each pass, kernels, generated source."""
         return self.jit.explain(*self._inputs(args, kwargs))
 
+    def profile(self, *args, repeat: int = 20, **kwargs):
+        """tk.jit's per-kernel profile (time per call of each kernel) for these inputs."""
+        return self.jit.profile(*self._inputs(args, kwargs), repeat=repeat)
+
 
 def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dict | None = None, *,
                opt_level: int = 2, debug: bool | None = None, strict: bool = False) -> TorchProgram:

@@ -36,6 +36,7 @@ from ..inline import ValueBuilder
 from ..ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
+from .depthwise import depthwise_body
 from .gemm import blis_gemm, gemm_blocking, gemm_needs_partial_sums
 from .matmul import BLIS_MIN_FLOPS
 
@@ -96,7 +97,7 @@ def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
     if algorithm == "gemm_rows":
         return _implicit_gemm_rows(root, out, values, epilogue)
     if algorithm == "depthwise":
-        return _depthwise(root, out, values, epilogue)
+        return depthwise_body(root, out, values, epilogue)
     return _direct(root, out, values, epilogue)
 
 
@@ -225,23 +226,6 @@ def _implicit_gemm_rows(root: Node, out: Buffer, values: ValueBuilder, epilogue)
     final = For(bm, E.const(n_img * c_out), For(y, E.const(oh), For(x, E.const(ow), Store(
         out, (bm * oh + y) * ow + x, value), "vectorized")), kind)
     return Alloc(xpad, Alloc(cbuf, block(fill, gemm, final)))
-
-
-def _depthwise(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
-    x_node, w_node, c_out, _, kh, kw, h, w, oh, ow = _geometry(root)
-    n_img = x_node.shape[0]
-    dtype = compute_dtype(root.dtype.name)
-    plane, y, x, r, s = E.Var("plane"), E.Var("y"), E.Var("x"), E.Var("r"), E.Var("s")
-    img, ch = plane // c_out, plane % c_out
-    acc = E.Var("acc", dtype)
-    taps = For(r, E.const(kh), For(s, E.const(kw), Assign(
-        acc, acc + values.value(w_node, [ch, E.const(0), r, s]) * _pixel(values, x_node, root, img, ch, y, x, r, s, dtype)),
-        "unrolled"), "unrolled")
-    pixel = block(Let(acc, E.Const(0.0, dtype)), taps,
-                  Store(out, (plane * oh + y) * ow + x, epilogue([img, ch, y, x], acc)))
-    work = n_img * c_out * oh * ow * kh * kw
-    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and n_img * c_out > 1 else "serial"
-    return For(plane, E.const(n_img * c_out), For(y, E.const(oh), For(x, E.const(ow), pixel, "vectorized")), kind)
 
 
 def _direct(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt | None:

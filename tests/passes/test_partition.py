@@ -1,0 +1,40 @@
+"""Fusion policy (passes/partition.py): which ops join a contraction's kernel as its epilogue.
+
+The template stores the root's value at the contraction element's flat index,
+so only index-preserving paths may fuse: elementwise ops without broadcasting
+the contraction's value, and reshapes. A permute, slice or broadcast on the
+path must leave the contraction in its own kernel (else the epilogue would
+read the wrong element).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+
+RNG = np.random.default_rng(3)
+A, B = RNG.standard_normal((48, 40), dtype=np.float32), RNG.standard_normal((40, 48), dtype=np.float32)
+C = RNG.standard_normal((48, 48), dtype=np.float32)
+
+CASES = {  # name: (function, the matmul fuses its epilogue)
+    "bias": (lambda a, b, c: a @ b + c[0], True),
+    "reshape then bias and gelu": (lambda a, b, c: ((a @ b).reshape(1, 48, 48) + c[0]).gelu(), True),
+    "split heads": (lambda a, b, c: ((a @ b) * 0.5).reshape(48, 6, 8) + 1.0, True),
+    "reshaped output": (lambda a, b, c: ((a @ b) + 1.0).reshape(2304), True),
+    "transpose on the path": (lambda a, b, c: ((a @ b) + 1.0).T + c, False),
+    "slice on the path": (lambda a, b, c: (a @ b)[:, :24] + 1.0, False),
+    "broadcast of the result": (lambda a, b, c: (a @ b).reshape(48, 48, 1) * c.reshape(48, 1, 48), False),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_epilogue_fuses_only_along_index_preserving_paths(name):
+    fn, fuses = CASES[name]
+    f = tk.jit(fn)
+    got = f(A, B, C).numpy()
+    want = tk.jit(fn, backend="interpreter")(A, B, C).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    kernels = f.report(A, B, C).kernels
+    matmul_kernel = next(k for k in kernels if any("matmul" in line for line in k.nodes))
+    assert (len(matmul_kernel.nodes) > 1) == fuses, [k.nodes for k in kernels]
