@@ -285,9 +285,11 @@ def _store_invalid(graph: Graph, stored: set[int], fixed: set[int] = frozenset()
     Kernels rooted in `fixed` (fused attention) are left as they are."""
     added = set()
     roots = [r for r in _roots(graph, stored) if r.id not in fixed]
+    users = graph.users()
+    outputs = {n.id for n in graph.outputs}
     for root in roots:  # contractions first: storing one may make a row kernel valid
         members, _ = _collect(root, stored)
-        added |= {n.id for n in members
+        added |= {_epilogue_end(n, users, stored | outputs).id for n in members
                   if n is not root and n.kind == OpKind.CONTRACTION and not _fusable_contraction(root, n, members)}
     if not added:
         for root in roots:
@@ -297,6 +299,28 @@ def _store_invalid(graph: Graph, stored: set[int], fixed: set[int] = frozenset()
     added -= stored
     stored |= added
     return bool(added)
+
+
+def _epilogue_end(contraction: Node, users: dict[int, list[Node]], stop: set[int]) -> Node:
+    """The node to store when a contraction cannot join its reader's kernel: the end of its
+    epilogue chain (each node the only reader of the one before: bias, reshape, residual add),
+    so the epilogue still fuses into the contraction and the reader (a layer norm's row kernel,
+    a softmax) starts from there. The contraction itself when the chain is empty."""
+    node = end = contraction
+    while True:
+        readers = users.get(node.id, [])
+        if len(readers) != 1:
+            break
+        nxt = readers[0]
+        if nxt.id in stop or (nxt.op != "reshape" and not is_epilogue(nxt, node)):
+            break  # a stored node heads its own kernel already
+        node = nxt
+        if node.op != "reshape":
+            end = node
+    if end is contraction:
+        return contraction
+    members, _ = _collect(end, {n for n in stop if n != end.id})
+    return end if _fusable_contraction(end, contraction, members) else contraction
 
 
 def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, set[int]]:

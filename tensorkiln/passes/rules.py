@@ -203,6 +203,11 @@ def _cast_of_cast(m: Match, like: Node) -> Node | None:
     return x if like.dtype == x.dtype else node("cast", x, like=like, dtype=like.dtype)
 
 
+def _scalar_for(c: Node, x: Node) -> bool:
+    """c holds one value and broadcasts against x without adding dimensions."""
+    return c.type.size == 1 and c.ndim <= x.ndim and c.dtype == x.dtype
+
+
 def _example_weight():
     """A constant weight for rule examples (imported late: the front-end imports the passes)."""
     from ..tensor import Tensor
@@ -275,6 +280,15 @@ RULES: list[Rule] = [
       lambda m, n: node("sub", node("mul", m["x"], m["s"], like=n), fold("mul", m["a"], m["s"]), like=n),
       kind="fold", single_use=("inner",), when=lambda m, n: weight_output(m["x"]),
       example=lambda x: (x @ _example_weight() - 1.0) * 3.0, example_shapes=((3, 4),)),
+    # ---- a scale moves up through movement ops, toward a weight it can fold into
+    R("permute(x) * c -> permute(x * c) for a scalar c", P("mul", P("permute", X("x"), name="p"), C("c")),
+      lambda m, n: node("permute", node("mul", m["x"], m["c"], like=n), like=n, perm=m["p"].attrs["perm"]),
+      when=lambda m, n: _scalar_for(m["c"], m["x"]), single_use=("p",),
+      example=lambda x: x.permute(1, 0) * 0.125),
+    R("reshape(x) * c -> reshape(x * c) for a scalar c", P("mul", P("reshape", X("x"), name="r"), C("c")),
+      lambda m, n: node("reshape", node("mul", m["x"], m["c"], like=n), like=n, shape=n.shape),
+      when=lambda m, n: _scalar_for(m["c"], m["x"]), single_use=("r",),
+      example=lambda x: x.reshape(2, 6) * 0.125),
     # ---- batch norm and scaling folded into the weights of conv2d / matmul
     R("conv2d(x, W) * s -> conv2d(x, W*s)", P("mul", P("conv2d", X("x"), C("w"), name="y"), C("s")),
       _weight_scaled, kind="fold", example=None, single_use=("y",)),

@@ -22,7 +22,7 @@ CASES = {  # name: (function, the matmul fuses its epilogue)
     "reshape then bias and gelu": (lambda a, b, c: ((a @ b).reshape(1, 48, 48) + c[0]).gelu(), True),
     "split heads": (lambda a, b, c: ((a @ b) * 0.5).reshape(48, 6, 8) + 1.0, True),
     "reshaped output": (lambda a, b, c: ((a @ b) + 1.0).reshape(2304), True),
-    "transpose on the path": (lambda a, b, c: ((a @ b) + 1.0).T + c, False),
+    "transpose on the path": (lambda a, b, c: ((a @ b) + 1.0).T + c, True),  # + 1 fuses, .T + c does not
     "slice on the path": (lambda a, b, c: (a @ b)[:, :24] + 1.0, False),
     "broadcast of the result": (lambda a, b, c: (a @ b).reshape(48, 48, 1) * c.reshape(48, 1, 48), False),
 }
@@ -30,6 +30,7 @@ CASES = {  # name: (function, the matmul fuses its epilogue)
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_epilogue_fuses_only_along_index_preserving_paths(name):
+    """Right numbers, and the matmul's kernel holds an epilogue exactly where one may fuse."""
     fn, fuses = CASES[name]
     f = tk.jit(fn)
     got = f(A, B, C).numpy()
@@ -38,3 +39,19 @@ def test_epilogue_fuses_only_along_index_preserving_paths(name):
     kernels = f.report(A, B, C).kernels
     matmul_kernel = next(k for k in kernels if any("matmul" in line for line in k.nodes))
     assert (len(matmul_kernel.nodes) > 1) == fuses, [k.nodes for k in kernels]
+
+
+def test_epilogue_stops_where_a_row_kernel_starts():
+    """linear + bias + residual, then layer norm: the epilogue ends at the residual add, the
+    layer norm is one row kernel (not split into pieces around a stored contraction)."""
+    x, w, bias = (RNG.standard_normal(s, dtype=np.float32) for s in ((64, 96), (96, 96), (96,)))
+
+    def block(x, w, bias):
+        y = (x @ w + bias).reshape(1, 64, 96) + x.reshape(1, 64, 96)
+        return tk.nn.functional.layer_norm(y, (96,))
+
+    f = tk.jit(block)
+    np.testing.assert_allclose(f(x, w, bias).numpy(), tk.jit(block, backend="interpreter")(x, w, bias).numpy(),
+                               rtol=1e-4, atol=1e-4)
+    kinds = [k.kind for k in f.report(x, w, bias).kernels]
+    assert kinds == ["contraction", "row"], kinds
