@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
+from .bench_gpt2 import measure_gpt2
 from .timing import median_seconds
 
 MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
-GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
 PEERS = ("torch", "torch.compile", "onnxruntime")
 TOLERANCE = 1e-3  # max |difference| relative to the largest |output| of PyTorch eager
 
@@ -102,53 +102,6 @@ def measure(name: str, batch: int, peers: list[str], repeat: int) -> dict:
     return rows
 
 
-def measure_gpt2(batch: int, peers: list[str], repeat: int) -> tuple[dict, dict]:
-    """GPT-2 small: prefill of a 128-token prompt, then the latency of one decoded token (KV cache).
-
-    tensorkiln runs its own GPT-2 (tensorkiln.models) with the PyTorch model's weights; PyTorch
-    decodes with a growing KV cache. Only PyTorch eager is compared here.
-    """
-    import torch
-    from .creation import tensor
-    from .jit import jit
-    from .models import GPT2LMHeadModel
-    from .models import torch_reference as ref
-    torch.manual_seed(0)
-    reference = ref.GPT2().eval()
-    ours = GPT2LMHeadModel()
-    ours.load_hf_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
-    ours.eval()
-    ids = torch.randint(0, 50257, (batch, GPT2_PROMPT), generator=torch.Generator().manual_seed(1))
-    length = GPT2_PROMPT + GPT2_NEW_TOKENS
-    _progress("gpt2: compiling tensorkiln prefill and decode step")
-    start = time.perf_counter()
-    prefill, step = jit(ours.prefill), jit(ours.decode_step)
-    logits, caches = prefill(tensor(ids.numpy()), length)
-    token = tensor(np.asarray(logits[:, -1].argmax(-1).numpy()).reshape(-1, 1))
-    position = tensor(np.int64(GPT2_PROMPT))
-    step(token, position, caches)
-    compile_s = time.perf_counter() - start
-    with torch.no_grad():
-        want, presents = reference(ids)
-        want = want.numpy()
-        scale = max(1.0, float(np.abs(want).max()))
-        error = float(np.abs(logits.numpy() - want).max()) / scale
-        _progress("gpt2: measuring")
-        prefill_rows = {"tensorkiln": {"compile_s": compile_s, "max_rel_error": error, "agrees": error <= TOLERANCE,
-                                       "latency_s": median_seconds(lambda: prefill(tensor(ids.numpy()), length),
-                                                                   repeat=repeat)}}
-        decode_rows = {"tensorkiln": {"compile_s": 0.0, "max_rel_error": error, "agrees": error <= TOLERANCE,
-                                      "latency_s": median_seconds(lambda: step(token, position, caches),
-                                                                  repeat=repeat)}}
-        if "torch" in peers:
-            prefill_rows["torch"] = {"compile_s": 0.0, "max_rel_error": 0.0, "agrees": True,
-                                     "latency_s": median_seconds(lambda: reference(ids), repeat=repeat)}
-            next_ids = torch.from_numpy(token.numpy())
-            decode_rows["torch"] = {"compile_s": 0.0, "max_rel_error": 0.0, "agrees": True, "latency_s": median_seconds(
-                lambda: reference(next_ids, presents, GPT2_PROMPT), repeat=repeat)}
-    return prefill_rows, decode_rows
-
-
 def main(argv: list[str]) -> int:
     """Entry point of `tensorkiln bench`."""
     parser = argparse.ArgumentParser(prog="tensorkiln bench", description=__doc__.splitlines()[0])
@@ -175,7 +128,8 @@ def main(argv: list[str]) -> int:
     results = {}
     for name in args.models:
         if name == "gpt2":
-            results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat)
+            results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat,
+                                                                           _progress)
         else:
             results[name] = measure(name, args.batch, peers, args.repeat)
     _print_table(results, args.batch)

@@ -1,0 +1,141 @@
+"""GPT-2 small in `tensorkiln bench`: prefill of a 128-token prompt, then one decoded token.
+
+tensorkiln runs its own GPT-2 (tensorkiln.models) with the PyTorch reference
+model's weights: `prefill` fills a KV cache sized for the prompt plus the
+tokens to come, `decode_step` appends one token. The peers run the PyTorch
+reference (torch_reference.GPT2), whose decode step concatenates the cache:
+
+- torch: eager, prefill `model(ids)` and decode `model(next_id, presents, 128)`;
+- torch.compile: the same two calls through `torch.compile(dynamic=False)`;
+- onnxruntime: the prefill and the decode step exported separately with
+  torch.onnx.export (the decode graph takes the 24 cache tensors as inputs).
+
+Every row's logits are compared with PyTorch eager's for the same step.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+
+from .timing import median_seconds
+
+GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
+TOLERANCE = 1e-3  # max |difference| relative to the largest |output| of PyTorch eager
+
+
+def _row(run: Callable, want: np.ndarray, compile_s: float, repeat: int) -> dict:
+    got = run()
+    got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
+    error = float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max()))
+    return {"compile_s": compile_s, "max_rel_error": error, "agrees": error <= TOLERANCE,
+            "latency_s": median_seconds(run, repeat=repeat, warmup=2)}
+
+
+def _timed(fn: Callable) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _onnx_sessions(reference, ids, next_ids, presents):
+    """ONNX Runtime sessions of the reference's prefill and decode step (exported separately)."""
+    import onnxruntime
+    import torch
+
+    class Prefill(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(ids)[0]
+
+    class Decode(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, *cache):
+            past = [(cache[2 * i], cache[2 * i + 1]) for i in range(len(cache) // 2)]
+            return self.model(ids, past, GPT2_PROMPT)[0]
+
+    folder = tempfile.mkdtemp(prefix="tensorkiln-bench-gpt2-")
+    flat = [t for pair in presents for t in pair]
+    sessions = []
+    for name, module, args in (("prefill", Prefill(reference), (ids,)), ("decode", Decode(reference),
+                                                                        (next_ids, *flat))):
+        path = os.path.join(folder, f"gpt2_{name}.onnx")
+        torch.onnx.export(module, args, path, dynamo=False)
+        start = time.perf_counter()
+        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+        sessions.append((lambda s=session, f=feed: s.run(None, f)[0], time.perf_counter() - start))
+    return sessions
+
+
+def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[str], None] = lambda m: None,
+                 config=None) -> tuple[dict, dict]:
+    """(prefill rows, decode rows): framework -> latency, compile time, agreement with PyTorch.
+
+    `config` (a GPT2Config) shrinks the model for tests; default GPT-2 small.
+    """
+    import torch
+    from .creation import tensor
+    from .jit import jit
+    from .models import GPT2Config, GPT2LMHeadModel
+    from .models import torch_reference as ref
+    config = config or GPT2Config()
+    torch.manual_seed(0)
+    reference = ref.GPT2(config.vocab_size, config.n_positions, config.n_embd, config.n_layer, config.n_head).eval()
+    ours = GPT2LMHeadModel(config)
+    ours.load_hf_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
+    ours.eval()
+    ids = torch.randint(0, config.vocab_size, (batch, GPT2_PROMPT), generator=torch.Generator().manual_seed(1))
+    length = GPT2_PROMPT + GPT2_NEW_TOKENS
+    with torch.no_grad():
+        want_prefill, presents = reference(ids)
+        next_ids = want_prefill[:, -1].argmax(-1).reshape(-1, 1)
+        want_decode = reference(next_ids, presents, GPT2_PROMPT)[0].numpy()
+        want_prefill = want_prefill.numpy()
+
+    progress("gpt2: compiling tensorkiln prefill and decode step")
+    start = time.perf_counter()
+    prefill, step = jit(ours.prefill), jit(ours.decode_step)
+    _, caches = prefill(tensor(ids.numpy()), length)
+    token, position = tensor(next_ids.numpy()), tensor(np.int64(GPT2_PROMPT))
+    step(token, position, caches)
+    compile_s = time.perf_counter() - start
+    progress("gpt2: measuring tensorkiln")
+    # decode_step writes position 128 of the cache in place: every timed call recomputes the same token
+    prefill_rows = {"tensorkiln": _row(lambda: prefill(tensor(ids.numpy()), length)[0], want_prefill, compile_s,
+                                       repeat)}
+    decode_rows = {"tensorkiln": _row(lambda: step(token, position, caches)[0], want_decode, 0.0, repeat)}
+    with torch.no_grad():
+        if "torch" in peers:
+            progress("gpt2: measuring torch")
+            prefill_rows["torch"] = _row(lambda: reference(ids)[0], want_prefill, 0.0, repeat)
+            decode_rows["torch"] = _row(lambda: reference(next_ids, presents, GPT2_PROMPT)[0], want_decode, 0.0,
+                                        repeat)
+        if "torch.compile" in peers:
+            progress("gpt2: compiling torch.compile")
+            fast = torch.compile(reference, dynamic=False)
+            first = _timed(lambda: fast(ids))
+            prefill_rows["torch.compile"] = _row(lambda: fast(ids)[0], want_prefill, first, repeat)
+            first = _timed(lambda: fast(next_ids, presents, GPT2_PROMPT))
+            decode_rows["torch.compile"] = _row(lambda: fast(next_ids, presents, GPT2_PROMPT)[0], want_decode,
+                                                first, repeat)
+    if "onnxruntime" in peers:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            progress("onnxruntime is not installed: skipped")
+        else:
+            progress("gpt2: exporting prefill and decode to ONNX for onnxruntime")
+            (run_prefill, prefill_s), (run_decode, decode_s) = _onnx_sessions(reference, ids, next_ids, presents)
+            prefill_rows["onnxruntime"] = _row(run_prefill, want_prefill, prefill_s, repeat)
+            decode_rows["onnxruntime"] = _row(run_decode, want_decode, decode_s, repeat)
+    return prefill_rows, decode_rows
