@@ -210,3 +210,12 @@ def test_conv_padded_rows_is_chosen_and_handles_long_k_and_groups():
 def test_conv_padded_rows_float16_long_k():
     x, w = rand(1, 32, 9, 9, dtype=np.float16), rand(16, 32, 3, 3, dtype=np.float16)
     check_compiled(lambda x, w: F.conv2d(x, w, padding=1), x, w, factor=10)
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("m,k,n", [(1, 64, 1), (1, 33, 1000), (2, 17, 3000), (1, 8, 5003), (3, 5, 2047)])
+def test_row_order_column_blocks(monkeypatch, threads, m, k, n):
+    """Matrix-vector products split N into accumulator blocks (tails included) for any thread count."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    a, b, bias = rand(m, k), rand(k, n), rand(n)
+    check_compiled(lambda a, b, bias: (a @ b + bias).relu(), a, b, bias, factor=10)

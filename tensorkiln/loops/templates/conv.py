@@ -1,7 +1,11 @@
-"""Convolution (NCHW): implicit GEMM through the BLIS template, a depthwise nest, or a direct nest.
+"""Convolution (NCHW): Winograd or implicit GEMM through the BLIS template, a depthwise nest, or a direct nest.
 
 The algorithm per layer (`conv_algorithm`, the rule written down in docs/kernels.md):
 
+- **Winograd** (`winograd4`, `winograd2`: F(4x4, 3x3), F(2x2, 3x3);
+  winograd.py): 3x3 stride-1 undilated ungrouped float32 layers with enough
+  channels and pixels and small enough transformed weights
+  (`winograd_choice`, measured by benchmarks/conv_algorithms.py).
 - **implicit GEMM** (`gemm`): float32/float64 convolutions with at least 4
   output channels per group and enough work (the matmul rule of matmul.py
   on the GEMM shape). Per (image, group), C[o, pixel] = W[o, (c, r, s)] @
@@ -29,38 +33,166 @@ is clamped, so the code never reads out of bounds.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
+
 from ...graph import Node
 from .. import expr as E
 from ..buffer import Buffer
 from ..inline import ValueBuilder
-from ..ir import Alloc, Assign, For, Let, Store, Stmt, block
+from ..ir import Alloc, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
 from .depthwise import depthwise_body
 from .gemm import blis_gemm, gemm_blocking, gemm_needs_partial_sums
 from .matmul import BLIS_MIN_FLOPS
+from .target import cpu_target
+from .winograd import winograd_conv
+
+CONV_ALGORITHMS = ("winograd4", "winograd2", "gemm_rows", "gemm", "depthwise", "direct")
+# An algorithm that benchmarks and tests impose where it applies (`forced_conv_algorithm`).
+_FORCED: ContextVar[str | None] = ContextVar("forced_conv_algorithm", default=None)
+
+
+@contextmanager
+def forced_conv_algorithm(algorithm: str) -> Iterator[None]:
+    """Within the block, convolutions compiled use `algorithm` wherever it applies (benchmarks, tests).
+
+    Layers it does not apply to keep the rule's choice. Compilation happens at
+    a jit function's first call with a signature, so call it inside the block.
+    """
+    if algorithm not in CONV_ALGORITHMS:
+        raise ValueError(f"unknown convolution algorithm {algorithm!r}; expected one of {CONV_ALGORITHMS}")
+    token = _FORCED.set(algorithm)
+    try:
+        yield
+    finally:
+        _FORCED.reset(token)
 
 
 def conv_algorithm(root: Node, out: Buffer) -> str:
-    """"gemm_rows", "gemm", "depthwise" or "direct" for this conv2d node (see the module docstring)."""
+    """The algorithm for this conv2d node, one of CONV_ALGORITHMS (see the module docstring).
+
+    The rule, checked against measurement by benchmarks/conv_algorithms.py:
+
+    1. not float32/float64 -> "direct";
+    2. depthwise -> "depthwise";
+    3. fewer than 4 output channels per group, fewer than 8 output pixels or
+       under 32^3 multiply-adds -> "direct";
+    4. Winograd ("winograd4" / "winograd2") where `winograd_choice` says so;
+    5. stride 1 with few junk columns -> "gemm_rows";
+    6. otherwise "gemm" (or "direct" for a 16-bit output with K over one block).
+    """
+    forced = _FORCED.get()
+    if forced is not None and forced in applicable_conv_algorithms(root, out):
+        return forced
+    return _rule(root, out)
+
+
+def _rule(root: Node, out: Buffer) -> str:
     x_node, w_node = root.inputs
-    n_img, c_in, h, w = x_node.shape
+    n_img = x_node.shape[0]
     c_out, c_group, kh, kw = w_node.shape
     _, _, oh, ow = root.shape
     groups = root.attrs["groups"]
     dtype = compute_dtype(root.dtype.name)
     if dtype not in ("float32", "float64"):
         return "direct"
-    if groups > 1 and c_group == 1 and c_out == groups:
+    if _is_depthwise(root):
         return "depthwise"
     m, n, k = c_out // groups, oh * ow, c_group * kh * kw
     if m < 4 or n < 8 or n_img * groups * m * n * k < BLIS_MIN_FLOPS:
         return "direct"
+    winograd = winograd_choice(root)
+    if winograd is not None:
+        return winograd
     if _padded_rows_n(root) is not None:
         return "gemm_rows"  # partial sums go through a scratch buffer of the compute dtype
-    if out.dtype != dtype and gemm_needs_partial_sums(k, gemm_blocking(m, n, k, dtype)):
+    if not _gemm_applies(root, out):
         return "direct"
     return "gemm"
+
+
+def applicable_conv_algorithms(root: Node, out: Buffer) -> list[str]:
+    """Every algorithm that computes this conv2d node correctly (not only the fast ones)."""
+    dtype = compute_dtype(root.dtype.name)
+    found = []
+    if dtype in ("float32", "float64"):
+        if _winograd_applies(root):
+            found += ["winograd4", "winograd2"]
+        if _padded_rows_n(root) is not None:
+            found.append("gemm_rows")
+        if _gemm_applies(root, out):
+            found.append("gemm")
+        if _is_depthwise(root):
+            found.append("depthwise")
+    return found + ["direct"]
+
+
+def _is_depthwise(root: Node) -> bool:
+    c_out, c_group = root.inputs[1].shape[:2]
+    groups = root.attrs["groups"]
+    return groups > 1 and c_group == 1 and c_out == groups
+
+
+def _gemm_applies(root: Node, out: Buffer) -> bool:
+    """The flat implicit GEMM keeps partial sums in the output: a 16-bit output needs K within one block."""
+    c_out, c_group, kh, kw = root.inputs[1].shape
+    m, n, k = c_out // root.attrs["groups"], root.shape[2] * root.shape[3], c_group * kh * kw
+    dtype = compute_dtype(root.dtype.name)
+    return out.dtype == dtype or not gemm_needs_partial_sums(k, gemm_blocking(m, n, k, dtype))
+
+
+def _winograd_applies(root: Node) -> bool:
+    """3x3, stride 1, dilation 1, one group, float32: the layers winograd.py computes."""
+    kh, kw = root.inputs[1].shape[2:]
+    return (root.dtype.name == "float32" and (kh, kw) == (3, 3) and root.attrs["groups"] == 1
+            and tuple(root.attrs["stride"]) == (1, 1) and tuple(root.attrs["dilation"]) == (1, 1))
+
+
+# Winograd's rule (measured with benchmarks/conv_algorithms.py; see docs/kernels.md).
+WINOGRAD_MIN_CHANNELS = 16  # fewer input channels: each GEMM's reduction is too short to pay for the transforms
+WINOGRAD_MIN_PIXELS = 128  # output pixels per call (batch included): fewer cannot pay for the weight transform
+WINOGRAD_MIN_MACS = 1 << 20  # multiply-adds of the direct convolution per call: below, a tie at best
+WINOGRAD_LARGE_U_PIXELS = 512  # ... and where the transformed weights U spill out of L2
+WINOGRAD4_MIN_SIDE = 16  # F(4x4) on smaller outputs: most of its tiles' area is past the image
+
+
+def winograd_choice(root: Node) -> str | None:
+    """"winograd4", "winograd2" or None: the layers where Winograd beats the GEMM forms.
+
+    Winograd applies to 3x3, stride-1, undilated, ungrouped float32 layers
+    with at least WINOGRAD_MIN_CHANNELS input channels, WINOGRAD_MIN_PIXELS
+    output pixels and WINOGRAD_MIN_MACS multiply-adds per call. Its fixed
+    cost is the weight transform, U = n^2 x C x K floats (n = m + 2),
+    computed on every call and packed again for every chunk of tiles: where
+    U fits in L2 it is cheap;
+    up to a quarter of L3 it needs WINOGRAD_LARGE_U_PIXELS output pixels;
+    larger, never (512 x 512 channels: 37 MiB for F(4x4)). F(4x4, 3x3)
+    (4x fewer multiplications) where the output is at least
+    WINOGRAD4_MIN_SIDE on both sides and its U qualifies, else F(2x2, 3x3)
+    (2.25x), whose 2x2 tiles fit small outputs better and whose U is
+    2.25x smaller.
+    """
+    if not _winograd_applies(root):
+        return None
+    n_img, c_in = root.inputs[0].shape[:2]
+    c_out = root.inputs[1].shape[0]
+    _, _, oh, ow = root.shape
+    pixels = n_img * oh * ow
+    if c_in < WINOGRAD_MIN_CHANNELS or pixels < WINOGRAD_MIN_PIXELS:
+        return None
+    if pixels * c_out * c_in * 9 < WINOGRAD_MIN_MACS:
+        return None
+    target = cpu_target()
+    for m in (4, 2):
+        if m == 4 and min(oh, ow) < WINOGRAD4_MIN_SIDE:
+            continue
+        u_bytes = (m + 2) ** 2 * c_in * c_out * 4
+        if u_bytes <= target.l2 or (u_bytes <= target.l3 // 4 and pixels >= WINOGRAD_LARGE_U_PIXELS):
+            return f"winograd{m}"
+    return None
 
 
 def _padded_rows_n(root: Node) -> int | None:
@@ -92,6 +224,8 @@ def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
     if any(d == 0 for d in root.shape):
         return None
     algorithm = conv_algorithm(root, out)
+    if algorithm.startswith("winograd"):
+        return winograd_conv(root, out, values, epilogue, m=int(algorithm[len("winograd"):]))
     if algorithm == "gemm":
         return _implicit_gemm(root, out, values, epilogue)
     if algorithm == "gemm_rows":
