@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 
 import numpy as np
 
@@ -40,3 +41,21 @@ def write_json(path: str, data: dict) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         json.dump(data, f, indent=2)
+
+
+def interleaved_seconds(fns, calls: int, quantile: float = 10) -> list[float]:
+    """Seconds per call of each fn, called in turn `calls` times: the `quantile`-th percentile.
+
+    On a machine shared with other processes, they only ever add time, so a
+    low percentile of alternating calls estimates the uncontended time far
+    more stably than a median.
+    """
+    times: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(calls):
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - start)
+    return [float(np.percentile(t, quantile)) for t in times]

@@ -7,6 +7,7 @@ express, it falls back to the reference interpreter with one warning.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -103,17 +104,19 @@ class CompiledGraph:
     """A graph bound to its compiled library (or to the interpreter, as a fallback)."""
 
     def __init__(self, graph: Graph, debug: bool = False, opt_level: int = 2, fast_math: bool = False,
-                 backend: str = "c"):
+                 backend: str = "c", updates: list[tuple[int, int]] = ()):
         from .passes import optimize
         if backend not in ("c", "interpreter"):
             raise ValueError(f"backend must be 'c' or 'interpreter', got {backend!r}")
         self.traced_graph = graph
         self.opt_level = opt_level
-        graph, stats = optimize(graph, opt_level, fast_math)
+        graph, stats = optimize(graph, opt_level, fast_math, blocked_layouts=backend == "c")
         self.graph = graph
         self.module = None
         self.lowered = None
         self._profiled = None  # the per-kernel timing build, made on the first profile()
+        self._updates = list(updates)  # (output, input) candidates for updating in place
+        self._in_place: dict[int, int] = {}  # output position -> input position it overwrites
         self.report = CompileReport(backend="interpreter", passes=stats)
         if backend == "interpreter":  # asked for (fast checks of many small graphs): no warning
             self.report.fallback_reason = "backend='interpreter' requested"
@@ -140,6 +143,8 @@ class CompiledGraph:
         plan = plan_memory(lowered.program)
         if self.opt_level >= 1:
             lowered.program = apply_plan(lowered.program, plan)
+        if self._updates:
+            lowered.program = self._plan_updates(lowered.program)
         program = lowered.program
         self.report.lower_seconds = time.perf_counter() - start
         constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
@@ -157,6 +162,17 @@ class CompiledGraph:
             compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
             lower_seconds=self.report.lower_seconds, cache_hit=module.cache_hit,
             arena_bytes=program.arena_bytes, naive_bytes=plan.naive_bytes, lower_bound_bytes=plan.lower_bound_bytes)
+
+    def _plan_updates(self, program):
+        """Let outputs that are new values of state inputs overwrite them (memory_plan.state_update_pairs)."""
+        from .passes.memory_plan import state_update_pairs
+        candidates = [(program.outputs[o].name, program.inputs[i].name) for o, i in self._updates
+                      if o < len(program.outputs) and i < len(program.inputs)]
+        pairs = state_update_pairs(program, candidates)
+        position = {b.name: k for k, b in enumerate(program.inputs)}
+        position.update({b.name: k for k, b in enumerate(program.outputs)})
+        self._in_place = {position[o]: position[i] for o, i in pairs}
+        return dataclasses.replace(program, aliases=program.aliases + tuple(pairs)) if pairs else program
 
     @property
     def compiled(self) -> bool:
@@ -195,5 +211,12 @@ class CompiledGraph:
                 bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
                 raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")
         outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
-        self.module(*inputs, *outputs, fresh_outputs=True)  # just allocated: nothing to overlap
+        for output, position in self._in_place.items():
+            # The new value overwrites the old one's array (a parameter, an optimizer moment)
+            # unless that array is read-only or passed twice.
+            target = inputs[position]
+            if target is arrays[position] and target.flags.writeable and \
+                    sum(a is target for a in inputs) == 1:
+                outputs[output] = target
+        self.module(*inputs, *outputs, fresh_outputs=True)  # fresh or in-place pairs the code allows
         return outputs

@@ -17,6 +17,7 @@ import numpy as np
 from .compile import CompiledGraph, CompileReport, debug_enabled
 from .graph import Graph, input_node, verify
 from .profile import KernelProfile
+from .writes import count_write, write_count
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled
 from .trace import Trace, current_trace, tracing
@@ -88,7 +89,10 @@ class TracedFunction:
     state_sources: list = field(default_factory=list)
     mutations: list = field(default_factory=list)
     guards: list = field(default_factory=list)
-    baked: list = field(default_factory=list)  # (parameter or buffer, the array baked in as a constant)
+    baked: list = field(default_factory=list)  # (parameter or buffer, its array baked in, its write count)
+    # (output, input) positions where an output is the new value of the tensor that input reads:
+    # the compiled code may write it into that input's array (see CompiledGraph)
+    updates: list = field(default_factory=list)
 
     def guards_hold(self) -> bool:
         """The trace assumed each guarded tensor had (or had no) .grad; still true?"""
@@ -96,7 +100,7 @@ class TracedFunction:
 
     def constants_current(self) -> bool:
         """Parameters and buffers baked in as constants still hold those values?"""
-        return all(t._value is array for t, array in self.baked)
+        return all(t._value is array and write_count(array) == writes for t, array, writes in self.baked)
 
 
 class JitFunction:
@@ -163,7 +167,8 @@ class JitFunction:
         verify(graph)
         return TracedFunction(graph, out_structure, time.perf_counter() - start, n_outputs=len(outputs),
                               state_sources=state.state_sources, mutations=state.mutations,
-                              guards=state.guards, baked=state.baked)
+                              guards=state.guards, baked=state.baked,
+                              updates=_state_updates(state, len(inputs), len(outputs)))
 
     def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
         tensors, names, structure, key = self._bind(args, kwargs)
@@ -175,7 +180,7 @@ class JitFunction:
             entry = self._trace(tensors, names, structure)
             entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug),
                                            opt_level=self.opt_level, fast_math=self.fast_math,
-                                           backend=self.backend)
+                                           backend=self.backend, updates=entry.updates)
             entry.compiled.report.trace_seconds = entry.trace_seconds
             entries.append(entry)
         self._cache[key] = entry
@@ -273,11 +278,27 @@ def _write_back(mutations: list, arrays: list, nodes: list) -> None:
             continue
         array, node = next(values)
         if kind == "data":
-            tensor._value = array
+            if tensor._value is array:
+                count_write(array)  # updated in place by the compiled code
+            else:
+                tensor._value = array
         elif tensor._grad is None or tensor._grad.is_traced:
             tensor._grad = Tensor._from_value(array, node.dtype)
         else:
             tensor._grad._value = array
+
+
+def _state_updates(state, n_args: int, n_outputs: int) -> list[tuple[int, int]]:
+    """(output position, input position) of each data write to a tensor that a state input reads."""
+    position = {id(t): n_args + i for i, t in enumerate(state.state_tensors) if t is not None}
+    updates, output = [], n_outputs
+    for tensor, kind, to_none in state.mutations:
+        if kind == "grad" and to_none:
+            continue  # no output
+        if kind == "data" and id(tensor) in position:
+            updates.append((output, position[id(tensor)]))
+        output += 1
+    return updates
 
 
 def _is_module(fn) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .graph import Node, constant_node, input_node, topological_order
+from .writes import write_count
 
 _state = threading.local()
 _composite_ids = itertools.count()
@@ -36,6 +37,7 @@ class Trace:
         self.scope: tuple[str, ...] = ()
         self._constants: dict[int, tuple[object, Node]] = {}
         self._state: dict[int, Callable] = {}  # id(eager tensor) -> reads its value at call time
+        self._reads_value: set[int] = set()  # state read as the tensor's own value (not its .grad's)
         self._written: dict[int, object] = {}  # eager tensors written in place (now showing a traced node)
         self._grad_written: dict[int, tuple[object, object]] = {}  # id(tensor) -> (tensor, .grad before)
         self._guards: dict[int, tuple[object, bool]] = {}  # id(tensor) -> (tensor, had a .grad)
@@ -68,6 +70,10 @@ class Trace:
     def mark_state(self, tensor, source: Callable | None = None) -> None:
         """Make eager `tensor` a graph input read by `source()` (default: its value) on every call."""
         self._state[id(tensor)] = source or (lambda t=tensor: t._value)
+        if source is None:
+            self._reads_value.add(id(tensor))
+        else:
+            self._reads_value.discard(id(tensor))
 
     def holds_eager(self, tensor) -> bool:
         """True for an eager tensor, also while it shows a value written in this trace."""
@@ -113,7 +119,7 @@ class Trace:
             mutations.append((tensor, "data", False))
             extra.append(tensor._node)
         self.restore()
-        inputs, sources, mapping = [], [], {}
+        inputs, sources, mapping, read_values = [], [], {}, []
         for key, source in self._state.items():
             entry = self._constants.get(key)
             if entry is None:
@@ -123,13 +129,14 @@ class Trace:
             mapping[constant.id] = node
             inputs.append(node)
             sources.append(source)
+            read_values.append(tensor if key in self._reads_value else None)
         all_outputs = substitute(list(outputs) + extra, mapping)
         guards = [(t, had) for t, had in self._guards.values()]
         # parameters and buffers baked in as constants: valid while they keep these exact arrays
         # (every update replaces a tensor's array, so identity is a version check)
-        baked = [(t, t._value) for key, (t, _) in self._constants.items()
+        baked = [(t, t._value, write_count(t._value)) for key, (t, _) in self._constants.items()
                  if key not in mapping_keys(self._state, self._constants) and _is_guarded_constant(t)]
-        return TraceState(all_outputs, inputs, sources, mutations, guards, baked)
+        return TraceState(all_outputs, inputs, sources, mutations, guards, baked, read_values)
 
 
 @dataclass
@@ -138,7 +145,8 @@ class TraceState:
 
     `mutations` lists (tensor, "data" | "grad", set_to_none) in the order of the
     extra outputs (none for a .grad set to None); `guards` lists (tensor, had_grad):
-    the trace is valid only while `(tensor.grad is not None) == had_grad`.
+    the trace is valid only while `(tensor.grad is not None) == had_grad`;
+    `baked` lists (tensor, array, write count) of values baked in as constants.
     """
 
     outputs: list[Node]
@@ -147,6 +155,7 @@ class TraceState:
     mutations: list[tuple] = field(default_factory=list)
     guards: list[tuple] = field(default_factory=list)
     baked: list[tuple] = field(default_factory=list)
+    state_tensors: list = field(default_factory=list)  # per state input: the tensor whose value it reads, or None
 
 
 def mapping_keys(state: dict, constants: dict) -> set:

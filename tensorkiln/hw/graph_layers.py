@@ -15,6 +15,8 @@ one extra output row whenever (H + pads - KH) is not a multiple of the
 stride). The batch N multiplies the streamed dimension M (im2col over the
 whole batch). groups == C (one input channel per group) is a depthwise
 convolution; other grouped convolutions are ``groups`` independent GEMMs.
+conv2d_nchwc (a convolution the CPU layout pass computes in channel blocks)
+counts as the conv2d it computes.
 
 matmul: (..., M, K) @ (..., K, N). When the right operand has batch
 dimensions, each batch entry is its own GEMM (``groups``); when it is a plain
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 from .errors import AccelLayerError
@@ -129,12 +132,26 @@ def matmul_layer(node: Any, name: str) -> Layer:
     return Layer.gemm(name, m, n, k, groups=groups)
 
 
+def _unblocked(node: Any) -> Any:
+    """A conv2d_nchwc node as the conv2d it computes (the CPU layout pass blocks its channels)."""
+    x, w = node.inputs
+    n, h, wd = _shape(x)[0], _shape(x)[2], _shape(x)[3]
+    kblocks, cblocks, kh, kw, cb, kb = _shape(w)
+    out = _shape(node)
+    shaped = lambda shape: SimpleNamespace(type=SimpleNamespace(shape=shape))  # noqa: E731
+    return SimpleNamespace(op="conv2d", attrs={**node.attrs, "groups": 1}, name=getattr(node, "name", None),
+                           inputs=(shaped((n, cblocks * cb, h, wd)), shaped((kblocks * kb, cblocks * cb, kh, kw))),
+                           type=SimpleNamespace(shape=(n, kblocks * kb, out[2], out[3])))
+
+
 def layers_from_graph(graph: Any) -> list[Layer]:
     """The conv2d and matmul layers of ``graph``, in execution order."""
     layers = []
     for index, node in enumerate(graph.nodes):
         if node.op == "conv2d":
             layers.append(conv_layer(node, _name(node, index)))
+        elif node.op == "conv2d_nchwc":
+            layers.append(conv_layer(_unblocked(node), _name(node, index)))
         elif node.op == "matmul":
             layers.append(matmul_layer(node, _name(node, index)))
     return layers

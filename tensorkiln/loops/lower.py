@@ -24,6 +24,7 @@ from .program import Program
 from .schedule_defaults import output_nest
 from .templates.attention import attention_body
 from .templates.conv import conv2d_body
+from .templates.conv_nchwc import conv2d_nchwc_body
 from .templates.matmul import matmul_body
 from .templates.rows import row_body
 from .types import compute_dtype
@@ -150,13 +151,17 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
     return output_nest(root.shape, body, "", work_per_element=max(reduced, 1))
 
 
+# The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.
+TEMPLATES = {"matmul": matmul_body, "conv2d": conv2d_body, "conv2d_nchwc": conv2d_nchwc_body}
+
+
 def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buffer], name: str,
                 comment: str) -> Kernel | None:
     """Loop IR for one kernel group; None when its output is empty."""
     root = group.root
     out = buffers[root.id]
     values = ValueBuilder(buffers, inline_root=root)
-    contraction = next((n for n in group.nodes if n.op in ("matmul", "conv2d")), None)
+    contraction = next((n for n in group.nodes if n.op in TEMPLATES), None)
     if group.kind == "attention":
         body = attention_body(root, out, buffers)
     elif contraction is not None:
@@ -168,8 +173,7 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
                 index = delinearize(linear_index(index, contraction.shape), root.shape)
             return E.cast(inner.value(root, index), out.value_dtype)
 
-        template = matmul_body if contraction.op == "matmul" else conv2d_body
-        body = template(contraction, out, values, epilogue if contraction is not root else None)
+        body = TEMPLATES[contraction.op](contraction, out, values, epilogue if contraction is not root else None)
     elif group.kind == "row":
         body = row_body(root, group.nodes, out, buffers, accumulate)
     elif group.kind == "reduction":

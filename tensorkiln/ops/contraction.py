@@ -1,7 +1,8 @@
-"""Contraction primitives: batched matmul and 2-D convolution.
+"""Contraction primitives: batched matmul, 2-D convolution, and 2-D convolution in blocked layout.
 
 These are the ops that kernel templates (tiled GEMM, implicit-GEMM and
-Winograd convolution) implement; everything else fuses around them.
+Winograd convolution, the direct blocked convolution) implement; everything
+else fuses around them.
 """
 from __future__ import annotations
 
@@ -78,5 +79,59 @@ def _conv2d_reference(inputs, attrs, out):
     return result.reshape(n, o, oh, ow).astype(x.dtype, copy=False)
 
 
+OUT_LAYOUTS = ("nchwc", "nchw")
+
+
+def _conv2d_nchwc_infer(types, attrs):
+    x, w = types
+    if x.dtype != w.dtype:
+        raise DTypeError(f"input and weight dtypes differ ({x.dtype.name}, {w.dtype.name})")
+    if not x.dtype.is_floating:
+        raise DTypeError(f"conv2d_nchwc expects floating operands, got {x.dtype.name}")
+    if x.ndim not in (4, 5) or w.ndim != 6:
+        raise ShapeError("conv2d_nchwc expects input (N, C/cb, H, W, cb) or (N, C, H, W) and weight "
+                         "(K/kb, C/cb, KH, KW, cb, kb)")
+    if attrs["out_layout"] not in OUT_LAYOUTS:
+        raise ShapeError(f"out_layout must be one of {OUT_LAYOUTS}, got {attrs['out_layout']!r}")
+    kblocks, wcblocks, kh, kw, wcb, kb = w.shape
+    if x.ndim == 5:
+        n, cblocks, h, wd, cb = x.shape
+        if (wcblocks, wcb) != (cblocks, cb):
+            raise ShapeError(f"weight blocks input channels as {wcblocks}x{wcb}, input has {cblocks}x{cb}")
+    else:
+        n, c, h, wd = x.shape
+        if c != wcblocks * wcb:
+            raise ShapeError(f"weight expects {wcblocks * wcb} input channels, input has {c}")
+    as_nchw = {"groups": 1, "stride": attrs["stride"], "padding": attrs["padding"], "dilation": attrs["dilation"]}
+    plain = _conv2d_infer([TensorType((n, wcblocks * wcb, h, wd), x.dtype),
+                           TensorType((kblocks * kb, wcblocks * wcb, kh, kw), w.dtype)], as_nchw)
+    _, _, oh, ow = plain.shape
+    if attrs["out_layout"] == "nchw":
+        return TensorType((n, kblocks * kb, oh, ow), x.dtype)
+    return TensorType((n, kblocks, oh, ow, kb), x.dtype)
+
+
+def _conv2d_nchwc_reference(inputs, attrs, out):
+    """Unblock the operands, convolve in NCHW, block the result again (unless out_layout is "nchw")."""
+    x, w = inputs
+    kblocks, cblocks, kh, kw, cb, kb = w.shape
+    if x.ndim == 5:
+        n, _, h, wd, _ = x.shape
+        x = x.transpose(0, 1, 4, 2, 3).reshape(n, cblocks * cb, h, wd)
+    w_plain = w.transpose(0, 5, 1, 4, 2, 3).reshape(kblocks * kb, cblocks * cb, kh, kw)
+    conv_attrs = {"groups": 1, "stride": attrs["stride"], "padding": attrs["padding"], "dilation": attrs["dilation"]}
+    y = _conv2d_reference([x, w_plain], conv_attrs, None)
+    if attrs["out_layout"] == "nchw":
+        return y
+    n, _, oh, ow = y.shape
+    return np.ascontiguousarray(y.reshape(n, kblocks, kb, oh, ow).transpose(0, 1, 3, 4, 2))
+
+
 register("matmul", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_infer, _matmul_reference, 2)
 register("conv2d", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_infer, _conv2d_reference, 2)
+# conv2d (groups 1) computed in channel blocks: x[N, C/cb, H, W, cb] (or x[N, C, H, W]) *
+# w[K/kb, C/cb, KH, KW, cb, kb] -> y[N, K/kb, OH, OW, kb] (out_layout "nchwc") or y[N, K, OH, OW]
+# ("nchw", at the end of a chain). Made by the layout pass (passes/layout.py), never by the front-end.
+register("conv2d_nchwc", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_nchwc_infer,
+         _conv2d_nchwc_reference, 2,
+         doc="2-D convolution computed in channel blocks (NCHW[x]c); attrs stride, padding, dilation, out_layout")

@@ -10,6 +10,8 @@ names a directory, writes the IR after each pass there.
     level 2: + algebraic simplification (exact rules and weight folding, e.g.
              batch norm into conv); fusion of epilogues and row reductions (default)
     level 3: level 2 with a second simplification round after CSE
+Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
+chains of convolutions in channel-blocked layout (layout.py).
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..graph import Graph, verify
 from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
+from .layout import block_layouts
 from .rules import simplify_graph
 
 PassFn = Callable[[Graph], tuple[Graph, Counter]]
@@ -46,8 +49,12 @@ class PassStats:
                 f"{self.seconds * 1e3:6.1f} ms  {what}")
 
 
-def pipeline(opt_level: int, fast_math: bool = False) -> list[tuple[str, PassFn]]:
-    """The passes of an optimization level, in order."""
+def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = True) -> list[tuple[str, PassFn]]:
+    """The passes of an optimization level, in order.
+
+    blocked_layouts=False leaves out the layout pass (a graph for the reference
+    interpreter or for analysis keeps its conv2d nodes in NCHW).
+    """
     if not 0 <= opt_level <= 3:
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level}")
     simplify = lambda g: simplify_graph(g, fast_math=fast_math, fold_weights=True)  # noqa: E731
@@ -55,7 +62,10 @@ def pipeline(opt_level: int, fast_math: bool = False) -> list[tuple[str, PassFn]
     if opt_level >= 1:
         passes.append(("constant_fold", fold_constants))
     if opt_level >= 2:
-        passes += [("simplify", simplify), ("constant_fold", fold_constants)]
+        passes.append(("simplify", simplify))  # batch norm folds into conv2d before the layout changes
+        if blocked_layouts:
+            passes.append(("layout", block_layouts))
+        passes.append(("constant_fold", fold_constants))  # blocked weights and biases
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:
@@ -66,14 +76,14 @@ def pipeline(opt_level: int, fast_math: bool = False) -> list[tuple[str, PassFn]
 
 
 def optimize(graph: Graph, opt_level: int = 2, fast_math: bool = False,
-             dump_dir: str | None = None) -> tuple[Graph, list[PassStats]]:
+             dump_dir: str | None = None, blocked_layouts: bool = True) -> tuple[Graph, list[PassStats]]:
     """Run the pipeline of `opt_level`; returns the optimized graph and per-pass statistics."""
     dump_dir = dump_dir if dump_dir is not None else os.environ.get("TENSORKILN_DUMP_IR") or None
     stats: list[PassStats] = []
     if dump_dir:
         os.makedirs(dump_dir, exist_ok=True)
         _dump(dump_dir, graph, 0, "traced")
-    for index, (name, run) in enumerate(pipeline(opt_level, fast_math), start=1):
+    for index, (name, run) in enumerate(pipeline(opt_level, fast_math, blocked_layouts), start=1):
         before = len(graph)
         start = time.perf_counter()
         graph, fired = run(graph)

@@ -95,6 +95,41 @@ def inplace_pairs(program: Program, lives: list[Lifetime]) -> list[tuple[str, st
     return pairs
 
 
+def state_update_pairs(program: Program, candidates: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(output, input) pairs whose output may be written into the input's own memory.
+
+    A training step's new parameter (or optimizer state) may overwrite the old
+    one when a single kernel computes it, that kernel reads the old value only
+    at the index it writes (elementwise), and no later kernel reads the old value.
+    """
+    pairs: list[tuple[str, str]] = []
+    taken: set[str] = set()
+    for out_name, in_name in candidates:
+        if out_name in taken or in_name in taken:
+            continue
+        writers = [i for i, k in enumerate(program.kernels)
+                   if any(isinstance(s, Store) and s.buffer.name == out_name for s in iter_stmts(k.body))]
+        if len(writers) != 1:
+            continue
+        step = writers[0]
+        kernel = program.kernels[step]
+        stores = [s for s in iter_stmts(kernel.body) if isinstance(s, Store)]
+        if any(isinstance(s, Alloc) for s in iter_stmts(kernel.body)) or len(stores) != 1:
+            continue
+        out = stores[0].buffer
+        source = next((b for b in program.inputs if b.name == in_name), None)
+        if source is None or source.nbytes != out.nbytes or source.dtype != out.dtype:
+            continue
+        if any(p.name == in_name for k in program.kernels[step + 1:] for p in k.params):
+            continue  # the old value is read after the update
+        loads = [e for s in iter_stmts(kernel.body) for x in stmt_exprs(s) for e in walk(x)
+                 if isinstance(e, Load) and e.buffer.name == in_name]
+        if all(e.index == stores[0].index for e in loads):
+            pairs.append((out_name, in_name))
+            taken |= {out_name, in_name}
+    return pairs
+
+
 def _merge(lives: list[Lifetime], pairs: list[tuple[str, str]]) -> tuple[list[Lifetime], dict[str, str]]:
     """Plan each in-place pair as one buffer spanning both lifetimes; returns members' representative."""
     parent = {l.name: l.name for l in lives}

@@ -1,0 +1,247 @@
+"""Direct convolution in channel-blocked layout (NCHW[x]c), register-blocked as oneDNN's AVX-512 kernels.
+
+`conv2d_nchwc` reads x[N, C/cb, H, W, cb] and w[K/kb, C/cb, KH, KW, cb, kb]
+and writes y[N, K/kb, OH, OW, kb], kb being one vector of output channels
+(16 float32 on AVX-512, 8 on AVX2). Nothing is packed: each output tile is
+a few pixels of one output row times a few blocks of output channels, held
+in vector registers for the whole reduction::
+
+    xpad = x with a zero border (only for a padded layer, or an input in NCHW)
+    parallel for (n, group g of G channel blocks, oy):
+      for each tile of T pixels ox0 .. ox0+T-1 of row oy:
+        acc[T][G][kb] = 0                                     T*G vector registers
+        for icb, r, s, ic:                                    input block, taps, channel in the block
+          wvec[o][:] = w[g*G + o, icb, r, s, ic, :]           G vector loads
+          for i < T (unrolled): for o < G (unrolled): for j < kb (vectorized):
+            acc[i][o][j] = fma(x[n, icb, oy*sh + r*dh, (ox0+i)*sw + s*dw, ic],   one broadcast per pixel
+                               wvec[o][j], acc[i][o][j])
+        y[n, g*G + o, oy, ox0 + i, :] = epilogue(acc[i][o][:])                   contiguous stores
+
+So a step is G weight loads, T broadcasts and T*G FMAs on registers
+(tests/backend/test_conv_nchwc.py reads the inner loop back with objdump).
+Two details make GCC emit exactly that: the weights go through the small
+local `wvec` (else it folds the weight load into every FMA, T loads per
+vector), and each step's offsets are named once (`x_at`, `w_at`), so the
+pixel loads are one base register plus constant displacements. The tile
+(T, G) is chosen per layer (`nchwc_tile`); a row whose width T does not
+divide ends with one narrower tile.
+
+Padding: the input is first copied once into a local xpad[N, C/cb, Hp, Wp, cb]
+whose border is zero (rows wholly in the margin and the left and right
+margins are zero-filled, the interior copied), so the hot loop never tests a
+border. The copy also converts an NCHW input (x[N, C, H, W], the start of a
+chain) into blocks, and for a strided 1x1 layer keeps only the pixels it
+reads. An unpadded layer whose input is already a blocked buffer reads it
+where it lies. At the end of a chain (out_layout "nchw") each lane j is
+stored to channel kb*block + j of an NCHW output instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...graph import Node
+from .. import expr as E
+from ..buffer import Buffer
+from ..inline import ValueBuilder
+from ..ir import Alloc, For, If, Let, Stmt, Store, block
+from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
+from ..types import compute_dtype, itemsize
+from .target import cpu_target
+
+PREFIX = "nc"
+
+
+@dataclass(frozen=True)
+class NchwcTile:
+    """Register tile of the blocked convolution: `pixels` output pixels x `blocks` output-channel blocks."""
+
+    pixels: int
+    blocks: int
+
+
+L2_BYTES_PER_CYCLE = 32  # sustained L2 -> L1 bandwidth of one core, about half the peak on recent x86
+
+
+def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per_block: int = 0,
+               threads: int = 0) -> NchwcTile:
+    """The tile (T pixels, G channel blocks) that needs the fewest cycles per useful FMA on this CPU.
+
+    Registers must hold the T*G*v accumulators, the G*v weight vectors of a
+    step and one broadcast (v vectors per channel block): past that GCC
+    spills or reloads the weights for every pixel. A step (one input channel
+    of one tap) issues T*G*v FMAs, T + G*v loads, and streams G*v weight
+    vectors from L2 (a layer's weights rarely fit in L1); with two FMA and
+    two load ports it takes max(FMAs/2, loads/2, L2 bytes / 32) cycles. A row
+    is full tiles plus one narrower tail tile, counted too; the
+    (image, channel group, row) tasks are shared by the threads, so an
+    uneven share costs what the idle thread waits. Ties go to wider tiles
+    (each weight vector reused by more pixels).
+    """
+    target = cpu_target()
+    v = max(1, -(-kb * itemsize(dtype) // target.vector_bytes))
+    threads = threads or thread_count()
+
+    def cycles(t: int, g: int) -> float:
+        return max(t * g * v / 2, (t + g * v) / 2, g * v * target.vector_bytes / L2_BYTES_PER_CYCLE) if t else 0.0
+
+    best, best_score = NchwcTile(1, 1), None
+    for g in range(1, kblocks + 1):
+        if kblocks % g or g * v + 2 > target.vector_registers:
+            continue
+        for t in range(1, ow + 1):
+            if t * g * v + g * v + 1 > target.vector_registers:
+                break
+            full, tail = divmod(ow, t)
+            per_row = (full * cycles(t, g) + cycles(tail, g)) / (ow * g * v)
+            tasks = (kblocks // g) * max(tasks_per_block, 1)
+            balance = tasks / (-(-tasks // threads) * threads) if tasks_per_block else 1.0
+            score = (per_row / balance, -t)
+            if best_score is None or score < best_score:
+                best, best_score = NchwcTile(t, g), score
+    return best
+
+
+def _reads_in_place(root: Node, values: ValueBuilder) -> bool:
+    """An unpadded layer whose input is a blocked buffer: the kernel reads it where it lies, no copy."""
+    x_node = root.inputs[0]
+    return (x_node.ndim == 5 and not any(root.attrs["padding"]) and x_node.id in values.buffers
+            and x_node is not values.inline_root and x_node.id not in values.known)
+
+
+def _padded_copy(root: Node, values: ValueBuilder, xpad: Buffer, hp: int, wp: int,
+                 sample: tuple[int, int] = (1, 1)) -> Stmt:
+    """xpad[n, icb, yy, xx, c] = x[n, icb, yy*sy - pt, xx*sx - pl, c] inside the image, 0 in the margins.
+
+    An NCHW input is read as x[n, icb*cb + c, y, x]: the copy is also the conversion to blocks.
+    `sample` (sy, sx) > 1 keeps every sy-th row and sx-th column only (a strided 1x1 layer reads
+    no others). Rows wholly in the margin and the left and right margins are zero-filled, the
+    rest copied: no selects.
+    """
+    x_node, w_node = root.inputs
+    n_img, h, w = x_node.shape[0], x_node.shape[2], x_node.shape[3]
+    _, cblocks, _, _, cb, _ = w_node.shape
+    pt, _, pl, _ = root.attrs["padding"]
+    sy, sx = sample
+    dtype = xpad.value_dtype
+    zero = E.Const(0.0, dtype)
+    row, q = E.Var(f"{PREFIX}_row"), E.Var(f"{PREFIX}_q")
+    plane, yy = row // hp, row % hp
+    base = row * (wp * cb)
+    # xpad rows [y_lo, y_hi) and columns [x_lo, x_hi) come from inside the image
+    y_lo, y_hi = -(-pt // sy), min(hp, -(-(h + pt) // sy))
+    x_lo, x_hi = -(-pl // sx), min(wp, -(-(w + pl) // sx))
+    img, icb, c = plane // cblocks, plane % cblocks, q % cb
+    y, col = yy * sy - pt, (x_lo + q // cb) * sx - pl
+    element = values.value(x_node, [img, icb, y, col, c] if x_node.ndim == 5 else [img, icb * cb + c, y, col])
+    inside = block(*(s for s in (
+        For(q, E.const(x_lo * cb), Store(xpad, base + q, zero), "vectorized") if x_lo else None,
+        For(q, E.const((x_hi - x_lo) * cb), Store(xpad, base + x_lo * cb + q, element), "vectorized"),
+        For(q, E.const((wp - x_hi) * cb), Store(xpad, base + x_hi * cb + q, zero), "vectorized")
+        if x_hi < wp else None) if s is not None))
+    margin = For(q, E.const(wp * cb), Store(xpad, base + q, zero), "vectorized")
+    body = If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, y_hi)), inside, margin) if (y_lo, y_hi) != (0, hp) \
+        else inside
+    kind = "parallel" if n_img * cblocks * hp * wp * cb >= PARALLEL_MIN_ELEMENTS else "serial"
+    return For(row, E.const(n_img * cblocks * hp), body, kind)
+
+
+def _weight(values: ValueBuilder, w_node: Node, flat: E.Expr, *index: E.Expr) -> E.Expr:
+    """Weight element: a load at `flat` from its buffer, else its inlined expression at `index`."""
+    buf = values.buffers.get(w_node.id)
+    if buf is not None and w_node is not values.inline_root and w_node.id not in values.known:
+        return E.Load(buf, flat)
+    return values.value(w_node, list(index))
+
+
+def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
+    """Loop IR computing epilogue(conv2d_nchwc(x, w)); see the module docstring.
+
+    `epilogue(index, acc)` gives the stored value of output element `index`
+    ((n, k-block, oy, ox, lane), or (n, channel, oy, ox) for out_layout "nchw")
+    whose convolution sum is `acc`.
+    """
+    if epilogue is None:
+        epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
+    if any(d == 0 for d in root.shape):
+        return None
+    x_node, w_node = root.inputs
+    n_img, h, w = x_node.shape[0], x_node.shape[2], x_node.shape[3]
+    kblocks, cblocks, kh, kw, cb, kb = w_node.shape
+    oh, ow = root.shape[2], root.shape[3]
+    blocked_out = root.attrs["out_layout"] == "nchwc"
+    sh, sw = root.attrs["stride"]
+    dh, dw = root.attrs["dilation"]
+    pt, _, pl, _ = root.attrs["padding"]
+    dtype = compute_dtype(root.dtype.name)
+    tile = nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
+    t_full, g_blocks = tile.pixels, tile.blocks
+    groups = kblocks // g_blocks
+    v = lambda name: E.Var(f"{PREFIX}_{name}")  # noqa: E731
+
+    # Input rows/columns some output reads, in padded coordinates.
+    sample = (1, 1)
+    if kh == kw == 1 and not _reads_in_place(root, values):
+        # A 1x1 layer reads only every sh-th row and sw-th column: its copy keeps just those
+        # (a quarter of a stride-2 input), and the kernel then runs with stride 1.
+        sample, (sh, sw) = (sh, sw), (1, 1)
+    hp = (oh - 1) * sh + (kh - 1) * dh + 1
+    wp = (ow - 1) * sw + (kw - 1) * dw + 1
+    if _reads_in_place(root, values):
+        xpad, source, rows, cols = None, values.buffers[x_node.id], h, w
+    else:
+        xpad = Buffer(f"{PREFIX}_xpad", dtype, (n_img * cblocks * hp * wp * cb,), scope="local")
+        source, rows, cols = xpad, hp, wp
+
+    task, ox_tile, icb, r, s, ic = v("task"), v("tx"), v("icb"), v("r"), v("s"), v("ic")
+    i, o, j, q = v("i"), v("o"), v("j"), v("q")
+    x_at, w_at = v("x_at"), v("w_at")
+    img = task // (groups * oh)
+    grp = (task // oh) % groups
+    oy = task % oh
+    w_block = cblocks * kh * kw * cb * kb  # weight elements of one output-channel block
+
+    def tile_code(pixels: int, ox0: E.Expr) -> Stmt:
+        acc = Buffer(f"{PREFIX}_acc", dtype, (pixels * g_blocks * kb,), scope="local")
+        # The G weight vectors of one step are loaded once into `wvec` (registers after
+        # GCC's scalar replacement) and reused by the T pixels; left in the FMA, GCC
+        # would load them again for every pixel.
+        wvec = Buffer(f"{PREFIX}_w", dtype, (g_blocks * kb,), scope="local")
+        slot = (i * g_blocks + o) * kb + j
+        kblock = grp * g_blocks + o
+        # Each step's input and weight offsets are named once (x_at, w_at), so the loads of the
+        # unrolled pixels and blocks are base + constant: one address register, displacements.
+        step_offsets = block(
+            Let(x_at, (((img * cblocks + icb) * rows + oy * sh + r * dh) * cols + ox0 * sw + s * dw) * cb + ic),
+            Let(w_at, ((((grp * g_blocks) * cblocks + icb) * kh + r) * kw + s) * cb * kb + ic * kb))
+        load_w = For(o, E.const(g_blocks), For(j, E.const(kb), Store(
+            wvec, o * kb + j, _weight(values, w_node, w_at + o * w_block + j, kblock, icb, r, s, ic, j)),
+            "vectorized"), "unrolled")
+        # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
+        update = E.call("fma", E.Load(source, x_at + i * (sw * cb)), E.Load(wvec, o * kb + j), E.Load(acc, slot))
+        lanes = lambda stmt: For(i, E.const(pixels), For(o, E.const(g_blocks), For(  # noqa: E731
+            j, E.const(kb), stmt, "vectorized"), "unrolled"), "unrolled")
+        reduce = For(icb, E.const(cblocks), For(r, E.const(kh), For(s, E.const(kw), For(
+            ic, E.const(cb), Alloc(wvec, block(step_offsets, load_w, lanes(Store(acc, slot, update))))))))
+        if blocked_out:
+            out_index = [img, kblock, oy, ox0 + i, j]
+            flat = (((img * kblocks + kblock) * oh + oy) * ow + ox0 + i) * kb + j
+        else:  # the end of a chain: lane j is channel kblock*kb + j of an NCHW output
+            out_index = [img, kblock * kb + j, oy, ox0 + i]
+            flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
+        store = lanes(Store(out, flat, epilogue(out_index, E.Load(acc, slot))))
+        zero = For(q, E.const(pixels * g_blocks * kb), Store(acc, q, E.Const(0.0, dtype)), "vectorized")
+        return Alloc(acc, block(zero, reduce, store))
+
+    full, tail = divmod(ow, t_full)
+    row: list[Stmt] = []
+    if full:
+        row.append(For(ox_tile, E.const(full), tile_code(t_full, ox_tile * t_full)))
+    if tail:
+        row.append(tile_code(tail, E.const(full * t_full)))
+    tasks = n_img * groups * oh
+    work = tasks * ow * kb * g_blocks * cblocks * cb * kh * kw
+    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and tasks > 1 else "serial"
+    nest: Stmt = For(task, E.const(tasks), block(*row), kind)
+    if xpad is None:
+        return nest
+    return Alloc(xpad, block(_padded_copy(root, values, xpad, hp, wp, sample), nest))
