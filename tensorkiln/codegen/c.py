@@ -29,6 +29,11 @@ the source harder to read for no gain at this level); `unrolled` ->
 `acc = acc op x` (op: + * min max) becomes a `reduction(op:acc)` clause; any
 other loop-carried scalar makes that loop serial, with a comment saying why.
 
+Next-row prefetch (`_RowPrefetch`): in a loop over rows whose body makes
+several passes over one row (a row kernel: softmax, layer norm), the second
+pass prefetches the next row of the buffers the first pass streamed, so the
+memory works while the cached row is computed on.
+
 Debug mode (`generate_c(program, debug=True)`) checks every load and store
 whose index the interval analysis cannot prove in range: a failed check
 records "kernel K: load of B[i] out of bounds (buffer size n)", skips the
@@ -55,11 +60,14 @@ from tensorkiln.loops.ir import (
     Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, Stmt, Store, iter_stmts, simplify_kernel, stmt_exprs,
 )
 from tensorkiln.loops.program import Program
-from tensorkiln.loops.types import int_range, is_bool, is_float
+from tensorkiln.loops.simplify import linear_form, simplify as simplify_expr
+from tensorkiln.loops.types import int_range, is_bool, is_float, itemsize
 from tensorkiln.runtime.signature import ArgSpec, Signature
 
 STACK_LIMIT_BYTES = 16 * 1024  # local buffers up to this size live on the stack
 INDENT = "    "
+CACHE_LINE_BYTES = 64
+PREFETCH_MIN_ROW_BYTES = 1024  # shorter rows: the hardware prefetcher runs ahead across them by itself
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -77,6 +85,7 @@ MATH_C: dict[str, dict[str, str]] = {
 MATH_C["rsqrt"] = {"float32": "(1.0f / sqrtf({args}))", "float64": "(1.0 / sqrt({args}))"}
 MATH_C["exp"]["float32"] = "tk_expf({args})"  # vectorizable versions (c_prelude.py)
 MATH_C["tanh"]["float32"] = "tk_tanhf({args})"
+MATH_C["erf"]["float32"] = "tk_erff({args})"
 MATH_C["round_f16"] = {"float32": "tk_f16_to_f32(tk_f32_to_f16({args}))"}
 MATH_C["round_bf16"] = {"float32": "tk_bf16_to_f32(tk_f32_to_bf16({args}))"}
 
@@ -194,6 +203,8 @@ class _KernelWriter:
         self.lines: list[str] = []
         self.ranges: dict[str, tuple[int, int]] = {}
         self.written = kernel.written_buffers()
+        self.prefetch_at: dict[int, _RowPrefetch] = {}  # id of a pass -> the next rows it prefetches
+        self.prefetching: Optional[_RowPrefetch] = None  # set while such a pass is written
 
     # ---- expressions
 
@@ -296,6 +307,12 @@ class _KernelWriter:
         self.lines.append(INDENT * depth + line if line else "")
 
     def stmt(self, s: Stmt, depth: int, in_parallel: bool, in_simd: bool) -> None:
+        plan = self.prefetch_at.pop(id(s), None)
+        if plan is not None:  # the pass that prefetches the next row: its first block loop does
+            self.prefetching = plan
+            self.stmt(s, depth, in_parallel, in_simd)
+            self.prefetching = None
+            return
         if isinstance(s, Block):
             for child in s.stmts:
                 self.stmt(child, depth, in_parallel, in_simd)
@@ -353,7 +370,11 @@ class _KernelWriter:
         size = max(buffer.size, 1)
         if buffer.nbytes <= STACK_LIMIT_BYTES:
             self.emit(depth, "{")
-            self.emit(depth + 1, f"{ctype} {name}[{size}] __attribute__((aligned(64)));  /* {buffer} */")
+            # Accessed through a restrict pointer: with the array itself, GCC 12 loses track that two
+            # local arrays are distinct once it vectorizes their accesses, and then keeps register
+            # tiles (a micro-kernel's accumulators) in memory.
+            self.emit(depth + 1, f"{ctype} tk_local_{name}[{size}] __attribute__((aligned(64)));  /* {buffer} */")
+            self.emit(depth + 1, f"{ctype} *restrict {name} = tk_local_{name};")
             self.stmt(s.body, depth + 1, in_parallel, in_simd)
             self.emit(depth, "}")
             return
@@ -402,6 +423,17 @@ class _KernelWriter:
             self.emit(depth + level, f"for (int64_t {var} = 0; {var} < {extent}; {var}++) {{")
             self.ranges[loop.var.name] = (0, max(hi - 1, 0))
         inner = nest[-1]
+        if not self.debug:
+            plan = _row_prefetch(inner)
+            if plan is not None:
+                self.prefetch_at[id(plan.pass_stmt)] = plan
+            if self.prefetching is not None and kind == "serial":
+                lines = self.prefetching.lines(inner, self)
+                if lines:
+                    self.prefetching = None
+                    self.emit(depth + len(nest), "/* the next row streams from memory while this pass computes */")
+                    for line in lines:
+                        self.emit(depth + len(nest), line)
         self.stmt(inner.body, depth + len(nest), in_parallel or kind == "parallel", in_simd or kind == "vectorized")
         for level in reversed(range(len(nest))):
             self.emit(depth + level, "}")
@@ -461,6 +493,104 @@ class _KernelWriter:
         self.stmt(k.body, 1, False, False)
         self.emit(0, "}")
         return self.lines
+
+
+@dataclass(frozen=True)
+class _RowPrefetch:
+    """Next-row prefetch for a loop over rows whose body makes several passes over one row.
+
+    The first pass streams the row from memory; the later passes find it in
+    the cache, and while they compute the memory would sit idle. So the
+    second pass prefetches row r+1 of every buffer the first pass streamed
+    (`streams`: buffer name -> row stride in elements), one cache line per
+    64 bytes, from its first block loop (a serial loop over blocks whose body
+    is a vectorized loop over the block: a prefetch inside a SIMD loop would
+    stop its vectorization).
+    """
+
+    row: Var
+    rows: int
+    pass_stmt: Stmt
+    streams: dict
+
+    def lines(self, block_loop: For, writer: "_KernelWriter") -> list[str]:
+        """`__builtin_prefetch` lines for one block of `block_loop`; [] when it is no block loop."""
+        inner = block_loop.body.stmts[0] if isinstance(block_loop.body, Block) and len(block_loop.body.stmts) == 1 \
+            else block_loop.body
+        if not (isinstance(inner, For) and inner.kind == "vectorized" and isinstance(inner.extent, Const)):
+            return []
+        following = BinOp("add", self.row, Const(1, self.row.dtype))
+        next_row = Select(BinOp("lt", following, Const(self.rows, self.row.dtype)), following, self.row)
+        out, seen = [], set()
+        for load in _loads_in(inner.body):
+            name = load.buffer.name
+            if name not in self.streams or name in seen:
+                continue
+            terms, _ = linear_form(load.index)
+            if (not _affine(terms) or _coefficient(terms, self.row.name) != self.streams[name]
+                    or _coefficient(terms, inner.var.name) != 1):
+                continue
+            seen.add(name)
+            step = max(CACHE_LINE_BYTES // itemsize(load.buffer.dtype), 1)
+            for offset in range(0, int(inner.extent.value), step):
+                index = simplify_expr(_substitute_vars(load.index, {self.row.name: next_row,
+                                                               inner.var.name: Const(offset, inner.var.dtype)}))
+                out.append(f"__builtin_prefetch(&{c_name(name)}[{writer.expr(index)[0]}]);")
+        return out
+
+
+def _row_prefetch(row: For) -> Optional[_RowPrefetch]:
+    """The next-row prefetch plan of loop `row` (see _RowPrefetch), or None."""
+    body = row.body
+    if not isinstance(body, Block) or not isinstance(row.extent, Const) or int(row.extent.value) < 2:
+        return None
+    passes = [s for s in body.stmts if any(isinstance(x, For) for x in iter_stmts(s))]
+    if len(passes) < 2:
+        return None
+    streams = _row_streams(passes[0], row.var.name)
+    for later in passes[1:]:
+        shared = {name: stride for name, stride in _row_streams(later, row.var.name).items()
+                  if streams.get(name) == stride}
+        if shared:
+            return _RowPrefetch(row.var, int(row.extent.value), later, shared)
+    return None
+
+
+def _row_streams(s: Stmt, row: str) -> dict[str, int]:
+    """Buffers `s` reads a whole row of: name -> row stride (elements), rows of at least 1 KiB only."""
+    streams = {}
+    for load in _loads_in(s):
+        terms = linear_form(load.index)[0]
+        stride = _coefficient(terms, row)
+        if load.buffer.scope == "global" and _affine(terms) and \
+                stride * itemsize(load.buffer.dtype) >= PREFETCH_MIN_ROW_BYTES:
+            streams.setdefault(load.buffer.name, stride)
+    return streams
+
+
+def _loads_in(s: Stmt) -> list[Load]:
+    return [n for x in iter_stmts(s) for e in stmt_exprs(x) for n in walk(e) if isinstance(n, Load)]
+
+
+def _affine(terms: dict) -> bool:
+    """An index whose linear form has only loop variables as terms (no div/mod, no gathered index)."""
+    return all(isinstance(t, Var) for t in terms)
+
+
+def _coefficient(terms: dict, var: str) -> int:
+    """The coefficient of variable `var` in a linear form's terms (0 when absent)."""
+    return sum(c for t, c in terms.items() if isinstance(t, Var) and t.name == var)
+
+
+def _substitute_vars(e: Expr, values: dict[str, Expr]) -> Expr:
+    """Affine index `e` (variables, constants, + - * and negation) with the named variables replaced."""
+    if isinstance(e, Var):
+        return values.get(e.name, e)
+    if isinstance(e, BinOp):
+        return BinOp(e.operator, _substitute_vars(e.a, values), _substitute_vars(e.b, values))
+    if isinstance(e, Unary):
+        return Unary(e.operator, _substitute_vars(e.x, values))
+    return e
 
 
 def _reduction_clauses(body: Stmt, loop_vars: list[str]) -> tuple[str, Optional[str]]:

@@ -217,47 +217,88 @@ static inline {t} tk_max_{name}({t} a, {t} b)
 
 
 _VECTOR_MATH = r"""
-/* ---- float32 exp and tanh that vectorize ----
- * glibc's expf/tanhf are scalar calls inside an `omp simd` loop (its vector
- * variants need -ffast-math); these are branch-free, so GCC vectorizes them.
- * tk_expf: Cody-Waite range reduction and Cephes' degree-6 polynomial, max
- * error about 1 ulp on [-87.3, 88.7]; below that it flushes to 0 (the exact
- * result is subnormal there), above it gives inf; NaN stays NaN.
- * tk_tanhf: Cephes' odd polynomial for |x| < 0.625, 1 - 2/(exp(2|x|) + 1)
- * beyond, max error about 2 ulp. tests/backend measure both against numpy. */
+/* ---- float32 exp, tanh and erf that vectorize ----
+ * glibc's expf/tanhf/erff are scalar calls inside an `omp simd` loop (its
+ * vector variants need -ffast-math); these are branch-free straight-line
+ * code, so GCC vectorizes them, and short, because a memory-bound kernel
+ * streams only as fast as it computes. Coefficients: minimax fits (relative
+ * error) in float64, rounded to float32. Largest errors over every float32
+ * of the range, against float64: tk_expf 1.06 ulp, tk_tanhf 6.2 ulp,
+ * tk_erff 6.5 ulp (docs/kernels.md; tests/backend/test_vector_math.py). */
+
+/* exp(x) = 2^n * e^r, n = rint(x / ln 2), |r| <= ln 2 / 2: r by Cody-Waite
+ * (ln 2 in two parts, exact products by fma), 2 e^r by a degree-6
+ * polynomial, 2^(n-1) built in the exponent field. Out of range, the clamp
+ * makes the arithmetic give the limits itself: x > 88.72 (the result
+ * overflows) yields 2 * 2^127 = inf, and n <= -126 (x < -86.99, results
+ * below 2^-125.5) yields a zero scale, so +0; NaN passes the clamp and the
+ * polynomial, so it stays NaN. */
 static inline float tk_expf(float x)
 {
-    float c = x > 88.72283f ? 88.72283f : (x < -87.33654f ? -87.33654f : x);
-    float n = __builtin_rintf(c * 1.44269504088896341f);
+    float c = x < -87.3f ? -87.3f : x;
+    c = c > 88.8f ? 88.8f : c;
+    /* 12583038 = 1.5 * 2^23 + 126: at that magnitude floats are integers, so t holds
+       rint(c / ln 2) + 126 in its low mantissa bits, and n is exact */
+    float t = __builtin_fmaf(c, 1.44269504088896341f, 12583038.0f);
+    float n = t - 12583038.0f;
     float r = __builtin_fmaf(n, -0.693359375f, c);
     r = __builtin_fmaf(n, 2.12194440e-4f, r);
-    float p = 1.9875691500e-4f;
-    p = __builtin_fmaf(p, r, 1.3981999507e-3f);
-    p = __builtin_fmaf(p, r, 8.3334519073e-3f);
-    p = __builtin_fmaf(p, r, 4.1665795894e-2f);
-    p = __builtin_fmaf(p, r, 1.6666665459e-1f);
-    p = __builtin_fmaf(p, r, 5.0000001201e-1f);
-    p = __builtin_fmaf(p, r * r, r) + 1.0f;
-    /* 2^n as two factors, so n = 128 (exp near FLT_MAX) does not overflow the exponent field */
-    float high = n > 0.0f ? 2.0f : 1.0f;
-    float scale = tk_bits_to_f32((uint32_t)((int32_t)(n > 0.0f ? n - 1.0f : n) + 127) << 23);
-    float y = p * high * scale;
-    y = x > 88.72283f ? __builtin_inff() : y;
-    y = x < -87.33654f ? 0.0f : y;
-    return x != x ? x : y;
+    float p = 2.76735658e-3f;
+    p = __builtin_fmaf(p, r, 1.67497136e-2f);
+    p = __builtin_fmaf(p, r, 8.33364576e-2f);
+    p = __builtin_fmaf(p, r, 3.33328396e-1f);
+    p = __builtin_fmaf(p, r, 9.99999821e-1f);
+    p = __builtin_fmaf(p, r, 2.0f);
+    p = __builtin_fmaf(p, r, 2.0f);                              /* p = 2 e^r */
+    return p * tk_bits_to_f32(tk_f32_to_bits(t) << 23);          /* * 2^(n-1): n + 126 in the exponent */
 }
 
+/* tanh(x) = x P(x^2) / Q(x^2), degrees 5 and 4 in x^2, fitted on [0, 9.02]
+ * (beyond 9.02 the float32 result is +-1); the result is kept in [-1, 1]. */
 static inline float tk_tanhf(float x)
 {
-    float a = __builtin_fabsf(x);
     float z = x * x;
-    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z
-                    + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
-    float e = tk_expf(2.0f * (a > 9.0f ? 9.0f : a));
-    float large = 1.0f - 2.0f / (e + 1.0f);
-    large = a > 9.0f ? 1.0f : large;
-    large = x < 0.0f ? -large : large;
-    return a < 0.625f ? small : (x != x ? x : large);
+    float p = -1.22033000e-11f;
+    p = __builtin_fmaf(p, z, 3.05848360e-8f);
+    p = __builtin_fmaf(p, z, 2.80073982e-5f);
+    p = __builtin_fmaf(p, z, 3.86832515e-3f);
+    p = __builtin_fmaf(p, z, 1.36799127e-1f);
+    p = __builtin_fmaf(p, z, 1.0f);
+    float q = 1.28736178e-6f;
+    q = __builtin_fmaf(q, z, 3.93862632e-4f);
+    q = __builtin_fmaf(q, z, 2.72458307e-2f);
+    q = __builtin_fmaf(q, z, 4.70132440e-1f);
+    q = __builtin_fmaf(q, z, 1.0f);
+    float y = x * p / q;                                         /* NaN stays NaN */
+    y = y > 1.0f ? 1.0f : y;                                     /* a few ulp above 1 near 9: keep |y| <= 1 */
+    y = y < -1.0f ? -1.0f : y;
+    y = x > 9.02f ? 1.0f : y;                                    /* also covers x*x = inf (inf / inf) */
+    return x < -9.02f ? -1.0f : y;
+}
+
+/* erf(x) = x P(x^2) / Q(x^2), degrees 7 and 4 in x^2, fitted on [0, 3.92]
+ * (beyond 3.92 the float32 result is +-1); the result is kept in [-1, 1]. */
+static inline float tk_erff(float x)
+{
+    float z = x * x;
+    float p = -8.50799653e-10f;
+    p = __builtin_fmaf(p, z, 8.22738357e-8f);
+    p = __builtin_fmaf(p, z, -3.71631563e-6f);
+    p = __builtin_fmaf(p, z, 1.35340117e-4f);
+    p = __builtin_fmaf(p, z, 1.53267174e-3f);
+    p = __builtin_fmaf(p, z, 4.41158414e-2f);
+    p = __builtin_fmaf(p, z, 1.39678806e-1f);
+    p = __builtin_fmaf(p, z, 1.12837911f);
+    float q = 5.46017021e-4f;
+    q = __builtin_fmaf(q, z, 9.94223822e-3f);
+    q = __builtin_fmaf(q, z, 9.14718807e-2f);
+    q = __builtin_fmaf(q, z, 4.57120121e-1f);
+    q = __builtin_fmaf(q, z, 1.0f);
+    float y = x * p / q;
+    y = y > 1.0f ? 1.0f : y;
+    y = y < -1.0f ? -1.0f : y;
+    y = x > 3.92f ? 1.0f : y;
+    return x < -3.92f ? -1.0f : y;
 }
 """
 

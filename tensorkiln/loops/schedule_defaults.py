@@ -16,7 +16,9 @@ from .ir import For, Stmt
 
 PARALLEL_MIN_ELEMENTS = 1 << 15  # below this, starting threads costs more than it saves
 COLUMN_BLOCK = 4096
-VECTOR_MIN_EXTENT = 4
+# Even a 2-element column gets `omp simd`: left serial, GCC 12's -O3 vectorizes the row loop around
+# it instead, and miscompiles `r < k ? a[r*2 + c] : b[(r-k)*2 + c]` (a concat) that way.
+VECTOR_MIN_EXTENT = 2
 
 
 def thread_count() -> int:

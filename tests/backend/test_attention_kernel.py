@@ -71,3 +71,80 @@ def test_constant_full_shape_mask():
     mask = tk.tensor(RNG.random((2, 3, 9, 13)) > 0.2)  # captured: a constant of the scores' shape
     f = check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask), q, k, v)
     assert _kinds(f, q, k, v) == ["attention"]
+
+
+# ---- the blocked kernel over odd shapes: blocks of queries and keys that do not divide the
+# sequence, head dims that are not a whole number of vectors, seq_q != seq_k
+
+ODD_SHAPES = [  # (batch, heads, seq_q, seq_k, head_dim, value_dim)
+    (1, 1, 1, 1, 1, 1),
+    (1, 2, 1, 33, 64, 64),      # one query (decoding) over a key tail
+    (2, 1, 7, 7, 3, 3),
+    (1, 3, 33, 33, 17, 17),
+    (1, 2, 127, 127, 80, 80),
+    (1, 1, 1000, 1000, 64, 64),
+    (1, 2, 33, 127, 64, 17),    # more keys than queries, value dim != head dim
+    (1, 1, 127, 7, 17, 80),     # more queries than keys
+    (1, 1, 49, 130, 128, 128),  # value rows wider than one register tile
+]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", ODD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_odd_shapes(shape, causal):
+    b, h, length, source, d, dv = shape
+    q, k, v = _qkv(b, h, length, source, d, dv)
+    f = check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v)
+    assert _kinds(f, q, k, v) == ["attention"]
+
+
+def test_causal_with_a_mask_and_a_float_bias():
+    q, k, v = _qkv(1, 2, 70, 90, 16, 16)
+    bool_mask = RNG.random((70, 90)) > 0.3
+    bool_mask[:, 0] = True
+    bias = RNG.standard_normal((70, 90)).astype(np.float32)
+    for mask in (bool_mask, bias):
+        f = check_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m, is_causal=True),
+                           q, k, v, mask)
+        assert _kinds(f, q, k, v, mask) == ["attention"]
+
+
+def test_float64_and_strided_operands():
+    q, k, v = (a.astype(np.float64) for a in _qkv(1, 2, 50, 70, 24, 8))
+    check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
+    # keys given transposed and values as a slice: the kernel packs what it cannot read in place
+    kt = np.ascontiguousarray(k.swapaxes(-1, -2)).astype(np.float32)
+    wide = np.concatenate([v, v], -1).astype(np.float32)
+    f = check_compiled(lambda q, kt, wide: F.scaled_dot_product_attention(
+        q, kt.transpose(-2, -1), wide[..., 3:11]), q.astype(np.float32), kt, wide)
+    assert _kinds(f, q.astype(np.float32), kt, wide) == ["attention"]
+
+
+def test_grouped_query_attention_and_shared_keys():
+    q = RNG.standard_normal((1, 4, 40, 16)).astype(np.float32)
+    k, v = (RNG.standard_normal((1, 2, 60, 16)).astype(np.float32) for _ in range(2))
+    check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+                   q, k, v)
+    shared_k, shared_v = k[0, 0], v[0, 0]  # one key/value set broadcast over every head
+    check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, shared_k, shared_v)
+
+
+@pytest.mark.parametrize("offset", [-3, 2])
+def test_shifted_causal_mask(offset):
+    """A constant lower-triangular mask with an offset is recognised like is_causal."""
+    q, k, v = _qkv(1, 2, 60, 80, 16, 16)
+    mask = np.tri(60, 80, offset, dtype=bool)
+    mask[:3, 0] = True  # no row fully masked (a -3 offset would mask the first three)
+    f = check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, tk.tensor(mask)), q, k, v)
+    assert _kinds(f, q, k, v) == ["attention"]
+    tri = np.tri(60, 80, offset, dtype=bool)
+    check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, tk.tensor(tri)), q, k, v)
+
+
+@pytest.mark.parametrize("shape", [ODD_SHAPES[1], ODD_SHAPES[3], ODD_SHAPES[6], ODD_SHAPES[7]],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_odd_shapes_stay_in_bounds(shape):
+    """Debug builds check every load and store the interval analysis cannot prove in range."""
+    b, h, length, source, d, dv = shape
+    q, k, v = _qkv(b, h, length, source, d, dv)
+    check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v, debug=True)

@@ -8,9 +8,28 @@ trailing k axes, kept as size-1 dims) becomes, for each row:
     for each element of the row:  out = root's expression, reading acc_i and v as scalars
 
 so the row is read once per reduction and written once, and no per-row
-intermediate goes to memory.
+intermediate goes to memory. The first pass streams the row from memory; the
+later ones find it in the cache (a row of 4096 float32 is 16 KiB).
+
+What keeps each pass at the speed of the memory rather than of one
+dependency chain or of the arithmetic:
+
+- a reduction over a long row accumulates into `LANE_VECTORS` vectors of
+  partial results (`acc_lanes[lanes]`, one lane per SIMD lane of each vector,
+  combined after the row): with a single vector accumulator every step waits
+  for the previous add or max to finish (3-4 cycles), several times the cost
+  of the step itself; a float max/min whose NaNs are counted on the side
+  compares plainly in its lanes;
+- softmax's `e / sum(e)` writes e during the sum pass and the last pass only
+  multiplies by the reciprocal of the sum, so exp runs once per element and no
+  element pays a division;
+- passes over long rows are block loops (blocks of `lanes` elements, then a
+  tail), where the C backend prefetches the next row during the second pass
+  (codegen/c.py, `_RowPrefetch`).
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -19,9 +38,13 @@ from ...ops.registry import OpKind
 from .. import expr as E
 from ..buffer import Buffer
 from ..inline import ValueBuilder, delinearize
-from ..ir import For, Let, Store, Stmt, block
+from ..ir import Alloc, Assign, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
-from ..types import compute_dtype
+from ..types import compute_dtype, itemsize
+from .target import cpu_target
+
+LANE_VECTORS = 4  # independent vector accumulators per reduction: covers the add latency at 1-2 adds per cycle
+_LANE_OPS = ("add", "mul", "min", "max")
 
 
 def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Buffer], accumulate) -> Stmt | None:
@@ -40,8 +63,6 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
     known: dict[int, E.Expr] = {}
     stmts: list[Stmt] = []
     counter = 0
-    # softmax's e / sum(e): the sum pass also writes e to the output, and the last pass only
-    # divides, so exp runs once per element instead of twice.
     normalizer = _row_normalizer(root, inner, out)
 
     for n in members:
@@ -50,14 +71,15 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
         values = ValueBuilder(buffers, inline_root=n, known=known)
         if n.kind == OpKind.REDUCTION:
             counter += 1
-            flat = E.Var(f"e{counter}")
             dtype = compute_dtype(n.inputs[0].dtype.name)
             acc = E.Var(f"acc{counter}", dtype)
-            element = values.value(n.inputs[0], lead_index + delinearize(flat, tail))
-            declarations, updates, result = accumulate(n.op, acc, element)
-            if n is normalizer:
-                updates = [Store(out, r * width + flat, element)] + updates
-            stmts += declarations + [For(flat, E.const(width), block(*updates), "vectorized")]
+
+            def element(e: E.Expr, n=n, values=values) -> E.Expr:
+                return values.value(n.inputs[0], lead_index + delinearize(e, tail))
+
+            reduce_stmts, result = _reduction_pass(n, acc, element, accumulate, width, f"e{counter}",
+                                                   out if n is normalizer else None, r * width)
+            stmts += reduce_stmts
             if result is not acc:  # a final fix-up (NaN seen): computed once per row
                 fixed = E.Var(f"r{counter}", dtype)
                 stmts.append(Let(fixed, result))
@@ -71,18 +93,152 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
             stmts.append(Let(v, values.value(n, lead_index + [E.const(0)] * k)))
             known[n.id] = v
     if normalizer is not None:
-        flat = E.Var("e0")
-        stmts.append(For(flat, E.const(width), Store(out, r * width + flat,
-                                                     E.Load(out, r * width + flat) / known[normalizer.id]),
-                         "vectorized"))
+        stmts += _normalize_pass(out, r * width, width, known[normalizer.id])
     elif root.kind != OpKind.REDUCTION:
-        flat = E.Var("e0")
         values = ValueBuilder(buffers, inline_root=root, known=known)
-        value = values.value(root, lead_index + delinearize(flat, tail))
-        stmts.append(For(flat, E.const(width), Store(out, r * width + flat, E.cast(value, out.value_dtype)),
-                         "vectorized"))
+
+        def store(e: E.Expr) -> Stmt:
+            return Store(out, r * width + e, E.cast(values.value(root, lead_index + delinearize(e, tail)),
+                                                    out.value_dtype))
+
+        stmts += _element_pass(store, width, _lane_count(out.value_dtype), "e0")
     parallel = rows > 1 and rows * width * (len(inner) + 1) >= PARALLEL_MIN_ELEMENTS
     return For(r, E.const(rows), block(*stmts), "parallel" if parallel else "serial")
+
+
+def _reduction_pass(node: Node, acc: E.Var, element: Callable[[E.Expr], E.Expr], accumulate, width: int,
+                    name: str, store_to: Buffer | None, row_start: E.Expr) -> tuple[list[Stmt], E.Expr]:
+    """One pass over the row reducing `element` into the scalar `acc` (declared here), and the
+    expression of the reduction's result after the pass (`acc`, or a NaN fix-up reading it).
+
+    With `store_to`, the pass also writes each element there (softmax's e):
+    the value is computed once into a local and both stored and reduced.
+    """
+    def body(e: E.Expr) -> tuple[list[Stmt], list[Assign]]:
+        """The statements of the element at row offset `e`: (stores and locals, reduction updates)."""
+        value = element(e)
+        before: list[Stmt] = []
+        if store_to is not None:
+            local = E.Var(f"{name}_value", value.dtype)
+            before = [Let(local, value), Store(store_to, row_start + e, E.cast(local, store_to.value_dtype))]
+            value = local
+        return before, accumulate(node.op, acc, value)[1]
+
+    flat = E.Var(name)
+    declarations, _, result = accumulate(node.op, acc, element(flat))
+    lanes = _lane_count(acc.dtype)
+    before, updates = body(flat)
+    if width < 2 * lanes or not _lane_reducible(declarations, updates):
+        return declarations + [For(flat, E.const(width), block(*before, *updates), "vectorized")], result
+    return declarations + _lane_reduction(declarations, body, width, lanes, name), result
+
+
+def _lane_reduction(declarations: list[Stmt], body: Callable[[E.Expr], tuple[list[Stmt], list[Assign]]],
+                    width: int, lanes: int, name: str) -> list[Stmt]:
+    """The pass as `acc_lanes[lanes]` partial accumulators over whole blocks of `lanes` elements, a
+    scalar tail for the rest of the row, and the lanes folded into the scalars at the end."""
+    blocks, rest = divmod(width, lanes)
+    outer, lane = E.Var(f"{name}_block"), E.Var(f"{name}_lane")
+    scalars = [d for d in declarations if isinstance(d, Let)]
+    partial = {d.var.name: Buffer(f"{d.var.name}_lanes", d.var.dtype, (lanes,), scope="local") for d in scalars}
+
+    before, updates = body(outer * lanes + lane)
+    counted = _nan_counted(updates)
+    lane_updates = [Store(partial[u.var.name], lane, _lane_update(u, E.Load(partial[u.var.name], lane),
+                                                                  u.var.name in counted)) for u in updates]
+    main = For(outer, E.const(blocks), For(lane, E.const(lanes), block(*before, *lane_updates), "vectorized"))
+    inits = [For(lane, E.const(lanes), Store(partial[d.var.name], lane, d.value), "vectorized") for d in scalars]
+    passes: list[Stmt] = [*inits, main]
+    if rest:
+        tail = E.Var(f"{name}_tail")
+        before, updates = body(E.const(blocks * lanes) + tail)
+        passes.append(For(tail, E.const(rest), block(*before, *updates), "vectorized"))
+    op = {u.var.name: u.value.operator for u in updates}
+    folds = [Assign(d.var, E.BinOp(op[d.var.name], d.var, E.Load(partial[d.var.name], lane))) for d in scalars]
+    passes.append(For(lane, E.const(lanes), block(*folds), "vectorized"))
+    nest: Stmt = block(*passes)
+    for d in reversed(scalars):
+        nest = Alloc(partial[d.var.name], nest)
+    return [nest]
+
+
+def _lane_reducible(declarations: list[Stmt], updates: list[Stmt]) -> bool:
+    """Every declared scalar is updated once, as `acc = acc op x` with op one of + * min max."""
+    names = [d.var.name for d in declarations if isinstance(d, Let)]
+    if len(names) != len(declarations) or len(updates) != len(names):
+        return False
+    for u in updates:
+        if not (isinstance(u, Assign) and u.var.name in names and isinstance(u.value, E.BinOp)
+                and u.value.operator in _LANE_OPS and u.value.a == u.var
+                and u.var.name not in E.free_vars(u.value.b)):
+            return False
+    return len({u.var.name for u in updates}) == len(names)
+
+
+def _operand(update: Assign) -> E.Expr:
+    """x of `acc = acc op x`."""
+    return update.value.b
+
+
+def _lane_update(update: Assign, partial: E.Expr, nan_counted: bool) -> E.Expr:
+    """The new value of one lane: `partial op x`; a float max/min whose NaNs are counted on the side
+    compares plainly (`x > partial ? x : partial`, one vmaxps) instead of propagating NaN itself."""
+    x, op = _operand(update), update.value.operator
+    if nan_counted and op in ("max", "min"):
+        return E.Select(E.gt(x, partial) if op == "max" else E.lt(x, partial), x, partial)
+    return E.BinOp(op, partial, x)
+
+
+def _nan_counted(updates: list[Assign]) -> set[str]:
+    """Scalars reduced by max/min whose operand x is also counted as `nans = nans + (x != x ? 1 : 0)` in
+    the same pass (loops/lower.py's accumulate): their result is NaN by the count, not by the max."""
+    counted = set()
+    for u in updates:
+        x = _operand(u)
+        if u.value.operator in ("max", "min") and any(
+                v.value.operator == "add" and _operand(v) == E.Select(E.ne(x, x), E.Const(1.0, x.dtype),
+                                                                        E.Const(0.0, x.dtype))
+                for v in updates if v is not u):
+            counted.add(u.var.name)
+    return counted
+
+
+def _lane_count(dtype: str) -> int:
+    """Partial accumulators per reduction: LANE_VECTORS vectors of the target's width."""
+    return LANE_VECTORS * max(cpu_target().vector_bytes // itemsize(dtype), 1)
+
+
+def _element_pass(body: Callable[[E.Expr], Stmt], width: int, lanes: int, name: str) -> list[Stmt]:
+    """A pass over the row with no reduction: one vectorized loop, or for a long row blocks of
+    `lanes` elements and a tail (the block loop is where the C backend prefetches the next row)."""
+    if width < 2 * lanes:
+        flat = E.Var(name)
+        return [For(flat, E.const(width), body(flat), "vectorized")]
+    blocks, rest = divmod(width, lanes)
+    outer, lane = E.Var(f"{name}_block"), E.Var(f"{name}_lane")
+    loops: list[Stmt] = [For(outer, E.const(blocks), For(lane, E.const(lanes), body(outer * lanes + lane),
+                                                          "vectorized"))]
+    if rest:
+        tail = E.Var(f"{name}_tail")
+        loops.append(For(tail, E.const(rest), body(E.const(blocks * lanes) + tail), "vectorized"))
+    return loops
+
+
+def _normalize_pass(out: Buffer, row_start: E.Expr, width: int, total: E.Expr) -> list[Stmt]:
+    """out[row] = out[row] / total, as a multiplication by 1 / total where that reciprocal is finite
+    (a division costs several multiplications; a total below ~1e-38 keeps the division)."""
+    dtype = out.value_dtype
+    inverse = E.Var("inverse", dtype)
+    lanes = _lane_count(dtype)
+
+    def scale(by_inverse: bool) -> Stmt:
+        def element(e: E.Expr) -> Stmt:
+            value = E.Load(out, row_start + e)
+            return Store(out, row_start + e, value * inverse if by_inverse else value / total)
+        return block(*_element_pass(element, width, lanes, "e0"))
+
+    finite = E.logical_and(E.lt(inverse, E.Const(float("inf"), dtype)), E.gt(inverse, E.Const(float("-inf"), dtype)))
+    return [Let(inverse, E.Const(1.0, dtype) / total), If(finite, scale(True), scale(False))]
 
 
 def _row_normalizer(root: Node, inner: list[Node], out: Buffer) -> Node | None:
@@ -107,4 +263,3 @@ def _depends_on(node: Node, known: dict[int, E.Expr]) -> bool:
         seen.add(n.id)
         stack.extend(n.inputs)
     return False
-
