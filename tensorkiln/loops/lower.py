@@ -26,6 +26,7 @@ from .templates.attention import attention_body
 from .templates.conv import conv2d_body
 from .templates.conv_nchwc import conv2d_nchwc_body
 from .templates.matmul import matmul_body
+from .templates.pool import pool_body
 from .templates.rows import row_body
 from .types import compute_dtype
 
@@ -181,7 +182,7 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
             body = output_nest(root.shape, lambda index, flat: Store(out, flat, _reduce_init(
                 root.op, out.value_dtype)), "")
         else:
-            body = _reduction_body(root, out, values)
+            body = pool_body(root, out, values) or _reduction_body(root, out, values)
     else:
         body = output_nest(root.shape, lambda index, flat: Store(
             out, flat, E.cast(values.value(root, index), out.value_dtype)), "")
