@@ -193,6 +193,9 @@ def _paren(code: str, prec: int, need: int) -> str:
     return f"({code})" if prec < need else code
 
 
+_SELECT_TYPES = ("float32", "float64")  # the prelude's tk_select_<type>
+
+
 class _KernelWriter:
     """Emits one kernel function; tracks loop ranges (for bounds) and the parallel context."""
 
@@ -235,6 +238,8 @@ class _KernelWriter:
             cond, cp = self.expr(e.cond)
             a, ap = self.expr(e.a)
             b, bp = self.expr(e.b)
+            if e.dtype in _SELECT_TYPES and not self.debug and self._always_safe(e.a) and self._always_safe(e.b):
+                return f"tk_select_{e.dtype}({cond}, {a}, {b})", _ATOM
             code = f"{_paren(cond, cp, _TERNARY + 1)} ? {_paren(a, ap, _TERNARY + 1)} : {_paren(b, bp, _TERNARY)}"
             return code, _TERNARY
         if isinstance(e, Cast):
@@ -275,6 +280,19 @@ class _KernelWriter:
             return f"(int8_t)({code})", _UNARY
         return code, prec
 
+    def _always_safe(self, e: Expr) -> bool:
+        """Evaluating `e` even where a select does not pick it can neither trap nor read out
+        of bounds: every load's index provably in range, no integer division, no float-to-int cast."""
+        bounds = self.bounds()
+        for x in walk(e):
+            if isinstance(x, Load) and not bounds.within(x.index, 0, x.buffer.size - 1):
+                return False
+            if isinstance(x, BinOp) and x.operator in ("div", "floordiv", "mod") and not is_float(x.dtype):
+                return False
+            if isinstance(x, Cast) and not is_float(x.dtype):
+                return False
+        return True
+
     def _nonnegative_division(self, e: BinOp) -> bool:
         bounds = self.bounds()
         return bounds(e.a)[0] >= 0 and bounds(e.b)[0] > 0
@@ -299,6 +317,10 @@ class _KernelWriter:
             return f"tk_f16_to_f32({access})"
         if buffer.dtype == "bfloat16":
             return f"tk_bf16_to_f32({access})"
+        if buffer.dtype == "bool" and not (checked and buffer.size == 0):
+            # read as its byte (0 or 1): GCC 12 finds no vector type for a _Bool load, which
+            # left loops that select on a stored mask (dropout) scalar and branchy
+            return f"((const uint8_t *){c_name(buffer.name)})[{code}]"
         return access
 
     # ---- statements

@@ -201,6 +201,13 @@ static inline {t} tk_max_{name}({t} a, {t} b)
 {{
     return (a > b || a != a) ? a : b;
 }}
+
+/* a select whose operands are both evaluated: GCC vectorizes it as a blend, where
+   `c ? x[i] : 0` becomes a masked load that it may not vectorize */
+static inline {t} tk_select_{name}(int c, {t} a, {t} b)
+{{
+    return c ? a : b;
+}}
 """
 
 _INT_MIN_MAX = r"""

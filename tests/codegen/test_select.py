@@ -1,0 +1,45 @@
+"""Selects in generated C: branch-free where both operands are safe to evaluate, and bool loads
+read as bytes, so loops that select on a stored mask (dropout) vectorize."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import tensorkiln as tk
+import tensorkiln.nn.functional as F
+
+
+def _source(f, *args) -> str:
+    return Path(f.report(*args).source_path).read_text()
+
+
+def test_select_on_a_stored_mask_is_branch_free_and_right():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64, 100), dtype=np.float32), rng.standard_normal((64, 100), dtype=np.float32)
+
+    def fn(x, y):
+        keep = x * y > 0.1  # read by two kernels below: stored as a bool buffer
+        return (tk.where(keep, x.relu() * 1.5, 0.0) @ y.T, tk.where(keep, y, -x).sum(-1))
+    f = tk.jit(fn)
+    got = f(x, y)
+    want = tk.jit(fn, backend="interpreter")(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)
+    text = _source(f, x, y)
+    assert "tk_select_float32(" in text and "(const uint8_t *)" in text
+
+
+def test_a_padding_select_keeps_its_clamped_load_and_is_right():
+    x = np.random.default_rng(1).standard_normal((1, 3, 9, 9)).astype(np.float32)
+    w = np.random.default_rng(2).standard_normal((3, 3, 3, 3)).astype(np.float32)
+    fn = lambda x, w: F.conv2d(x, w, padding=2, dilation=2)  # noqa: E731
+    np.testing.assert_allclose(tk.jit(fn)(x, w).numpy(), tk.jit(fn, backend="interpreter")(x, w).numpy(),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_debug_builds_keep_the_ternary():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    f = tk.jit(lambda x: tk.where(x > 5, x, 0.0), debug=True)
+    np.testing.assert_array_equal(f(x).numpy(), np.where(x > 5, x, 0))
+    assert _source(f, x).count("tk_select_float32(") == 1  # the prelude's definition only
