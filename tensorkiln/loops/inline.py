@@ -43,6 +43,42 @@ def delinearize(flat: E.Expr, shape: tuple[int, ...]) -> list[E.Expr]:
     return index
 
 
+def reshape_index(index: list[E.Expr], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[E.Expr]:
+    """The input index that a reshape from `in_shape` to `out_shape` reads for an output index.
+
+    Dimensions are matched in groups of equal size ([128, 768] -> [1, 128, 12, 64] is
+    128 -> 128 and 768 -> 12 x 64), and only within a group does the index go through
+    a flat offset: a div/mod costs per element, and the simplifier cannot always undo
+    one that straddles groups (it would have to know the other index's range).
+    """
+    if 0 in out_shape or 0 in in_shape:
+        return delinearize(linear_index(index, out_shape), in_shape)
+    outs = [k for k, d in enumerate(out_shape) if d != 1]
+    ins = [k for k, d in enumerate(in_shape) if d != 1]
+    result: list[E.Expr] = [E.const(0)] * len(in_shape)
+    i = j = 0
+    while i < len(outs) or j < len(ins):
+        group_out, group_in = [outs[i]], [ins[j]]
+        size_out, size_in = out_shape[outs[i]], in_shape[ins[j]]
+        i, j = i + 1, j + 1
+        while size_out != size_in:
+            if size_out < size_in:
+                group_out.append(outs[i])
+                size_out *= out_shape[outs[i]]
+                i += 1
+            else:
+                group_in.append(ins[j])
+                size_in *= in_shape[ins[j]]
+                j += 1
+        if len(group_out) == 1 and len(group_in) == 1:
+            result[group_in[0]] = index[group_out[0]]
+            continue
+        flat = linear_index([index[k] for k in group_out], tuple(out_shape[k] for k in group_out))
+        for k, value in zip(group_in, delinearize(flat, tuple(in_shape[k] for k in group_in))):
+            result[k] = value
+    return result
+
+
 def broadcast_index(index: list[E.Expr], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[E.Expr]:
     """The input index that numpy broadcasting reads for an output index."""
     lead = len(out_shape) - len(in_shape)
@@ -155,7 +191,7 @@ class ValueBuilder:
     # ---- movement ops: index arithmetic -----------------------------------------------
     def _reshape(self, node, index):
         src = node.inputs[0]
-        return self.value(src, delinearize(linear_index(index, node.shape), src.shape))
+        return self.value(src, reshape_index(index, node.shape, src.shape))
 
     def _permute(self, node, index):
         src_index = [None] * len(index)
