@@ -10,6 +10,21 @@ import numpy as np
 
 from tensorkiln.timing import median_seconds  # noqa: F401  (re-exported for the scripts)
 
+# ResNet-18's convolution layers, for the kernel benchmarks
+RESNET18_CONVS = [  # name, C_in, H(=W), C_out, kernel, stride, padding (224x224 input)
+    ("conv1 7x7/2", 3, 224, 64, 7, 2, 3),
+    ("layer1 3x3", 64, 56, 64, 3, 1, 1),
+    ("layer2.0 3x3/2", 64, 56, 128, 3, 2, 1),
+    ("layer2 3x3", 128, 28, 128, 3, 1, 1),
+    ("layer2 down 1x1/2", 64, 56, 128, 1, 2, 0),
+    ("layer3.0 3x3/2", 128, 28, 256, 3, 2, 1),
+    ("layer3 3x3", 256, 14, 256, 3, 1, 1),
+    ("layer3 down 1x1/2", 128, 28, 256, 1, 2, 0),
+    ("layer4.0 3x3/2", 256, 14, 512, 3, 2, 1),
+    ("layer4 3x3", 512, 7, 512, 3, 1, 1),
+    ("layer4 down 1x1/2", 256, 14, 512, 1, 2, 0),
+]
+
 
 def machine_summary() -> str:
     """CPU model, core count and Python/numpy versions, for the header of a results table."""

@@ -31,19 +31,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-RESNET18_CONVS = [  # name, C_in, H(=W), C_out, kernel, stride, padding (224x224 input)
-    ("conv1 7x7/2", 3, 224, 64, 7, 2, 3),
-    ("layer1 3x3", 64, 56, 64, 3, 1, 1),
-    ("layer2.0 3x3/2", 64, 56, 128, 3, 2, 1),
-    ("layer2 3x3", 128, 28, 128, 3, 1, 1),
-    ("layer2 down 1x1/2", 64, 56, 128, 1, 2, 0),
-    ("layer3.0 3x3/2", 128, 28, 256, 3, 2, 1),
-    ("layer3 3x3", 256, 14, 256, 3, 1, 1),
-    ("layer3 down 1x1/2", 128, 28, 256, 1, 2, 0),
-    ("layer4.0 3x3/2", 256, 14, 512, 3, 2, 1),
-    ("layer4 3x3", 512, 7, 512, 3, 1, 1),
-    ("layer4 down 1x1/2", 256, 14, 512, 1, 2, 0),
-]
+from benchmarks.common import RESNET18_CONVS  # noqa: E402
+
 ALGORITHMS = ("winograd4", "winograd2", "gemm_rows", "gemm")
 COLUMNS = ALGORITHMS + ("nchwc", "compiled")
 SLOWER_MARK = 1.05  # the compiled layer is marked when this much slower than the fastest variant
