@@ -148,8 +148,6 @@ def measure_sgemm(sizes, repeats: int) -> list[dict]:
     return rows
 
 
-
-
 def measure_convs(repeats: int) -> list[dict]:
     import tensorkiln as tk
     import tensorkiln.nn.functional as F
