@@ -69,3 +69,34 @@ def test_depthwise_constant_weights_under_eval():
         got = tk.jit(conv)(x).numpy()
         want = conv(tk.tensor(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# MobileNetV2's depthwise layers and odd neighbours: channels 1-96, planes 1x1 to 112x112,
+# strides 1 and 2 (the copy runs one column phase at a time, zeroing only the border).
+MOBILENET_LIKE = [  # (c, h, w, stride)
+    (1, 1, 1, 1), (3, 5, 5, 2), (17, 7, 7, 1), (17, 13, 13, 2), (32, 30, 30, 2),
+    (3, 1, 7, 2), (96, 13, 5, 1), (96, 7, 13, 2), (32, 112, 112, 1), (3, 112, 112, 2),
+]
+
+
+@pytest.mark.parametrize("case", MOBILENET_LIKE, ids=lambda c: "c{}h{}w{}s{}".format(*c))
+@pytest.mark.parametrize("epilogue", ["relu6", "residual"])
+def test_depthwise_mobilenet_shapes(case, epilogue):
+    c, h, w, stride = case
+    x, wt, bias = rand(1, c, h, w), rand(c, 1, 3, 3), rand(c)
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    res = rand(1, c, oh, ow)
+
+    def fn(x, wt, bias, res):
+        y = F.conv2d(x, wt, bias, stride=stride, padding=1, groups=c)
+        return y.clamp(0.0, 6.0) if epilogue == "relu6" else y + res
+    check_compiled(fn, x, wt, bias, res, factor=10)
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_depthwise_padding_wider_than_the_plane(stride):
+    """Padding of 2 on a 1- and 2-column plane: whole phases are border, zeroed row by row."""
+    for w in (1, 2):
+        x, wt = rand(1, 3, 4, w), rand(3, 1, 5, 5)
+        check_compiled(lambda x, wt: F.conv2d(x, wt, stride=stride, padding=2, groups=3), x, wt,
+                       factor=10, debug=True)

@@ -3,8 +3,9 @@
 For each (image, channel) plane, in parallel::
 
     alloc pad[SW][HP x WP / SW]              # the part of the padded plane the taps reach
-    pad[:] = 0
-    pad[c % sw][pt + iy, c // sw] = x[img, ch, iy, ix]  with c = pl + ix
+    pad[border] = 0                          # only what the copy below does not write
+    for iy, for each phase p: for j (vectorized):
+        pad[p][pt + iy, j] = x[img, ch, iy, p + j*sw - pl]
     let w_rs = weight[ch, 0, r, s]           # the KH x KW taps, once per plane
     for y in OH: for x in OW (vectorized):
         acc = sum over r, s of w_rs * pad[s*dw % sw][y*sh + r*dh, x + s*dw // sw]   (unrolled, fma)
@@ -14,7 +15,11 @@ Padding the plane once removes every bounds test from the inner loop: each
 tap is a plain load at a constant offset from the output pixel's position.
 A column stride sw splits the padded columns into sw phases (column c at
 c // sw of phase c % sw), so each tap's loads are contiguous along x for any
-stride and the x loop becomes vector FMAs. The
+stride and the x loop becomes vector FMAs. The copy runs phase by phase,
+so its stores are contiguous too (computing the phase and position of each
+input column with a modulo and a division per element kept a stride-2
+copy scalar: the 96-channel 112x112 layer of MobileNetV2 spent most of its
+time there), and only the border the copy does not cover is zeroed. The
 padded plane is at most a few hundred KiB and stays in L2 while its output
 rows are computed.
 """
@@ -54,11 +59,31 @@ def depthwise_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> S
     def at(phase: E.Expr | int, row: E.Expr, col: E.Expr) -> E.Expr:
         return (phase * hp + row) * wq + col if sw > 1 else row * wq + col
 
-    column = ix + pl
-    clear = For(q, E.const(sw * hp * wq), Store(pad, q, E.Const(0.0, dtype)), "vectorized")
-    copy = For(iy, E.const(rows_in), For(ix, E.const(cols_in), Store(
-        pad, at(column % sw, iy + pt, column // sw) if sw > 1 else at(0, iy + pt, column),
-        E.cast(values.value(x_node, [img, ch, iy, ix]), dtype)), "vectorized"))
+    zero = E.Const(0.0, dtype)
+
+    def clear(start: E.Expr, count: int) -> list[Stmt]:
+        if count <= 1:
+            return [Store(pad, start, zero)] * count
+        return [For(q, E.const(count), Store(pad, start + q, zero), "vectorized")]
+
+    # Phase p holds the padded columns p, p + sw, ...; those at j_lo..j_hi - 1 come from the
+    # input. Rows above and below the input are zeroed whole, the others row by row: the
+    # zeros left of the input, its columns, the zeros right of it.
+    top = min(pt, hp)
+    bottom = top + rows_in
+    spans = [_phase_span(p, sw, pl, cols_in, wq) for p in range(sw)]
+    edges: list[Stmt] = []
+    row: list[Stmt] = []
+    for p, (j_lo, j_hi) in enumerate(spans):
+        edges += clear(E.const(at(p, 0, 0)), top * wq) + clear(E.const(at(p, bottom, 0)), (hp - bottom) * wq)
+        row += clear(at(p, iy + top, 0), j_lo)
+        if j_hi > j_lo:
+            column = ix + j_lo  # position in the phase; the input column is p + column * sw - pl
+            row.append(For(ix, E.const(j_hi - j_lo), Store(
+                pad, at(p, iy + top, column),
+                E.cast(values.value(x_node, [img, ch, iy, column * sw + (p - pl)]), dtype)), "vectorized"))
+        row += clear(at(p, iy + top, E.const(j_hi)), wq - j_hi)
+    rows = [For(iy, E.const(rows_in), block(*row))] if rows_in else []
 
     taps = [(r, s, E.Var(f"dw_w{r}_{s}", dtype)) for r in range(kh) for s in range(kw)]
     weights = [Let(var, E.cast(values.value(w_node, [ch, E.const(0), E.const(r), E.const(s)]), dtype))
@@ -69,7 +94,14 @@ def depthwise_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> S
         acc = var * tap if acc is None else E.call("fma", var, tap, acc)
     pixel = Store(out, (plane * oh + y) * ow + x, epilogue([img, ch, y, x], acc))
     compute = For(y, E.const(oh), For(x, E.const(ow), pixel, "vectorized"))
-    body = Alloc(pad, block(clear, copy, *weights, compute))
+    body = Alloc(pad, block(*edges, *rows, *weights, compute))
     work = n_img * channels * oh * ow * kh * kw
     kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and n_img * channels > 1 else "serial"
     return For(plane, E.const(n_img * channels), body, kind)
+
+
+def _phase_span(phase: int, sw: int, pl: int, cols_in: int, wq: int) -> tuple[int, int]:
+    """Positions j_lo..j_hi - 1 of column phase `phase` that hold input columns (0 <= phase + j*sw - pl < cols_in)."""
+    j_lo = max(0, -(-(pl - phase) // sw))
+    j_hi = min(wq, max(0, -(-(cols_in + pl - phase) // sw)))
+    return j_lo, max(j_lo, j_hi)
