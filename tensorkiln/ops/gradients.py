@@ -281,16 +281,24 @@ def _reduce_sum(g, inputs, out, attrs, needs):
     return (_kept(g, x.shape, attrs["axes"], attrs["keepdims"]).expand(x.shape),)
 
 
-def _reduce_extremum(g, inputs, out, attrs, needs):
-    """Ties split evenly: each of k equal maxima gets g / k."""
-    x = inputs[0]
-    axes, keep = attrs["axes"], attrs["keepdims"]
-    mask = (x == _kept(out, x.shape, axes, keep)).to(g.dtype)
-    count = _apply("reduce_sum", [mask], axes=axes, keepdims=True)
-    return (_kept(g, x.shape, axes, keep) * mask / count,)
+def _reduce_extremum(reached: str):
+    """The rule of reduce_max (reached="ge") or reduce_min ("le"): ties split evenly, each of
+    k equal extremes gets g / k."""
+    def rule(g, inputs, out, attrs, needs):
+        x = inputs[0]
+        axes, keep = attrs["axes"], attrs["keepdims"]
+        extreme = _kept(out, x.shape, axes, keep)
+        count = _apply("reduce_sum", [(x == extreme).to(g.dtype)], axes=axes, keepdims=True)
+        share = _kept(g, x.shape, axes, keep) / count  # at the reduced shape: one division per extreme
+        # x >= max (x <= min) holds exactly where x == the extreme. Spelt differently from the
+        # count's mask, the two are not merged into one stored mask: each fuses into its reader
+        # (max-pool backward is then a small count reduction and one elementwise kernel).
+        return (_mask(_apply(reached, [x, extreme]), share),)
+    return rule
 
 
-_register_all(("reduce_max", "reduce_min"), _reduce_extremum)
+register_gradient("reduce_max")(_reduce_extremum("ge"))
+register_gradient("reduce_min")(_reduce_extremum("le"))
 
 
 @register_gradient("reduce_prod")
@@ -459,25 +467,36 @@ def _conv2d(g, inputs, out, attrs, needs):
         gd = place(g, 2, 0, sh, (oh - 1) * sh + 1) if sh > 1 else g
         gd = place(gd, 3, 0, sw, (ow - 1) * sw + 1) if sw > 1 else gd
         ph, pw = dh * (kh - 1), dw * (kw - 1)
-        gd = _apply("pad", [gd], pads=((0, 0), (0, 0), (ph, hp - gd.shape[2]), (pw, wp - gd.shape[3])), value=0.0)
         wt = _apply("permute", [w.reshape(groups, og, cg, kh, kw)], perm=(0, 2, 1, 3, 4))
         wt = wt.reshape(groups * cg, og, kh, kw)
         wt = _apply("slice", [wt], starts=(0, 0, kh - 1, kw - 1), stops=(groups * cg, og, -1, -1),
                     steps=(1, 1, -1, -1))  # flip the kernel
-        gxp = _apply("conv2d", [gd, wt], stride=(1, 1), padding=(0, 0, 0, 0), dilation=(dh, dw), groups=groups)
-        gx = gxp
-        if pt or pb or pl or pr:
-            gx = _apply("slice", [gxp], starts=(0, 0, pt, pl), stops=(n, c, pt + h, pl + wd), steps=(1, 1, 1, 1))
+        # The full correlation pads gd by (ph, pw) and crops the forward padding off the result;
+        # where that crop only removes padding, the convolution's own (smaller) padding does both at
+        # once, so no padded copy of the gradient and no slice remain for the backend.
+        crop = (ph - pt, h + ph - gd.shape[2] - (ph - pt), pw - pl, wd + pw - gd.shape[3] - (pw - pl))
+        if min(crop) >= 0:
+            gx = _apply("conv2d", [gd, wt], stride=(1, 1), padding=crop, dilation=(dh, dw), groups=groups)
+        else:
+            gd = _apply("pad", [gd], pads=((0, 0), (0, 0), (ph, hp - gd.shape[2]), (pw, wp - gd.shape[3])),
+                        value=0.0)
+            gx = _apply("conv2d", [gd, wt], stride=(1, 1), padding=(0, 0, 0, 0), dilation=(dh, dw), groups=groups)
+            if pt or pb or pl or pr:
+                gx = _apply("slice", [gx], starts=(0, 0, pt, pl), stops=(n, c, pt + h, pl + wd), steps=(1, 1, 1, 1))
     if needs[1]:
         xp = x
         if pt or pb or pl or pr:
             xp = _apply("pad", [x], pads=((0, 0), (0, 0), (pt, pb), (pl, pr)), value=0.0)
         win = _apply("window", [xp], kernel=(kh, kw), stride=(sh, sw), dilation=(dh, dw))  # (N,C,OH,OW,kh,kw)
         p, k = oh * ow, kh * kw
-        a = _apply("permute", [g.reshape(n, groups, og, p)], perm=(1, 2, 0, 3)).reshape(groups, og, n * p)
-        b = _apply("permute", [win.reshape(n, groups, cg, p, k)], perm=(1, 0, 3, 2, 4)).reshape(
-            groups, n * p, cg * k)
-        gw = _apply("matmul", [a, b]).reshape(o, cg, kh, kw)
+        # Transposed product (cg*k, n*p) @ (n*p, og): the windows, a gather with divisions by the
+        # kernel size, are the left operand, which the GEMM packs a few rows at a time with scalar
+        # loads; as the right operand they were packed by vector gathers, three times slower.
+        a = _apply("permute", [win.reshape(n, groups, cg, p, k)], perm=(1, 2, 4, 0, 3)).reshape(
+            groups, cg * k, n * p)
+        b = _apply("permute", [g.reshape(n, groups, og, p)], perm=(1, 0, 3, 2)).reshape(groups, n * p, og)
+        gwt = _apply("matmul", [a, b]).reshape(groups, cg, kh, kw, og)
+        gw = _apply("permute", [gwt], perm=(0, 4, 1, 2, 3)).reshape(o, cg, kh, kw)
     return gx, gw
 
 

@@ -136,6 +136,8 @@ CONVS = [  # (input shape, weight shape, stride, padding, dilation, groups)
     ((1, 2, 7, 7), (3, 2, 3, 2), 2, 1, 1, 1),
     ((1, 4, 8, 7), (6, 2, 3, 3), (2, 1), (1, 2), 2, 2),
     ((2, 3, 5, 5), (3, 1, 2, 2), 3, 0, 1, 3),
+    ((2, 3, 5, 5), (4, 3, 3, 3), 1, 1, 1, 1),  # input gradient: a padded conv, no pad or slice
+    ((1, 2, 8, 8), (3, 2, 3, 3), 2, 1, 1, 1),
 ]
 
 
