@@ -18,7 +18,7 @@ from ..graph import Graph, Node, format_node, node_names, node_notes
 from ..passes.partition import KernelGroup, partition
 from . import expr as E
 from .buffer import Buffer
-from .inline import ValueBuilder, broadcast_index, delinearize, linear_index
+from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
 from .ir import Assign, For, Kernel, Let, Store, block, simplify_kernel
 from .program import Program
 from .schedule_defaults import output_nest
@@ -171,7 +171,7 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
             # between the two (partition.py): the root's element is the one at the same flat index.
             inner = ValueBuilder(buffers, inline_root=root, known={contraction.id: acc})
             if root.shape != contraction.shape:
-                index = delinearize(linear_index(index, contraction.shape), root.shape)
+                index = reshape_index(index, contraction.shape, root.shape)
             return E.cast(inner.value(root, index), out.value_dtype)
 
         body = TEMPLATES[contraction.op](contraction, out, values, epilogue if contraction is not root else None)

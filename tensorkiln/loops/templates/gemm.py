@@ -220,9 +220,11 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     out_row, out_col = r0 + wi, c0 + wj
     flat = out_index(bi, out_row, out_col)
     tile_sum: E.Expr = E.Load(acc, wi * nr + wj)
+    last_sum = tile_sum  # the sum on the last K block, where the epilogue applies
     if n_k > 1:
         if out.dtype != dtype:
             raise ValueError("blis_gemm: partial sums over K blocks need an output of the compute dtype")
+        last_sum = E.Load(out, flat) + tile_sum  # pc > 0 there: a plain load, so the epilogue vectorizes
         tile_sum = E.Select(E.eq(pc, 0), zero, E.Load(out, flat)) + tile_sum
     rows_left = E.minimum(E.const(mr), m - r0) if m % mr else E.const(mr)
     cols_left = E.minimum(E.const(nr), n - c0) if n % nr else E.const(nr)
@@ -233,7 +235,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
             store = If(col_valid(out_col), store)
         return For(wi, rows_left, For(wj, cols_left, store, "vectorized"))
 
-    final = write(epilogue(bi, out_row, out_col, tile_sum))
+    final = write(epilogue(bi, out_row, out_col, last_sum))
     writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
     row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, block(pack_a, tiles))
