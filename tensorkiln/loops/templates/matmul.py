@@ -151,15 +151,33 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
     col = lambda jj: jb * width + jj if blocks > 1 else jj  # noqa: E731
     clear = For(j0, cols, Store(acc, j0, zero), "vectorized")
     steps = []
-    if k_extent:
-        steps.append(For(k, E.const(k_extent), block(
-            Let(a_ik, values.value(a_node, a_batch + [i, k])),
-            For(j, cols, Store(acc, j, E.Load(acc, j) + a_ik * values.value(b_node, b_batch + [k, col(j)])),
+    # K_UNROLL rows of B per pass over the accumulators: the accumulators (up to
+    # N floats) go through L1/L2 once per K_UNROLL rows instead of once per row
+    unroll = K_UNROLL if k_extent >= 2 * K_UNROLL else 1
+    kq, kr = E.Var("kq"), E.Var("kr")
+    a_vars = [E.Var(f"a_ik{u}", dtype) for u in range(unroll)]
+    if unroll > 1:
+        k_rows = [kq * unroll + u for u in range(unroll)]
+        update: E.Expr = E.Load(acc, j)
+        for var, row in zip(a_vars, k_rows):
+            update = update + var * values.value(b_node, b_batch + [row, col(j)])
+        steps.append(For(kq, E.const(k_extent // unroll), block(
+            *[Let(var, values.value(a_node, a_batch + [i, row])) for var, row in zip(a_vars, k_rows)],
+            For(j, cols, Store(acc, j, update), "vectorized"))))
+    done = k_extent // unroll * unroll if unroll > 1 else 0
+    if k_extent > done:
+        kk = kr + done if done else kr
+        steps.append(For(kr, E.const(k_extent - done), block(
+            Let(a_ik, values.value(a_node, a_batch + [i, kk])),
+            For(j, cols, Store(acc, j, E.Load(acc, j) + a_ik * values.value(b_node, b_batch + [kk, col(j)])),
                 "vectorized"))))
     write = For(j2, cols, Store(out, bi * n + col(j2), epilogue(_out_index(bi, col(j2), batch_shape, m),
                                                                 E.Load(acc, j2))), "vectorized")
     tile = Alloc(acc, block(clear, *steps, write))
     return For(task, E.const(rows * blocks), tile, "parallel" if parallel and rows * blocks > 1 else "serial")
+
+
+K_UNROLL = 4
 
 
 def _column_blocks(n: int, rows: int, parallel: bool) -> tuple[int, int]:
