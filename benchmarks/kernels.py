@@ -148,6 +148,15 @@ def measure_sgemm(sizes, repeats: int) -> list[dict]:
     return rows
 
 
+def _conv_algorithm_of(loop_irs: list[str]) -> str:
+    """Which convolution template the kernels came from (by their buffers' names)."""
+    text = "\n".join(loop_irs)
+    for marker, name in (("wino_", "winograd"), ("g_xpad", "gemm_rows"), ("g_acc", "gemm"), ("dw_pad", "depthwise")):
+        if marker in text:
+            return name
+    return "direct"
+
+
 def measure_convs(repeats: int) -> list[dict]:
     import tensorkiln as tk
     import tensorkiln.nn.functional as F
@@ -163,8 +172,7 @@ def measure_convs(repeats: int) -> list[dict]:
         flops = 2 * o * oh * oh * c * k * k
         t = _median(lambda: f(x, w, bias), repeats)
         irs = [kk.loop_ir for kk in f.report(x, w, bias).kernels]
-        algo = "gemm_rows" if any("g_xpad" in ir for ir in irs) else "gemm" if any("g_acc" in ir for ir in irs) \
-            else "direct"
+        algo = _conv_algorithm_of(irs)
         rows.append({"layer": name, "shape": f"{c}x{h}x{h} -> {o}x{oh}x{oh}", "algorithm": algo,
                      "gflops": flops / t / 1e9, "ms": t * 1e3})
     return rows
