@@ -5,14 +5,13 @@ Lowered as a generic reduction, every tap of every output pays the padding
 test, a clamped gather with the window stride, and NaN bookkeeping. Here,
 for each plane (all leading axes), in parallel::
 
-    alloc plane[SW][HP x WP / SW]        # the rows and columns the windows reach
-    plane[c % sw][y, c // sw] = src[..., y, c]     (padding computed once per element)
+    alloc plane[SW][HP x WP / SW]        # plane.py: the rows and columns the windows reach,
+    plane = src[...]                     # in column phases (padding computed once per element)
     for y in OH: for x in OW (vectorized):
         acc = combine over the KH x KW taps of plane[s*dw % sw][y*sh + r*dh, x + s*dw // sw]
         out[..., y, x] = acc
 
-The column phases (column c stored at c // sw of phase c % sw, as in
-depthwise.py) make each tap's loads contiguous along x for any stride. Max
+The column phases make each tap's loads contiguous along x for any stride. Max
 and min propagate NaN like numpy: a tap replaces the accumulator when it is
 larger (smaller) or NaN, and nothing replaces a NaN accumulator.
 """
@@ -27,6 +26,7 @@ from ..inline import ValueBuilder, delinearize
 from ..ir import Alloc, Assign, For, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
+from .plane import fill_plane, phased_plane
 
 POOL_OPS = ("reduce_max", "reduce_min", "reduce_sum")
 
@@ -58,31 +58,25 @@ def pool_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
     lead = src.shape[:-2]
     oh, ow = window.shape[-4], window.shape[-3]
     planes = int(np.prod(lead, dtype=np.int64)) if lead else 1
-    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
-    wq = -(-wp // sw)
     dtype = compute_dtype(root.dtype.name)
 
-    plane, yy, xx, y, x = (E.Var(f"pl_{v}") for v in ("plane", "yy", "xx", "y", "x"))
-    buf = Buffer("pl_buf", dtype, (sw * hp * wq,), scope="local")
-
-    def at(phase, row, col):
-        return (phase * hp + row) * wq + col if sw > 1 else row * wq + col
-
-    index = (delinearize(plane, lead) if lead else []) + [yy, xx]
-    copy = For(yy, E.const(hp), For(xx, E.const(wp), Store(
-        buf, at(xx % sw, yy, xx // sw) if sw > 1 else at(0, yy, xx),
-        E.cast(values.value(src, index), dtype)), "vectorized"))
+    plane, y, x = E.Var("pl_plane"), E.Var("pl_y"), E.Var("pl_x")
+    buf = phased_plane("pl_buf", dtype, (oh, ow), (kh, kw), (sh, sw), (dh, dw))
+    lead_index = delinearize(plane, lead) if lead else []
+    # the window's input is already padded (pad op): the copy reads it whole, no border to fill
+    copy = fill_plane(buf, lambda iy, ix: E.cast(values.value(src, lead_index + [iy, ix]), dtype),
+                      src.shape[-2:], (0, 0), E.Const(0.0, dtype), "pl")
     acc = E.Var("pl_acc", dtype)
     steps: list[Stmt] = []
     for r in range(kh):
         for s in range(kw):
-            tap = E.Load(buf, at(s * dw % sw, y * sh + r * dh, x + s * dw // sw))
+            tap = buf.tap(y, x, r, s, (sh, sw), (dh, dw))
             steps.append(Let(acc, tap) if not steps else Assign(acc, _combine(root.op, acc, tap)))
     steps.append(Store(out, (plane * oh + y) * ow + x, E.cast(acc, out.value_dtype)))
     compute = For(y, E.const(oh), For(x, E.const(ow), block(*steps), "vectorized"))
-    work = planes * (hp * wp + oh * ow * kh * kw)
+    work = planes * (buf.hp * buf.wp + oh * ow * kh * kw)
     kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and planes > 1 else "serial"
-    return For(plane, E.const(planes), Alloc(buf, block(copy, compute)), kind)
+    return For(plane, E.const(planes), Alloc(buf.buffer, block(*copy, compute)), kind)
 
 
 def _combine(op: str, acc: E.Expr, tap: E.Expr) -> E.Expr:
