@@ -211,12 +211,14 @@ class CompiledGraph:
                 bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
                 raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")
         outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
-        for output, position in self._in_place.items():
+        if self._in_place:
             # The new value overwrites the old one's array (a parameter, an optimizer moment)
             # unless that array is read-only or passed twice.
-            target = inputs[position]
-            if target is arrays[position] and target.flags.writeable and \
-                    sum(a is target for a in inputs) == 1:
-                outputs[output] = target
+            distinct = len({id(a) for a in inputs}) == len(inputs)
+            for output, position in self._in_place.items():
+                target = inputs[position]
+                if target is arrays[position] and target.flags.writeable and \
+                        (distinct or sum(a is target for a in inputs) == 1):
+                    outputs[output] = target
         self.module(*inputs, *outputs, fresh_outputs=True)  # fresh or in-place pairs the code allows
         return outputs

@@ -279,13 +279,13 @@ def _store_shared(graph: Graph, stored: set[int]) -> bool:
     return True
 
 
-def _store_invalid(graph: Graph, stored: set[int], fixed: set[int] = frozenset()) -> bool:
+def _store_invalid(graph: Graph, stored: set[int], users: dict[int, list[Node]],
+                   fixed: set[int] = frozenset()) -> bool:
     """Store contractions and row reductions a kernel cannot hold; True if any was added.
 
     Kernels rooted in `fixed` (fused attention) are left as they are."""
     added = set()
     roots = [r for r in _roots(graph, stored) if r.id not in fixed]
-    users = graph.users()
     outputs = {n.id for n in graph.outputs}
     for root in roots:  # contractions first: storing one may make a row kernel valid
         members, _ = _collect(root, stored)
@@ -372,7 +372,7 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     # Refine to a fixed point: first, a computing node inlined into two kernels would be
     # computed twice, so it is stored; then (only once that is settled) a contraction must head
     # its kernel's epilogue and row reductions must share their kernel's row structure.
-    while _store_shared(graph, stored) or _store_invalid(graph, stored, fixed):
+    while _store_shared(graph, stored) or _store_invalid(graph, stored, users, fixed):
         pass
     groups = []
     for node in graph.nodes:

@@ -186,8 +186,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     rows = extent(m_chunk, m, row0) if split.row_chunks > 1 else E.const(m)
     cols = extent(n_chunk, n, col0) if split.col_chunks > 1 else E.const(n)
     col_base, row_base = col0 + jc * nc_max, row0 + ib * mc_max
-    nc = _block_extent(nc_max, cols, jc, n_chunk if split.col_chunks > 1 else n)
-    mc = _block_extent(mc_max, rows, ib, m_chunk if split.row_chunks > 1 else m)
+    nc = _block_extent(nc_max, cols, jc)
+    mc = _block_extent(mc_max, rows, ib)
     kc = extent(kc_max, k, pc * kc_max)
     k_at = lambda pv: pc * kc_max + pv  # noqa: E731
     clamp = lambda x, size: E.minimum(x, size - 1)  # noqa: E731
@@ -248,9 +248,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial")
 
 
-def _block_extent(block_size: int, chunk_extent: E.Expr, index: E.Expr, chunk_size: int) -> E.Expr:
+def _block_extent(block_size: int, chunk_extent: E.Expr, index: E.Expr) -> E.Expr:
     """Extent of block `index` of size block_size within a chunk (min() only when a block can be short)."""
-    if isinstance(chunk_extent, E.Const) and int(chunk_extent.value) % block_size == 0 and \
-            chunk_size % block_size == 0:
+    if isinstance(chunk_extent, E.Const) and int(chunk_extent.value) % block_size == 0:
         return E.const(block_size)
     return E.minimum(E.const(block_size), chunk_extent - index * block_size)
