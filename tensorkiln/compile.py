@@ -110,10 +110,11 @@ class CompiledGraph:
             raise ValueError(f"backend must be 'c' or 'interpreter', got {backend!r}")
         self.traced_graph = graph
         self.opt_level = opt_level
+        self.fast_math = fast_math
         graph, stats = optimize(graph, opt_level, fast_math, blocked_layouts=backend == "c")
         self.graph = graph
         self.module = None
-        self.lowered = None
+        self._lowered = None  # the loop IR: kept from a fresh build, made on demand after a cache hit
         self._profiled = None  # the per-kernel timing build, made on the first profile()
         self._updates = list(updates)  # (output, input) candidates for updating in place
         self._in_place: dict[int, int] = {}  # output position -> input position it overwrites
@@ -135,33 +136,80 @@ class CompiledGraph:
             self.report.fallback_reason = reason
 
     def _build(self, debug: bool) -> None:
-        from .codegen.build import build
+        from .compile_cache import entry_key, load_entry
+        start = time.perf_counter()
+        key = entry_key(self.graph, opt_level=self.opt_level, fast_math=self.fast_math, debug=debug,
+                        updates=self._updates)
+        cached = load_entry(key)
+        if cached is None or not self._load_cached(cached, debug, start):
+            self._lower_and_build(debug, key, start)
+
+    def _lower(self):
+        """Lower the optimized graph to loop IR with its memory plan; (LoweredGraph, MemoryPlan)."""
         from .loops.lower import lower_graph
         from .passes.memory_plan import apply_plan, plan_memory
-        start = time.perf_counter()
         lowered = lower_graph(self.graph, fuse=self.opt_level >= 1)
         plan = plan_memory(lowered.program)
         if self.opt_level >= 1:
             lowered.program = apply_plan(lowered.program, plan)
         if self._updates:
             lowered.program = self._plan_updates(lowered.program)
+        return lowered, plan
+
+    def _lower_and_build(self, debug: bool, key: str, start: float) -> None:
+        from .codegen.build import build
+        from .compile_cache import CachedBuild, store_entry
+        lowered, plan = self._lower()
         program = lowered.program
-        self.report.lower_seconds = time.perf_counter() - start
+        lower_seconds = time.perf_counter() - start
         constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
         module = build(program, constants, debug=debug)
-        self.lowered, self.module = lowered, module
-        self._output_specs = [(b.shape, np.dtype(np.uint16) if b.dtype == "bfloat16" else n.dtype.storage)
-                              for b, n in zip(program.outputs, self.graph.outputs)]
+        self._lowered = lowered
+        kernels = [KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups
+                              else "copy", k.comment.splitlines(), str(k)) for k in program.kernels]
+        self._finish(module, kernels, program.arena_bytes, plan.naive_bytes, plan.lower_bound_bytes, lower_seconds)
+        store_entry(key, CachedBuild(module.library.key, module.signature.encode(),
+                                     [k.__dict__ for k in kernels], program.arena_bytes, plan.naive_bytes,
+                                     plan.lower_bound_bytes, self._in_place))
+
+    def _load_cached(self, cached, debug: bool, start: float) -> bool:
+        """Load the library a cache entry names (no lowering, no codegen); False when it cannot be used."""
+        from .loops.lower import buffer_constants
+        from .runtime.compiler import cached_library
+        from .runtime.module import CompiledModule
+        from .runtime.signature import Signature
+        library = cached_library(cached.library_key, debug=debug)
+        if library is None:
+            return False
+        signature = Signature.decode(cached.signature)
+        arrays = [np.asarray(n.attrs["value"].array, order="C") for n in buffer_constants(self.graph)]
+        if len(arrays) != len(signature.constants):
+            return False
+        try:
+            module = CompiledModule(library.path, signature, dict(zip((c.name for c in signature.constants), arrays)),
+                                    source_path=library.source_path, compile_seconds=library.seconds,
+                                    cache_hit=True)
+        except TensorKilnError:  # the entry does not fit this graph after all: build it afresh
+            return False
+        module.library = library
+        self._in_place = dict(cached.in_place)
+        self._finish(module, [KernelInfo(**k) for k in cached.kernels], cached.arena_bytes, cached.naive_bytes,
+                     cached.lower_bound_bytes, time.perf_counter() - start)
+        return True
+
+    def _finish(self, module, kernels: list[KernelInfo], arena_bytes: int, naive_bytes: int,
+                lower_bound_bytes: int, lower_seconds: float) -> None:
+        """Bind the loaded module and fill the report (the same for a fresh build and a cached one)."""
+        from .runtime.signature import numpy_dtypes
+        self.module = module
+        self._output_specs = [(spec.shape, numpy_dtypes(spec.dtype)[0]) for spec in module.signature.outputs]
         self._input_dtypes = [n.dtype.storage for n in self.graph.inputs]
         self._index_checks = index_checks(self.graph)
         self.report = CompileReport(
-            backend="c",
-            kernels=[KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups
-                                else "copy", k.comment.splitlines(), str(k)) for k in program.kernels],
-            passes=self.report.passes, source_path=module.source_path, library_path=module.library_path,
-            compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
-            lower_seconds=self.report.lower_seconds, cache_hit=module.cache_hit,
-            arena_bytes=program.arena_bytes, naive_bytes=plan.naive_bytes, lower_bound_bytes=plan.lower_bound_bytes)
+            backend="c", kernels=kernels, passes=self.report.passes, source_path=module.source_path,
+            library_path=module.library_path, compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
+            lower_seconds=lower_seconds, cache_hit=module.cache_hit, arena_bytes=arena_bytes,
+            naive_bytes=naive_bytes, lower_bound_bytes=lower_bound_bytes)
 
     def _plan_updates(self, program):
         """Let outputs that are new values of state inputs overwrite them (memory_plan.state_update_pairs)."""
@@ -173,6 +221,13 @@ class CompiledGraph:
         position.update({b.name: k for k, b in enumerate(program.outputs)})
         self._in_place = {position[o]: position[i] for o, i in pairs}
         return dataclasses.replace(program, aliases=program.aliases + tuple(pairs)) if pairs else program
+
+    @property
+    def lowered(self):
+        """The LoweredGraph (loop IR) of a compiled graph; lowered again when the build came from the cache."""
+        if self._lowered is None and self.module is not None:
+            self._lowered, _ = self._lower()
+        return self._lowered
 
     @property
     def compiled(self) -> bool:

@@ -196,6 +196,13 @@ def _copy_kernel(name: str, src: Buffer, dst: Buffer) -> Kernel | None:
     return None if body is None else Kernel(name, (dst, src), body, f"copy {src.name} to output {dst.name}")
 
 
+def buffer_constants(graph: Graph) -> list[Node]:
+    """The constants that become arrays passed to the program, in its order (the rest are inlined literals)."""
+    outputs = {node.id for node in graph.outputs}
+    return [node for node in graph.nodes
+            if node.op == "constant" and (node.type.size > 1 or node.id in outputs)]
+
+
 def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
     """Lower a whole graph to one Program (fuse=False: one kernel per computing op)."""
     taken: set[str] = set()
@@ -205,11 +212,10 @@ def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
         buffers[node.id] = _buffer(_identifier("in_" + node.attrs["name"], taken, "in"), node)
         inputs.append(buffers[node.id])
     constants, constant_arrays = [], []
-    for node in graph.nodes:
-        if node.op == "constant" and node.type.size > 1 or (node.op == "constant" and node in graph.outputs):
-            buffers[node.id] = _buffer(_identifier(f"c{len(constants)}", taken, "c"), node)
-            constants.append(buffers[node.id])
-            constant_arrays.append(np.asarray(node.attrs["value"].array, order="C"))
+    for node in buffer_constants(graph):
+        buffers[node.id] = _buffer(_identifier(f"c{len(constants)}", taken, "c"), node)
+        constants.append(buffers[node.id])
+        constant_arrays.append(np.asarray(node.attrs["value"].array, order="C"))
 
     groups = partition(graph, fuse=fuse)
     names = node_names(graph)
@@ -250,5 +256,5 @@ def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
     return LoweredGraph(program, constant_arrays, groups, kernel_groups)
 
 
-__all__ = ["LoweredGraph", "lower_graph", "lower_group", "broadcast_index", "linear_index",
+__all__ = ["LoweredGraph", "buffer_constants", "lower_graph", "lower_group", "broadcast_index", "linear_index",
            "UnsupportedOpError"]

@@ -76,7 +76,7 @@ class ConstantValue:
     def digest(self) -> str:
         if self._digest is None:
             data = np.ascontiguousarray(self.array)
-            h = hashlib.sha1(data.tobytes())
+            h = hashlib.sha1(data.reshape(-1).view(np.uint8) if data.size else b"")  # no copy of the bytes
             h.update(str((data.dtype.str, data.shape)).encode())
             self._digest = h.hexdigest()
         return self._digest

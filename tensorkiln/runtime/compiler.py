@@ -236,6 +236,16 @@ def compile_c(source: str, *, debug: bool = False, asan: bool = False, extra_fla
     return result(False, compile_seconds)
 
 
+def cached_library(key: str, *, debug: bool = False, cache: Optional[Path] = None) -> Optional[CompiledLibrary]:
+    """The valid cache entry named `key` (a `CompiledLibrary.key`), or None when it is gone or corrupt."""
+    start = time.perf_counter()
+    entry = (Path(cache) if cache is not None else cache_dir()) / key
+    if not entry_is_valid(entry):
+        return None
+    return CompiledLibrary(str(entry / LIBRARY_NAME), str(entry / SOURCE_NAME), key, time.perf_counter() - start,
+                           True, _recorded_compile_seconds(entry), build_flags(debug), debug)
+
+
 def _recorded_compile_seconds(entry: Path) -> float:
     try:
         return float(json.loads((entry / "build.json").read_text())["compile_seconds"])

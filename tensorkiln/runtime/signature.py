@@ -91,3 +91,15 @@ class Signature:
         """A one-line text form, embedded in the library and compared on load."""
         parts = [f"{a.role}:{a.name}:{a.dtype}:{'x'.join(map(str, a.shape))}" for a in self.args]
         return ";".join(["tk1", *parts, f"arena:{self.arena_bytes}"])
+
+    @classmethod
+    def decode(cls, text: str) -> "Signature":
+        """The Signature whose `encode()` is `text`."""
+        version, *parts, arena = text.split(";")
+        if version != "tk1" or not arena.startswith("arena:"):
+            raise ValueError(f"not an encoded signature: {text[:60]!r}")
+        args: dict[str, list[ArgSpec]] = {role: [] for role in ROLES}
+        for part in parts:
+            role, name, dtype, shape = part.split(":")
+            args[role].append(ArgSpec(name, dtype, tuple(int(d) for d in shape.split("x") if d), role))
+        return cls(args["input"], args["output"], args["constant"], int(arena[len("arena:"):]))

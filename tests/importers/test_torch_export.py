@@ -163,3 +163,48 @@ def test_fused_attention_lowerings_match_pytorch():
     assert_close(out, expected)
     out = LOWERINGS[aten.scaled_dot_product_attention.default].fn(tq, tk_, tv, tmask)
     assert_close(out, expected)
+
+
+class PrivateInPlace(torch.nn.Module):
+    """In-place ops on intermediates nothing else reads: converted without decomposing."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        out = self.bn(self.conv(x))
+        out += x.mean(1, keepdim=True)
+        return torch.flatten(out.relu_(), 1)
+
+
+class SharedInPlace(torch.nn.Module):
+    """In-place ops whose effect other nodes see: through an alias, or on a view of another tensor."""
+
+    def forward(self, x):
+        a = x * 2
+        b = a.relu_()          # a and b are the same tensor
+        c = x + 1
+        c[0].add_(5)           # writes through a view into c
+        return a + b + c
+
+
+def test_private_in_place_ops_convert_without_decomposition(monkeypatch):
+    torch.manual_seed(0)
+    model, x = PrivateInPlace().eval(), torch.randn(2, 3, 6, 6)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("decomposed although every op converts directly")
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", refuse)
+    program, expected = imported(model, (x,))
+    assert_close(program(x), expected)
+
+
+def test_shared_in_place_updates_are_decomposed_first():
+    x = torch.randn(3, 4)
+    exported = torch.export.export(SharedInPlace().eval(), (x,))
+    from tensorkiln.importers.torch.convert import unsupported_nodes
+    assert any("updates a graph input or a tensor other nodes read" in op for op in unsupported_nodes(exported.graph))
+    program, expected = imported(SharedInPlace().eval(), (x,))
+    assert_close(program(x), expected)

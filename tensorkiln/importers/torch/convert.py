@@ -74,15 +74,63 @@ def _target_name(target) -> str:
         else getattr(target, "__name__", str(target))
 
 
+def _written_arguments(target) -> list[int]:
+    """Positions of the arguments an ATen op overwrites (`Tensor(a!)` in its schema)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return []
+    return [i for i, arg in enumerate(schema.arguments) if arg.alias_info is not None and arg.alias_info.is_write]
+
+
+def functional_target(target):
+    """The out-of-place overload of an in-place ATen op (aten.relu_ -> aten.relu), else `target` itself."""
+    if not isinstance(target, torch._ops.OpOverload) or not _written_arguments(target):
+        return target
+    name = target.overloadpacket.__name__
+    packet = getattr(torch.ops.aten, name[:-1], None) if name.endswith("_") else None
+    return getattr(packet, target._overloadname, target) if packet is not None else target
+
+
+def _is_private_update(node: torch.fx.Node) -> bool:
+    """True when every tensor the in-place `node` overwrites is an intermediate that nothing else sees.
+
+    Then replaying it out of place gives the same values: the overwritten tensor is
+    a fresh result (not a graph input, parameter or view of another tensor) whose
+    only reader is this node. torch.export's graph before decomposition keeps
+    in-place ops such as `relu_` and `add_`; anything less simple is functionalized.
+    """
+    for position in _written_arguments(node.target):
+        arg = node.args[position] if position < len(node.args) else None
+        if not isinstance(arg, torch.fx.Node) or arg.op != "call_function" or len(arg.users) != 1:
+            return False
+        schema = getattr(arg.target, "_schema", None)
+        if schema is None:
+            return False
+        aliases = any(r.alias_info is not None for r in schema.returns)
+        if aliases and not (_written_arguments(arg.target) and _is_private_update(arg)):
+            return False
+    return True
+
+
+def _lowering_of(node: torch.fx.Node):
+    """The lowering for `node` (an in-place op replays as its out-of-place form when that is exact)."""
+    target = functional_target(node.target)
+    if target is not node.target and not _is_private_update(node):
+        return None
+    return LOWERINGS.get(target)
+
+
 def unsupported_nodes(graph: torch.fx.Graph) -> dict[str, list[str]]:
     """{op name: [node names]} for every call the lowering table cannot convert (or a variant it refuses)."""
     missing: dict[str, list[str]] = {}
     for node in graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
-        lowering = LOWERINGS.get(node.target)
+        lowering = _lowering_of(node)
         if lowering is None:
             reason = _target_name(node.target)
+            if functional_target(node.target) is not node.target:
+                reason += " (updates a graph input or a tensor other nodes read)"
         else:
             why = lowering.check(node) if lowering.check is not None else None
             if why is None:
@@ -151,7 +199,7 @@ def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor] |
                 if node.target is operator.getitem:
                     value = node_args[0][node_args[1]]
                 else:
-                    value = LOWERINGS[node.target].fn(*node_args, **node_kwargs)
+                    value = _lowering_of(node).fn(*node_args, **node_kwargs)
                 env[node] = _match_meta(value, node.meta.get("val"), node)
         return [env[n] for n in flat_outputs]
 

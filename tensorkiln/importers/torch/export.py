@@ -3,10 +3,14 @@
     program = tk.from_torch(model.eval(), (example_input,))
     logits = program(x)               # numpy arrays, tk Tensors or torch tensors in; tk Tensors out
 
-`torch.export.export(module, example_inputs).run_decompositions()` gives a
-core-ATen graph whose parameters, buffers and tensor constants are lifted to
-inputs; they become tensorkiln constants (snapshots taken at import), the user
-inputs become the compiled function's inputs. Shapes are those of the example
+`torch.export.export(module, example_inputs)` gives an ATen graph whose
+parameters, buffers and tensor constants are lifted to inputs. When the
+lowering table covers every op of it (conv2d, linear, batch_norm, in-place
+relu_ on intermediates...) it is converted as is; otherwise
+`run_decompositions()` first reduces it to core ATen (which retraces the
+graph, about half of the import time of a ResNet). The lifted tensors
+become tensorkiln constants (snapshots taken at import), the user inputs
+become the compiled function's inputs. Shapes are those of the example
 inputs (export them again for other shapes).
 """
 from __future__ import annotations
@@ -22,7 +26,7 @@ from ...errors import ShapeError, UnsupportedOpError
 from ...jit import jit
 from ...tensor import Tensor, as_tensor
 from .backend import decompositions
-from .convert import ConvertedGraph, convert_graph, rebuild_outputs, to_tk
+from .convert import ConvertedGraph, convert_graph, rebuild_outputs, to_tk, unsupported_nodes
 
 
 class TorchProgram:
@@ -87,7 +91,8 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
                       "statistics); call module.eval() for inference", UserWarning, stacklevel=3)
     with torch.no_grad():
         exported = torch.export.export(module, example_inputs, kwargs=example_kwargs, strict=strict)
-        exported = exported.run_decompositions(decompositions())
+        if unsupported_nodes(exported.graph):  # else convert as is: decomposing retraces the whole graph
+            exported = exported.run_decompositions(decompositions())
     signature = exported.graph_signature
     constants: dict[str, torch.Tensor] = {}
     for spec in signature.input_specs:

@@ -372,6 +372,26 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     return out.squeeze(2) if one_d else out
 
 
+def _check_conv(dims: int):
+    def check(node):
+        weight = _meta(node, 1)
+        return None if weight is not None and weight.dim() == dims + 2 else f"a {dims}-d convolution's weight"
+    return check
+
+
+# Before decomposition (tk.from_torch converts torch.export's graph directly when it can).
+@register_lowering(aten.conv2d.default, check=_check_conv(2))
+def conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    pair = (lambda v: (v, v) if isinstance(v, int) else tuple(v) * (2 // len(v)))
+    return convolution(x, weight, bias, pair(stride), pair(padding), pair(dilation), False, (0, 0), groups)
+
+
+@register_lowering(aten.conv1d.default, check=_check_conv(1))
+def conv1d(x, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,), groups=1):
+    single = (lambda v: (v,) if isinstance(v, int) else tuple(v))
+    return convolution(x, weight, bias, single(stride), single(padding), single(dilation), False, (0,), groups)
+
+
 def _conv_transpose2d(x, weight, stride, padding, output_padding, dilation, groups):
     """A transposed convolution as a stride-1 convolution of the zero-stuffed, padded input with the
     spatially flipped weight whose in/out channels are swapped per group."""
@@ -597,6 +617,11 @@ def all_(x, dim=None, keepdim=False):
                    aten._reshape_alias.default)
 def view(x, size, *strides):
     return x.reshape(tuple(size))
+
+
+@register_lowering(aten.flatten.using_ints)
+def flatten(x, start_dim=0, end_dim=-1):
+    return x.flatten(start_dim, end_dim)
 
 
 @register_lowering(aten.permute.default, aten.permute_copy.default)
