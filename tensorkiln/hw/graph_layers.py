@@ -16,7 +16,8 @@ stride). The batch N multiplies the streamed dimension M (im2col over the
 whole batch). groups == C (one input channel per group) is a depthwise
 convolution; other grouped convolutions are ``groups`` independent GEMMs.
 conv2d_nchwc (a convolution the CPU layout pass computes in channel blocks)
-counts as the conv2d it computes.
+and conv2d_winograd (a 3x3 convolution whose weights the CPU passes gave
+transformed) count as the conv2d they compute.
 
 matmul: (..., M, K) @ (..., K, N). When the right operand has batch
 dimensions, each batch entry is its own GEMM (``groups``); when it is a plain
@@ -144,6 +145,16 @@ def _unblocked(node: Any) -> Any:
                            type=SimpleNamespace(shape=(n, kblocks * kb, out[2], out[3])))
 
 
+def _untransformed(node: Any) -> Any:
+    """A conv2d_winograd node as the 3x3 stride-1 conv2d it computes."""
+    x, u = node.inputs
+    shaped = lambda shape: SimpleNamespace(type=SimpleNamespace(shape=shape))  # noqa: E731
+    _, c, k = _shape(u)
+    return SimpleNamespace(op="conv2d", attrs={"groups": 1, "stride": (1, 1), "dilation": (1, 1),
+                                               "padding": node.attrs["padding"]},
+                           name=getattr(node, "name", None), inputs=(x, shaped((k, c, 3, 3))), type=node.type)
+
+
 def layers_from_graph(graph: Any) -> list[Layer]:
     """The conv2d and matmul layers of ``graph``, in execution order."""
     layers = []
@@ -152,6 +163,8 @@ def layers_from_graph(graph: Any) -> list[Layer]:
             layers.append(conv_layer(node, _name(node, index)))
         elif node.op == "conv2d_nchwc":
             layers.append(conv_layer(_unblocked(node), _name(node, index)))
+        elif node.op == "conv2d_winograd":
+            layers.append(conv_layer(_untransformed(node), _name(node, index)))
         elif node.op == "matmul":
             layers.append(matmul_layer(node, _name(node, index)))
     return layers

@@ -25,6 +25,7 @@ from .schedule_defaults import output_nest
 from .templates.attention import attention_body
 from .templates.conv import conv2d_body
 from .templates.conv_nchwc import conv2d_nchwc_body
+from .templates.winograd import winograd_given_body
 from .templates.matmul import matmul_body
 from .templates.pool import pool_body
 from .templates.rows import row_body
@@ -153,7 +154,8 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
 
 
 # The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.
-TEMPLATES = {"matmul": matmul_body, "conv2d": conv2d_body, "conv2d_nchwc": conv2d_nchwc_body}
+TEMPLATES = {"matmul": matmul_body, "conv2d": conv2d_body, "conv2d_nchwc": conv2d_nchwc_body,
+             "conv2d_winograd": winograd_given_body}
 
 
 def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buffer], name: str,

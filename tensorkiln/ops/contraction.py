@@ -12,6 +12,7 @@ from ..errors import DTypeError, ShapeError
 from .elementwise import broadcast_shapes
 from .movement import window_output_size, window_view
 from .registry import MappingType, OpKind, TensorType, register
+from .winograd_math import WINOGRAD_POINTS, weights_from_transform
 
 
 def _matmul_infer(types, attrs):
@@ -127,6 +128,29 @@ def _conv2d_nchwc_reference(inputs, attrs, out):
     return np.ascontiguousarray(y.reshape(n, kblocks, kb, oh, ow).transpose(0, 1, 3, 4, 2))
 
 
+def _conv2d_winograd_infer(types, attrs):
+    x, u = types
+    m = attrs["m"]
+    if m not in WINOGRAD_POINTS:
+        raise ShapeError(f"conv2d_winograd: tile size m must be one of {sorted(WINOGRAD_POINTS)}, got {m}")
+    if x.dtype != u.dtype or x.dtype.name not in ("float32", "float64"):
+        raise DTypeError(f"conv2d_winograd expects float32 or float64 operands of one dtype, got "
+                         f"{x.dtype.name} and {u.dtype.name}")
+    if x.ndim != 4 or u.ndim != 3 or u.shape[0] != (m + 2) ** 2 or u.shape[1] != x.shape[1]:
+        raise ShapeError(f"conv2d_winograd expects input (N, C, H, W) and transformed weights "
+                         f"({(m + 2) ** 2}, C, K), got {x.shape} and {u.shape}")
+    plain = {"groups": 1, "stride": (1, 1), "padding": attrs["padding"], "dilation": (1, 1)}
+    return _conv2d_infer([x, TensorType((u.shape[2], u.shape[1], 3, 3), u.dtype)], plain)
+
+
+def _conv2d_winograd_reference(inputs, attrs, out):
+    """The 3x3 convolution whose weights U encodes (recovered exactly up to rounding: pinv(G) G = I)."""
+    x, u = inputs
+    w = weights_from_transform(u, attrs["m"])
+    plain = {"groups": 1, "stride": (1, 1), "padding": attrs["padding"], "dilation": (1, 1)}
+    return _conv2d_reference([x, w], plain, None)
+
+
 register("matmul", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_infer, _matmul_reference, 2)
 register("conv2d", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_infer, _conv2d_reference, 2)
 # conv2d (groups 1) computed in channel blocks: x[N, C/cb, H, W, cb] (or x[N, C, H, W]) *
@@ -135,3 +159,9 @@ register("conv2d", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_infer, 
 register("conv2d_nchwc", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_nchwc_infer,
          _conv2d_nchwc_reference, 2,
          doc="2-D convolution computed in channel blocks (NCHW[x]c); attrs stride, padding, dilation, out_layout")
+# A 3x3 stride-1 conv2d by Winograd F(m x m, 3 x 3) whose weights are given transformed:
+# x[N, C, H, W] with u[(m+2)^2, C, K] = G w G^T (ops/winograd_math.py) -> y[N, K, OH, OW]. Made by the
+# winograd_weights pass for constant weights (the transform then runs once, at compile time).
+register("conv2d_winograd", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_winograd_infer,
+         _conv2d_winograd_reference, 2,
+         doc="3x3 stride-1 convolution by Winograd F(m x m, 3 x 3) with transformed weights; attrs m, padding")

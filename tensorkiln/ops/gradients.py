@@ -500,6 +500,30 @@ def _conv2d(g, inputs, out, attrs, needs):
     return gx, gw
 
 
+def _winograd_inverse(m: int, dtype):
+    """pinv(G) (3 x n) of F(m x m, 3 x 3): w = pinv(G) U pinv(G)^T recovers the 3x3 weights."""
+    from .winograd_math import _as_array, winograd_transforms
+    return _const(np.linalg.pinv(_as_array(winograd_transforms(m).g)).astype(np.float32), dtype)
+
+
+@register_gradient("conv2d_winograd")
+def _conv2d_winograd(g, inputs, out, attrs, needs):
+    """conv2d's rule on the weights U encodes (w = P U P^T, P = pinv(G)); U's gradient is P^T gw P."""
+    x, u = inputs
+    m, (e, c, k) = attrs["m"], u.shape
+    n = m + 2
+    p = _winograd_inverse(m, u.dtype)
+    u4 = _apply("permute", [u.reshape(n, n, c, k)], perm=(2, 3, 0, 1))  # [c, k, i, j]
+    w = _apply("permute", [p @ u4 @ p.transpose(0, 1)], perm=(1, 0, 2, 3))  # [k, c, r, s]
+    conv_attrs = {"groups": 1, "stride": (1, 1), "padding": attrs["padding"], "dilation": (1, 1)}
+    gx, gw = _conv2d(g, (x, w), None, conv_attrs, needs)
+    gu = None
+    if gw is not None:
+        gw4 = _apply("permute", [gw], perm=(1, 0, 2, 3))  # [c, k, r, s]
+        gu = _apply("permute", [p.transpose(0, 1) @ gw4 @ p], perm=(2, 3, 0, 1)).reshape(e, c, k)
+    return gx, gu
+
+
 @register_gradient("conv2d_nchwc")
 def _conv2d_nchwc(g, inputs, out, attrs, needs):
     """conv2d's rule on the unblocked operands, the gradients blocked again like the operands."""

@@ -219,3 +219,68 @@ def test_rule_needs_channels_pixels_and_float32(zen5):
     assert winograd_choice(_conv_node((1, 64, 7, 7), (64, 64, 3, 3))) is None  # 49 pixels
     assert winograd_choice(_conv_node((8, 64, 7, 7), (64, 64, 3, 3))) == "winograd2"  # 392 pixels, small U
     assert winograd_choice(_conv_node((1, 64, 56, 56), (64, 64, 3, 3), dtype=dt.float64)) is None
+
+
+# ---- weights transformed at compile time (passes/winograd_weights.py)
+
+@pytest.mark.parametrize("algorithm", ["winograd4", "winograd2"])
+@pytest.mark.parametrize("case", SIZES[1:], ids=lambda c: "n{}c{}k{}_{}x{}_p{}".format(*c))
+def test_constant_weights_are_transformed_at_compile_time(algorithm, case):
+    n, c, k, h, w, pad = case
+    wt, bias = tk.tensor(rand(k, c, 3, 3)), tk.tensor(rand(k))
+    f = check_winograd(algorithm, lambda x: F.conv2d(x, wt, bias, padding=pad).relu(), rand(n, c, h, w))
+    x = rand(n, c, h, w)
+    fired = {name for s in f.report(x).passes if s.name == "winograd_weights" for name in s.fired}
+    assert fired == {f"conv2d -> conv2d_winograd (F({algorithm[-1]}x{algorithm[-1]}, 3x3))"}
+    assert not any("wino_taps" in kernel.loop_ir for kernel in f.report(x).kernels)  # no weight transform
+
+
+def test_transformed_weights_in_debug_mode_read_in_bounds():
+    wt = tk.tensor(rand(6, 5, 3, 3))
+    for algorithm in ("winograd4", "winograd2"):
+        with forced_conv_algorithm(algorithm):
+            f = check_compiled(lambda x: F.conv2d(x, wt, padding=1), rand(2, 5, 7, 6), debug=True,
+                               factor=WINOGRAD_FACTOR)
+        assert uses_winograd(f, rand(2, 5, 7, 6))
+
+
+def test_weight_inputs_keep_the_in_kernel_transform():
+    """Weights that are inputs (training) cannot be transformed ahead: the kernel does it."""
+    x, wt = rand(1, 16, 20, 20), rand(16, 16, 3, 3)
+    f = check_winograd("winograd4", lambda x, wt: F.conv2d(x, wt, padding=1), x, wt)
+    assert any("wino_taps" in kernel.loop_ir for kernel in f.report(x, wt).kernels)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_conv2d_winograd_op_is_the_convolution_of_its_weights(m):
+    from tensorkiln.ops import get_op
+    from tensorkiln.ops.winograd_math import transform_weights, weights_from_transform
+    x, wt = rand(2, 3, 9, 7), rand(5, 3, 3, 3)
+    u = transform_weights(wt, m)
+    assert u.shape == ((m + 2) ** 2, 3, 5)
+    np.testing.assert_allclose(weights_from_transform(u, m), wt, atol=1e-5)
+    pads = (1, 0, 2, 1)
+    got = get_op("conv2d_winograd").reference([x, u], {"m": m, "padding": pads}, None)
+    want = get_op("conv2d").reference([x, wt], {"groups": 1, "stride": (1, 1), "padding": pads,
+                                                "dilation": (1, 1)}, None)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_winograd_refuses_mismatched_weights():
+    x = input_node("x", 0, TensorType((1, 4, 8, 8), dt.float32))
+    u = input_node("u", 1, TensorType((36, 3, 8), dt.float32))  # 3 input channels, x has 4
+    with pytest.raises(tk.ShapeError, match="conv2d_winograd"):
+        make_node("conv2d_winograd", [x, u], {"m": 4, "padding": (1, 1, 1, 1)})
+    with pytest.raises(tk.ShapeError, match="tile size"):
+        make_node("conv2d_winograd", [x, u], {"m": 3, "padding": (1, 1, 1, 1)})
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_conv2d_winograd_gradients_and_float64(m):
+    from tensorkiln.ops.winograd_math import transform_weights
+    from tensorkiln.testing import gradcheck
+    x = RNG.standard_normal((2, 3, 6, 5))
+    u = transform_weights(RNG.standard_normal((4, 3, 3, 3)), m)
+    conv = lambda a, b: apply("conv2d_winograd", [a, b], m=m, padding=(1, 0, 1, 2))  # noqa: E731
+    assert gradcheck(conv, x, u)
+    check_compiled(conv, x, u)  # float64 through the Winograd template

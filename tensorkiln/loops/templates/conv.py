@@ -90,19 +90,31 @@ def conv_algorithm(root: Node, out: Buffer) -> str:
     return _rule(root, out)
 
 
-def _rule(root: Node, out: Buffer) -> str:
-    x_node, w_node = root.inputs
-    n_img = x_node.shape[0]
-    c_out, c_group, kh, kw = w_node.shape
-    _, _, oh, ow = root.shape
+def winograd_algorithm(root: Node) -> str | None:
+    """"winograd4" / "winograd2" where conv_algorithm would pick Winograd for this conv2d node, else None."""
+    forced = _FORCED.get()
+    if forced is not None:
+        applies = forced.startswith("winograd") and _winograd_applies(root) and not any(d == 0 for d in root.shape)
+        return forced if applies else None
+    if compute_dtype(root.dtype.name) != "float32" or _is_depthwise(root) or _too_small_for_gemm(root):
+        return None
+    return winograd_choice(root)
+
+
+def _too_small_for_gemm(root: Node) -> bool:
+    """Fewer than 4 output channels per group, fewer than 8 output pixels or too few multiply-adds."""
+    c_out, c_group, kh, kw = root.inputs[1].shape
     groups = root.attrs["groups"]
-    dtype = compute_dtype(root.dtype.name)
-    if dtype not in ("float32", "float64"):
+    m, n, k = c_out // groups, root.shape[2] * root.shape[3], c_group * kh * kw
+    return m < 4 or n < 8 or root.shape[0] * groups * m * n * k < BLIS_MIN_FLOPS
+
+
+def _rule(root: Node, out: Buffer) -> str:
+    if compute_dtype(root.dtype.name) not in ("float32", "float64"):
         return "direct"
     if _is_depthwise(root):
         return "depthwise"
-    m, n, k = c_out // groups, oh * ow, c_group * kh * kw
-    if m < 4 or n < 8 or n_img * groups * m * n * k < BLIS_MIN_FLOPS:
+    if _too_small_for_gemm(root):
         return "direct"
     winograd = winograd_choice(root)
     if winograd is not None:

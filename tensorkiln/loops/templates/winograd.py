@@ -33,10 +33,12 @@ With one worker (fewer chunks than threads) the loops inside a chunk are
 the parallel ones instead. Each transform is two small matrix products
 per tile written out with their constant coefficients (zeros skipped, +-1
 as an add or a subtraction, the others as an fma), vectorized over the
-chunk's tiles. The weight transform runs on every call (the weights are
-an operand of the kernel; perf: about 2% of a 64-channel layer, 10% of a
-128-channel one at batch 1) and U is packed again for each chunk's GEMMs,
-which is what limits Winograd to layers whose U is small
+chunk's tiles. Constant weights are transformed at compile time (the
+pass passes/winograd_weights.py turns the conv2d into `conv2d_winograd(x,
+U)`, whose template is `winograd_given_body`); weights that are inputs are
+transformed by the kernel on every call (about 2% of a 64-channel layer,
+10% of a 128-channel one at batch 1). Either way U is packed again for each
+chunk's GEMMs, which is what limits Winograd to layers whose U is small
 (conv.py: `winograd_choice`).
 
 The transform matrices come from the Cook-Toom construction at the
@@ -61,73 +63,11 @@ from ..buffer import Buffer
 from ..inline import ValueBuilder
 from ..ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
+from ...ops.winograd_math import WINOGRAD_POINTS, Matrix, WinogradTransforms, cook_toom, winograd_transforms  # noqa: F401
 from .gemm import blis_gemm, gemm_blocking
 
-Matrix = tuple[tuple[Fraction, ...], ...]
 Epilogue = Callable[[list, E.Expr], E.Expr]
-
-# Finite interpolation points per output tile size m (the point at infinity is added).
-WINOGRAD_POINTS: dict[int, tuple[Fraction, ...]] = {
-    2: (Fraction(0), Fraction(1), Fraction(-1)),
-    4: (Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fraction(-2)),
-}
 PREFIX = "wino"  # names of the kernel's buffers and loops
-
-
-@dataclass(frozen=True)
-class WinogradTransforms:
-    """The matrices of F(m x m, r x r): Y = AT [(G g G^T) * (BT d BT^T)] AT^T, in exact arithmetic."""
-
-    m: int
-    r: int
-    at: Matrix  # m x n: output transform
-    g: Matrix  # n x r: weight transform
-    bt: Matrix  # n x n: input transform
-
-    @property
-    def n(self) -> int:
-        """Input tile size m + r - 1."""
-        return self.m + self.r - 1
-
-
-def _poly_coefficients(roots: Sequence[Fraction], n: int) -> tuple[Fraction, ...]:
-    """Coefficients (x^0 first, padded to n) of the monic polynomial with these roots."""
-    coeffs = [Fraction(1)]
-    for root in roots:
-        shifted = [Fraction(0)] + coeffs  # x * p(x)
-        coeffs = [hi - root * lo for hi, lo in zip(shifted, coeffs + [Fraction(0)])]
-    return tuple(coeffs + [Fraction(0)] * (n - len(coeffs)))
-
-
-def cook_toom(m: int, r: int, points: Sequence[Fraction]) -> WinogradTransforms:
-    """F(m, r) from m + r - 2 distinct finite points and the point at infinity.
-
-    The correlation y = A^T [(G g) * (B^T d)] is the transpose of the linear
-    convolution that evaluates both factors at the points (A, G: Vandermonde
-    rows p^i; infinity: the leading coefficient) and interpolates the product
-    (B^T: Lagrange polynomials, with the Lagrange denominators moved into G).
-    """
-    n = m + r - 1
-    if len(points) != n - 1 or len(set(points)) != n - 1:
-        raise ValueError(f"F({m}, {r}) needs {n - 1} distinct finite points, got {points}")
-    unit = lambda size, at: tuple(Fraction(int(i == at)) for i in range(size))  # noqa: E731
-    at = tuple(tuple(p ** i for p in points) + (Fraction(int(i == m - 1)),) for i in range(m))
-    g_rows, bt_rows = [], []
-    for j, p in enumerate(points):
-        others = [q for k, q in enumerate(points) if k != j]
-        denominator = Fraction(1)
-        for q in others:
-            denominator *= p - q
-        g_rows.append(tuple(p ** k / denominator for k in range(r)))
-        bt_rows.append(_poly_coefficients(others, n))
-    g_rows.append(unit(r, r - 1))
-    bt_rows.append(_poly_coefficients(points, n))
-    return WinogradTransforms(m, r, at, tuple(g_rows), tuple(bt_rows))
-
-
-def winograd_transforms(m: int) -> WinogradTransforms:
-    """F(m x m, 3 x 3) at the points of WINOGRAD_POINTS."""
-    return cook_toom(m, 3, WINOGRAD_POINTS[m])
 
 
 def combine(coeffs: Sequence[Fraction], terms: Sequence[E.Expr], dtype: str) -> E.Expr:
@@ -292,14 +232,13 @@ def winograd_plan(root: Node, m: int, threads: int | None = None) -> WinogradPla
     wins. Where there are at least as many chunks as threads, each thread
     runs whole chunks.
     """
-    x_node, w_node = root.inputs
-    n_img, c_in, h, w = x_node.shape
-    c_out = w_node.shape[0]
+    n_img, c_in, h, w = root.inputs[0].shape
+    c_out = root.shape[1]
     pt, _, pl, _ = root.attrs["padding"]
     oh, ow = root.shape[2:]
     threads = threads or thread_count()
     q, pitch = n_img * -(-oh // m), -(-ow // m) + 1
-    nr = gemm_blocking(c_out, q * pitch, c_in, "float32").nr
+    nr = gemm_blocking(c_out, q * pitch, c_in, root.dtype.name).nr
     most_tiles = max(CHUNK_BYTES // ((m + 2) ** 2 * (c_in + c_out) * 4), nr)
     best = None
     for rows in range(1, q + 1):
@@ -348,10 +287,11 @@ def winograd_conv(root: Node, out: Buffer, values: ValueBuilder, epilogue: Epilo
     x_node, w_node = root.inputs
     plan = winograd_plan(root, m)
     tf = winograd_transforms(m)
-    dtype = "float32"
+    dtype = root.dtype.name  # float32 (the rule's choice), or float64 (a conv2d_winograd built by hand)
     e_count = plan.n * plan.n
     inner = "serial" if plan.workers > 1 else None  # None: parallel where the work pays for it
-    u_size = e_count * plan.u_stride
+    given = root.op == "conv2d_winograd"  # w_node is U itself, transformed at compile time
+    u_size = 0 if given else e_count * plan.u_stride
     strips_size = _odd_lines(plan.c_in * plan.n * plan.strip_width)
     v_size, m_size = e_count * plan.v_stride, e_count * plan.m_stride
     per_worker = strips_size + v_size + m_size
@@ -363,7 +303,8 @@ def winograd_conv(root: Node, out: Buffer, values: ValueBuilder, epilogue: Epilo
     v, mm = _Region(scratch, base + strips_size), _Region(scratch, base + strips_size + v_size)
     gemm = blis_gemm(
         scratch, dtype, e_count, plan.c_out, plan.chunk_tiles, plan.c_in,
-        a_value=lambda e, k, c: u.load(e * plan.u_stride + c * plan.c_out + k),
+        a_value=(lambda e, k, c: values.value(w_node, [e, c, k])) if given else
+        (lambda e, k, c: u.load(e * plan.u_stride + c * plan.c_out + k)),
         b_value=lambda e, c, t: v.load(e * plan.v_stride + c * plan.chunk_tiles + t),
         out_index=lambda e, k, t: e * plan.m_stride + k * plan.chunk_tiles + t + mm.offset,
         epilogue=lambda e, k, t, acc: acc, prefix=PREFIX)
@@ -376,7 +317,16 @@ def winograd_conv(root: Node, out: Buffer, values: ValueBuilder, epilogue: Epilo
     chunks: Stmt = For(step, E.const(plan.chunks_per_worker), one_chunk)
     if plan.workers > 1:
         chunks = For(worker, E.const(plan.workers), chunks, "parallel")
+    if given:
+        return Alloc(scratch, chunks)
     return Alloc(scratch, block(_weight_transform(u, w_node, values, tf, plan, dtype), chunks))
+
+
+def winograd_given_body(root: Node, out: Buffer, values: ValueBuilder, epilogue: Epilogue | None = None) -> Stmt:
+    """The template of `conv2d_winograd(x, U)`: winograd_conv without the weight transform."""
+    if epilogue is None:
+        epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
+    return winograd_conv(root, out, values, epilogue, root.attrs["m"])
 
 
 def _kind(inner: str | None, work: int, iterations: int) -> str:

@@ -1,0 +1,40 @@
+"""Winograd weights at compile time: a conv2d with constant weights that runs as Winograd becomes
+`conv2d_winograd(x, U)` with U = G w G^T computed here, once.
+
+The kernel would otherwise transform its weights on every call (about 10%
+of a 128-channel layer at batch 1, more with more channels). Which layers
+run as Winograd is the convolution rule's decision (`winograd_choice` in
+loops/templates/conv.py, or an algorithm forced by `forced_conv_algorithm`),
+so this pass changes where the transform happens, never which algorithm
+runs. Weights that are graph inputs (training) keep the in-kernel transform.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..graph import Graph, Node, constant_node, make_node
+from ..ops import Attrs
+from ..ops.winograd_math import transform_weights
+from .rebuild import rewrite_graph, with_inputs
+
+
+def transform_winograd_weights(graph: Graph) -> tuple[Graph, Counter]:
+    """Replace each constant-weight conv2d that the rule runs as Winograd by conv2d_winograd."""
+    from ..loops.templates.conv import winograd_algorithm
+    fired: Counter = Counter()
+
+    def visit(node: Node, inputs: list[Node]) -> Node:
+        node = with_inputs(node, inputs)
+        if node.op != "conv2d" or node.inputs[1].op != "constant" or any(d == 0 for d in node.shape):
+            return node
+        algorithm = winograd_algorithm(node)
+        if algorithm is None:
+            return node
+        m = int(algorithm[len("winograd"):])
+        x, w = node.inputs
+        u = constant_node(transform_weights(w.attrs["value"].array, m), w.dtype, w.location)
+        fired[f"conv2d -> conv2d_winograd (F({m}x{m}, 3x3))"] += 1
+        return make_node("conv2d_winograd", [x, u], Attrs(m=m, padding=tuple(node.attrs["padding"])),
+                         node.scope, node.location)
+
+    return rewrite_graph(graph, visit), fired
