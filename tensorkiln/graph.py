@@ -67,7 +67,16 @@ def make_node(op: str, inputs: list[Node] | tuple[Node, ...], attrs: Attrs | dic
 
 
 def constant_node(array: np.ndarray, dtype: dt.DType, location: str | None = None) -> Node:
-    """A constant node holding `array` (already in `dtype`'s storage type)."""
+    """A constant node holding `array` (already in `dtype`'s storage type).
+
+    A strided view (a transposed weight) is copied to C order once, here:
+    content digests and the generated code's constant arrays need it so, and
+    would otherwise each copy it again. Broadcast views (zero strides) stay
+    views: their copy could be far larger than the data.
+    """
+    if isinstance(array, np.ndarray) and not array.flags.c_contiguous and \
+            all(stride != 0 for stride, size in zip(array.strides, array.shape) if size > 1):
+        array = np.ascontiguousarray(array)
     ttype = TensorType(tuple(array.shape), dtype)
     return Node("constant", (), Attrs(value=ConstantValue(array), type=ttype), ttype, (), location)
 
