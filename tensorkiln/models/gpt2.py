@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import nn
+from ..autodiff import no_grad
 from ..creation import arange, tensor
 from ..functions import where
 from ..jit import jit
@@ -153,7 +154,14 @@ class GPT2LMHeadModel(nn.Module):
         return self._logits(t.ln_f(x)), new
 
     def generate(self, input_ids, max_new_tokens: int, compiled: bool = True) -> np.ndarray:
-        """Greedy decoding with the KV cache: prefill once, then one compiled step per token."""
+        """Greedy decoding with the KV cache: prefill once, then one compiled step per token.
+
+        Runs without gradients, so the compiled prefill and step hold the weights as constants.
+        """
+        with no_grad():
+            return self._generate(input_ids, max_new_tokens, compiled)
+
+    def _generate(self, input_ids, max_new_tokens: int, compiled: bool) -> np.ndarray:
         ids = np.asarray(input_ids, dtype=np.int64)
         length = ids.shape[1] + max_new_tokens
         prefill = jit(self.prefill) if compiled else self.prefill
