@@ -2,6 +2,7 @@
 
     python benchmarks/conv_algorithms.py                   # batch 1 and 8, 1 and 2 threads
     python benchmarks/conv_algorithms.py --batch 1 --threads 1 --rounds 5 --only-3x3
+    python benchmarks/conv_algorithms.py --shallow --batch 1    # layers with few input channels
 
 For each layer (224x224 input) and batch, every NCHW algorithm that applies
 (winograd4, winograd2, gemm_rows, gemm: tensorkiln/loops/templates/conv.py)
@@ -17,6 +18,12 @@ load from elsewhere hits them alike); each figure is the median over the
 rounds. GFLOP/s counts the direct convolution's 2*K*C*9*OH*OW per image
 whatever the algorithm computes; `!` marks a layer whose compiled form is
 more than 5% slower than the fastest variant.
+
+`--shallow` runs the stems (few input channels: ResNet-18's, MobileNetV2's
+and a few more, up to 16 input channels) instead, with the `shallow`
+algorithm (conv_shallow.py) as one more variant; its `nchwc` column is the
+blocked kernel alone, writing NCHW, as the layout pass ran such a stem
+before `shallow` existed.
 """
 from __future__ import annotations
 
@@ -34,7 +41,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.common import RESNET18_CONVS  # noqa: E402
 
 ALGORITHMS = ("winograd4", "winograd2", "gemm_rows", "gemm")
-COLUMNS = ALGORITHMS + ("nchwc", "compiled")
+COLUMNS = ALGORITHMS + ("shallow", "nchwc", "compiled")
+SHALLOW_LAYERS = [  # name, C_in, H(=W), C_out, kernel, stride, padding: around the rule's SHALLOW_MAX_CHANNELS
+    ("ResNet-18 conv1 7x7/2", 3, 224, 64, 7, 2, 3),
+    ("MobileNetV2 conv 3x3/2", 3, 224, 32, 3, 2, 1),
+    ("gray 3x3", 1, 224, 32, 3, 1, 1),
+    ("4ch 3x3", 4, 112, 32, 3, 1, 1),
+    ("4ch 1x1", 4, 112, 32, 1, 1, 0),
+    ("8ch 3x3", 8, 112, 32, 3, 1, 1),
+    ("8ch 3x3/2", 8, 112, 32, 3, 2, 1),
+    ("12ch 5x5/2", 12, 60, 40, 5, 2, 2),
+    ("16ch 3x3", 16, 56, 32, 3, 1, 1),
+    ("16ch 3x3/2", 16, 112, 32, 3, 2, 1),
+]
 SLOWER_MARK = 1.05  # the compiled layer is marked when this much slower than the fastest variant
 SAMPLE_SECONDS = 0.02  # calls per sample: about this long
 
@@ -46,12 +65,14 @@ def _label(f, args) -> str:
         return "winograd"
     if any(n.op == "conv2d_nchwc" for n in f.optimized_graph(*args).nodes):
         return "nchwc"
+    if any("sh_plane" in ir for ir in irs):
+        return "shallow"
     if any("g_xpad" in ir for ir in irs):
         return "gemm_rows"
     return "gemm" if any("g_acc" in ir for ir in irs) else "direct"
 
 
-def measure_layer(layer, batch: int, rounds: int) -> dict:
+def measure_layer(layer, batch: int, rounds: int, algorithms: tuple[str, ...] = ALGORITHMS) -> dict:
     """Median seconds per variant of one layer, timed interleaved."""
     import tensorkiln as tk
     import tensorkiln.nn.functional as F
@@ -64,7 +85,7 @@ def measure_layer(layer, batch: int, rounds: int) -> dict:
     w = (rng.standard_normal((o, c, k, k)) * (2.0 / (c * k * k)) ** 0.5).astype(np.float32)
     bias = tk.tensor(rng.standard_normal((o,), dtype=np.float32))
     variants: dict[str, tuple] = {}
-    for algorithm in ALGORITHMS:
+    for algorithm in algorithms:
         f = tk.jit(lambda x, w: F.conv2d(x, w, bias, stride=s, padding=p).relu())
         with forced_conv_algorithm(algorithm):
             f(x, w)  # compiles inside the block
@@ -104,19 +125,24 @@ def _one_call(f, args) -> float:
 
 
 def worker(args) -> None:
-    rows = [measure_layer(layer, batch, args.rounds) for batch in args.batches for layer in RESNET18_CONVS
-            if not args.only_3x3 or (layer[4], layer[5]) == (3, 1)]
+    if args.shallow:
+        rows = [measure_layer(layer, batch, args.rounds, ALGORITHMS + ("shallow",))
+                for batch in args.batches for layer in SHALLOW_LAYERS]
+    else:
+        rows = [measure_layer(layer, batch, args.rounds) for batch in args.batches for layer in RESNET18_CONVS
+                if not args.only_3x3 or (layer[4], layer[5]) == (3, 1)]
     print(json.dumps(rows))
 
 
 def print_table(threads: int, rows: list[dict]) -> None:
     """One markdown table: ms (effective GFLOP/s) per variant, the rule's pick and its ratio to the fastest."""
+    columns = [v for v in COLUMNS if any(v in row["seconds"] for row in rows)]
     print(f"\n{threads} thread(s): ms (effective GFLOP/s)\n")
-    print("| layer | shape | batch | " + " | ".join(COLUMNS) + " | rule | compiled / fastest |")
-    print("|---|---|---|" + "---|" * len(COLUMNS) + "---|---|")
+    print("| layer | shape | batch | " + " | ".join(columns) + " | rule | compiled / fastest |")
+    print("|---|---|---|" + "---|" * len(columns) + "---|---|")
     for row in rows:
         secs = row["seconds"]
-        cells = [f"{secs[v] * 1e3:.3f} ({row['flops'] / secs[v] / 1e9:.0f})" if v in secs else "-" for v in COLUMNS]
+        cells = [f"{secs[v] * 1e3:.3f} ({row['flops'] / secs[v] / 1e9:.0f})" if v in secs else "-" for v in columns]
         cells[-1] += f" {row['compiled_as']}"
         ratio = secs["compiled"] / min(secs.values())
         mark = " !" if ratio > SLOWER_MARK else ""
@@ -130,6 +156,7 @@ def main() -> None:
     parser.add_argument("--batch", default="1,8")
     parser.add_argument("--rounds", type=int, default=9, help="rounds of interleaved timing per layer")
     parser.add_argument("--only-3x3", action="store_true", help="only the 3x3 stride-1 layers")
+    parser.add_argument("--shallow", action="store_true", help="the layers with few input channels (stems)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -143,7 +170,8 @@ def main() -> None:
     for threads in [int(t) for t in args.threads.split(",")]:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--batch", args.batch,
-               "--rounds", str(args.rounds)] + (["--only-3x3"] if args.only_3x3 else [])
+               "--rounds", str(args.rounds)] + (["--only-3x3"] if args.only_3x3 else []) + \
+            (["--shallow"] if args.shallow else [])
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
         results[threads] = json.loads(out.strip().splitlines()[-1])
         print_table(threads, results[threads])

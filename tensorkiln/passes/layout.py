@@ -301,11 +301,28 @@ def block_layouts(graph: Graph) -> tuple[Graph, Counter]:
         # stores); where that costs more than the blocked kernels gain, it stays NCHW.
         costly = set().union(*(chain for chain in _chains(chosen, rewriter, nodes)
                                if _chain_share(chain, rewriter, nodes, nchw_out) > MAX_CONVERSION_SHARE))
+        costly |= _shallow_alone(chosen, rewriter, nodes, nchw_out)
         if not costly:
             return Graph(graph.inputs, outputs, graph.name), +rewriter.fired
         chosen = {i: kb for i, kb in chosen.items() if i not in costly}
         nchw_out = set()
     return graph, Counter()
+
+
+def _shallow_alone(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int, Node],
+                   nchw_out: set[int]) -> set[int]:
+    """Chosen convolutions that read and write NCHW and that the NCHW path runs as "shallow".
+
+    The shallow kernel (few input channels, conv_shallow.py) does the same
+    FMAs from registers as the blocked one, and stores its NCHW rows
+    directly; blocked, the same layer transposes every accumulator into its
+    NCHW output (ResNet-18's stem, one thread: 1.47 ms blocked, 1.19 ms
+    shallow; benchmarks/conv_algorithms.py --shallow). Only a stem whose
+    output stays blocked (it starts a chain) runs blocked.
+    """
+    from ..loops.templates.conv import conv_algorithm
+    return {i for i in chosen if i in nchw_out and nodes[i].inputs[0].id not in rewriter.block
+            and conv_algorithm(nodes[i], Buffer("probe", nodes[i].dtype.name, nodes[i].shape)) == "shallow"}
 
 
 def _chains(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int, Node]) -> list[set[int]]:

@@ -164,10 +164,10 @@ def test_conv_templates(case):
 def test_conv_algorithm_choice():
     from tensorkiln.loops.templates.conv import conv_algorithm
     f = tk.jit(lambda x, w: F.conv2d(x, w, padding=1))
-    x, w = rand(1, 16, 14, 14), rand(32, 16, 3, 3)
+    x, w = rand(1, 32, 14, 14), rand(16, 32, 3, 3)  # 32 input channels: fewer go to "shallow"
     assert any("g_acc" in k.loop_ir for k in f.report(x, w).kernels)
-    g = tk.jit(lambda x, w: F.conv2d(x, w, padding=1, groups=16))
-    assert any("plane" in k.loop_ir for k in g.report(x, rand(16, 1, 3, 3)).kernels)
+    g = tk.jit(lambda x, w: F.conv2d(x, w, padding=1, groups=32))
+    assert any("plane" in k.loop_ir for k in g.report(x, rand(32, 1, 3, 3)).kernels)
     assert callable(conv_algorithm)
 
 
@@ -187,7 +187,7 @@ def test_conv_padded_rows_widths(case):
     """Every width/padding/dilation goes through one of the templates and matches the reference."""
     w, pad, dil = case
     h = 5 + 2 * dil
-    x, wt, bias = rand(2, 8, h, w), rand(16, 8, 3, 3), rand(16)
+    x, wt, bias = rand(2, 32, h, w), rand(16, 32, 3, 3), rand(16)  # fewer channels: "shallow"
     fn = lambda x, wt, bias: F.conv2d(x, wt, bias, padding=pad, dilation=dil).relu()  # noqa: E731
     check_compiled(fn, x, wt, bias, factor=10)
 
@@ -199,7 +199,7 @@ def test_conv_padded_rows_is_chosen_and_handles_long_k_and_groups():
     f = check_compiled(lambda x, wt, res: F.conv2d(x, wt, padding=1, groups=2) + res, x, wt, res, factor=10)
     assert any("g_xpad" in k.loop_ir and "g_cbuf" in k.loop_ir for k in f.report(x, wt, res).kernels)
     # asymmetric reach: 5x3 kernel, width 57 (junk columns inside a 32-wide micro-tile)
-    x, wt = rand(1, 8, 12, 57), rand(12, 8, 5, 3)
+    x, wt = rand(1, 32, 12, 57), rand(12, 32, 5, 3)  # 32 input channels: fewer go to "shallow"
     f = check_compiled(lambda x, wt: F.conv2d(x, wt, padding=(2, 1)), x, wt, factor=10)
     assert any("g_xpad" in k.loop_ir for k in f.report(x, wt).kernels)
     # strided layers keep the flat implicit GEMM

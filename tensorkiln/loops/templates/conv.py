@@ -23,6 +23,12 @@ The algorithm per layer (`conv_algorithm`, the rule written down in docs/kernels
 - **depthwise** (`depthwise`): one input and one output channel per group.
   For each (image, channel) plane, each output row is computed with the
   taps unrolled and the output columns vectorized.
+- **shallow** (`shallow`; conv_shallow.py): layers with fewer than
+  SHALLOW_MAX_CHANNELS input channels per group (the RGB stem; not an
+  unpadded 1x1 stride-1 layer, a plain GEMM): a direct
+  convolution vectorized over output pixels, G output channels x T pixel
+  vectors in registers, over a zero-padded copy of the input in column
+  phases; no packing, and contiguous NCHW stores.
 - **direct** (`direct`): everything else (integer-free small layers, a
   float16 output with K over one depth block, few output channels per
   group): one output plane per (image, channel) accumulated locally, the
@@ -44,13 +50,19 @@ from ..inline import ValueBuilder
 from ..ir import Alloc, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..types import compute_dtype
+from .conv_shallow import shallow_conv_body
 from .depthwise import depthwise_body
 from .gemm import blis_gemm, gemm_blocking, gemm_needs_partial_sums
 from .matmul import BLIS_MIN_FLOPS
 from .target import cpu_target
 from .winograd import winograd_conv
 
-CONV_ALGORITHMS = ("winograd4", "winograd2", "gemm_rows", "gemm", "depthwise", "direct")
+CONV_ALGORITHMS = ("winograd4", "winograd2", "gemm_rows", "gemm", "shallow", "depthwise", "direct")
+# Fewer input channels per group than this -> "shallow" where Winograd does not apply
+# (benchmarks/conv_algorithms.py --shallow): the reduction C*KH*KW is too short for a GEMM's
+# packing to pay off (1-31 channels measured 1.2-6x faster than gemm/gemm_rows; Winograd wins
+# from 24 channels on 3x3 stride-1 layers and goes first).
+SHALLOW_MAX_CHANNELS = 32
 # An algorithm that benchmarks and tests impose where it applies (`forced_conv_algorithm`).
 _FORCED: ContextVar[str | None] = ContextVar("forced_conv_algorithm", default=None)
 
@@ -81,8 +93,10 @@ def conv_algorithm(root: Node, out: Buffer) -> str:
     3. fewer than 4 output channels per group, fewer than 8 output pixels or
        under 32^3 multiply-adds -> "direct";
     4. Winograd ("winograd4" / "winograd2") where `winograd_choice` says so;
-    5. stride 1 with few junk columns -> "gemm_rows";
-    6. otherwise "gemm" (or "direct" for a 16-bit output with K over one block).
+    5. fewer than SHALLOW_MAX_CHANNELS input channels per group, except an
+       unpadded 1x1 stride-1 layer (a plain GEMM) -> "shallow";
+    6. stride 1 with few junk columns -> "gemm_rows";
+    7. otherwise "gemm" (or "direct" for a 16-bit output with K over one block).
     """
     forced = _FORCED.get()
     if forced is not None and forced in applicable_conv_algorithms(root, out):
@@ -119,6 +133,8 @@ def _rule(root: Node, out: Buffer) -> str:
     winograd = winograd_choice(root)
     if winograd is not None:
         return winograd
+    if _is_shallow(root):
+        return "shallow"
     if _padded_rows_n(root) is not None:
         return "gemm_rows"  # partial sums go through a scratch buffer of the compute dtype
     if not _gemm_applies(root, out):
@@ -137,9 +153,18 @@ def applicable_conv_algorithms(root: Node, out: Buffer) -> list[str]:
             found.append("gemm_rows")
         if _gemm_applies(root, out):
             found.append("gemm")
+        found.append("shallow")
         if _is_depthwise(root):
             found.append("depthwise")
     return found + ["direct"]
+
+
+def _is_shallow(root: Node) -> bool:
+    """Few input channels per group, and not a plain GEMM (unpadded 1x1 stride 1: its packing
+    reads contiguous rows and it needs no padded copy)."""
+    _, c_group, kh, kw = root.inputs[1].shape
+    plain_gemm = (kh, kw) == (1, 1) and tuple(root.attrs["stride"]) == (1, 1) and not any(root.attrs["padding"])
+    return c_group < SHALLOW_MAX_CHANNELS and not plain_gemm
 
 
 def _is_depthwise(root: Node) -> bool:
@@ -242,6 +267,8 @@ def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
         return _implicit_gemm(root, out, values, epilogue)
     if algorithm == "gemm_rows":
         return _implicit_gemm_rows(root, out, values, epilogue)
+    if algorithm == "shallow":
+        return shallow_conv_body(root, out, values, epilogue)
     if algorithm == "depthwise":
         return depthwise_body(root, out, values, epilogue)
     return _direct(root, out, values, epilogue)

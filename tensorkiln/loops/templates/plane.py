@@ -20,7 +20,7 @@ from typing import Callable
 
 from .. import expr as E
 from ..buffer import Buffer
-from ..ir import For, Stmt, Store, block
+from ..ir import For, If, Stmt, Store, block
 
 
 @dataclass(frozen=True)
@@ -97,3 +97,41 @@ def _phase_span(phase: int, sw: int, pl: int, cols_in: int, wq: int) -> tuple[in
     j_lo = max(0, -(-(pl - phase) // sw))
     j_hi = min(wq, max(0, -(-(cols_in + pl - phase) // sw)))
     return j_lo, max(j_lo, j_hi)
+
+
+def fill_plane_row(plane: PhasedPlane, base: E.Expr, yy: E.Expr, read: Callable[[E.Expr, E.Expr], E.Expr],
+                   size: tuple[int, int], padding: tuple[int, int], fill: E.Expr, prefix: str) -> Stmt:
+    """Padded row `yy` (every phase) of the plane starting at `base` of its buffer, as fill_plane does.
+
+    For kernels that copy many planes into one buffer in parallel over rows
+    (a plane per input channel of a shallow convolution: three RGB planes
+    would keep two threads busy unevenly). `read(iy, ix)` is the source
+    element; rows wholly in the margin get `fill` only.
+    """
+    (h, w), (pt, pl) = size, padding
+    hp, sw, wq = plane.hp, plane.sw, plane.wq
+    rows_in, cols_in = max(min(h, hp - pt), 0), max(min(w, plane.wp - pl), 0)
+    top = min(pt, hp)
+    q = E.Var(f"{prefix}_q")
+
+    def clear(start: E.Expr, count: int) -> list[Stmt]:
+        if count <= 1:
+            return [Store(plane.buffer, start, fill)] * count
+        return [For(q, E.const(count), Store(plane.buffer, start + q, fill), "vectorized")]
+
+    inside: list[Stmt] = []
+    margin: list[Stmt] = []
+    for p in range(sw):
+        j_lo, j_hi = _phase_span(p, sw, pl, cols_in, wq)
+        inside += clear(base + plane.at(p, yy, 0), j_lo)
+        if j_hi > j_lo:
+            inside.append(For(q, E.const(j_hi - j_lo), Store(
+                plane.buffer, base + plane.at(p, yy, q + j_lo), read(yy - top, (q + j_lo) * sw + (p - pl))),
+                "vectorized"))
+        inside += clear(base + plane.at(p, yy, E.const(j_hi)), wq - j_hi)
+        margin += clear(base + plane.at(p, yy, 0), wq)
+    if rows_in == 0:
+        return block(*margin)
+    if (top, top + rows_in) == (0, hp):
+        return block(*inside)
+    return If(E.logical_and(E.ge(yy, top), E.lt(yy, top + rows_in)), block(*inside), block(*margin))
