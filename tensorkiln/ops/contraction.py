@@ -95,16 +95,23 @@ def _conv2d_nchwc_infer(types, attrs):
     if attrs["out_layout"] not in OUT_LAYOUTS:
         raise ShapeError(f"out_layout must be one of {OUT_LAYOUTS}, got {attrs['out_layout']!r}")
     kblocks, wcblocks, kh, kw, wcb, kb = w.shape
+    groups = attrs.get("groups", 1)
+    if groups != 1 and (groups != kblocks * kb or (wcblocks, wcb) != (1, 1)):
+        raise ShapeError(f"conv2d_nchwc computes groups=1 or depthwise (groups = channels, weight "
+                         f"(C/kb, 1, KH, KW, 1, kb)); got groups={groups} with weight {w.shape}")
+    # Input channels as the input is blocked: depthwise reads channel block b lane j for output b, j.
+    in_blocks, in_block = (kblocks, kb) if groups > 1 else (wcblocks, wcb)
     if x.ndim == 5:
         n, cblocks, h, wd, cb = x.shape
-        if (wcblocks, wcb) != (cblocks, cb):
-            raise ShapeError(f"weight blocks input channels as {wcblocks}x{wcb}, input has {cblocks}x{cb}")
+        if (in_blocks, in_block) != (cblocks, cb):
+            raise ShapeError(f"weight blocks input channels as {in_blocks}x{in_block}, input has {cblocks}x{cb}")
     else:
         n, c, h, wd = x.shape
-        if c != wcblocks * wcb:
-            raise ShapeError(f"weight expects {wcblocks * wcb} input channels, input has {c}")
-    as_nchw = {"groups": 1, "stride": attrs["stride"], "padding": attrs["padding"], "dilation": attrs["dilation"]}
-    plain = _conv2d_infer([TensorType((n, wcblocks * wcb, h, wd), x.dtype),
+        if c != in_blocks * in_block:
+            raise ShapeError(f"weight expects {in_blocks * in_block} input channels, input has {c}")
+    as_nchw = {"groups": groups, "stride": attrs["stride"], "padding": attrs["padding"],
+               "dilation": attrs["dilation"]}
+    plain = _conv2d_infer([TensorType((n, in_blocks * in_block, h, wd), x.dtype),
                            TensorType((kblocks * kb, wcblocks * wcb, kh, kw), w.dtype)], as_nchw)
     _, _, oh, ow = plain.shape
     if attrs["out_layout"] == "nchw":
@@ -117,10 +124,11 @@ def _conv2d_nchwc_reference(inputs, attrs, out):
     x, w = inputs
     kblocks, cblocks, kh, kw, cb, kb = w.shape
     if x.ndim == 5:
-        n, _, h, wd, _ = x.shape
-        x = x.transpose(0, 1, 4, 2, 3).reshape(n, cblocks * cb, h, wd)
+        n, xblocks, h, wd, xb = x.shape
+        x = x.transpose(0, 1, 4, 2, 3).reshape(n, xblocks * xb, h, wd)
     w_plain = w.transpose(0, 5, 1, 4, 2, 3).reshape(kblocks * kb, cblocks * cb, kh, kw)
-    conv_attrs = {"groups": 1, "stride": attrs["stride"], "padding": attrs["padding"], "dilation": attrs["dilation"]}
+    conv_attrs = {"groups": attrs.get("groups", 1), "stride": attrs["stride"], "padding": attrs["padding"],
+                  "dilation": attrs["dilation"]}
     y = _conv2d_reference([x, w_plain], conv_attrs, None)
     if attrs["out_layout"] == "nchw":
         return y
@@ -155,10 +163,12 @@ register("matmul", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_infer, 
 register("conv2d", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_infer, _conv2d_reference, 2)
 # conv2d (groups 1) computed in channel blocks: x[N, C/cb, H, W, cb] (or x[N, C, H, W]) *
 # w[K/kb, C/cb, KH, KW, cb, kb] -> y[N, K/kb, OH, OW, kb] (out_layout "nchwc") or y[N, K, OH, OW]
-# ("nchw", at the end of a chain). Made by the layout pass (passes/layout.py), never by the front-end.
+# ("nchw", at the end of a chain); depthwise (attr groups = C): x[N, C/kb, H, W, kb] (or NCHW) *
+# w[C/kb, 1, KH, KW, 1, kb]. Made by the layout pass (passes/layout.py), never by the front-end.
 register("conv2d_nchwc", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_nchwc_infer,
          _conv2d_nchwc_reference, 2,
-         doc="2-D convolution computed in channel blocks (NCHW[x]c); attrs stride, padding, dilation, out_layout")
+         doc="2-D convolution computed in channel blocks (NCHW[x]c), groups 1 or depthwise; attrs stride, "
+             "padding, dilation, out_layout, groups (optional, default 1)")
 # A 3x3 stride-1 conv2d by Winograd F(m x m, 3 x 3) whose weights are given transformed:
 # x[N, C, H, W] with u[(m+2)^2, C, K] = G w G^T (ops/winograd_math.py) -> y[N, K, OH, OW]. Made by the
 # winograd_weights pass for constant weights (the transform then runs once, at compile time).

@@ -529,14 +529,19 @@ def _conv2d_nchwc(g, inputs, out, attrs, needs):
     """conv2d's rule on the unblocked operands, the gradients blocked again like the operands."""
     x, w = inputs
     kblocks, cblocks, kh, kw, cb, kb = w.shape
-    x_plain = x.permute(0, 1, 4, 2, 3).reshape(x.shape[0], cblocks * cb, x.shape[2], x.shape[3]) \
-        if x.ndim == 5 else x
+    groups = attrs.get("groups", 1)
+    if x.ndim == 5:
+        n, xblocks, h, wd, xb = x.shape
+        x_plain = x.permute(0, 1, 4, 2, 3).reshape(n, xblocks * xb, h, wd)
+    else:
+        x_plain = x
     w_plain = w.permute(0, 5, 1, 4, 2, 3).reshape(kblocks * kb, cblocks * cb, kh, kw)
     g_plain = g if g.ndim == 4 else g.permute(0, 1, 4, 2, 3).reshape(g.shape[0], kblocks * kb, g.shape[2], g.shape[3])
-    conv_attrs = {"groups": 1, "stride": attrs["stride"], "padding": attrs["padding"], "dilation": attrs["dilation"]}
+    conv_attrs = {"groups": groups, "stride": attrs["stride"], "padding": attrs["padding"],
+                  "dilation": attrs["dilation"]}
     gx, gw = _conv2d(g_plain, (x_plain, w_plain), None, conv_attrs, needs)
     if gx is not None and x.ndim == 5:
-        gx = gx.reshape(x.shape[0], cblocks, cb, x.shape[2], x.shape[3]).permute(0, 1, 3, 4, 2)
+        gx = gx.reshape(x.shape[0], xblocks, xb, x.shape[2], x.shape[3]).permute(0, 1, 3, 4, 2)
     if gw is not None:
         gw = gw.reshape(kblocks, kb, cblocks, cb, kh, kw).permute(0, 2, 4, 5, 3, 1)
     return gx, gw

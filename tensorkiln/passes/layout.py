@@ -76,7 +76,8 @@ def edge_conversions(conv: Node, nchw_in: bool, nchw_out: bool) -> int:
     n, c, h, w = conv.inputs[0].shape
     _, _, kh, kw = conv.inputs[1].shape
     read = n * c * (conv.shape[2] * conv.shape[3] if kh == kw == 1 else h * w)
-    return (conv.type.size if nchw_out else 0) + (read if nchw_in and input_block(c) > 1 else 0)
+    blocks_input = input_block(c) > 1 or is_depthwise(conv)
+    return (conv.type.size if nchw_out else 0) + (read if nchw_in and blocks_input else 0)
 
 
 def multiply_adds(conv: Node) -> int:
@@ -90,22 +91,28 @@ def conversion_share(conv: Node) -> float:
     return edge_conversions(conv, True, True) / multiply_adds(conv)
 
 
+def is_depthwise(conv: Node) -> bool:
+    """One input and one output channel per group."""
+    groups = conv.attrs["groups"]
+    return groups > 1 and conv.inputs[1].shape[1] == 1 and conv.shape[1] == groups
+
+
 def blocked_conv_choice(node: Node) -> int | None:
     """The output block kb if this conv2d runs blocked, else None (the rule of docs/optimizer.md).
 
-    float32, groups 1 (depthwise and grouped convolutions keep their NCHW
-    templates), a constant weight (inference: its blocking folds at compile
+    float32, groups 1 or depthwise (other grouped convolutions keep their
+    NCHW templates), a constant weight (inference: its blocking folds at compile
     time), output channels a multiple of a vector (or half of one), and not a
     layer the NCHW path runs as Winograd (`conv_algorithm`), which beats a
     direct convolution on 3x3 stride-1 layers.
     """
-    if node.op != "conv2d" or node.dtype != dt.float32 or node.attrs["groups"] != 1:
+    if node.op != "conv2d" or node.dtype != dt.float32 or (node.attrs["groups"] != 1 and not is_depthwise(node)):
         return None
     if node.inputs[1].op != "constant" or node.ndim != 4 or node.type.size == 0 or node.inputs[0].type.size == 0:
         return None
     kb = block_size(node.shape[1])
-    if kb is None:
-        return None
+    if kb is None or is_depthwise(node):
+        return kb
     from ..loops.templates.conv import conv_algorithm
     probe = Buffer("probe", node.dtype.name, node.shape)
     if conv_algorithm(node, probe).startswith("winograd"):
@@ -201,9 +208,12 @@ class _Rewriter:
     def conv(self, node: Node, kb: int) -> Node:
         """conv2d_nchwc reading its input as it comes (a blocked value, or NCHW: its copy converts)."""
         x, w = node.inputs
+        depthwise = is_depthwise(node)
         cb = self.block.get(x.id)
+        if depthwise and cb is not None and cb != kb:  # it reads its input blocked as its output
+            cb = None
         if cb is None:
-            cb = input_block(x.shape[1])
+            cb = kb if depthwise else input_block(x.shape[1])
             self.fired["conversion into a conv's copy"] += 1
         else:
             self.fired["conversions cancelled"] += 2  # a from_blocked and a to_blocked never built
@@ -212,12 +222,17 @@ class _Rewriter:
             self.fired["conversion into a conv's store"] += 1
         else:
             self.block[node.id], self.sources[node.id] = kb, {node.id}
-        self.fired["conv2d -> conv2d_nchwc"] += 1
         a = node.attrs
-        x_new = self.new[x.id] if x.id in self.block else self.plain(x)
-        return make_node("conv2d_nchwc", [x_new, block_weight(self.new[w.id], cb, kb)],
-                         Attrs(stride=a["stride"], padding=a["padding"], dilation=a["dilation"],
-                               out_layout=out_layout), node.scope, node.location)
+        x_new = self.new[x.id] if self.block.get(x.id) == cb else self.plain(x)
+        attrs = dict(stride=a["stride"], padding=a["padding"], dilation=a["dilation"], out_layout=out_layout)
+        if depthwise:
+            self.fired["depthwise conv2d -> conv2d_nchwc"] += 1
+            attrs["groups"] = a["groups"]
+            weight = block_weight(self.new[w.id], 1, kb)
+        else:
+            self.fired["conv2d -> conv2d_nchwc"] += 1
+            weight = block_weight(self.new[w.id], cb, kb)
+        return make_node("conv2d_nchwc", [x_new, weight], Attrs(attrs), node.scope, node.location)
 
     def elementwise(self, node: Node) -> Node | None:
         """The blocked form of an elementwise op with a blocked operand of its own shape, or None.

@@ -193,3 +193,89 @@ def test_shape_errors_name_the_blocks():
     with pytest.raises(ShapeError, match="out_layout"):
         apply("conv2d_nchwc", [x, tk.tensor(np.zeros((1, 2, 3, 3, 8, 8), np.float32))], stride=(1, 1),
               padding=(0,) * 4, dilation=(1, 1), out_layout="nhwc")
+
+
+# ---- depthwise (groups = channels): weight [C/kb, 1, KH, KW, 1, kb], input blocked as the output
+
+def block_depthwise_weight(w: np.ndarray, kb: int) -> np.ndarray:
+    """w[C, 1, KH, KW] -> [ceil(C/kb), 1, KH, KW, 1, kb], padded with zeros."""
+    return block_weight(w, 1, kb)
+
+
+def depthwise_reference(x, w, stride, padding, dilation):
+    attrs = {"groups": x.shape[1], "stride": stride, "padding": padding, "dilation": dilation}
+    return _conv2d_reference([x.astype(np.float64), w.astype(np.float64)], attrs, None)
+
+
+DEPTHWISE_CASES = [  # (n, c, h, w, kernel, stride, pad, dilation, kb)
+    (1, 16, 7, 7, 3, 1, 1, 1, LANES),
+    (1, 32, 28, 28, 3, 2, 1, 1, LANES),           # strided, rows with a tail tile
+    (2, 24, 13, 9, 3, 1, 1, 1, 8),                # half-vector blocks, two images
+    (1, 17, 5, 6, 5, 1, 2, 1, 8),                 # channels padded to the block, 5x5
+    (1, 16, 9, 11, 3, 2, (0, 1, 1, 0), 1, 16),    # uneven padding (TF "same" with stride 2)
+    (1, 16, 12, 12, 3, 1, 2, 2, 16),              # dilated
+    (1, 8, 1, 1, 3, 1, 1, 1, 8),                  # a 1x1 image
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=lambda c: "x".join(map(str, c)).replace(" ", ""))
+def test_depthwise_nchwc_matches_reference(case):
+    n, c, h, w, kernel, stride, pad, dilation, kb = case
+    padding = pad if isinstance(pad, tuple) else (pad,) * 4
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = RNG.standard_normal((c, 1, kernel, kernel)).astype(np.float32)
+    bias = RNG.standard_normal(c).astype(np.float32)
+    xb, wb = block_input(x, kb), block_depthwise_weight(wt, kb)
+    cp = wb.shape[0] * kb
+    biasb = block_input(np.pad(bias, (0, cp - c)).reshape(1, cp, 1, 1), kb)
+    conv = dict(stride=(stride, stride), padding=padding, dilation=(dilation, dilation), groups=cp)
+    x_plain = np.ascontiguousarray(xb.transpose(0, 1, 4, 2, 3).reshape(n, -1, h, w))
+
+    def four_forms(xb, x_plain, wb, biasb):
+        blocked = apply("conv2d_nchwc", [xb, wb], out_layout="nchwc", **conv)
+        from_plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchwc", **conv)
+        to_plain = apply("conv2d_nchwc", [xb, wb], out_layout="nchw", **conv)
+        plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchw", **conv)
+        bias_plain = biasb.permute(0, 1, 4, 2, 3).reshape(1, cp, 1, 1)
+        return (blocked + biasb).clip(0.0, 6.0), from_plain, (to_plain + bias_plain).relu(), plain * 2.0
+
+    f = tk.jit(four_forms)
+    outs = [o.numpy() for o in f(xb, x_plain, wb, biasb)]
+    assert f.report(xb, x_plain, wb, biasb).backend == "c"
+    want = depthwise_reference(x, wt, (stride, stride), padding, (dilation, dilation))
+    tol = dict(rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    np.testing.assert_allclose(unblock(outs[0], c), np.clip(want + bias.reshape(1, c, 1, 1), 0, 6), **tol)
+    np.testing.assert_allclose(unblock(outs[1], c), want, **tol)
+    np.testing.assert_allclose(outs[2][:, :c], np.maximum(want + bias.reshape(1, c, 1, 1), 0), **tol)
+    np.testing.assert_allclose(outs[3][:, :c], 2 * want, **tol)
+
+
+@pytest.mark.parametrize("plain_in,pad,stride", [(False, 0, 1), (False, 1, 2), (True, 1, 1)])
+def test_depthwise_accesses_are_in_bounds(plain_in, pad, stride):
+    x = RNG.standard_normal((2, 16, 7, 9)).astype(np.float32)
+    wt = RNG.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    xin, wb = x if plain_in else block_input(x, 8), tk.tensor(block_depthwise_weight(wt, 8))
+    f = tk.jit(lambda x: apply("conv2d_nchwc", [x, wb], stride=(stride, stride), padding=(pad,) * 4,
+                               dilation=(1, 1), out_layout="nchwc", groups=16), debug=True)
+    got = unblock(f(xin).numpy(), 16)
+    np.testing.assert_allclose(got, depthwise_reference(x, wt, (stride, stride), (pad,) * 4, (1, 1)),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_gradient_matches_finite_differences():
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((2, 2, 5, 5, 4)), rng.standard_normal((2, 1, 3, 3, 1, 4))
+    conv = dict(stride=(2, 1), padding=(1, 0, 1, 1), dilation=(1, 1), groups=8)
+    assert gradcheck(lambda x, w: apply("conv2d_nchwc", [x, w], out_layout="nchwc", **conv), x, w)
+    assert gradcheck(lambda x, w: apply("conv2d_nchwc", [x, w], out_layout="nchw", **conv),
+                     rng.standard_normal((1, 8, 5, 5)), w)
+
+
+def test_depthwise_shape_errors():
+    x = tk.tensor(np.zeros((1, 2, 5, 5, 8), np.float32))
+    with pytest.raises(ShapeError, match="depthwise"):  # groups must equal the channels
+        apply("conv2d_nchwc", [x, tk.tensor(np.zeros((2, 1, 3, 3, 1, 8), np.float32))], stride=(1, 1),
+              padding=(0,) * 4, dilation=(1, 1), out_layout="nchwc", groups=8)
+    with pytest.raises(ShapeError, match="input has 2x8"):  # input blocked otherwise than the output
+        apply("conv2d_nchwc", [x, tk.tensor(np.zeros((1, 1, 3, 3, 1, 16), np.float32))], stride=(1, 1),
+              padding=(0,) * 4, dilation=(1, 1), out_layout="nchwc", groups=16)

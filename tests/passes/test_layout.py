@@ -90,6 +90,27 @@ def test_a_chain_converts_only_at_its_edges():
     check_against_reference(chain, x)
 
 
+def test_inverted_residual_blocks_run_blocked_depthwise_included():
+    """MobileNetV2's block (1x1 expand, ReLU6, 3x3 depthwise, ReLU6, 1x1 project, residual add):
+    the depthwise layers join the chain, so nothing converts between the blocks."""
+    c, e = 2 * LANES, 6 * LANES
+    layers = [(weight(e, c, 1), bias(e), weight(e, 1, 3), bias(e), weight(c, e, 1), bias(c)) for _ in range(2)]
+
+    def blocks(x):
+        for w_expand, b_expand, w_dw, b_dw, w_project, b_project in layers:
+            y = F.conv2d(x, w_expand, b_expand).clip(0.0, 6.0)
+            y = F.conv2d(y, w_dw, b_dw, padding=1, groups=e).clip(0.0, 6.0)
+            x = x + F.conv2d(y, w_project, b_project)
+        return x
+
+    x = image(1, c, 14, 14)
+    graph, fired = optimized(blocks, x)
+    assert [n.op for n in convs(graph)] == ["conv2d_nchwc"] * 6
+    assert sum(n.attrs.get("groups", 1) > 1 for n in convs(graph)) == 2
+    assert fired["depthwise conv2d -> conv2d_nchwc"] == 2 and conversions(graph) == []
+    check_against_reference(blocks, x)
+
+
 def test_a_single_convolution_between_other_ops():
     """A deep convolution alone is blocked, converting in its own copy and store; a shallow one, for
     which those conversions would cost more than the kernel gains, stays NCHW."""

@@ -34,6 +34,13 @@ chain) into blocks, and for a strided 1x1 layer keeps only the pixels it
 reads. An unpadded layer whose input is already a blocked buffer reads it
 where it lies. At the end of a chain (out_layout "nchw") each lane j is
 stored to channel kb*block + j of an NCHW output instead.
+
+Depthwise (groups = channels; weight w[C/kb, 1, KH, KW, 1, kb]): output
+block b lane j reads input block b lane j, so a step is one tap: a weight
+vector and, per pixel, an input vector (not a broadcast) and one FMA; the
+tile is one channel block of as many pixels as registers hold
+(`depthwise_tile`). Lanes stay full on any plane size, which the NCHW
+depthwise template (vectorized along a row of 7-28 pixels) cannot do.
 """
 from __future__ import annotations
 
@@ -101,11 +108,37 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     return best
 
 
+def depthwise_tile(ow: int) -> NchwcTile:
+    """The tile of a depthwise layer: one channel block, as many pixels as registers allow.
+
+    Each step loads one weight vector and one input vector per pixel for one
+    FMA per pixel (no input channel to reuse a load across), so a tile only
+    shares the weight vector among its pixels; the accumulators, the weight
+    and a loaded input vector must stay in registers.
+    """
+    return NchwcTile(max(1, min(ow, (cpu_target().vector_registers - 2) // 2)), 1)
+
+
 def _reads_in_place(root: Node, values: ValueBuilder) -> bool:
     """An unpadded layer whose input is a blocked buffer: the kernel reads it where it lies, no copy."""
     x_node = root.inputs[0]
     return (x_node.ndim == 5 and not any(root.attrs["padding"]) and x_node.id in values.buffers
             and x_node is not values.inline_root and x_node.id not in values.known)
+
+
+def _input_blocks(root: Node) -> tuple[int, int]:
+    """(blocks, channels per block) of the input as the kernel reads it.
+
+    A groups-1 layer's weight blocks the input channels (C/cb, cb); a
+    depthwise one reads channel block b, lane j for output block b, lane j,
+    so its input is blocked as its output.
+    """
+    kblocks, cblocks, _, _, cb, kb = root.inputs[1].shape
+    return (kblocks, kb) if _is_depthwise(root) else (cblocks, cb)
+
+
+def _is_depthwise(root: Node) -> bool:
+    return root.attrs.get("groups", 1) > 1
 
 
 def _padded_copy(root: Node, values: ValueBuilder, xpad: Buffer, hp: int, wp: int,
@@ -117,9 +150,9 @@ def _padded_copy(root: Node, values: ValueBuilder, xpad: Buffer, hp: int, wp: in
     no others). Rows wholly in the margin and the left and right margins are zero-filled, the
     rest copied: no selects.
     """
-    x_node, w_node = root.inputs
+    x_node = root.inputs[0]
     n_img, h, w = x_node.shape[0], x_node.shape[2], x_node.shape[3]
-    _, cblocks, _, _, cb, _ = w_node.shape
+    cblocks, cb = _input_blocks(root)
     pt, _, pl, _ = root.attrs["padding"]
     sy, sx = sample
     dtype = xpad.value_dtype
@@ -173,14 +206,16 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     dh, dw = root.attrs["dilation"]
     pt, _, pl, _ = root.attrs["padding"]
     dtype = compute_dtype(root.dtype.name)
-    tile = nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
+    depthwise = _is_depthwise(root)
+    tile = depthwise_tile(ow) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
     t_full, g_blocks = tile.pixels, tile.blocks
     groups = kblocks // g_blocks
+    in_blocks, in_cb = _input_blocks(root)
     v = lambda name: E.Var(f"{PREFIX}_{name}")  # noqa: E731
 
     # Input rows/columns some output reads, in padded coordinates.
     sample = (1, 1)
-    if kh == kw == 1 and not _reads_in_place(root, values):
+    if kh == kw == 1 and not depthwise and not _reads_in_place(root, values):
         # A 1x1 layer reads only every sh-th row and sw-th column: its copy keeps just those
         # (a quarter of a stride-2 input), and the kernel then runs with stride 1.
         sample, (sh, sw) = (sh, sw), (1, 1)
@@ -189,7 +224,7 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     if _reads_in_place(root, values):
         xpad, source, rows, cols = None, values.buffers[x_node.id], h, w
     else:
-        xpad = Buffer(f"{PREFIX}_xpad", dtype, (n_img * cblocks * hp * wp * cb,), scope="local")
+        xpad = Buffer(f"{PREFIX}_xpad", dtype, (n_img * in_blocks * hp * wp * in_cb,), scope="local")
         source, rows, cols = xpad, hp, wp
 
     task, ox_tile, icb, r, s, ic = v("task"), v("tx"), v("icb"), v("r"), v("s"), v("ic")
@@ -208,20 +243,30 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         wvec = Buffer(f"{PREFIX}_w", dtype, (g_blocks * kb,), scope="local")
         slot = (i * g_blocks + o) * kb + j
         kblock = grp * g_blocks + o
-        # Each step's input and weight offsets are named once (x_at, w_at), so the loads of the
-        # unrolled pixels and blocks are base + constant: one address register, displacements.
-        step_offsets = block(
-            Let(x_at, (((img * cblocks + icb) * rows + oy * sh + r * dh) * cols + ox0 * sw + s * dw) * cb + ic),
-            Let(w_at, ((((grp * g_blocks) * cblocks + icb) * kh + r) * kw + s) * cb * kb + ic * kb))
-        load_w = For(o, E.const(g_blocks), For(j, E.const(kb), Store(
-            wvec, o * kb + j, _weight(values, w_node, w_at + o * w_block + j, kblock, icb, r, s, ic, j)),
-            "vectorized"), "unrolled")
-        # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
-        update = E.call("fma", E.Load(source, x_at + i * (sw * cb)), E.Load(wvec, o * kb + j), E.Load(acc, slot))
         lanes = lambda stmt: For(i, E.const(pixels), For(o, E.const(g_blocks), For(  # noqa: E731
             j, E.const(kb), stmt, "vectorized"), "unrolled"), "unrolled")
-        reduce = For(icb, E.const(cblocks), For(r, E.const(kh), For(s, E.const(kw), For(
-            ic, E.const(cb), Alloc(wvec, block(step_offsets, load_w, lanes(Store(acc, slot, update))))))))
+        # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
+        if depthwise:  # one tap per step: lane j of input block grp meets lane j of its weights
+            step_offsets = block(
+                Let(x_at, (((img * kblocks + grp) * rows + oy * sh + r * dh) * cols + ox0 * sw + s * dw) * kb),
+                Let(w_at, ((grp * kh + r) * kw + s) * kb))
+            load_w = For(j, E.const(kb), Store(
+                wvec, j, _weight(values, w_node, w_at + j, grp, 0, r, s, 0, j)), "vectorized")
+            update = E.call("fma", E.Load(source, x_at + i * (sw * kb) + j), E.Load(wvec, j), E.Load(acc, slot))
+            reduce = For(r, E.const(kh), For(s, E.const(kw), Alloc(wvec, block(
+                step_offsets, load_w, lanes(Store(acc, slot, update))))))
+        else:
+            # Each step's input and weight offsets are named once (x_at, w_at), so the loads of the
+            # unrolled pixels and blocks are base + constant: one address register, displacements.
+            step_offsets = block(
+                Let(x_at, (((img * cblocks + icb) * rows + oy * sh + r * dh) * cols + ox0 * sw + s * dw) * cb + ic),
+                Let(w_at, ((((grp * g_blocks) * cblocks + icb) * kh + r) * kw + s) * cb * kb + ic * kb))
+            load_w = For(o, E.const(g_blocks), For(j, E.const(kb), Store(
+                wvec, o * kb + j, _weight(values, w_node, w_at + o * w_block + j, kblock, icb, r, s, ic, j)),
+                "vectorized"), "unrolled")
+            update = E.call("fma", E.Load(source, x_at + i * (sw * cb)), E.Load(wvec, o * kb + j), E.Load(acc, slot))
+            reduce = For(icb, E.const(cblocks), For(r, E.const(kh), For(s, E.const(kw), For(
+                ic, E.const(cb), Alloc(wvec, block(step_offsets, load_w, lanes(Store(acc, slot, update))))))))
         if blocked_out:
             out_index = [img, kblock, oy, ox0 + i, j]
             flat = (((img * kblocks + kblock) * oh + oy) * ow + ox0 + i) * kb + j
@@ -239,7 +284,7 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     if tail:
         row.append(tile_code(tail, E.const(full * t_full)))
     tasks = n_img * groups * oh
-    work = tasks * ow * kb * g_blocks * cblocks * cb * kh * kw
+    work = tasks * ow * kb * g_blocks * (1 if depthwise else cblocks * cb) * kh * kw
     kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and tasks > 1 else "serial"
     nest: Stmt = For(task, E.const(tasks), block(*row), kind)
     if xpad is None:
