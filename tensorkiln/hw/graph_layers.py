@@ -136,12 +136,15 @@ def matmul_layer(node: Any, name: str) -> Layer:
 def _unblocked(node: Any) -> Any:
     """A conv2d_nchwc node as the conv2d it computes (the CPU layout pass blocks its channels)."""
     x, w = node.inputs
-    n, h, wd = _shape(x)[0], _shape(x)[2], _shape(x)[3]
+    xs = _shape(x)
+    n, h, wd = xs[0], xs[2], xs[3]
+    channels = xs[1] * xs[4] if len(xs) == 5 else xs[1]
     kblocks, cblocks, kh, kw, cb, kb = _shape(w)
     out = _shape(node)
     shaped = lambda shape: SimpleNamespace(type=SimpleNamespace(shape=shape))  # noqa: E731
-    return SimpleNamespace(op="conv2d", attrs={**node.attrs, "groups": 1}, name=getattr(node, "name", None),
-                           inputs=(shaped((n, cblocks * cb, h, wd)), shaped((kblocks * kb, cblocks * cb, kh, kw))),
+    groups = node.attrs.get("groups", 1)  # 1, or the channels of a depthwise layer
+    return SimpleNamespace(op="conv2d", attrs={**node.attrs, "groups": groups}, name=getattr(node, "name", None),
+                           inputs=(shaped((n, channels, h, wd)), shaped((kblocks * kb, cblocks * cb, kh, kw))),
                            type=SimpleNamespace(shape=(n, kblocks * kb, out[2], out[3])))
 
 

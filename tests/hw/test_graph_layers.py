@@ -113,3 +113,16 @@ def test_winograd_and_blocked_convolutions_count_as_the_conv2d_they_compute():
     (a,) = layers_from_graph(FakeGraph([x, plain]))
     (b,) = layers_from_graph(FakeGraph([x, winograd]))
     assert (a.gemm_dims, a.macs, a.ifmap_h, a.ofmap_w) == (b.gemm_dims, b.macs, b.ifmap_h, b.ofmap_w)
+
+
+def test_blocked_depthwise_counts_as_a_depthwise_conv2d():
+    x = tensor(1, 96, 56, 56)
+    plain = conv(x, tensor(96, 1, 3, 3), (1, 96, 28, 28), "plain", stride=(2, 2), padding=(1, 1, 1, 1),
+                 dilation=(1, 1), groups=96)
+    blocked = FakeNode("conv2d_nchwc", (tensor(1, 6, 56, 56, 16), tensor(6, 1, 3, 3, 1, 16)),
+                       FakeType((1, 6, 28, 28, 16)), {"stride": (2, 2), "padding": (1, 1, 1, 1),
+                                                      "dilation": (1, 1), "out_layout": "nchwc", "groups": 96},
+                       "blocked")
+    (a,) = layers_from_graph(FakeGraph([x, plain]))
+    (b,) = layers_from_graph(FakeGraph([blocked]))
+    assert (a.gemm_dims, a.macs, a.ifmap_h) == (b.gemm_dims, b.macs, b.ifmap_h)
