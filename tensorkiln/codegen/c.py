@@ -196,6 +196,11 @@ def _paren(code: str, prec: int, need: int) -> str:
 _SELECT_TYPES = ("float32", "float64")  # the prelude's tk_select_<type>
 
 
+def _constant_divisor(e: BinOp) -> bool:
+    """An integer division or modulo by a constant that cannot trap (not 0, not -1)."""
+    return isinstance(e.b, Const) and e.b.value not in (0, -1)
+
+
 class _KernelWriter:
     """Emits one kernel function; tracks loop ranges (for bounds) and the parallel context."""
 
@@ -282,16 +287,29 @@ class _KernelWriter:
 
     def _always_safe(self, e: Expr) -> bool:
         """Evaluating `e` even where a select does not pick it can neither trap nor read out
-        of bounds: every load's index provably in range, no integer division, no float-to-int cast."""
+        of bounds: every load's index provably in range, no integer division, no float-to-int cast.
+
+        Division by a constant other than 0 and -1 cannot trap, so it is allowed in the index of
+        a load that is not clamped: a max-pool gradient reads `t[... + c/2]`, and evaluated
+        branch-free its select vectorizes instead of mispredicting on every element. A clamped
+        index (min/max: a padded read) keeps the conditional, which GCC turns into a masked load.
+        """
         bounds = self.bounds()
         for x in walk(e):
             if isinstance(x, Load) and not bounds.within(x.index, 0, x.buffer.size - 1):
                 return False
-            if isinstance(x, BinOp) and x.operator in ("div", "floordiv", "mod") and not is_float(x.dtype):
+            if isinstance(x, BinOp) and x.operator in ("div", "floordiv", "mod") and not is_float(x.dtype) \
+                    and not (_constant_divisor(x) and not self._clamped_load(e)):
                 return False
             if isinstance(x, Cast) and not is_float(x.dtype):
                 return False
         return True
+
+    @staticmethod
+    def _clamped_load(e: Expr) -> bool:
+        """True when a load in `e` has a min/max in its index."""
+        return any(isinstance(x, Load) and any(isinstance(y, BinOp) and y.operator in ("min", "max")
+                                               for y in walk(x.index)) for x in walk(e))
 
     def _nonnegative_division(self, e: BinOp) -> bool:
         bounds = self.bounds()

@@ -21,6 +21,7 @@ from .buffer import Buffer
 from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
 from .ir import Assign, For, Kernel, Let, Store, block, simplify_kernel
 from .program import Program
+from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
 from .schedule_defaults import output_nest
 from .templates.attention import attention_body
 from .templates.conv import conv2d_body
@@ -113,27 +114,29 @@ def accumulate(op: str, acc: E.Var, value: E.Expr) -> tuple[list, list, E.Expr]:
 def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
     src = root.inputs[0]
     op = root.op
-    axes = root.attrs["axes"] if "axes" in root.attrs else (root.attrs["axis"],)
+    axes = tuple(sorted(root.attrs["axes"])) if "axes" in root.attrs else (root.attrs["axis"],)
     keep = root.attrs["keepdims"]
     kept_axes = [a for a in range(src.ndim) if a not in axes]
     dtype = compute_dtype(src.dtype.name)
-    reduce_vars = [E.Var(f"k{a}") for a in axes]
+    arg = op in ("argmax", "argmin")
+    # argmax/argmin report the position along their one axis: that loop stays as it is
+    loops = reduce_loops(src.shape, axes, lambda index: values.value(src, index), merge=not arg)
 
     def body(index, flat):
         out_index = [index[a] for a in kept_axes] if keep else index
-        src_index = [None] * src.ndim
+        src_index: list[E.Expr] = [E.const(0)] * src.ndim
         for a, i in zip(kept_axes, out_index):
             src_index[a] = i
-        for a, v in zip(axes, reduce_vars):
-            src_index[a] = v
+        for a, i in loop_index(src.shape, loops).items():
+            src_index[a] = i
         value = values.value(src, src_index)
         acc = E.Var("acc", dtype)
-        if op in ("argmax", "argmin"):
+        if arg:
             best = E.Var("best", "int64")
             better = E.gt(value, acc) if op == "argmax" else E.lt(value, acc)
             if dtype.startswith("float"):  # the first NaN wins, as in numpy
                 better = E.logical_or(better, E.logical_and(E.ne(value, value), E.eq(acc, acc)))
-            step = block(Assign(best, E.Select(better, reduce_vars[0], best)),
+            step = block(Assign(best, E.Select(better, loops[0].var, best)),
                          Assign(acc, E.Select(better, value, acc)))
             init = block(Let(acc, values.value(src, [E.const(0) if a in axes else src_index[a]
                                                      for a in range(src.ndim)])),
@@ -142,15 +145,16 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
         else:
             declarations, updates, result = accumulate(op, acc, value)
             step, init = block(*updates), block(*declarations)
-        nest = step
-        for a, v in reversed(list(zip(axes, reduce_vars))):
-            # the innermost loop over the contiguous last axis reduces in SIMD lanes
-            kind = "vectorized" if (a == src.ndim - 1 and nest is step and op not in ("argmax", "argmin")) else "serial"
-            nest = For(v, E.const(src.shape[a]), nest, kind)
-        return block(init, nest, Store(out, flat, E.cast(result, out.value_dtype)))
+        store = Store(out, flat, E.cast(result, out.value_dtype))
+        if not arg and use_lanes(op, dtype, loops, src.ndim):
+            return lane_sum(loops, value, acc, store)
+        return block(init, scalar_nest(loops, step, src.ndim, vectorize=not arg), store)
 
     reduced = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
-    return output_nest(root.shape, body, "", work_per_element=max(reduced, 1))
+    # One SIMD loop per nest: the reduction's innermost loop when it walks a long enough contiguous run,
+    # else the output's columns (a column sum, or a few taps per output: lanes compute outputs)
+    inner_vectorized = not arg and src.ndim - 1 in axes and loops[-1].extent >= LANES_MIN
+    return output_nest(root.shape, body, "", work_per_element=max(reduced, 1), vectorize=not inner_vectorized)
 
 
 # The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.

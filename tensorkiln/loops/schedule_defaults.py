@@ -28,15 +28,26 @@ def thread_count() -> int:
 
 
 def output_nest(shape: tuple[int, ...], body: Callable[[list[E.Expr], E.Expr], Stmt], prefix: str,
-                work_per_element: int = 1) -> Stmt | None:
+                work_per_element: int = 1, vectorize: bool = True) -> Stmt | None:
     """Loops over every element of `shape`; body(index, flat_index) makes the innermost statement.
 
+    vectorize=False leaves the column loop serial (its body has a SIMD loop of its own).
     Returns None for an empty shape (nothing to do).
     """
     if any(d == 0 for d in shape):
         return None
     if not shape:
         return body([], E.const(0))
+    if not vectorize and shape[-1] != 1:
+        # no SIMD columns: every element is a row, so all of them can spread over threads
+        return output_nest(shape + (1,), lambda index, flat: body(index[:-1], flat), prefix, work_per_element,
+                           vectorize)
+    if vectorize and shape[-1] == 1 and any(d != 1 for d in shape):
+        # trailing size-1 axes (a keepdims reduction's output) leave the flat index as it is:
+        # loop over the axes before them, so the column loop has more than one element
+        ones = len(shape) - max(i for i, d in enumerate(shape) if d != 1) - 1
+        return output_nest(shape[:-ones], lambda index, flat: body(index + [E.const(0)] * ones, flat), prefix,
+                           work_per_element, vectorize)
     rows_shape, cols = shape[:-1], shape[-1]
     rows = 1
     for d in rows_shape:
@@ -54,7 +65,7 @@ def output_nest(shape: tuple[int, ...], body: Callable[[list[E.Expr], E.Expr], S
         column, extent = c, E.const(cols)
     index = delinearize(r, rows_shape) + [column] if rows_shape else [column]
     flat = r * cols + column if rows_shape else column
-    inner = For(c, extent, body(index, flat), "vectorized" if cols >= VECTOR_MIN_EXTENT else "serial")
+    inner = For(c, extent, body(index, flat), "vectorized" if vectorize and cols >= VECTOR_MIN_EXTENT else "serial")
     if split:
         inner = For(cb, E.const(n_blocks), inner, "parallel")
     if not rows_shape:

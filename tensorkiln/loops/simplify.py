@@ -162,6 +162,56 @@ def recombine_div_mod(e: Expr) -> Optional[Expr]:
     return None
 
 
+def recombine_nested_div_mod(e: Expr) -> Optional[Expr]:
+    """m*q*(x//(j*q)) + m*((x//j)%q) -> m*(x//j), wherever the pair appears in a sum.
+
+    A row index split over several axes delinearizes to `x//(j*q)` and
+    `(x//j)%q` (nested quotients are folded into one), so this undoes one axis
+    at a time; the last step is the plain rule above. Both identities hold for
+    floor division by positive constants, whatever the range of x.
+    """
+    terms, constant = linear_form(e)
+    for term, m in terms.items():
+        if not (term.op == "mod" and isinstance(term.b, Const) and term.b.value > 0):
+            continue
+        inner = term.a
+        if not (inner.op == "floordiv" and isinstance(inner.b, Const) and inner.b.value > 0):
+            continue
+        product = inner.b.value * term.b.value
+        if product > int_range(inner.dtype)[1]:
+            continue
+        outer = BinOp("floordiv", inner.a, Const(product, inner.dtype))
+        if terms.get(outer, 0) != m * term.b.value:
+            continue
+        rest = {t: c for t, c in terms.items() if t != term and t != outer}
+        rest[inner] = rest.get(inner, 0) + m
+        return build_linear(rest, constant, e.dtype)
+    return None
+
+
+def recombine_mod_div_mod(e: Expr) -> Optional[Expr]:
+    """m*j*((x%k)//j) + m*(x%j) -> m*(x%k) when j divides k, wherever the pair appears in a sum.
+
+    The other order of splitting a remainder: (x%k)//j and x%j are the two
+    digits of x%k, as (x//j)%q and x%j are of x%(j*q).
+    """
+    terms, constant = linear_form(e)
+    for term, coeff in terms.items():
+        if not (term.op == "floordiv" and isinstance(term.b, Const) and term.b.value > 0):
+            continue
+        inner, j = term.a, term.b.value
+        if not (inner.op == "mod" and isinstance(inner.b, Const) and inner.b.value > 0 and inner.b.value % j == 0):
+            continue
+        partner = BinOp("mod", inner.a, term.b)
+        m = terms.get(partner, 0)
+        if m == 0 or coeff != m * j:
+            continue
+        rest = {t: c for t, c in terms.items() if t != term and t != partner}
+        rest[inner] = rest.get(inner, 0) + m
+        return build_linear(rest, constant, e.dtype)
+    return None
+
+
 def _split(x: Expr, k: int) -> tuple[Expr, Expr]:
     """x = k*Q + R with every coefficient of R in [0, k)."""
     terms, constant = linear_form(x)
@@ -326,6 +376,10 @@ RULES: list[Rule] = [
     # ** canonical affine form **
     Rule("(x//k)*k*m + (x%k)*m -> x*m", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
          recombine_div_mod),
+    Rule("(x//(j*q))*q*m + ((x//j)%q)*m -> (x//j)*m", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
+         recombine_nested_div_mod),
+    Rule("((x%k)//j)*j*m + (x%j)*m -> (x%k)*m if j divides k", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
+         recombine_mod_div_mod),
     Rule("sum of c*term + c0, largest coefficient first", Pat.node({"add", "sub", "mul", "neg"}, name="e", kind="int"),
          canonical_sum),
 ]

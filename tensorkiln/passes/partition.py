@@ -261,15 +261,59 @@ def _roots(graph: Graph, stored: set[int]) -> list[Node]:
     return [n for n in graph.nodes if n.id in stored and n.kind != OpKind.SOURCE]
 
 
+# Arithmetic a reader recomputes rather than load from a buffer: one or two instructions per element.
+CHEAP_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum", "where", "cast",
+                       "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"})
+RECOMPUTE_MAX_OPS = 6
+# An operand at most this fraction of the value's size is a broadcast (a per-channel statistic):
+# its loads stay in cache whichever kernel makes them.
+BROADCAST_FRACTION = 8
+
+
+def cheap_to_recompute(node: Node, stored: set[int]) -> bool:
+    """An elementwise value its readers may each recompute instead of loading it from a buffer.
+
+    It reads one stored buffer of its own size (plus small broadcast operands)
+    through a few cheap operations: each reader loads that buffer instead of
+    this one, so recomputing costs no memory traffic, and storing it would
+    cost a write, a read and a kernel (batch norm's x - mean, read by the
+    variance and by the normalization).
+    """
+    if node.kind != OpKind.ELEMENTWISE:
+        return False
+    ops, large = 0, set()
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n is not node and (n.id in stored or n.kind == OpKind.SOURCE):
+            if n.type.size * BROADCAST_FRACTION > node.type.size:
+                large.add(n.id)
+            continue
+        if n.kind == OpKind.ELEMENTWISE:
+            if n.op not in CHEAP_OPS:
+                return False
+            ops += 1
+        elif n.op not in ("reshape", "expand", "permute"):
+            return False
+        stack.extend(n.inputs)
+    return ops <= RECOMPUTE_MAX_OPS and len(large) <= 1
+
+
 def _store_shared(graph: Graph, stored: set[int]) -> bool:
-    """Store computing nodes that several kernels would inline; True if any was added."""
+    """Store computing nodes that several kernels would inline; True if any was added.
+
+    A value cheap to recompute (`cheap_to_recompute`) is left inlined in each of them.
+    """
     owners: dict[int, int] = {}
     shared = set()
     for root in _roots(graph, stored):
         members, _ = _collect(root, stored)
         for n in members:
             if n is not root and (_computes(n) or _inlines_arithmetic(n, stored)):
-                if owners.setdefault(n.id, root.id) != root.id:
+                if owners.setdefault(n.id, root.id) != root.id and not cheap_to_recompute(n, stored):
                     shared.add(n.id)
     if not shared:
         return False

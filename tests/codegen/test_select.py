@@ -43,3 +43,19 @@ def test_debug_builds_keep_the_ternary():
     f = tk.jit(lambda x: tk.where(x > 5, x, 0.0), debug=True)
     np.testing.assert_array_equal(f(x).numpy(), np.where(x > 5, x, 0))
     assert _source(f, x).count("tk_select_float32(") == 1  # the prelude's definition only
+
+
+def test_select_reading_through_a_constant_division_is_branch_free_and_right():
+    """A max-pool gradient reads the pooled value at `c/2`: a division by a constant cannot trap,
+    so the select evaluates both operands (a blend) instead of branching per element."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((37, 22), dtype=np.float32)
+    p = rng.standard_normal((37, 11), dtype=np.float32)
+
+    def fn(x, p):
+        widened = p.reshape(37, 11, 1).expand(37, 11, 2).reshape(37, 22)  # element (r, c) is p[r, c // 2]
+        return tk.where(x > 0.0, widened * 2.0, 0.0)
+    f = tk.jit(fn)
+    np.testing.assert_allclose(f(x, p).numpy(), np.where(x > 0, np.repeat(p, 2, axis=1) * 2.0, 0.0), rtol=1e-6)
+    text = _source(f, x, p)
+    assert text.count("tk_select_float32(") > 1 and "/ 2" in text

@@ -186,6 +186,12 @@ SHAPES: dict[str, st.SearchStrategy[Expr]] = {
     "(g*a + r) % (g*b) -> g*((a + r//g) % b) + r%g": scaled_combos().map(lambda t: t[0] % t[1]),
     "(x//k)*k*m + (x%k)*m -> x*m": st.tuples(int_exprs(5), st.integers(1, 12), st.integers(-4, 5), int_exprs(3)).map(
         lambda t: (t[0] // t[1]) * (t[1] * t[2]) + t[3] + (t[0] % t[1]) * t[2]),
+    "(x//(j*q))*q*m + ((x//j)%q)*m -> (x//j)*m": st.tuples(
+        int_exprs(5), st.integers(1, 8), st.integers(1, 8), st.integers(-4, 5), int_exprs(3)).map(
+        lambda t: (t[0] // (t[1] * t[2])) * (t[2] * t[3]) + t[4] + ((t[0] // t[1]) % t[2]) * t[3]),
+    "((x%k)//j)*j*m + (x%j)*m -> (x%k)*m if j divides k": st.tuples(
+        int_exprs(5), st.integers(1, 8), st.integers(1, 8), st.integers(-4, 5), int_exprs(3)).map(
+        lambda t: (t[0] % (t[1] * t[2])) // t[1] * (t[1] * t[3]) + t[4] + (t[0] % t[1]) * t[3]),
     "sum of c*term + c0, largest coefficient first": st.one_of(linear_combos(), int_exprs()),
 }
 
@@ -234,6 +240,8 @@ FIRES: dict[str, Expr] = {
     "(g*a + r) // (g*b) -> (a + r//g) // b": (n * 4 + 2) // 8,
     "(g*a + r) % (g*b) -> g*((a + r//g) % b) + r%g": (n * 4 + 2) % 8,
     "(x//k)*k*m + (x%k)*m -> x*m": (n // 4) * 4 + n % 4,
+    "(x//(j*q))*q*m + ((x//j)%q)*m -> (x//j)*m": (n // 12) * 12 + (n // 3) % 4 * 3,
+    "((x%k)//j)*j*m + (x%j)*m -> (x%k)*m if j divides k": (n % 12) // 3 * 3 + n % 3,
     "sum of c*term + c0, largest coefficient first": j + i * 3 - 2,
 }
 
@@ -332,6 +340,8 @@ def test_linear_form_round_trips(expr):
     (maximum(i - 8, 0), "0"),
     (lt(k, 64), "true"),
     (n // 4 * 4 + n % 4, "n"),
+    (k // 16 * 128 + k // 2 % 8 * 16 + k % 2 * 8, "k*8"),  # a row index delinearized over three axes
+    (k // 8 * 64 + k % 8 // 2 * 16 + k % 2 * 8, "k*8"),
     (-(i - j) * 2, "j*2 - i*2"),
 ])
 def test_canonical_forms(expr, expected):

@@ -55,3 +55,31 @@ def test_epilogue_stops_where_a_row_kernel_starts():
                                rtol=1e-4, atol=1e-4)
     kinds = [k.kind for k in f.report(x, w, bias).kernels]
     assert kinds == ["contraction", "row"], kinds
+
+
+def _batch_norm_like(x, expensive: bool = False):
+    """Batch norm's statistics: x - mean is read by the variance and by the normalization."""
+    mean = x.mean((0, 2, 3), keepdims=True)
+    centered = x - mean
+    if expensive:
+        centered = centered.exp()
+    var = (centered * centered).mean((0, 2, 3), keepdims=True)
+    return centered * (var + 1e-5).rsqrt()
+
+
+@pytest.mark.parametrize("shape", [(8, 4, 6, 6), (5, 3, 7, 9)])
+def test_cheap_shared_values_are_recomputed_not_stored(shape):
+    """x - mean (one full-size buffer and a per-channel one, one op) is inlined into both of its
+    reader kernels; exp(x - mean) costs more than a load and is stored once."""
+    x = RNG.standard_normal(shape, dtype=np.float32)
+    for expensive in (False, True):
+        fn = lambda x, e=expensive: _batch_norm_like(x, e)  # noqa: E731
+        f = tk.jit(fn)
+        np.testing.assert_allclose(f(x).numpy(), tk.jit(fn, backend="interpreter")(x).numpy(), rtol=1e-4,
+                                   atol=1e-4)
+        kernels = f.report(x).kernels
+        roots = [k.nodes[-1] for k in kernels]
+        centered_stored = any(" = sub(" in r or " = exp(" in r for r in roots)
+        assert centered_stored == expensive, [k.nodes for k in kernels]
+        readers = [k for k in kernels if any(" = sub(" in line for line in k.nodes)]
+        assert len(readers) == (1 if expensive else 2), [k.nodes for k in kernels]
