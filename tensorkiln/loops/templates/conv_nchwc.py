@@ -40,7 +40,11 @@ block b lane j reads input block b lane j, so a step is one tap: a weight
 vector and, per pixel, an input vector (not a broadcast) and one FMA; the
 tile is one channel block of as many pixels as registers hold
 (`depthwise_tile`). Lanes stay full on any plane size, which the NCHW
-depthwise template (vectorized along a row of 7-28 pixels) cannot do.
+depthwise template (vectorized along a row of 7-28 pixels) cannot do. With
+so little work per input element, a padded copy of the whole input through
+memory would cost as much as the convolution: each task (an output row of
+one channel block) copies the KH padded rows it reads into a local buffer
+that stays in L1.
 """
 from __future__ import annotations
 
@@ -150,32 +154,41 @@ def _padded_copy(root: Node, values: ValueBuilder, xpad: Buffer, hp: int, wp: in
     no others). Rows wholly in the margin and the left and right margins are zero-filled, the
     rest copied: no selects.
     """
-    x_node = root.inputs[0]
-    n_img, h, w = x_node.shape[0], x_node.shape[2], x_node.shape[3]
+    n_img = root.inputs[0].shape[0]
     cblocks, cb = _input_blocks(root)
+    row = E.Var(f"{PREFIX}_row")
+    plane = row // hp
+    body = _padded_row(root, values, xpad, row * (wp * cb), plane // cblocks, plane % cblocks, row % hp,
+                       hp, wp, sample)
+    kind = "parallel" if n_img * cblocks * hp * wp * cb >= PARALLEL_MIN_ELEMENTS else "serial"
+    return For(row, E.const(n_img * cblocks * hp), body, kind)
+
+
+def _padded_row(root: Node, values: ValueBuilder, buf: Buffer, base: E.Expr, img: E.Expr, icb: E.Expr,
+                yy: E.Expr, hp: int, wp: int, sample: tuple[int, int] = (1, 1)) -> Stmt:
+    """buf[base + xx*cb + c] = padded input row yy of (image, input block icb): zeros in the margins."""
+    x_node = root.inputs[0]
+    h, w = x_node.shape[2], x_node.shape[3]
+    _, cb = _input_blocks(root)
     pt, _, pl, _ = root.attrs["padding"]
     sy, sx = sample
-    dtype = xpad.value_dtype
-    zero = E.Const(0.0, dtype)
-    row, q = E.Var(f"{PREFIX}_row"), E.Var(f"{PREFIX}_q")
-    plane, yy = row // hp, row % hp
-    base = row * (wp * cb)
-    # xpad rows [y_lo, y_hi) and columns [x_lo, x_hi) come from inside the image
+    zero = E.Const(0.0, buf.value_dtype)
+    q = E.Var(f"{PREFIX}_q")
+    # padded rows [y_lo, y_hi) and columns [x_lo, x_hi) come from inside the image
     y_lo, y_hi = -(-pt // sy), min(hp, -(-(h + pt) // sy))
     x_lo, x_hi = -(-pl // sx), min(wp, -(-(w + pl) // sx))
-    img, icb, c = plane // cblocks, plane % cblocks, q % cb
+    c = q % cb
     y, col = yy * sy - pt, (x_lo + q // cb) * sx - pl
     element = values.value(x_node, [img, icb, y, col, c] if x_node.ndim == 5 else [img, icb * cb + c, y, col])
     inside = block(*(s for s in (
-        For(q, E.const(x_lo * cb), Store(xpad, base + q, zero), "vectorized") if x_lo else None,
-        For(q, E.const((x_hi - x_lo) * cb), Store(xpad, base + x_lo * cb + q, element), "vectorized"),
-        For(q, E.const((wp - x_hi) * cb), Store(xpad, base + x_hi * cb + q, zero), "vectorized")
+        For(q, E.const(x_lo * cb), Store(buf, base + q, zero), "vectorized") if x_lo else None,
+        For(q, E.const((x_hi - x_lo) * cb), Store(buf, base + x_lo * cb + q, element), "vectorized"),
+        For(q, E.const((wp - x_hi) * cb), Store(buf, base + x_hi * cb + q, zero), "vectorized")
         if x_hi < wp else None) if s is not None))
-    margin = For(q, E.const(wp * cb), Store(xpad, base + q, zero), "vectorized")
-    body = If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, y_hi)), inside, margin) if (y_lo, y_hi) != (0, hp) \
-        else inside
-    kind = "parallel" if n_img * cblocks * hp * wp * cb >= PARALLEL_MIN_ELEMENTS else "serial"
-    return For(row, E.const(n_img * cblocks * hp), body, kind)
+    margin = For(q, E.const(wp * cb), Store(buf, base + q, zero), "vectorized")
+    if (y_lo, y_hi) == (0, hp):
+        return inside
+    return If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, y_hi)), inside, margin)
 
 
 def _weight(values: ValueBuilder, w_node: Node, flat: E.Expr, *index: E.Expr) -> E.Expr:
@@ -221,8 +234,13 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         sample, (sh, sw) = (sh, sw), (1, 1)
     hp = (oh - 1) * sh + (kh - 1) * dh + 1
     wp = (ow - 1) * sw + (kw - 1) * dw + 1
+    # A depthwise layer does 9 multiply-adds per input element, too few to pay for a copy of the
+    # whole input through memory: each task copies the KH padded rows it reads into L1 instead.
+    task_rows = depthwise and not _reads_in_place(root, values)
     if _reads_in_place(root, values):
         xpad, source, rows, cols = None, values.buffers[x_node.id], h, w
+    elif task_rows:
+        xpad, source, rows, cols = None, Buffer(f"{PREFIX}_rows", dtype, (kh * wp * kb,), scope="local"), kh, wp
     else:
         xpad = Buffer(f"{PREFIX}_xpad", dtype, (n_img * in_blocks * hp * wp * in_cb,), scope="local")
         source, rows, cols = xpad, hp, wp
@@ -247,8 +265,9 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
             j, E.const(kb), stmt, "vectorized"), "unrolled"), "unrolled")
         # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
         if depthwise:  # one tap per step: lane j of input block grp meets lane j of its weights
+            first_row = r if task_rows else (img * kblocks + grp) * rows + oy * sh + r * dh
             step_offsets = block(
-                Let(x_at, (((img * kblocks + grp) * rows + oy * sh + r * dh) * cols + ox0 * sw + s * dw) * kb),
+                Let(x_at, (first_row * cols + ox0 * sw + s * dw) * kb),
                 Let(w_at, ((grp * kh + r) * kw + s) * kb))
             load_w = For(j, E.const(kb), Store(
                 wvec, j, _weight(values, w_node, w_at + j, grp, 0, r, s, 0, j)), "vectorized")
@@ -286,6 +305,10 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     tasks = n_img * groups * oh
     work = tasks * ow * kb * g_blocks * (1 if depthwise else cblocks * cb) * kh * kw
     kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and tasks > 1 else "serial"
+    if task_rows:
+        fill = For(r, E.const(kh), _padded_row(root, values, source, r * (wp * kb), img, grp, oy * sh + r * dh,
+                                               hp, wp))
+        row = [Alloc(source, block(fill, *row))]
     nest: Stmt = For(task, E.const(tasks), block(*row), kind)
     if xpad is None:
         return nest
