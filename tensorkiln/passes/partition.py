@@ -148,10 +148,14 @@ def _per_row(node: Node, stored: set[int]) -> bool:
 
 
 def _has_epilogue(node: Node, users: list[Node], users_of: dict[int, list[Node]]) -> bool:
-    """The contraction's only reader is an epilogue op, possibly after reshapes."""
+    """The contraction's readers are epilogue ops, possibly after reshapes: one op (a bias add), or
+    several elementwise ops at the same index (GELU reads its input three times). Where those end up
+    in different kernels, `partition` stores the contraction after all."""
     while len(users) == 1 and users[0].op == "reshape":
         node, users = users[0], users_of.get(users[0].id, [])
-    return len(users) == 1 and is_epilogue(users[0], node)
+    if len(users) == 1:
+        return is_epilogue(users[0], node)
+    return bool(users) and all(u.op != "reshape" and is_epilogue(u, node) for u in users)
 
 
 def is_epilogue(user: Node, contraction: Node) -> bool:

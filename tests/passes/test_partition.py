@@ -23,6 +23,9 @@ CASES = {  # name: (function, the matmul fuses its epilogue)
     "split heads": (lambda a, b, c: ((a @ b) * 0.5).reshape(48, 6, 8) + 1.0, True),
     "reshaped output": (lambda a, b, c: ((a @ b) + 1.0).reshape(2304), True),
     "transpose on the path": (lambda a, b, c: ((a @ b) + 1.0).T + c, True),  # + 1 fuses, .T + c does not
+    "gelu reading the result thrice": (lambda a, b, c: (a @ b).gelu(approximate="tanh"), True),
+    "several readers, one kernel": (lambda a, b, c: (a @ b).tanh() * (a @ b) + c, True),
+    "readers in two kernels": (lambda a, b, c: ((a @ b).exp() @ c) + (a @ b).sum(), False),
     "slice on the path": (lambda a, b, c: (a @ b)[:, :24] + 1.0, False),
     "broadcast of the result": (lambda a, b, c: (a @ b).reshape(48, 48, 1) * c.reshape(48, 1, 48), False),
 }
