@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -18,6 +20,11 @@ import numpy as np
 from .errors import TensorKilnError, UnsupportedOpError
 from .graph import Graph, interpret
 from .profile import KernelProfile, KernelTime
+
+
+# References to a recycled output array that nobody outside holds: the recycling list, the
+# module's argument slot, a local name and getrefcount's own argument.
+_UNREACHABLE_REFS = 4
 
 
 class FallbackWarning(UserWarning):
@@ -118,6 +125,8 @@ class CompiledGraph:
         self._profiled = None  # the per-kernel timing build, made on the first profile()
         self._updates = list(updates)  # (output, input) candidates for updating in place
         self._in_place: dict[int, int] = {}  # output position -> input position it overwrites
+        self._recycled: list[np.ndarray | None] = []  # last call's output arrays (see _output_array)
+        self._call_lock = threading.Lock()
         self.report = CompileReport(backend="interpreter", passes=stats)
         if backend == "interpreter":  # asked for (fast checks of many small graphs): no warning
             self.report.fallback_reason = "backend='interpreter' requested"
@@ -265,7 +274,11 @@ class CompiledGraph:
             if index.size and (index.min() < -size or index.max() >= size):
                 bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
                 raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")
-        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        with self._call_lock:  # outputs are recycled: two threads must not pick the same array
+            return self._run(arrays, inputs)
+
+    def _run(self, arrays: list[np.ndarray], inputs: list[np.ndarray]) -> list[np.ndarray]:
+        outputs = [self._output_array(k, shape, dtype) for k, (shape, dtype) in enumerate(self._output_specs)]
         if self._in_place:
             # The new value overwrites the old one's array (a parameter, an optimizer moment)
             # unless that array is read-only or passed twice.
@@ -276,4 +289,22 @@ class CompiledGraph:
                         (distinct or sum(a is target for a in inputs) == 1):
                     outputs[output] = target
         self.module(*inputs, *outputs, fresh_outputs=True)  # fresh or in-place pairs the code allows
+        self._recycled = [None if k in self._in_place else out for k, out in enumerate(outputs)]
         return outputs
+
+    def _output_array(self, k: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """Output k's array: last call's, when the caller has let go of it, else a new one.
+
+        A new large array costs its first writer a page fault per 4 KiB page as
+        the OS maps and zeroes it (GPT-2's 25 MiB of logits: about 30 ms here,
+        as long as a third of the prefill), and glibc returns freed large
+        blocks to the OS, so every call paid it again. Referenced only by
+        `_recycled`, the module's argument slot, the local name and
+        getrefcount's argument, the last array is unreachable from outside
+        (a view, a Tensor or a caller's name would add a reference), so
+        writing the new result into it is unobservable.
+        """
+        last = self._recycled[k] if k < len(self._recycled) else None
+        if last is not None and sys.getrefcount(last) <= _UNREACHABLE_REFS:
+            return last
+        return np.empty(shape, dtype)

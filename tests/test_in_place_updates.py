@@ -81,3 +81,24 @@ def test_read_only_parameter_arrays_are_not_written():
     weight._value = frozen
     compiled()
     assert weight._value is not frozen and not np.array_equal(weight.numpy(), frozen)
+
+
+def test_output_arrays_are_recycled_only_when_nobody_holds_them():
+    f = tk.jit(lambda x: (x * 2).exp())
+    x = np.random.default_rng(0).random((300, 300)).astype(np.float32)
+    first = f(x)
+    assert f.report(x).backend == "c"
+    kept = first.numpy().copy()
+    second = f(x + 1)  # `first` is still held: a new array, `first` untouched
+    assert second._value is not first._value
+    np.testing.assert_array_equal(first.numpy(), kept)
+    second_id = id(second._value)  # (the array stays alive, held for recycling: ids cannot collide)
+    del second
+    third = f(x)  # `second` was dropped: its array is written again
+    assert id(third._value) == second_id
+    np.testing.assert_allclose(third.numpy(), np.exp(2 * x), rtol=1e-6)
+    view = third.numpy()[:10]  # a view keeps the array alive
+    del third
+    fourth = f(x + 2)
+    assert id(fourth._value) != second_id
+    np.testing.assert_allclose(view, np.exp(2 * x[:10]), rtol=1e-6)

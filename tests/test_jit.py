@@ -291,3 +291,4 @@ def test_eager_and_jit_agree_on_a_small_model(rng):
     assert_same_structure(eager, tk.jit(model, opt_level=0)(x, labels), exact=EXACT)
     for level in (1, 2, 3):  # graph rewrites may round differently: compare at the tolerance
         assert_same_structure(eager, tk.jit(model, opt_level=level)(x, labels), exact=False)
+
