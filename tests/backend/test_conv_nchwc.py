@@ -8,7 +8,6 @@ comparison. Each case compiles one library holding the four layout forms
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -20,6 +19,8 @@ from tensorkiln.loops.templates.target import cpu_target
 from tensorkiln.ops.contraction import _conv2d_reference
 from tensorkiln.tensor import apply
 from tensorkiln.testing import gradcheck
+
+from .disassembly import hottest_block
 
 RNG = np.random.default_rng(0)
 
@@ -153,22 +154,8 @@ def test_inner_loop_is_register_blocked_fma():
     f = tk.jit(lambda x: apply("conv2d_nchwc", [x, wb], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1),
                                out_layout="nchwc"))
     f(x)
-    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.report(x).library_path or ""],
-                          capture_output=True, text=True).stdout
     tile = nchwc_tile(4, LANES, 28, "float32", tasks_per_block=28)
-    lines = text.splitlines()
-    targets = {line.split()[-2] for line in lines if "\tj" in line and len(line.split()) >= 3}
-    blocks, current = [], []  # basic blocks: split after jumps and before jump targets
-    for line in lines:
-        address = line.split(":")[0].strip()
-        if address in targets and current:
-            blocks.append(current)
-            current = []
-        current.append(line)
-        if "\tj" in line:
-            blocks.append(current)
-            current = []
-    hot = max(blocks, key=lambda b: sum("vfmadd231ps" in line for line in b))
+    hot = hottest_block(f.report(x).library_path or "", "vfmadd231ps")
     fmas = [line for line in hot if "vfmadd231ps" in line]
     assert len(fmas) >= tile.pixels * tile.blocks
     assert all("zmm" in line or "ymm" in line for line in fmas)

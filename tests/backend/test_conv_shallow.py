@@ -8,7 +8,6 @@ picks it, and the layout pass leaving a stem that writes NCHW to it.
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -21,6 +20,8 @@ from tensorkiln.loops.templates.conv_shallow import shallow_tile
 from tensorkiln.loops.templates.target import cpu_target
 from tensorkiln.ops.contraction import _conv2d_reference
 from tensorkiln.tensor import apply
+
+from .disassembly import hottest_block
 
 RNG = np.random.default_rng(0)
 LANES = cpu_target().vector_bytes // 4
@@ -150,21 +151,7 @@ def test_inner_loop_is_register_blocked_fma():
     f = tk.jit(lambda x, wt: F.conv2d(x, wt, stride=2, padding=1))
     f(x, wt)
     assert uses_shallow(f, x, wt)
-    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.report(x, wt).library_path or ""],
-                          capture_output=True, text=True).stdout
-    lines = text.splitlines()
-    targets = {line.split()[-2] for line in lines if "\tj" in line and len(line.split()) >= 3}
-    blocks, current = [], []  # basic blocks: split after jumps and before jump targets
-    for line in lines:
-        address = line.split(":")[0].strip()
-        if address in targets and current:
-            blocks.append(current)
-            current = []
-        current.append(line)
-        if "\tj" in line:
-            blocks.append(current)
-            current = []
-    hot = max(blocks, key=lambda b: sum("vfmadd" in line for line in b))
+    hot = hottest_block(f.report(x, wt).library_path or "", "vfmadd")
     tile = shallow_tile(32, 4 * LANES, LANES, cpu_target().vector_registers, tasks_per_tile_row=32)
     fmas = [line for line in hot if "vfmadd" in line]
     assert len(fmas) >= tile.channels * tile.vectors
