@@ -97,9 +97,9 @@ def graph_fingerprint(graph: Graph) -> str:
 
 def _target_text() -> str:
     from .loops.schedule_defaults import thread_count
-    from .loops.templates.conv import _FORCED
+    from .loops.templates.conv import forced_algorithm
     from .loops.templates.target import cpu_target
-    return f"{cpu_target()!r};threads={thread_count()};conv={_FORCED.get()}"
+    return f"{cpu_target()!r};threads={thread_count()};conv={forced_algorithm()}"
 
 
 def entry_key(graph: Graph, *, opt_level: int, fast_math: bool, debug: bool,

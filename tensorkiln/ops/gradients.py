@@ -502,8 +502,8 @@ def _conv2d(g, inputs, out, attrs, needs):
 
 def _winograd_inverse(m: int, dtype):
     """pinv(G) (3 x n) of F(m x m, 3 x 3): w = pinv(G) U pinv(G)^T recovers the 3x3 weights."""
-    from .winograd_math import _as_array, winograd_transforms
-    return _const(np.linalg.pinv(_as_array(winograd_transforms(m).g)).astype(np.float32), dtype)
+    from .winograd_math import weight_transform_inverse
+    return _const(weight_transform_inverse(m).astype(np.float32), dtype)
 
 
 @register_gradient("conv2d_winograd")

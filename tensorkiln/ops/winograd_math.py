@@ -91,9 +91,14 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(n * n, w.shape[1], w.shape[0])).astype(w.dtype)
 
 
+def weight_transform_inverse(m: int) -> np.ndarray:
+    """pinv(G) (3 x n, float64): G has full column rank, so pinv(G) G = I and w = pinv(G) U pinv(G)^T."""
+    return np.linalg.pinv(_as_array(winograd_transforms(m).g))
+
+
 def weights_from_transform(u: np.ndarray, m: int) -> np.ndarray:
-    """The 3x3 weights w[K, C, 3, 3] whose transform is U (G has full column rank: pinv(G) G = I)."""
-    g_inverse = np.linalg.pinv(_as_array(winograd_transforms(m).g))
+    """The 3x3 weights w[K, C, 3, 3] whose transform is U."""
+    g_inverse = weight_transform_inverse(m)
     n = m + 2
     u4 = u.astype(np.float64).reshape(n, n, u.shape[1], u.shape[2])
     w = np.einsum("ri,ijck,sj->kcrs", g_inverse, u4, g_inverse, optimize=True)

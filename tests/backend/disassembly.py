@@ -1,7 +1,17 @@
 """Reading a compiled library's machine code back: the basic block where a kernel spends its time."""
 from __future__ import annotations
 
+import shutil
 import subprocess
+
+import pytest
+
+from tensorkiln.loops.templates.target import cpu_target
+
+# Reading machine code back needs objdump, and the checks of vector code a CPU with 256-bit vectors or wider.
+needs_vector_disassembly = pytest.mark.skipif(
+    shutil.which("objdump") is None or cpu_target().vector_bytes < 32,
+    reason="needs objdump and a CPU with AVX2 or wider vectors")
 
 
 def hottest_block(library_path: str, instruction: str) -> list[str]:

@@ -7,7 +7,6 @@ comparison. Each case compiles one library holding the four layout forms
 """
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from tensorkiln.ops.contraction import _conv2d_reference
 from tensorkiln.tensor import apply
 from tensorkiln.testing import gradcheck
 
-from .disassembly import hottest_block
+from .disassembly import hottest_block, needs_vector_disassembly
 
 RNG = np.random.default_rng(0)
 
@@ -54,6 +53,34 @@ def reference(x, w, stride, padding, dilation):
     return _conv2d_reference([x.astype(np.float64), w.astype(np.float64)], attrs, None)
 
 
+def check_four_forms(x, bias, xb, wb, kb, conv, want, relu6=False):
+    """Compile the four layout forms of one conv2d_nchwc in one library (blocked or NCHW input, blocked or
+    NCHW output, bias and activation epilogues) and compare each with `want`, the NCHW reference."""
+    n, k, h, w = x.shape[0], want.shape[1], x.shape[2], x.shape[3]
+    kp = wb.shape[0] * kb
+    biasb = block_input(np.pad(bias, (0, kp - k)).reshape(1, kp, 1, 1), kb)
+    x_plain = np.ascontiguousarray(xb.transpose(0, 1, 4, 2, 3).reshape(n, -1, h, w))  # padded channels
+
+    def four_forms(xb, x_plain, wb, biasb):
+        blocked = apply("conv2d_nchwc", [xb, wb], out_layout="nchwc", **conv)
+        from_plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchwc", **conv)
+        to_plain = apply("conv2d_nchwc", [xb, wb], out_layout="nchw", **conv)
+        plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchw", **conv)
+        bias_plain = biasb.permute(0, 1, 4, 2, 3).reshape(1, kp, 1, 1)
+        first = (blocked + biasb).clip(0.0, 6.0) if relu6 else (blocked + biasb).relu()
+        return first, from_plain, (to_plain + bias_plain).relu(), plain * 2.0
+
+    f = tk.jit(four_forms)
+    outs = [o.numpy() for o in f(xb, x_plain, wb, biasb)]
+    assert f.report(xb, x_plain, wb, biasb).backend == "c"
+    with_bias = want + bias.reshape(1, k, 1, 1)
+    tol = dict(rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    np.testing.assert_allclose(unblock(outs[0], k), np.clip(with_bias, 0, 6 if relu6 else None), **tol)
+    np.testing.assert_allclose(unblock(outs[1], k), want, **tol)
+    np.testing.assert_allclose(outs[2][:, :k], np.maximum(with_bias, 0), **tol)
+    np.testing.assert_allclose(outs[3][:, :k], 2 * want, **tol)
+
+
 LANES = cpu_target().vector_bytes // 4
 CASES = [  # (n, c, h, w, k, kernel, stride, pad, dilation, cb, kb)
     (1, 1, 5, 5, 16, 3, 1, 1, 1, 1, LANES),
@@ -77,30 +104,9 @@ def test_conv2d_nchwc_matches_reference(case):
     x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
     wt = RNG.standard_normal((k, c, kernel, kernel)).astype(np.float32)
     bias = RNG.standard_normal(k).astype(np.float32)
-    xb, wb = block_input(x, cb), block_weight(wt, cb, kb)
-    kp = wb.shape[0] * kb
-    biasb = block_input(np.pad(bias, (0, kp - k)).reshape(1, kp, 1, 1), kb)
     conv = dict(stride=(stride, stride), padding=padding, dilation=(dilation, dilation))
-    x_plain = np.ascontiguousarray(xb.transpose(0, 1, 4, 2, 3).reshape(n, -1, h, w))  # padded channels
-
-    def four_forms(xb, x_plain, wb, biasb):
-        blocked = apply("conv2d_nchwc", [xb, wb], out_layout="nchwc", **conv)
-        from_plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchwc", **conv)
-        to_plain = apply("conv2d_nchwc", [xb, wb], out_layout="nchw", **conv)
-        plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchw", **conv)
-        bias_plain = biasb.permute(0, 1, 4, 2, 3).reshape(1, kp, 1, 1)
-        return ((blocked + biasb).relu(), from_plain, (to_plain + bias_plain).relu(), plain * 2.0)
-
-    f = tk.jit(four_forms)
-    outs = [o.numpy() for o in f(xb, x_plain, wb, biasb)]
-    assert f.report(xb, x_plain, wb, biasb).backend == "c"
     want = reference(x, wt, (stride, stride), padding, (dilation, dilation))
-    with_bias = np.maximum(want + bias.reshape(1, k, 1, 1), 0)
-    tol = dict(rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
-    np.testing.assert_allclose(unblock(outs[0], k), with_bias, **tol)
-    np.testing.assert_allclose(unblock(outs[1], k), want, **tol)
-    np.testing.assert_allclose(outs[2][:, :k], with_bias, **tol)
-    np.testing.assert_allclose(outs[3][:, :k], 2 * want, **tol)
+    check_four_forms(x, bias, block_input(x, cb), block_weight(wt, cb, kb), kb, conv, want)
 
 
 @pytest.mark.parametrize("plain_in,pad,stride", [(False, 0, 1), (False, 2, 2), (True, 1, 2), (True, 0, 2)])
@@ -144,11 +150,9 @@ def test_tile_fits_the_registers():
         assert nchwc_tile(4, 16, 56, "float32", tasks_per_block=56) == nchwc_tile(8, 16, 28, "float32", 28)
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump")
+@needs_vector_disassembly
 def test_inner_loop_is_register_blocked_fma():
     """Accumulators stay in vector registers: the library holds a straight run of T*G FMAs."""
-    if cpu_target().vector_bytes < 32:
-        pytest.skip("needs AVX2 or wider")
     x = RNG.standard_normal((1, 4, 28, 28, LANES)).astype(np.float32)
     wb = tk.tensor(RNG.standard_normal((4, 4, 3, 3, LANES, LANES)).astype(np.float32))
     f = tk.jit(lambda x: apply("conv2d_nchwc", [x, wb], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1),
@@ -212,29 +216,10 @@ def test_depthwise_nchwc_matches_reference(case):
     x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
     wt = RNG.standard_normal((c, 1, kernel, kernel)).astype(np.float32)
     bias = RNG.standard_normal(c).astype(np.float32)
-    xb, wb = block_input(x, kb), block_depthwise_weight(wt, kb)
-    cp = wb.shape[0] * kb
-    biasb = block_input(np.pad(bias, (0, cp - c)).reshape(1, cp, 1, 1), kb)
-    conv = dict(stride=(stride, stride), padding=padding, dilation=(dilation, dilation), groups=cp)
-    x_plain = np.ascontiguousarray(xb.transpose(0, 1, 4, 2, 3).reshape(n, -1, h, w))
-
-    def four_forms(xb, x_plain, wb, biasb):
-        blocked = apply("conv2d_nchwc", [xb, wb], out_layout="nchwc", **conv)
-        from_plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchwc", **conv)
-        to_plain = apply("conv2d_nchwc", [xb, wb], out_layout="nchw", **conv)
-        plain = apply("conv2d_nchwc", [x_plain, wb], out_layout="nchw", **conv)
-        bias_plain = biasb.permute(0, 1, 4, 2, 3).reshape(1, cp, 1, 1)
-        return (blocked + biasb).clip(0.0, 6.0), from_plain, (to_plain + bias_plain).relu(), plain * 2.0
-
-    f = tk.jit(four_forms)
-    outs = [o.numpy() for o in f(xb, x_plain, wb, biasb)]
-    assert f.report(xb, x_plain, wb, biasb).backend == "c"
+    wb = block_depthwise_weight(wt, kb)
+    conv = dict(stride=(stride, stride), padding=padding, dilation=(dilation, dilation), groups=wb.shape[0] * kb)
     want = depthwise_reference(x, wt, (stride, stride), padding, (dilation, dilation))
-    tol = dict(rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
-    np.testing.assert_allclose(unblock(outs[0], c), np.clip(want + bias.reshape(1, c, 1, 1), 0, 6), **tol)
-    np.testing.assert_allclose(unblock(outs[1], c), want, **tol)
-    np.testing.assert_allclose(outs[2][:, :c], np.maximum(want + bias.reshape(1, c, 1, 1), 0), **tol)
-    np.testing.assert_allclose(outs[3][:, :c], 2 * want, **tol)
+    check_four_forms(x, bias, block_input(x, kb), wb, kb, conv, want, relu6=True)
 
 
 @pytest.mark.parametrize("plain_in,pad,stride", [(False, 0, 1), (False, 1, 2), (True, 1, 1)])

@@ -7,7 +7,6 @@ picks it, and the layout pass leaving a stem that writes NCHW to it.
 """
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from tensorkiln.loops.templates.target import cpu_target
 from tensorkiln.ops.contraction import _conv2d_reference
 from tensorkiln.tensor import apply
 
-from .disassembly import hottest_block
+from .disassembly import hottest_block, needs_vector_disassembly
 
 RNG = np.random.default_rng(0)
 LANES = cpu_target().vector_bytes // 4
@@ -141,11 +140,9 @@ def test_tile_fits_the_registers():
             assert tile.channels * tile.vectors + tile.vectors + 1 <= registers
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump")
+@needs_vector_disassembly
 def test_inner_loop_is_register_blocked_fma():
     """Accumulators stay in vector registers: the hot loop holds G*T FMAs and no stack traffic."""
-    if cpu_target().vector_bytes < 32:
-        pytest.skip("needs AVX2 or wider")
     x = RNG.standard_normal((1, 3, 64, 8 * LANES)).astype(np.float32)
     wt = RNG.standard_normal((32, 3, 3, 3)).astype(np.float32)
     f = tk.jit(lambda x, wt: F.conv2d(x, wt, stride=2, padding=1))

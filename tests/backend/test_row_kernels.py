@@ -8,7 +8,6 @@ the short-row path, whole blocks and the tails.
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import numpy as np
@@ -20,6 +19,7 @@ from tensorkiln.loops.templates.rows import LANE_VECTORS
 from tensorkiln.loops.templates.target import cpu_target
 
 from .compiled import check_compiled
+from .disassembly import needs_vector_disassembly
 
 WIDTHS = (1, 3, 17, 1000, 4097)
 
@@ -103,11 +103,9 @@ def test_softmax_kernel_structure():
     assert "__builtin_prefetch(&in_x[" in kernel
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump")
+@needs_vector_disassembly
 def test_gelu_and_softmax_are_vector_code():
     """erf, tanh and exp are inlined vector code: no scalar libm call is left in the libraries."""
-    if cpu_target().vector_bytes < 32:
-        pytest.skip("needs AVX2 or wider")
     x = np.random.default_rng(5).standard_normal((64, 1024)).astype(np.float32)
     f = tk.jit(lambda x: (F.gelu(x), F.gelu(x, approximate="tanh"), x.softmax(-1)))
     f(x)

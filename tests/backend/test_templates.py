@@ -5,7 +5,6 @@ tile and tail runs. `kernels_using` checks which template a kernel took.
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import numpy as np
@@ -17,6 +16,8 @@ from tensorkiln.loops.templates.gemm import ThreadSplit, gemm_blocking, gemm_thr
 from tensorkiln.loops.templates.target import cpu_target, read_cache_sizes
 
 from .compiled import check_compiled
+from .disassembly import needs_vector_disassembly
+
 
 RNG = np.random.default_rng(7)
 
@@ -118,11 +119,9 @@ def test_blocking_from_caches():
     assert (bl.kc * (bl.mr + bl.nr) * 4) <= cpu_target().l1d
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump")
+@needs_vector_disassembly
 def test_gemm_micro_kernel_is_vector_fma():
     """The generated micro-kernel is register-blocked FMA code (read back from the library)."""
-    if cpu_target().vector_bytes < 32:
-        pytest.skip("needs AVX2 or wider")
     f = tk.jit(lambda a, b: a @ b)
     a, b = rand(64, 256), rand(256, 64)
     f(a, b)

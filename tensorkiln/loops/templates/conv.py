@@ -98,15 +98,20 @@ def conv_algorithm(root: Node, out: Buffer) -> str:
     6. stride 1 with few junk columns -> "gemm_rows";
     7. otherwise "gemm" (or "direct" for a 16-bit output with K over one block).
     """
-    forced = _FORCED.get()
+    forced = forced_algorithm()
     if forced is not None and forced in applicable_conv_algorithms(root, out):
         return forced
     return _rule(root, out)
 
 
+def forced_algorithm() -> str | None:
+    """The algorithm `forced_conv_algorithm` imposes right now, or None (part of the compile cache's key)."""
+    return _FORCED.get()
+
+
 def winograd_algorithm(root: Node) -> str | None:
     """"winograd4" / "winograd2" where conv_algorithm would pick Winograd for this conv2d node, else None."""
-    forced = _FORCED.get()
+    forced = forced_algorithm()
     if forced is not None:
         applies = forced.startswith("winograd") and _winograd_applies(root) and not any(d == 0 for d in root.shape)
         return forced if applies else None
