@@ -51,6 +51,7 @@ from typing import Optional
 import numpy as np
 
 from tensorkiln.codegen.c_prelude import C_TYPES, c_prelude
+from tensorkiln.codegen.c_stream import STREAM_HELPERS, stream_copy, streams
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (
@@ -213,6 +214,7 @@ class _KernelWriter:
         self.written = kernel.written_buffers()
         self.prefetch_at: dict[int, _RowPrefetch] = {}  # id of a pass -> the next rows it prefetches
         self.prefetching: Optional[_RowPrefetch] = None  # set while such a pass is written
+        self.streamed = False  # a loop became tk_stream_f32 calls (c_stream.py): the file needs the helpers
 
     # ---- expressions
 
@@ -429,10 +431,34 @@ class _KernelWriter:
         self.emit(depth, "}")
 
     def loop(self, s: For, depth: int, in_parallel: bool, in_simd: bool) -> None:
+        copy = None if self.debug else stream_copy(s)
+        if copy is not None:
+            store, dst_base, src_base = copy
+            self.streamed = True
+            self.emit(depth, f"tk_stream_f32(&{c_name(store.buffer.name)}[{self.expr(dst_base)[0]}], "
+                             f"&{c_name(store.value.buffer.name)}[{self.expr(src_base)[0]}], "
+                             f"{self.expr(s.extent)[0]});")
+            return
+        # the thread that made streaming stores fences them: after a serial loop that holds them,
+        # or at the end of each thread's share of a parallel one
+        fence = not self.debug and not in_parallel and streams(s)
+        if fence and s.kind == "parallel" and not in_simd and self._parallel_clauses(s)[1] is None:
+            self.emit(depth, "#pragma omp parallel")
+            self.emit(depth, "{")
+            self.loop_nest(s, depth + 1, in_parallel, in_simd, shared=True)
+            self.emit(depth + 1, "tk_stream_fence();")
+            self.emit(depth, "}")
+            return
+        self.loop_nest(s, depth, in_parallel, in_simd)
+        if fence:
+            self.emit(depth, "tk_stream_fence();")
+
+    def loop_nest(self, s: For, depth: int, in_parallel: bool, in_simd: bool, shared: bool = False) -> None:
+        """The C loops of `s`; `shared`: inside an `omp parallel` region already (`omp for`, not `omp parallel for`)."""
         nest = [s]
         pragma: Optional[str] = None
         note: Optional[str] = None
-        kind = s.kind
+        kind = "vectorized" if s.kind == "streamed" else s.kind
         if kind == "parallel" and (in_parallel or in_simd):
             kind, note = "serial", "parallel loop inside a parallel/simd region: runs serially"
         if kind == "vectorized" and in_simd:
@@ -446,7 +472,7 @@ class _KernelWriter:
             if problem is not None:
                 kind, note, nest = "serial", f"{s.kind} loop left serial: {problem}", [s]
             else:
-                head = "omp parallel for" if kind == "parallel" else "omp simd"
+                head = ("omp for" if shared else "omp parallel for") if kind == "parallel" else "omp simd"
                 collapse = f" collapse({len(nest)})" if len(nest) > 1 else ""
                 pragma = f"#pragma {head}{collapse}{clauses}"
         if kind == "unrolled":
@@ -478,6 +504,11 @@ class _KernelWriter:
         for level in reversed(range(len(nest))):
             self.emit(depth + level, "}")
             self.ranges.pop(nest[level].var.name, None)
+
+    def _parallel_clauses(self, s: For) -> tuple[str, Optional[str]]:
+        """The reduction clauses of parallel loop `s` with the loops collapsed into it, or the problem."""
+        nest = self._collapsible(s)
+        return _reduction_clauses(nest[-1].body, [loop.var.name for loop in nest])
 
     def _collapsible(self, s: For) -> list[For]:
         """The perfectly nested parallel loops starting at `s` whose extents do not depend on each other."""
@@ -582,6 +613,8 @@ class _RowPrefetch:
 def _row_prefetch(row: For) -> Optional[_RowPrefetch]:
     """The next-row prefetch plan of loop `row` (see _RowPrefetch), or None."""
     body = row.body
+    while isinstance(body, Alloc):  # a row staged in a local buffer (streaming stores)
+        body = body.body
     if not isinstance(body, Block) or not isinstance(row.extent, Const) or int(row.extent.value) < 2:
         return None
     passes = [s for s in body.stmts if any(isinstance(x, For) for x in iter_stmts(s))]
@@ -773,7 +806,10 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
             kernel = simplify_kernel(kernel)
         parts.append("")
         aliased = frozenset(name for pair in program.aliases for name in pair)
-        parts.extend(_KernelWriter(kernel, debug, aliased).function())
+        writer = _KernelWriter(kernel, debug, aliased)
+        parts.extend(writer.function())
+        if writer.streamed and STREAM_HELPERS not in parts:
+            parts.insert(1, STREAM_HELPERS)
     parts.append("")
     parts.extend(_entry(program, signature, profile))
     parts.append("")

@@ -7,8 +7,10 @@ takes as parameters, a body of statements, and a comment naming the graph
 nodes it implements. The statements are few:
 
 - `For(var, extent, body, kind)`: `var` runs over `[0, extent)`; `kind` is
-  `serial`, `parallel` (OpenMP threads), `vectorized` (SIMD lanes) or
-  `unrolled`. Loops always start at 0; a tiled loop with a tail uses
+  `serial`, `parallel` (OpenMP threads), `vectorized` (SIMD lanes),
+  `unrolled`, or `streamed`: a vectorized copy `dst[base + i] = src[i]`
+  whose stores bypass the cache (non-temporal), for outputs far larger than
+  the last-level cache; any other body runs as `vectorized`. Loops always start at 0; a tiled loop with a tail uses
   `min(...)` in its extent or an `If` in its body.
 - `Store(buffer, index, value)`: `buffer[index] = value`, with one flat
   (row-major) index. Reads are `Load` expressions (expr.py).
@@ -53,7 +55,7 @@ from tensorkiln.loops.expr import Const, Expr, Load, Var, format_expr, walk
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.loops.types import INDEX_DTYPE, is_bool, is_int
 
-LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "streamed")
 
 
 class LoopIRError(TensorKilnError, ValueError):

@@ -126,3 +126,38 @@ def test_min_max_rows_with_nan_and_inf():
     x[4, :] = -np.inf
     check_compiled(lambda x: (x - x.amin(-1, keepdims=True)) / (x.amax(-1, keepdims=True) - x.amin(-1, keepdims=True)),
                    x)
+
+
+@pytest.fixture
+def streaming(monkeypatch, tmp_path):
+    """Row kernels stream any float32 output: a pretend last-level cache of 4 KiB (and a fresh cache
+    directory, so no graph compiled under the real cache size is reused)."""
+    import dataclasses
+
+    import tensorkiln.loops.stream as stream
+    small = dataclasses.replace(cpu_target(), l3=4096)
+    monkeypatch.setattr(stream, "cpu_target", lambda: small)
+    monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))
+
+
+def test_streamed_rows_match_the_reference(streaming):
+    """Rows staged in a local buffer and copied out with non-temporal stores: odd widths (the copy's
+    alignment peel and tail), a row too long to stage (plain stores), special values."""
+    rng = np.random.default_rng(6)
+    arrays = []
+    for width in (300, 1000, 4097):
+        arrays += [(rng.standard_normal((33, width)) * 3).astype(np.float32),
+                   rng.standard_normal(width).astype(np.float32), rng.standard_normal(width).astype(np.float32)]
+    arrays[0][0, 5], arrays[0][1, 7], arrays[0][2, :] = np.nan, np.inf, -np.inf
+    check_compiled(memory_bound, *arrays)
+    for fn in (lambda x, w, b: x.softmax(-1), lambda x, w, b: F.layer_norm(x, (300,), w, b),
+               lambda x, w, b: x.log_softmax(-1)):
+        text = _source(fn, *arrays[:3])
+        assert "tk_stream_f32(&out0[" in text and "tk_stream_fence();" in text
+        assert "_mm_stream_ps" in text  # the helpers are emitted only into a file that streams
+    assert "tk_stream_f32(" not in _source(lambda x: x.softmax(-1), arrays[6])  # 4097 floats: too long to stage
+
+
+def test_rows_below_the_cache_size_use_plain_stores():
+    x = np.random.default_rng(7).standard_normal((16, 4096)).astype(np.float32)
+    assert "tk_stream" not in _source(lambda x: x.softmax(-1), x)

@@ -40,6 +40,7 @@ from ..buffer import Buffer
 from ..inline import ValueBuilder, delinearize
 from ..ir import Alloc, Assign, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ..stream import MIN_STREAM_BYTES, STAGE_BYTES, streams_output
 from ..types import compute_dtype, itemsize
 from .target import cpu_target
 
@@ -64,6 +65,9 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
     stmts: list[Stmt] = []
     counter = 0
     normalizer = _row_normalizer(root, inner, out)
+    # a large output is written through a local copy of the row and streamed to memory (c_stream.py)
+    staged = Buffer("row_stage", out.dtype, (width,), scope="local") if _streams_rows(out, width) else None
+    target, target_start = (staged, E.const(0)) if staged is not None else (out, r * width)
 
     for n in members:
         if n is root and n.kind != OpKind.REDUCTION:
@@ -78,7 +82,7 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
                 return values.value(n.inputs[0], lead_index + delinearize(e, tail))
 
             reduce_stmts, result = _reduction_pass(n, acc, element, accumulate, width, f"e{counter}",
-                                                   out if n is normalizer else None, r * width)
+                                                   target if n is normalizer else None, target_start)
             stmts += reduce_stmts
             if result is not acc:  # a final fix-up (NaN seen): computed once per row
                 fixed = E.Var(f"r{counter}", dtype)
@@ -93,17 +97,28 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
             stmts.append(Let(v, values.value(n, lead_index + [E.const(0)] * k)))
             known[n.id] = v
     if normalizer is not None:
-        stmts += _normalize_pass(out, r * width, width, known[normalizer.id])
+        stmts += _normalize_pass(target, target_start, width, known[normalizer.id])
     elif root.kind != OpKind.REDUCTION:
         values = ValueBuilder(buffers, inline_root=root, known=known)
 
         def store(e: E.Expr) -> Stmt:
-            return Store(out, r * width + e, E.cast(values.value(root, lead_index + delinearize(e, tail)),
-                                                    out.value_dtype))
+            return Store(target, target_start + e, E.cast(values.value(root, lead_index + delinearize(e, tail)),
+                                                          out.value_dtype))
 
         stmts += _element_pass(store, width, _lane_count(out.value_dtype), "e0")
+    body = block(*stmts)
+    if staged is not None:
+        e = E.Var("e_stream")
+        body = Alloc(staged, block(body, For(e, E.const(width), Store(out, r * width + e, E.Load(staged, e)),
+                                             "streamed")))
     parallel = rows > 1 and rows * width * (len(inner) + 1) >= PARALLEL_MIN_ELEMENTS
-    return For(r, E.const(rows), block(*stmts), "parallel" if parallel else "serial")
+    return For(r, E.const(rows), body, "parallel" if parallel else "serial")
+
+
+def _streams_rows(out: Buffer, width: int) -> bool:
+    """Stage each row locally and stream it out (loops/stream.py): an output larger than the
+    last-level cache whose row fits the stage."""
+    return streams_output(out) and MIN_STREAM_BYTES <= width * itemsize(out.dtype) <= STAGE_BYTES
 
 
 def _reduction_pass(node: Node, acc: E.Var, element: Callable[[E.Expr], E.Expr], accumulate, width: int,
