@@ -17,7 +17,8 @@ whole batch). groups == C (one input channel per group) is a depthwise
 convolution; other grouped convolutions are ``groups`` independent GEMMs.
 conv2d_nchwc (a convolution the CPU layout pass computes in channel blocks)
 and conv2d_winograd (a 3x3 convolution whose weights the CPU passes gave
-transformed) count as the conv2d they compute.
+transformed) count as the conv2d they compute; matmul_packed (a constant
+weight the CPU passes laid out as GEMM panels) as the matmul it computes.
 
 matmul: (..., M, K) @ (..., K, N). When the right operand has batch
 dimensions, each batch entry is its own GEMM (``groups``); when it is a plain
@@ -148,6 +149,14 @@ def _unblocked(node: Any) -> Any:
                            type=SimpleNamespace(shape=(n, kblocks * kb, out[2], out[3])))
 
 
+def _unpacked(node: Any) -> Any:
+    """A matmul_packed node as the matmul by the K x N matrix its panels hold."""
+    a, panels = node.inputs
+    shaped = lambda shape: SimpleNamespace(type=SimpleNamespace(shape=shape))  # noqa: E731
+    return SimpleNamespace(op="matmul", attrs={}, name=getattr(node, "name", None),
+                           inputs=(a, shaped((_shape(panels)[1], node.attrs["n"]))), type=node.type)
+
+
 def _untransformed(node: Any) -> Any:
     """A conv2d_winograd node as the 3x3 stride-1 conv2d it computes."""
     x, u = node.inputs
@@ -170,4 +179,6 @@ def layers_from_graph(graph: Any) -> list[Layer]:
             layers.append(conv_layer(_untransformed(node), _name(node, index)))
         elif node.op == "matmul":
             layers.append(matmul_layer(node, _name(node, index)))
+        elif node.op == "matmul_packed":
+            layers.append(matmul_layer(_unpacked(node), _name(node, index)))
     return layers

@@ -12,6 +12,7 @@ from ..errors import DTypeError, ShapeError
 from .elementwise import broadcast_shapes
 from .movement import window_output_size, window_view
 from .registry import MappingType, OpKind, TensorType, register
+from .gemm_panels import unpack_panels
 from .winograd_math import WINOGRAD_POINTS, weights_from_transform
 
 
@@ -31,6 +32,24 @@ def _matmul_infer(types, attrs):
 
 def _matmul_reference(inputs, attrs, out):
     return np.matmul(inputs[0], inputs[1])
+
+
+def _matmul_packed_infer(types, attrs):
+    a, panels = types
+    n = attrs["n"]
+    if a.dtype != panels.dtype or a.dtype.name not in ("float32", "float64"):
+        raise DTypeError(f"matmul_packed expects float32 or float64 operands of one dtype, got "
+                         f"{a.dtype.name} and {panels.dtype.name}")
+    if a.ndim < 2 or panels.ndim != 3 or panels.shape[1] != a.shape[-1] or \
+            not (panels.shape[0] - 1) * panels.shape[2] < n <= panels.shape[0] * panels.shape[2]:
+        raise ShapeError(f"matmul_packed expects A (..., M, K) and B's panels (ceil(N / NR), K, NR) for "
+                         f"N = {n}, got {a.shape} and {panels.shape}")
+    return TensorType(a.shape[:-1] + (n,), a.dtype)
+
+
+def _matmul_packed_reference(inputs, attrs, out):
+    a, panels = inputs
+    return np.matmul(a, unpack_panels(panels, attrs["n"]))
 
 
 def conv2d_output_hw(h: int, w: int, kernel, stride, padding, dilation) -> tuple[int, int]:
@@ -161,6 +180,11 @@ def _conv2d_winograd_reference(inputs, attrs, out):
 
 register("matmul", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_infer, _matmul_reference, 2)
 register("conv2d", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_infer, _conv2d_reference, 2)
+# A (..., M, K) @ B (K x N) with B given in the GEMM micro-kernel's panels (ceil(N/NR), K, NR)
+# (ops/gemm_panels.py). Made by the packed_weights pass for constant weights, packed once at compile time.
+register("matmul_packed", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_packed_infer,
+         _matmul_packed_reference, 2,
+         doc="matmul whose right operand is given as GEMM micro-panels (ceil(N/NR), K, NR); attr n")
 # conv2d (groups 1) computed in channel blocks: x[N, C/cb, H, W, cb] (or x[N, C, H, W]) *
 # w[K/kb, C/cb, KH, KW, cb, kb] -> y[N, K/kb, OH, OW, kb] (out_layout "nchwc") or y[N, K, OH, OW]
 # ("nchw", at the end of a chain); depthwise (attr groups = C): x[N, C/kb, H, W, kb] (or NCHW) *

@@ -450,6 +450,19 @@ def _matmul(g, inputs, out, attrs, needs):
     return ga, gb
 
 
+@register_gradient("matmul_packed")
+def _matmul_packed(g, inputs, out, attrs, needs):
+    """matmul's rule on the K x N matrix the panels hold; B's gradient is packed like B."""
+    a, panels = inputs
+    count, k, nr = panels.shape
+    n = attrs["n"]
+    b = _slice_axis(_apply("permute", [panels], perm=(1, 0, 2)).reshape(k, count * nr), 1, 0, n)
+    ga, gb = _matmul(g, (a, b), out, {}, needs)
+    if gb is not None:
+        gb = _apply("permute", [_pad_axis(gb, 1, 0, count * nr - n).reshape(k, count, nr)], perm=(1, 0, 2))
+    return ga, gb
+
+
 @register_gradient("conv2d")
 def _conv2d(g, inputs, out, attrs, needs):
     """Input: a transposed convolution (stride-dilated gradient, flipped and transposed weight);

@@ -66,7 +66,7 @@ class TensorType:
 class ConstantValue:
     """An array held by a `constant` node; hashed and compared by content, never copied."""
 
-    __slots__ = ("array", "_digest")
+    __slots__ = ("array", "_digest", "__weakref__")
 
     def __init__(self, array: np.ndarray):
         self.array = array

@@ -11,8 +11,9 @@ names a directory, writes the IR after each pass there.
              batch norm into conv); fusion of epilogues and row reductions (default)
     level 3: level 2 with a second simplification round after CSE
 Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
-chains of convolutions in channel-blocked layout (layout.py), and transform the
-constant weights of the convolutions that run as Winograd (winograd_weights.py).
+chains of convolutions in channel-blocked layout (layout.py), transform the
+constant weights of the convolutions that run as Winograd (winograd_weights.py)
+and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py).
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .layout import block_layouts
 from .rules import simplify_graph
+from .packed_weights import pack_matmul_weights
 from .winograd_weights import transform_winograd_weights
 
 PassFn = Callable[[Graph], tuple[Graph, Counter]]
@@ -70,6 +72,7 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
         passes.append(("constant_fold", fold_constants))  # blocked weights and biases
         if blocked_layouts:
             passes.append(("winograd_weights", transform_winograd_weights))
+            passes.append(("packed_weights", pack_matmul_weights))
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:

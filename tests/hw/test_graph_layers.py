@@ -126,3 +126,12 @@ def test_blocked_depthwise_counts_as_a_depthwise_conv2d():
     (a,) = layers_from_graph(FakeGraph([x, plain]))
     (b,) = layers_from_graph(FakeGraph([blocked]))
     assert (a.gemm_dims, a.macs, a.ifmap_h) == (b.gemm_dims, b.macs, b.ifmap_h)
+
+
+def test_packed_matmul_counts_as_the_matmul_it_computes():
+    flat = tensor(2, 5, 12)
+    plain = FakeNode("matmul", (flat, tensor(12, 70)), FakeType((2, 5, 70)), name="plain")
+    packed = FakeNode("matmul_packed", (flat, tensor(3, 12, 32)), FakeType((2, 5, 70)), {"n": 70}, "packed")
+    (a,) = layers_from_graph(FakeGraph([flat, plain]))
+    (b,) = layers_from_graph(FakeGraph([flat, packed]))
+    assert (a.gemm_dims, a.macs) == (b.gemm_dims, b.macs)

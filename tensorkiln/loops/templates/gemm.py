@@ -145,7 +145,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
               a_value: IndexFn, b_value: IndexFn, out_index: IndexFn,
               epilogue: Callable[[E.Expr, E.Expr, E.Expr, E.Expr], E.Expr],
               blocking: GemmBlocking | None = None, prefix: str = "g",
-              col_valid: Callable[[E.Expr], E.Expr] | None = None) -> Stmt:
+              col_valid: Callable[[E.Expr], E.Expr] | None = None, b_panels: Buffer | None = None) -> Stmt:
     """Loop IR of a batched GEMM (see the module docstring).
 
     a_value(b, row, kk) / b_value(b, kk, col): the operand elements (in range;
@@ -153,7 +153,9 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     of the output element. epilogue(b, row, col, acc): the stored value.
     col_valid(col): when given, only columns where it is true are written back
     (the others are computed and dropped: the junk columns of conv.py's
-    padded-row implicit GEMM).
+    padded-row implicit GEMM). b_panels: B (one matrix for the whole batch) given
+    packed at compile time as (ceil(N/NR), K, NR) micro-panels (ops/gemm_panels.py):
+    the micro-kernel reads them in place and nothing packs B.
     """
     bl = blocking or gemm_blocking(m, n, k, dtype)
     mr, nr, kc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.nc
@@ -209,9 +211,17 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         apack, ip * (kc_max * mr) + pa * mr + ia, a_elem), "unrolled")))
 
     # ---- micro-kernel on tile (iq, jq), then write-back
+    if b_panels is None:
+        b_micro = E.Load(bpack, jq * (kc_max * nr) + p * nr + j)
+    else:
+        if b_panels.shape[1:] != (k, nr):
+            raise ValueError(f"blis_gemm: B's panels {b_panels.shape} do not match K = {k}, NR = {nr}")
+        # the task's first panel: column chunks and NC blocks are whole numbers of panels
+        panel = (chunk % split.col_chunks) * (n_chunk // nr) if split.col_chunks > 1 else E.const(0)
+        panel = panel + jc * (nc_max // nr) + jq
+        b_micro = E.Load(b_panels, panel * (k * nr) + k_at(p) * nr + j)
     # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
-    update = E.call("fma", E.Load(apack, iq * (kc_max * mr) + p * mr + i),
-                    E.Load(bpack, jq * (kc_max * nr) + p * nr + j), E.Load(acc, i * nr + j))
+    update = E.call("fma", E.Load(apack, iq * (kc_max * mr) + p * mr + i), b_micro, E.Load(acc, i * nr + j))
     micro_kernel = block(
         For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
         For(p, kc, For(i, E.const(mr), For(j, E.const(nr), Store(acc, i * nr + j, update), "vectorized"),
@@ -239,8 +249,10 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
     row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, block(pack_a, tiles))
-    depth = For(pc, E.const(n_k), block(pack_b, row_blocks))
-    matrix: Stmt = Alloc(bpack, Alloc(apack, For(jc, (cols + (nc_max - 1)) // nc_max, depth)))
+    depth = For(pc, E.const(n_k), block(pack_b, row_blocks) if b_panels is None else row_blocks)
+    matrix: Stmt = Alloc(apack, For(jc, (cols + (nc_max - 1)) // nc_max, depth))
+    if b_panels is None:
+        matrix = Alloc(bpack, matrix)
     tasks = batch * chunks
     if tasks == 1:
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})

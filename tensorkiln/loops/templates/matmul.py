@@ -49,6 +49,11 @@ def use_blis_gemm(root: Node, out: Buffer) -> bool:
     must hold the compute dtype (a float16 output or a cast epilogue keeps the
     simple nest).
     """
+    return blis_gemm_applies(root, out.dtype)
+
+
+def blis_gemm_applies(root: Node, out_dtype: str) -> bool:
+    """`use_blis_gemm` for an output buffer of `out_dtype`."""
     a_node, _ = root.inputs
     *batch_shape, m, n = root.shape
     k = a_node.shape[-1]
@@ -59,7 +64,22 @@ def use_blis_gemm(root: Node, out: Buffer) -> bool:
     if m < 4 or n < 8 or k < 1 or batch * m * n * k < BLIS_MIN_FLOPS:
         return False
     blocking = gemm_blocking(m, n, k, dtype)
-    return out.dtype == dtype or not gemm_needs_partial_sums(k, blocking)
+    return out_dtype == dtype or not gemm_needs_partial_sums(k, blocking)
+
+
+class _PanelValues(ValueBuilder):
+    """Element B[..., k, j] of a matmul_packed's B read from its panels, for the simple nest."""
+
+    def __init__(self, values: ValueBuilder, panels: Node):
+        super().__init__(values.buffers, values.inline_root, values.known)
+        self.panels = panels
+
+    def value(self, node: Node, index: list[E.Expr]) -> E.Expr:
+        if node is not self.panels:
+            return super().value(node, index)
+        _, k, nr = node.shape
+        kk, j = index[-2], index[-1]
+        return E.Load(self.buffers[node.id], (j // nr) * (k * nr) + kk * nr + j % nr)
 
 
 def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
@@ -69,8 +89,9 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
     k = a_node.shape[-1]
     dtype = compute_dtype(root.dtype.name)
     batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
-    b_batched = any(d != 1 for d in b_node.shape[:-2])
-    if not b_batched and batch > 1:
+    panels = values.buffers[b_node.id] if root.op == "matmul_packed" else None  # then b_value is never asked
+    b_batched = panels is None and any(d != 1 for d in b_node.shape[:-2])
+    if not b_batched and (batch > 1 or panels is not None):
         # B is shared by every batch: fold the batch into the rows, so B is packed once.
         def a_value(b, row, kk):
             index = delinearize(row // m, batch_shape) if m > 1 else delinearize(row, batch_shape)
@@ -84,7 +105,7 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
             return epilogue(_out_index(row, col, batch_shape, m), acc)
 
         return blis_gemm(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col, epi,
-                         gemm_blocking(batch * m, n, k, dtype))
+                         gemm_blocking(batch * m, n, k, dtype), b_panels=panels)
 
     def a_value(b, row, kk):
         index = delinearize(b, batch_shape) if batch_shape else []
@@ -118,6 +139,9 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
         return None
     if use_blis_gemm(root, out):
         return _blis_matmul(root, out, values, epilogue)
+    b_batch_shape = b_node.shape[:-2]
+    if root.op == "matmul_packed":  # B is one K x N matrix, read from its panels
+        values, b_batch_shape = _PanelValues(values, b_node), ()
     dtype = compute_dtype(root.dtype.name)
     zero = E.Const(0.0 if dtype.startswith("float") else 0, dtype)
     work = batch * m * n * max(k_extent, 1)
@@ -127,7 +151,7 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
         b, i = (bi // m, bi % m) if m > 1 else (bi, E.const(0))
         batch_index = delinearize(b, tuple(batch_shape)) if batch_shape else []
         a_batch = broadcast_index(batch_index, tuple(batch_shape), a_node.shape[:-2])
-        b_batch = broadcast_index(batch_index, tuple(batch_shape), b_node.shape[:-2])
+        b_batch = broadcast_index(batch_index, tuple(batch_shape), b_batch_shape)
         return i, a_batch, b_batch
 
     # Probe B's layout at a sample point: which of k and j walks it contiguously?
