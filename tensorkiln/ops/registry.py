@@ -68,9 +68,10 @@ class ConstantValue:
 
     __slots__ = ("array", "_digest", "__weakref__")
 
-    def __init__(self, array: np.ndarray):
+    def __init__(self, array: np.ndarray, digest: str | None = None):
+        """`digest`: a content identity already known (e.g. derived from the array's source), or None."""
         self.array = array
-        self._digest: str | None = None
+        self._digest: str | None = digest
 
     @property
     def digest(self) -> str:

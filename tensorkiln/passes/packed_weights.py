@@ -14,10 +14,11 @@ are kept by the weight's digest for as long as some graph holds them.
 """
 from __future__ import annotations
 
+import hashlib
 import weakref
 from collections import Counter
 
-from ..graph import Graph, Node, constant_node, make_node
+from ..graph import Graph, Node, make_node
 from ..ops import Attrs
 from ..ops.gemm_panels import pack_panels
 from ..ops.registry import ConstantValue, TensorType
@@ -50,12 +51,16 @@ def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
 
 
 def _panels_node(b: Node, nr: int) -> Node:
-    """A constant node of b's panels, shared with earlier graphs that packed the same weight."""
-    key = (b.attrs["value"].digest, nr)
-    value = _PANELS.get(key)
+    """A constant node of b's panels, shared with earlier graphs that packed the same weight.
+
+    Its digest is derived from b's (packing is a fixed function of B and NR), so the
+    panels of a large model are not hashed again for the compiled-graph cache.
+    """
+    source = b.attrs["value"].digest
+    value = _PANELS.get((source, nr))
     if value is None:
-        node = constant_node(pack_panels(b.attrs["value"].array, nr), b.dtype, b.location)
-        _PANELS[key] = node.attrs["value"]
-        return node
-    ttype = TensorType(tuple(value.array.shape), b.dtype)  # the same ConstantValue: its digest is known
+        digest = hashlib.sha1(f"gemm panels {nr} of {source}".encode()).hexdigest()
+        value = ConstantValue(pack_panels(b.attrs["value"].array, nr), digest)
+        _PANELS[(source, nr)] = value
+    ttype = TensorType(tuple(value.array.shape), b.dtype)
     return Node("constant", (), Attrs(value=value, type=ttype), ttype, (), b.location)
