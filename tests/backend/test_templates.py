@@ -119,6 +119,16 @@ def test_blocking_from_caches():
     assert (bl.kc * (bl.mr + bl.nr) * 4) <= cpu_target().l1d
 
 
+def test_narrow_b_uses_a_one_vector_micro_tile():
+    """N up to one vector (16 output channels, 10 classes): an MR x lanes tile, no padded half panel."""
+    lanes = cpu_target().vector_bytes // 4
+    assert gemm_blocking(64, lanes, 512, "float32").nr == lanes
+    assert gemm_blocking(64, 3 * lanes, 512, "float32").nr > lanes
+    for m, k, n in [(9, 4096, 16), (64, 512, 10), (33, 300, max(lanes // 2 + 1, 8))]:
+        assert uses_gemm(lambda a, b: a @ b, rand(m, k), rand(k, n))
+        check_compiled(lambda a, b: a @ b, rand(m, k), rand(k, n), factor=10)
+
+
 @needs_vector_disassembly
 def test_gemm_micro_kernel_is_vector_fma():
     """The generated micro-kernel is register-blocked FMA code (read back from the library)."""

@@ -83,7 +83,9 @@ def gemm_blocking(m: int, n: int, k: int, dtype: str) -> GemmBlocking:
     target = cpu_target()
     size = itemsize(dtype)
     lanes = max(target.vector_bytes // size, 1)
-    if target.vector_registers >= 32:
+    if n <= lanes:
+        mr, nr = 8, lanes  # a narrow B (few output channels): one vector wide, 8 accumulators
+    elif target.vector_registers >= 32:
         mr, nr = 8, 2 * lanes  # 16 accumulators + 2 B vectors + 1 broadcast of 32 registers
     elif target.vector_bytes >= 32:
         mr, nr = 6, 2 * lanes  # 12 accumulators of 16 registers
