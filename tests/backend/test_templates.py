@@ -93,20 +93,32 @@ def test_thread_split_gives_every_thread_work():
     bl = gemm_blocking(1024, 1024, 1024, "float32")
     assert gemm_thread_split(1, 1024, 1024, 1024, bl, threads=2) == ThreadSplit(2, 1, True)  # rows
     assert gemm_thread_split(1, 64, 3248, 576, bl, threads=2) == ThreadSplit(1, 2, True)  # columns: A is smaller
-    assert gemm_thread_split(1, 512, 64, 4608, bl, threads=2) == ThreadSplit(2, 1, True)  # rows: B is smaller
+    assert gemm_thread_split(1, 512, 64, 2304, bl, threads=2) == ThreadSplit(2, 1, True)  # rows: B is smaller
+    assert gemm_thread_split(1, 512, 64, 4608, bl, threads=2) == ThreadSplit(1, 1, True, 2)  # K >= 8 max(M, N)
     assert gemm_thread_split(4, 256, 256, 256, bl, threads=2) == ThreadSplit(1, 1, True)  # the batch divides
     assert gemm_thread_split(3, 256, 256, 256, bl, threads=2) == ThreadSplit(2, 1, True)  # 3 x 2 tasks
     assert gemm_thread_split(1, 1024, 1024, 1024, bl, threads=1) == ThreadSplit(1, 1, False)
     assert gemm_thread_split(1, 16, 16, 16, bl, threads=2) == ThreadSplit(1, 1, False)  # too small to share
+    assert gemm_thread_split(1, 9, 16, 4096, bl, threads=2) == ThreadSplit(1, 1, True, 2)  # depth: a weight gradient
+    assert gemm_thread_split(2, 9, 16, 4096, bl, threads=3).k_chunks == 1  # batches are never cut in depth
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
-@pytest.mark.parametrize("batch,m,n,k", [(1, 127, 1000, 33), (3, 65, 40, 300), (1, 1000, 7, 129), (2, 9, 513, 64)])
+@pytest.mark.parametrize("batch,m,n,k", [(1, 127, 1000, 33), (3, 65, 40, 300), (1, 1000, 7, 129), (2, 9, 513, 64),
+                                         (1, 9, 16, 4096), (1, 5, 20, 1001), (1, 33, 40, 2000)])
 def test_gemm_any_thread_split(monkeypatch, threads, batch, m, n, k):
     """Every way of cutting the GEMM into tasks computes the same product (edges included)."""
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     a, b = rand(batch, m, k), rand(batch, k, n)
     check_compiled(lambda a, b: (a @ b).relu(), a, b, factor=10)
+
+
+def test_depth_split_reads_and_writes_in_bounds(monkeypatch):
+    """A K that does not divide among the threads: the last slice reads zeros past K (debug checks on)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    a, b = rand(9, 4001), rand(4001, 16)
+    f = check_compiled(lambda a, b: (a @ b).relu(), a, b, debug=True, factor=10)
+    assert any("g_partial" in kernel.loop_ir for kernel in f.report(a, b).kernels)
 
 
 def test_blocking_from_caches():

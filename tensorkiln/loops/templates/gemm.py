@@ -111,11 +111,17 @@ PARALLEL_MIN_MACS = 1 << 18  # below this, waking the other threads costs more t
 
 @dataclass(frozen=True)
 class ThreadSplit:
-    """How one GEMM's work is cut into tasks for the threads: batch x row chunks x column chunks."""
+    """How one GEMM's work is cut into tasks for the threads: batch x row chunks x column chunks,
+    or `k_chunks` > 1: the depth cut into chunks whose partial products are added afterwards."""
 
     row_chunks: int
     col_chunks: int
     parallel: bool
+    k_chunks: int = 1
+
+
+SPLIT_K_DEPTH = 8  # split the depth when K is at least this many times M and N
+SPLIT_K_MAX_PARTIAL_BYTES = 1 << 20  # the partial products of all chunks together
 
 
 def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking,
@@ -134,6 +140,8 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
         return ThreadSplit(1, 1, False)
     if batch % threads == 0 or batch >= 4 * threads:
         return ThreadSplit(1, 1, True)
+    if batch == 1 and split_k_applies(m, n, k, blocking, threads):
+        return ThreadSplit(1, 1, True, threads)
     cuts = threads // math.gcd(batch, threads)
     row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
     by_cols = (n >= 2 * m and col_units >= cuts) or row_units < cuts
@@ -143,11 +151,20 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
     return ThreadSplit(1, cuts, True) if by_cols else ThreadSplit(cuts, 1, True)
 
 
+def split_k_applies(m: int, n: int, k: int, blocking: GemmBlocking, threads: int) -> bool:
+    """Cut K rather than M or N: a long depth with few outputs (a weight gradient: M x N weights,
+    K = batch x pixels). Cutting rows or columns would make every thread pack all of the other
+    operand; cutting K packs each element once and adds `threads` small partial products."""
+    return (k >= threads * blocking.kc and k >= SPLIT_K_DEPTH * max(m, n)
+            and threads * m * n * 4 <= SPLIT_K_MAX_PARTIAL_BYTES)
+
+
 def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
               a_value: IndexFn, b_value: IndexFn, out_index: IndexFn,
               epilogue: Callable[[E.Expr, E.Expr, E.Expr, E.Expr], E.Expr],
               blocking: GemmBlocking | None = None, prefix: str = "g",
-              col_valid: Callable[[E.Expr], E.Expr] | None = None, b_panels: Buffer | None = None) -> Stmt:
+              col_valid: Callable[[E.Expr], E.Expr] | None = None, b_panels: Buffer | None = None,
+              threads: int | None = None) -> Stmt:
     """Loop IR of a batched GEMM (see the module docstring).
 
     a_value(b, row, kk) / b_value(b, kk, col): the operand elements (in range;
@@ -157,11 +174,14 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     (the others are computed and dropped: the junk columns of conv.py's
     padded-row implicit GEMM). b_panels: B (one matrix for the whole batch) given
     packed at compile time as (ceil(N/NR), K, NR) micro-panels (ops/gemm_panels.py):
-    the micro-kernel reads them in place and nothing packs B.
+    the micro-kernel reads them in place and nothing packs B. threads: how many to plan for
+    (default: OpenMP's count).
     """
     bl = blocking or gemm_blocking(m, n, k, dtype)
     mr, nr, kc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.nc
-    split = gemm_thread_split(batch, m, n, k, bl)
+    split = gemm_thread_split(batch, m, n, k, bl, threads)
+    if split.k_chunks > 1 and col_valid is None and b_panels is None:
+        return _split_k_gemm(out, dtype, m, n, k, a_value, b_value, out_index, epilogue, bl, prefix, split.k_chunks)
     # Each task owns a chunk of rows and a chunk of columns of one matrix of the batch.
     m_chunk = _round_up(-(-m // split.row_chunks), mr)
     n_chunk = _round_up(-(-n // split.col_chunks), nr)
@@ -260,6 +280,37 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
     matrix = substitute(matrix, {bi.name: task // chunks if chunks > 1 else task})
     return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial")
+
+
+def _split_k_gemm(out: Buffer, dtype: str, m: int, n: int, k: int, a_value: IndexFn, b_value: IndexFn,
+                  out_index: IndexFn, epilogue, bl: GemmBlocking, prefix: str, chunks: int) -> Stmt:
+    """One GEMM (batch 1) as `chunks` parallel GEMMs over slices of K, each into its own slice of a
+    partial buffer, then out = epilogue(sum of the partials)."""
+    depth = _round_up(-(-k // chunks), 8)
+    t = E.Var(f"{prefix}_kt")
+    start = t * depth
+    zero = E.Const(0.0, dtype)
+
+    def in_range(value: Callable[[E.Expr], E.Expr], kk: E.Expr) -> E.Expr:
+        """The element at depth start + kk: zero past K (the last chunk may be short)."""
+        if depth * chunks == k:
+            return value(start + kk)
+        return E.Select(E.lt(start + kk, k), value(E.minimum(start + kk, k - 1)), zero)
+
+    partial = Buffer(f"{prefix}_partial", dtype, (chunks * m * n,), scope="local")
+    chunk = blis_gemm(partial, dtype, 1, m, n, depth,
+                      lambda b, row, kk: in_range(lambda d: a_value(b, row, d), kk),
+                      lambda b, kk, col: in_range(lambda d: b_value(b, d, col), kk),
+                      lambda b, row, col: (t * m + row) * n + col, lambda b, row, col, acc: acc,
+                      GemmBlocking(bl.mr, bl.nr, bl.kc, bl.mc, bl.nc), prefix, threads=1)
+    row, col = E.Var(f"{prefix}_row"), E.Var(f"{prefix}_col")
+    total: E.Expr = E.Load(partial, row * n + col)
+    for c in range(1, chunks):
+        total = total + E.Load(partial, (c * m + row) * n + col)
+    zero_b = E.const(0)
+    combine = For(row, E.const(m), For(col, E.const(n), Store(out, out_index(zero_b, row, col),
+                                                               epilogue(zero_b, row, col, total)), "vectorized"))
+    return Alloc(partial, block(For(t, E.const(chunks), chunk, "parallel"), combine))
 
 
 def _block_extent(block_size: int, chunk_extent: E.Expr, index: E.Expr) -> E.Expr:
