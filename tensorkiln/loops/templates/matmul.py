@@ -105,7 +105,7 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
             return epilogue(_out_index(row, col, batch_shape, m), acc)
 
         return blis_gemm(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col, epi,
-                         gemm_blocking(batch * m, n, k, dtype), b_panels=panels)
+                         gemm_blocking(batch * m, n, k, dtype, panels is not None), b_panels=panels)
 
     def a_value(b, row, kk):
         index = delinearize(b, batch_shape) if batch_shape else []
