@@ -65,3 +65,22 @@ def test_window_reductions_of_other_shapes_and_dtypes():
         np.testing.assert_allclose(w(x).numpy(), x.reshape(2, 3, 9, 4, 2).max(-1))
     check_compiled(lambda x: F.max_pool2d(x, 3, 2, 1), rand(1, 3, 10, 10, dtype=np.float64))
     check_compiled(lambda x: F.max_pool2d(x * 2.0 + 1.0, 2), rand(2, 3, 9, 8), debug=True)
+
+
+def test_padded_planes_with_and_without_nan():
+    """The pad is filled into the plane's border (no test per element); planes with a NaN take the
+    NaN-aware taps, the others the plain ones: NaN at a padded corner, +inf, a plane of -inf."""
+    x = rand(2, 4, 9, 10)
+    x[0, 0, 0, 0] = np.nan
+    x[1, 3, 8, 9] = np.nan
+    x[0, 1, 4, 4] = np.inf
+    x[1, 2] = -np.inf
+    for fn in (lambda x: F.max_pool2d(x, 3, 2, 1), lambda x: -F.max_pool2d(-x, 3, 2, 1),
+               lambda x: F.avg_pool2d(x, 3, 2, 1)):
+        got = tk.jit(fn)(x).numpy()
+        want = tk.jit(fn, backend="interpreter")(x).numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6, equal_nan=True)
+    f = tk.jit(lambda x: F.max_pool2d(x, 3, 2, 1))
+    loop_ir = f.report(x).kernels[0].loop_ir
+    assert "pl_nans" in loop_ir and "-inf" in loop_ir and "where(" not in loop_ir.split("pl_nans")[0]
