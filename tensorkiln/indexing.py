@@ -63,7 +63,8 @@ def _classify(key, shape: tuple[int, ...]) -> list[tuple[str, object]]:
     axis = 0
     for kind, value in items:
         if kind == "ellipsis":
-            expanded += [("slice", slice(None))] * (ndim - consumed)
+            # an ellipsis standing for no axis still separates advanced indices (numpy): keep a mark
+            expanded += [("slice", slice(None))] * (ndim - consumed) or [("gap", None)]
             axis += ndim - consumed
             continue
         if kind == "mask":  # one item per mask dimension: that dimension must fit the tensor's
@@ -87,6 +88,9 @@ def getitem(x: Tensor, key) -> Tensor:
     advanced = any(kind in ("array", "bool0") for kind, _ in items)
     if advanced:  # numpy treats ints next to arrays as 0-d index arrays
         items = [("array", as_tensor(np.int64(v))) if kind == "int" else (kind, v) for kind, v in items]
+    marks = [i for i, (kind, _) in enumerate(items) if kind in ("array", "bool0")]
+    adjacent = marks == list(range(marks[0], marks[0] + len(marks))) if marks else True
+    items = [item for item in items if item[0] != "gap"]
 
     starts, stops, steps, out_shape = [], [], [], []
     axis = 0
@@ -120,18 +124,21 @@ def getitem(x: Tensor, key) -> Tensor:
 
     positions = [i for i, (kind, _) in enumerate(i for i in items if i[0] != "int") if kind in ("array", "bool0")]
     arrays = [v for kind, v in items if kind in ("array", "bool0")]
-    return _advanced(y, positions, arrays)
+    return _advanced(y, positions, arrays, adjacent)
 
 
-def _advanced(y: Tensor, positions: list[int], arrays: list[Tensor]) -> Tensor:
-    """Index the axes at `positions` of y by integer tensors (numpy's advanced indexing)."""
+def _advanced(y: Tensor, positions: list[int], arrays: list[Tensor], adjacent: bool = True) -> Tensor:
+    """Index the axes at `positions` of y by integer tensors (numpy's advanced indexing).
+
+    adjacent=False: the key separated the index arrays (by a slice, a new axis or an
+    ellipsis, even one standing for no axis), so the indexed dims go first."""
     for position, index in zip(positions, arrays):
         if not index.is_traced:
             values, size = index.numpy(), y.shape[position]
             if values.size and (values.min() < -size or values.max() >= size):
                 bad = values[(values < -size) | (values >= size)].reshape(-1)[0]
                 raise IndexError(f"index {bad} is out of bounds for dimension {position} with size {size}")
-    if len(arrays) == 1:
+    if len(arrays) == 1 and adjacent:
         return apply("take", [y, arrays[0]], axis=positions[0])
     try:
         shape = np.broadcast_shapes(*[tuple(a.shape) for a in arrays])
@@ -149,7 +156,7 @@ def _advanced(y: Tensor, positions: list[int], arrays: list[Tensor]) -> Tensor:
         index = (index + size) % size if size else index  # wrap negative indices
         linear = index if linear is None else linear * size + index
     out = apply("take", [merged, linear.expand(shape) if tuple(linear.shape) != shape else linear], axis=0)
-    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    adjacent = adjacent and positions == list(range(positions[0], positions[0] + len(positions)))
     if adjacent and positions[0] > 0:
         # numpy puts the indexed dims where the first indexed axis was when the axes are adjacent
         k, first = len(shape), positions[0]

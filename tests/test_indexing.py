@@ -263,3 +263,14 @@ def test_traced_index_tensor_as_input():
         return x[:, i]
     out = f(tk.tensor(A), tk.tensor(np.array([2, -1])))
     np.testing.assert_array_equal(out.numpy(), A[:, [2, -1]])
+
+
+def test_an_empty_ellipsis_still_separates_advanced_indices():
+    """numpy: `...` standing for no axis between index arrays (ints count as arrays) puts their dims first."""
+    b = np.arange(6).reshape(1, 2, 3, 1)
+    for key in [(slice(None), np.array([0, 1]), np.array([2, 0]), Ellipsis, 0),
+                (slice(None), np.array([0, 1]), np.array([2, 0]), 0),
+                (slice(None), np.array([1]), Ellipsis, np.array([0, 2]), 0)]:
+        got = tk.tensor(b)[key]
+        assert got.shape == b[key].shape, key
+        np.testing.assert_array_equal(got.numpy(), b[key])

@@ -379,21 +379,31 @@ def _fill_strips(strips: _Region, x_node: Node, values: ValueBuilder, plan: Wino
 
     Zero outside the image, on rows past the last and in the 2 columns past
     the last row, so the transforms read no selects and nothing undefined.
+    Whether a line lies in the image is one test per line; within it the
+    padding columns are stored as zeros and the image's columns copied as
+    they are (a test and a clamped index per element cost as much as the
+    input transform).
     """
     c, r, rr, x = _var("sc"), _var("sr"), _var("srow"), _var("sx")
     valid, img, ty = _tile_row(plan, chunk, rr)
-    iy, ix = ty * plan.m + r - plan.pt, x - plan.pl
-    inside = E.logical_and(E.logical_and(E.ge(iy, 0), E.lt(iy, plan.h)),
-                           E.logical_and(E.ge(ix, 0), E.lt(ix, plan.w)))
-    clamp = lambda i, size: E.minimum(E.maximum(i, 0), size - 1)  # noqa: E731
-    elem = E.Select(E.logical_and(valid, inside),
-                    values.value(x_node, [img, c, clamp(iy, plan.h), clamp(ix, plan.w)]), E.Const(0.0, dtype))
+    iy = ty * plan.m + r - plan.pt
+    row_inside = E.logical_and(valid, E.logical_and(E.ge(iy, 0), E.lt(iy, plan.h)))
     line = (c * plan.n + r) * plan.strip_width
     segment = plan.pitch * plan.m
-    rows = For(rr, E.const(plan.rows_per_chunk), For(x, E.const(segment), strips.store(
-        line + rr * segment + x, elem), "vectorized"))
+    start = line + rr * segment
+    zero = E.Const(0.0, dtype)
+
+    def zeros(offset: E.Expr, count: int) -> list[Stmt]:
+        return [For(x, E.const(count), strips.store(offset + x, zero), "vectorized")] if count > 0 else []
+
+    left = min(plan.pl, segment)
+    middle = max(0, min(plan.pl + plan.w, segment) - left)
+    copy = [For(x, E.const(middle), strips.store(start + left + x, values.value(
+        x_node, [img, c, iy, x + (left - plan.pl)])), "vectorized")] if middle else []
+    image_line = block(*zeros(start, left), *copy, *zeros(start + left + middle, segment - left - middle))
+    rows = For(rr, E.const(plan.rows_per_chunk), If(row_inside, image_line, block(*zeros(start, segment))))
     used = plan.rows_per_chunk * segment
-    tail = For(x, E.const(plan.strip_width - used), strips.store(line + used + x, E.Const(0.0, dtype)), "vectorized")
+    tail = For(x, E.const(plan.strip_width - used), strips.store(line + used + x, zero), "vectorized")
     kind = _kind(inner, plan.c_in * plan.n * plan.strip_width, plan.c_in)
     return For(c, E.const(plan.c_in), For(r, E.const(plan.n), block(rows, tail)), kind)
 
