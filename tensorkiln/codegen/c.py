@@ -214,7 +214,8 @@ class _KernelWriter:
         self.written = kernel.written_buffers()
         self.prefetch_at: dict[int, _RowPrefetch] = {}  # id of a pass -> the next rows it prefetches
         self.prefetching: Optional[_RowPrefetch] = None  # set while such a pass is written
-        self.streamed = False  # a loop became tk_stream_f32 calls (c_stream.py): the file needs the helpers
+        self.may_stream = not debug and streams(kernel.body)  # some loop is a stream copy (c_stream.py)
+        self.streamed = False  # a loop became tk_stream_f32 calls: the file needs the helpers
 
     # ---- expressions
 
@@ -431,7 +432,7 @@ class _KernelWriter:
         self.emit(depth, "}")
 
     def loop(self, s: For, depth: int, in_parallel: bool, in_simd: bool) -> None:
-        copy = None if self.debug else stream_copy(s)
+        copy = stream_copy(s) if self.may_stream else None
         if copy is not None:
             store, dst_base, src_base = copy
             self.streamed = True
@@ -441,7 +442,7 @@ class _KernelWriter:
             return
         # the thread that made streaming stores fences them: after a serial loop that holds them,
         # or at the end of each thread's share of a parallel one
-        fence = not self.debug and not in_parallel and streams(s)
+        fence = self.may_stream and not in_parallel and streams(s)
         if fence and s.kind == "parallel" and not in_simd and self._parallel_clauses(s)[1] is None:
             self.emit(depth, "#pragma omp parallel")
             self.emit(depth, "{")

@@ -10,8 +10,9 @@ nodes it implements. The statements are few:
   `serial`, `parallel` (OpenMP threads), `vectorized` (SIMD lanes),
   `unrolled`, or `streamed`: a vectorized copy `dst[base + i] = src[i]`
   whose stores bypass the cache (non-temporal), for outputs far larger than
-  the last-level cache; any other body runs as `vectorized`. Loops always start at 0; a tiled loop with a tail uses
-  `min(...)` in its extent or an `If` in its body.
+  the last-level cache; any other body runs as `vectorized`. Loops always
+  start at 0; a tiled loop with a tail uses `min(...)` in its extent or an
+  `If` in its body.
 - `Store(buffer, index, value)`: `buffer[index] = value`, with one flat
   (row-major) index. Reads are `Load` expressions (expr.py).
 - `Let(var, value)` declares a scalar local (a reduction's accumulator),

@@ -158,8 +158,8 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
 
 
 # The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.
-TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "conv2d": conv2d_body, "conv2d_nchwc": conv2d_nchwc_body,
-             "conv2d_winograd": winograd_given_body}
+TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "conv2d": conv2d_body,
+             "conv2d_nchwc": conv2d_nchwc_body, "conv2d_winograd": winograd_given_body}
 
 
 def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buffer], name: str,

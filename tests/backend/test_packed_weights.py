@@ -112,3 +112,13 @@ def test_packed_b_takes_deep_equal_k_blocks():
     w = tk.tensor(rand(1700, 40))
     with tk.no_grad():
         check_compiled(lambda x: x @ w, rand(20, 1700), factor=10)  # several deep K blocks
+
+
+def test_long_depth_with_packed_weights_still_shares_the_threads(monkeypatch):
+    """K far above M and N: no depth split (B is read in place), so the rows or columns are cut."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    w = tk.tensor(rand(4096, 16))
+    with tk.no_grad():
+        f = check_compiled(lambda x: x @ w, rand(16, 4096), factor=10)
+    loop_ir = f.report(rand(16, 4096)).kernels[0].loop_ir
+    assert "g_task" in loop_ir and "(parallel)" in loop_ir and "g_partial" not in loop_ir

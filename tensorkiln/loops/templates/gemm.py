@@ -136,7 +136,7 @@ SPLIT_K_MAX_PARTIAL_BYTES = 1 << 20  # the partial products of all chunks togeth
 
 
 def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking,
-                      threads: int | None = None) -> ThreadSplit:
+                      threads: int | None = None, depth_split: bool = True) -> ThreadSplit:
     """Cut a batched GEMM into tasks that the threads share evenly, one parallel region in all.
 
     Independent matrices of the batch are the cheapest tasks (nothing is packed
@@ -145,13 +145,14 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
     once), or by columns when N >= 2M (each chunk repacks A, M x K, which is
     then the smaller operand; square GEMMs measured faster cut by rows).
     Every chunk is a multiple of the register tile, and no chunk is empty.
+    depth_split=False: never cut K (`split_k_applies`), for a GEMM that cannot.
     """
     threads = threads or thread_count()
     if threads <= 1 or batch * m * n * k < PARALLEL_MIN_MACS:
         return ThreadSplit(1, 1, False)
     if batch % threads == 0 or batch >= 4 * threads:
         return ThreadSplit(1, 1, True)
-    if batch == 1 and split_k_applies(m, n, k, blocking, threads):
+    if depth_split and batch == 1 and split_k_applies(m, n, k, blocking, threads):
         return ThreadSplit(1, 1, True, threads)
     cuts = threads // math.gcd(batch, threads)
     row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
@@ -167,7 +168,7 @@ def split_k_applies(m: int, n: int, k: int, blocking: GemmBlocking, threads: int
     K = batch x pixels). Cutting rows or columns would make every thread pack all of the other
     operand; cutting K packs each element once and adds `threads` small partial products."""
     return (k >= threads * blocking.kc and k >= SPLIT_K_DEPTH * max(m, n)
-            and threads * m * n * 4 <= SPLIT_K_MAX_PARTIAL_BYTES)
+            and threads * m * n * 4 <= SPLIT_K_MAX_PARTIAL_BYTES)  # float32 partials
 
 
 def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
@@ -190,8 +191,9 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     """
     bl = blocking or gemm_blocking(m, n, k, dtype)
     mr, nr, kc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.nc
-    split = gemm_thread_split(batch, m, n, k, bl, threads)
-    if split.k_chunks > 1 and col_valid is None and b_panels is None:
+    # a depth split writes whole partial products: not for dropped columns or B read in place
+    split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=col_valid is None and b_panels is None)
+    if split.k_chunks > 1:
         return _split_k_gemm(out, dtype, m, n, k, a_value, b_value, out_index, epilogue, bl, prefix, split.k_chunks)
     # Each task owns a chunk of rows and a chunk of columns of one matrix of the batch.
     m_chunk = _round_up(-(-m // split.row_chunks), mr)
@@ -313,7 +315,7 @@ def _split_k_gemm(out: Buffer, dtype: str, m: int, n: int, k: int, a_value: Inde
                       lambda b, row, kk: in_range(lambda d: a_value(b, row, d), kk),
                       lambda b, kk, col: in_range(lambda d: b_value(b, d, col), kk),
                       lambda b, row, col: (t * m + row) * n + col, lambda b, row, col, acc: acc,
-                      GemmBlocking(bl.mr, bl.nr, bl.kc, bl.mc, bl.nc), prefix, threads=1)
+                      bl, prefix, threads=1)
     row, col = E.Var(f"{prefix}_row"), E.Var(f"{prefix}_col")
     total: E.Expr = E.Load(partial, row * n + col)
     for c in range(1, chunks):
