@@ -161,7 +161,7 @@ def _untransformed(node: Any) -> Any:
     """A conv2d_winograd node as the 3x3 stride-1 conv2d it computes."""
     x, u = node.inputs
     shaped = lambda shape: SimpleNamespace(type=SimpleNamespace(shape=shape))  # noqa: E731
-    _, c, k = _shape(u)
+    c, k = _shape(u)[2], node.attrs["out_channels"]
     return SimpleNamespace(op="conv2d", attrs={"groups": 1, "stride": (1, 1), "dilation": (1, 1),
                                                "padding": node.attrs["padding"]},
                            name=getattr(node, "name", None), inputs=(x, shaped((k, c, 3, 3))), type=node.type)

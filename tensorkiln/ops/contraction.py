@@ -13,7 +13,7 @@ from .elementwise import broadcast_shapes
 from .movement import window_output_size, window_view
 from .registry import MappingType, OpKind, TensorType, register
 from .gemm_panels import unpack_panels
-from .winograd_math import WINOGRAD_POINTS, weights_from_transform
+from .winograd_math import WINOGRAD_POINTS, transform_from_panels, weights_from_transform
 
 
 def _matmul_infer(types, attrs):
@@ -157,23 +157,24 @@ def _conv2d_nchwc_reference(inputs, attrs, out):
 
 def _conv2d_winograd_infer(types, attrs):
     x, u = types
-    m = attrs["m"]
+    m, k = attrs["m"], attrs["out_channels"]
     if m not in WINOGRAD_POINTS:
         raise ShapeError(f"conv2d_winograd: tile size m must be one of {sorted(WINOGRAD_POINTS)}, got {m}")
     if x.dtype != u.dtype or x.dtype.name not in ("float32", "float64"):
         raise DTypeError(f"conv2d_winograd expects float32 or float64 operands of one dtype, got "
                          f"{x.dtype.name} and {u.dtype.name}")
-    if x.ndim != 4 or u.ndim != 3 or u.shape[0] != (m + 2) ** 2 or u.shape[1] != x.shape[1]:
-        raise ShapeError(f"conv2d_winograd expects input (N, C, H, W) and transformed weights "
-                         f"({(m + 2) ** 2}, C, K), got {x.shape} and {u.shape}")
+    if x.ndim != 4 or u.ndim != 4 or u.shape[0] != (m + 2) ** 2 or u.shape[2] != x.shape[1] or \
+            not (u.shape[1] - 1) * u.shape[3] < k <= u.shape[1] * u.shape[3]:
+        raise ShapeError(f"conv2d_winograd expects input (N, C, H, W) and transformed weights in panels "
+                         f"({(m + 2) ** 2}, ceil(K / MR), C, MR) for K = {k}, got {x.shape} and {u.shape}")
     plain = {"groups": 1, "stride": (1, 1), "padding": attrs["padding"], "dilation": (1, 1)}
-    return _conv2d_infer([x, TensorType((u.shape[2], u.shape[1], 3, 3), u.dtype)], plain)
+    return _conv2d_infer([x, TensorType((k, u.shape[2], 3, 3), u.dtype)], plain)
 
 
 def _conv2d_winograd_reference(inputs, attrs, out):
     """The 3x3 convolution whose weights U encodes (recovered exactly up to rounding: pinv(G) G = I)."""
     x, u = inputs
-    w = weights_from_transform(u, attrs["m"])
+    w = weights_from_transform(transform_from_panels(u, attrs["out_channels"]), attrs["m"])
     plain = {"groups": 1, "stride": (1, 1), "padding": attrs["padding"], "dilation": (1, 1)}
     return _conv2d_reference([x, w], plain, None)
 
@@ -194,8 +195,10 @@ register("conv2d_nchwc", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_n
          doc="2-D convolution computed in channel blocks (NCHW[x]c), groups 1 or depthwise; attrs stride, "
              "padding, dilation, out_layout, groups (optional, default 1)")
 # A 3x3 stride-1 conv2d by Winograd F(m x m, 3 x 3) whose weights are given transformed:
-# x[N, C, H, W] with u[(m+2)^2, C, K] = G w G^T (ops/winograd_math.py) -> y[N, K, OH, OW]. Made by the
-# winograd_weights pass for constant weights (the transform then runs once, at compile time).
+# x[N, C, H, W] with U = G w G^T in the GEMM's panels u[(m+2)^2, ceil(K/MR), C, MR] (ops/winograd_math.py:
+# weight_panels), attr out_channels = K -> y[N, K, OH, OW]. Made by the winograd_weights pass for constant
+# weights (the transform then runs once, at compile time).
 register("conv2d_winograd", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_winograd_infer,
          _conv2d_winograd_reference, 2,
-         doc="3x3 stride-1 convolution by Winograd F(m x m, 3 x 3) with transformed weights; attrs m, padding")
+         doc="3x3 stride-1 convolution by Winograd F(m x m, 3 x 3) with transformed weights in GEMM panels; "
+             "attrs m, padding, out_channels")

@@ -521,11 +521,18 @@ def _winograd_inverse(m: int, dtype):
 
 @register_gradient("conv2d_winograd")
 def _conv2d_winograd(g, inputs, out, attrs, needs):
-    """conv2d's rule on the weights U encodes (w = P U P^T, P = pinv(G)); U's gradient is P^T gw P."""
-    x, u = inputs
-    m, (e, c, k) = attrs["m"], u.shape
+    """conv2d's rule on the weights U encodes (w = P U P^T, P = pinv(G)); U's gradient is P^T gw P.
+
+    U comes in panels (e, ceil(K/MR), c, MR): unpacked to (e, c, K) first, and
+    its gradient packed back the same way (zero in the lanes past K).
+    """
+    x, panels = inputs
+    m, k = attrs["m"], attrs["out_channels"]
+    e, count, c, mr = panels.shape
     n = m + 2
-    p = _winograd_inverse(m, u.dtype)
+    p = _winograd_inverse(m, panels.dtype)
+    u = _apply("permute", [panels], perm=(0, 2, 1, 3)).reshape(e, c, count * mr)
+    u = _slice_axis(u, 2, 0, k) if count * mr != k else u
     u4 = _apply("permute", [u.reshape(n, n, c, k)], perm=(2, 3, 0, 1))  # [c, k, i, j]
     w = _apply("permute", [p @ u4 @ p.transpose(0, 1)], perm=(1, 0, 2, 3))  # [k, c, r, s]
     conv_attrs = {"groups": 1, "stride": (1, 1), "padding": attrs["padding"], "dilation": (1, 1)}
@@ -534,6 +541,8 @@ def _conv2d_winograd(g, inputs, out, attrs, needs):
     if gw is not None:
         gw4 = _apply("permute", [gw], perm=(1, 0, 2, 3))  # [c, k, r, s]
         gu = _apply("permute", [p.transpose(0, 1) @ gw4 @ p], perm=(2, 3, 0, 1)).reshape(e, c, k)
+        gu = _pad_axis(gu, 2, 0, count * mr - k).reshape(e, c, count, mr)
+        gu = _apply("permute", [gu], perm=(0, 2, 1, 3))
     return gx, gu
 
 

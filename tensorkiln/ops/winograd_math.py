@@ -4,7 +4,8 @@ The matrices (Cook-Toom construction) are used by the loop template
 (loops/templates/winograd.py) to write the input and output transforms out
 with their constant coefficients, and by the graph's `conv2d_winograd` op,
 whose weights operand is the transformed weights U = G g G^T computed once at
-compile time (`transform_weights`).
+compile time (`transform_weights`), laid out as the A panels of the kernel's
+GEMMs (`weight_panels`).
 """
 from __future__ import annotations
 
@@ -89,6 +90,26 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
     u = np.einsum("ir,kcrs,js->ijck", g, w.astype(np.float64), g, optimize=True)
     n = m + 2
     return np.ascontiguousarray(u.reshape(n * n, w.shape[1], w.shape[0])).astype(w.dtype)
+
+
+def weight_panels(u: np.ndarray, mr: int) -> np.ndarray:
+    """U[e, c, k] (n^2 x C x K) as the GEMM's A panels P[e, p, c, i] = U[e, c, p*mr + i], zero past K.
+
+    The n^2 GEMMs of a Winograd convolution compute M[e] = U[e]^T V[e]: A is
+    U[e]^T (K x C), whose micro-panels are mr consecutive output channels for
+    each input channel. Laid out so, the micro-kernel reads U in place.
+    """
+    e, c, k = u.shape
+    count = -(-k // mr)
+    padded = np.zeros((e, c, count * mr), dtype=u.dtype)
+    padded[:, :, :k] = u
+    return np.ascontiguousarray(padded.reshape(e, c, count, mr).transpose(0, 2, 1, 3))
+
+
+def transform_from_panels(panels: np.ndarray, k: int) -> np.ndarray:
+    """The U[e, c, k] (n^2 x C x K) that `weight_panels` laid out as `panels`."""
+    e, count, c, mr = panels.shape
+    return panels.transpose(0, 2, 1, 3).reshape(e, c, count * mr)[:, :, :k]
 
 
 def weight_transform_inverse(m: int) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Winograd weights at compile time: a conv2d with constant weights that runs as Winograd becomes
-`conv2d_winograd(x, U)` with U = G w G^T computed here, once.
+`conv2d_winograd(x, U)` with U = G w G^T computed here, once, and laid out as
+the A panels of the kernel's GEMMs (which then read it in place).
 
 The kernel would otherwise transform its weights on every call (about 10%
 of a 128-channel layer at batch 1, more with more channels). Which layers
@@ -14,13 +15,14 @@ from collections import Counter
 
 from ..graph import Graph, Node, constant_node, make_node
 from ..ops import Attrs
-from ..ops.winograd_math import transform_weights
+from ..ops.winograd_math import transform_weights, weight_panels
 from .rebuild import rewrite_graph, with_inputs
 
 
 def transform_winograd_weights(graph: Graph) -> tuple[Graph, Counter]:
     """Replace each constant-weight conv2d that the rule runs as Winograd by conv2d_winograd."""
     from ..loops.templates.conv import winograd_algorithm
+    from ..loops.templates.winograd import winograd_plan
     fired: Counter = Counter()
 
     def visit(node: Node, inputs: list[Node]) -> Node:
@@ -32,9 +34,10 @@ def transform_winograd_weights(graph: Graph) -> tuple[Graph, Counter]:
             return node
         m = int(algorithm[len("winograd"):])
         x, w = node.inputs
-        u = constant_node(transform_weights(w.attrs["value"].array, m), w.dtype, w.location)
+        mr = winograd_plan(node, m).gemm.mr  # U is laid out as the A panels of the kernel's GEMMs
+        u = constant_node(weight_panels(transform_weights(w.attrs["value"].array, m), mr), w.dtype, w.location)
         fired[f"conv2d -> conv2d_winograd (F({m}x{m}, 3x3))"] += 1
-        return make_node("conv2d_winograd", [x, u], Attrs(m=m, padding=tuple(node.attrs["padding"])),
-                         node.scope, node.location)
+        attrs = Attrs(m=m, padding=tuple(node.attrs["padding"]), out_channels=node.shape[1])
+        return make_node("conv2d_winograd", [x, u], attrs, node.scope, node.location)
 
     return rewrite_graph(graph, visit), fired

@@ -105,7 +105,7 @@ def test_packed_b_takes_deep_equal_k_blocks():
     from tensorkiln.loops.templates.gemm import gemm_blocking
     from tensorkiln.loops.templates.target import cpu_target
     for k in (100, 768, 784, 3072, 4001):
-        bl = gemm_blocking(128, 768, k, "float32", b_panels=True)
+        bl = gemm_blocking(128, 768, k, "float32", panels_given=True)
         blocks = -(-k // bl.kc)
         assert bl.mr * bl.kc * 4 <= cpu_target().l1d // 2 + 8 * bl.mr * 4 and bl.kc % 8 == 0
         assert blocks * bl.kc - k < 8 * blocks  # equal blocks: no short last one

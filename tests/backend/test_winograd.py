@@ -254,13 +254,18 @@ def test_weight_inputs_keep_the_in_kernel_transform():
 @pytest.mark.parametrize("m", [2, 4])
 def test_conv2d_winograd_op_is_the_convolution_of_its_weights(m):
     from tensorkiln.ops import get_op
-    from tensorkiln.ops.winograd_math import transform_weights, weights_from_transform
+    from tensorkiln.ops.winograd_math import (transform_from_panels, transform_weights, weight_panels,
+                                              weights_from_transform)
     x, wt = rand(2, 3, 9, 7), rand(5, 3, 3, 3)
     u = transform_weights(wt, m)
     assert u.shape == ((m + 2) ** 2, 3, 5)
     np.testing.assert_allclose(weights_from_transform(u, m), wt, atol=1e-5)
+    panels = weight_panels(u, 4)
+    assert panels.shape == ((m + 2) ** 2, 2, 3, 4)
+    assert panels[3, 1, 2, 0] == u[3, 2, 4] and not panels[:, 1, :, 1:].any()  # zeros past K
+    np.testing.assert_array_equal(transform_from_panels(panels, 5), u)
     pads = (1, 0, 2, 1)
-    got = get_op("conv2d_winograd").reference([x, u], {"m": m, "padding": pads}, None)
+    got = get_op("conv2d_winograd").reference([x, panels], {"m": m, "padding": pads, "out_channels": 5}, None)
     want = get_op("conv2d").reference([x, wt], {"groups": 1, "stride": (1, 1), "padding": pads,
                                                 "dilation": (1, 1)}, None)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -268,19 +273,23 @@ def test_conv2d_winograd_op_is_the_convolution_of_its_weights(m):
 
 def test_conv2d_winograd_refuses_mismatched_weights():
     x = input_node("x", 0, TensorType((1, 4, 8, 8), dt.float32))
-    u = input_node("u", 1, TensorType((36, 3, 8), dt.float32))  # 3 input channels, x has 4
+    u = input_node("u", 1, TensorType((36, 1, 3, 8), dt.float32))  # 3 input channels, x has 4
     with pytest.raises(tk.ShapeError, match="conv2d_winograd"):
-        make_node("conv2d_winograd", [x, u], {"m": 4, "padding": (1, 1, 1, 1)})
+        make_node("conv2d_winograd", [x, u], {"m": 4, "padding": (1, 1, 1, 1), "out_channels": 8})
     with pytest.raises(tk.ShapeError, match="tile size"):
-        make_node("conv2d_winograd", [x, u], {"m": 3, "padding": (1, 1, 1, 1)})
+        make_node("conv2d_winograd", [x, u], {"m": 3, "padding": (1, 1, 1, 1), "out_channels": 8})
+    u = input_node("u", 1, TensorType((36, 2, 4, 8), dt.float32))
+    with pytest.raises(tk.ShapeError, match="K = 8"):  # two panels of 8 hold 9-16 output channels
+        make_node("conv2d_winograd", [x, u], {"m": 4, "padding": (1, 1, 1, 1), "out_channels": 8})
 
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_conv2d_winograd_gradients_and_float64(m):
-    from tensorkiln.ops.winograd_math import transform_weights
+    from tensorkiln.ops.winograd_math import transform_weights, weight_panels
     from tensorkiln.testing import gradcheck
     x = RNG.standard_normal((2, 3, 6, 5))
-    u = transform_weights(RNG.standard_normal((4, 3, 3, 3)), m)
-    conv = lambda a, b: apply("conv2d_winograd", [a, b], m=m, padding=(1, 0, 1, 2))  # noqa: E731
+    # panels of 3 rows for 4 output channels: a register tile of any height, zeros past K
+    u = weight_panels(transform_weights(RNG.standard_normal((4, 3, 3, 3)), m), 3)
+    conv = lambda a, b: apply("conv2d_winograd", [a, b], m=m, padding=(1, 0, 1, 2), out_channels=4)  # noqa: E731
     assert gradcheck(conv, x, u)
     check_compiled(conv, x, u)  # float64 through the Winograd template

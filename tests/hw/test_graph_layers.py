@@ -108,8 +108,8 @@ def test_winograd_and_blocked_convolutions_count_as_the_conv2d_they_compute():
     x = tensor(1, 64, 56, 56)
     plain = conv(x, tensor(64, 64, 3, 3), (1, 64, 56, 56), "plain", stride=(1, 1), padding=(1, 1, 1, 1),
                  dilation=(1, 1), groups=1)
-    winograd = FakeNode("conv2d_winograd", (x, tensor(36, 64, 64)), FakeType((1, 64, 56, 56)),
-                        {"m": 4, "padding": (1, 1, 1, 1)}, "winograd")
+    winograd = FakeNode("conv2d_winograd", (x, tensor(36, 8, 64, 8)), FakeType((1, 64, 56, 56)),
+                        {"m": 4, "padding": (1, 1, 1, 1), "out_channels": 64}, "winograd")
     (a,) = layers_from_graph(FakeGraph([x, plain]))
     (b,) = layers_from_graph(FakeGraph([x, winograd]))
     assert (a.gemm_dims, a.macs, a.ifmap_h, a.ofmap_w) == (b.gemm_dims, b.macs, b.ifmap_h, b.ofmap_w)

@@ -208,8 +208,8 @@ def winograd_choice(root: Node) -> str | None:
     with at least WINOGRAD_MIN_CHANNELS input channels, WINOGRAD_MIN_PIXELS
     output pixels and WINOGRAD_MIN_MACS multiply-adds per call. Its fixed
     cost is the weight transform, U = n^2 x C x K floats (n = m + 2),
-    computed on every call and packed again for every chunk of tiles: where
-    U fits in L2 it is cheap;
+    computed on every call (or at compile time for constant weights) and read
+    by the GEMMs of every chunk of tiles: where U fits in L2 it is cheap;
     up to a quarter of L3 it needs WINOGRAD_LARGE_U_PIXELS output pixels;
     larger, never (512 x 512 channels: 37 MiB for F(4x4)). F(4x4, 3x3)
     (4x fewer multiplications) where the output is at least

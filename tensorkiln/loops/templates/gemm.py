@@ -78,14 +78,15 @@ def _round_up(x: int, k: int) -> int:
     return -(-x // k) * k
 
 
-def gemm_blocking(m: int, n: int, k: int, dtype: str, b_panels: bool = False) -> GemmBlocking:
+def gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: bool = False) -> GemmBlocking:
     """Tile and block sizes for an m x n x k GEMM of `dtype` on this CPU.
 
-    b_panels: B comes packed at compile time and is read in place, so no KC x NC
-    block of it has to fit anywhere: KC is then bounded by A's micro-panel
-    (MR x KC) filling half of L1d, with B's micro-panel streaming from L2, and K
-    is cut into equal blocks of at most that. Deep blocks write the partial sums
-    to the output fewer times (GPT-2's 128-row GEMMs: ~10% faster than KC 224).
+    panels_given: B (or both operands) comes already in panels and is read in
+    place, so no KC x NC block of it has to fit anywhere: KC is then bounded by
+    A's micro-panel (MR x KC) filling half of L1d, with B's micro-panel
+    streaming from L2, and K is cut into equal blocks of at most that. Deep
+    blocks write the partial sums to the output fewer times (GPT-2's 128-row
+    GEMMs: ~10% faster than KC 224).
     """
     target = cpu_target()
     size = itemsize(dtype)
@@ -98,7 +99,7 @@ def gemm_blocking(m: int, n: int, k: int, dtype: str, b_panels: bool = False) ->
         mr, nr = 6, 2 * lanes  # 12 accumulators of 16 registers
     else:
         mr, nr = 4, 2 * lanes
-    if b_panels:
+    if panels_given:
         deepest = _round_down(target.l1d // 2 // (mr * size), 8)
         kc = _round_up(-(-k // -(-k // deepest)), 8)
     else:
@@ -171,12 +172,38 @@ def split_k_applies(m: int, n: int, k: int, blocking: GemmBlocking, threads: int
             and threads * m * n * 4 <= SPLIT_K_MAX_PARTIAL_BYTES)  # float32 partials
 
 
+@dataclass(frozen=True)
+class Panels:
+    """An operand already laid out in the micro-kernel's panels, read in place (nothing packs it).
+
+    Lane l of panel p at depth d of matrix b of the batch is
+    buffer[offset + b*batch_stride + p*panel_stride + d*depth_stride + l]:
+    for B a panel is NR consecutive columns, for A MR consecutive rows. The
+    lanes past the matrix's edge are only ever multiplied into outputs that
+    are dropped, but should hold zeros. The weights of matmul_packed
+    (ops/gemm_panels.py) are B panels with depth stride NR; Winograd's U and V
+    (winograd.py) are the A and B panels of its n^2 GEMMs.
+    """
+
+    buffer: Buffer
+    panel_stride: int
+    depth_stride: int
+    offset: E.Expr | int = 0
+    batch_stride: int = 0
+
+    def load(self, batch: E.Expr, panel: E.Expr, depth: E.Expr, lane: E.Expr) -> E.Expr:
+        index = self.offset + panel * self.panel_stride + depth * self.depth_stride + lane
+        if self.batch_stride:
+            index = index + batch * self.batch_stride
+        return E.Load(self.buffer, index)
+
+
 def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
-              a_value: IndexFn, b_value: IndexFn, out_index: IndexFn,
+              a_value: IndexFn | None, b_value: IndexFn | None, out_index: IndexFn,
               epilogue: Callable[[E.Expr, E.Expr, E.Expr, E.Expr], E.Expr],
               blocking: GemmBlocking | None = None, prefix: str = "g",
-              col_valid: Callable[[E.Expr], E.Expr] | None = None, b_panels: Buffer | None = None,
-              threads: int | None = None) -> Stmt:
+              col_valid: Callable[[E.Expr], E.Expr] | None = None, b_panels: Panels | None = None,
+              threads: int | None = None, a_panels: Panels | None = None) -> Stmt:
     """Loop IR of a batched GEMM (see the module docstring).
 
     a_value(b, row, kk) / b_value(b, kk, col): the operand elements (in range;
@@ -184,15 +211,16 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     of the output element. epilogue(b, row, col, acc): the stored value.
     col_valid(col): when given, only columns where it is true are written back
     (the others are computed and dropped: the junk columns of conv.py's
-    padded-row implicit GEMM). b_panels: B (one matrix for the whole batch) given
-    packed at compile time as (ceil(N/NR), K, NR) micro-panels (ops/gemm_panels.py):
-    the micro-kernel reads them in place and nothing packs B. threads: how many to plan for
-    (default: OpenMP's count).
+    padded-row implicit GEMM). a_panels / b_panels: the operand given in the
+    micro-kernel's panels (`Panels`, for the blocking's MR / NR), read in place:
+    nothing packs it and its a_value / b_value is never asked. threads: how many to
+    plan for (default: OpenMP's count).
     """
     bl = blocking or gemm_blocking(m, n, k, dtype)
     mr, nr, kc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.nc
     # a depth split writes whole partial products: not for dropped columns or B read in place
-    split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=col_valid is None and b_panels is None)
+    given = a_panels is not None or b_panels is not None
+    split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=col_valid is None and not given)
     if split.k_chunks > 1:
         return _split_k_gemm(out, dtype, m, n, k, a_value, b_value, out_index, epilogue, bl, prefix, split.k_chunks)
     # Each task owns a chunk of rows and a chunk of columns of one matrix of the batch.
@@ -230,33 +258,40 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     clamp = lambda x, size: E.minimum(x, size - 1)  # noqa: E731
 
     # ---- pack B: micro-panel jp holds columns col_base + jp*NR + [0, NR) for depth p
-    col = col_base + jp * nr + jj
-    b_elem = E.Select(E.lt(col, n), b_value(bi, k_at(pp), clamp(col, n)), zero) if n % nr \
-        else b_value(bi, k_at(pp), col)
     n_panels = (nc + (nr - 1)) // nr
-    pack_b = For(jp, n_panels, For(pp, kc, For(jj, E.const(nr), Store(
-        bpack, jp * (kc_max * nr) + pp * nr + jj, b_elem), "vectorized")))
+    pack_b: Stmt | None = None
+    if b_panels is None:
+        col = col_base + jp * nr + jj
+        b_elem = E.Select(E.lt(col, n), b_value(bi, k_at(pp), clamp(col, n)), zero) if n % nr \
+            else b_value(bi, k_at(pp), col)
+        pack_b = For(jp, n_panels, For(pp, kc, For(jj, E.const(nr), Store(
+            bpack, jp * (kc_max * nr) + pp * nr + jj, b_elem), "vectorized")))
 
     # ---- pack A: micro-panel ip holds rows row_base + ip*MR + [0, MR) for depth p
-    row = row_base + ip * mr + ia
-    a_elem = E.Select(E.lt(row, m), a_value(bi, clamp(row, m), k_at(pa)), zero) if m % mr else \
-        a_value(bi, row, k_at(pa))
     m_panels = (mc + (mr - 1)) // mr
-    pack_a = For(ip, m_panels, For(pa, kc, For(ia, E.const(mr), Store(
-        apack, ip * (kc_max * mr) + pa * mr + ia, a_elem), "unrolled")))
+    pack_a: Stmt | None = None
+    if a_panels is None:
+        row = row_base + ip * mr + ia
+        a_elem = E.Select(E.lt(row, m), a_value(bi, clamp(row, m), k_at(pa)), zero) if m % mr else \
+            a_value(bi, row, k_at(pa))
+        pack_a = For(ip, m_panels, For(pa, kc, For(ia, E.const(mr), Store(
+            apack, ip * (kc_max * mr) + pa * mr + ia, a_elem), "unrolled")))
 
     # ---- micro-kernel on tile (iq, jq), then write-back
     if b_panels is None:
         b_micro = E.Load(bpack, jq * (kc_max * nr) + p * nr + j)
     else:
-        if b_panels.shape[1:] != (k, nr):
-            raise ValueError(f"blis_gemm: B's panels {b_panels.shape} do not match K = {k}, NR = {nr}")
         # the task's first panel: column chunks and NC blocks are whole numbers of panels
         panel = (chunk % split.col_chunks) * (n_chunk // nr) if split.col_chunks > 1 else E.const(0)
-        panel = panel + jc * (nc_max // nr) + jq
-        b_micro = E.Load(b_panels, panel * (k * nr) + k_at(p) * nr + j)
+        b_micro = b_panels.load(bi, panel + jc * (nc_max // nr) + jq, k_at(p), j)
+    if a_panels is None:
+        a_micro = E.Load(apack, iq * (kc_max * mr) + p * mr + i)
+    else:
+        # row chunks and MC blocks are whole numbers of panels too
+        panel = (chunk // split.col_chunks) * (m_chunk // mr) if split.row_chunks > 1 else E.const(0)
+        a_micro = a_panels.load(bi, panel + ib * (mc_max // mr) + iq, k_at(p), i)
     # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
-    update = E.call("fma", E.Load(apack, iq * (kc_max * mr) + p * mr + i), b_micro, E.Load(acc, i * nr + j))
+    update = E.call("fma", a_micro, b_micro, E.Load(acc, i * nr + j))
     micro_kernel = block(
         For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
         For(p, kc, For(i, E.const(mr), For(j, E.const(nr), Store(acc, i * nr + j, update), "vectorized"),
@@ -283,9 +318,11 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     final = write(epilogue(bi, out_row, out_col, last_sum))
     writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
-    row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, block(pack_a, tiles))
-    depth = For(pc, E.const(n_k), block(pack_b, row_blocks) if b_panels is None else row_blocks)
-    matrix: Stmt = Alloc(apack, For(jc, (cols + (nc_max - 1)) // nc_max, depth))
+    row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, tiles if pack_a is None else block(pack_a, tiles))
+    depth = For(pc, E.const(n_k), row_blocks if pack_b is None else block(pack_b, row_blocks))
+    matrix: Stmt = For(jc, (cols + (nc_max - 1)) // nc_max, depth)
+    if a_panels is None:
+        matrix = Alloc(apack, matrix)
     if b_panels is None:
         matrix = Alloc(bpack, matrix)
     tasks = batch * chunks

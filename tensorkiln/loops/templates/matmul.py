@@ -26,7 +26,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ..types import compute_dtype
-from .gemm import blis_gemm, gemm_blocking, gemm_needs_partial_sums
+from .gemm import Panels, blis_gemm, gemm_blocking, gemm_needs_partial_sums
 
 
 def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
@@ -89,7 +89,9 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
     k = a_node.shape[-1]
     dtype = compute_dtype(root.dtype.name)
     batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
-    panels = values.buffers[b_node.id] if root.op == "matmul_packed" else None  # then b_value is never asked
+    panels = None
+    if root.op == "matmul_packed":  # B's panels (ceil(N/NR), K, NR), read in place: b_value is never asked
+        panels = Panels(values.buffers[b_node.id], k * b_node.shape[2], b_node.shape[2])
     b_batched = panels is None and any(d != 1 for d in b_node.shape[:-2])
     if not b_batched and (batch > 1 or panels is not None):
         # B is shared by every batch: fold the batch into the rows, so B is packed once.
@@ -104,8 +106,12 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         def epi(b, row, col, acc):
             return epilogue(_out_index(row, col, batch_shape, m), acc)
 
+        blocking = gemm_blocking(batch * m, n, k, dtype, panels is not None)
+        if panels is not None and blocking.nr != b_node.shape[2]:
+            raise ValueError(f"matmul_packed: B's panels are {b_node.shape[2]} wide, this CPU's GEMM takes NR = "
+                             f"{blocking.nr}")
         return blis_gemm(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col, epi,
-                         gemm_blocking(batch * m, n, k, dtype, panels is not None), b_panels=panels)
+                         blocking, b_panels=panels)
 
     def a_value(b, row, kk):
         index = delinearize(b, batch_shape) if batch_shape else []

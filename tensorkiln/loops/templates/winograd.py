@@ -15,6 +15,14 @@ independent GEMMs, one per position e = (i, j) of the transformed tile::
     M[e][k][t] = sum_c U[e][c][k] V[e][c][t]     blis_gemm, batch n^2
     out[k, tile t] = epilogue(A^T M[., k, t] A)  only the outputs inside the image
 
+The GEMMs pack nothing: U is stored as their A operand's micro-panels
+(U[e][k // MR][c][k % MR], `ops/winograd_math.py: weight_panels`) and V's
+rows of T tiles are B micro-panels NR tiles wide with a depth stride of T
+(`gemm.Panels`), so the micro-kernel reads both where the transforms put
+them. (Packing U and V for every chunk cost about a third of the GEMM time,
+and made a 128-channel layer's 2.4 MB U stream through the caches once per
+chunk.)
+
 The tiles are processed in chunks of whole tile rows (of all images, so a
 chunk may span images; `WinogradPlan`), each chunk's V and M a few MiB, so
 the scratch stays bounded for any batch. One kernel does it all:
@@ -25,7 +33,7 @@ the scratch stays bounded for any batch. One kernel does it all:
         for chunk:
           strips = input rows of the chunk's tile rows, zero-padded (the only selects)
           V = input transform            for c: t (vectorized over the chunk's tiles)
-          M = n^2 GEMMs                  blis_gemm: A = U[e] (C x K), B = V[e]
+          M = n^2 GEMMs                  blis_gemm: A = U[e]^T (K x C), B = V[e], both read in place
           out = output transform         for k: t (vectorized) into a staging buffer,
                                          then rows x columns (vectorized) with the epilogue
 
@@ -37,9 +45,9 @@ chunk's tiles. Constant weights are transformed at compile time (the
 pass passes/winograd_weights.py turns the conv2d into `conv2d_winograd(x,
 U)`, whose template is `winograd_given_body`); weights that are inputs are
 transformed by the kernel on every call (about 2% of a 64-channel layer,
-10% of a 128-channel one at batch 1). Either way U is packed again for each
-chunk's GEMMs, which is what limits Winograd to layers whose U is small
-(conv.py: `winograd_choice`).
+10% of a 128-channel one at batch 1). Either way each chunk's GEMMs read all
+of U, which is what limits Winograd to layers whose U is small (conv.py:
+`winograd_choice`).
 
 The transform matrices come from the Cook-Toom construction at the
 interpolation points of `WINOGRAD_POINTS` plus the point at infinity
@@ -53,7 +61,8 @@ direct float32 sum (docs/kernels.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable, Sequence
 
@@ -63,8 +72,10 @@ from ..buffer import Buffer
 from ..inline import ValueBuilder
 from ..ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
+from ..types import itemsize
 from ...ops.winograd_math import WINOGRAD_POINTS, Matrix, WinogradTransforms, cook_toom, winograd_transforms  # noqa: F401
-from .gemm import blis_gemm, gemm_blocking
+from .gemm import GemmBlocking, Panels, blis_gemm, gemm_blocking
+from .target import cpu_target
 
 Epilogue = Callable[[list, E.Expr], E.Expr]
 PREFIX = "wino"  # names of the kernel's buffers and loops
@@ -163,6 +174,7 @@ class WinogradPlan:
     chunk_tiles: int
     workers: int
     chunks_per_worker: int
+    gemm: GemmBlocking
 
     @property
     def n(self) -> int:
@@ -200,8 +212,8 @@ class WinogradPlan:
 
     @property
     def u_stride(self) -> int:
-        """Floats between the matrices U[e] (C x K)."""
-        return _odd_lines(self.c_out * self.c_in)
+        """Floats between the matrices U[e] (C x K in MR-row panels), for U transformed in the kernel."""
+        return _odd_lines(self.gemm.mr * -(-self.c_out // self.gemm.mr) * self.c_in)
 
     @property
     def v_stride(self) -> int:
@@ -214,9 +226,9 @@ class WinogradPlan:
         return _odd_lines(self.c_out * self.chunk_tiles)
 
 
-CHUNK_BYTES = 8 << 20  # V and M of one chunk at most (measured best of 1-16 MiB: fewer chunks pack U fewer times)
+CHUNK_BYTES = 8 << 20  # V and M of one chunk at most (measured best of 1-16 MiB: fewer chunks read U fewer times)
 MAX_CHUNK_OUTPUTS = 4096  # outputs of one channel in a chunk (m^2 * chunk tiles): its staging buffer is 16 KiB
-CHUNK_OVERHEAD_TILES = 4  # cost of starting a chunk (packing U for its GEMMs), in tiles of GEMM work
+CHUNK_OVERHEAD_TILES = 4  # cost of starting a chunk (U streamed through the caches once more), in tiles of work
 INNER_PARALLEL_EFFICIENCY = 0.8  # threads sharing the loops of one chunk, against whole chunks per thread
 
 
@@ -224,7 +236,7 @@ def winograd_plan(root: Node, m: int, threads: int | None = None) -> WinogradPla
     """The plan for conv2d node `root` with F(m x m, 3 x 3) on `threads` threads.
 
     A chunk's tile count is rounded up to the GEMM's register tile NR (so
-    its packing and the transforms' vector loops have no remainder; the
+    V is whole B panels and the transforms' vector loops have no remainder; the
     extra tiles are zeros). Among the chunk sizes whose V and M fit in
     CHUNK_BYTES (at least one tile row), the one that computes the fewest
     tiles in all (padding rows, the extra tile per row, rounding to NR, a
@@ -254,7 +266,8 @@ def winograd_plan(root: Node, m: int, threads: int | None = None) -> WinogradPla
         if best is None or cost < best[0]:
             best = (cost, rows, tiles, workers, per_worker)
     _, rows, tiles, workers, per_worker = best
-    return WinogradPlan(n_img, c_in, c_out, h, w, oh, ow, m, pt, pl, rows, tiles, workers, per_worker)
+    gemm = gemm_blocking(c_out, tiles, c_in, root.dtype.name, panels_given=True)
+    return WinogradPlan(n_img, c_in, c_out, h, w, oh, ow, m, pt, pl, rows, tiles, workers, per_worker, gemm)
 
 
 def _round_up(x: int, k: int) -> int:
@@ -286,11 +299,15 @@ def winograd_conv(root: Node, out: Buffer, values: ValueBuilder, epilogue: Epilo
     """
     x_node, w_node = root.inputs
     plan = winograd_plan(root, m)
+    given = root.op == "conv2d_winograd"  # w_node is U itself, transformed at compile time
+    if given and w_node.shape[3] != plan.gemm.mr:  # U laid out for another register tile (built by hand)
+        mr = w_node.shape[3]
+        plan = replace(plan, gemm=replace(plan.gemm, mr=mr, mc=max(plan.gemm.mc // mr, 1) * mr))
     tf = winograd_transforms(m)
     dtype = root.dtype.name  # float32 (the rule's choice), or float64 (a conv2d_winograd built by hand)
     e_count = plan.n * plan.n
+    mr, nr = plan.gemm.mr, plan.gemm.nr
     inner = "serial" if plan.workers > 1 else None  # None: parallel where the work pays for it
-    given = root.op == "conv2d_winograd"  # w_node is U itself, transformed at compile time
     u_size = 0 if given else e_count * plan.u_stride
     strips_size = _odd_lines(plan.c_in * plan.n * plan.strip_width)
     v_size, m_size = e_count * plan.v_stride, e_count * plan.m_stride
@@ -301,13 +318,20 @@ def winograd_conv(root: Node, out: Buffer, values: ValueBuilder, epilogue: Epilo
     chunk = worker * plan.chunks_per_worker + step if plan.workers > 1 else step
     u, strips = _Region(scratch, 0), _Region(scratch, base)
     v, mm = _Region(scratch, base + strips_size), _Region(scratch, base + strips_size + v_size)
+    # The GEMMs read U and V where they lie: both are written in the micro-kernel's panels.
+    a_value, a_panels = None, Panels(scratch, plan.c_in * mr, mr, batch_stride=plan.u_stride)
+    if given:
+        u_panels = w_node.shape[1] * plan.c_in * mr
+        if w_node.id in values.buffers:
+            a_panels = Panels(values.buffers[w_node.id], plan.c_in * mr, mr, batch_stride=u_panels)
+        else:  # U computed in this kernel's prologue: packed from its values
+            a_panels = None
+            a_value = lambda e, k, c: values.value(w_node, [e, k // mr, c, k % mr])  # noqa: E731
     gemm = blis_gemm(
-        scratch, dtype, e_count, plan.c_out, plan.chunk_tiles, plan.c_in,
-        a_value=(lambda e, k, c: values.value(w_node, [e, c, k])) if given else
-        (lambda e, k, c: u.load(e * plan.u_stride + c * plan.c_out + k)),
-        b_value=lambda e, c, t: v.load(e * plan.v_stride + c * plan.chunk_tiles + t),
+        scratch, dtype, e_count, plan.c_out, plan.chunk_tiles, plan.c_in, a_value, None,
         out_index=lambda e, k, t: e * plan.m_stride + k * plan.chunk_tiles + t + mm.offset,
-        epilogue=lambda e, k, t, acc: acc, prefix=PREFIX)
+        epilogue=lambda e, k, t, acc: acc, blocking=plan.gemm, prefix=PREFIX, a_panels=a_panels,
+        b_panels=Panels(scratch, nr, plan.chunk_tiles, v.offset, plan.v_stride))
     one_chunk = block(_fill_strips(strips, x_node, values, plan, chunk, inner, dtype),
                       _input_transform(v, strips, tf, plan, inner, dtype),
                       gemm,
@@ -339,28 +363,34 @@ TAP_BLOCK = 256  # output channels per block of the weight transform (its 9 x bl
 
 def _weight_transform(u: _Region, w_node: Node, values: ValueBuilder, tf: WinogradTransforms, plan: WinogradPlan,
                       dtype: str) -> Stmt:
-    """U[(i*n + j)][c][k] = (G g[k, c] G^T)[i, j]: for c (parallel), blocks of k (vectorized).
+    """U[e][k // MR][c][k % MR] = (G g[k, c] G^T)[e]: for c (parallel), blocks of k, panels, k in a panel (vectorized).
 
-    U[e] is C x K with K contiguous, so packing it as the GEMM's A (MR
-    consecutive k per step) copies whole vectors. The 9 taps of g[k, c] are
-    first copied tap by tap into `taps[tap][k]`: one strided load per loop
-    (GCC 12 does not vectorize a loop with several loads that share a
-    stride), then the transform reads contiguous rows.
+    U is written as the GEMM's A panels (MR output channels for each input
+    channel, zero past K), which the micro-kernel reads in place. The 9 taps
+    of g[k, c] are first copied tap by tap into `taps[tap][k]`: one strided
+    load per loop (GCC 12 does not vectorize a loop with several loads that
+    share a stride), then the transform reads contiguous rows.
     """
-    c, kb, k, tap, kk = _var("uc"), _var("ukb"), _var("uk"), _var("utap"), _var("ukk")
-    block_size = min(plan.c_out, TAP_BLOCK)
+    c, kb, kp, i, tap, kk = _var("uc"), _var("ukb"), _var("ukp"), _var("ui"), _var("utap"), _var("ukk")
+    mr = plan.gemm.mr
+    padded = _round_up(plan.c_out, mr)
+    block_size = min(padded, max(TAP_BLOCK // mr, 1) * mr)
     taps = Buffer(f"{PREFIX}_taps", dtype, (9 * block_size,), scope="local")
-    count = E.const(block_size) if plan.c_out % block_size == 0 else \
-        E.minimum(E.const(block_size), plan.c_out - kb * block_size)
-    stage = For(tap, E.const(9), For(kk, count, Store(
-        taps, tap * block_size + kk, values.value(w_node, [kb * block_size + kk, c, tap // 3, tap % 3])),
-        "vectorized"))
-    g = [[E.Load(taps, (r * 3 + s) * block_size + k) for s in range(3)] for r in range(3)]
-    column = c * plan.c_out + kb * block_size + k
+    count = E.const(block_size) if padded % block_size == 0 else \
+        E.minimum(E.const(block_size), padded - kb * block_size)
+    k = kb * block_size + kk
+    if padded == plan.c_out:
+        tap_value = values.value(w_node, [k, c, tap // 3, tap % 3])
+    else:  # zeros in the lanes past K
+        tap_value = E.Select(E.lt(k, plan.c_out), values.value(
+            w_node, [E.minimum(k, plan.c_out - 1), c, tap // 3, tap % 3]), E.Const(0.0, dtype))
+    stage = For(tap, E.const(9), For(kk, count, Store(taps, tap * block_size + kk, tap_value), "vectorized"))
+    g = [[E.Load(taps, (r * 3 + s) * block_size + kp * mr + i) for s in range(3)] for r in range(3)]
+    at = (kb * (block_size // mr) + kp) * (plan.c_in * mr) + c * mr + i
     stmts = _tile_transform(tf.g, tf.g, g, dtype, "g",
-                            lambda i, j, value: u.store((i * plan.n + j) * plan.u_stride + column, value))
-    transform = For(k, count, block(*stmts), "vectorized")
-    blocks = For(kb, E.const(-(-plan.c_out // block_size)), Alloc(taps, block(stage, transform)))
+                            lambda row, col, value: u.store((row * plan.n + col) * plan.u_stride + at, value))
+    transform = For(kp, count // mr, For(i, E.const(mr), block(*stmts), "vectorized"))
+    blocks = For(kb, E.const(-(-padded // block_size)), Alloc(taps, block(stage, transform)))
     work = plan.n * plan.n * plan.c_out * plan.c_in
     return For(c, E.const(plan.c_in), blocks, _parallel_if(work, plan.c_in))
 
@@ -410,7 +440,11 @@ def _fill_strips(strips: _Region, x_node: Node, values: ValueBuilder, plan: Wino
 
 def _input_transform(v: _Region, strips: _Region, tf: WinogradTransforms, plan: WinogradPlan, inner: str | None,
                      dtype: str) -> Stmt:
-    """V[(i*n + j)][c][t] = (B^T d B)[i, j] for the n x n tile d of chunk tile t, vectorized over t."""
+    """V[(i*n + j)][t // NR][c][t % NR] = (B^T d B)[i, j] for the n x n tile d of chunk tile t.
+
+    V is written as the GEMM's B panels (NR tiles for each input channel),
+    which the micro-kernel reads in place; vectorized over the NR tiles of a panel.
+    """
     c, t, corner = _var("vc"), _var("vt"), _var("vcorner")
     # corner: where tile t's top-left input element lies in the scratch buffer
     at_corner = Let(corner, strips.offset + c * (plan.n * plan.strip_width) + t * plan.m)
