@@ -206,6 +206,8 @@ DEPTHWISE_CASES = [  # (n, c, h, w, kernel, stride, pad, dilation, kb)
     (1, 16, 9, 11, 3, 2, (0, 1, 1, 0), 1, 16),    # uneven padding (TF "same" with stride 2)
     (1, 16, 12, 12, 3, 1, 2, 2, 16),              # dilated
     (1, 8, 1, 1, 3, 1, 1, 1, 8),                  # a 1x1 image
+    (1, 32, 13, 13, 3, 1, 1, 1, 8),               # tasks of several output rows, a shorter last band
+    (2, 16, 21, 21, 3, 2, 1, 1, 8),               # strided bands over two images
 ]
 
 
@@ -232,6 +234,28 @@ def test_depthwise_accesses_are_in_bounds(plain_in, pad, stride):
     got = unblock(f(xin).numpy(), 16)
     np.testing.assert_allclose(got, depthwise_reference(x, wt, (stride, stride), (pad,) * 4, (1, 1)),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("band", [2, 3, 5])
+def test_depthwise_bands_read_and_write_in_bounds(monkeypatch, band):
+    """Tasks of `band` output rows (the last one shorter) with bounds checks on every access."""
+    monkeypatch.setattr("tensorkiln.loops.templates.conv_nchwc.depthwise_band", lambda planes, oh: min(band, oh))
+    x = RNG.standard_normal((1, 8, 11, 6 + band)).astype(np.float32)  # a shape of its own per band
+    wt = RNG.standard_normal((8, 1, 3, 3)).astype(np.float32)
+    wb = tk.tensor(block_depthwise_weight(wt, 8))
+    for stride in (1, 2):
+        f = tk.jit(lambda x: apply("conv2d_nchwc", [x, wb], stride=(stride, stride), padding=(1, 1, 1, 1),
+                                   dilation=(1, 1), out_layout="nchwc", groups=8), debug=True)
+        got = unblock(f(block_input(x, 8)).numpy(), 8)
+        np.testing.assert_allclose(got, depthwise_reference(x, wt, (stride, stride), (1,) * 4, (1, 1)),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_band_rule():
+    from tensorkiln.loops.templates.conv_nchwc import DEPTHWISE_BAND_ROWS, depthwise_band
+    assert depthwise_band(2, 112, threads=2) == DEPTHWISE_BAND_ROWS  # MobileNetV2's 32x112x112: 28 tasks
+    assert depthwise_band(60, 7, threads=2) == 7  # 960 channels of 7 rows: one band per plane
+    assert depthwise_band(1, 7, threads=2) == 1  # too few rows to share: one row per task
 
 
 def test_depthwise_gradient_matches_finite_differences():
