@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    from benchmarks.common import machine_summary
+    from benchmarks.common import machine_summary, write_json
     result = measure(args.rounds, args.calls, args.batch)
     print(f"# ResNet-18 convolutions in the model (batch {args.batch}, {result['threads']} threads): "
           f"{machine_summary()}\n")
@@ -149,8 +149,7 @@ def main() -> None:
     print(f"| all convolutions | {total['tensorkiln_ms']:.3f} | {total['onnxruntime_ms']:.3f} | "
           f"{total['onnxruntime_ms'] / total['tensorkiln_ms']:.2f} (rounds {min(ratios):.2f}-{max(ratios):.2f}) |")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":
