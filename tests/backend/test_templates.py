@@ -113,6 +113,14 @@ def test_gemm_any_thread_split(monkeypatch, threads, batch, m, n, k):
     check_compiled(lambda a, b: (a @ b).relu(), a, b, factor=10)
 
 
+@pytest.mark.parametrize("m,n", [(64, 16), (16, 256)])
+def test_gemm_chunks_past_the_matrix_do_nothing(monkeypatch, m, n):
+    """7 threads, 64 rows in chunks of 16 (or 256 columns in chunks of 64): 3 tasks past the end."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    a, b = rand(1, m, 300), rand(1, 300, n)
+    check_compiled(lambda a, b: (a @ b).relu(), a, b, factor=10)
+
+
 def test_depth_split_reads_and_writes_in_bounds(monkeypatch):
     """A K that does not divide among the threads: the last slice reads zeros past K (debug checks on)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")

@@ -146,6 +146,16 @@ def test_winograd_chunks_on_two_threads(monkeypatch):
     check_winograd("winograd4", lambda x, wt: F.conv2d(x, wt, padding=1), x, wt)
 
 
+def test_winograd_gemm_rows_cut_among_many_threads(monkeypatch):
+    """On 7 threads the 16 GEMMs of F(2x2) do not divide among them: each is cut by rows, and the
+    micro-kernel reads its row chunk's panels of U in place (transformed in the kernel or given)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    x, wt = rand(1, 16, 10, 10), rand(64, 16, 3, 3)
+    check_winograd("winograd2", lambda x, wt: F.conv2d(x, wt, padding=1).relu(), x, wt)
+    w_const = tk.tensor(wt)
+    check_winograd("winograd2", lambda x: F.conv2d(x, w_const, padding=1).relu(), x)
+
+
 def test_forcing_winograd_leaves_other_layers_alone():
     """A forced algorithm applies only where it can: grouped, strided or 5x5 layers keep their rule."""
     cases = [(rand(1, 16, 12, 12), rand(16, 8, 3, 3), dict(padding=1, groups=2)),

@@ -145,7 +145,8 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
     matrix is cut into chunks: by rows (each chunk repacks B, but A is packed
     once), or by columns when N >= 2M (each chunk repacks A, M x K, which is
     then the smaller operand; square GEMMs measured faster cut by rows).
-    Every chunk is a multiple of the register tile, and no chunk is empty.
+    Every chunk is a multiple of the register tile, so rounding may leave the last tasks
+    without rows or columns (64 rows on 7 threads: 4 chunks of 16 and 3 idle tasks).
     depth_split=False: never cut K (`split_k_applies`), for a GEMM that cannot.
     """
     threads = threads or thread_count()
@@ -248,8 +249,10 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     chunk = task % chunks if chunks > 1 else E.const(0)
     row0 = (chunk // split.col_chunks) * m_chunk if split.row_chunks > 1 else E.const(0)
     col0 = (chunk % split.col_chunks) * n_chunk if split.col_chunks > 1 else E.const(0)
-    rows = extent(m_chunk, m, row0) if split.row_chunks > 1 else E.const(m)
-    cols = extent(n_chunk, n, col0) if split.col_chunks > 1 else E.const(n)
+    # Chunks rounded up to the register tile may cover the matrix in fewer than the tasks made for it
+    # (64 rows on 7 threads: 4 chunks of 16): the tasks past its end get a negative extent, no work.
+    rows = _chunk_extent(m_chunk, split.row_chunks, m, row0)
+    cols = _chunk_extent(n_chunk, split.col_chunks, n, col0)
     col_base, row_base = col0 + jc * nc_max, row0 + ib * mc_max
     nc = _block_extent(nc_max, cols, jc)
     mc = _block_extent(mc_max, rows, ib)
@@ -361,6 +364,14 @@ def _split_k_gemm(out: Buffer, dtype: str, m: int, n: int, k: int, a_value: Inde
     combine = For(row, E.const(m), For(col, E.const(n), Store(out, out_index(zero_b, row, col),
                                                                epilogue(zero_b, row, col, total)), "vectorized"))
     return Alloc(partial, block(For(t, E.const(chunks), chunk, "parallel"), combine))
+
+
+def _chunk_extent(chunk: int, chunks: int, total: int, start: E.Expr) -> E.Expr:
+    """Extent of the chunk at `start` of `chunks` chunks of `chunk` over `total`: min(chunk, total - start),
+    a constant where the chunks tile `total` exactly."""
+    if chunks == 1:
+        return E.const(total)
+    return E.const(chunk) if chunk * chunks == total else E.minimum(E.const(chunk), total - start)
 
 
 def _block_extent(block_size: int, chunk_extent: E.Expr, index: E.Expr) -> E.Expr:
