@@ -76,7 +76,7 @@ def onnxruntime_stages(path: str, feed: dict, calls: int, threads: int) -> dict[
     with open(session.end_profiling()) as f:
         events = json.load(f)
     totals: dict[str, float] = defaultdict(float)
-    per_node: dict[str, list[float]] = defaultdict(list)
+    per_node: dict[tuple[str, tuple[int, ...]], list[float]] = defaultdict(list)
     for event in events:
         args = event.get("args", {})
         if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):

@@ -8,6 +8,9 @@ once instead (passes/packed_weights.py), into
     panels[p, k, j] = B[k, p*NR + j]      (zero for columns past N)
 
 of shape (ceil(N / NR), K, NR), from which the micro-kernel loads directly.
+Leading batch axes are kept: Winograd's transformed weights are a batch of
+A operands laid out this way (their transposes' column panels are A's row
+panels; ops/winograd_math.py: `weight_panels`).
 """
 from __future__ import annotations
 
@@ -15,15 +18,15 @@ import numpy as np
 
 
 def pack_panels(b: np.ndarray, nr: int) -> np.ndarray:
-    """B (K x N) as (ceil(N / nr), K, nr) panels, the columns past N zero."""
-    k, n = b.shape
+    """B (..., K, N) as (..., ceil(N / nr), K, nr) panels, the columns past N zero."""
+    *batch, k, n = b.shape
     count = -(-n // nr)
-    padded = np.zeros((k, count * nr), dtype=b.dtype)
-    padded[:, :n] = b
-    return np.ascontiguousarray(padded.reshape(k, count, nr).transpose(1, 0, 2))
+    padded = np.zeros((*batch, k, count * nr), dtype=b.dtype)
+    padded[..., :n] = b
+    return np.ascontiguousarray(np.swapaxes(padded.reshape(*batch, k, count, nr), -3, -2))
 
 
 def unpack_panels(panels: np.ndarray, n: int) -> np.ndarray:
-    """The K x N matrix that `panels` (count, K, nr) holds."""
-    count, k, nr = panels.shape
-    return panels.transpose(1, 0, 2).reshape(k, count * nr)[:, :n]
+    """The (..., K, N) matrices that `panels` (..., count, K, nr) hold."""
+    *batch, count, k, nr = panels.shape
+    return np.swapaxes(panels, -3, -2).reshape(*batch, k, count * nr)[..., :n]

@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .gemm_panels import pack_panels, unpack_panels
+
 Matrix = tuple[tuple[Fraction, ...], ...]
 
 # Finite interpolation points per output tile size m (the point at infinity is added).
@@ -99,17 +101,12 @@ def weight_panels(u: np.ndarray, mr: int) -> np.ndarray:
     U[e]^T (K x C), whose micro-panels are mr consecutive output channels for
     each input channel. Laid out so, the micro-kernel reads U in place.
     """
-    e, c, k = u.shape
-    count = -(-k // mr)
-    padded = np.zeros((e, c, count * mr), dtype=u.dtype)
-    padded[:, :, :k] = u
-    return np.ascontiguousarray(padded.reshape(e, c, count, mr).transpose(0, 2, 1, 3))
+    return pack_panels(u, mr)  # U[e] (C x K) is A^T, so A's row panels are its column panels
 
 
 def transform_from_panels(panels: np.ndarray, k: int) -> np.ndarray:
     """The U[e, c, k] (n^2 x C x K) that `weight_panels` laid out as `panels`."""
-    e, count, c, mr = panels.shape
-    return panels.transpose(0, 2, 1, 3).reshape(e, c, count * mr)[:, :, :k]
+    return unpack_panels(panels, k)
 
 
 def weight_transform_inverse(m: int) -> np.ndarray:

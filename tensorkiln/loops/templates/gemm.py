@@ -240,10 +240,6 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     apack = Buffer(f"{prefix}_apack", dtype, (kc_max * mc_max,), scope="local")
     acc = Buffer(f"{prefix}_acc", dtype, (mr * nr,), scope="local")
 
-    def extent(size: int, total: int, start: E.Expr) -> E.Expr:
-        """min(size, total - start), or just size where no block can be short."""
-        return E.const(size) if total % size == 0 else E.minimum(E.const(size), total - start)
-
     # The task's chunk: rows [row0, row0 + rows), columns [col0, col0 + cols) of matrix bi.
     chunks = split.row_chunks * split.col_chunks
     chunk = task % chunks if chunks > 1 else E.const(0)
@@ -256,7 +252,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     col_base, row_base = col0 + jc * nc_max, row0 + ib * mc_max
     nc = _block_extent(nc_max, cols, jc)
     mc = _block_extent(mc_max, rows, ib)
-    kc = extent(kc_max, k, pc * kc_max)
+    kc = _chunk_extent(kc_max, n_k, k, pc * kc_max)
     k_at = lambda pv: pc * kc_max + pv  # noqa: E731
     clamp = lambda x, size: E.minimum(x, size - 1)  # noqa: E731
 

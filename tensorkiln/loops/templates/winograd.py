@@ -61,7 +61,6 @@ direct float32 sum (docs/kernels.md).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable, Sequence
@@ -72,10 +71,8 @@ from ..buffer import Buffer
 from ..inline import ValueBuilder
 from ..ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
-from ..types import itemsize
 from ...ops.winograd_math import WINOGRAD_POINTS, Matrix, WinogradTransforms, cook_toom, winograd_transforms  # noqa: F401
 from .gemm import GemmBlocking, Panels, blis_gemm, gemm_blocking
-from .target import cpu_target
 
 Epilogue = Callable[[list, E.Expr], E.Expr]
 PREFIX = "wino"  # names of the kernel's buffers and loops
@@ -213,7 +210,7 @@ class WinogradPlan:
     @property
     def u_stride(self) -> int:
         """Floats between the matrices U[e] (C x K in MR-row panels), for U transformed in the kernel."""
-        return _odd_lines(self.gemm.mr * -(-self.c_out // self.gemm.mr) * self.c_in)
+        return _odd_lines(_round_up(self.c_out, self.gemm.mr) * self.c_in)
 
     @property
     def v_stride(self) -> int:
@@ -440,10 +437,10 @@ def _fill_strips(strips: _Region, x_node: Node, values: ValueBuilder, plan: Wino
 
 def _input_transform(v: _Region, strips: _Region, tf: WinogradTransforms, plan: WinogradPlan, inner: str | None,
                      dtype: str) -> Stmt:
-    """V[(i*n + j)][t // NR][c][t % NR] = (B^T d B)[i, j] for the n x n tile d of chunk tile t.
+    """V[(i*n + j)][c][t] = (B^T d B)[i, j] for the n x n tile d of chunk tile t, vectorized over t.
 
-    V is written as the GEMM's B panels (NR tiles for each input channel),
-    which the micro-kernel reads in place; vectorized over the NR tiles of a panel.
+    Row c of V[e] holds the chunk's tiles, so NR consecutive tiles are a B
+    micro-panel of the GEMM (depth stride T), read in place.
     """
     c, t, corner = _var("vc"), _var("vt"), _var("vcorner")
     # corner: where tile t's top-left input element lies in the scratch buffer
