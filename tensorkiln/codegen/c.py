@@ -179,6 +179,13 @@ def format_c_const(value: object, dtype: str) -> str:
     return str(v)
 
 
+def _float_bound(e: Expr) -> "Const | None":
+    """`e` when it is a float constant other than NaN (min/max against it need no NaN test)."""
+    if isinstance(e, Const) and is_float(e.dtype) and e.value == e.value:
+        return e
+    return None
+
+
 def _int_literal(e: Expr) -> bool:
     """True when `e` would be typed `int` in C though the IR says int64 (a literal, or made of them)."""
     if isinstance(e, Const):
@@ -264,6 +271,8 @@ class _KernelWriter:
         a, ap = self.expr(e.a)
         b, bp = self.expr(e.b)
         if op in ("min", "max"):
+            if dtype in ("float32", "float64"):
+                return self._float_min_max(e)
             return f"tk_{op}_{dtype}({a}, {b})", _ATOM
         if op in ("floordiv", "mod"):
             if not is_float(dtype) and self._nonnegative_division(e):
@@ -287,6 +296,26 @@ class _KernelWriter:
         if dtype == "int8" and op in ("add", "sub", "mul"):
             return f"(int8_t)({code})", _UNARY
         return code, prec
+
+    def _float_min_max(self, e: BinOp) -> tuple[str, int]:
+        """NaN-propagating float min/max; against a constant bound (and as a clamp between two) a cheaper form."""
+        op, dtype = e.operator, e.a.dtype
+        bound, value = _float_bound(e.b), e.a
+        if bound is None:
+            bound, value = _float_bound(e.a), e.b
+        if bound is None:
+            return f"tk_{op}_{dtype}({self.expr(e.a)[0]}, {self.expr(e.b)[0]})", _ATOM
+        other = "max" if op == "min" else "min"
+        if isinstance(value, BinOp) and value.operator == other:
+            inner_bound, inner = _float_bound(value.b), value.a
+            if inner_bound is None:
+                inner_bound, inner = _float_bound(value.a), value.b
+            low, high = (inner_bound, bound) if op == "min" else (bound, inner_bound)
+            if inner_bound is not None and low.value <= high.value:
+                # min(max(x, low), high) = max(min(x, high), low) = clamp(x, low, high)
+                return (f"tk_clamp_{dtype}({self.expr(inner)[0]}, {self.expr(low)[0]}, "
+                        f"{self.expr(high)[0]})", _ATOM)
+        return f"tk_{op}_bound_{dtype}({self.expr(value)[0]}, {self.expr(bound)[0]})", _ATOM
 
     def _always_safe(self, e: Expr) -> bool:
         """Evaluating `e` even where a select does not pick it can neither trap nor read out

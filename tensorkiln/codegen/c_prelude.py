@@ -202,6 +202,28 @@ static inline {t} tk_max_{name}({t} a, {t} b)
     return (a > b || a != a) ? a : b;
 }}
 
+/* min / max against a bound that is never NaN (a constant): a NaN `a` fails the
+   comparison and passes through, so no NaN test is needed, and GCC vectorizes each
+   as one compare and one masked move (the general form above takes 4-5 operations,
+   and a clamp built from two of them 12-17) */
+static inline {t} tk_min_bound_{name}({t} a, {t} bound)
+{{
+    return a > bound ? bound : a;
+}}
+
+static inline {t} tk_max_bound_{name}({t} a, {t} bound)
+{{
+    return a < bound ? bound : a;
+}}
+
+static inline {t} tk_clamp_{name}({t} a, {t} low, {t} high)
+{{
+    /* low <= high, neither NaN. Two selects on `a` (not nested): GCC makes them a
+       blend and a masked move, where the nested form inlined takes twice as many */
+    {t} below_high = a > high ? high : a;
+    return a < low ? low : below_high;
+}}
+
 /* a select whose operands are both evaluated: GCC vectorizes it as a blend, where
    `c ? x[i] : 0` becomes a masked load that it may not vectorize */
 static inline {t} tk_select_{name}(int c, {t} a, {t} b)

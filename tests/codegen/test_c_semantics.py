@@ -98,10 +98,16 @@ def make_program() -> tuple[Program, list[tuple[str, Expr]]]:
         cases.append(("float32", maker.float32(4)))
     for n in range(10):
         cases.append(("bool", maker.boolean(2)))
-    # hand-picked: NaN on either side of min/max, and int8 corner values
+    # hand-picked: NaN on either side of min/max; min/max against constant bounds and the
+    # clamps made of two (each has its own C form), a NaN constant, crossed bounds; int8 corners
     x, zero = Load(fx, FLAT), Const(0.0, "float32")
+    six, nan = Const(6.0, "float32"), Const(float("nan"), "float32")
     cases += [("float32", minimum(x, zero)), ("float32", minimum(zero, x)),
               ("float32", maximum(x, zero)), ("float32", maximum(zero, x)),
+              ("float32", minimum(maximum(x, zero), six)), ("float32", maximum(minimum(six, x), zero)),
+              ("float32", minimum(six, maximum(Const(-1.25, "float32"), x + x))),
+              ("float32", minimum(maximum(x, six), zero)), ("float32", maximum(x, nan)),
+              ("float32", minimum(nan, maximum(x, zero))),
               ("int8", Load(bv, FLAT) // Const(-1, "int8")), ("int8", -Load(bv, FLAT))]
     outputs, kernels = [], []
     for n, (dtype, expr) in enumerate(cases):
