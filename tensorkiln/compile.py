@@ -222,6 +222,7 @@ class CompiledGraph:
 
     def _plan_updates(self, program):
         """Let outputs that are new values of state inputs overwrite them (memory_plan.state_update_pairs)."""
+        from .loops.in_place import skip_unchanged_stores
         from .passes.memory_plan import state_update_pairs
         candidates = [(program.outputs[o].name, program.inputs[i].name) for o, i in self._updates
                       if o < len(program.outputs) and i < len(program.inputs)]
@@ -229,7 +230,10 @@ class CompiledGraph:
         position = {b.name: k for k, b in enumerate(program.inputs)}
         position.update({b.name: k for k, b in enumerate(program.outputs)})
         self._in_place = {position[o]: position[i] for o, i in pairs}
-        return dataclasses.replace(program, aliases=program.aliases + tuple(pairs)) if pairs else program
+        if not pairs:
+            return program
+        program = skip_unchanged_stores(program, pairs)  # where(mask, new, old) stores only the new
+        return dataclasses.replace(program, aliases=program.aliases + tuple(pairs))
 
     @property
     def lowered(self):
@@ -255,6 +259,8 @@ class CompiledGraph:
         module, kernels = self._profiled, self.report.kernels
         inputs = [np.array(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
         outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        for output, position in self._in_place.items():
+            np.copyto(outputs[output], inputs[position])  # as the call would find it (loops/in_place.py)
         module(*inputs, *outputs)
         module.kernel_seconds(len(kernels))  # drop the warm-up call
         for _ in range(repeat):
@@ -288,6 +294,8 @@ class CompiledGraph:
                 if target is arrays[position] and target.flags.writeable and \
                         (distinct or sum(a is target for a in inputs) == 1):
                     outputs[output] = target
+                else:  # the kernel may store only the elements it changes (loops/in_place.py)
+                    np.copyto(outputs[output], target)
         self.module(*inputs, *outputs, fresh_outputs=True)  # fresh or in-place pairs the code allows
         self._recycled = [None if k in self._in_place else out for k, out in enumerate(outputs)]
         return outputs

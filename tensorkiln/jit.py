@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .compile import CompiledGraph, CompileReport, debug_enabled
-from .graph import Graph, input_node, verify
+from .graph import Graph, Node, input_node, verify
 from .profile import KernelProfile
 from .writes import count_write, write_count
 from .tensor import Tensor, as_tensor
@@ -107,7 +107,7 @@ class JitFunction:
     """A function compiled per input signature; call it like the original."""
 
     def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
-                 backend: str = "c"):
+                 backend: str = "c", donate_argnums: int | tuple[int, ...] = ()):
         self._module = fn if _is_module(fn) else None
         if self._module is None:
             functools.update_wrapper(self, fn)
@@ -118,6 +118,7 @@ class JitFunction:
         self.debug = debug
         self.fast_math = fast_math
         self.backend = backend  # "c", or "interpreter": run the optimized graph with the reference interpreter
+        self.donate_argnums = _argnums(donate_argnums)
         self._cache: dict[tuple, TracedFunction] = {}  # the last trace used per signature
         self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
@@ -128,9 +129,13 @@ class JitFunction:
         leaves: list = []
         names: list[str] = []
         structure = []
+        donated: list[int] = []  # positions of the leaves of donated arguments
         for i, arg in enumerate(args):
             name = self._positional_names[i] if i < len(self._positional_names) else f"arg{i}"
+            first = len(leaves)
             structure.append(_flatten(arg, leaves, names, name))
+            if i in self.donate_argnums:
+                donated += range(first, len(leaves))
         kw_structure = {k: _flatten(v, leaves, names, k) for k, v in kwargs.items()}
         tensors = [_as_input_tensor(v) for v in leaves]
         for t in tensors:
@@ -139,9 +144,9 @@ class JitFunction:
         key = (tuple((tuple(t.shape), t.dtype.name) for t in tensors),
                _static_key(tuple(structure)), _static_key(kw_structure), is_grad_enabled(),
                self._module.training if self._module is not None else None)
-        return tensors, names, (tuple(structure), kw_structure), key
+        return tensors, names, (tuple(structure), kw_structure), key, donated
 
-    def _trace(self, tensors: list[Tensor], names: list[str], structure) -> TracedFunction:
+    def _trace(self, tensors: list[Tensor], names: list[str], structure, donated: list[int]) -> TracedFunction:
         start = time.perf_counter()
         trace = Trace(getattr(self.fn, "__name__", type(self.fn).__name__))
         unique = _unique_names(names)
@@ -165,19 +170,19 @@ class JitFunction:
             state = trace.finish(outputs, len(inputs))
         graph = Graph(inputs + state.state_inputs, state.outputs, trace.name)
         verify(graph)
+        updates = _state_updates(state, len(inputs), len(outputs)) + _donated_updates(graph, donated, len(outputs))
         return TracedFunction(graph, out_structure, time.perf_counter() - start, n_outputs=len(outputs),
                               state_sources=state.state_sources, mutations=state.mutations,
-                              guards=state.guards, baked=state.baked,
-                              updates=_state_updates(state, len(inputs), len(outputs)))
+                              guards=state.guards, baked=state.baked, updates=updates)
 
     def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
-        tensors, names, structure, key = self._bind(args, kwargs)
+        tensors, names, structure, key, donated = self._bind(args, kwargs)
         # Several traces may share a signature, told apart by their guards (see TracedFunction).
         entries = self._variants.setdefault(key, [])
         entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
         entry = next((e for e in entries if e.guards_hold()), None)
         if entry is None:
-            entry = self._trace(tensors, names, structure)
+            entry = self._trace(tensors, names, structure, donated)
             entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug),
                                            opt_level=self.opt_level, fast_math=self.fast_math,
                                            backend=self.backend, updates=entry.updates)
@@ -301,6 +306,44 @@ def _state_updates(state, n_args: int, n_outputs: int) -> list[tuple[int, int]]:
     return updates
 
 
+def _donated_updates(graph: Graph, donated: list[int], n_outputs: int) -> list[tuple[int, int]]:
+    """(output, input) candidates for writing an output into a donated argument's array.
+
+    Each of the function's outputs may take the memory of a donated input of
+    its shape and dtype that its value is computed from elementwise (a KV
+    cache's `where(slot, new, cache)`); CompiledGraph keeps the pairs that are
+    safe (memory_plan.state_update_pairs), preferring for each output the
+    donated inputs in order.
+    """
+    pairs = []
+    for o, out in enumerate(graph.outputs[:n_outputs]):
+        for i in donated:
+            node = graph.inputs[i]
+            if node.shape == out.shape and node.dtype == out.dtype and _reads(out, node):
+                pairs.append((o, i))
+    return pairs
+
+
+def _reads(node: Node, source: Node) -> bool:
+    """`source` is among `node`'s operands, or theirs (the value depends on it)."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n is source:
+            return True
+        if n.id not in seen:
+            seen.add(n.id)
+            stack.extend(n.inputs)
+    return False
+
+
+def _argnums(argnums: int | tuple[int, ...]) -> frozenset[int]:
+    argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not all(isinstance(a, int) and a >= 0 for a in argnums):
+        raise ValueError(f"donate_argnums must be non-negative argument positions, got {argnums!r}")
+    return frozenset(argnums)
+
+
 def _is_module(fn) -> bool:
     """A tk.nn.Module (duck-typed: jit sits below nn): compiled through its forward."""
     return hasattr(fn, "forward") and hasattr(fn, "training") and hasattr(fn, "parameters")
@@ -335,14 +378,20 @@ def _unique_names(names: list[str]) -> list[str]:
 
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
-        backend: str = "c"):
+        backend: str = "c", donate_argnums: int | tuple[int, ...] = ()):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
     debug builds bounds-checked, sanitized code (also TENSORKILN_DEBUG=1);
     fast_math allows rewrites that are exact for real numbers but not for every float;
-    backend="interpreter" runs the optimized graph with the reference interpreter instead of compiling C.
+    backend="interpreter" runs the optimized graph with the reference interpreter instead of compiling C;
+    donate_argnums: positional arguments (a tensor, or a list/tuple/dict of them) whose arrays the
+    call may overwrite with outputs of their shape computed from them elementwise, as JAX's option:
+    a KV cache updated at one position is then written in place (one row stored, not the whole
+    cache). A donated argument's tensor may hold the output's value after the call; do not reuse it.
     """
+    options = dict(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
+                   donate_argnums=donate_argnums)
     if fn is None:
-        return lambda f: JitFunction(f, opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend)
-    return JitFunction(fn, opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend)
+        return lambda f: JitFunction(f, **options)
+    return JitFunction(fn, **options)

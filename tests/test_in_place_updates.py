@@ -102,3 +102,94 @@ def test_output_arrays_are_recycled_only_when_nobody_holds_them():
     fourth = f(x + 2)
     assert id(fourth._value) != second_id
     np.testing.assert_allclose(view, np.exp(2 * x[:10]), rtol=1e-6)
+
+
+# ---- donated arguments: an output written into an argument's array ------------------------------
+
+def _cache_update(value, cache, pos):
+    """A KV cache written at one position: where(position == pos, value, cache)."""
+    slot = tk.arange(cache.shape[1]).reshape(1, -1, 1) == pos
+    return tk.where(slot, value, cache), (value * 2.0).sum()
+
+
+def _cache_inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    value = rng.standard_normal((3, 1, 5)).astype(np.float32)
+    cache = rng.standard_normal((3, 7, 5)).astype(np.float32)
+    return value, cache
+
+
+def _expected(value, cache, pos):
+    want = cache.copy()
+    want[:, pos] = value[:, 0]
+    return want, np.float32((value * 2.0).sum())
+
+
+def test_a_donated_cache_is_updated_in_its_own_array():
+    step = tk.jit(_cache_update, donate_argnums=1)
+    for pos in (0, 4, 6):
+        value, cache = _cache_inputs(pos)
+        want, want_sum = _expected(value, cache, pos)
+        new, total = step(value, cache, np.int64(pos))
+        assert np.shares_memory(new.numpy(), cache)
+        np.testing.assert_array_equal(new.numpy(), want)
+        np.testing.assert_allclose(total.numpy(), want_sum, rtol=1e-5)
+    # the kernel stores the one row only: the where became a store under an `if`
+    lines = [line.strip() for line in step.report(value, cache, np.int64(0)).kernels[0].loop_ir.splitlines()]
+    stores = [line for line in lines if line.startswith("out0[")]
+    assert stores and not any("where(" in line for line in stores)
+    assert any(line.startswith("if ") for line in lines)
+
+
+def test_a_donated_array_read_after_the_update_is_not_overwritten():
+    @tk.jit(donate_argnums=1)
+    def f(value, cache, pos):
+        new, _ = _cache_update(value, cache, pos)
+        return new, cache.sum()  # the old values are read after the new ones are computed
+
+    value, cache = _cache_inputs()
+    before = cache.copy()
+    new, total = f(value, cache, np.int64(3))
+    np.testing.assert_array_equal(new.numpy(), _expected(value, before, 3)[0])
+    np.testing.assert_allclose(total.numpy(), before.sum(), rtol=1e-5)
+
+
+def test_without_donation_the_argument_is_left_alone():
+    step = tk.jit(_cache_update)
+    value, cache = _cache_inputs()
+    before = cache.copy()
+    new, _ = step(value, cache, np.int64(2))
+    assert not np.shares_memory(new.numpy(), cache)
+    np.testing.assert_array_equal(cache, before)
+    np.testing.assert_array_equal(new.numpy(), _expected(value, before, 2)[0])
+
+
+def test_a_read_only_donated_array_gets_a_fresh_output_with_its_old_values():
+    step = tk.jit(_cache_update, donate_argnums=(1,))
+    value, cache = _cache_inputs()
+    cache.flags.writeable = False
+    for pos in (1, 5):
+        new, _ = step(value, cache, np.int64(pos))
+        assert not np.shares_memory(new.numpy(), cache)
+        np.testing.assert_array_equal(new.numpy(), _expected(value, cache, pos)[0])
+
+
+def test_donated_lists_and_outputs_that_are_not_elementwise():
+    @tk.jit(donate_argnums=0)
+    def f(caches, value):
+        a, b = caches
+        return [tk.where(a > 0, value, a), b.flip(1), a + 1]
+
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((4, 6)).astype(np.float32) for _ in range(2))
+    value = rng.standard_normal((4, 6)).astype(np.float32)
+    want = [np.where(a > 0, value, a), b[:, ::-1], a + 1]
+    got = f([a.copy(), b.copy()], value)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_donate_argnums_must_be_positions():
+    import pytest
+    with pytest.raises(ValueError, match="donate_argnums"):
+        tk.jit(_cache_update, donate_argnums=(-1,))

@@ -5,6 +5,9 @@ head_dim). A step writes the new token's key and value at position `pos`
 (a select against the position index, so `pos` is a tensor and one compiled
 step serves every position) and attends to positions <= pos. Prefill runs the
 prompt through causal attention and fills the first positions of the cache.
+`generate` compiles the step with its caches donated (`tk.jit(...,
+donate_argnums=2)`): the select then stores only the new row, into the
+caches' own arrays.
 """
 from __future__ import annotations
 
@@ -165,7 +168,8 @@ class GPT2LMHeadModel(nn.Module):
         ids = np.asarray(input_ids, dtype=np.int64)
         length = ids.shape[1] + max_new_tokens
         prefill = jit(self.prefill) if compiled else self.prefill
-        step = jit(self.decode_step) if compiled else self.decode_step
+        # the caches are donated: each step writes its token's keys and values into them in place
+        step = jit(self.decode_step, donate_argnums=2) if compiled else self.decode_step
         logits, caches = prefill(tensor(ids), length)
         tokens = [ids]
         token = logits[:, -1].argmax(-1).numpy().reshape(-1, 1)
