@@ -317,24 +317,22 @@ def _donated_updates(graph: Graph, donated: list[int], n_outputs: int) -> list[t
     """
     pairs = []
     for o, out in enumerate(graph.outputs[:n_outputs]):
-        for i in donated:
-            node = graph.inputs[i]
-            if node.shape == out.shape and node.dtype == out.dtype and _reads(out, node):
-                pairs.append((o, i))
+        fits = [i for i in donated if graph.inputs[i].shape == out.shape and graph.inputs[i].dtype == out.dtype]
+        if fits:
+            sources = _ancestors(out)
+            pairs += [(o, i) for i in fits if graph.inputs[i].id in sources]
     return pairs
 
 
-def _reads(node: Node, source: Node) -> bool:
-    """`source` is among `node`'s operands, or theirs (the value depends on it)."""
+def _ancestors(node: Node) -> set[int]:
+    """Ids of `node` and of every node its value is computed from."""
     seen, stack = set(), [node]
     while stack:
         n = stack.pop()
-        if n is source:
-            return True
         if n.id not in seen:
             seen.add(n.id)
             stack.extend(n.inputs)
-    return False
+    return seen
 
 
 def _argnums(argnums: int | tuple[int, ...]) -> frozenset[int]:

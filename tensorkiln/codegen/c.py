@@ -268,11 +268,11 @@ class _KernelWriter:
 
     def binop(self, e: BinOp) -> tuple[str, int]:
         op, dtype = e.operator, e.a.dtype
+        if op in ("min", "max") and dtype in ("float32", "float64"):
+            return self._float_min_max(e)  # before the operands' C: it may skip one level of them
         a, ap = self.expr(e.a)
         b, bp = self.expr(e.b)
         if op in ("min", "max"):
-            if dtype in ("float32", "float64"):
-                return self._float_min_max(e)
             return f"tk_{op}_{dtype}({a}, {b})", _ATOM
         if op in ("floordiv", "mod"):
             if not is_float(dtype) and self._nonnegative_division(e):

@@ -50,10 +50,10 @@ def _rewrite(stmt: Stmt, out_name: str, in_name: str) -> Stmt:
     if isinstance(stmt, If):
         then = _rewrite(stmt.then, out_name, in_name)
         else_ = None if stmt.else_ is None else _rewrite(stmt.else_, out_name, in_name)
-        return stmt if (then, else_) == (stmt.then, stmt.else_) else If(stmt.cond, then, else_)
+        return stmt if then is stmt.then and else_ is stmt.else_ else If(stmt.cond, then, else_)
     if isinstance(stmt, Block):
         stmts = tuple(_rewrite(s, out_name, in_name) for s in stmt.stmts)
-        return stmt if stmts == stmt.stmts else Block(stmts)
+        return stmt if all(a is b for a, b in zip(stmts, stmt.stmts)) else Block(stmts)
     return stmt
 
 
