@@ -12,7 +12,9 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.loops.templates.gemm import ThreadSplit, gemm_blocking, gemm_thread_split
+from tensorkiln.loops import expr as E
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.templates.gemm import ThreadSplit, a_reads_rows, gemm_blocking, gemm_thread_split
 from tensorkiln.loops.templates.target import cpu_target, read_cache_sizes
 
 from .compiled import check_compiled
@@ -50,6 +52,39 @@ def test_gemm_is_used_above_small_sizes_only():
 def test_gemm_large_square():
     a, b = rand(1000, 1000), rand(1000, 1000)
     check_compiled(lambda a, b: a @ b, a, b, factor=20)
+
+
+def packs_a(fn, *args) -> bool:
+    return any("g_apack" in k.loop_ir for k in tk.jit(fn).report(*args).kernels)
+
+
+def test_gemm_reads_contiguous_a_rows_in_place():
+    """A row-major A is read where it lies (no packed copy); a transposed A is packed."""
+    a, b = rand(127, 300), rand(300, 40)
+    assert uses_gemm(lambda a, b: a @ b, a, b) and not packs_a(lambda a, b: a @ b, a, b)
+    assert packs_a(lambda a, b: a.T @ b, rand(300, 127), b)
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("batch,m,n,k", [(1, 13, 40, 300), (1, 61, 96, 2000), (2, 9, 513, 64), (3, 5, 33, 1001)])
+def test_gemm_a_in_place_edges(monkeypatch, threads, batch, m, n, k):
+    """Rows past M (a partial register tile), several K blocks, thread chunks: reads stay in bounds."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    a, b, w = rand(batch, m, k), rand(batch, k, n), tk.tensor(rand(k, n))
+    check_compiled(lambda a, b: (a @ b).relu(), a, b, debug=True, factor=10)
+    with tk.no_grad():  # weights packed at compile time, batch folded into the rows
+        check_compiled(lambda a: a @ w, a, debug=True, factor=10)
+
+
+def test_a_reads_rows_needs_a_unit_step_along_k():
+    a = Buffer("a", "float32", (1000,))
+    probe = E.Var("kk")
+    assert a_reads_rows(lambda b, row, kk: E.Load(a, row * 10 + kk), probe)
+    assert a_reads_rows(lambda b, row, kk: E.Load(a, (b * 4 + row) * 10 + (kk + 3)), probe)
+    assert not a_reads_rows(lambda b, row, kk: E.Load(a, kk * 10 + row), probe)  # transposed
+    assert not a_reads_rows(lambda b, row, kk: E.Load(a, row * 10 + kk // 2), probe)
+    assert not a_reads_rows(lambda b, row, kk: E.Load(a, row * 10 + kk + kk), probe)
+    assert not a_reads_rows(lambda b, row, kk: E.Load(a, row * 10 + kk) * 2.0, probe)  # computed
 
 
 def test_gemm_float64():
