@@ -238,7 +238,8 @@ def test_depthwise_accesses_are_in_bounds(plain_in, pad, stride):
 
 @pytest.mark.parametrize("band", [2, 3, 5])
 def test_depthwise_bands_read_and_write_in_bounds(monkeypatch, band):
-    """Tasks of `band` output rows (the last one shorter) with bounds checks on every access."""
+    """Tasks of `band` output rows (the last one shorter; an NCHW input, blocked band by band) with
+    bounds checks on every access."""
     monkeypatch.setattr("tensorkiln.loops.templates.conv_nchwc.depthwise_band", lambda planes, oh: min(band, oh))
     x = RNG.standard_normal((1, 8, 11, 6 + band)).astype(np.float32)  # a shape of its own per band
     wt = RNG.standard_normal((8, 1, 3, 3)).astype(np.float32)
@@ -246,9 +247,31 @@ def test_depthwise_bands_read_and_write_in_bounds(monkeypatch, band):
     for stride in (1, 2):
         f = tk.jit(lambda x: apply("conv2d_nchwc", [x, wb], stride=(stride, stride), padding=(1, 1, 1, 1),
                                    dilation=(1, 1), out_layout="nchwc", groups=8), debug=True)
-        got = unblock(f(block_input(x, 8)).numpy(), 8)
+        got = unblock(f(x).numpy(), 8)
         np.testing.assert_allclose(got, depthwise_reference(x, wt, (stride, stride), (1,) * 4, (1, 1)),
                                    rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("h,w,kernel,stride,pad,dilation", [
+    (7, 9, 3, 1, (1, 1, 1, 1), 1),
+    (8, 8, 3, 2, (1, 1, 1, 1), 1),      # stride 2: no right edge pixel
+    (9, 11, 3, 2, (0, 1, 1, 0), 1),     # uneven padding
+    (1, 1, 5, 1, (2, 2, 2, 2), 1),      # every pixel an edge pixel, every row clipped
+    (3, 4, 3, 1, (4, 4, 5, 5), 1),      # rows and columns wholly in the margin: only the bias
+    (12, 10, 3, 2, (2, 2, 2, 2), 2),    # dilated and strided
+    (6, 30, 3, 1, (1, 1, 1, 1), 1),     # full tiles, a tail tile and the edges in one row
+])
+def test_depthwise_in_place_skips_taps_outside_the_image(h, w, kernel, stride, pad, dilation):
+    """A blocked input is read where it lies; the taps in the padding are skipped (bounds checks on)."""
+    x = RNG.standard_normal((2, 16, h, w)).astype(np.float32)
+    wt = RNG.standard_normal((16, 1, kernel, kernel)).astype(np.float32)
+    wb = tk.tensor(block_depthwise_weight(wt, 8))
+    conv = dict(stride=(stride, stride), padding=pad, dilation=(dilation, dilation))
+    f = tk.jit(lambda x: apply("conv2d_nchwc", [x, wb], out_layout="nchwc", groups=16, **conv) + 1.0, debug=True)
+    xb = block_input(x, 8)
+    assert "nc_rows" not in f.report(xb).kernels[0].loop_ir  # no copy of the input
+    want = depthwise_reference(x, wt, (stride, stride), pad, (dilation, dilation)) + 1.0
+    np.testing.assert_allclose(unblock(f(xb).numpy(), 16), want, rtol=1e-4, atol=1e-4)
 
 
 def test_depthwise_band_rule():
