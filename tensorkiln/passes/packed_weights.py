@@ -1,12 +1,14 @@
-"""Packed GEMM weights: a matmul by a constant matrix that runs on the BLIS-style GEMM becomes
-`matmul_packed(x, panels)` with B's micro-panels laid out here, once (ops/gemm_panels.py).
+"""Packed GEMM weights: a matmul by a constant matrix becomes `matmul_packed(x, panels)` with
+B's micro-panels laid out here, once (ops/gemm_panels.py).
 
 The GEMM otherwise copies B into micro-panels on every call: for a linear
 layer at batch 64 (784 x 512 weights) that copy is ~15% of the kernel,
 since each weight is used only 64 times per call. With the panels given, the
-micro-kernel reads them in place. Only matmuls that the GEMM rule
+micro-kernel reads them in place. Matmuls that the GEMM rule
 (`blis_gemm_applies` in loops/templates/matmul.py) runs as BLIS are packed,
-and the panel width NR is the one that template uses on this machine.
+and so are the matrix-vector products below it (`panel_order_applies`),
+which then stream B panel by panel; the panel width NR is the one the GEMM
+uses on this machine, so both share one packed copy.
 
 Panels of one weight are shared by every graph compiled from it in this
 process (prefill and decode graphs of one model, or each batch size): they
@@ -28,9 +30,10 @@ _PANELS: "weakref.WeakValueDictionary[tuple[str, int], ConstantValue]" = weakref
 
 
 def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
-    """Replace each matmul by a constant 2-D matrix that runs as a BLIS GEMM by matmul_packed."""
+    """Replace each matmul by a constant 2-D matrix that runs as a BLIS GEMM or in panel order by
+    matmul_packed."""
     from ..loops.templates.gemm import gemm_blocking
-    from ..loops.templates.matmul import blis_gemm_applies
+    from ..loops.templates.matmul import blis_gemm_applies, panel_order_applies
     from ..loops.types import compute_dtype
     fired: Counter = Counter()
 
@@ -39,7 +42,7 @@ def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
         if node.op != "matmul" or node.inputs[1].op != "constant" or node.inputs[1].ndim != 2:
             return node
         dtype = compute_dtype(node.dtype.name)
-        if dtype != node.dtype.name or not blis_gemm_applies(node, dtype):
+        if dtype != node.dtype.name or not (blis_gemm_applies(node, dtype) or panel_order_applies(node)):
             return node
         a, b = node.inputs
         k, n = b.shape

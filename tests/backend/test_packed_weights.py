@@ -54,10 +54,39 @@ def test_packed_weights_on_two_threads(monkeypatch):
 def test_small_and_weight_input_matmuls_are_not_packed():
     w = rand(8, 8)
     with tk.no_grad():
-        f = check_compiled(lambda x: x @ tk.tensor(w), rand(2, 8))  # under the GEMM rule's size
+        f = check_compiled(lambda x: x @ tk.tensor(w), rand(2, 8))  # under the GEMM's and the panels' sizes
     assert packed_count(f, rand(2, 8)) == 0
     g = check_compiled(lambda x, w: x @ w, rand(64, 100), rand(100, 64))  # weights as inputs: packed per call
     assert packed_count(g, rand(64, 100), rand(100, 64)) == 0
+
+
+@pytest.mark.parametrize("a_shape, n", [((1, 768), 3072), ((1, 100), 77), ((3, 64), 200), ((2, 1, 64), 130),
+                                        ((2, 3, 64), 80), ((1, 2, 50), 1000)])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_matrix_vector_products_stream_packed_panels(monkeypatch, a_shape, n, threads):
+    """Fewer than 4 rows (decoding one token): B packed all the same, read panel by panel (bounds checked)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    k = a_shape[-1]
+    w, bias = tk.tensor(rand(n, k)), tk.tensor(rand(n))
+    x = rand(*a_shape)
+    with tk.no_grad():
+        f = check_compiled(lambda x: F.linear(x, w, bias).gelu(), x, debug=True)
+    assert packed_count(f, x) == 1
+    loop_ir = f.report(x).kernels[0].loop_ir
+    assert "pk" in loop_ir and "g_acc" not in loop_ir  # the panel order, not the GEMM
+
+
+def test_matrix_vector_panels_are_shared_with_the_gemm():
+    """A prefill (GEMM) and a decode step (panel order) of one model hold one packed copy of a weight."""
+    w = tk.tensor(rand(96, 80))
+    with tk.no_grad():
+        f = tk.jit(lambda x: F.linear(x, w))
+        f(rand(32, 80))
+        f(rand(1, 80))
+    optimized = [f._lookup((rand(*shape),), {})[0].compiled.graph for shape in ((32, 80), (1, 80))]
+    panels = [n.attrs["value"].array for graph in optimized for n in graph.nodes
+              if n.op == "constant" and n.ndim == 3]
+    assert len(panels) == 2 and panels[0] is panels[1]
 
 
 def test_graphs_share_the_panels_of_one_weight():
@@ -97,7 +126,7 @@ def test_matmul_packed_gradients_and_the_simple_nest():
     a, panels = rand(3, 4, 13, dtype=np.float64), pack_panels(rand(13, 10, dtype=np.float64), 8)
     op = lambda x, p: apply("matmul_packed", [x, p], n=10)  # noqa: E731
     assert gradcheck(op, a, panels)
-    check_compiled(op, rand(2, 13), pack_panels(rand(13, 10), 8))  # too small for the GEMM: the simple nest
+    check_compiled(op, rand(2, 13), pack_panels(rand(13, 10), 8))  # too small for the GEMM: panel order
 
 
 def test_packed_b_takes_deep_equal_k_blocks():
