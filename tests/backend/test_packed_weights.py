@@ -130,14 +130,17 @@ def test_matmul_packed_gradients_and_the_simple_nest():
 
 
 def test_packed_b_takes_deep_equal_k_blocks():
-    """With B read in place, KC is bounded by A's micro-panel in 5/8 of L1d and K splits evenly."""
+    """With B read in place, KC is bounded by A's micro-panel in 5/8 of L1d and K splits evenly;
+    a K whose micro-panel fits 4/5 of L1d is one block."""
     from tensorkiln.loops.templates.gemm import gemm_blocking
     from tensorkiln.loops.templates.target import cpu_target
-    for k in (100, 768, 784, 3072, 4001):
+    l1d = cpu_target().l1d
+    for k in (100, 768, 784, 3072, 4001, 8 * (l1d * 4 // 5 // 256), 8 * (l1d * 4 // 5 // 256) + 8):
         bl = gemm_blocking(128, 768, k, "float32", panels_given=True)
         blocks = -(-k // bl.kc)
-        assert bl.mr * bl.kc * 4 <= cpu_target().l1d * 5 // 8 + 8 * bl.mr * 4 and bl.kc % 8 == 0
-        assert blocks * bl.kc - k < 8 * blocks  # equal blocks: no short last one
+        whole = bl.mr * -(-k // 8) * 8 * 4 <= l1d * 4 // 5
+        assert (blocks == 1) if whole else (bl.mr * bl.kc * 4 <= l1d * 5 // 8 + 8 * bl.mr * 4)
+        assert bl.kc % 8 == 0 and blocks * bl.kc - k < 8 * blocks  # equal blocks: no short last one
     w = tk.tensor(rand(1700, 40))
     with tk.no_grad():
         check_compiled(lambda x: x @ w, rand(20, 1700), factor=10)  # several deep K blocks
