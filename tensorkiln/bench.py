@@ -3,9 +3,11 @@
 Each model is a PyTorch reference model (tensorkiln/models/torch_reference.py,
 seeded weights); tensorkiln compiles that very module with `tk.from_torch`, so
 every framework computes with the same weights. For each framework: compile
-time (first call, separately), latency (median after warm-up), and whether its
-output agrees with PyTorch eager. Peers: PyTorch eager, torch.compile, ONNX
-Runtime (through torch.onnx.export), each when installed.
+time (first call, separately), latency (the median of calls timed in rounds
+that take every framework in turn, so a slow phase of a shared machine hits
+them all alike), and whether its output agrees with PyTorch eager. Peers:
+PyTorch eager, torch.compile, ONNX Runtime (through torch.onnx.export, as
+many intra-op threads as --threads), each when installed.
 """
 from __future__ import annotations
 
@@ -16,14 +18,12 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
+from .bench_common import agreement, onnx_session_options, timed_first
 from .bench_gpt2 import measure_gpt2
-from .timing import median_seconds
+from .timing import interleaved_medians
 
 MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
 PEERS = ("torch", "torch.compile", "onnxruntime")
-TOLERANCE = 1e-3  # max |difference| relative to the largest |output| of PyTorch eager
 
 
 def _progress(message: str) -> None:
@@ -49,36 +49,25 @@ def build(name: str, batch: int):
     raise SystemExit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
 
 
-def _timed_first(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def measure(name: str, batch: int, peers: list[str], repeat: int) -> dict:
-    """Compile and time tensorkiln and each available peer on one model."""
+def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5) -> dict:
+    """Compile tensorkiln and each available peer on one model, then time them in turns."""
     import torch
     from .importers.torch import from_torch
     model, inputs = build(name, batch)
     with torch.no_grad():
         reference = model(*inputs).numpy()
-    scale = max(1.0, float(np.abs(reference).max()))
-    rows = {}
+    runs, rows = {}, {}
 
     def record(framework, run, compile_seconds):
-        out = run()
-        out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
-        error = float(np.abs(out - reference).max()) / scale
-        _progress(f"{name}: measuring {framework}")
-        rows[framework] = {"compile_s": compile_seconds, "latency_s": median_seconds(run, repeat=repeat, warmup=2),
-                           "max_rel_error": error, "agrees": error <= TOLERANCE}
+        rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference)}
+        runs[framework] = run
 
     _progress(f"{name}: compiling tensorkiln")
     import torch._dynamo  # noqa: F401  (torch.export's one-time import, ~1.5 s, is not compile time)
     start = time.perf_counter()
     compiled = from_torch(model, inputs)
     arrays = [t.numpy() for t in inputs]
-    compile_s = time.perf_counter() - start + _timed_first(lambda: compiled(*arrays))
+    compile_s = time.perf_counter() - start + timed_first(lambda: compiled(*arrays))
     record("tensorkiln", lambda: compiled(*arrays), compile_s)
     with torch.no_grad():
         if "torch" in peers:
@@ -86,7 +75,7 @@ def measure(name: str, batch: int, peers: list[str], repeat: int) -> dict:
         if "torch.compile" in peers:
             _progress(f"{name}: compiling torch.compile")
             fast = torch.compile(model, dynamic=False)
-            record("torch.compile", lambda: fast(*inputs), _timed_first(lambda: fast(*inputs)))
+            record("torch.compile", lambda: fast(*inputs), timed_first(lambda: fast(*inputs)))
     if "onnxruntime" in peers:
         try:
             import onnxruntime
@@ -97,9 +86,14 @@ def measure(name: str, batch: int, peers: list[str], repeat: int) -> dict:
             path = os.path.join(tempfile.mkdtemp(prefix="tensorkiln-bench-"), f"{name}.onnx")
             torch.onnx.export(model, inputs, path, dynamo=False)
             start = time.perf_counter()
-            session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(path, onnx_session_options(),
+                                                   providers=["CPUExecutionProvider"])
             feed = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
             record("onnxruntime", lambda: session.run(None, feed)[0], time.perf_counter() - start)
+    _progress(f"{name}: measuring {', '.join(runs)} in turns")
+    with torch.no_grad():
+        for framework, latency in interleaved_medians(runs, repeat, rounds).items():
+            rows[framework]["latency_s"] = latency
     return rows
 
 
@@ -110,7 +104,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="threads for every framework")
     parser.add_argument("--vs", default=",".join(PEERS), help="peers to measure: " + ",".join(PEERS))
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=10, help="timed calls per framework, at least")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of timing every framework in turn")
     parser.add_argument("--json", default=None, help="write the results to this file")
     args = parser.parse_args(argv)
     peers = [p for p in args.vs.split(",") if p]
@@ -130,9 +125,9 @@ def main(argv: list[str]) -> int:
     for name in args.models:
         if name == "gpt2":
             results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat,
-                                                                           _progress)
+                                                                           _progress, rounds=args.rounds)
         else:
-            results[name] = measure(name, args.batch, peers, args.repeat)
+            results[name] = measure(name, args.batch, peers, args.repeat, args.rounds)
     _print_table(results, args.batch)
     if args.json:
         with open(args.json, "w") as f:

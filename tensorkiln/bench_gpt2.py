@@ -22,26 +22,10 @@ from typing import Callable
 
 import numpy as np
 
-from .timing import median_seconds
+from .bench_common import agreement, onnx_session_options, timed_first
+from .timing import interleaved_medians
 
 GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
-TOLERANCE = 1e-3  # max |difference| relative to the largest |output| of PyTorch eager
-
-
-def _row(run: Callable, want: np.ndarray, compile_s: float, repeat: int) -> dict:
-    got = run()
-    got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
-    error = float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max()))
-    return {"compile_s": compile_s, "max_rel_error": error, "agrees": error <= TOLERANCE,
-            "latency_s": median_seconds(run, repeat=repeat, warmup=2)}
-
-
-def _timed(fn: Callable) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def _onnx_sessions(reference, ids, next_ids, presents):
     """ONNX Runtime sessions of the reference's prefill and decode step (exported separately)."""
     import onnxruntime
@@ -72,16 +56,17 @@ def _onnx_sessions(reference, ids, next_ids, presents):
         path = os.path.join(folder, f"gpt2_{name}.onnx")
         torch.onnx.export(module, args, path, dynamo=False)
         start = time.perf_counter()
-        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(path, onnx_session_options(), providers=["CPUExecutionProvider"])
         feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
         sessions.append((lambda s=session, f=feed: s.run(None, f)[0], time.perf_counter() - start))
     return sessions
 
 
 def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[str], None] = lambda m: None,
-                 config=None) -> tuple[dict, dict]:
+                 config=None, rounds: int = 5) -> tuple[dict, dict]:
     """(prefill rows, decode rows): framework -> latency, compile time, agreement with PyTorch.
 
+    Each step's frameworks are timed in turns (timing.interleaved_medians).
     `config` (a GPT2Config) shrinks the model for tests; default GPT-2 small.
     """
     import torch
@@ -103,6 +88,12 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
         next_ids = want_prefill[:, -1].argmax(-1).reshape(-1, 1)
         want_decode = reference(next_ids, presents, GPT2_PROMPT)[0].numpy()
         want_prefill = want_prefill.numpy()
+    steps = {"prefill": ({}, {}, want_prefill), "decode": ({}, {}, want_decode)}  # (rows, runs, expected)
+
+    def record(step: str, framework: str, run: Callable, compile_s: float) -> None:
+        rows, runs, want = steps[step]
+        rows[framework] = {"compile_s": compile_s, **agreement(run(), want)}
+        runs[framework] = run
 
     progress("gpt2: compiling tensorkiln prefill and decode step")
     # Inference, as for PyTorch below: under no_grad the weights are constants of the compiled graphs.
@@ -114,25 +105,19 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
         token, position = tensor(next_ids.numpy()), tensor(np.int64(GPT2_PROMPT))
         step(token, position, caches)
         compile_s = time.perf_counter() - start
-        progress("gpt2: measuring tensorkiln")
+        record("prefill", "tensorkiln", lambda: prefill(tensor(ids.numpy()), length)[0], compile_s)
         # each timed call writes the same token at position 128 of the caches: the same result every time
-        prefill_rows = {"tensorkiln": _row(lambda: prefill(tensor(ids.numpy()), length)[0], want_prefill,
-                                           compile_s, repeat)}
-        decode_rows = {"tensorkiln": _row(lambda: step(token, position, caches)[0], want_decode, 0.0, repeat)}
+        record("decode", "tensorkiln", lambda: step(token, position, caches)[0], 0.0)
     with torch.no_grad():
         if "torch" in peers:
-            progress("gpt2: measuring torch")
-            prefill_rows["torch"] = _row(lambda: reference(ids)[0], want_prefill, 0.0, repeat)
-            decode_rows["torch"] = _row(lambda: reference(next_ids, presents, GPT2_PROMPT)[0], want_decode, 0.0,
-                                        repeat)
+            record("prefill", "torch", lambda: reference(ids)[0], 0.0)
+            record("decode", "torch", lambda: reference(next_ids, presents, GPT2_PROMPT)[0], 0.0)
         if "torch.compile" in peers:
             progress("gpt2: compiling torch.compile")
             fast = torch.compile(reference, dynamic=False)
-            first = _timed(lambda: fast(ids))
-            prefill_rows["torch.compile"] = _row(lambda: fast(ids)[0], want_prefill, first, repeat)
-            first = _timed(lambda: fast(next_ids, presents, GPT2_PROMPT))
-            decode_rows["torch.compile"] = _row(lambda: fast(next_ids, presents, GPT2_PROMPT)[0], want_decode,
-                                                first, repeat)
+            record("prefill", "torch.compile", lambda: fast(ids)[0], timed_first(lambda: fast(ids)))
+            first = timed_first(lambda: fast(next_ids, presents, GPT2_PROMPT))
+            record("decode", "torch.compile", lambda: fast(next_ids, presents, GPT2_PROMPT)[0], first)
     if "onnxruntime" in peers:
         try:
             import onnxruntime  # noqa: F401
@@ -141,6 +126,11 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
         else:
             progress("gpt2: exporting prefill and decode to ONNX for onnxruntime")
             (run_prefill, prefill_s), (run_decode, decode_s) = _onnx_sessions(reference, ids, next_ids, presents)
-            prefill_rows["onnxruntime"] = _row(run_prefill, want_prefill, prefill_s, repeat)
-            decode_rows["onnxruntime"] = _row(run_decode, want_decode, decode_s, repeat)
-    return prefill_rows, decode_rows
+            record("prefill", "onnxruntime", run_prefill, prefill_s)
+            record("decode", "onnxruntime", run_decode, decode_s)
+    for name, (rows, runs, _) in steps.items():
+        progress(f"gpt2: measuring {name}: {', '.join(runs)} in turns")
+        with no_grad(), torch.no_grad():
+            for framework, latency in interleaved_medians(runs, repeat, rounds).items():
+                rows[framework]["latency_s"] = latency
+    return steps["prefill"][0], steps["decode"][0]

@@ -1,6 +1,7 @@
-"""Wall-clock measurement used by the demo and the benchmarks: medians after warm-up."""
+"""Wall-clock measurement used by the demo and the benchmarks: medians after warm-up, alone or in turns."""
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -17,3 +18,31 @@ def median_seconds(fn: Callable[[], object], repeat: int = 11, warmup: int = 2) 
         fn()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
+
+
+def interleaved_medians(runs: dict[str, Callable[[], object]], repeat: int = 10, rounds: int = 5,
+                        min_block_seconds: float = 0.1, pause_seconds: float = 0.05,
+                        max_block_calls: int = 2000) -> dict[str, float]:
+    """Median wall time of each of `runs`, the functions timed in turns.
+
+    A shared machine's speed drifts from second to second; timed one after
+    another, two functions can land in different phases and their ratio means
+    little. Here `rounds` rounds each time a block of calls of every function
+    in turn, so every function sees the same phases. Before each block: a
+    short pause (the previous function's spinning worker threads go idle) and
+    one untimed call. A block has ceil(repeat / rounds) calls, or more while
+    they take under `min_block_seconds` together (at most `max_block_calls`).
+    """
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            time.sleep(pause_seconds)
+            start = time.perf_counter()
+            fn()
+            first = max(time.perf_counter() - start, 1e-7)
+            calls = min(max(-(-repeat // rounds), math.ceil(min_block_seconds / first)), max_block_calls)
+            for _ in range(calls):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}

@@ -41,3 +41,20 @@ def test_gpt2_prefill_and_decode_against_every_installed_peer():
     for rows in (prefill, decode):
         assert set(rows) == {"tensorkiln", *peers}
         assert all(r["agrees"] and r["latency_s"] > 0 for r in rows.values()), rows
+
+
+def test_interleaved_medians_take_the_functions_in_turns():
+    """Every round times a block of each function in turn; blocks grow until they last min_block_seconds."""
+    import time
+
+    from tensorkiln.timing import interleaved_medians
+    order = []
+    runs = {"slow": lambda: (order.append("slow"), time.sleep(0.01)),
+            "fast": lambda: order.append("fast")}
+    medians = interleaved_medians(runs, repeat=6, rounds=3, min_block_seconds=0.01, pause_seconds=0.0,
+                                  max_block_calls=20)
+    assert medians["slow"] >= 0.01 > medians["fast"]
+    switches = sum(a != b for a, b in zip(order, order[1:]))
+    assert switches == 2 * 3 - 1  # slow, fast, slow, fast, slow, fast
+    assert order.count("slow") == 3 * (1 + 2)  # an untimed call, then ceil(6 / 3) calls (they last 0.01 s)
+    assert order.count("fast") == 3 * (1 + 20)  # microseconds each: the block is capped at 20 calls
