@@ -136,7 +136,8 @@ def main(argv: list[str]) -> int:
 
 
 def _print_table(results: dict, batch: int) -> None:
-    print(f"\nbatch {batch}; latency is the median after warm-up, compile time is the first call")
+    print(f"\nbatch {batch}; latency: median of calls timed in turns with the other frameworks; "
+          "compile: the first call")
     header = f"{'model':<12} {'framework':<14} {'latency':>11} {'tk speedup':>11} {'compile':>9}  agrees"
     print(header)
     print("-" * len(header))
