@@ -31,6 +31,9 @@ from ..errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ..tensor import Tensor, as_tensor
 from .onnx_functions import NotExpandable, expand_node
 from .onnx_ops import CONVERTERS, VALUE_INPUTS, NodeContext, tensor_from_proto, tk_dtype
+from . import onnx_rnn  # noqa: F401  (registers RNN, GRU, LSTM)
+from . import onnx_scatter  # noqa: F401  (registers ScatterElements, Scatter, ScatterND, TensorScatter)
+from . import onnx_more_ops  # noqa: F401  (registers CumProd, LpNormalization, ReverseSequence, MaxUnpool)
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
