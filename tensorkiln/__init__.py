@@ -9,7 +9,8 @@
 from . import nn
 from .creation import (arange, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
-from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int32, int64, promote_types)
+from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, promote_types,
+                     uint8)
 from .dtypes import bool_ as bool  # noqa: A001  (tk.bool, as torch.bool)
 from .errors import (AxisError, CompileError, DTypeError, ShapeError, TensorKilnError, TraceError,
                      UnsupportedOpError)
@@ -28,6 +29,7 @@ float = float32  # noqa: A001
 double = float64
 half = float16
 long = int64
+short = int16
 int = int32  # noqa: A001
 bool_ = bool
 

@@ -6,12 +6,14 @@ and converted (round to nearest even) when written. float16 and bfloat16 are
 storage types: arithmetic on them runs in float32 and the result is rounded
 back, as PyTorch does on CPUs.
 
-Promotion (docs/dtypes.md has the table): categories order bool < integer <
-floating. Two tensors promote to the wider type of the higher category;
-float16 with bfloat16 gives float32. A Python scalar is "weak": it never widens
-a tensor's type within its category (int8 tensor + 3 stays int8, float16
-tensor * 0.5 stays float16), and only lifts the category (int tensor + 0.5
-gives float32, the default float).
+Promotion (docs/dtypes.md has the table) follows torch.promote_types:
+categories order bool < integer < floating. Two tensors promote to the wider
+type of the higher category; float16 with bfloat16 gives float32; uint8 with a
+signed integer gives the narrowest signed type that holds both (int16 with
+int8, else the signed one). A Python scalar is "weak": it never widens a
+tensor's type within its category (int8 tensor + 3 stays int8, uint8 tensor
+minus 1 stays uint8 and wraps, float16 tensor * 0.5 stays float16), and only
+lifts the category (int tensor + 0.5 gives float32, the default float).
 """
 from __future__ import annotations
 
@@ -48,6 +50,11 @@ class DType:
         return self.category == 0
 
     @property
+    def is_unsigned(self) -> bool:
+        """True for unsigned integers (uint8); bfloat16's uint16 storage does not count."""
+        return self.is_integer and self.storage.kind == "u"
+
+    @property
     def compute(self) -> "DType":
         """The type arithmetic runs in: float32 for the 16-bit floats, else itself."""
         return float32 if self.name in ("float16", "bfloat16") else self
@@ -57,7 +64,9 @@ class DType:
 
 
 bool_ = DType("bool", 0, 8, np.dtype(np.bool_), "bool")
+uint8 = DType("uint8", 1, 8, np.dtype(np.uint8), "u8")
 int8 = DType("int8", 1, 8, np.dtype(np.int8), "i8")
+int16 = DType("int16", 1, 16, np.dtype(np.int16), "i16")
 int32 = DType("int32", 1, 32, np.dtype(np.int32), "i32")
 int64 = DType("int64", 1, 64, np.dtype(np.int64), "i64")
 float16 = DType("float16", 2, 16, np.dtype(np.float16), "f16")
@@ -65,12 +74,13 @@ bfloat16 = DType("bfloat16", 2, 16, np.dtype(np.uint16), "bf16")
 float32 = DType("float32", 2, 32, np.dtype(np.float32), "f32")
 float64 = DType("float64", 2, 64, np.dtype(np.float64), "f64")
 
-ALL_DTYPES = (bool_, int8, int32, int64, float16, bfloat16, float32, float64)
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 FLOAT_DTYPES = (float16, bfloat16, float32, float64)
-INT_DTYPES = (int8, int32, int64)
+INT_DTYPES = (uint8, int8, int16, int32, int64)
+_SIGNED_BY_BITS = {d.bits: d for d in INT_DTYPES if not d.is_unsigned}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
-_BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16,
-                 "int": int32, "long": int64, "f32": float32, "f64": float64})
+_BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16, "byte": uint8,
+                 "short": int16, "int": int32, "long": int64, "f32": float32, "f64": float64})
 
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
@@ -105,7 +115,7 @@ def as_dtype(value) -> DType:
 
 
 def from_numpy_dtype(np_dtype: np.dtype) -> DType:
-    """The DType for a numpy array; unsigned and other unsupported types map to a wider signed one."""
+    """The DType for a numpy array; uint16/32/64 map to a wider signed type (int32, int64, int64)."""
     np_dtype = np.dtype(np_dtype)
     if np_dtype.name in _BY_NAME:
         return _BY_NAME[np_dtype.name]
@@ -123,9 +133,18 @@ def _promote_two(a: DType, b: DType) -> DType:
         return a
     if a.category != b.category:
         return a if a.category > b.category else b
+    if a.is_integer and a.is_unsigned != b.is_unsigned:
+        return _promote_mixed_sign(a, b)
     if a.bits == b.bits:  # float16 with bfloat16
         return float32
     return a if a.bits > b.bits else b
+
+
+def _promote_mixed_sign(a: DType, b: DType) -> DType:
+    """An unsigned with a signed integer: the narrowest signed type holding both ranges
+    (uint8 with int8 gives int16, as torch.promote_types does)."""
+    unsigned, signed = (a, b) if a.is_unsigned else (b, a)
+    return _SIGNED_BY_BITS[min(max(signed.bits, 2 * unsigned.bits), 64)]
 
 
 def promote_types(*dtypes: DType) -> DType:

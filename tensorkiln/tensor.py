@@ -273,6 +273,8 @@ class Tensor(TensorAutodiff):
     double = lambda self: self.to(dt.float64)  # noqa: E731
     half = lambda self: self.to(dt.float16)  # noqa: E731
     bfloat16 = lambda self: self.to(dt.bfloat16)  # noqa: E731
+    byte = lambda self: self.to(dt.uint8)  # noqa: E731
+    short = lambda self: self.to(dt.int16)  # noqa: E731
     int = lambda self: self.to(dt.int32)  # noqa: E731
     long = lambda self: self.to(dt.int64)  # noqa: E731
     bool = lambda self: self.to(dt.bool_)  # noqa: E731

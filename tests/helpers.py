@@ -16,7 +16,7 @@ float16       2e-3      2e-3      computed in float32, rounded once (0.5 ulp =
                                   4.9e-4) plus the error of float32 compute
 bfloat16      1.6e-2    1.6e-2    computed in float32, rounded once (0.5 ulp =
                                   3.9e-3), with room for one more rounding
-int8/32/64    exact     exact     integer arithmetic is exact (wrapping as C)
+(u)int8..64  exact     exact     integer arithmetic is exact (wrapping as C)
 bool          exact     exact
 ============  ========  ========  ==============================================
 
@@ -44,7 +44,9 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1e-5),
     "float16": (2e-3, 2e-3),
     "bfloat16": (1.6e-2, 1.6e-2),
+    "uint8": (0.0, 0.0),
     "int8": (0.0, 0.0),
+    "int16": (0.0, 0.0),
     "int32": (0.0, 0.0),
     "int64": (0.0, 0.0),
     "bool": (0.0, 0.0),
@@ -66,9 +68,10 @@ def scaled_examples(n: int) -> int:
 FRONT_END = [pytest.mark.usefixtures("reference_backend"),
              pytest.mark.filterwarnings("ignore:tensorkiln.*reference interpreter")]
 
-ALL_DTYPES = (tk.bool, tk.int8, tk.int32, tk.int64, tk.float16, tk.bfloat16, tk.float32, tk.float64)
+ALL_DTYPES = (tk.bool, tk.uint8, tk.int8, tk.int16, tk.int32, tk.int64, tk.float16, tk.bfloat16, tk.float32,
+              tk.float64)
 FLOAT_DTYPES = (tk.float16, tk.bfloat16, tk.float32, tk.float64)
-INT_DTYPES = (tk.int8, tk.int32, tk.int64)
+INT_DTYPES = (tk.uint8, tk.int8, tk.int16, tk.int32, tk.int64)
 NUMERIC_DTYPES = INT_DTYPES + FLOAT_DTYPES
 
 # Shapes every elementwise/reduction test runs on: scalars, size-1 and zero-size dimensions.

@@ -296,7 +296,8 @@ def random_programs(draw, max_steps: int = 8, dtypes=(tk.float32, tk.float64), o
         elif op in ("softmax", "log_softmax") and sa:
             params["dim"] = draw(st.integers(-len(sa), len(sa) - 1))
         elif op == "cast":
-            params.update(dtype=draw(st.sampled_from([tk.float16, tk.bfloat16, tk.float64, tk.int32])),
+            params.update(dtype=draw(st.sampled_from([tk.float16, tk.bfloat16, tk.float64, tk.int32, tk.int16,
+                                                      tk.uint8])),
                           back=dtype)
         else:
             continue  # the op does not apply to a 0-d value

@@ -26,7 +26,8 @@ def test_tensor_from_python_data(data, dtype, shape):
     np.testing.assert_array_equal(t.numpy(), np.asarray(data, dtype=dtype.storage).reshape(shape))
 
 
-@pytest.mark.parametrize("np_dtype", [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("np_dtype", [np.float16, np.float32, np.float64, np.uint8, np.int8, np.int16, np.int32,
+                                      np.int64, np.bool_])
 def test_tensor_from_numpy_keeps_dtype(np_dtype):
     a = np.arange(6).reshape(2, 3).astype(np_dtype)
     t = tk.tensor(a)
@@ -35,7 +36,8 @@ def test_tensor_from_numpy_keeps_dtype(np_dtype):
 
 
 @pytest.mark.parametrize("scalar, dtype", [(np.float64(1.5), tk.float64), (np.float16(1.5), tk.float16),
-                                           (np.int32(3), tk.int32), (np.int8(-3), tk.int8), (np.bool_(True), tk.bool),
+                                           (np.int32(3), tk.int32), (np.int8(-3), tk.int8), (np.uint8(250), tk.uint8),
+                                           (np.int16(-300), tk.int16), (np.bool_(True), tk.bool),
                                            (np.float32(2.0), tk.float32)])
 def test_tensor_from_numpy_scalar_keeps_its_dtype(scalar, dtype):
     t = tk.tensor(scalar)

@@ -13,29 +13,34 @@ from tensorkiln import dtypes as dt
 
 from helpers import ALL_DTYPES, assert_close, stored
 
-B, I8, I32, I64, F16, BF16, F32, F64 = (tk.bool, tk.int8, tk.int32, tk.int64,
-                                        tk.float16, tk.bfloat16, tk.float32, tk.float64)
-ORDER = (B, I8, I32, I64, F16, BF16, F32, F64)
+B, U8, I8, I16, I32, I64, F16, BF16, F32, F64 = (tk.bool, tk.uint8, tk.int8, tk.int16, tk.int32, tk.int64,
+                                                 tk.float16, tk.bfloat16, tk.float32, tk.float64)
+ORDER = (B, U8, I8, I16, I32, I64, F16, BF16, F32, F64)
 
 # The full tensor-tensor promotion table (row dtype with column dtype), written out by hand from the
 # rule in the dtypes.py docstring: bool < integer < floating; the wider type of the higher category;
-# float16 with bfloat16 gives float32.
+# float16 with bfloat16 gives float32; uint8 with int8 gives int16 (tests/test_small_int_dtypes.py
+# checks every pair against torch.promote_types).
 PROMOTION_TABLE = {
-    #       bool  int8  int32 int64 f16   bf16  f32   f64
-    B:    (B,    I8,   I32,  I64,  F16,  BF16, F32,  F64),
-    I8:   (I8,   I8,   I32,  I64,  F16,  BF16, F32,  F64),
-    I32:  (I32,  I32,  I32,  I64,  F16,  BF16, F32,  F64),
-    I64:  (I64,  I64,  I64,  I64,  F16,  BF16, F32,  F64),
-    F16:  (F16,  F16,  F16,  F16,  F16,  F32,  F32,  F64),
-    BF16: (BF16, BF16, BF16, BF16, F32,  BF16, F32,  F64),
-    F32:  (F32,  F32,  F32,  F32,  F32,  F32,  F32,  F64),
-    F64:  (F64,  F64,  F64,  F64,  F64,  F64,  F64,  F64),
+    #       bool  uint8 int8  int16 int32 int64 f16   bf16  f32   f64
+    B:    (B,    U8,   I8,   I16,  I32,  I64,  F16,  BF16, F32,  F64),
+    U8:   (U8,   U8,   I16,  I16,  I32,  I64,  F16,  BF16, F32,  F64),
+    I8:   (I8,   I16,  I8,   I16,  I32,  I64,  F16,  BF16, F32,  F64),
+    I16:  (I16,  I16,  I16,  I16,  I32,  I64,  F16,  BF16, F32,  F64),
+    I32:  (I32,  I32,  I32,  I32,  I32,  I64,  F16,  BF16, F32,  F64),
+    I64:  (I64,  I64,  I64,  I64,  I64,  I64,  F16,  BF16, F32,  F64),
+    F16:  (F16,  F16,  F16,  F16,  F16,  F16,  F16,  F32,  F32,  F64),
+    BF16: (BF16, BF16, BF16, BF16, BF16, BF16, F32,  BF16, F32,  F64),
+    F32:  (F32,  F32,  F32,  F32,  F32,  F32,  F32,  F32,  F32,  F64),
+    F64:  (F64,  F64,  F64,  F64,  F64,  F64,  F64,  F64,  F64,  F64),
 }
 
 # Tensor dtype combined with a weak Python scalar: (bool scalar, int scalar, float scalar).
 SCALAR_TABLE = {
     B:    (B,    I64,  F32),
+    U8:   (U8,   U8,   F32),
     I8:   (I8,   I8,   F32),
+    I16:  (I16,  I16,  F32),
     I32:  (I32,  I32,  F32),
     I64:  (I64,  I64,  F32),
     F16:  (F16,  F16,  F16),
@@ -86,6 +91,7 @@ def test_weak_scalar_table(a, scalar):
 
 def test_promote_types_is_associative_over_many():
     assert tk.promote_types(I8, F16, BF16) == F32
+    assert tk.promote_types(U8, I8, I16) == I16 and tk.promote_types(B, U8, I8) == I16
     assert tk.promote_types(B, B, I8) == I8
     assert tk.promote_types(I64, BF16, F16) == F32
 
@@ -136,6 +142,8 @@ def test_float_only_ops_compute_ints_in_float32():
     (np.float32, F32), (np.dtype("float32"), F32), ("double", F64), ("f64", F64), (np.float64, F64),
     ("float16", F16), ("half", F16), (np.float16, F16), ("bfloat16", BF16), ("torch.bfloat16", BF16),
     ("int8", I8), (np.int8, I8), ("int32", I32), ("int", I32), ("int64", I64), ("long", I64),
+    ("uint8", U8), ("torch.uint8", U8), (np.uint8, U8), ("byte", U8), ("int16", I16), ("torch.int16", I16),
+    ("short", I16), (np.int16, I16), (tk.short, I16),
     (int, I64), (np.int64, I64), ("bool", B), ("bool_", B), (bool, B), (np.bool_, B),
     (tk.float, F32), (tk.double, F64), (tk.half, F16), (tk.long, I64), (tk.int, I32), (tk.bool, B),
     (tk.bool_, B),
@@ -152,7 +160,7 @@ def test_as_dtype_rejects_unknown(bad):
 
 
 @pytest.mark.parametrize("np_dtype, expected", [
-    (np.uint8, I32), (np.uint16, I32), (np.uint32, I64), (np.uint64, I64), (np.int16, I32),
+    (np.uint8, U8), (np.uint16, I32), (np.uint32, I64), (np.uint64, I64), (np.int16, I16),
     (np.float16, F16), (np.float32, F32), (np.float64, F64), (np.bool_, B), (np.int8, I8),
 ])
 def test_from_numpy_dtype(np_dtype, expected):
@@ -180,13 +188,15 @@ def test_dtype_properties(d):
 
 
 def test_dtypes_are_hashable_and_compare_by_identity_of_fields():
-    assert len({*ALL_DTYPES}) == 8
+    assert len({*ALL_DTYPES}) == 10
     assert F16 != BF16 and F16.bits == BF16.bits
 
 
 def test_finfo_identities():
     assert dt.finfo_min(F32) == -np.inf and dt.finfo_max(BF16) == np.inf
     assert dt.finfo_min(I8) == -128 and dt.finfo_max(I8) == 127
+    assert dt.finfo_min(U8) == 0 and dt.finfo_max(U8) == 255
+    assert dt.finfo_min(I16) == -32768 and dt.finfo_max(I16) == 32767
     assert dt.finfo_min(B) is False and dt.finfo_max(B) is True
 
 
@@ -244,7 +254,7 @@ def test_storage_roundtrip_every_dtype():
     for d in ALL_DTYPES:
         t = tk.tensor(data, dtype=d)
         assert t.dtype is d
-        expected = {B: data != 0, I8: np.trunc(data), I32: np.trunc(data), I64: np.trunc(data)}.get(d, data)
+        expected = np.trunc(data) if d.is_integer else (data != 0 if d.is_bool else data)
         assert_close(t, expected, d)
 
 
@@ -270,9 +280,17 @@ def test_cast_float_to_int_truncates_and_saturates():
     assert x.to(tk.int64).numpy()[3] == 2
 
 
+def test_cast_float_to_small_ints_saturates():
+    x = tk.tensor(np.array([-2.7, -0.5, 0.5, 255.9, 256.0, 1e10, -1e10, np.inf, -np.inf, np.nan]))
+    np.testing.assert_array_equal(x.to(tk.uint8).numpy(), [0, 0, 0, 255, 255, 255, 0, 255, 0, 0])
+    np.testing.assert_array_equal(x.to(tk.int16).numpy(),
+                                  [-2, 0, 0, 255, 256, 32767, -32768, 32767, -32768, 0])
+
+
 def test_cast_int_to_narrower_int_wraps():
-    x = tk.tensor([300, -129, 127])
-    np.testing.assert_array_equal(x.to(tk.int8).numpy(), np.array([300, -129, 127]).astype(np.int8))
+    x = tk.tensor([300, -129, 127, 70000])
+    for d in (tk.int8, tk.uint8, tk.int16):
+        np.testing.assert_array_equal(x.to(d).numpy(), np.array([300, -129, 127, 70000]).astype(d.storage))
 
 
 def test_cast_to_bool_is_nonzero():
@@ -291,7 +309,10 @@ def test_cast_matrix(src, dst):
     values = stored(data, src)
     if dst.is_bool:
         expected = values != 0
-    elif dst.is_integer:
+    elif dst.is_integer and src.is_floating:  # float -> int saturates (docs/dtypes.md)
+        info = np.iinfo(dst.storage)
+        expected = np.clip(np.asarray(values), info.min, info.max).astype(np.int64).astype(dst.storage)
+    elif dst.is_integer:  # int -> int wraps
         expected = np.asarray(values).astype(np.int64).astype(dst.storage)
     else:
         expected = stored(np.asarray(values, dtype=np.float64), dst)
@@ -304,4 +325,5 @@ def test_cast_method_spellings():
     assert x.float().dtype is F32 and x.double().dtype is F64 and x.half().dtype is F16
     assert x.bfloat16().dtype is BF16 and x.int().dtype is I32 and x.long().dtype is I64
     assert x.bool().dtype is B and x.astype("float64").dtype is F64 and x.to(np.int8).dtype is I8
+    assert x.byte().dtype is U8 and x.short().dtype is I16
     assert x.type_as(tk.zeros(1, dtype=tk.int8)).dtype is I8

@@ -137,8 +137,8 @@ def test_printed_graph_is_valid_ssa():
     assert returned.endswith(", %x")  # an input returned as is
 
 
-@pytest.mark.parametrize("dtype", [tk.bool, tk.int8, tk.int32, tk.int64, tk.float16, tk.bfloat16, tk.float32,
-                                   tk.float64], ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", [tk.bool, tk.uint8, tk.int8, tk.int16, tk.int32, tk.int64, tk.float16, tk.bfloat16,
+                                   tk.float32, tk.float64], ids=lambda d: d.name)
 def test_printer_dtype_names(dtype):
     graph = traced_graph(lambda x: x.reshape(-1), tk.zeros(2, 2, dtype=dtype))
     assert f"%x: {dtype.short}[2,2]" in str(graph)

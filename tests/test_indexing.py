@@ -139,11 +139,11 @@ def test_advanced_indexing_every_dtype(dtype, rng):
         np.testing.assert_array_equal(out.numpy().astype(np.float64), v[key].astype(np.float64))
 
 
-@pytest.mark.parametrize("index_dtype", [tk.int8, tk.int32, tk.int64], ids=lambda d: d.name)
+@pytest.mark.parametrize("index_dtype", [tk.uint8, tk.int8, tk.int16, tk.int32, tk.int64], ids=lambda d: d.name)
 def test_narrow_index_dtypes_on_long_axes(index_dtype):
     a = np.arange(300 * 2).reshape(300, 2)
     x = tk.tensor(a)
-    index = np.array([-1, 5, -128, 127])
+    index = np.array([255, 5, 128, 0]) if index_dtype.is_unsigned else np.array([-1, 5, -128, 127])
     for key in [(index,), (index, 1), (index, np.array([0, 1, 1, 0]))]:
         tk_key = tuple(tk.tensor(k, dtype=index_dtype) if isinstance(k, np.ndarray) else k for k in key)
         np.testing.assert_array_equal(x[tk_key].numpy(), a[key])

@@ -272,7 +272,7 @@ def test_method_aliases_of_operators(name, np_fn):
 
 # ---- methods with PyTorch semantics --------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", [tk.int64, tk.int8, tk.float32, tk.float16, tk.bfloat16, tk.bool],
+@pytest.mark.parametrize("dtype", [tk.int64, tk.int8, tk.uint8, tk.int16, tk.float32, tk.float16, tk.bfloat16, tk.bool],
                          ids=lambda d: d.name)
 def test_masked_fill_keeps_dtype(dtype):
     x = tk.tensor([[1, 0], [3, 4]], dtype=dtype)
@@ -300,7 +300,8 @@ def test_masked_fill_minus_inf_for_attention_scores():
 
 @pytest.mark.parametrize("op, np_op", [("logical_and", np.logical_and), ("logical_or", np.logical_or),
                                        ("logical_xor", np.logical_xor)])
-@pytest.mark.parametrize("dtype", [tk.bool, tk.int8, tk.int64, tk.float32, tk.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", [tk.bool, tk.uint8, tk.int8, tk.int16, tk.int64, tk.float32, tk.bfloat16],
+                         ids=lambda d: d.name)
 def test_logical_ops_treat_nonzero_as_true(op, np_op, dtype):
     a = np.array([0, 1, 2, -3, 0, 5])
     b = np.array([0, 0, 4, 1, 7, -2])

@@ -50,7 +50,7 @@ from typing import Optional
 
 import numpy as np
 
-from tensorkiln.codegen.c_prelude import C_TYPES, c_prelude
+from tensorkiln.codegen.c_prelude import C_TYPES, PROMOTED_INTS, c_prelude
 from tensorkiln.codegen.c_stream import STREAM_HELPERS, stream_copy, streams
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
@@ -243,8 +243,8 @@ class _KernelWriter:
             symbol = "!" if e.operator == "not" else "-"
             inner = f"({inner})" if prec < _UNARY or inner.startswith("-") else inner
             code = f"{symbol}{inner}"
-            if e.dtype == "int8":  # C computes in int; wrap like numpy's int8
-                return f"(int8_t){_paren(code, _UNARY, _ATOM)}", _UNARY
+            if e.dtype in PROMOTED_INTS:  # C computes in int; wrap like numpy (-uint8(1) is 255)
+                return f"({C_TYPES[e.dtype]}){_paren(code, _UNARY, _ATOM)}", _UNARY
             return code, _UNARY
         if isinstance(e, Call):
             args = ", ".join(self.expr(a)[0] for a in e.args)
@@ -293,8 +293,8 @@ class _KernelWriter:
                 and _int_literal(e.b):
             left = f"(int64_t){_paren(a, ap, _UNARY)}"  # else C would compute in (32-bit) int
         code = f"{left} {symbol} {right}"
-        if dtype == "int8" and op in ("add", "sub", "mul"):
-            return f"(int8_t)({code})", _UNARY
+        if dtype in PROMOTED_INTS and op in ("add", "sub", "mul"):
+            return f"({C_TYPES[dtype]})({code})", _UNARY  # C computes in int; wrap to the storage type
         return code, prec
 
     def _float_min_max(self, e: BinOp) -> tuple[str, int]:

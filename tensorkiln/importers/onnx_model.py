@@ -34,6 +34,7 @@ from .onnx_ops import CONVERTERS, VALUE_INPUTS, NodeContext, tensor_from_proto, 
 from . import onnx_rnn  # noqa: F401  (registers RNN, GRU, LSTM)
 from . import onnx_scatter  # noqa: F401  (registers ScatterElements, Scatter, ScatterND, TensorScatter)
 from . import onnx_more_ops  # noqa: F401  (registers CumProd, LpNormalization, ReverseSequence, MaxUnpool)
+from . import onnx_quant  # noqa: F401  (registers QuantizeLinear, DequantizeLinear, the integer matmul/conv ops)
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)

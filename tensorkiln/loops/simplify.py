@@ -22,7 +22,7 @@ from typing import Mapping, Optional
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.expr import BINARY_OPS, BinOp, Const, Expr, Unary, _binary, evaluate, format_expr, wrap_int
 from tensorkiln.loops.pattern import Pat, Rule
-from tensorkiln.loops.types import int_range, is_int
+from tensorkiln.loops.types import int_range, is_int, is_unsigned
 
 X, Y = Pat.var("x"), Pat.var("y")
 XI = Pat.var("x", kind="int")  # x, restricted to integer dtypes
@@ -75,16 +75,29 @@ def linear_form(expr: Expr) -> LinearForm:
     return {expr: 1}, 0
 
 
+def _balanced(value: int, dtype: str) -> int:
+    """`value` wrapped to `dtype`'s width, as a signed number even for unsigned types.
+
+    Sums are exact modulo 2^bits, so a coefficient may be named by either
+    representative: for uint8, -1 (255) keeps `x - y` a subtraction instead of
+    `x + y*255`, and `x - 3` instead of `x + 253`.
+    """
+    value = wrap_int(value, dtype)
+    if is_unsigned(dtype) and value > int_range(dtype)[1] // 2:
+        value -= int_range(dtype)[1] + 1
+    return value
+
+
 def build_linear(terms: Mapping[Expr, int], constant: int, dtype: str) -> Expr:
     """The canonical expression for a linear form: largest coefficient first, constant last.
 
     When every coefficient is negative a positive constant leads (`10 - i*4`,
     not `i*-4 + 10`), and otherwise a leading negative term is negated (`-i - j`).
     """
-    items = [(t, wrap_int(c, dtype)) for t, c in terms.items()]
+    items = [(t, _balanced(c, dtype)) for t, c in terms.items()]
     items = [(t, c) for t, c in items if c != 0]
     items.sort(key=lambda tc: (-abs(tc[1]), tc[1] < 0, format_expr(tc[0])))  # positive first on ties
-    constant = wrap_int(constant, dtype)
+    constant = _balanced(constant, dtype)
     _, type_hi = int_range(dtype)
     if any(abs(c) > type_hi for _, c in items):  # -2**63 has no positive counterpart: keep it plain
         result: Optional[Expr] = None
@@ -106,7 +119,7 @@ def build_linear(terms: Mapping[Expr, int], constant: int, dtype: str) -> Expr:
         else:
             result = BinOp("add" if coeff > 0 else "sub", result, piece)
     if result is None:
-        return Const(constant, dtype)
+        return Const(wrap_int(constant, dtype), dtype)
     if constant > 0:
         return BinOp("add", result, Const(constant, dtype))
     if constant < 0:

@@ -17,7 +17,9 @@ _DTYPES: dict[str, tuple[int, str]] = {
     "float64": (8, "float"),
     "float16": (2, "float"),
     "bfloat16": (2, "float"),
+    "uint8": (1, "int"),
     "int8": (1, "int"),
+    "int16": (2, "int"),
     "int32": (4, "int"),
     "int64": (8, "int"),
     "bool": (1, "bool"),
@@ -25,6 +27,7 @@ _DTYPES: dict[str, tuple[int, str]] = {
 
 DTYPE_NAMES: tuple[str, ...] = tuple(_DTYPES)
 STORAGE_ONLY: frozenset[str] = frozenset({"float16", "bfloat16"})
+UNSIGNED: frozenset[str] = frozenset({"uint8"})
 INDEX_DTYPE = "int64"  # loop variables and index arithmetic
 
 
@@ -46,8 +49,13 @@ def is_float(dtype: str) -> bool:
 
 
 def is_int(dtype: str) -> bool:
-    """True for signed integer dtypes (not bool)."""
+    """True for integer dtypes, signed or unsigned (not bool)."""
     return _DTYPES[check_dtype(dtype)][1] == "int"
+
+
+def is_unsigned(dtype: str) -> bool:
+    """True for unsigned integer dtypes (uint8)."""
+    return check_dtype(dtype) in UNSIGNED
 
 
 def is_bool(dtype: str) -> bool:
@@ -65,4 +73,6 @@ def int_range(dtype: str) -> tuple[int, int]:
     if dtype == "bool":
         return (0, 1)
     bits = 8 * itemsize(dtype)
+    if is_unsigned(dtype):
+        return (0, (1 << bits) - 1)
     return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)

@@ -112,10 +112,13 @@ def widening(inner: dt.DType, middle: dt.DType) -> bool:
     if inner.is_bool:
         return True
     if inner.is_integer and middle.is_integer:
-        return middle.bits >= inner.bits
+        if inner.is_unsigned:  # uint8 fits a wider signed type or an unsigned one at least as wide
+            return middle.bits > inner.bits or (middle.is_unsigned and middle.bits >= inner.bits)
+        return not middle.is_unsigned and middle.bits >= inner.bits
     if inner.is_integer and middle.is_floating:
         mantissa = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}[middle.name]
-        return inner.bits - 1 <= mantissa
+        magnitude_bits = inner.bits if inner.is_unsigned else inner.bits - 1
+        return magnitude_bits <= mantissa
     if inner.is_floating and middle.is_floating:
         if middle.name == "float64":
             return True

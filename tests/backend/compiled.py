@@ -11,7 +11,8 @@ from tensorkiln.graph import interpret
 # summation order differ from numpy by a few ulps; 16-bit types round once more.
 BACKEND_TOLERANCE = {
     "float64": (1e-9, 1e-10), "float32": (2e-5, 2e-5), "float16": (4e-3, 4e-3),
-    "bfloat16": (3e-2, 3e-2), "int8": (0, 0), "int32": (0, 0), "int64": (0, 0), "bool": (0, 0),
+    "bfloat16": (3e-2, 3e-2), "uint8": (0, 0), "int8": (0, 0), "int16": (0, 0), "int32": (0, 0), "int64": (0, 0),
+    "bool": (0, 0),
 }
 
 

@@ -34,9 +34,10 @@ def test_unary_float_ops(dtype):
     check_compiled(fn, x, positive)
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
 def test_integer_ops(dtype):
-    a = tk.tensor(RNG.integers(-50, 50, (4, 9)), dtype=dtype)
+    info = np.iinfo(dtype)  # the type's full range: arithmetic wraps, as numpy's does
+    a = tk.tensor(RNG.integers(info.min, info.max, (4, 9), dtype=dtype, endpoint=True), dtype=dtype)
     b = tk.tensor(RNG.integers(1, 7, (9,)), dtype=dtype)
 
     def fn(a, b):
@@ -65,13 +66,14 @@ def test_bool_ops_and_casts():
 
     def fn(a, b, x):
         return (a & b, a | b, a ^ b, ~a, a.any(1), a.all(0), a.sum(), x.to(tk.int8), x.to(tk.int32), x.to(tk.bool),
-                a.to(tk.float32), x.to(tk.float16), x.to(tk.bfloat16), x.to(tk.int64).to(tk.float64))
+                a.to(tk.float32), x.to(tk.float16), x.to(tk.bfloat16), x.to(tk.int64).to(tk.float64),
+                x.to(tk.uint8), x.to(tk.int16), a.to(tk.uint8), x.to(tk.int16).to(tk.uint8))
     check_compiled(fn, a, b, x)
 
 
 def test_cast_saturates_and_nan():
     x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 3.7, -3.7, 0.0], dtype=np.float32)
-    check_compiled(lambda x: (x.to(tk.int32), x.to(tk.int8), x.to(tk.int64)), x)
+    check_compiled(lambda x: (x.to(tk.int32), x.to(tk.int8), x.to(tk.int64), x.to(tk.uint8), x.to(tk.int16)), x)
 
 
 @pytest.mark.parametrize("dims,keep", [(None, False), (0, True), (1, False), ((0, 2), False), (-1, True)])
@@ -199,6 +201,14 @@ def test_bitwise_integer_ops():
     a = RNG.integers(-100, 100, (3, 5)).astype(np.int32)
     b = RNG.integers(-100, 100, (5,)).astype(np.int32)
     check_compiled(lambda a, b: (a & b, a | b, a ^ b, a.to(tk.int8) & 7), a, b)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16"])
+def test_bitwise_small_integer_ops(dtype):
+    info = np.iinfo(dtype)
+    a = RNG.integers(info.min, info.max, (3, 5), dtype=dtype, endpoint=True)
+    b = RNG.integers(info.min, info.max, (5,), dtype=dtype, endpoint=True)
+    check_compiled(lambda a, b: (a & b, a | b, a ^ b, a ^ -1, (a & 7) + b), a, b)
 
 
 def test_zero_dim_constant_outputs():

@@ -2,7 +2,7 @@
 
 `evaluate` (loops/expr.py) is the reference semantics of the loop IR: floor
 division and modulo, wrapping integers, NaN-propagating min/max, float32
-rounding after each operation. Here ~120 random expressions (and a few
+rounding after each operation. Here ~160 random expressions (and a few
 hand-picked ones) over loop
 variables and loaded values are compiled as the kernels of ONE program and
 every element is compared with the Python evaluation.
@@ -18,7 +18,7 @@ import pytest
 from tensorkiln.codegen.build import build
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (
-    Call, Cast, Const, Expr, Load, Var, evaluate, le, logical_and, logical_not, logical_or, lt, maximum,
+    BinOp, Call, Cast, Const, Expr, Load, Var, evaluate, le, logical_and, logical_not, logical_or, lt, maximum,
     minimum, ne, where,
 )
 from tensorkiln.loops.ir import For, Kernel, Store
@@ -32,6 +32,9 @@ iv = Buffer("iv", "int64", (SIZE,))       # ints in [-30, 30]
 dv = Buffer("dv", "int32", (SIZE,))       # divisors in +-[0, 7], zero included
 fx = Buffer("fx", "float32", (SIZE,))     # floats, some special
 bv = Buffer("bv", "int8", (SIZE,))        # int8 values, full range
+ub = Buffer("ub", "uint8", (SIZE,))       # uint8 values, full range
+sv = Buffer("sv", "int16", (SIZE,))       # int16 values, full range
+SMALL_INTS = {"int8": bv, "uint8": ub, "int16": sv}  # C computes these in int: results must wrap back
 
 
 class ExprMaker:
@@ -57,12 +60,19 @@ class ExprMaker:
             lambda: where(self.boolean(depth - 1), a, b), lambda: Cast(self.boolean(depth - 1), "int64"),
         ])()
 
-    def int8(self, depth: int) -> Expr:
+    def small_int(self, dtype: str, depth: int) -> Expr:
+        """An int8, uint8 or int16 expression over the full range of the type."""
+        info = np.iinfo(dtype)
         if depth == 0 or self.rng.random() < 0.3:
-            return self.pick([lambda: Load(bv, FLAT), lambda: Const(self.rng.randint(-128, 127), "int8")])()
-        a, b = self.int8(depth - 1), self.int8(depth - 1)
+            others = [name for name in SMALL_INTS if name != dtype]
+            return self.pick([lambda: Load(SMALL_INTS[dtype], FLAT),
+                              lambda: Const(self.rng.randint(int(info.min), int(info.max)), dtype),
+                              lambda: Cast(Load(SMALL_INTS[self.pick(others)], FLAT), dtype)])()
+        a, b = self.small_int(dtype, depth - 1), self.small_int(dtype, depth - 1)
         return self.pick([lambda: a + b, lambda: a * b, lambda: a - b, lambda: -a, lambda: a // b,
-                          lambda: a % b, lambda: minimum(a, b)])()
+                          lambda: a % b, lambda: minimum(a, b), lambda: maximum(a, b),
+                          lambda: BinOp(self.pick(["bitand", "bitor", "bitxor"]), a, b),
+                          lambda: where(self.pick([lt, le, ne])(a, b), a, b)])()
 
     def float32(self, depth: int) -> Expr:
         r = self.rng
@@ -92,8 +102,9 @@ def make_program() -> tuple[Program, list[tuple[str, Expr]]]:
     cases: list[tuple[str, Expr]] = []
     for n in range(50):
         cases.append(("int64", maker.int64(4)))
-    for n in range(20):
-        cases.append(("int8", maker.int8(3)))
+    for dtype in SMALL_INTS:
+        for n in range(20):
+            cases.append((dtype, maker.small_int(dtype, 3)))
     for n in range(40):
         cases.append(("float32", maker.float32(4)))
     for n in range(10):
@@ -108,16 +119,22 @@ def make_program() -> tuple[Program, list[tuple[str, Expr]]]:
               ("float32", minimum(six, maximum(Const(-1.25, "float32"), x + x))),
               ("float32", minimum(maximum(x, six), zero)), ("float32", maximum(x, nan)),
               ("float32", minimum(nan, maximum(x, zero))),
-              ("int8", Load(bv, FLAT) // Const(-1, "int8")), ("int8", -Load(bv, FLAT))]
+              ("int8", Load(bv, FLAT) // Const(-1, "int8")), ("int8", -Load(bv, FLAT)),
+              ("int16", Load(sv, FLAT) // Const(-1, "int16")), ("int16", -Load(sv, FLAT)),
+              ("uint8", -Load(ub, FLAT)), ("uint8", Load(ub, FLAT) - Const(1, "uint8")),
+              ("uint8", Load(ub, FLAT) + Const(200, "uint8")), ("uint8", Load(ub, FLAT) // Const(7, "uint8")),
+              ("uint8", Load(ub, FLAT) % Const(7, "uint8")), ("uint8", Cast(Load(bv, FLAT), "uint8")),
+              ("int8", Cast(Load(ub, FLAT), "int8")), ("int64", Cast(Load(ub, FLAT), "int64")),
+              ("float32", Cast(Load(ub, FLAT), "float32")), ("bool", lt(Load(ub, FLAT), Const(128, "uint8")))]
     outputs, kernels = [], []
     for n, (dtype, expr) in enumerate(cases):
         out = Buffer(f"out{n}", dtype, (SIZE,))
         outputs.append(out)
         # alternate loop kinds so parallel, simd and serial code paths all see random code
         kind = ("serial", "vectorized", "parallel")[n % 3]
-        kernels.append(Kernel(f"case{n}", (out, iv, dv, fx, bv), For(i, ROWS, For(j, COLS, Store(out, FLAT, expr)),
-                                                                     kind)))
-    program = Program("semantics", tuple(kernels), inputs=(iv, dv, fx, bv), outputs=tuple(outputs))
+        kernels.append(Kernel(f"case{n}", (out, iv, dv, fx, bv, ub, sv),
+                              For(i, ROWS, For(j, COLS, Store(out, FLAT, expr)), kind)))
+    program = Program("semantics", tuple(kernels), inputs=(iv, dv, fx, bv, ub, sv), outputs=tuple(outputs))
     return program, cases
 
 
@@ -143,8 +160,12 @@ def compiled():
         "dv": rng.integers(-7, 8, SIZE).astype(np.int32),
         "fx": fx_values,
         "bv": rng.integers(-128, 128, SIZE).astype(np.int8),
+        "ub": rng.integers(0, 256, SIZE).astype(np.uint8),
+        "sv": rng.integers(-32768, 32768, SIZE).astype(np.int16),
     }
-    outputs = module.run(inputs["iv"], inputs["dv"], inputs["fx"], inputs["bv"])
+    inputs["ub"][:4] = [0, 1, 254, 255]  # the corners of the unsigned range
+    inputs["sv"][:4] = [-32768, -1, 0, 32767]
+    outputs = module.run(*(inputs[b.name] for b in (iv, dv, fx, bv, ub, sv)))
     return cases, inputs, outputs
 
 

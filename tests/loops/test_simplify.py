@@ -19,6 +19,7 @@ from tensorkiln.loops.expr import (
     logical_or, lt, maximum, minimum, ne, where,
 )
 from tensorkiln.loops.simplify import RULES, build_linear, linear_form, simplify
+from tensorkiln.loops.types import int_range
 
 RANGES = {"i": (0, 7), "j": (0, 15), "k": (0, 63), "n": (-20, 20)}
 INT_VARS = [Var(name) for name in RANGES]
@@ -129,7 +130,8 @@ SHAPES: dict[str, st.SearchStrategy[Expr]] = {
         st.booleans().map(lambda b: logical_not(Const(b, "bool"))),
     ),
     "cast(c) -> c": st.one_of(
-        st.tuples(st.integers(-300, 300), st.sampled_from(["float32", "float64", "int8", "int32", "bool"])).map(
+        st.tuples(st.integers(-300, 300), st.sampled_from(["float32", "float64", "uint8", "int8", "int16", "int32",
+                                                           "bool"])).map(
             lambda t: Cast(Const(t[0]), t[1])),
         st.tuples(st.floats(-1000, 1000), st.sampled_from(["int32", "int64", "float64", "bool"])).map(
             lambda t: Cast(Const(t[0], "float32"), t[1])),
@@ -307,6 +309,50 @@ def test_rule_preserves_value(rule):
 @given(expr=any_exprs(), envs=st.lists(environments(), min_size=6, max_size=6))
 def test_random_expressions_keep_their_value(expr, envs):
     check_same_values(expr, simplify(expr, RANGES), envs)
+
+
+def small_int_exprs(dtype: str) -> st.SearchStrategy[Expr]:
+    """Expressions over variables of a narrow integer type that range over the whole type (they wrap)."""
+    lo, hi = int_range(dtype)
+    leaves = st.one_of(st.sampled_from([Var("a", dtype), Var("b", dtype)]), st.integers(lo, hi).map(
+        lambda v: Const(v, dtype)))
+    nonzero = st.integers(lo, hi).filter(lambda v: v != 0).map(lambda v: Const(v, dtype))
+
+    def extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
+        pairs = st.tuples(children, children)
+        return st.one_of(
+            pairs.map(lambda t: t[0] + t[1]), pairs.map(lambda t: t[0] - t[1]), pairs.map(lambda t: t[0] * t[1]),
+            st.tuples(children, nonzero).map(lambda t: t[0] // t[1]),
+            st.tuples(children, nonzero).map(lambda t: t[0] % t[1]),
+            pairs.map(lambda t: minimum(t[0], t[1])), pairs.map(lambda t: maximum(t[0], t[1])),
+            children.map(lambda a: -a),
+            st.tuples(children, children, children).map(lambda t: where(lt(t[0], t[1]), t[2], t[0])),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=8)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16"])
+def test_small_integer_expressions_keep_their_value(dtype):
+    lo, hi = int_range(dtype)
+
+    @settings(max_examples=150, deadline=None)
+    @given(expr=small_int_exprs(dtype), values=st.lists(st.tuples(st.integers(lo, hi), st.integers(lo, hi)),
+                                                        min_size=4, max_size=4))
+    def check(expr, values):
+        simplified = simplify(expr, RANGES)
+        assert simplified.dtype == dtype
+        for a, b in values + [(lo, hi), (hi, lo), (0, 1)]:
+            want, got = evaluate(expr, {"a": a, "b": b}), evaluate(simplified, {"a": a, "b": b})
+            assert want == got, f"{expr}  ->  {simplified}\n  at a={a}, b={b}: {want} != {got}"
+
+    check()
+
+
+def test_unsigned_sums_keep_subtraction():
+    a, b = Var("a", "uint8"), Var("b", "uint8")
+    assert str(simplify(a - b)) == "a - b"  # not a + b*255: equal modulo 256, but slower and unreadable
+    assert str(simplify(a - Const(3, "uint8"))) == "a - 3"
 
 
 @settings(max_examples=200, deadline=None)

@@ -18,7 +18,8 @@ MATMUL_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES + (tk.int8, tk.int32, tk.int64), ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + (tk.uint8, tk.int8, tk.int16, tk.int32, tk.int64),
+                         ids=lambda d: d.name)
 @pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
 def test_matmul(shapes, dtype, rng):
     sa, sb = shapes

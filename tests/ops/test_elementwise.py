@@ -60,7 +60,7 @@ def _unary_case(rng, name, shape, dtype, layout):
         x = tk.tensor(array if layout == "contiguous" else _layout(array, layout), dtype=dtype)
         return x, stored(array, dtype)
     low, high = span
-    if name == "reciprocal":  # both signs, away from zero
+    if name == "reciprocal" and not dtype.is_unsigned:  # both signs, away from zero
         x, values = make_tensor(rng, shape, dtype, low, high, layout)
         flip = np.where(rng.random(shape) < 0.5, -1, 1)
         return x * tk.tensor(flip, dtype=dtype if not dtype.is_bool else tk.int64), values * flip
@@ -157,9 +157,15 @@ BINARY = {
 }
 
 
+def _full_range(dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype.storage)
+    return int(info.min), int(info.max)
+
+
 def _binary_operands(rng, kind, shape_a, shape_b, dtype, layout):
     if kind in ("any",):
-        return make_tensor(rng, shape_a, dtype, -3, 3, layout) + make_tensor(rng, shape_b, dtype, -3, 3)
+        low, high = _full_range(dtype) if dtype.is_integer else (-3, 3)  # integers wrap as numpy's do
+        return make_tensor(rng, shape_a, dtype, low, high, layout) + make_tensor(rng, shape_b, dtype, low, high)
     if kind == "small":  # many ties for comparisons
         a = rng.integers(-2, 3, size=shape_a) / (2 if dtype.is_floating else 1)
         b = rng.integers(-2, 3, size=shape_b) / (2 if dtype.is_floating else 1)
@@ -255,7 +261,8 @@ def test_maximum_minimum_propagate_nan():
 
 
 @pytest.mark.parametrize("a_dtype", ALL_DTYPES, ids=lambda d: d.name)
-@pytest.mark.parametrize("b_dtype", [tk.int8, tk.int64, tk.float16, tk.bfloat16, tk.float64], ids=lambda d: d.name)
+@pytest.mark.parametrize("b_dtype", [tk.uint8, tk.int8, tk.int16, tk.int64, tk.float16, tk.bfloat16, tk.float64],
+                         ids=lambda d: d.name)
 def test_mixed_dtype_arithmetic_values(a_dtype, b_dtype, rng):
     a, av = make_tensor(rng, (2, 3), a_dtype, -3, 3)
     b, bv = make_tensor(rng, (3,), b_dtype, -3, 3)
@@ -297,7 +304,8 @@ def test_where(dtype, rng):
        shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=3),
        name=st.sampled_from(["__add__", "__sub__", "__mul__", "__truediv__", "maximum", "minimum", "__lt__",
                              "__eq__"]),
-       dtype=st.sampled_from([tk.int8, tk.int32, tk.int64, tk.float16, tk.bfloat16, tk.float32, tk.float64]),
+       dtype=st.sampled_from([tk.uint8, tk.int8, tk.int16, tk.int32, tk.int64, tk.float16, tk.bfloat16, tk.float32,
+                              tk.float64]),
        transpose=st.booleans())
 def test_binary_broadcasting_property(data, shapes, name, dtype, transpose):
     (shape_a, shape_b), result_shape = shapes

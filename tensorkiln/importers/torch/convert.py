@@ -24,14 +24,14 @@ from .lowering import LOWERINGS
 
 _TORCH_TO_TK = {
     torch.float32: dt.float32, torch.float64: dt.float64, torch.float16: dt.float16,
-    torch.bfloat16: dt.bfloat16, torch.int64: dt.int64, torch.int32: dt.int32, torch.int8: dt.int8,
-    torch.bool: dt.bool_,
+    torch.bfloat16: dt.bfloat16, torch.int64: dt.int64, torch.int32: dt.int32, torch.int16: dt.int16,
+    torch.int8: dt.int8, torch.uint8: dt.uint8, torch.bool: dt.bool_,
 }
 _TK_TO_TORCH = {v.name: k for k, v in _TORCH_TO_TK.items()}
 
 
 def tk_dtype(dtype: torch.dtype) -> dt.DType:
-    """The tensorkiln dtype of a torch dtype (UnsupportedOpError for complex, uint8, float8, ...)."""
+    """The tensorkiln dtype of a torch dtype (UnsupportedOpError for complex, uint16, float8, ...)."""
     try:
         return _TORCH_TO_TK[dtype]
     except KeyError:
@@ -137,7 +137,7 @@ def unsupported_nodes(graph: torch.fx.Graph) -> dict[str, list[str]]:
                 continue
             reason = f"{_target_name(node.target)} ({why})"
         missing.setdefault(reason, []).append(node.name)
-    for node in graph.nodes:  # dtypes tensorkiln does not have (complex, uint8, float8)
+    for node in graph.nodes:  # dtypes tensorkiln does not have (complex, uint16, float8)
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor) and val.dtype not in _TORCH_TO_TK and (node.users or node.op == "placeholder"):
             missing.setdefault(f"dtype {val.dtype}", []).append(node.name)

@@ -171,10 +171,10 @@ def logical_not(x):
     return x.logical_not()
 
 
-@register_lowering(aten.bitwise_not.default, check=lambda node: None if getattr(_meta(node, 0), "dtype", None)
-                   == torch.bool else "bitwise_not of integers")
+@register_lowering(aten.bitwise_not.default)
 def bitwise_not(x):
-    return x.logical_not()
+    """~x: logical not of bools; of integers x ^ -1 (all bits flipped, ~uint8(0) = 255 as in PyTorch)."""
+    return x.logical_not() if x.dtype.is_bool else x ^ -1
 
 
 @register_lowering(aten.expm1.default)
