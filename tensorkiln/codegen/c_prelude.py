@@ -8,6 +8,8 @@ so unused helpers cost nothing.
 """
 from __future__ import annotations
 
+from ..loops.types import int_range
+
 C_TYPES: dict[str, str] = {
     "float32": "float",
     "float64": "double",
@@ -351,6 +353,24 @@ static inline float tk_erff(float x)
 """
 
 
+# The operand is evaluated once, so a cast of a long expression stays one expression; an
+# inline function of compares and selects, which GCC vectorizes (a float vector to a byte
+# vector: convert, then pack).
+_SATURATING_CAST = """
+static inline {t} tk_to_{name}_{src}({f} x)
+{{
+    return x != x ? 0 : x >= {hi} ? ({t}){hi_int} : x <= {lo} ? ({t}){lo_int} : ({t})x;
+}}
+"""
+
+
+def _int_literal(value: int) -> str:
+    """A C literal of an integer type's bound (INT64_MIN has no literal of its own)."""
+    if value == -2**63:
+        return "INT64_MIN"
+    return f"{value}LL" if abs(value) > 2**31 - 1 else str(value)
+
+
 def c_prelude() -> str:
     """The C text every generated translation unit starts with."""
     parts = [_HEADER, _VECTOR_MATH, "\n/* ---- floor division and modulo (C's / and % truncate toward zero) ---- */"]
@@ -362,6 +382,13 @@ def c_prelude() -> str:
                                        copysign="copysignf"))
     parts.append(_FLOAT_HELPERS.format(t="double", name="float64", floor="floor", fmod="fmod",
                                        copysign="copysign"))
+    parts.append("\n/* ---- float to integer: truncate, saturate at the type's range, NaN to 0 ---- */")
+    for name in UNSIGNED_INTS + SIGNED_INTS:
+        lo, hi = int_range(name)
+        for src, suffix in (("float32", "f"), ("float64", "")):
+            parts.append(_SATURATING_CAST.format(t=C_TYPES[name], name=name, src=src, f=C_TYPES[src],
+                                                 lo=f"{float(lo)!r}{suffix}", hi=f"{float(hi)!r}{suffix}",
+                                                 lo_int=_int_literal(lo), hi_int=_int_literal(hi)))
     parts.append("\n/* ---- min / max ---- */")
     for name in ("float32", "float64"):
         parts.append(_FLOAT_MIN_MAX.format(t=C_TYPES[name], name=name))

@@ -16,9 +16,11 @@ checked against the stored one; a corrupt or truncated entry is moved aside
 and rebuilt, never loaded.
 
 Release flags: `-O3 -march=native -fopenmp -shared -fPIC -std=c99`, plus
-`-fno-math-errno` (no Python code reads errno; it lets sqrt vectorize) and
-`-fwrapv` (signed overflow wraps, as numpy's integers do, instead of being
-undefined behaviour).
+`-fno-math-errno` (no Python code reads errno; it lets sqrt vectorize),
+`-fno-trapping-math` (nothing reads the floating-point exception flags; it lets
+GCC evaluate both arms of a select, so a saturating float-to-integer cast
+vectorizes: values are unchanged) and `-fwrapv` (signed overflow wraps, as
+numpy's integers do, instead of being undefined behaviour).
 
 Debug builds (`debug=True`) use `-O1 -g -fno-omit-frame-pointer
 -fsanitize=undefined` together with the bounds checks codegen emits in debug
@@ -51,7 +53,7 @@ from tensorkiln.errors import CompileError
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code changes
 RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
-                 "-fno-math-errno", "-fwrapv")
+                 "-fno-math-errno", "-fno-trapping-math", "-fwrapv")
 DEBUG_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=undefined", "-fopenmp", "-shared",
                "-fPIC", "-std=c99", "-fno-math-errno", "-fwrapv")
 ASAN_FLAGS = ("-fsanitize=address",)

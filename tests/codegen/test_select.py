@@ -59,3 +59,21 @@ def test_select_reading_through_a_constant_division_is_branch_free_and_right():
     np.testing.assert_allclose(f(x, p).numpy(), np.where(x > 0, np.repeat(p, 2, axis=1) * 2.0, 0.0), rtol=1e-6)
     text = _source(f, x, p)
     assert text.count("tk_select_float32(") > 1 and "/ 2" in text
+
+
+def test_saturating_float_to_int_cast_writes_its_operand_once_and_is_right():
+    """A fake-quantization round trip (clamp(round(x / s) + z) -> uint8 -> float): the cast's NaN,
+    range and truncation tests are one inline helper call, so the operand's C appears once."""
+    x = np.random.default_rng(3).standard_normal((8, 300)).astype(np.float32) * 9
+    x[0, :4] = [np.nan, np.inf, -np.inf, 1e30]
+
+    def fn(x):
+        q = ((x / 0.05).round() + 128.0).clamp(0.0, 255.0).to(tk.uint8)
+        return (q.to(tk.float32) - 128.0) * 0.05, (x * 40.0).to(tk.int8), (x * 1e4).to(tk.int16)
+    f = tk.jit(fn)
+    for got, want in zip(f(x), tk.jit(fn, backend="interpreter")(x)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    text = _source(f, x)
+    for target in ("uint8", "int8", "int16"):
+        assert f"tk_to_{target}_float32(" in text
+    assert text.count("rintf(in_x") == 1
