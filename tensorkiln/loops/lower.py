@@ -190,11 +190,65 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
         else:
             body = pool_body(root, out, values) or _reduction_body(root, out, values)
     else:
-        body = output_nest(root.shape, lambda index, flat: Store(
-            out, flat, E.cast(values.value(root, index), out.value_dtype)), "")
+        body = _piecewise_concat(root, out, values, buffers)
+        if body is None:
+            body = output_nest(root.shape, lambda index, flat: Store(
+                out, flat, E.cast(values.value(root, index), out.value_dtype)), "")
     if body is None:
         return None
     return simplify_kernel(Kernel(name, tuple(params), body, comment))
+
+
+MANY_PIECES = 4  # from this many pieces on, a concat is one loop nest per piece
+
+
+def _inlined_concat(node: Node, buffers: dict[int, Buffer]) -> bool:
+    """`node` is a concat computed inside this kernel, perhaps under reshapes."""
+    while node.op == "reshape" and node.id not in buffers:
+        node = node.inputs[0]
+    return node.op == "concat" and node.id not in buffers
+
+
+def _concat_leaves(node: Node, to_root, buffers: dict[int, Buffer], root: Node) -> list:
+    """(piece, map from the piece's index to the root's index) for every piece of the concats
+    (and reshapes of them) that `node` is made of inside this kernel."""
+    if node.op == "reshape" and (node is root or node.id not in buffers) and _inlined_concat(node.inputs[0], buffers):
+        source = node.inputs[0]
+        return _concat_leaves(source, lambda index, node=node, source=source, f=to_root: f(
+            reshape_index(index, source.shape, node.shape)), buffers, root)
+    if node.op == "concat" and (node is root or node.id not in buffers):
+        axis, start, leaves = node.attrs["axis"], 0, []
+        for piece in node.inputs:
+            if piece.shape[axis] == 0:
+                continue
+            def shifted(index, start=start, axis=axis, f=to_root):
+                return f([i + start if a == axis else i for a, i in enumerate(index)])
+            leaves += _concat_leaves(piece, shifted, buffers, root)
+            start += piece.shape[axis]
+        return leaves
+    return [(node, to_root)]
+
+
+def _piecewise_concat(root: Node, out: Buffer, values: ValueBuilder, buffers: dict[int, Buffer]):
+    """A kernel that stores concats of many pieces (under reshapes too) as one loop nest per
+    piece, each writing its part of the output; None for other kernels.
+
+    Element by element, a concat is a chain of selects on the position along its axis: fine for
+    two or three pieces, but an unrolled RNN stacks one piece per time step, and branch-free
+    selects then load every piece for every element (a 64-piece stack ran ~20x slower)."""
+    if not _inlined_concat(root, buffers) and root.op != "concat":
+        return None
+    leaves = _concat_leaves(root, lambda index: index, buffers, root)
+    if len(leaves) < MANY_PIECES:
+        return None
+    strides = [int(np.prod(root.shape[a + 1:], dtype=np.int64)) for a in range(root.ndim)]
+    nests = []
+    for k, (piece, to_root) in enumerate(leaves):
+        def body(index, flat, piece=piece, to_root=to_root):
+            dest = sum(i * stride for i, stride in zip(to_root(index), strides))
+            return Store(out, dest, E.cast(values.value(piece, index), out.value_dtype))
+        nests.append(output_nest(tuple(piece.shape), body, f"p{k}_"))
+    return block(*[n for n in nests if n is not None])
 
 
 def _copy_kernel(name: str, src: Buffer, dst: Buffer) -> Kernel | None:
