@@ -186,30 +186,6 @@ def _float_bound(e: Expr) -> "Const | None":
     return None
 
 
-def _saturating_cast(e: Select) -> "Expr | None":
-    """The float operand x when `e` is the saturating float-to-integer cast the lowering builds
-    (loops/inline.py): x != x ? 0 : x >= hi ? hi : x <= lo ? lo : (int)x, else None."""
-    if not (isinstance(e.cond, BinOp) and e.cond.operator == "ne" and e.cond.a == e.cond.b):
-        return None
-    x = e.cond.a
-    upper = e.b
-    if not (is_float(x.dtype) and x.dtype in ("float32", "float64") and isinstance(upper, Select)):
-        return None
-    lower = upper.b
-    if not (isinstance(lower, Select) and isinstance(lower.b, Cast) and lower.b.x == x):
-        return None
-    lo, hi = int_range(e.dtype)
-    for cond, bound, value in ((upper.cond, hi, upper.a), (lower.cond, lo, lower.a)):
-        if not (isinstance(cond, BinOp) and cond.operator == "le" and isinstance(value, Const)
-                and value.value == bound):
-            return None
-    # x >= hi is built as hi <= x, x <= lo as is
-    if not (upper.cond.b == x and _float_bound(upper.cond.a) is not None and upper.cond.a.value == float(hi)
-            and lower.cond.a == x and _float_bound(lower.cond.b) is not None and lower.cond.b.value == float(lo)):
-        return None
-    return x
-
-
 def _int_literal(e: Expr) -> bool:
     """True when `e` would be typed `int` in C though the IR says int64 (a literal, or made of them)."""
     if isinstance(e, Const):
@@ -274,9 +250,6 @@ class _KernelWriter:
             args = ", ".join(self.expr(a)[0] for a in e.args)
             return MATH_C[e.fn][e.dtype].format(args=args), _ATOM
         if isinstance(e, Select):
-            saturated = _saturating_cast(e)
-            if saturated is not None:
-                return f"tk_to_{e.dtype}_{saturated.dtype}({self.expr(saturated)[0]})", _ATOM
             cond, cp = self.expr(e.cond)
             a, ap = self.expr(e.a)
             b, bp = self.expr(e.b)
@@ -288,6 +261,9 @@ class _KernelWriter:
             inner, prec = self.expr(e.x)
             if is_bool(e.dtype):
                 return f"{_paren(inner, prec, 10)} != 0", 9
+            if not is_float(e.dtype) and e.x.dtype in ("float32", "float64"):
+                # truncate, saturate, NaN to 0: one inline helper, its operand evaluated once
+                return f"tk_to_{e.dtype}_{e.x.dtype}({inner})", _ATOM
             return f"({C_TYPES[e.dtype]}){_paren(inner, prec, _UNARY)}", _UNARY
         if isinstance(e, Load):
             return self.load(e), _ATOM

@@ -345,7 +345,8 @@ class Select(Expr):
 
 @dataclass(frozen=True, eq=True)
 class Cast(Expr):
-    """Convert a value to another compute dtype (float -> int truncates toward zero, like numpy)."""
+    """Convert a value to another compute dtype. Float -> int truncates toward zero and saturates at
+    the integer type's range, NaN giving 0 (numpy and C leave those conversions undefined)."""
 
     x: Expr
     dtype: str
@@ -666,9 +667,13 @@ def evaluate(expr: Expr, env: Mapping[str, Number], buffers: Mapping[str, np.nda
         x = evaluate(expr.x, env, buffers)
         if is_bool(expr.dtype):
             return bool(x)
+        if is_int(expr.dtype) and isinstance(x, float):
+            if x != x:
+                return 0
+            lo, hi = int_range(expr.dtype)
+            return hi if x >= hi else lo if x <= lo else int(math.trunc(x))
         if is_int(expr.dtype):
-            # float -> int of NaN, infinity or an out-of-range value is undefined (C and numpy differ)
-            return wrap_int(int(math.trunc(x)), expr.dtype)
+            return wrap_int(int(x), expr.dtype)
         if isinstance(x, int) and not isinstance(x, bool):
             # one rounding, int64 -> float, as C does (not int -> float64 -> float32)
             return float(np.array(x, dtype=np.int64).astype(np.float32 if expr.dtype == "float32" else np.float64))

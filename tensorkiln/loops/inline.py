@@ -16,7 +16,7 @@ from ..errors import UnsupportedOpError
 from ..graph import Node
 from . import expr as E
 from .buffer import Buffer
-from .types import INDEX_DTYPE, compute_dtype, int_range, is_float, is_int
+from .types import INDEX_DTYPE, compute_dtype
 
 
 def linear_index(index: list[E.Expr], shape: tuple[int, ...]) -> E.Expr:
@@ -143,12 +143,6 @@ class ValueBuilder:
         target = compute_dtype(node.dtype.name)
         if target == "bool":
             return E.ne(x, _const_value(0, x.dtype)) if x.dtype != "bool" else x
-        if is_int(target) and is_float(x.dtype):
-            # Truncate toward zero, saturate at the integer range, NaN becomes 0 (as the reference).
-            lo, hi = int_range(target)
-            converted = E.Select(E.ge(x, float(hi)), E.Const(hi, target),
-                                 E.Select(E.le(x, float(lo)), E.Const(lo, target), E.cast(x, target)))
-            return E.Select(E.ne(x, x), E.Const(0, target), converted)
         if node.dtype.name in ("float16", "bfloat16"):
             # a 16-bit value held in float32: round it as storing it would
             rounded = E.cast(x, "float32")
