@@ -236,8 +236,6 @@ def _piecewise_concat(root: Node, out: Buffer, values: ValueBuilder, buffers: di
     Element by element, a concat is a chain of selects on the position along its axis: fine for
     two or three pieces, but an unrolled RNN stacks one piece per time step, and branch-free
     selects then load every piece for every element (a 64-piece stack ran ~20x slower)."""
-    if not _inlined_concat(root, buffers) and root.op != "concat":
-        return None
     leaves = _concat_leaves(root, lambda index: index, buffers, root)
     if len(leaves) < MANY_PIECES:
         return None

@@ -29,3 +29,10 @@ def test_few_pieces_keep_one_nest():
     f = tk.jit(lambda x: tk.concat([x.exp(), x * 2.0], 0))
     np.testing.assert_allclose(f(x).numpy(), np.concatenate([np.exp(x), x * 2]), rtol=1e-6)
     assert any("where(" in ir for ir in _kernels(f, x))
+
+
+def test_a_reshaped_concat_of_many_pieces_is_written_piecewise():
+    x = np.arange(40, dtype=np.float32).reshape(8, 5)
+    f = tk.jit(lambda x: tk.concat([x[i:i + 1] * float(i) for i in range(8)], 0).reshape(4, 10))
+    np.testing.assert_allclose(f(x).numpy(), (x * np.arange(8, dtype=np.float32)[:, None]).reshape(4, 10))
+    assert any("where(" not in ir and ir.count("for ") >= 8 for ir in _kernels(f, x))
