@@ -29,13 +29,12 @@ from typing import Callable
 import numpy as np
 
 from .. import dtypes as dt
-from ..creation import full
 from ..errors import ShapeError
 from ..functions import concat, matmul, stack, where
 from ..nn import functional as F
 from ..tensor import Tensor, as_tensor
 from ..trace import composite_scope
-from .onnx_ops import NodeContext, converter
+from .onnx_ops import NodeContext, _full, converter
 
 # ---- activations -------------------------------------------------------------------------
 
@@ -228,10 +227,6 @@ def _reverse_in_length(t: Tensor, schedule: Schedule) -> Tensor:
     return flat.index_select(0, as_tensor(schedule.reversed_rows(rows))).reshape(tuple(t.shape))
 
 
-def _zeros(shape: tuple, dtype: dt.DType) -> Tensor:
-    return full(tuple(shape), 0, dtype)
-
-
 Step = Callable[[Tensor, tuple], tuple]  # (projected input [batch, gates * hidden], states) -> new states
 
 
@@ -262,9 +257,9 @@ def run_direction(projected: Tensor, states: tuple, step: Step, schedule: Schedu
     dtype, hidden = projected.dtype, states[0].shape[-1]
     if reverse and uniform:
         outputs = outputs[::-1]
-    y = stack(outputs, 0) if outputs else _zeros((0, schedule.batch, hidden), dtype)
+    y = stack(outputs, 0) if outputs else _full((0, schedule.batch, hidden), 0, dtype)
     if steps < seq:
-        y = concat([y, _zeros((seq - steps, schedule.batch, hidden), dtype)], 0)
+        y = concat([y, _full((seq - steps, schedule.batch, hidden), 0, dtype)], 0)
     if reverse and not uniform:
         y = _reverse_in_length(y, schedule)
     return y, states
@@ -277,7 +272,7 @@ def run_recurrence(ctx: NodeContext, rec: Recurrence, projected: list[Tensor], s
     want_y = ctx.n_outputs > 0 and ctx.outputs_used[0]
     ys, finals = [], []
     for d, direction in enumerate(rec.directions):
-        states = tuple(_zeros((rec.batch, rec.hidden), dtype) if h is None else h[d] for h in rec.initial)
+        states = tuple(_full((rec.batch, rec.hidden), 0, dtype) if h is None else h[d] for h in rec.initial)
         y, final = run_direction(projected[d], states, steps[d], schedule, direction == "reverse", want_y)
         ys.append(y)
         finals.append(final)
@@ -337,7 +332,7 @@ def _gru(ctx, inputs, attrs):
                 biases.append(None)
             elif linear_before_reset:  # Rbh is scaled by r, so it stays in the step
                 wb, rb = halves
-                biases.append(wb + concat([rb[:2 * hidden], _zeros((hidden,), rb.dtype)], 0))
+                biases.append(wb + concat([rb[:2 * hidden], _full((hidden,), 0, rb.dtype)], 0))
                 rb_h = rb[2 * hidden:]
             else:
                 biases.append(halves[0] + halves[1])
