@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from tensorkiln.timing import median_seconds  # noqa: F401  (re-exported for the scripts)
+from tensorkiln.tools.timing import median_seconds  # noqa: F401  (re-exported for the scripts)
 
 # ResNet-18's convolution layers, for the kernel benchmarks
 RESNET18_CONVS = [  # name, C_in, H(=W), C_out, kernel, stride, padding (224x224 input)

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorkiln as tk  # noqa: E402
 from common import machine_summary, median_seconds, print_table, write_json  # noqa: E402
-from tensorkiln.demo_models import cnn, mlp, transformer_block  # noqa: E402
+from tensorkiln.tools.demo_models import cnn, mlp, transformer_block  # noqa: E402
 
 
 def chain_numpy(x, y):

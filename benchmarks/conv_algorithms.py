@@ -77,7 +77,7 @@ def measure_layer(layer, batch: int, rounds: int, algorithms: tuple[str, ...] = 
     import tensorkiln as tk
     import tensorkiln.nn.functional as F
     from tensorkiln.loops.buffer import Buffer
-    from tensorkiln.loops.templates.conv import applicable_conv_algorithms, conv_algorithm, forced_conv_algorithm
+    from tensorkiln.kernels.templates.conv import applicable_conv_algorithms, conv_algorithm, forced_conv_algorithm
 
     name, c, h, o, k, s, p = layer
     rng = np.random.default_rng(0)

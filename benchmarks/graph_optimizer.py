@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tensorkiln as tk  # noqa: E402
 from common import interleaved_seconds, machine_summary, print_table, write_json  # noqa: E402
 from functional_models import bert_layer, resnet18  # noqa: E402
-from tensorkiln.demo_models import cnn  # noqa: E402
+from tensorkiln.tools.demo_models import cnn  # noqa: E402
 
 
 def intermediate_traffic(compiled_graph) -> int:

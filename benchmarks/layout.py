@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tensorkiln as tk  # noqa: E402
 import tensorkiln.nn.functional as F  # noqa: E402
 from common import interleaved_seconds, machine_summary, print_table, write_json  # noqa: E402
-from tensorkiln.loops.templates.target import cpu_target  # noqa: E402
-from tensorkiln.tensor import apply  # noqa: E402
+from tensorkiln.kernels.target import cpu_target  # noqa: E402
+from tensorkiln.frontend.tensor import apply  # noqa: E402
 
 from common import RESNET18_CONVS  # noqa: E402
 
@@ -82,7 +82,7 @@ def rule(node) -> str:
 def nchw_algorithm(node) -> str:
     """The NCHW template conv.py's rule picks for this conv2d node."""
     from tensorkiln.loops.buffer import Buffer
-    from tensorkiln.loops.templates.conv import conv_algorithm
+    from tensorkiln.kernels.templates.conv import conv_algorithm
     return conv_algorithm(node, Buffer("probe", node.dtype.name, node.shape))
 
 

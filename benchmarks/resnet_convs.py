@@ -95,9 +95,9 @@ def onnxruntime_stages(path: str, feed: dict, calls: int, threads: int) -> dict[
 
 def measure(rounds: int, calls: int, batch: int) -> dict:
     import torch
-    from tensorkiln.bench import build
+    from tensorkiln.tools.bench import build
     from tensorkiln.importers.torch import from_torch
-    from tensorkiln.loops.schedule_defaults import thread_count
+    from tensorkiln.kernels.schedule_defaults import thread_count
     model, inputs = build("resnet18", batch)
     program = from_torch(model, inputs)
     arrays = [t.numpy() for t in inputs]

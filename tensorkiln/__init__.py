@@ -7,23 +7,23 @@
     tk.grad(fn)(x); loss.backward()         # autodiff (docs/autodiff.md); tk.nn, tk.optim for training
 """
 from . import nn
-from .creation import (arange, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
+from .frontend.creation import (arange, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, promote_types,
                      uint8)
 from .dtypes import bool_ as bool  # noqa: A001  (tk.bool, as torch.bool)
 from .errors import (AxisError, CompileError, DTypeError, ShapeError, TensorKilnError, TraceError,
                      UnsupportedOpError)
-from .functions import (cat, chunk, concat, concatenate, flip, matmul, maximum, mean, minimum, repeat,
+from .frontend.functions import (cat, chunk, concat, concatenate, flip, matmul, maximum, mean, minimum, repeat,
                         reshape, split, stack, var, where)
-from .graph import Graph, Node
-from .jit import jit
-from .autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .autodiff.functional import grad, value_and_grad
-from .autodiff.function import Function, FunctionCtx
+from .ir.graph import Graph, Node
+from .frontend.jit import jit
+from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .frontend.autodiff.functional import grad, value_and_grad
+from .frontend.autodiff.function import Function, FunctionCtx
 from . import optim  # noqa: E402  (after Tensor: optimizers build on it)
 from . import onnx  # noqa: E402  (tk.onnx.load; the onnx package is imported only on load)
-from .tensor import Tensor, as_tensor
+from .frontend.tensor import Tensor, as_tensor
 
 float = float32  # noqa: A001
 double = float64

@@ -8,8 +8,8 @@ The `onnx` package is needed only when a model is loaded (pip install tensorkiln
 """
 from __future__ import annotations
 
-from .importers.onnx_model import (OnnxImportError, OnnxModule, UnsupportedModelError, load,  # noqa: F401
+from .importers.onnx.model import (OnnxImportError, OnnxModule, UnsupportedModelError, load,  # noqa: F401
                                    random_inputs)
-from .importers.onnx_ops import supported_ops  # noqa: F401
+from .importers.onnx.ops import supported_ops  # noqa: F401
 
 __all__ = ["load", "OnnxModule", "OnnxImportError", "UnsupportedModelError", "supported_ops", "random_inputs"]

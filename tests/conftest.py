@@ -40,7 +40,7 @@ def reference_backend():
         yield "c"
         return
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("tensorkiln.runtime.compiler.find_c_compiler", lambda: None)
+        patch.setattr("tensorkiln.runtime.c_compiler.find_c_compiler", lambda: None)
         yield "interpreter"
 
 

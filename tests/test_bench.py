@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tensorkiln.cli import main
+from tensorkiln.tools.cli import main
 
 pytest.importorskip("torch")
 
@@ -28,7 +28,7 @@ def test_bench_rejects_unknown_peers(capsys):
 
 def test_gpt2_prefill_and_decode_against_every_installed_peer():
     """A small GPT-2: tensorkiln, PyTorch and ONNX Runtime (when installed) agree on both steps."""
-    from tensorkiln.bench_gpt2 import measure_gpt2
+    from tensorkiln.tools.bench_gpt2 import measure_gpt2
     from tensorkiln.models import GPT2Config
     peers = ["torch"]
     try:
@@ -47,7 +47,7 @@ def test_interleaved_medians_take_the_functions_in_turns():
     """Every round times a block of each function in turn; blocks grow until they last min_block_seconds."""
     import time
 
-    from tensorkiln.timing import interleaved_medians
+    from tensorkiln.tools.timing import interleaved_medians
     order = []
     runs = {"slow": lambda: (order.append("slow"), time.sleep(0.01)),
             "fast": lambda: order.append("fast")}

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import tensorkiln as tk
-import tensorkiln.loops.lower as lower_module
-from tensorkiln.compile_cache import graph_fingerprint, load_entry
-from tensorkiln.loops.templates.conv import forced_conv_algorithm
+import tensorkiln.kernels.lower as lower_module
+from tensorkiln.runtime.graph_cache import graph_fingerprint, load_entry
+from tensorkiln.kernels.templates.conv import forced_conv_algorithm
 from tensorkiln.runtime.signature import ArgSpec, Signature
 
 
@@ -135,7 +135,7 @@ def test_profile_and_loop_ir_after_a_hit(cache):
 
 
 def test_in_place_updates_survive_a_hit(cache):
-    from tensorkiln.demo_models import transformer_block
+    from tensorkiln.tools.demo_models import transformer_block
     model = transformer_block()
     expected = tk.jit(model.forward)(*model.inputs).numpy()
     again = tk.jit(model.forward)

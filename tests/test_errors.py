@@ -11,7 +11,7 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.errors import VerifyError, at_user_line, user_location
-from tensorkiln.ops import Attrs, get_op, infer_type
+from tensorkiln.ir.ops import Attrs, get_op, infer_type
 
 from helpers import FRONT_END
 

@@ -12,9 +12,9 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln import dtypes as dt
 from tensorkiln.errors import VerifyError
-from tensorkiln.graph import (Graph, Node, constant_node, evaluate, format_graph, input_node, interpret, make_node,
+from tensorkiln.ir.graph import (Graph, Node, constant_node, evaluate, format_graph, input_node, interpret, make_node,
                               topological_order, verify)
-from tensorkiln.ops import REGISTRY, Attrs, ConstantValue, MappingType, OpKind, TensorType, get_op
+from tensorkiln.ir.ops import REGISTRY, Attrs, ConstantValue, MappingType, OpKind, TensorType, get_op
 
 from helpers import FRONT_END, assert_close
 
@@ -298,7 +298,7 @@ def test_interpret_keeps_outputs_that_are_also_intermediates():
 
 
 def test_evaluate_checks_the_reference_shape(monkeypatch):
-    from tensorkiln.ops import registry
+    from tensorkiln.ir.ops import registry
     op = get_op("exp")
     monkeypatch.setitem(registry.REGISTRY, "exp", dataclasses.replace(op, reference=lambda i, a, o: i[0][:1]))
     with pytest.raises(VerifyError, match=r"reference of exp returned shape \(1,\), expected \(3,\)"):

@@ -9,7 +9,7 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.graph import verify
+from tensorkiln.ir.graph import verify
 
 from helpers import FRONT_END, JIT_BACKEND, assert_close, assert_same_structure
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorkiln as tk
-from tensorkiln.graph import format_graph, interpret, verify
+from tensorkiln.ir.graph import format_graph, interpret, verify
 
 from helpers import FRONT_END, JIT_BACKEND, assert_same_structure, scaled_examples
 from strategies import ALL_OPS, BINARY, MOVEMENT, REDUCE, RandomProgram, random_programs

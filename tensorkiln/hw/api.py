@@ -104,7 +104,7 @@ def simulate_model(model: Any, *example_inputs, **options) -> SimReport:
 
         report = simulate_model(tk.jit(net), x, array=(32, 32), dataflow="best")
     """
-    from ..jit import JitFunction, jit
+    from ..frontend.jit import JitFunction, jit
     if not hasattr(model, "optimized_graph"):
         model = model if isinstance(model, JitFunction) else jit(model)
     graph = model.optimized_graph(*example_inputs)

@@ -82,7 +82,7 @@ def _load_workload(args: argparse.Namespace) -> list[Layer]:
 def _layers_from_onnx(path: str) -> list[Layer]:
     try:
         import onnx  # noqa: F401  (the importer needs it)
-        from tensorkiln.importers.onnx_model import load, random_inputs
+        from tensorkiln.importers.onnx.model import load, random_inputs
     except ImportError:
         raise AccelConfigError(ONNX_UNAVAILABLE)
     module = load(path, backend="interpreter")  # only the graph is needed, not compiled code

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import nn
-from ..creation import arange, zeros
+from ..frontend.creation import arange, zeros
 from ..nn import functional as F
 
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import nn
-from ..autodiff import no_grad
-from ..creation import arange, tensor
-from ..functions import where
-from ..jit import jit
+from ..frontend.autodiff import no_grad
+from ..frontend.creation import arange, tensor
+from ..frontend.functions import where
+from ..frontend.jit import jit
 from ..nn import functional as F
 from ..nn.modules.module import Parameter
 
@@ -41,7 +41,7 @@ class Conv1D(nn.Module):
 
     def __init__(self, nx: int, nf: int):
         super().__init__()
-        from ..creation import randn, zeros
+        from ..frontend.creation import randn, zeros
         self.weight = Parameter(randn(nx, nf) * 0.02)
         self.bias = Parameter(zeros(nf))
 

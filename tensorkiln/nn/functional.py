@@ -13,9 +13,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, at_user_line
-from ..functions import concat, flip, matmul, mean, var, where
-from ..tensor import Tensor, apply, as_tensor, normalize_dim
-from ..trace import composite
+from ..frontend.functions import concat, flip, matmul, mean, var, where
+from ..frontend.tensor import Tensor, apply, as_tensor, normalize_dim
+from ..frontend.trace import composite
 
 
 def _pair(value, name: str) -> tuple[int, int]:
@@ -341,7 +341,7 @@ def _update_running_stats(x, mu, variance, running_mean, running_var, momentum):
     The statistics are updated in place; inside tk.jit the update is recorded
     and becomes a graph output written back into the buffers after each call.
     """
-    from ..autodiff.mode import no_grad
+    from ..frontend.autodiff.mode import no_grad
     count = x.numel() // x.shape[1]
     with no_grad():
         for stat, batch in ((running_mean, mu), (running_var, variance * (count / max(count - 1, 1)))):
@@ -560,8 +560,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 def new_dropout_seed() -> Tensor:
     """A dropout seed: an int64 0-d tensor drawn from tk.manual_seed's generator, advanced by every
     dropout call (marked mutable, so compiled functions read it per call and write it back)."""
-    from ..creation import randint
-    from ..trace import mark_mutable
+    from ..frontend.creation import randint
+    from ..frontend.trace import mark_mutable
     seed = randint(0, 2 ** 31 - 1, ())
     mark_mutable(seed)
     return seed

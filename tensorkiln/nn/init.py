@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..autodiff.mode import no_grad
+from ..frontend.autodiff.mode import no_grad
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:

@@ -1,7 +1,7 @@
 """Adam and AdamW (PyTorch's formulas, with bias correction; amsgrad optional)."""
 from __future__ import annotations
 
-from ..autodiff.mode import no_grad
+from ..frontend.autodiff.mode import no_grad
 from .optimizer import Optimizer
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..tensor import Tensor, as_tensor
-from ..trace import mark_mutable
+from ..frontend.tensor import Tensor, as_tensor
+from ..frontend.trace import mark_mutable
 
 
 class ParamGroup(dict):

@@ -1,8 +1,8 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's formulas)."""
 from __future__ import annotations
 
-from ..autodiff.mode import no_grad
-from ..functions import where
+from ..frontend.autodiff.mode import no_grad
+from ..frontend.functions import where
 from .optimizer import Optimizer
 
 

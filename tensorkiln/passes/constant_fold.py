@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..graph import Graph, Node, constant_node, evaluate
-from .rebuild import with_inputs, rewrite_graph
+from ..ir.graph import Graph, Node, constant_node, evaluate
+from ..ir.rewrite import with_inputs, rewrite_graph
 
 MAX_GROWTH_ELEMENTS = 4096  # a folded result may exceed its inputs' total size by at most this much
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..graph import Graph, Node
-from .rebuild import with_inputs, rewrite_graph
+from ..ir.graph import Graph, Node
+from ..ir.rewrite import with_inputs, rewrite_graph
 
 
 def eliminate_common_subexpressions(graph: Graph) -> tuple[Graph, Counter]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..graph import Graph
+from ..ir.graph import Graph
 
 
 def eliminate_dead_code(graph: Graph) -> tuple[Graph, Counter]:

@@ -33,11 +33,11 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import dtypes as dt
-from ..graph import Graph, Node, make_node
+from ..ir.graph import Graph, Node, make_node
 from ..loops.buffer import Buffer
-from ..loops.templates.target import cpu_target
-from ..ops import Attrs
-from ..ops.registry import OpKind
+from ..kernels.target import cpu_target
+from ..ir.ops import Attrs
+from ..ir.ops.registry import OpKind
 
 # A chain of blocked convolutions converts its input and output itself (in the padded copy
 # of its first convolutions, the store of its last); it runs blocked only where those
@@ -113,7 +113,7 @@ def blocked_conv_choice(node: Node) -> int | None:
     kb = block_size(node.shape[1])
     if kb is None or is_depthwise(node):
         return kb
-    from ..loops.templates.conv import conv_algorithm
+    from ..kernels.templates.conv import conv_algorithm
     probe = Buffer("probe", node.dtype.name, node.shape)
     if conv_algorithm(node, probe).startswith("winograd"):
         return None
@@ -335,7 +335,7 @@ def _shallow_alone(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int,
     shallow; benchmarks/conv_algorithms.py --shallow). Only a stem whose
     output stays blocked (it starts a chain) runs blocked.
     """
-    from ..loops.templates.conv import conv_algorithm
+    from ..kernels.templates.conv import conv_algorithm
     return {i for i in chosen if i in nchw_out and nodes[i].inputs[0].id not in rewriter.block
             and conv_algorithm(nodes[i], Buffer("probe", nodes[i].dtype.name, nodes[i].shape)) == "shallow"}
 

@@ -20,11 +20,11 @@ import hashlib
 import weakref
 from collections import Counter
 
-from ..graph import Graph, Node, make_node
-from ..ops import Attrs
-from ..ops.gemm_panels import pack_panels
-from ..ops.registry import ConstantValue, TensorType
-from .rebuild import rewrite_graph, with_inputs
+from ..ir.graph import Graph, Node, make_node
+from ..ir.ops import Attrs
+from ..ir.ops.gemm_panels import pack_panels
+from ..ir.ops.registry import ConstantValue, TensorType
+from ..ir.rewrite import rewrite_graph, with_inputs
 
 _PANELS: "weakref.WeakValueDictionary[tuple[str, int], ConstantValue]" = weakref.WeakValueDictionary()
 
@@ -32,8 +32,8 @@ _PANELS: "weakref.WeakValueDictionary[tuple[str, int], ConstantValue]" = weakref
 def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
     """Replace each matmul by a constant 2-D matrix that runs as a BLIS GEMM or in panel order by
     matmul_packed."""
-    from ..loops.templates.gemm import gemm_blocking
-    from ..loops.templates.matmul import blis_gemm_applies, panel_order_applies
+    from ..kernels.templates.gemm import gemm_blocking
+    from ..kernels.templates.matmul import blis_gemm_applies, panel_order_applies
     from ..loops.types import compute_dtype
     fired: Counter = Counter()
 

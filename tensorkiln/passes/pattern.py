@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from .. import dtypes as dt
-from ..graph import Node
+from ..ir.graph import Node
 
 COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "eq", "ne", "and", "or", "xor"})
 

@@ -25,10 +25,10 @@ from typing import Callable
 import numpy as np
 
 from .. import dtypes as dt
-from ..graph import Graph, Node, constant_node, evaluate, make_node
-from ..ops import Attrs
+from ..ir.graph import Graph, Node, constant_node, evaluate, make_node
+from ..ir.ops import Attrs
 from .pattern import C, K, P, Pat, X, constant_array, match
-from .rebuild import rewrite_graph, with_inputs
+from ..ir.rewrite import rewrite_graph, with_inputs
 
 Match = dict[str, Node]
 
@@ -57,7 +57,7 @@ def node(op: str, *inputs: Node, like: Node, **attrs) -> Node:
 
 def fold(op: str, *inputs: Node, **attrs) -> Node:
     """Evaluate an op on constant nodes now; returns a constant node."""
-    from ..ops import infer_type
+    from ..ir.ops import infer_type
     attrs_ = Attrs(attrs)
     out_type = infer_type(op, [i.type for i in inputs], attrs_)
     value = evaluate(op, attrs_, [i.attrs["value"].array for i in inputs], [i.type for i in inputs], out_type)
@@ -213,7 +213,7 @@ def _scalar_for(c: Node, x: Node) -> bool:
 
 def _example_weight():
     """A constant weight for rule examples (imported late: the front-end imports the passes)."""
-    from ..tensor import Tensor
+    from ..frontend.tensor import Tensor
     return Tensor(np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(4, 5))
 
 

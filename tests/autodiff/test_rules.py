@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 import tensorkiln as tk
-from tensorkiln.ops import REGISTRY
-from tensorkiln.testing import gradcheck
+from tensorkiln.ir.ops import REGISTRY
+from tensorkiln.frontend.autodiff.gradcheck import gradcheck
 
 
 def apply(op, *inputs, **attrs):
-    from tensorkiln.tensor import apply as apply_
+    from tensorkiln.frontend.tensor import apply as apply_
     return apply_(op, list(inputs), **attrs)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 import tensorkiln as tk
 from tensorkiln import dtypes as dt
-from tensorkiln.graph import interpret
+from tensorkiln.ir.graph import interpret
 
 # (rtol, atol) of compiled code vs the numpy reference: C's libm and a different
 # summation order differ from numpy by a few ulps; 16-bit types round once more.

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tensorkiln.loops.templates.target import cpu_target
+from tensorkiln.kernels.target import cpu_target
 
 # Reading machine code back needs objdump, and the checks of vector code a CPU with 256-bit vectors or wider.
 needs_vector_disassembly = pytest.mark.skipif(

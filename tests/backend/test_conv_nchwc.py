@@ -13,11 +13,11 @@ import pytest
 
 import tensorkiln as tk
 from tensorkiln.errors import ShapeError
-from tensorkiln.loops.templates.conv_nchwc import nchwc_tile
-from tensorkiln.loops.templates.target import cpu_target
-from tensorkiln.ops.contraction import _conv2d_reference
-from tensorkiln.tensor import apply
-from tensorkiln.testing import gradcheck
+from tensorkiln.kernels.templates.conv_nchwc import nchwc_tile
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.ir.ops.contraction import _conv2d_reference
+from tensorkiln.frontend.tensor import apply
+from tensorkiln.frontend.autodiff.gradcheck import gradcheck
 
 from .disassembly import hottest_block, needs_vector_disassembly
 
@@ -240,7 +240,7 @@ def test_depthwise_accesses_are_in_bounds(plain_in, pad, stride):
 def test_depthwise_bands_read_and_write_in_bounds(monkeypatch, band):
     """Tasks of `band` output rows (the last one shorter; an NCHW input, blocked band by band) with
     bounds checks on every access."""
-    monkeypatch.setattr("tensorkiln.loops.templates.conv_nchwc.depthwise_band", lambda planes, oh: min(band, oh))
+    monkeypatch.setattr("tensorkiln.kernels.templates.conv_nchwc.depthwise_band", lambda planes, oh: min(band, oh))
     x = RNG.standard_normal((1, 8, 11, 6 + band)).astype(np.float32)  # a shape of its own per band
     wt = RNG.standard_normal((8, 1, 3, 3)).astype(np.float32)
     wb = tk.tensor(block_depthwise_weight(wt, 8))
@@ -275,7 +275,7 @@ def test_depthwise_in_place_skips_taps_outside_the_image(h, w, kernel, stride, p
 
 
 def test_depthwise_band_rule():
-    from tensorkiln.loops.templates.conv_nchwc import DEPTHWISE_BAND_ROWS, depthwise_band
+    from tensorkiln.kernels.templates.conv_nchwc import DEPTHWISE_BAND_ROWS, depthwise_band
     assert depthwise_band(2, 112, threads=2) == DEPTHWISE_BAND_ROWS  # MobileNetV2's 32x112x112: 28 tasks
     assert depthwise_band(60, 7, threads=2) == 7  # 960 channels of 7 rows: one band per plane
     assert depthwise_band(1, 7, threads=2) == 1  # too few rows to share: one row per task

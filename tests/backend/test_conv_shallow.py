@@ -14,11 +14,11 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.templates.conv import SHALLOW_MAX_CHANNELS, conv_algorithm, forced_conv_algorithm
-from tensorkiln.loops.templates.conv_shallow import shallow_tile
-from tensorkiln.loops.templates.target import cpu_target
-from tensorkiln.ops.contraction import _conv2d_reference
-from tensorkiln.tensor import apply
+from tensorkiln.kernels.templates.conv import SHALLOW_MAX_CHANNELS, conv_algorithm, forced_conv_algorithm
+from tensorkiln.kernels.templates.conv_shallow import shallow_tile
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.ir.ops.contraction import _conv2d_reference
+from tensorkiln.frontend.tensor import apply
 
 from .disassembly import hottest_block, needs_vector_disassembly
 

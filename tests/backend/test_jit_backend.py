@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorkiln as tk
-import tensorkiln.compile as tkc
+import tensorkiln.pipeline.executable as tkc
 import tensorkiln.nn.functional as F
 
 from .compiled import check_compiled
@@ -79,7 +79,7 @@ def test_take_with_out_of_range_input_index_raises():
 
 
 def test_missing_compiler_falls_back_with_one_warning(monkeypatch):
-    import tensorkiln.runtime.compiler as compiler
+    import tensorkiln.runtime.c_compiler as compiler
     monkeypatch.setattr(compiler, "find_c_compiler", lambda: None)
     monkeypatch.setattr(tkc, "_warned", set())
     f = tk.jit(lambda x: x + 1)
@@ -126,8 +126,8 @@ def test_debug_env_variable_builds_with_checks(monkeypatch):
 
 ASAN_SCRIPT = r"""
 import numpy as np, tensorkiln as tk, tensorkiln.nn.functional as F
-from tensorkiln.codegen.build import build
-from tensorkiln.loops.lower import lower_graph
+from tensorkiln.pipeline.build import build
+from tensorkiln.kernels.lower import lower_graph
 f = tk.jit(lambda x: (F.softmax(x, -1) @ x.T, F.pad(x, (1, 1)).sum(0)))
 x = np.random.default_rng(0).standard_normal((5, 5)).astype(np.float32)
 lowered = lower_graph(f.graph(x))

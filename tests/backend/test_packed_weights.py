@@ -12,11 +12,11 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln import dtypes as dt
-from tensorkiln.graph import input_node, make_node
-from tensorkiln.ops import get_op
-from tensorkiln.ops.gemm_panels import pack_panels, unpack_panels
-from tensorkiln.ops.registry import TensorType
-from tensorkiln.tensor import apply
+from tensorkiln.ir.graph import input_node, make_node
+from tensorkiln.ir.ops import get_op
+from tensorkiln.ir.ops.gemm_panels import pack_panels, unpack_panels
+from tensorkiln.ir.ops.registry import TensorType
+from tensorkiln.frontend.tensor import apply
 
 from .compiled import check_compiled
 
@@ -122,7 +122,7 @@ def test_matmul_packed_refuses_mismatched_panels():
 
 
 def test_matmul_packed_gradients_and_the_simple_nest():
-    from tensorkiln.testing import gradcheck
+    from tensorkiln.frontend.autodiff.gradcheck import gradcheck
     a, panels = rand(3, 4, 13, dtype=np.float64), pack_panels(rand(13, 10, dtype=np.float64), 8)
     op = lambda x, p: apply("matmul_packed", [x, p], n=10)  # noqa: E731
     assert gradcheck(op, a, panels)
@@ -132,8 +132,8 @@ def test_matmul_packed_gradients_and_the_simple_nest():
 def test_packed_b_takes_deep_equal_k_blocks():
     """With B read in place, KC is bounded by A's micro-panel in 5/8 of L1d and K splits evenly;
     a K whose micro-panel fits 4/5 of L1d is one block."""
-    from tensorkiln.loops.templates.gemm import gemm_blocking
-    from tensorkiln.loops.templates.target import cpu_target
+    from tensorkiln.kernels.templates.gemm import gemm_blocking
+    from tensorkiln.kernels.target import cpu_target
     l1d = cpu_target().l1d
     for k in (100, 768, 784, 3072, 4001, 8 * (l1d * 4 // 5 // 256), 8 * (l1d * 4 // 5 // 256) + 8):
         bl = gemm_blocking(128, 768, k, "float32", panels_given=True)

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 
 import tensorkiln as tk
-from tensorkiln.graph import interpret
+from tensorkiln.ir.graph import interpret
 
 from strategies import random_programs
 

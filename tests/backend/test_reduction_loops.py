@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import tensorkiln as tk
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.reduction import reduce_loops, use_lanes
+from tensorkiln.kernels.reduction import reduce_loops, use_lanes
 
 from .compiled import check_compiled
 

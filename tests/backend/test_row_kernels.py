@@ -15,8 +15,8 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.loops.templates.rows import LANE_VECTORS
-from tensorkiln.loops.templates.target import cpu_target
+from tensorkiln.kernels.templates.rows import LANE_VECTORS
+from tensorkiln.kernels.target import cpu_target
 
 from .compiled import check_compiled
 from .disassembly import needs_vector_disassembly
@@ -134,7 +134,7 @@ def streaming(monkeypatch, tmp_path):
     directory, so no graph compiled under the real cache size is reused)."""
     import dataclasses
 
-    import tensorkiln.loops.stream as stream
+    import tensorkiln.kernels.stream as stream
     small = dataclasses.replace(cpu_target(), l3=4096)
     monkeypatch.setattr(stream, "cpu_target", lambda: small)
     monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))

@@ -14,8 +14,8 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.templates.gemm import ThreadSplit, a_reads_rows, gemm_blocking, gemm_thread_split
-from tensorkiln.loops.templates.target import cpu_target, read_cache_sizes
+from tensorkiln.kernels.templates.gemm import ThreadSplit, a_reads_rows, gemm_blocking, gemm_thread_split
+from tensorkiln.kernels.target import cpu_target, read_cache_sizes
 
 from .compiled import check_compiled
 from .disassembly import needs_vector_disassembly
@@ -226,7 +226,7 @@ def test_conv_templates(case):
 
 
 def test_conv_algorithm_choice():
-    from tensorkiln.loops.templates.conv import conv_algorithm
+    from tensorkiln.kernels.templates.conv import conv_algorithm
     f = tk.jit(lambda x, w: F.conv2d(x, w, padding=1))
     x, w = rand(1, 32, 14, 14), rand(16, 32, 3, 3)  # 32 input channels: fewer go to "shallow"
     assert any("g_acc" in k.loop_ir for k in f.report(x, w).kernels)
@@ -257,7 +257,7 @@ def test_conv_padded_rows_widths(case):
 
 
 def test_conv_padded_rows_is_chosen_and_handles_long_k_and_groups():
-    from tensorkiln.loops.templates.conv import conv_algorithm  # noqa: F401
+    from tensorkiln.kernels.templates.conv import conv_algorithm  # noqa: F401
     # K = 64*9 > KC: partial sums through the scratch buffer; groups; residual epilogue
     x, wt, res = rand(1, 64, 9, 11), rand(32, 32, 3, 3), rand(1, 32, 9, 11)
     f = check_compiled(lambda x, wt, res: F.conv2d(x, wt, padding=1, groups=2) + res, x, wt, res, factor=10)

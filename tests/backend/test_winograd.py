@@ -22,16 +22,16 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln import dtypes as dt
-from tensorkiln.graph import input_node, make_node
+from tensorkiln.ir.graph import input_node, make_node
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.templates import conv as conv_module
-from tensorkiln.loops.templates.conv import (
+from tensorkiln.kernels.templates import conv as conv_module
+from tensorkiln.kernels.templates.conv import (
     applicable_conv_algorithms, conv_algorithm, forced_conv_algorithm, winograd_choice,
 )
-from tensorkiln.loops.templates.target import CpuTarget
-from tensorkiln.loops.templates.winograd import cook_toom, winograd_plan, winograd_transforms
-from tensorkiln.ops import TensorType
-from tensorkiln.tensor import apply
+from tensorkiln.kernels.target import CpuTarget
+from tensorkiln.kernels.templates.winograd import cook_toom, winograd_plan, winograd_transforms
+from tensorkiln.ir.ops import TensorType
+from tensorkiln.frontend.tensor import apply
 
 from .compiled import check_compiled
 
@@ -263,8 +263,8 @@ def test_weight_inputs_keep_the_in_kernel_transform():
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_conv2d_winograd_op_is_the_convolution_of_its_weights(m):
-    from tensorkiln.ops import get_op
-    from tensorkiln.ops.winograd_math import (transform_from_panels, transform_weights, weight_panels,
+    from tensorkiln.ir.ops import get_op
+    from tensorkiln.ir.ops.winograd_math import (transform_from_panels, transform_weights, weight_panels,
                                               weights_from_transform)
     x, wt = rand(2, 3, 9, 7), rand(5, 3, 3, 3)
     u = transform_weights(wt, m)
@@ -295,8 +295,8 @@ def test_conv2d_winograd_refuses_mismatched_weights():
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_conv2d_winograd_gradients_and_float64(m):
-    from tensorkiln.ops.winograd_math import transform_weights, weight_panels
-    from tensorkiln.testing import gradcheck
+    from tensorkiln.ir.ops.winograd_math import transform_weights, weight_panels
+    from tensorkiln.frontend.autodiff.gradcheck import gradcheck
     x = RNG.standard_normal((2, 3, 6, 5))
     # panels of 3 rows for 4 output channels: a register tile of any height, zeros past K
     u = weight_panels(transform_weights(RNG.standard_normal((4, 3, 3, 3)), m), 3)

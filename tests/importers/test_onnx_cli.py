@@ -6,7 +6,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from tensorkiln.importers.onnx_cli import main  # noqa: E402
+from tensorkiln.tools.run_onnx import main  # noqa: E402
 from onnx_build import single  # noqa: E402
 
 

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 
 import tensorkiln as tk  # noqa: E402
-from tensorkiln.models import torch_reference as tm  # noqa: E402
+from tensorkiln.tools import torch_reference as tm  # noqa: E402
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 

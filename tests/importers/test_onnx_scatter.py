@@ -18,7 +18,7 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 from onnx.reference.ops.op_scatter_elements import scatter_elements  # noqa: E402
 from onnx_build import model  # noqa: E402
 
-from tensorkiln.importers import onnx_scatter  # noqa: E402
+from tensorkiln.importers.onnx import scatter as onnx_scatter  # noqa: E402
 
 REDUCTIONS = ["none", "add", "mul", "max", "min"]
 

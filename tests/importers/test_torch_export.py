@@ -18,7 +18,7 @@ import tensorkiln as tk  # noqa: E402
 from tensorkiln.importers.torch import LOWERINGS, TorchProgram  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the model helpers sit next to this file
-from tensorkiln.models import torch_reference as tm  # noqa: E402
+from tensorkiln.tools import torch_reference as tm  # noqa: E402
 import torch_ops_models as zoo  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-4

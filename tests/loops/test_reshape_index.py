@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tensorkiln.loops import expr as E
-from tensorkiln.loops.inline import reshape_index
+from tensorkiln.kernels.inline import reshape_index
 
 SHAPES = [((128, 768), (1, 128, 12, 64)), ((1, 128, 768), (128, 768)), ((6, 4), (2, 3, 4)), ((2, 3, 4), (4, 6)),
           ((12,), (3, 4)), ((3, 1, 4), (1, 12)), ((2, 6), (3, 4)), ((5,), (5,)), ((1,), ()), ((4, 0), (0, 2))]

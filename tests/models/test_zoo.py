@@ -133,7 +133,7 @@ def test_resnet18_matches_pytorch():
 
 def test_gpt2_matches_pytorch_with_hugging_face_names():
     torch = pytest.importorskip("torch")
-    from tensorkiln.models import torch_reference as ref
+    from tensorkiln.tools import torch_reference as ref
     torch.manual_seed(0)
     reference = ref.GPT2(vocab=50, positions=32, embd=32, layers=2, heads=4).eval()
     ours = models.GPT2LMHeadModel(TINY_GPT2)

@@ -167,7 +167,7 @@ def test_multihead_attention(batch_first, rng):
 
 
 def test_module_grads_match_finite_differences(rng):
-    from tensorkiln.testing import gradcheck
+    from tensorkiln.frontend.autodiff.gradcheck import gradcheck
     lin = nn.Linear(3, 2).double()
     assert gradcheck(lambda w, b, x: F.linear(x, w, b).tanh(), lin.weight.numpy(), lin.bias.numpy(),
                      rng.standard_normal((4, 3)))

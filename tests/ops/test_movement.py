@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.tensor import apply
+from tensorkiln.frontend.tensor import apply
 
 from helpers import ALL_DTYPES, assert_close, make_tensor, noncontiguous
 

@@ -191,7 +191,7 @@ def test_reduction_dim_errors():
     with pytest.raises(TypeError):
         x.sum(1.5)
     with pytest.raises(tk.DTypeError, match="sum booleans"):
-        from tensorkiln.tensor import apply
+        from tensorkiln.frontend.tensor import apply
         apply("reduce_sum", [tk.tensor([True])], axes=(0,), keepdims=False)
 
 

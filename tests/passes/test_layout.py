@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln import models
-from tensorkiln.graph import Graph, input_node, interpret, verify
-from tensorkiln.loops.templates.target import cpu_target
-from tensorkiln.ops import TensorType
+from tensorkiln.ir.graph import Graph, input_node, interpret, verify
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.ir.ops import TensorType
 from tensorkiln.passes import optimize
 from tensorkiln.passes import layout
 from tensorkiln.passes.layout import (block_layouts, block_size, blocked_conv_choice, conversion_share,
@@ -224,7 +224,7 @@ def test_report_shows_the_layout_pass():
 
 def test_the_rule_keeps_winograd_layers_in_nchw(monkeypatch):
     """Where conv.py's rule picks Winograd, the layout pass keeps NCHW, so the two rules never disagree."""
-    from tensorkiln.loops.templates import conv
+    from tensorkiln.kernels.templates import conv
     x = image(1, 32, 14, 14)
     node = convs(tk.jit(lambda x: F.conv2d(x, weight(32, 32, 3), padding=1)).graph(x))[0]
     monkeypatch.setattr(conv, "conv_algorithm", lambda root, out: "winograd4")

@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorkiln as tk
-from tensorkiln.demo_models import all_models
+from tensorkiln.tools.demo_models import all_models
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.ir import Kernel, Store
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.program import Program
-from tensorkiln.passes.memory_plan import lower_bound, plan_memory
+from tensorkiln.kernels.memory_plan import lower_bound, plan_memory
 
 
 def _program_with_lifetimes(spans: list[tuple[int, int, int]]) -> Program:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 
 import tensorkiln as tk
-from tensorkiln.demo_models import all_models
-from tensorkiln.graph import Graph, interpret, verify
+from tensorkiln.tools.demo_models import all_models
+from tensorkiln.ir.graph import Graph, interpret, verify
 from tensorkiln.passes import optimize, pipeline
 from tensorkiln.passes.constant_fold import fold_constants
 from tensorkiln.passes.cse import eliminate_common_subexpressions
@@ -42,8 +42,8 @@ def test_cse_merges_equal_constants():
 
 
 def test_constant_folding_folds_and_does_not_materialize_broadcasts():
-    from tensorkiln.graph import constant_node, input_node, make_node
-    from tensorkiln.ops import TensorType
+    from tensorkiln.ir.graph import constant_node, input_node, make_node
+    from tensorkiln.ir.ops import TensorType
     c = constant_node(np.arange(6, dtype=np.float32).reshape(2, 3), tk.float32)
     s = constant_node(np.array(2.0, np.float32), tk.float32)
     x = input_node("x", 0, TensorType((4, 3), tk.float32))
@@ -61,8 +61,8 @@ def test_constant_folding_folds_and_does_not_materialize_broadcasts():
 
 
 def test_dce_reports_removed_nodes():
-    from tensorkiln.graph import input_node, make_node
-    from tensorkiln.ops import TensorType
+    from tensorkiln.ir.graph import input_node, make_node
+    from tensorkiln.ir.ops import TensorType
     x = input_node("x", 0, TensorType((3,), tk.float32))
     used = make_node("exp", [x])
     g = Graph([x], [used])

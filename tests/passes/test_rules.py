@@ -8,7 +8,7 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.graph import interpret, verify
+from tensorkiln.ir.graph import interpret, verify
 from tensorkiln.passes.rules import RULES, Rule, simplify_graph
 
 RULES_WITH_EXAMPLES = [r for r in RULES if r.example is not None]

@@ -18,8 +18,8 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var
 from tensorkiln.loops.ir import For, Kernel, Store
 from tensorkiln.loops.program import Program
-from tensorkiln.runtime import compiler
-from tensorkiln.runtime.compiler import compile_c, entry_is_valid, find_c_compiler
+from tensorkiln.runtime import c_compiler as compiler
+from tensorkiln.runtime.c_compiler import compile_c, entry_is_valid, find_c_compiler
 from tensorkiln.runtime.module import CompiledModule
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ CONCURRENT_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_compiler import scale_program
     from tensorkiln.codegen.c import generate_c
-    from tensorkiln.runtime.compiler import compile_c
+    from tensorkiln.runtime.c_compiler import compile_c
     from tensorkiln.runtime.module import CompiledModule
     program = scale_program(5.0, name="race")
     source = generate_c(program)

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensorkiln.codegen.build import build
+from tensorkiln.pipeline.build import build
 from tensorkiln.codegen.c import generate_c
 from tensorkiln.errors import TensorKilnError
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Const, Load, Var
 from tensorkiln.loops.ir import For, Kernel, Store
 from tensorkiln.loops.program import Program
-from tensorkiln.runtime.compiler import compile_c
+from tensorkiln.runtime.c_compiler import compile_c
 from tensorkiln.runtime.module import CompiledModule, OutOfBoundsError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ ASAN_SCRIPT = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {tests!r})
     from test_debug import gather_scatter_program
-    from tensorkiln.codegen.build import build
+    from tensorkiln.pipeline.build import build
     from tensorkiln.runtime.module import OutOfBoundsError
     module = build(gather_scatter_program(), debug=True, asan=True)
     table = np.arange(10, dtype=np.float32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorkiln.codegen.build import build
+from tensorkiln.pipeline.build import build
 from tensorkiln.errors import DTypeError, ShapeError, TensorKilnError
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var

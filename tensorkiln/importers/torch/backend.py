@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ...errors import UnsupportedOpError
-from ...jit import jit
+from ...frontend.jit import jit
 from .convert import convert_graph, rebuild_outputs, to_numpy, to_torch
 
 #: Diagnostics: graphs handed to the backend, signatures compiled, calls run by tensorkiln or eagerly.

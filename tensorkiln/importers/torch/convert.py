@@ -19,7 +19,7 @@ import torch
 
 from ... import dtypes as dt
 from ...errors import TensorKilnError, UnsupportedOpError
-from ...tensor import Tensor
+from ...frontend.tensor import Tensor
 from .lowering import LOWERINGS
 
 _TORCH_TO_TK = {

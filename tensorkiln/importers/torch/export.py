@@ -23,8 +23,8 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 from ...errors import ShapeError, UnsupportedOpError
-from ...jit import jit
-from ...tensor import Tensor, as_tensor
+from ...frontend.jit import jit
+from ...frontend.tensor import Tensor, as_tensor
 from .backend import decompositions
 from .convert import ConvertedGraph, convert_graph, rebuild_outputs, to_tk, unsupported_nodes
 

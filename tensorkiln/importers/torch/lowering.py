@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from ... import dtypes as dt
-from ...creation import full as tk_full
-from ...functions import cat, matmul, mean, var, where
+from ...frontend.creation import full as tk_full
+from ...frontend.functions import cat, matmul, mean, var, where
 from ...nn import functional as F
-from ...tensor import Tensor, as_tensor, normalize_dim
+from ...frontend.tensor import Tensor, as_tensor, normalize_dim
 
 aten = torch.ops.aten
 
@@ -696,7 +696,7 @@ def cat_(tensors, dim=0):
 
 @register_lowering(aten.stack.default)
 def stack(tensors, dim=0):
-    from ...functions import stack as tk_stack
+    from ...frontend.functions import stack as tk_stack
     return tk_stack(list(tensors), dim)
 
 

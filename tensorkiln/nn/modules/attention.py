@@ -6,9 +6,9 @@ import math
 import numpy as np
 
 from ... import dtypes as dt
-from ...creation import empty, zeros
-from ...functions import matmul, where
-from ...tensor import as_tensor
+from ...frontend.creation import empty, zeros
+from ...frontend.functions import matmul, where
+from ...frontend.tensor import as_tensor
 from .. import functional as F
 from .. import init
 from .linear import Linear

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ... import dtypes as dt
-from ...autodiff.mode import no_grad
-from ...creation import empty
-from ...tensor import as_tensor
+from ...frontend.autodiff.mode import no_grad
+from ...frontend.creation import empty
+from ...frontend.tensor import as_tensor
 from .. import functional as F
 from .. import init
 from .module import Module, Parameter

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ... import dtypes as dt
-from ...creation import empty
+from ...frontend.creation import empty
 from .. import functional as F
 from .. import init
 from ..functional import _pair

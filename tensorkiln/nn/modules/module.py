@@ -12,9 +12,9 @@ from typing import Iterator
 import numpy as np
 
 from ... import dtypes as dt
-from ...autodiff.mode import no_grad
-from ...tensor import Tensor, as_tensor
-from ...trace import mark_buffer
+from ...frontend.autodiff.mode import no_grad
+from ...frontend.tensor import Tensor, as_tensor
+from ...frontend.trace import mark_buffer
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 

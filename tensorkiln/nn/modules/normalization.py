@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ... import dtypes as dt
-from ...creation import ones, zeros
-from ...tensor import as_tensor
+from ...frontend.creation import ones, zeros
+from ...frontend.tensor import as_tensor
 from .. import functional as F
 from .module import Module, Parameter
 

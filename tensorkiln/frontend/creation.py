@@ -1,0 +1,110 @@
+"""Tensor creation: tensor, zeros, ones, full, arange, linspace, eye, rand, randn, randint.
+
+Random tensors come from one numpy Generator that `manual_seed` resets, or
+from a fresh one when `seed=` is given, so results are reproducible.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from .tensor import Tensor, as_tensor
+
+_generator = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Reset the default random generator."""
+    global _generator
+    _generator = np.random.default_rng(seed)
+
+
+def _rng(seed: int | None) -> np.random.Generator:
+    return _generator if seed is None else np.random.default_rng(seed)
+
+
+def _shape(size) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor from data (nested lists, numpy arrays, scalars); Python floats give float32."""
+    if isinstance(data, Tensor):
+        t = Tensor._from_value(data._value.copy(), data.dtype).to(dtype or data.dtype) \
+            if not data.is_traced else data.to(dtype or data.dtype)
+    else:
+        t = as_tensor(np.array(data) if isinstance(data, np.ndarray) else data, dtype)
+    return t.requires_grad_() if requires_grad else t
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with a numpy array."""
+    return as_tensor(array)
+
+
+def full(size, fill_value, dtype=None) -> Tensor:
+    """A tensor of `size` filled with `fill_value` (dtype inferred from the value when not given)."""
+    shape = _shape((size,) if isinstance(size, (int, np.integer)) else (size,))
+    dtype = dt.as_dtype(dtype) if dtype is not None else as_tensor(fill_value).dtype
+    return Tensor._from_value(dt.to_storage(np.full(shape, fill_value), dtype), dtype)
+
+
+def zeros(*size, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
+    return full(_shape(size), 0, dtype).requires_grad_(requires_grad)
+
+
+def ones(*size, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
+    return full(_shape(size), 1, dtype).requires_grad_(requires_grad)
+
+
+def empty(*size, dtype=dt.float32) -> Tensor:
+    return zeros(*size, dtype=dtype)
+
+
+def zeros_like(x, dtype=None) -> Tensor:
+    return full(tuple(x.shape), 0, dtype or x.dtype)
+
+
+def ones_like(x, dtype=None) -> Tensor:
+    return full(tuple(x.shape), 1, dtype or x.dtype)
+
+
+def full_like(x, fill_value, dtype=None) -> Tensor:
+    return full(tuple(x.shape), fill_value, dtype or x.dtype)
+
+
+def arange(start, end=None, step=1, dtype=None) -> Tensor:
+    """Values from start to end (exclusive) by step; int64 for ints, float32 if any is a float."""
+    if end is None:
+        start, end = 0, start
+    values = np.arange(start, end, step)
+    if dtype is None:
+        dtype = dt.float32 if values.dtype.kind == "f" else dt.int64
+    return as_tensor(values, dtype)
+
+
+def linspace(start: float, end: float, steps: int, dtype=dt.float32) -> Tensor:
+    return as_tensor(np.linspace(start, end, steps), dtype)
+
+
+def eye(n: int, m: int | None = None, dtype=dt.float32) -> Tensor:
+    return as_tensor(np.eye(n, m), dtype)
+
+
+def rand(*size, seed: int | None = None, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return as_tensor(_rng(seed).random(_shape(size)), dtype).requires_grad_(requires_grad)
+
+
+def randn(*size, seed: int | None = None, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples."""
+    return as_tensor(_rng(seed).standard_normal(_shape(size)), dtype).requires_grad_(requires_grad)
+
+
+def randint(low: int, high: int | None = None, size=(), seed: int | None = None, dtype=dt.int64) -> Tensor:
+    """Uniform integers in [low, high)."""
+    if high is None:
+        low, high = 0, low
+    return as_tensor(_rng(seed).integers(low, high, size=tuple(size)), dtype)

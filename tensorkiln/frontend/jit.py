@@ -1,0 +1,395 @@
+"""tk.jit: trace a Python function into the graph IR once per input signature, then run the graph.
+
+The signature is the shapes and dtypes of the tensor arguments plus the values
+of the other arguments (which are baked into the trace, like constants). A call
+with a new signature traces again instead of failing.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..pipeline.executable import CompiledGraph, CompileReport, debug_enabled
+from ..ir.graph import Graph, Node, input_node, verify
+from ..pipeline.profile import KernelProfile
+from .writes import count_write, write_count
+from .tensor import Tensor, as_tensor
+from .autodiff.mode import is_grad_enabled
+from .trace import Trace, current_trace, tracing
+
+
+@dataclass
+class _Leaf:
+    """Placeholder for a tensor inside a flattened argument or result structure."""
+
+    index: int
+
+
+def _flatten(value, leaves: list, names: list, name: str):
+    """Replace tensors/arrays in nested lists, tuples and dicts by _Leaf markers."""
+    if isinstance(value, (Tensor, np.ndarray)):
+        leaves.append(value)
+        names.append(name)
+        return _Leaf(len(leaves) - 1)
+    if isinstance(value, (list, tuple)):
+        items = [_flatten(v, leaves, names, f"{name}_{i}") for i, v in enumerate(value)]
+        return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
+    if isinstance(value, dict):
+        return {k: _flatten(v, leaves, names, f"{name}_{k}") for k, v in value.items()}
+    return value
+
+
+def _unflatten(structure, leaves: list):
+    if isinstance(structure, _Leaf):
+        return leaves[structure.index]
+    if isinstance(structure, (list, tuple)):
+        items = [_unflatten(v, leaves) for v in structure]
+        return type(structure)(items) if not hasattr(structure, "_fields") else type(structure)(*items)
+    if isinstance(structure, dict):
+        return {k: _unflatten(v, leaves) for k, v in structure.items()}
+    return structure
+
+
+def _static_key(structure):
+    """A hashable key for the non-tensor parts of the arguments."""
+    if isinstance(structure, _Leaf):
+        return ("leaf",)
+    if isinstance(structure, (list, tuple)):
+        return (type(structure).__name__,) + tuple(_static_key(v) for v in structure)
+    if isinstance(structure, dict):
+        # insertion order, not sorted: tensors are bound to graph inputs in this order (kwargs too)
+        return ("dict",) + tuple((k, _static_key(v)) for k, v in structure.items())
+    try:
+        hash(structure)
+        return ("value", type(structure).__name__, structure)
+    except TypeError:
+        return ("object", id(structure))
+
+
+def _as_input_tensor(value) -> Tensor:
+    return value if isinstance(value, Tensor) else as_tensor(value)
+
+
+@dataclass
+class TracedFunction:
+    """One trace: the graph and how to map arguments and results to and from it."""
+
+    graph: Graph
+    output_structure: Any
+    trace_seconds: float
+    compiled: CompiledGraph | None = None
+    # Eager state (autodiff/training, see trace.py): the graph's inputs after the arguments are read
+    # by `state_sources`; its outputs after the first `n_outputs` are written back per `mutations`.
+    n_outputs: int = 0
+    state_sources: list = field(default_factory=list)
+    mutations: list = field(default_factory=list)
+    guards: list = field(default_factory=list)
+    baked: list = field(default_factory=list)  # (parameter or buffer, its array baked in, its write count)
+    # (output, input) positions where an output is the new value of the tensor that input reads:
+    # the compiled code may write it into that input's array (see CompiledGraph)
+    updates: list = field(default_factory=list)
+
+    def guards_hold(self) -> bool:
+        """The trace assumed each guarded tensor had (or had no) .grad; still true?"""
+        return all((t._grad is not None) == had for t, had in self.guards)
+
+    def constants_current(self) -> bool:
+        """Parameters and buffers baked in as constants still hold those values?"""
+        return all(t._value is array and write_count(array) == writes for t, array, writes in self.baked)
+
+
+class JitFunction:
+    """A function compiled per input signature; call it like the original."""
+
+    def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
+                 backend: str = "c", donate_argnums: int | tuple[int, ...] = ()):
+        self._module = fn if _is_module(fn) else None
+        if self._module is None:
+            functools.update_wrapper(self, fn)
+        self.fn = fn
+        if opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+        self.opt_level = opt_level
+        self.debug = debug
+        self.fast_math = fast_math
+        self.backend = backend  # "c", or "interpreter": run the optimized graph with the reference interpreter
+        self.donate_argnums = _argnums(donate_argnums)
+        self._cache: dict[tuple, TracedFunction] = {}  # the last trace used per signature
+        self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
+        self._variants: dict[tuple, list[TracedFunction]] = {}
+        self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
+
+    # ---- tracing --------------------------------------------------------------
+    def _bind(self, args, kwargs):
+        leaves: list = []
+        names: list[str] = []
+        structure = []
+        donated: list[int] = []  # positions of the leaves of donated arguments
+        for i, arg in enumerate(args):
+            name = self._positional_names[i] if i < len(self._positional_names) else f"arg{i}"
+            first = len(leaves)
+            structure.append(_flatten(arg, leaves, names, name))
+            if i in self.donate_argnums:
+                donated += range(first, len(leaves))
+        kw_structure = {k: _flatten(v, leaves, names, k) for k, v in kwargs.items()}
+        tensors = [_as_input_tensor(v) for v in leaves]
+        for t in tensors:
+            if t.is_traced:
+                raise TypeError("a tk.jit function received a traced tensor from another trace")
+        key = (tuple((tuple(t.shape), t.dtype.name) for t in tensors),
+               _static_key(tuple(structure)), _static_key(kw_structure), is_grad_enabled(),
+               self._module.training if self._module is not None else None)
+        return tensors, names, (tuple(structure), kw_structure), key, donated
+
+    def _trace(self, tensors: list[Tensor], names: list[str], structure, donated: list[int]) -> TracedFunction:
+        start = time.perf_counter()
+        trace = Trace(getattr(self.fn, "__name__", type(self.fn).__name__))
+        unique = _unique_names(names)
+        inputs = [input_node(n, i, t.type) for i, (n, t) in enumerate(zip(unique, tensors))]
+        symbolic = [Tensor._from_node(node, trace) for node in inputs]
+        for sym, t in zip(symbolic, tensors):  # arguments are values: they may require grad, never get written back
+            sym._requires_grad = t._requires_grad
+        args, kwargs = _unflatten(structure, symbolic)
+        with tracing(trace):
+            try:
+                result = self.fn(*args, **kwargs)
+                out_leaves: list = []
+                out_structure = _flatten(result, out_leaves, [], "out")
+                outputs = []
+                for leaf in out_leaves:
+                    t = _as_input_tensor(leaf)
+                    outputs.append(t._node if t.is_traced else trace.constant_for(t))
+            except BaseException:
+                trace.restore()  # eager tensors written in the trace get their values back
+                raise
+            state = trace.finish(outputs, len(inputs))
+        graph = Graph(inputs + state.state_inputs, state.outputs, trace.name)
+        verify(graph)
+        updates = _state_updates(state, len(inputs), len(outputs)) + _donated_updates(graph, donated, len(outputs))
+        return TracedFunction(graph, out_structure, time.perf_counter() - start, n_outputs=len(outputs),
+                              state_sources=state.state_sources, mutations=state.mutations,
+                              guards=state.guards, baked=state.baked, updates=updates)
+
+    def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
+        tensors, names, structure, key, donated = self._bind(args, kwargs)
+        # Several traces may share a signature, told apart by their guards (see TracedFunction).
+        entries = self._variants.setdefault(key, [])
+        entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
+        entry = next((e for e in entries if e.guards_hold()), None)
+        if entry is None:
+            entry = self._trace(tensors, names, structure, donated)
+            entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug),
+                                           opt_level=self.opt_level, fast_math=self.fast_math,
+                                           backend=self.backend, updates=entry.updates)
+            entry.compiled.report.trace_seconds = entry.trace_seconds
+            entries.append(entry)
+        self._cache[key] = entry
+        return entry, tensors
+
+    # ---- public API -------------------------------------------------------------
+    def _fast_key(self, args) -> tuple | None:
+        """A cheap cache key for calls whose arguments are all plain arrays or eager tensors."""
+        key = []
+        for a in args:
+            if type(a) is np.ndarray:
+                key.append((a.shape, a.dtype))
+            elif type(a) is Tensor and a._node is None and not a._requires_grad:
+                key.append((a._value.shape, a._dtype))
+            else:
+                return None
+        return (tuple(key), is_grad_enabled(), self._module.training if self._module is not None else None)
+
+    def __call__(self, *args, **kwargs):
+        if current_trace() is not None:  # called from another traced function: inline it
+            return self.fn(*args, **kwargs)
+        fast = self._fast_key(args) if not kwargs else None
+        entry = self._fast.get(fast) if fast is not None else None
+        if entry is not None and entry.guards_hold() and entry.constants_current():
+            # the common case: same signature as before, skip flattening and key building
+            arrays = [a if type(a) is np.ndarray else a._value for a in args]
+        else:
+            entry, tensors = self._lookup(args, kwargs)
+            arrays = [t._value for t in tensors]
+            if fast is not None:
+                self._fast[fast] = entry
+        results = entry.compiled(arrays + [read() for read in entry.state_sources])
+        n = entry.n_outputs
+        outputs = [Tensor._from_value(r, node.dtype) for r, node in zip(results[:n], entry.graph.outputs)]
+        _write_back(entry.mutations, results[n:], entry.graph.outputs[n:])
+        return _unflatten(entry.output_structure, outputs)
+
+    def graph(self, *args, **kwargs) -> Graph:
+        """The traced graph for these arguments' signature."""
+        return self._lookup(args, kwargs)[0].graph
+
+    def optimized_graph(self, *args, **kwargs) -> Graph:
+        """The graph after the optimization pipeline of this signature (what is lowered and compiled)."""
+        return self._lookup(args, kwargs)[0].compiled.graph
+
+    def report(self, *args, **kwargs) -> CompileReport:
+        """The CompileReport of this signature: kernels, source path, timings."""
+        return self._lookup(args, kwargs)[0].compiled.report
+
+    def profile(self, *args, repeat: int = 20, **kwargs) -> KernelProfile:
+        """Mean time per call of each kernel of this signature (see tensorkiln/profile.py).
+
+        Runs a timing build of the same program on copies of the arguments (and
+        of any parameters or optimizer state the function reads): nothing the
+        function would update in place is changed.
+        """
+        entry, tensors = self._lookup(args, kwargs)
+        arrays = [t._value for t in tensors] + [read() for read in entry.state_sources]
+        return entry.compiled.profile(arrays, repeat)
+
+    def explain(self, *args, **kwargs) -> str:
+        """Text describing how this signature is compiled: graph, kernels with loop IR, C source path."""
+        entry, _ = self._lookup(args, kwargs)
+        report = entry.compiled.report
+        parts = [f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
+                 str(entry.graph)]
+        for stats in report.passes:
+            parts.append(f"== after {stats}")
+            if stats.graph is not None:  # the IR after each pass that changed something
+                parts.append(str(stats.graph))
+        if report.backend == "c":
+            parts.append(f"== kernels ({len(report.kernels)})")
+            parts += [k.loop_ir for k in report.kernels]
+            parts.append(f"== memory: arena {report.arena_bytes} bytes, naive {report.naive_bytes} bytes, "
+                         f"lower bound {report.lower_bound_bytes} bytes")
+            parts.append(f"== generated C: {report.source_path}")
+            parts.append(f"== library: {report.library_path} "
+                         f"({'cache hit' if report.cache_hit else f'compiled in {report.compile_seconds:.2f} s'})")
+        else:
+            parts.append(f"== backend: reference interpreter ({report.fallback_reason})")
+        return "\n".join(parts)
+
+    @property
+    def cache_size(self) -> int:
+        """Number of signatures traced so far."""
+        return len(self._cache)
+
+
+def _write_back(mutations: list, arrays: list, nodes: list) -> None:
+    """Replay a compiled call's in-place updates on the eager tensors (parameters, optimizer state, .grad)."""
+    values = iter(zip(arrays, nodes))
+    for tensor, kind, to_none in mutations:
+        if kind == "grad" and to_none:
+            tensor._grad = None
+            continue
+        array, node = next(values)
+        if kind == "data":
+            if tensor._value is array:
+                count_write(array)  # updated in place by the compiled code
+            else:
+                tensor._value = array
+        elif tensor._grad is None or tensor._grad.is_traced:
+            tensor._grad = Tensor._from_value(array, node.dtype)
+        else:
+            tensor._grad._value = array
+
+
+def _state_updates(state, n_args: int, n_outputs: int) -> list[tuple[int, int]]:
+    """(output position, input position) of each data write to a tensor that a state input reads."""
+    position = {id(t): n_args + i for i, t in enumerate(state.state_tensors) if t is not None}
+    updates, output = [], n_outputs
+    for tensor, kind, to_none in state.mutations:
+        if kind == "grad" and to_none:
+            continue  # no output
+        if kind == "data" and id(tensor) in position:
+            updates.append((output, position[id(tensor)]))
+        output += 1
+    return updates
+
+
+def _donated_updates(graph: Graph, donated: list[int], n_outputs: int) -> list[tuple[int, int]]:
+    """(output, input) candidates for writing an output into a donated argument's array.
+
+    Each of the function's outputs may take the memory of a donated input of
+    its shape and dtype that its value is computed from elementwise (a KV
+    cache's `where(slot, new, cache)`); CompiledGraph keeps the pairs that are
+    safe (memory_plan.state_update_pairs), preferring for each output the
+    donated inputs in order.
+    """
+    pairs = []
+    for o, out in enumerate(graph.outputs[:n_outputs]):
+        fits = [i for i in donated if graph.inputs[i].shape == out.shape and graph.inputs[i].dtype == out.dtype]
+        if fits:
+            sources = _ancestors(out)
+            pairs += [(o, i) for i in fits if graph.inputs[i].id in sources]
+    return pairs
+
+
+def _ancestors(node: Node) -> set[int]:
+    """Ids of `node` and of every node its value is computed from."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n.id not in seen:
+            seen.add(n.id)
+            stack.extend(n.inputs)
+    return seen
+
+
+def _argnums(argnums: int | tuple[int, ...]) -> frozenset[int]:
+    argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not all(isinstance(a, int) and a >= 0 for a in argnums):
+        raise ValueError(f"donate_argnums must be non-negative argument positions, got {argnums!r}")
+    return frozenset(argnums)
+
+
+def _is_module(fn) -> bool:
+    """A tk.nn.Module (duck-typed: jit sits below nn): compiled through its forward."""
+    return hasattr(fn, "forward") and hasattr(fn, "training") and hasattr(fn, "parameters")
+
+
+def _positional_names(fn: Callable) -> list[str]:
+    """Names of the parameters that positional arguments bind to (up to any *args)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    names = []
+    for p in params:
+        if p.kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return names
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    result = []
+    for n in names:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in n) or "arg"
+        if base in seen:
+            seen[base] += 1
+            base = f"{base}_{seen[base]}"
+        else:
+            seen[base] = 0
+        result.append(base)
+    return result
+
+
+def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
+        backend: str = "c", donate_argnums: int | tuple[int, ...] = ()):
+    """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
+
+    opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
+    debug builds bounds-checked, sanitized code (also TENSORKILN_DEBUG=1);
+    fast_math allows rewrites that are exact for real numbers but not for every float;
+    backend="interpreter" runs the optimized graph with the reference interpreter instead of compiling C;
+    donate_argnums: positional arguments (a tensor, or a list/tuple/dict of them) whose arrays the
+    call may overwrite with outputs of their shape computed from them elementwise, as JAX's option:
+    a KV cache updated at one position is then written in place (one row stored, not the whole
+    cache). A donated argument's tensor may hold the output's value after the call; do not reuse it.
+    """
+    options = dict(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
+                   donate_argnums=donate_argnums)
+    if fn is None:
+        return lambda f: JitFunction(f, **options)
+    return JitFunction(fn, **options)

@@ -1,0 +1,679 @@
+"""Tensor: eager values and traced (symbolic) values behind one class.
+
+An eager tensor holds a numpy array (in its dtype's storage type) and every
+operation computes at once with the op's reference implementation. Inside a
+`tk.jit` trace, operations on symbolic tensors build graph nodes instead.
+Both paths go through `apply`, so shapes, dtypes and errors are identical.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..errors import AxisError, DTypeError, ShapeError, TraceError, at_user_line, user_location
+from ..ir.graph import Node, evaluate, make_node
+from ..ir.ops import Attrs, TensorType, infer_type
+from .trace import Trace, current_trace
+from .autodiff.mode import is_grad_enabled
+from .autodiff.tensor_api import TensorAutodiff
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
+def apply(op: str, inputs: Sequence["Tensor"], **attrs: Any) -> "Tensor":
+    """Apply primitive `op`: compute now (eager) or record a node (tracing).
+
+    When grad mode is on and an input requires grad, the result also gets a
+    tape node (op, attrs, inputs) that backward() reads (autodiff/tape.py).
+    """
+    attrs_ = Attrs(attrs)
+    out = _apply(op, inputs, attrs_)
+    for t in inputs:
+        if t._requires_grad:
+            if is_grad_enabled():
+                from .autodiff.tape import record
+                record(op, attrs_, inputs, out)
+            break
+    return out
+
+
+def _apply(op: str, inputs: Sequence["Tensor"], attrs_: Attrs) -> "Tensor":
+    trace = current_trace()
+    # Inside a trace, eager state (parameters, buffers, optimizer state) is read symbolically too,
+    # so a compiled function reads its value on every call instead of baking it in.
+    if any(t._node is not None for t in inputs) or (trace is not None and any(trace.is_state(t) for t in inputs)):
+        for t in inputs:
+            if t._node is not None and t._trace is not trace:
+                raise TraceError(at_user_line(
+                    f"{op}: a traced tensor was used outside the tk.jit function that created it"))
+        nodes = [t._node if t._node is not None else trace.constant_for(t) for t in inputs]
+        node = make_node(op, nodes, attrs_, trace.scope, user_location())
+        return Tensor._from_node(node, trace)
+    types = [t.type for t in inputs]
+    out_type = infer_type(op, types, attrs_)
+    value = evaluate(op, attrs_, [t._value for t in inputs], types, out_type)
+    return Tensor._from_value(value, out_type.dtype)
+
+
+def normalize_dim(dim: int, ndim: int, op: str = "") -> int:
+    """A possibly negative dimension as an index in [0, ndim)."""
+    if not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: dimension must be an int, got {dim!r}")
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise AxisError(at_user_line(
+            f"{op}: dimension {dim} is out of range for a tensor of rank {ndim}"))
+    return int(dim) % max(ndim, 1)
+
+
+def normalize_dims(dim, ndim: int, op: str = "") -> tuple[int, ...]:
+    """None (all), an int or a sequence of ints -> sorted tuple of dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        dim = (dim,)
+    dims = tuple(sorted(normalize_dim(d, ndim, op) for d in dim))
+    if len(set(dims)) != len(dims):
+        raise AxisError(at_user_line(f"{op}: dimension repeated in {list(dim)}"))
+    return dims if ndim else ()  # a 0-d tensor accepts dim 0 / -1 (as PyTorch) and has nothing to reduce
+
+
+def _pick(name: str, a, b, default=None):
+    """Accept PyTorch's and numpy's spelling of one argument (dim/axis, keepdim/keepdims)."""
+    if a is not None and b is not None:
+        raise TypeError(f"give either {name} or its numpy spelling, not both")
+    return a if a is not None else (b if b is not None else default)
+
+
+def _is_scalar(value) -> bool:
+    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def scalar_tensor(value, dtype: DType) -> "Tensor":
+    """A 0-d eager tensor of `dtype` holding a Python scalar."""
+    return Tensor._from_value(dt.to_storage(np.asarray(value), dtype), dtype)
+
+
+def promote(*values) -> tuple[list["Tensor"], DType]:
+    """Convert operands to Tensors of their common dtype (Python scalars are weak)."""
+    values = [v if isinstance(v, Tensor) or _is_scalar(v) else as_tensor(v) for v in values]
+    tensors = [v.dtype for v in values if isinstance(v, Tensor)]
+    scalars = [dt.scalar_category(v) for v in values if not isinstance(v, Tensor)]
+    dtype = dt.result_type(tensors, scalars)
+    return [v.to(dtype) if isinstance(v, Tensor) else scalar_tensor(v, dtype) for v in values], dtype
+
+
+def as_tensor(value, dtype=None) -> "Tensor":
+    """A Tensor from a Tensor, numpy array, Python scalar or nested list (no copy when possible)."""
+    if isinstance(value, Tensor):
+        return value if dtype is None else value.to(dtype)
+    if dtype is not None:
+        dtype = dt.as_dtype(dtype)
+    if isinstance(value, (np.ndarray, np.generic)):  # numpy scalars keep their dtype, like 0-d arrays
+        array = np.asarray(value)
+    elif _is_scalar(value):
+        array = np.asarray(value)
+        if dtype is None:
+            dtype = dt.result_type([], [dt.scalar_category(value)])
+    else:
+        array = np.asarray(_unwrap_nested(value))
+        if dtype is None and array.dtype.kind == "f":
+            dtype = dt.DEFAULT_FLOAT  # Python floats become float32, as in PyTorch
+    if array.dtype == object:
+        raise TypeError(f"cannot make a tensor from {type(value).__name__} {value!r}")
+    if dtype is None:
+        dtype = dt.from_numpy_dtype(array.dtype)
+    return Tensor._from_value(dt.to_storage(array, dtype), dtype)
+
+
+def _unwrap_nested(value):
+    if isinstance(value, Tensor):
+        return value.numpy()
+    if isinstance(value, (list, tuple)):
+        return [_unwrap_nested(v) for v in value]
+    return value
+
+
+class Tensor(TensorAutodiff):
+    """An n-dimensional array: eager (holds a value) or traced (holds a graph node).
+
+    Autodiff state (requires_grad, .grad, the tape node that made it) and the
+    in-place methods live in autodiff/tensor_api.py.
+    """
+
+    __slots__ = ("_value", "_dtype", "_node", "_trace", "_requires_grad", "_grad", "_grad_fn", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our reflected operators
+
+    def __init__(self, data, dtype=None):
+        t = as_tensor(data, dtype)
+        self._value, self._dtype, self._node, self._trace = t._value, t._dtype, t._node, t._trace
+        self._requires_grad, self._grad, self._grad_fn = False, None, None
+
+    @classmethod
+    def _from_value(cls, value: np.ndarray, dtype: DType) -> "Tensor":
+        t = object.__new__(cls)
+        t._value, t._dtype, t._node, t._trace = value, dtype, None, None
+        t._requires_grad, t._grad, t._grad_fn = False, None, None
+        return t
+
+    @classmethod
+    def _from_node(cls, node: Node, trace: Trace) -> "Tensor":
+        t = object.__new__(cls)
+        t._value, t._dtype, t._node, t._trace = None, node.dtype, node, trace
+        t._requires_grad, t._grad, t._grad_fn = False, None, None
+        return t
+
+    # ---- basic properties --------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._node.shape if self._node is not None else self._value.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(tuple(self.shape), self._dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_traced(self) -> bool:
+        """True for a symbolic tensor inside a tk.jit trace."""
+        return self._node is not None
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def size(self, dim: int | None = None):
+        """The shape, or the size of one dimension."""
+        return self.shape if dim is None else self.shape[normalize_dim(dim, self.ndim, "size")]
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # ---- leaving tensorkiln ------------------------------------------------
+    def _concrete(self, what: str) -> np.ndarray:
+        if self._node is not None:
+            raise TraceError(at_user_line(
+                f"{what} needs a concrete value, but this tensor is traced inside tk.jit "
+                "(its value is not known until the compiled function runs); "
+                "use tk.where instead of Python control flow on tensor values"))
+        return self._value
+
+    def numpy(self) -> np.ndarray:
+        """The value as a numpy array (bfloat16 values are widened to float32)."""
+        value = self._concrete("numpy()")
+        return dt.f32_from_bf16_bits(value) if self._dtype is dt.bfloat16 else value
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.numpy()
+        return array.astype(dtype) if dtype is not None else array
+
+    def item(self):
+        """The single value of a one-element tensor as a Python scalar."""
+        value = self.numpy()
+        if value.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, this one has {value.size}")
+        return value.reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __bool__(self) -> bool:
+        value = self._concrete("bool()")
+        if value.size != 1:
+            raise ValueError("the truth value of a tensor with more than one element is ambiguous")
+        return bool(value.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not (self._dtype.is_integer or self._dtype.is_bool):
+            raise TypeError("only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        if self._node is not None:
+            return f"Tensor(traced {self.type}, op={self._node.op})"
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self._dtype!r})"
+
+    # ---- dtype conversion --------------------------------------------------
+    def to(self, dtype) -> "Tensor":
+        """Cast to `dtype` (a no-op when already of that dtype)."""
+        dtype = dt.as_dtype(dtype)
+        return self if dtype == self._dtype else apply("cast", [self], dtype=dtype)
+
+    astype = to
+    type_as = lambda self, other: self.to(other.dtype)  # noqa: E731
+    float = lambda self: self.to(dt.float32)  # noqa: E731
+    double = lambda self: self.to(dt.float64)  # noqa: E731
+    half = lambda self: self.to(dt.float16)  # noqa: E731
+    bfloat16 = lambda self: self.to(dt.bfloat16)  # noqa: E731
+    byte = lambda self: self.to(dt.uint8)  # noqa: E731
+    short = lambda self: self.to(dt.int16)  # noqa: E731
+    int = lambda self: self.to(dt.int32)  # noqa: E731
+    long = lambda self: self.to(dt.int64)  # noqa: E731
+    bool = lambda self: self.to(dt.bool_)  # noqa: E731
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    def clone(self) -> "Tensor":
+        if self._requires_grad and is_grad_enabled():  # differentiable copy
+            return apply("cast", [self], dtype=self._dtype)
+        return Tensor._from_value(self._value.copy(), self._dtype) if self._node is None else self
+
+    def detach(self) -> "Tensor":
+        """The same value cut from the tape: it does not require grad (shares memory, as in PyTorch)."""
+        if not self._requires_grad:
+            return self
+        trace = current_trace()
+        if trace is not None and self._node is None:  # a parameter read inside tk.jit: a graph input
+            node = trace.constant_for(self)
+            trace.mark_state(self)
+            return Tensor._from_node(node, trace)
+        t = object.__new__(Tensor)
+        t._value, t._dtype, t._node, t._trace = self._value, self._dtype, self._node, self._trace
+        t._requires_grad, t._grad, t._grad_fn = False, None, None
+        return t
+
+    # ---- elementwise arithmetic ----------------------------------------------
+    def _binary(self, op: str, other, reverse: bool = False, float_result: bool = False) -> "Tensor":
+        a, b = (other, self) if reverse else (self, other)
+        (a, b), dtype = promote(a, b)
+        if float_result and not dtype.is_floating:
+            a, b = a.to(dt.DEFAULT_FLOAT), b.to(dt.DEFAULT_FLOAT)
+        return apply(op, [a, b])
+
+    def __add__(self, o): return self._binary("add", o)
+    def __radd__(self, o): return self._binary("add", o, True)
+    def __sub__(self, o): return self._binary("sub", o)
+    def __rsub__(self, o): return self._binary("sub", o, True)
+    def __mul__(self, o): return self._binary("mul", o)
+    def __rmul__(self, o): return self._binary("mul", o, True)
+    def __truediv__(self, o): return self._binary("div", o, float_result=True)
+    def __rtruediv__(self, o): return self._binary("div", o, True, float_result=True)
+    def __floordiv__(self, o): return self._binary("floor_div", o)
+    def __rfloordiv__(self, o): return self._binary("floor_div", o, True)
+    def __mod__(self, o): return self._binary("mod", o)
+    def __rmod__(self, o): return self._binary("mod", o, True)
+    def __pow__(self, o): return self._binary("pow", o)
+    def __rpow__(self, o): return self._binary("pow", o, True)
+    def __and__(self, o): return self._binary("and", o)
+    def __rand__(self, o): return self._binary("and", o, True)
+    def __or__(self, o): return self._binary("or", o)
+    def __ror__(self, o): return self._binary("or", o, True)
+    def __xor__(self, o): return self._binary("xor", o)
+    def __rxor__(self, o): return self._binary("xor", o, True)
+    def __eq__(self, o): return self._binary("eq", o)  # type: ignore[override]
+    def __ne__(self, o): return self._binary("ne", o)  # type: ignore[override]
+    def __lt__(self, o): return self._binary("lt", o)
+    def __le__(self, o): return self._binary("le", o)
+    def __gt__(self, o): return self._binary("gt", o)
+    def __ge__(self, o): return self._binary("ge", o)
+    def __neg__(self): return apply("neg", [self])
+    def __pos__(self): return self
+    def __abs__(self): return self.abs()
+
+    def __invert__(self):
+        if not self._dtype.is_bool:
+            raise DTypeError(at_user_line(f"~: expects a bool tensor, got {self._dtype.name}"))
+        return apply("not", [self])
+
+    add = __add__
+    sub = __sub__
+    mul = __mul__
+    div = __truediv__
+    pow = __pow__
+    eq = __eq__
+    ne = __ne__
+    lt = __lt__
+    le = __le__
+    gt = __gt__
+    ge = __ge__
+    remainder = __mod__
+    floor_divide = __floordiv__
+
+    # PyTorch's logical ops treat any nonzero value as true and return bool (&, |, ^ are bitwise on ints).
+    def logical_and(self, other): return self.to(dt.bool_)._binary("and", as_tensor(other).to(dt.bool_))
+    def logical_or(self, other): return self.to(dt.bool_)._binary("or", as_tensor(other).to(dt.bool_))
+    def logical_xor(self, other): return self.to(dt.bool_)._binary("xor", as_tensor(other).to(dt.bool_))
+
+    def logical_not(self):
+        return apply("not", [self.to(dt.bool_)])
+
+    def maximum(self, other): return self._binary("maximum", other)
+    def minimum(self, other): return self._binary("minimum", other)
+
+    def _unary(self, op: str, float_only: bool = True) -> "Tensor":
+        x = self.to(dt.DEFAULT_FLOAT) if float_only and not self._dtype.is_floating else self
+        return apply(op, [x])
+
+    def neg(self): return apply("neg", [self])
+    def abs(self): return self._unary("abs", False)
+    def sign(self): return self._unary("sign", False)
+    def exp(self): return self._unary("exp")
+    def log(self): return self._unary("log")
+    def sqrt(self): return self._unary("sqrt")
+    def rsqrt(self): return self._unary("rsqrt")
+    def reciprocal(self): return self._unary("reciprocal")
+    def sin(self): return self._unary("sin")
+    def cos(self): return self._unary("cos")
+    def tanh(self): return self._unary("tanh")
+    def erf(self): return self._unary("erf")
+    def sigmoid(self): return self._unary("sigmoid")
+    def relu(self): return self._unary("relu", False)
+    def floor(self): return self if not self._dtype.is_floating else apply("floor", [self])
+    def ceil(self): return self if not self._dtype.is_floating else apply("ceil", [self])
+    def round(self): return self if not self._dtype.is_floating else apply("round", [self])
+    def isnan(self): return apply("isnan", [self]) if self._dtype.is_floating else self != self
+
+    def square(self): return self * self
+
+    def log1p(self) -> "Tensor":
+        """log(1 + x), accurate for tiny x: log(u) * x / (u - 1) with u = 1 + x (Goldberg's trick)."""
+        from .functions import where
+        out_dtype = self._dtype if self._dtype.is_floating else dt.DEFAULT_FLOAT
+        x = self.to(out_dtype.compute)  # 16-bit floats: the trick needs one precision throughout
+        u = 1 + x
+        d = u - 1
+        exact = (d == 0) | (u == float("inf"))
+        return where(exact, x, u.log() * (x / where(exact, 1, d))).to(out_dtype)
+
+    def clamp(self, min=None, max=None) -> "Tensor":  # noqa: A002 (PyTorch's names)
+        """Limit values to [min, max]; either bound may be None."""
+        out = self
+        if min is not None:
+            out = out.maximum(min)
+        if max is not None:
+            out = out.minimum(max)
+        return out
+
+    clip = clamp
+
+    def where(self, condition, other) -> "Tensor":
+        """self where condition, else other (PyTorch's Tensor.where)."""
+        from .functions import where
+        return where(condition, self, other)
+
+    def masked_fill(self, mask, value) -> "Tensor":
+        """Replace elements where `mask` is true by `value` (the result keeps self's dtype, as in PyTorch)."""
+        from .functions import where
+        value = value.to(self._dtype) if isinstance(value, Tensor) else as_tensor(value, self._dtype)
+        return where(mask, value, self)
+
+    # ---- matmul ------------------------------------------------------------------
+    def matmul(self, other) -> "Tensor":
+        from .functions import matmul
+        return matmul(self, other)
+
+    def __matmul__(self, other): return self.matmul(other)
+
+    def __rmatmul__(self, other):
+        from .functions import matmul
+        return matmul(as_tensor(other), self)
+
+    # ---- reductions ----------------------------------------------------------------
+    def _reduce(self, op: str, dim, axis, keepdim, keepdims) -> "Tensor":
+        dims = normalize_dims(_pick("dim", dim, axis), self.ndim, op)
+        keep = bool(_pick("keepdim", keepdim, keepdims, False))
+        return apply(op, [self], axes=dims, keepdims=keep)
+
+    def sum(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> "Tensor":
+        """Sum over `dim` (all when None); integers and bools accumulate in int64."""
+        x = self
+        if dtype is not None:
+            x = x.to(dtype)
+        elif not x._dtype.is_floating:
+            x = x.to(dt.int64)
+        return x._reduce("reduce_sum", dim, axis, keepdim, keepdims)
+
+    def prod(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> "Tensor":
+        x = self.to(dtype) if dtype is not None else (self if self._dtype.is_floating else self.to(dt.int64))
+        return x._reduce("reduce_prod", dim, axis, keepdim, keepdims)
+
+    def mean(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> "Tensor":
+        """Mean over `dim`; integer tensors are averaged in float32."""
+        from .functions import mean
+        return mean(self, _pick("dim", dim, axis), bool(_pick("keepdim", keepdim, keepdims, False)), dtype)
+
+    def var(self, dim=None, unbiased=None, keepdim=None, *, correction=None, axis=None,
+            keepdims=None, ddof=None) -> "Tensor":
+        """Variance with Bessel's correction by default, as in PyTorch (ddof= is numpy's spelling)."""
+        from .functions import var
+        return var(self, _pick("dim", dim, axis), unbiased, bool(_pick("keepdim", keepdim, keepdims, False)),
+                   _pick("correction", correction, ddof))
+
+    def std(self, dim=None, unbiased=None, keepdim=None, *, correction=None, axis=None,
+            keepdims=None, ddof=None) -> "Tensor":
+        return self.var(dim, unbiased, keepdim, correction=correction, axis=axis,
+                        keepdims=keepdims, ddof=ddof).sqrt()
+
+    def amax(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
+        return self._reduce("reduce_max", dim, axis, keepdim, keepdims)
+
+    def amin(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
+        return self._reduce("reduce_min", dim, axis, keepdim, keepdims)
+
+    def _minmax(self, op: str, argop: str, dim, axis, keepdim, keepdims):
+        if isinstance(dim, Tensor) or (dim is not None and not isinstance(dim, (int, np.integer, tuple, list))):
+            return self._binary("maximum" if op == "reduce_max" else "minimum", dim)
+        d = _pick("dim", dim, axis)
+        if isinstance(d, (int, np.integer)) and axis is None:  # numpy's spelling gives numpy's result
+            keep = bool(_pick("keepdim", keepdim, keepdims, False))
+            return MinMax(self._reduce(op, d, None, keep, None), self._arg(argop, d, keep))
+        return self._reduce(op, d, None, keepdim, keepdims)
+
+    def max(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        """Max over all elements; with an int dim, (values, indices) as in PyTorch; with a tensor, maximum."""
+        return self._minmax("reduce_max", "argmax", dim, axis, keepdim, keepdims)
+
+    def min(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        """Min over all elements; with an int dim, (values, indices) as in PyTorch; with a tensor, minimum."""
+        return self._minmax("reduce_min", "argmin", dim, axis, keepdim, keepdims)
+
+    def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
+        if dim is None or self.ndim == 0:
+            if dim is not None:
+                normalize_dim(dim, self.ndim, op)
+            return apply(op, [self.reshape(-1)], axis=0, keepdims=False)
+        return apply(op, [self], axis=normalize_dim(dim, self.ndim, op), keepdims=bool(keepdim))
+
+    def argmax(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
+        """Index of the first maximum along `dim` (of the flattened tensor when None)."""
+        return self._arg("argmax", _pick("dim", dim, axis), _pick("keepdim", keepdim, keepdims, False))
+
+    def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
+        return self._arg("argmin", _pick("dim", dim, axis), _pick("keepdim", keepdim, keepdims, False))
+
+    def _all_any(self, op: str, identity: bool, dim, axis, keepdim, keepdims) -> "Tensor":
+        x = self.to(dt.bool_)
+        dims = normalize_dims(_pick("dim", dim, axis), x.ndim, op)
+        if any(x.shape[d] == 0 for d in dims):  # max/min have no empty reduction; all/any do
+            keep = bool(_pick("keepdim", keepdim, keepdims, False))
+            shape = tuple(1 if i in dims else n for i, n in enumerate(x.shape)) if keep else \
+                tuple(n for i, n in enumerate(x.shape) if i not in dims)
+            return as_tensor(identity).expand(shape)
+        return x._reduce(op, dims, None, keepdim, keepdims)
+
+    def all(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
+        return self._all_any("reduce_min", True, dim, axis, keepdim, keepdims)
+
+    def any(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
+        return self._all_any("reduce_max", False, dim, axis, keepdim, keepdims)
+
+    # ---- movement ------------------------------------------------------------------
+    def reshape(self, *shape) -> "Tensor":
+        """Reshape (one size may be -1)."""
+        from .functions import reshape
+        return reshape(self, *shape)
+
+    view = reshape
+
+    def view_as(self, other) -> "Tensor":
+        return self.reshape(other.shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = normalize_dim(start_dim, self.ndim, "flatten"), normalize_dim(end_dim, self.ndim, "flatten")
+        if s > e:
+            raise ShapeError(at_user_line(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}"))
+        shape = self.shape
+        return self.reshape(shape[:s] + (int(np.prod(shape[s:e + 1], dtype=np.int64)),) + shape[e + 1:])
+
+    def permute(self, *dims) -> "Tensor":
+        """Reorder the dimensions."""
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        if len(dims) != self.ndim:
+            raise ShapeError(at_user_line(f"permute: {len(dims)} dims given for a tensor of rank {self.ndim}"))
+        perm = tuple(normalize_dim(d, self.ndim, "permute") for d in dims)
+        if sorted(perm) != list(range(self.ndim)):
+            raise ShapeError(at_user_line(f"permute: {list(dims)} is not a permutation of {self.ndim} dims"))
+        return self if perm == tuple(range(self.ndim)) else apply("permute", [self], perm=perm)
+
+    def transpose(self, dim0: int = None, dim1: int = None) -> "Tensor":
+        """Swap two dimensions (all reversed when none are given, as numpy does)."""
+        if dim0 is None and dim1 is None:
+            return self.permute(tuple(reversed(range(self.ndim))))
+        perm = list(range(self.ndim))
+        a, b = normalize_dim(dim0, self.ndim, "transpose"), normalize_dim(dim1, self.ndim, "transpose")
+        perm[a], perm[b] = perm[b], perm[a]
+        return self.permute(perm)
+
+    swapaxes = transpose
+
+    def t(self) -> "Tensor":
+        if self.ndim > 2:
+            raise ShapeError(at_user_line(f"t() expects a tensor of rank <= 2, got rank {self.ndim}"))
+        return self.transpose() if self.ndim == 2 else self
+
+    @property
+    def T(self) -> "Tensor":  # noqa: N802
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> "Tensor":  # noqa: N802
+        return self.transpose(-2, -1)
+
+    def expand(self, *sizes) -> "Tensor":
+        """Broadcast to `sizes` (-1 keeps a dimension)."""
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+            sizes = tuple(sizes[0])
+        lead = len(sizes) - self.ndim
+        if lead < 0:
+            raise ShapeError(at_user_line(f"expand: cannot expand {list(self.shape)} to {list(sizes)}"))
+        shape = tuple(self.shape[i - lead] if s == -1 and i >= lead else int(s) for i, s in enumerate(sizes))
+        return self if shape == self.shape else apply("expand", [self], shape=shape)
+
+    def broadcast_to(self, shape) -> "Tensor":
+        return self.expand(tuple(shape))
+
+    def expand_as(self, other) -> "Tensor":
+        return self.expand(other.shape)
+
+    def squeeze(self, dim=None, *, axis=None) -> "Tensor":
+        """Remove size-1 dimensions (only the given ones when `dim` is set)."""
+        d = _pick("dim", dim, axis)
+        dims = normalize_dims(d, self.ndim, "squeeze") if d is not None else range(self.ndim)
+        drop = {i for i in dims if self.shape[i] == 1}
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in drop))
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        """Insert a size-1 dimension at `dim`."""
+        d = normalize_dim(dim, self.ndim + 1, "unsqueeze")
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def flip(self, dims) -> "Tensor":
+        from .functions import flip
+        return flip(self, dims)
+
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        """Elements start .. start+length-1 along `dim` (start may be negative, as in PyTorch)."""
+        d = normalize_dim(dim, self.ndim, "narrow")
+        size = self.shape[d]
+        begin = start + size if -size <= start < 0 else start
+        if not 0 <= begin <= size or length < 0 or begin + length > size:
+            raise IndexError(at_user_line(f"narrow: start {start} and length {length} are out of range "
+                                          f"for dimension {d} of size {size}"))
+        index = [slice(None)] * self.ndim
+        index[d] = slice(begin, begin + length)
+        return self[tuple(index)]
+
+    def split(self, split_size_or_sections, dim: int = 0):
+        from .functions import split
+        return split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        from .functions import chunk
+        return chunk(self, chunks, dim)
+
+    def unbind(self, dim: int = 0):
+        d = normalize_dim(dim, self.ndim, "unbind")
+        return tuple(self.narrow(d, i, 1).squeeze(d) for i in range(self.shape[d]))
+
+    def repeat(self, *sizes) -> "Tensor":
+        from .functions import repeat
+        return repeat(self, *sizes)
+
+    def gather(self, dim: int, index) -> "Tensor":
+        """out[i][j] = self[i][index[i][j]] along `dim` (PyTorch's gather)."""
+        index = as_tensor(index)
+        return apply("gather", [self, index], axis=normalize_dim(dim, self.ndim, "gather"))
+
+    def index_select(self, dim: int, index) -> "Tensor":
+        """Select entries along `dim` by a 1-d index."""
+        index = as_tensor(index)
+        if index.ndim > 1:
+            raise ShapeError(at_user_line(f"index_select: index must be 0-d or 1-d, got {list(index.shape)}"))
+        return apply("take", [self, index.reshape(-1)], axis=normalize_dim(dim, self.ndim, "index_select"))
+
+    def __getitem__(self, key) -> "Tensor":
+        from .indexing import getitem
+        return getitem(self, key)
+
+    # ---- neural-network ops (defined in tk.nn.functional) --------------------------------
+    def softmax(self, dim: int = -1, dtype=None) -> "Tensor":
+        from ..nn import functional as F
+        return F.softmax(self, dim, dtype=dtype)
+
+    def log_softmax(self, dim: int = -1, dtype=None) -> "Tensor":
+        from ..nn import functional as F
+        return F.log_softmax(self, dim, dtype=dtype)
+
+    def gelu(self, approximate: str = "none") -> "Tensor":
+        from ..nn import functional as F
+        return F.gelu(self, approximate=approximate)
+
+    def silu(self) -> "Tensor":
+        from ..nn import functional as F
+        return F.silu(self)
+
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> "Tensor":
+        from ..nn import functional as F
+        return F.softplus(self, beta, threshold)

@@ -1,0 +1,527 @@
+"""Load an ONNX model as a tensorkiln function, compiled per input signature by tk.jit.
+
+    model = tk.onnx.load("model.onnx")            # path, bytes or onnx.ModelProto
+    y, = model(x)                                 # outputs in graph-output order (numpy arrays)
+    out = model(x=x, return_dict=True)            # {output name: array}
+
+How it works: the ONNX graph becomes a Python function over tk Tensors (one
+converter per operator, `onnx_ops.py`) that `tk.jit` traces once per input
+signature, so a dynamic batch dimension is specialized at call time. Before
+anything is traced the model is checked: every unsupported operator and
+element type is reported at once (UnsupportedOpError), and a malformed model
+(bad bytes, dangling inputs) raises OnnxImportError naming the problem.
+
+Graph inputs that feed a value the compiler must know (Reshape's shape,
+Slice's starts, Pad's pads, ...) are *value-specialized*: their value is part
+of the signature, and a new value traces again. Shape -> Gather -> Concat
+chains over traced tensors compute eagerly at trace time (they only read
+static shapes) and become constants.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ... import dtypes as dt
+from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
+from ...frontend.tensor import Tensor, as_tensor
+from .functions import NotExpandable, expand_node
+from .ops import CONVERTERS, VALUE_INPUTS, NodeContext, tensor_from_proto, tk_dtype
+from . import rnn as onnx_rnn  # noqa: F401  (registers RNN, GRU, LSTM)
+from . import scatter as onnx_scatter  # noqa: F401  (registers ScatterElements, Scatter, ScatterND, TensorScatter)
+from . import more_ops as onnx_more_ops  # noqa: F401  (registers CumProd, LpNormalization, ReverseSequence, MaxUnpool)
+from . import quant as onnx_quant  # noqa: F401  (registers QuantizeLinear, DequantizeLinear, the integer matmul/conv ops)
+
+ONNX_DOMAINS = ("", "ai.onnx")
+MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
+
+
+# Ops through which a graph input may reach a shape argument and still be value-specialized
+# (shape arithmetic); a reduction, a matmul, ... in between makes the shape data-dependent.
+SHAPE_ARITHMETIC = {"Identity", "Cast", "CastLike", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Gather",
+                    "Slice", "Split", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
+                    "Round", "Equal", "Less", "Greater", "Not", "And", "Or", "Where", "Range", "Expand", "Tile",
+                    "ConstantOfShape", "Transpose", "Sqrt", "Pow", "Clip", "Sign"}
+
+
+class OnnxImportError(TensorKilnError, ValueError):
+    """The ONNX model is malformed: unreadable bytes, missing definitions, dangling node inputs."""
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """One thing in a model tensorkiln cannot run."""
+
+    where: str  # "node 'name' (domain::Op, opset N)" or "input 'x'"
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.why}"
+
+
+class UnsupportedModelError(UnsupportedOpError):
+    """Every unsupported operator and element type of a model, listed at once (`.items`)."""
+
+    def __init__(self, items: list[Unsupported], model_name: str):
+        self.items = items
+        lines = "\n".join(f"  - {item}" for item in items)
+        super().__init__(f"ONNX model {model_name!r} uses {len(items)} unsupported "
+                         f"operator{'s' if len(items) != 1 else ''} or type{'s' if len(items) != 1 else ''}:\n"
+                         f"{lines}")
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+def _read_model(source) -> tuple[Any, str]:
+    """A ModelProto from a path, bytes or ModelProto, and a name for messages."""
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover
+        raise ImportError("tk.onnx needs the onnx package: pip install onnx") from None
+    if isinstance(source, onnx.ModelProto):
+        return source, source.graph.name or "model"
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, name = bytes(source), "model"
+    elif isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise OnnxImportError(f"ONNX model file {path!r} does not exist")
+        try:
+            model = onnx.load(path)  # also reads external data next to the file
+        except Exception as err:  # protobuf's DecodeError and friends
+            raise OnnxImportError(f"{path!r} is not a readable ONNX model: {err}") from None
+        return model, os.path.basename(path)
+    else:
+        raise TypeError(f"tk.onnx.load expects a path, bytes or onnx.ModelProto, got {type(source).__name__}")
+    try:
+        model = onnx.ModelProto()
+        model.ParseFromString(data)
+    except Exception as err:
+        raise OnnxImportError(f"the bytes are not a readable ONNX model: {err}") from None
+    return model, model.graph.name or name
+
+
+def _attributes(node) -> dict:
+    """A node's attributes as Python values (strings decoded, tensors as TensorProto)."""
+    from onnx import helper
+    result = {}
+    for attr in node.attribute:
+        if attr.ref_attr_name:
+            raise OnnxImportError(f"node '{node.name}' ({node.op_type}): attribute {attr.name!r} refers to a "
+                                  "function attribute outside a function")
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", "replace") for v in value]
+        result[attr.name] = value
+    return result
+
+
+def _node_label(node, index: int) -> str:
+    return node.name or f"#{index} {node.op_type}"
+
+
+@dataclass
+class _Node:
+    """A node ready to convert."""
+
+    op_type: str
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict
+    opset: int
+
+
+class OnnxModule:
+    """A loaded ONNX model: call it with the graph inputs, get the graph outputs.
+
+    Inputs: positionally in graph-input order and/or by ONNX name as keywords;
+    numpy arrays or tk Tensors of the declared element type and rank (dynamic
+    dimensions take any size; static ones must match). Outputs: a list of numpy
+    arrays in graph-output order, or with `return_dict=True` a dict keyed by
+    output name. `input_names`, `output_names`, `input_types` describe the model.
+    """
+
+    def __init__(self, model, name: str, backend: str = "c", opt_level: int = 2, debug: bool | None = None):
+        from ...frontend.jit import jit
+        self.model_name = name
+        self.backend = backend
+        graph = model.graph
+        self.opsets = _opsets(model)
+        initializer_names = {t.name for t in graph.initializer}
+        self.input_names = [i.name for i in graph.input if i.name not in initializer_names]
+        self.output_names = [o.name for o in graph.output]
+        self._unsupported: list[Unsupported] = []
+        self._model, self._types = model, None
+        self.input_types = {}
+        for value in graph.input:
+            if value.name in initializer_names:
+                continue
+            self.input_types[value.name] = self._value_type(value, "input")
+        for value in graph.output:
+            self._value_type(value, "output")
+        self._nodes = self._check_nodes(graph, initializer_names)
+        self._constants: dict[str, Tensor] = {}
+        for init in graph.initializer:
+            try:
+                self._constants[init.name] = tensor_from_proto(init)
+            except UnsupportedOpError as err:
+                self._unsupported.append(Unsupported(f"initializer '{init.name}'", str(err)))
+            except Exception as err:
+                raise OnnxImportError(f"initializer '{init.name}' cannot be read: {err}") from None
+        for sparse in graph.sparse_initializer:
+            self._unsupported.append(Unsupported(f"sparse initializer '{sparse.values.name}'",
+                                                 "sparse tensors are not supported"))
+        if self._unsupported:
+            raise UnsupportedModelError(self._unsupported, name)
+        self.value_inputs = self._find_value_inputs(initializer_names)
+        self._model = self._types = None  # not needed after loading
+        self._jit = jit(self._make_function(), opt_level=opt_level, debug=debug, backend=backend)
+
+    # ---- checks ------------------------------------------------------------------------------
+    def _value_type(self, value, kind: str):
+        """(dtype, dims) of a graph input/output; dims hold None for dynamic sizes, or dims is None."""
+        t = value.type
+        if t.WhichOneof("value") != "tensor_type":
+            self._unsupported.append(Unsupported(f"{kind} '{value.name}'",
+                                                 f"{t.WhichOneof('value') or 'untyped'} values are not supported "
+                                                 "(only tensors)"))
+            return None
+        if kind == "output" and t.tensor_type.elem_type == 0:
+            return None  # an output's type may be left to inference
+        try:
+            dtype = tk_dtype(t.tensor_type.elem_type)
+        except UnsupportedOpError as err:
+            self._unsupported.append(Unsupported(f"{kind} '{value.name}'", str(err)))
+            return None
+        dims = None
+        if t.tensor_type.HasField("shape"):
+            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim)
+        return dtype, dims
+
+    def _check_nodes(self, graph, initializer_names) -> list[_Node]:
+        defined = set(initializer_names) | set(self.input_names) | {""}
+        problems, nodes = [], []
+        producers = {}
+        for index, node in enumerate(graph.node):
+            for out in node.output:
+                if out:
+                    producers.setdefault(out, index)
+        pending = list(enumerate(graph.node))
+        ordered = []
+        while pending:  # ONNX nodes should be topologically sorted; accept any order that resolves
+            rest = []
+            for index, node in pending:
+                if all(i in defined for i in node.input):
+                    ordered.append((index, node))
+                    defined.update(o for o in node.output if o)
+                else:
+                    rest.append((index, node))
+            if len(rest) == len(pending):
+                for index, node in rest:
+                    missing = [i for i in node.input if i not in defined and i not in producers]
+                    if missing:
+                        problems.append(f"node '{_node_label(node, index)}' ({node.op_type}) reads "
+                                        f"{', '.join(repr(m) for m in missing)}, which no graph input, initializer "
+                                        "or node defines")
+                if not problems:
+                    problems.append("the graph has a cycle among nodes " +
+                                    ", ".join(f"'{_node_label(n, i)}'" for i, n in rest[:5]))
+                break
+            pending = rest
+        for out in self.output_names:
+            if out not in defined and not any(out == p for p in problems):
+                problems.append(f"graph output {out!r} is not produced by any node, input or initializer")
+        if problems:
+            raise OnnxImportError(f"malformed ONNX model {self.model_name!r}:\n  - " + "\n  - ".join(problems))
+        for index, node in ordered:
+            domain = node.domain or ""
+            label = _node_label(node, index)
+            opset = self.opsets.get("ai.onnx" if domain == "" else domain)
+            where = f"node '{label}' ({(domain or 'ai.onnx')}::{node.op_type}, opset {opset})"
+            if domain not in ONNX_DOMAINS:
+                self._unsupported.append(Unsupported(where, f"operator domain {domain!r} is not supported"))
+                continue
+            if opset is None:
+                raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: it imports no opset for "
+                                      f"the default domain, which node '{label}' uses")
+            if node.op_type not in CONVERTERS:
+                try:  # an operator the standard defines as a function of others: convert its body
+                    expanded = expand_node(node, opset, CONVERTERS.__contains__, self._inferred_type)
+                except NotExpandable as err:
+                    self._unsupported.append(Unsupported(where, str(err)))
+                    continue
+                except Exception as err:  # onnx could not build the body (bad attributes, ...)
+                    self._unsupported.append(Unsupported(where, f"operator not supported ({err})"))
+                    continue
+                for inner, inner_opset in expanded:
+                    nodes.append(_Node(inner.op_type, f"{label}/{inner.name.rsplit('__', 1)[-1]}",
+                                       list(inner.input), list(inner.output), _attributes(inner), inner_opset))
+                continue
+            nodes.append(_Node(node.op_type, label, list(node.input), list(node.output), _attributes(node), opset))
+        for node in nodes:
+            self._check_attribute_types(node)
+        return nodes
+
+    def _check_attribute_types(self, node: _Node) -> None:
+        """Element types named by attributes (Cast's `to`, Constant's value, ...) must be supported."""
+        where = f"node '{node.name}' (ai.onnx::{node.op_type}, opset {node.opset})"
+        attrs = node.attrs
+        for key in ("to", "dtype"):
+            if key in attrs and isinstance(attrs[key], int):
+                try:
+                    tk_dtype(attrs[key])
+                except UnsupportedOpError as err:
+                    self._unsupported.append(Unsupported(where, f"attribute {key}: {err}"))
+        if "value" in attrs and hasattr(attrs["value"], "data_type"):
+            try:
+                tk_dtype(attrs["value"].data_type)
+            except UnsupportedOpError as err:
+                self._unsupported.append(Unsupported(where, f"attribute value: {err}"))
+        if node.op_type == "Constant" and not ({"value", "value_float", "value_floats", "value_int",
+                                                "value_ints"} & set(attrs)):
+            self._unsupported.append(Unsupported(where, f"Constant of kind {sorted(attrs)} is not supported"))
+
+    def _inferred_type(self, name: str):
+        """The TypeProto of a value from onnx's shape inference (run once, on demand)."""
+        if self._types is None:
+            import onnx
+            self._types = {}
+            try:
+                inferred = onnx.shape_inference.infer_shapes(self._model)
+            except Exception:
+                inferred = self._model
+            graph = inferred.graph
+            for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+                self._types[value.name] = value.type
+            for init in graph.initializer:
+                self._types.setdefault(init.name, onnx.helper.make_tensor_type_proto(init.data_type, init.dims))
+        return self._types.get(name)
+
+    def _find_value_inputs(self, initializer_names) -> set[str]:
+        """Graph inputs whose values (not just shapes) decide shapes: they are specialized per value."""
+        producer = {}
+        for node in self._nodes:
+            for out in node.outputs:
+                producer[out] = node
+        needed, result, seen = [], set(), set()
+        for node in self._nodes:
+            positions = VALUE_INPUTS.get(node.op_type, lambda opset: set())(node.opset)
+            needed += [name for i, name in enumerate(node.inputs) if i in positions and name]
+        while needed:
+            name = needed.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in self.input_types:
+                result.add(name)
+            elif name in producer and producer[name].op_type in SHAPE_ARITHMETIC:
+                needed += [i for i in producer[name].inputs if i]
+        return result
+
+    # ---- the traced function -------------------------------------------------------------------
+    def _make_function(self):
+        names = _identifiers(self.input_names)
+
+        def run(*args):
+            return self._execute(args)
+
+        run.__name__ = _identifiers([self.model_name.rsplit(".", 1)[0] or "onnx_model"])[0]
+        run.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+        return run
+
+    def _execute(self, args) -> list[Tensor]:
+        env: dict[str, Tensor | None] = dict(self._constants)
+        env[""] = None
+        for name, value in zip(self.input_names, args):
+            env[name] = as_tensor(value.array, value.dtype) if isinstance(value, _Frozen) else value
+        for node in self._nodes:
+            inputs = [env[i] for i in node.inputs]
+            ctx = NodeContext(node.op_type, node.name, node.opset, len(node.outputs),
+                              [bool(o) for o in node.outputs])
+            try:
+                result = CONVERTERS[node.op_type](ctx, inputs, node.attrs)
+            except TensorKilnError as err:
+                message = str(err)
+                if f"'{node.name}'" not in message:
+                    message = f"node '{node.name}' ({node.op_type}, opset {node.opset}): {message}"
+                raise _rewrap(err, message) from err
+            results = list(result) if isinstance(result, (list, tuple)) else [result]
+            for out, value in zip(node.outputs, results):
+                if out:
+                    env[out] = value
+            for out in node.outputs[len(results):]:
+                if out:
+                    raise UnsupportedOpError(f"node '{node.name}' ({node.op_type}): output {out!r} is not "
+                                             "supported by tensorkiln's converter")
+        return [env[name] for name in self.output_names]
+
+    # ---- calling -------------------------------------------------------------------------------
+    def _arguments(self, args, kwargs) -> list:
+        if len(args) > len(self.input_names):
+            raise TypeError(f"the model takes {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {len(args)} positional arguments")
+        values = dict(zip(self.input_names, args))
+        for key, value in kwargs.items():
+            if key not in self.input_types:
+                raise TypeError(f"the model has no input {key!r} (inputs: {', '.join(self.input_names)})")
+            if key in values:
+                raise TypeError(f"input {key!r} given twice")
+            values[key] = value
+        missing = [n for n in self.input_names if n not in values]
+        if missing:
+            raise TypeError(f"missing model input{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
+        result = []
+        for name in self.input_names:
+            dtype, dims = self.input_types[name]
+            value = values[name]
+            if isinstance(value, Tensor):
+                if value.dtype != dtype:
+                    raise DTypeError(f"model input {name!r} expects {dtype.name}, got {value.dtype.name}")
+                array = value.numpy() if dtype is not dt.bfloat16 else value._value
+                tensor = value
+            else:
+                array = np.asarray(value)
+                if dtype is dt.bfloat16 and array.dtype.name in ("bfloat16", "float32"):
+                    array = dt.to_storage(array.astype(np.float32), dt.bfloat16)
+                elif array.dtype != dtype.storage:
+                    raise DTypeError(f"model input {name!r} expects {dtype.name} "
+                                     f"(numpy {dtype.storage}), got {array.dtype}")
+                tensor = None
+            if dims is not None:
+                shape = tuple(array.shape)
+                if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape)):
+                    declared = [d if d is not None else "?" for d in dims]
+                    raise ShapeError(f"model input {name!r} expects shape {declared}, got {list(shape)}")
+            if name in self.value_inputs:
+                result.append(_Frozen.of(array, dtype))
+            else:
+                result.append(tensor if tensor is not None else Tensor._from_value(array, dtype))
+        return result
+
+    def __call__(self, *args, return_dict: bool = False, **kwargs):
+        """Run the model: outputs as a list of numpy arrays (a dict by name with return_dict=True)."""
+        outputs = self._jit(*self._arguments(args, kwargs))
+        arrays = [o.numpy() if isinstance(o, Tensor) else np.asarray(o) for o in outputs]
+        return dict(zip(self.output_names, arrays)) if return_dict else arrays
+
+    def graph(self, *args, **kwargs):
+        """The traced tensorkiln graph for these inputs' signature."""
+        return self._jit.graph(*self._arguments(args, kwargs))
+
+    def optimized_graph(self, *args, **kwargs):
+        """The graph after the optimization passes (batch norm folded, ...) for these inputs' signature."""
+        return self._jit.optimized_graph(*self._arguments(args, kwargs))
+
+    def report(self, *args, **kwargs):
+        """The CompileReport for these inputs' signature (compiles it if needed)."""
+        return self._jit.report(*self._arguments(args, kwargs))
+
+    def explain(self, *args, **kwargs) -> str:
+        """Graph after each pass, kernels and generated source for these inputs' signature."""
+        return self._jit.explain(*self._arguments(args, kwargs))
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}: {self.input_types[n][0].name}{list(self.input_types[n][1] or [])}"
+                        for n in self.input_names)
+        return f"<OnnxModule {self.model_name!r} ({ins}) -> {', '.join(self.output_names)}; {self.backend}>"
+
+
+@dataclass(frozen=True)
+class _Frozen:
+    """A value-specialized input: hashable, so tk.jit makes its value part of the signature."""
+
+    data: bytes
+    shape: tuple
+    dtype: dt.DType
+
+    @staticmethod
+    def of(array: np.ndarray, dtype: dt.DType) -> "_Frozen":
+        array = np.ascontiguousarray(array, dtype=dtype.storage)
+        return _Frozen(array.tobytes(), tuple(array.shape), dtype)
+
+    @property
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.data, dtype=self.dtype.storage).reshape(self.shape).copy()
+
+
+def _rewrap(err: TensorKilnError, message: str) -> TensorKilnError:
+    try:
+        new = type(err)(message)
+    except TypeError:
+        new = TensorKilnError(message)
+    return new
+
+
+def _opsets(model) -> dict[str, int]:
+    result = {}
+    for entry in model.opset_import:
+        domain = entry.domain or "ai.onnx"
+        result[domain] = int(entry.version)
+    if not model.opset_import and model.ir_version and model.ir_version < 3:
+        result["ai.onnx"] = 1  # IR version 1/2 models implied opset 1
+    return result
+
+
+def _identifiers(names: Sequence[str]) -> list[str]:
+    result, seen = [], set()
+    for n in names:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in n) or "arg"
+        if base[0].isdigit():
+            base = "_" + base
+        candidate, k = base, 1
+        while candidate in seen:
+            candidate, k = f"{base}_{k}", k + 1
+        seen.add(candidate)
+        result.append(candidate)
+    return result
+
+
+def _inline_functions(model):
+    """Inline model-local functions (onnx.inliner), so every node is an ai.onnx operator or unknown."""
+    if not len(model.functions):
+        return model
+    try:
+        from onnx import inliner
+        return inliner.inline_local_functions(model)
+    except Exception:  # an onnx without the inliner: the function calls are reported as unsupported
+        return model
+
+
+def load(source, *, backend: str = "c", opt_level: int = 2, debug: bool | None = None) -> OnnxModule:
+    """Load an ONNX model (path, bytes or onnx.ModelProto) as a callable compiled per input signature.
+
+    backend="c" compiles each signature to C (the default); backend="interpreter"
+    runs the optimized graph with the reference interpreter (fast checks of many
+    small models). Raises UnsupportedOpError listing every unsupported operator
+    at once, and OnnxImportError for a malformed model, before anything runs.
+    """
+    if backend not in ("c", "interpreter"):
+        raise ValueError(f"backend must be 'c' or 'interpreter', got {backend!r}")
+    model, name = _read_model(source)
+    model = _inline_functions(model)
+    return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
+
+
+def random_inputs(module: OnnxModule, seed: int = 0, dynamic: int = 1) -> dict[str, np.ndarray]:
+    """Seeded random data for every input of `module` (dynamic dimensions = `dynamic`)."""
+    rng = np.random.default_rng(seed)
+    result = {}
+    for name in module.input_names:
+        dtype, dims = module.input_types[name]
+        shape = tuple(dynamic if d is None else d for d in (dims or ()))
+        if dtype.is_floating:
+            array = rng.standard_normal(shape).astype(np.float32)
+            result[name] = dt.to_storage(array, dtype) if dtype is not dt.bfloat16 else array
+        elif dtype.is_bool:
+            result[name] = rng.random(shape) < 0.5
+        else:
+            result[name] = rng.integers(0, 10, size=shape).astype(dtype.storage)
+    return result

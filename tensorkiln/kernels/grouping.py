@@ -1,0 +1,436 @@
+"""Partition a graph into kernels: which values are stored in buffers, which are inlined.
+
+Every node whose value is materialized (stored to a buffer) is the root of one
+kernel; the kernel computes the root from its materialized inputs and inlines
+every other node in between as index arithmetic and arithmetic expressions.
+So an elementwise chain with its reshapes and transposes becomes one loop
+nest, and a reduction absorbs the elementwise producers that feed it.
+
+`should_materialize` is the fusion policy; it is kept apart from the
+mechanics so the graph optimizer can refine it without touching lowering.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.graph import Graph, Node
+from ..ir.ops.registry import OpKind
+
+# Movement ops through which one producer element feeds many consumer elements:
+# inlining a computing producer across them would recompute it per copy.
+REPLICATING_OPS = frozenset({"expand", "window", "take", "gather"})
+
+
+@dataclass
+class KernelGroup:
+    """One kernel: the nodes it inlines (topological, root last) and the buffers it reads."""
+
+    root: Node
+    nodes: list[Node]
+    inputs: list[Node]
+    kind: str  # "injective" | "reduction" | "contraction"
+    name: str
+
+    @property
+    def node_ids(self) -> set[int]:
+        return {n.id for n in self.nodes}
+
+
+def _computes(node: Node) -> bool:
+    """True for a node that does arithmetic (not a pure index remapping)."""
+    return node.kind not in (OpKind.MOVEMENT, OpKind.SOURCE)
+
+
+def _inlines_arithmetic(node: Node, stored: set[int]) -> bool:
+    """True if inlining `node` would inline arithmetic (not just index remapping of buffers)."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n.id in seen or (n.id in stored and n is not node):
+            continue
+        seen.add(n.id)
+        if _computes(n):
+            return True
+        if n.kind == OpKind.MOVEMENT:
+            stack.extend(n.inputs)
+    return False
+
+
+REINDEXING_OPS = frozenset({"reshape", "permute", "slice", "pad", "concat"})
+
+
+def effective_readers(node: Node, users_of: dict[int, list[Node]]) -> list[tuple[Node, Node]]:
+    """(reader, the value it reads) for each non-reindexing op reached from `node` through
+    reshape/permute/slice/pad/concat, which read each element at most once."""
+    found, stack, seen = [], [node], set()
+    while stack:
+        n = stack.pop()
+        for user in users_of.get(n.id, []):
+            if user.op in REINDEXING_OPS:
+                if user.id not in seen:
+                    seen.add(user.id)
+                    stack.append(user)
+            else:
+                found.append((user, n))
+    return found
+
+
+def should_materialize(node: Node, users: list[Node], is_output: bool, stored: set[int],
+                       users_of: dict[int, list[Node]] | None = None) -> bool:
+    """First guess of the fusion policy: store this node's value in a buffer rather than inline it.
+
+    `stored` holds the producers already chosen (decisions are made in
+    topological order). `partition` then refines the guess: a computing node
+    that ends up inlined into two kernels is stored after all.
+    """
+    if node.kind == OpKind.SOURCE:
+        return True
+    if is_output:
+        return True
+    if node.kind == OpKind.REDUCTION:
+        # softmax and layer norm: row reductions fuse with their elementwise readers into one kernel
+        return not (row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users))
+    if node.kind == OpKind.CONTRACTION:
+        # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
+        return not _has_epilogue(node, users, users_of or {})
+    if not _inlines_arithmetic(node, stored):
+        return False  # pure index arithmetic over buffers: always inline
+    if node.kind == OpKind.ELEMENTWISE and users_of is not None:
+        # Look through reshapes and transposes: a bias add feeding q.reshape(...).transpose(...)
+        # @ k is stored itself, and the reindexing is done by the GEMM's loads.
+        for reader, value in effective_readers(node, users_of):
+            if reader.kind == OpKind.CONTRACTION or (reader.op in REPLICATING_OPS and reader.inputs[0] is value):
+                return True
+    for user in users:
+        if user.kind == OpKind.CONTRACTION:
+            return True  # a GEMM reads each operand element many times
+        if user.op in REPLICATING_OPS and user.inputs[0] is node:
+            return True  # would be recomputed for every copy
+        if user.kind == OpKind.ELEMENTWISE and user.shape != node.shape and not _per_row(node, stored):
+            return True  # broadcast by its reader: recomputed for every copy
+        if len(users) > 1 and (user.kind == OpKind.MOVEMENT or
+                               user.kind == OpKind.REDUCTION and not row_reduction_axes(user)):
+            return True
+    return False
+
+
+def row_reduction_axes(node: Node) -> int:
+    """k if `node` reduces the trailing k axes of its input with keepdims (a row reduction), else 0."""
+    if node.op not in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod") or not node.attrs["keepdims"]:
+        return 0
+    ndim = node.inputs[0].ndim
+    axes = node.attrs["axes"]
+    k = len(axes)
+    if not k or axes != tuple(range(ndim - k, ndim)) or any(d == 0 for d in node.inputs[0].shape):
+        return 0
+    return k
+
+
+def _per_row(node: Node, stored: set[int]) -> bool:
+    """A value computed once per row from row reductions (layer norm's rsqrt(var + eps))."""
+    stack, seen, found = [node], set(), False
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.kind == OpKind.REDUCTION and n.id not in stored and row_reduction_axes(n):
+            found = found or n.shape == node.shape
+            continue
+        if n.kind == OpKind.SOURCE or n.id in stored:
+            if n.type.size > 1 and n.shape != node.shape:
+                return False
+            continue
+        if n.kind != OpKind.ELEMENTWISE or n.shape != node.shape:
+            return False
+        stack.extend(n.inputs)
+    return found
+
+
+def _has_epilogue(node: Node, users: list[Node], users_of: dict[int, list[Node]]) -> bool:
+    """The contraction's readers are epilogue ops, possibly after reshapes: one op (a bias add), or
+    several elementwise ops at the same index (GELU reads its input three times). Where those end up
+    in different kernels, `partition` stores the contraction after all."""
+    while len(users) == 1 and users[0].op == "reshape":
+        node, users = users[0], users_of.get(users[0].id, [])
+    if len(users) == 1:
+        return is_epilogue(users[0], node)
+    return bool(users) and all(u.op != "reshape" and is_epilogue(u, node) for u in users)
+
+
+def is_epilogue(user: Node, contraction: Node) -> bool:
+    """An elementwise op reading the contraction's result at the same index, or a reshape of it
+    (a reshape keeps every element at its flat index, so ops after it can still be an epilogue)."""
+    if user.op == "reshape":
+        return True
+    return user.kind == OpKind.ELEMENTWISE and user.shape == contraction.shape
+
+
+def _kind(root: Node) -> str:
+    if root.kind == OpKind.CONTRACTION:
+        return "contraction"
+    if root.kind == OpKind.REDUCTION:
+        return "reduction"
+    return "injective"
+
+
+def _kernel_name(nodes: list[Node], index: int) -> str:
+    ops: list[str] = []
+    for n in nodes:
+        label = n.scope[0].split(":")[0] if n.scope else n.op
+        if label not in ops and n.op not in ("reshape", "expand", "permute") or label == n.op and not ops:
+            if label not in ops:
+                ops.append(label)
+    return f"k{index}_" + "_".join(ops[:4])
+
+
+def _collect(root: Node, stored: set[int]) -> tuple[list[Node], list[Node]]:
+    """Members (topological, root last) and stored inputs of the kernel rooted at `root`."""
+    members: list[Node] = []
+    inputs: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            members.append(n)
+            continue
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.id in stored and n is not root:
+            inputs.append(n)
+            continue
+        stack.append((n, True))
+        for inp in reversed(n.inputs):
+            stack.append((inp, False))
+    return members, inputs
+
+
+def _fusable_contraction(root: Node, contraction: Node, members: list[Node]) -> bool:
+    """A contraction may live inside a kernel only as the start of an elementwise epilogue.
+
+    The template computes one element of the contraction at a time and stores the
+    root's value at the same flat index, so every node between the two must read
+    the contraction's value at that index: elementwise ops whose contraction-side
+    operand has their own shape (no broadcast), and reshapes (which keep flat
+    indices). A permute, slice or expand on that path would read another element.
+    """
+    if not (root.kind == OpKind.ELEMENTWISE or root.op == "reshape") or root.type.size != contraction.type.size:
+        return False
+    inside = {n.id for n in members}
+    reaches: dict[int, bool] = {contraction.id: True}
+
+    def depends(n: Node) -> bool:
+        if n.id not in reaches:
+            reaches[n.id] = n.id in inside and any(depends(i) for i in n.inputs)
+        return reaches[n.id]
+
+    for n in members:
+        if n.kind == OpKind.CONTRACTION and n is not contraction:
+            return False
+        if n.kind not in (OpKind.ELEMENTWISE, OpKind.SOURCE, OpKind.CONTRACTION, OpKind.MOVEMENT):
+            return False  # e.g. a row reduction: a contraction is never part of a row kernel
+        if n is contraction or not depends(n) or n.op == "reshape":
+            continue
+        if n.kind != OpKind.ELEMENTWISE or any(depends(i) and i.shape != n.shape for i in n.inputs):
+            return False
+    return depends(root)
+
+
+def _valid_row_group(root: Node, members: list[Node]) -> bool:
+    """A kernel with inner row reductions: one row structure shared by every member."""
+    reductions = [n for n in members if n.kind == OpKind.REDUCTION and n is not root]
+    if not reductions:
+        return True
+    k = row_reduction_axes(reductions[0])
+    full = reductions[0].inputs[0].shape
+    if any(row_reduction_axes(r) != k or r.inputs[0].shape != full for r in reductions):
+        return False
+    row_shape = full[:len(full) - k] + (1,) * k
+    if root.kind == OpKind.REDUCTION:
+        if row_reduction_axes(root) != k or root.inputs[0].shape != full:
+            return False
+    elif root.kind != OpKind.ELEMENTWISE or root.shape != full:
+        return False
+    for n in members:
+        if n.kind in (OpKind.CONTRACTION,) or n.kind == OpKind.REDUCTION and not row_reduction_axes(n):
+            return False
+        if n.kind == OpKind.ELEMENTWISE and n.shape not in (full, row_shape):
+            return False
+    return True
+
+
+def _roots(graph: Graph, stored: set[int]) -> list[Node]:
+    return [n for n in graph.nodes if n.id in stored and n.kind != OpKind.SOURCE]
+
+
+# Arithmetic a reader recomputes rather than load from a buffer: one or two instructions per element.
+CHEAP_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum", "where", "cast",
+                       "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"})
+RECOMPUTE_MAX_OPS = 6
+# An operand at most this fraction of the value's size is a broadcast (a per-channel statistic):
+# its loads stay in cache whichever kernel makes them.
+BROADCAST_FRACTION = 8
+
+
+def cheap_to_recompute(node: Node, stored: set[int]) -> bool:
+    """An elementwise value its readers may each recompute instead of loading it from a buffer.
+
+    It reads one stored buffer of its own size (plus small broadcast operands)
+    through a few cheap operations: each reader loads that buffer instead of
+    this one, so recomputing costs no memory traffic, and storing it would
+    cost a write, a read and a kernel (batch norm's x - mean, read by the
+    variance and by the normalization).
+    """
+    if node.kind != OpKind.ELEMENTWISE:
+        return False
+    ops, large = 0, set()
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n is not node and (n.id in stored or n.kind == OpKind.SOURCE):
+            if n.type.size * BROADCAST_FRACTION > node.type.size:
+                large.add(n.id)
+            continue
+        if n.kind == OpKind.ELEMENTWISE:
+            if n.op not in CHEAP_OPS:
+                return False
+            ops += 1
+        elif n.op not in ("reshape", "expand", "permute"):
+            return False
+        stack.extend(n.inputs)
+    return ops <= RECOMPUTE_MAX_OPS and len(large) <= 1
+
+
+def _store_shared(graph: Graph, stored: set[int]) -> bool:
+    """Store computing nodes that several kernels would inline; True if any was added.
+
+    A value cheap to recompute (`cheap_to_recompute`) is left inlined in each of them.
+    """
+    owners: dict[int, int] = {}
+    shared = set()
+    for root in _roots(graph, stored):
+        members, _ = _collect(root, stored)
+        for n in members:
+            if n is not root and (_computes(n) or _inlines_arithmetic(n, stored)):
+                if owners.setdefault(n.id, root.id) != root.id and not cheap_to_recompute(n, stored):
+                    shared.add(n.id)
+    if not shared:
+        return False
+    # Store only the last shared node: its producers may then belong to it alone.
+    position = {n.id: i for i, n in enumerate(graph.nodes)}
+    stored.add(max(shared, key=position.__getitem__))
+    return True
+
+
+def _store_invalid(graph: Graph, stored: set[int], users: dict[int, list[Node]],
+                   fixed: set[int] = frozenset()) -> bool:
+    """Store contractions and row reductions a kernel cannot hold; True if any was added.
+
+    Kernels rooted in `fixed` (fused attention) are left as they are."""
+    added = set()
+    roots = [r for r in _roots(graph, stored) if r.id not in fixed]
+    outputs = {n.id for n in graph.outputs}
+    for root in roots:  # contractions first: storing one may make a row kernel valid
+        members, _ = _collect(root, stored)
+        added |= {_epilogue_end(n, users, stored | outputs).id for n in members
+                  if n is not root and n.kind == OpKind.CONTRACTION and not _fusable_contraction(root, n, members)}
+    if not added:
+        for root in roots:
+            members, _ = _collect(root, stored)
+            if not _valid_row_group(root, members):
+                added |= {n.id for n in members if n.kind == OpKind.REDUCTION and n is not root}
+    added -= stored
+    stored |= added
+    return bool(added)
+
+
+def _epilogue_end(contraction: Node, users: dict[int, list[Node]], stop: set[int]) -> Node:
+    """The node to store when a contraction cannot join its reader's kernel: the end of its
+    epilogue chain (each node the only reader of the one before: bias, reshape, residual add),
+    so the epilogue still fuses into the contraction and the reader (a layer norm's row kernel,
+    a softmax) starts from there. The contraction itself when the chain is empty."""
+    node = end = contraction
+    while True:
+        readers = users.get(node.id, [])
+        if len(readers) != 1:
+            break
+        nxt = readers[0]
+        if nxt.id in stop or (nxt.op != "reshape" and not is_epilogue(nxt, node)):
+            break  # a stored node heads its own kernel already
+        node = nxt
+        if node.op != "reshape":
+            end = node
+    if end is contraction:
+        return contraction
+    members, _ = _collect(end, {n for n in stop if n != end.id})
+    return end if _fusable_contraction(end, contraction, members) else contraction
+
+
+def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, set[int]]:
+    """P @ V matmul id -> ids of the nodes one fused-attention kernel computes (scores, softmax).
+
+    Applies where softmax(x) @ v has x computed elementwise from q @ k^T and none of the
+    intermediates (scores, weights) is read anywhere else: then the seq x seq matrix
+    need not exist (loops/templates/attention.py).
+    """
+    from .templates.attention import attention_parts
+    found = {}
+    for root in graph.nodes:
+        parts = attention_parts(root)
+        if parts is None:
+            continue
+        first, x, p = parts
+        inside: set[int] = set()
+        stack = [p]
+        while stack:  # the nodes between the first matmul and the softmax output
+            n = stack.pop()
+            if n.id in inside or n.kind == OpKind.SOURCE:  # constants and inputs stay buffers
+                continue
+            inside.add(n.id)
+            if n is not first:
+                stack.extend(i for i in n.inputs if i.shape == x.shape or i.kind == OpKind.REDUCTION)
+        private = all(all(u.id in inside or u is root for u in users[n]) for n in inside)
+        if private and all(graph_node.id not in inside for graph_node in graph.outputs):
+            found[root.id] = inside
+    return found
+
+
+def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
+    """Split a graph into kernels, in an order that respects their dependences.
+
+    fuse=False materializes every computing op (one kernel each; movement ops
+    are still index arithmetic): the unfused baseline of opt_level 0.
+    """
+    users = graph.users()
+    outputs = {n.id for n in graph.outputs}
+    stored: set[int] = set()
+    for n in graph.nodes:
+        if should_materialize(n, users[n.id], n.id in outputs, stored, users) or (not fuse and _computes(n)):
+            stored.add(n.id)
+    attention = attention_kernels(graph, users) if fuse else {}
+    for root_id, inside in attention.items():
+        stored.add(root_id)
+        stored -= inside
+    fixed = set(attention)
+    # Refine to a fixed point: first, a computing node inlined into two kernels would be
+    # computed twice, so it is stored; then (only once that is settled) a contraction must head
+    # its kernel's epilogue and row reductions must share their kernel's row structure.
+    while _store_shared(graph, stored) or _store_invalid(graph, stored, users, fixed):
+        pass
+    groups = []
+    for node in graph.nodes:
+        if node.id not in stored or node.kind == OpKind.SOURCE:
+            continue
+        members, inputs = _collect(node, stored)
+        contraction = next((n for n in members if n.kind == OpKind.CONTRACTION), None)
+        inner_reductions = any(n.kind == OpKind.REDUCTION and n is not node for n in members)
+        kind = "contraction" if contraction is not None else ("row" if inner_reductions else _kind(node))
+        if node.id in attention:
+            kind = "attention"
+        groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups))))
+    return groups

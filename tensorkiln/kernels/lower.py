@@ -1,0 +1,318 @@
+"""Lowering: a graph becomes a Program of loop-IR kernels over flat buffers.
+
+The graph is partitioned into kernels (passes/partition.py); each kernel's
+root is computed by a loop nest whose body is the inlined expression of the
+whole fused group (inline.py). Reductions get an accumulator loop, matmul and
+conv2d use the templates in templates/. Every graph input, output, constant
+and materialized intermediate gets one Buffer.
+"""
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..ir.graph import Graph, Node, format_node, node_names, node_notes
+from .grouping import KernelGroup, partition
+from ..loops import expr as E
+from ..loops.buffer import Buffer
+from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
+from ..loops.ir import Assign, For, Kernel, Let, Store, block, simplify_kernel
+from ..loops.program import Program
+from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
+from .schedule_defaults import output_nest
+from .templates.attention import attention_body
+from .templates.conv import conv2d_body
+from .templates.conv_nchwc import conv2d_nchwc_body
+from .templates.winograd import winograd_given_body
+from .templates.matmul import matmul_body
+from .templates.pool import pool_body
+from .templates.rows import row_body
+from ..loops.types import compute_dtype
+
+C_RESERVED = set(keyword.kwlist) | {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+    "volatile", "while", "main", "args", "arena"}
+
+
+@dataclass
+class LoweredGraph:
+    """A Program plus how it binds to the graph: constant arrays, and output aliases."""
+
+    program: Program
+    constants: list[np.ndarray]  # in program.constants order
+    groups: list[KernelGroup]
+    kernel_groups: dict[str, KernelGroup]
+
+
+def _identifier(name: str, taken: set[str], fallback: str) -> str:
+    base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or fallback
+    if base[0].isdigit() or base in C_RESERVED or base.startswith("tk_"):
+        base = f"{fallback}_{base}"
+    candidate, k = base, 1
+    while candidate in taken:
+        candidate, k = f"{base}_{k}", k + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _buffer(name: str, node: Node) -> Buffer:
+    return Buffer(name, node.dtype.name, node.shape)
+
+
+def _reduce_init(op: str, dtype: str) -> E.Expr:
+    if op == "reduce_sum":
+        value = 0
+    elif op == "reduce_prod":
+        value = 1
+    elif dtype == "bool":
+        return E.Const(op == "reduce_min", "bool")
+    elif dtype.startswith("float"):
+        value = -np.inf if op == "reduce_max" else np.inf
+    else:
+        info = np.iinfo(np.dtype(dtype))
+        value = info.min if op == "reduce_max" else info.max
+    return E.Const(float(value) if dtype.startswith("float") else int(value), dtype)
+
+
+def _combine(op: str, acc: E.Expr, value: E.Expr) -> E.Expr:
+    if op == "reduce_sum":
+        return acc + value
+    if op == "reduce_prod":
+        return acc * value
+    if acc.dtype == "bool":
+        return E.logical_or(acc, value) if op == "reduce_max" else E.logical_and(acc, value)
+    # NaN propagates, as in numpy: once acc is NaN it stays, and a NaN value replaces acc.
+    better = E.gt(value, acc) if op == "reduce_max" else E.lt(value, acc)
+    if value.dtype.startswith("float"):
+        better = E.logical_or(better, E.ne(value, value))
+    return E.Select(better, value, acc)
+
+
+def accumulate(op: str, acc: E.Var, value: E.Expr) -> tuple[list, list, E.Expr]:
+    """(declarations, per-element updates, result) of reducing `value` into the scalar `acc`.
+
+    Float max/min reduce with plain max/min, which vectorizes (an OpenMP max
+    reduction), and count NaNs on the side: like numpy, the result is NaN when
+    any element is.
+    """
+    init = _reduce_init(op, acc.dtype)
+    if op in ("reduce_max", "reduce_min") and acc.dtype.startswith("float"):
+        nans = E.Var(f"{acc.name}_nans", acc.dtype)
+        zero, one = E.Const(0.0, acc.dtype), E.Const(1.0, acc.dtype)
+        pick = E.maximum if op == "reduce_max" else E.minimum
+        updates = [Assign(acc, pick(acc, value)), Assign(nans, nans + E.Select(E.ne(value, value), one, zero))]
+        result = E.Select(E.gt(nans, zero), E.Const(float("nan"), acc.dtype), acc)
+        return [Let(acc, init), Let(nans, zero)], updates, result
+    return [Let(acc, init)], [Assign(acc, _combine(op, acc, value))], acc
+
+
+def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
+    src = root.inputs[0]
+    op = root.op
+    axes = tuple(sorted(root.attrs["axes"])) if "axes" in root.attrs else (root.attrs["axis"],)
+    keep = root.attrs["keepdims"]
+    kept_axes = [a for a in range(src.ndim) if a not in axes]
+    dtype = compute_dtype(src.dtype.name)
+    arg = op in ("argmax", "argmin")
+    # argmax/argmin report the position along their one axis: that loop stays as it is
+    loops = reduce_loops(src.shape, axes, lambda index: values.value(src, index), merge=not arg)
+
+    def body(index, flat):
+        out_index = [index[a] for a in kept_axes] if keep else index
+        src_index: list[E.Expr] = [E.const(0)] * src.ndim
+        for a, i in zip(kept_axes, out_index):
+            src_index[a] = i
+        for a, i in loop_index(src.shape, loops).items():
+            src_index[a] = i
+        value = values.value(src, src_index)
+        acc = E.Var("acc", dtype)
+        if arg:
+            best = E.Var("best", "int64")
+            better = E.gt(value, acc) if op == "argmax" else E.lt(value, acc)
+            if dtype.startswith("float"):  # the first NaN wins, as in numpy
+                better = E.logical_or(better, E.logical_and(E.ne(value, value), E.eq(acc, acc)))
+            step = block(Assign(best, E.Select(better, loops[0].var, best)),
+                         Assign(acc, E.Select(better, value, acc)))
+            init = block(Let(acc, values.value(src, [E.const(0) if a in axes else src_index[a]
+                                                     for a in range(src.ndim)])),
+                         Let(best, E.const(0)))
+            result = best
+        else:
+            declarations, updates, result = accumulate(op, acc, value)
+            step, init = block(*updates), block(*declarations)
+        store = Store(out, flat, E.cast(result, out.value_dtype))
+        if not arg and use_lanes(op, dtype, loops, src.ndim):
+            return lane_sum(loops, value, acc, store)
+        return block(init, scalar_nest(loops, step, src.ndim, vectorize=not arg), store)
+
+    reduced = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
+    # One SIMD loop per nest: the reduction's innermost loop when it walks a long enough contiguous run,
+    # else the output's columns (a column sum, or a few taps per output: lanes compute outputs)
+    inner_vectorized = not arg and src.ndim - 1 in axes and loops[-1].extent >= LANES_MIN
+    return output_nest(root.shape, body, "", work_per_element=max(reduced, 1), vectorize=not inner_vectorized)
+
+
+# The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.
+TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "conv2d": conv2d_body,
+             "conv2d_nchwc": conv2d_nchwc_body, "conv2d_winograd": winograd_given_body}
+
+
+def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buffer], name: str,
+                comment: str) -> Kernel | None:
+    """Loop IR for one kernel group; None when its output is empty."""
+    root = group.root
+    out = buffers[root.id]
+    values = ValueBuilder(buffers, inline_root=root)
+    contraction = next((n for n in group.nodes if n.op in TEMPLATES), None)
+    if group.kind == "attention":
+        body = attention_body(root, out, buffers)
+    elif contraction is not None:
+        def epilogue(index, acc, contraction=contraction):
+            # The epilogue reads the contraction's element from its accumulator. Reshapes may sit
+            # between the two (partition.py): the root's element is the one at the same flat index.
+            inner = ValueBuilder(buffers, inline_root=root, known={contraction.id: acc})
+            if root.shape != contraction.shape:
+                index = reshape_index(index, contraction.shape, root.shape)
+            return E.cast(inner.value(root, index), out.value_dtype)
+
+        body = TEMPLATES[contraction.op](contraction, out, values, epilogue if contraction is not root else None)
+    elif group.kind == "row":
+        body = row_body(root, group.nodes, out, buffers, accumulate)
+    elif group.kind == "reduction":
+        if any(root.inputs[0].shape[a] == 0 for a in root.attrs.get("axes", ())):
+            body = output_nest(root.shape, lambda index, flat: Store(out, flat, _reduce_init(
+                root.op, out.value_dtype)), "")
+        else:
+            body = pool_body(root, out, values) or _reduction_body(root, out, values)
+    else:
+        body = _piecewise_concat(root, out, values, buffers)
+        if body is None:
+            body = output_nest(root.shape, lambda index, flat: Store(
+                out, flat, E.cast(values.value(root, index), out.value_dtype)), "")
+    if body is None:
+        return None
+    return simplify_kernel(Kernel(name, tuple(params), body, comment))
+
+
+MANY_PIECES = 4  # from this many pieces on, a concat is one loop nest per piece
+
+
+def _inlined_concat(node: Node, buffers: dict[int, Buffer]) -> bool:
+    """`node` is a concat computed inside this kernel, perhaps under reshapes."""
+    while node.op == "reshape" and node.id not in buffers:
+        node = node.inputs[0]
+    return node.op == "concat" and node.id not in buffers
+
+
+def _concat_leaves(node: Node, to_root, buffers: dict[int, Buffer], root: Node) -> list:
+    """(piece, map from the piece's index to the root's index) for every piece of the concats
+    (and reshapes of them) that `node` is made of inside this kernel."""
+    if node.op == "reshape" and (node is root or node.id not in buffers) and _inlined_concat(node.inputs[0], buffers):
+        source = node.inputs[0]
+        return _concat_leaves(source, lambda index, node=node, source=source, f=to_root: f(
+            reshape_index(index, source.shape, node.shape)), buffers, root)
+    if node.op == "concat" and (node is root or node.id not in buffers):
+        axis, start, leaves = node.attrs["axis"], 0, []
+        for piece in node.inputs:
+            if piece.shape[axis] == 0:
+                continue
+            def shifted(index, start=start, axis=axis, f=to_root):
+                return f([i + start if a == axis else i for a, i in enumerate(index)])
+            leaves += _concat_leaves(piece, shifted, buffers, root)
+            start += piece.shape[axis]
+        return leaves
+    return [(node, to_root)]
+
+
+def _piecewise_concat(root: Node, out: Buffer, values: ValueBuilder, buffers: dict[int, Buffer]):
+    """A kernel that stores concats of many pieces (under reshapes too) as one loop nest per
+    piece, each writing its part of the output; None for other kernels.
+
+    Element by element, a concat is a chain of selects on the position along its axis: fine for
+    two or three pieces, but an unrolled RNN stacks one piece per time step, and branch-free
+    selects then load every piece for every element (a 64-piece stack ran ~20x slower)."""
+    leaves = _concat_leaves(root, lambda index: index, buffers, root)
+    if len(leaves) < MANY_PIECES:
+        return None
+    strides = [int(np.prod(root.shape[a + 1:], dtype=np.int64)) for a in range(root.ndim)]
+    nests = []
+    for k, (piece, to_root) in enumerate(leaves):
+        def body(index, flat, piece=piece, to_root=to_root):
+            dest = sum(i * stride for i, stride in zip(to_root(index), strides))
+            return Store(out, dest, E.cast(values.value(piece, index), out.value_dtype))
+        nests.append(output_nest(tuple(piece.shape), body, f"p{k}_"))
+    return block(*[n for n in nests if n is not None])
+
+
+def _copy_kernel(name: str, src: Buffer, dst: Buffer) -> Kernel | None:
+    body = output_nest(dst.shape, lambda index, flat: Store(dst, flat, E.Load(src, flat)), "")
+    return None if body is None else Kernel(name, (dst, src), body, f"copy {src.name} to output {dst.name}")
+
+
+def buffer_constants(graph: Graph) -> list[Node]:
+    """The constants that become arrays passed to the program, in its order (the rest are inlined literals)."""
+    outputs = {node.id for node in graph.outputs}
+    return [node for node in graph.nodes
+            if node.op == "constant" and (node.type.size > 1 or node.id in outputs)]
+
+
+def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
+    """Lower a whole graph to one Program (fuse=False: one kernel per computing op)."""
+    taken: set[str] = set()
+    buffers: dict[int, Buffer] = {}
+    inputs = []
+    for node in graph.inputs:
+        buffers[node.id] = _buffer(_identifier("in_" + node.attrs["name"], taken, "in"), node)
+        inputs.append(buffers[node.id])
+    constants, constant_arrays = [], []
+    for node in buffer_constants(graph):
+        buffers[node.id] = _buffer(_identifier(f"c{len(constants)}", taken, "c"), node)
+        constants.append(buffers[node.id])
+        constant_arrays.append(np.asarray(node.attrs["value"].array, order="C"))
+
+    groups = partition(graph, fuse=fuse)
+    names = node_names(graph)
+    outputs: list[Buffer] = []
+    output_of: dict[int, Buffer] = {}
+    copies: list[tuple[Buffer, Buffer]] = []
+    for k, node in enumerate(graph.outputs):
+        out = _buffer(_identifier(f"out{k}", taken, "out"), node)
+        outputs.append(out)
+        if node.op in ("input", "constant") or node.id in output_of:
+            copies.append((buffers.get(node.id) or output_of[node.id], out))
+        else:
+            output_of[node.id] = out
+            buffers[node.id] = out
+    temps = []
+    for group in groups:
+        if group.root.id not in buffers:
+            buffers[group.root.id] = _buffer(_identifier(f"t{len(temps)}", taken, "t"), group.root)
+            temps.append(buffers[group.root.id])
+
+    kernels, kernel_groups = [], {}
+    for index, group in enumerate(groups):
+        params = [buffers[group.root.id]] + [buffers[n.id] for n in group.inputs if n.id in buffers]
+        params = list(dict.fromkeys(params))
+        name = _identifier(group.name, taken, "k")
+        comment = "\n".join(format_node(n, names) + (f"   ({node_notes(n)})" if node_notes(n) else "")
+                            for n in group.nodes if n.op not in ("input", "constant"))
+        kernel = lower_group(group, buffers, params, name, comment)
+        if kernel is not None:
+            kernels.append(kernel)
+            kernel_groups[name] = group
+    for src, dst in copies:
+        kernel = _copy_kernel(_identifier(f"copy_{dst.name}", taken, "k"), src, dst)
+        if kernel is not None:
+            kernels.append(kernel)
+    program_name = _identifier(graph.name, set(), "graph")
+    program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps))
+    return LoweredGraph(program, constant_arrays, groups, kernel_groups)
+
+
+__all__ = ["LoweredGraph", "buffer_constants", "lower_graph", "lower_group", "broadcast_index", "linear_index",
+           "UnsupportedOpError"]

@@ -1,0 +1,519 @@
+"""Fused attention: softmax(q k^T * scale + mask) v with an online softmax over blocks of keys.
+
+The seq x seq score matrix never exists: each thread takes a block of MQ
+query rows and streams over blocks of NK keys, keeping per query a running
+maximum m, a running sum l of exp(s - m) and an MQ x dv output accumulator O
+(Milakov and Gimelshein's online softmax, as in FlashAttention)::
+
+    for (batch, query block) in parallel:
+      pack q_t[t][i] = q[i0 + i][t]                 # transposed once: queries contiguous
+      m = -inf, l = 0, O = 0
+      for key block (past the diagonal skipped when causal):
+        pack keys[j][t], values[j][c]               # shared by the MQ queries; skipped when k and v
+                                                    # are plain row-major buffers (read in place)
+        S^T[j][i] = q_i . k_j                       # micro-kernel: MRK keys x NQ queries in registers
+        probs[j][i] = score(S^T[j][i])              # the graph's own scale / mask / causal select
+        m' = max(m, max_j probs[j][i]);  corr = exp(m - m');  l = l * corr
+        probs[j][i] = exp(probs[j][i] - m');  l += probs[j][i]
+        O[i][:] = O[i][:] * corr[i] + sum_j probs[j][i] * values[j][:]   # micro-kernel: MR rows x dv
+      out[i0 + i][c] = O[i][c] / l[i]
+
+Both products are GEMM micro-kernels as in gemm.py: an accumulator tile in
+a local buffer that GCC keeps in vector registers, an unrolled loop of
+broadcast operands and a vectorized loop of contiguous ones, with explicit
+`fma`. The scores are computed transposed (keys x queries) so that every
+softmax step is a vertical vector operation over queries: the row maximum is
+an elementwise max over key rows, and no horizontal reduction is ever needed;
+the keys need no transposing either (the key element is the broadcast).
+
+The score of (query i, key j) is the graph's expression of the softmax input
+with the first matmul's element substituted, so any scale or mask the graph
+applies is honoured. A causal mask (a constant lower-triangular condition, as
+`is_causal=True` builds) is recognised: its condition becomes an index
+comparison, key blocks entirely past the diagonal are skipped (their
+probabilities are exactly 0) and blocks entirely before it skip the select.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir.graph import Node
+from ...loops import expr as E
+from ...loops.buffer import Buffer
+from ..inline import ValueBuilder, broadcast_index, delinearize
+from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
+from ...loops.schedule import substitute
+from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ...loops.types import itemsize
+from ..target import cpu_target
+
+QUERY_BLOCK = 48  # queries sharing one packed block of keys and values (a multiple of every MR and vector)
+KEY_BLOCK = 64  # keys per block: one online-softmax step (rescale of O) per block
+
+
+def attention_parts(root: Node) -> tuple[Node, Node, Node] | None:
+    """(first matmul, softmax input, softmax output) when `root` is softmax(x(q @ k^T)) @ v, else None."""
+    if root.op != "matmul" or root.dtype.name not in ("float32", "float64"):
+        return None
+    p = root.inputs[0]
+    if p.op != "div":
+        return None
+    e, s = p.inputs
+    if e.op != "exp" or s.op != "reduce_sum" or s.inputs[0] is not e or not _last_axis(s):
+        return None
+    sub = e.inputs[0]
+    if sub.op != "sub":
+        return None
+    x, m = sub.inputs
+    if m.op != "reduce_max" or m.inputs[0] is not x or not _last_axis(m):
+        return None
+    first = _first_matmul(x)
+    if first is None or first.shape[:-2] != root.shape[:-2]:
+        return None
+    return first, x, p
+
+
+def _last_axis(r: Node) -> bool:
+    return r.attrs["keepdims"] and r.attrs["axes"] == (r.inputs[0].ndim - 1,) and r.inputs[0].shape[-1] > 0
+
+
+def _first_matmul(x: Node) -> Node | None:
+    """The matmul that x is computed from elementwise (same shape all the way), if any."""
+    node = x
+    while True:
+        if node.op == "matmul":
+            return node if node.shape == x.shape else None
+        candidates = [i for i in node.inputs if i.shape == x.shape and i.op not in ("constant", "input")]
+        if node.kind.value != "elementwise" or node.shape != x.shape or len(candidates) != 1:
+            return None
+        node = candidates[0]
+
+
+# ---------------------------------------------------------------- blocking
+
+
+@dataclass(frozen=True)
+class AttentionBlocking:
+    """Block and register-tile sizes of the attention kernel.
+
+    query_block (MQ) queries share each packed key/value block; the scores
+    tile is score_keys (MRK) keys x score_queries (NQ) queries, the P V tile
+    pv_rows (MR) queries x pv_cols values; values are padded to dv_padded (a
+    whole number of pv_cols chunks) so every vector loop has a constant extent.
+    """
+
+    lanes: int
+    query_block: int
+    key_block: int
+    score_keys: int
+    score_queries: int
+    pv_rows: int
+    pv_cols: int
+    dv_padded: int
+
+
+def attention_blocking(m: int, dv: int, dtype: str) -> AttentionBlocking:
+    """Tile sizes for m queries and dv values per row of `dtype` on this CPU."""
+    target = cpu_target()
+    lanes = max(target.vector_bytes // itemsize(dtype), 1)
+    # vector accumulators a tile may hold: the other registers take the operands
+    budget = 24 if target.vector_registers >= 32 else 12
+    # P V tile: MR rows x up to 6 (4 with 16 registers) vectors of values
+    dv_vectors = -(-dv // lanes)
+    chunks = -(-dv_vectors // (budget // 4))
+    cols_vectors = -(-dv_vectors // chunks)
+    mr = max(1, min(8, budget // cols_vectors))
+    if m >= QUERY_BLOCK:
+        mq = _round_up(QUERY_BLOCK, math.lcm(lanes, mr))
+    else:  # few queries (decoding): one short block, and no more rows per tile than there are queries
+        mq = _round_up(m, lanes)
+        mr = max(r for r in range(1, min(mr, m) + 1) if mq % r == 0)
+    nq = max(v * lanes for v in (1, 2, 3) if mq % (v * lanes) == 0)
+    mrk = max(1, min(8, budget // (nq // lanes)))
+    nk = _round_up(KEY_BLOCK, mrk)
+    return AttentionBlocking(lanes, mq, nk, mrk, nq, mr, cols_vectors * lanes, chunks * cols_vectors * lanes)
+
+
+def _round_up(x: int, k: int) -> int:
+    return -(-x // k) * k
+
+
+# ---------------------------------------------------------------- causal masks
+
+
+@dataclass(frozen=True)
+class CausalMask:
+    """A constant condition `key <= query + offset` in the scores.
+
+    skippable: masked scores are -inf in the softmax input itself (no other
+    term can make them finite or NaN), so key blocks past the diagonal
+    contribute exactly nothing and are skipped.
+    """
+
+    mask: Node
+    offset: int
+    skippable: bool
+
+
+def causal_mask(x: Node, first: Node) -> CausalMask | None:
+    """The lower-triangular constant condition of a `where` in x's expression, if there is one.
+
+    Only a condition used nowhere else in x's expression and indexed by
+    (query, key) qualifies (it is then replaced by an index comparison).
+    """
+    length, source = x.shape[-2:]
+    nodes = _expression_nodes(x, first)
+    for node in nodes:
+        if node.op != "where" or node.shape != x.shape:
+            continue
+        cond = node.inputs[0]
+        if cond.op != "constant" or cond.dtype.name != "bool" or cond.shape[-2:] != (length, source) \
+                or any(size != 1 for size in cond.shape[:-2]):
+            continue
+        if any(cond in other.inputs for other in nodes if other is not node) or cond in node.inputs[1:]:
+            continue
+        offset = _tril_offset(cond.attrs["value"].array.reshape(length, source))
+        if offset is not None:
+            return CausalMask(cond, offset, _masks_to_minus_inf(x, node))
+    return None
+
+
+def _expression_nodes(x: Node, first: Node) -> list[Node]:
+    """The nodes of x's elementwise expression at x's shape (down to the first matmul), x first."""
+    seen, order, stack = set(), [], [x]
+    while stack:
+        node = stack.pop()
+        if node.id in seen or node is first or node.shape != x.shape or node.kind.value != "elementwise":
+            continue
+        seen.add(node.id)
+        order.append(node)
+        stack.extend(node.inputs)
+    return order
+
+
+def _tril_offset(mask: np.ndarray) -> int | None:
+    """k with mask == tril(ones, k), i.e. mask[i, j] == (j <= i + k), or None."""
+    length, source = mask.shape
+    counts = mask.sum(axis=1)
+    candidates = {int(c) - 1 - r for r, c in enumerate(counts) if 0 < c < source} or {source - 1, -length}
+    for k in sorted(candidates):
+        if np.array_equal(mask, np.tri(length, source, k, dtype=bool)):
+            return k
+    return None
+
+
+def _is_minus_inf(node: Node) -> bool:
+    return node.op == "constant" and node.type.size == 1 and node.attrs["value"].array.reshape(-1)[0] == -np.inf
+
+
+def _masks_to_minus_inf(x: Node, where: Node) -> bool:
+    """x is a chain of where(cond, inner, -inf) ending at `where`: a masked score is -inf in x."""
+    node = x
+    while node.op == "where" and node.shape == x.shape and _is_minus_inf(node.inputs[2]):
+        if node is where:
+            return True
+        node = node.inputs[1]
+    return False
+
+
+# ---------------------------------------------------------------- the kernel
+
+
+def attention_body(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> Stmt | None:
+    """Loop IR of the fused attention kernel rooted at the P @ V matmul (see the module docstring)."""
+    first, x, _ = attention_parts(root)
+    *batch_shape, m, n = x.shape
+    dv = root.inputs[1].shape[-1]
+    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    if batch * m * dv == 0:
+        return None
+    blocking = attention_blocking(m, dv, root.dtype.name)
+    return _AttentionKernel(root, first, x, out, buffers, blocking).body()
+
+
+class _AttentionKernel:
+    """Builds the loop IR of one fused attention kernel, one phase per method."""
+
+    def __init__(self, root: Node, first: Node, x: Node, out: Buffer, buffers: dict[int, Buffer],
+                 blocking: AttentionBlocking):
+        self.root, self.first, self.x, self.out = root, first, x, out
+        self.q_node, self.kt_node = first.inputs
+        self.v_node = root.inputs[1]
+        self.batch_shape = tuple(x.shape[:-2])
+        self.m, self.n = x.shape[-2:]
+        self.d, self.dv = self.q_node.shape[-1], self.v_node.shape[-1]
+        self.batch = int(np.prod(self.batch_shape, dtype=np.int64)) if self.batch_shape else 1
+        self.bl = blocking
+        self.dtype = root.dtype.name
+        self.buffers = buffers
+        self.values = ValueBuilder(buffers)
+        self.causal = causal_mask(x, first)
+        # keys and values already laid out as the micro-kernels read them need no copy
+        self.keys_direct = _plain_load(self.kt_node, self.values, self.dtype, unit_stride=False)
+        self.values_direct = blocking.dv_padded == self.dv and _plain_load(self.v_node, self.values, self.dtype,
+                                                                          unit_stride=True)
+        self.q_blocks = -(-self.m // blocking.query_block)
+        self.k_blocks = -(-self.n // blocking.key_block)
+
+        mq, nk, dvp = blocking.query_block, blocking.key_block, blocking.dv_padded
+        local = lambda name, size: Buffer(name, self.dtype, (size,), scope="local")  # noqa: E731
+        self.q_t = local("q_t", self.d * mq)  # q_t[t][i]: the block's queries, transposed
+        self.keys = local("keys", nk * self.d)  # keys[j][t]
+        self.vals = local("vals", nk * dvp)  # vals[j][c], zero past dv
+        self.probs = local("probs", nk * mq)  # probs[j][i]: scores, then exp(score - max)
+        self.o_acc = local("o_acc", mq * dvp)  # O[i][c]: unnormalized output rows
+        self.row_max, self.row_sum = local("row_max", mq), local("row_sum", mq)
+        self.new_max, self.shift, self.corr = local("new_max", mq), local("shift", mq), local("corr", mq)
+
+        self.task = E.Var("task")
+        self.kblock = E.Var("kblock")
+        self.origin, self.b, self.i0 = self._task_origin()
+        self.batch_index = delinearize(self.b, self.batch_shape) if self.batch_shape else []
+        self.rows = self._extent(mq, self.m, self.i0)  # valid queries in this block
+        self.k0 = self.kblock * nk
+
+    # ---- indexing helpers
+
+    def _task_origin(self) -> tuple[list[Stmt], E.Expr, E.Expr]:
+        """(lets to compute first, batch index, first query row) of parallel iteration `task`."""
+        if self.q_blocks == 1:
+            return [], self.task, E.const(0)
+        pos = self.task % self.q_blocks
+        if self.causal is not None and self.causal.skippable:
+            # Causal blocks cost in proportion to their row: the order 0, last, 1, last-1, ... gives
+            # each thread's contiguous share of the iterations an even amount of work.
+            qblock = E.Var("qblock")
+            zigzag = E.Select(E.eq(pos % 2, 0), pos // 2, (self.q_blocks - 1) - pos // 2)
+            return [Let(qblock, zigzag)], self.task // self.q_blocks, qblock * self.bl.query_block
+        return [], self.task // self.q_blocks, pos * self.bl.query_block
+
+    @staticmethod
+    def _extent(block_size: int, total: int, start: E.Expr) -> E.Expr:
+        """Elements of the block starting at `start` (a min() only when blocks do not divide total)."""
+        if total % block_size == 0:
+            return E.const(block_size)
+        return E.minimum(E.const(block_size), total - start)
+
+    def _operand(self, node: Node, rows: E.Expr, cols: E.Expr) -> E.Expr:
+        """Element (rows, cols) of q, k^T or v for this iteration's batch index."""
+        batch = broadcast_index(self.batch_index, self.batch_shape, node.shape[:-2])
+        return self.values.value(node, batch + [rows, cols])
+
+    def _query(self, i: E.Expr) -> E.Expr:
+        """Query row of local row i (the last row stands in for rows past m)."""
+        return E.minimum(self.i0 + i, self.m - 1)
+
+    def _key(self, j: E.Expr) -> E.Expr:
+        """Key row of local key j (the last key stands in for keys past n)."""
+        return E.minimum(self.k0 + j, self.n - 1)
+
+    # ---- phases
+
+    def body(self) -> Stmt:
+        """The parallel loop over (batch, query block) tasks, with every phase inside."""
+        bl = self.bl
+        mq, dvp = bl.query_block, bl.dv_padded
+        i, z = E.Var("qi"), E.Var("oi")
+        init = block(
+            For(i, E.const(mq), block(Store(self.row_max, i, self._const(-np.inf)),
+                                      Store(self.row_sum, i, self._const(0.0))), "vectorized"),
+            For(z, E.const(mq * dvp), Store(self.o_acc, z, self._const(0.0)), "vectorized"))
+        per_task = block(self._pack_queries(), init, self._key_loop(), self._write_out())
+        for buf in (self.corr, self.shift, self.new_max, self.row_sum, self.row_max, self.probs, self.vals,
+                    self.keys, self.o_acc, self.q_t):
+            if (buf is self.keys and self.keys_direct) or (buf is self.vals and self.values_direct):
+                continue
+            per_task = Alloc(buf, per_task)
+        per_task = block(*self.origin, per_task)
+        tasks = self.batch * self.q_blocks
+        parallel = self.batch * self.m * self.n * self.d >= PARALLEL_MIN_ELEMENTS and tasks > 1
+        return For(self.task, E.const(tasks), per_task, "parallel" if parallel else "serial")
+
+    def _const(self, value: float) -> E.Expr:
+        return E.Const(float(value), self.dtype)
+
+    def _key_loop(self) -> Stmt:
+        """The key blocks: whole ones in a loop with a constant width, then the last one.
+
+        A constant width lets GCC compile the inner loops tightly (a run-time
+        width everywhere costs ~25%). Causal: blocks past the last key the
+        block's last query sees are skipped, and the last block is cut there
+        (the keys left out are -inf for every row, so exactly nothing changes).
+        """
+        nk = self.bl.key_block
+        if self.causal is None or not self.causal.skippable:
+            whole = self.n // nk
+            parts = [_loop(self.kblock, whole, self._key_block(E.const(nk)))] if whole else []
+            if self.n % nk:
+                parts.append(substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)}))
+            return block(*parts)
+        keys_seen = self.i0 + self.rows + self.causal.offset  # keys the last row of the block sees
+        count = E.maximum(E.minimum(E.const(self.k_blocks), (keys_seen + (nk - 1)) // nk), 0)
+        last_width = E.minimum(E.minimum(E.const(nk), self.n - self.k0), keys_seen - self.k0)
+        return block(
+            For(self.kblock, E.maximum(count - 1, 0), self._key_block(E.const(nk))),
+            If(E.gt(count, 0), block(Let(self.kblock, count - 1), self._key_block(last_width))))
+
+    def _key_block(self, width: E.Expr) -> Stmt:
+        """One step of the online softmax over keys k0 .. k0 + width."""
+        i = E.Var("qi")
+        return block(
+            self._pack_keys_values(),
+            For(i, E.const(self.bl.query_block), Store(self.new_max, i, E.Load(self.row_max, i)), "vectorized"),
+            self._scores(width), self._softmax_step(width), self._weighted_values(width))
+
+    def _pack_queries(self) -> Stmt:
+        """q_t[t][i] = q[i0 + i][t]: the block's queries transposed, so a score tile loads whole vectors."""
+        t, i = E.Var("qt"), E.Var("qi")
+        mq = self.bl.query_block
+        return For(t, E.const(self.d), For(i, E.const(mq), Store(
+            self.q_t, t * mq + i, self._operand(self.q_node, self._query(i), t)), "vectorized"))
+
+    def _key_element(self, j: E.Expr, t: E.Expr) -> E.Expr:
+        """Element t of local key j: from the packed block, or straight from k."""
+        if self.keys_direct:
+            return self._operand(self.kt_node, t, self._key(j))
+        return E.Load(self.keys, j * self.d + t)
+
+    def _value_element(self, j: E.Expr, c: E.Expr) -> E.Expr:
+        """Element c of local value row j < width: from the packed block, or straight from v."""
+        if self.values_direct:
+            return self._operand(self.v_node, self.k0 + j, c)
+        return E.Load(self.vals, j * self.bl.dv_padded + c)
+
+    def _pack_keys_values(self) -> Stmt:
+        """Copy the key block (keys[j][t]) and value block (vals[j][c], zero past dv) unless read in place."""
+        j, t, c = E.Var("kj"), E.Var("kt"), E.Var("vc")
+        nk, dvp = self.bl.key_block, self.bl.dv_padded
+        copies = []
+        if not self.keys_direct:
+            copies.append(For(t, E.const(self.d), Store(
+                self.keys, j * self.d + t, self._operand(self.kt_node, t, self._key(j))), "vectorized"))
+        if not self.values_direct:
+            value = self._operand(self.v_node, self._key(j), E.minimum(c, self.dv - 1))
+            if dvp != self.dv:
+                value = E.Select(E.lt(c, self.dv), value, self._const(0.0))
+            copies.append(For(c, E.const(dvp), Store(self.vals, j * dvp + c, value), "vectorized"))
+        return For(j, E.const(nk), block(*copies)) if copies else block()
+
+    def _scores(self, width: E.Expr) -> Stmt:
+        """probs[j][i] = score(q_i . k_j) for the block, MRK keys x NQ queries per register tile.
+
+        Each tile also folds its maximum per query into new_max: its keys past
+        the block's width repeat the last key or are masked for every query of
+        the block (causal), so they never change a maximum.
+        """
+        bl = self.bl
+        mrk, nq, mq = bl.score_keys, bl.score_queries, bl.query_block
+        kg, qc, t, kr, i = (E.Var(name) for name in ("kg", "qc", "t", "kr", "si"))
+        acc = Buffer("s_acc", self.dtype, (mrk * nq,), scope="local")
+        key = kg * mrk + kr
+        # the first step initializes the tile: a zeroing loop would become a memset, which GCC
+        # cannot keep in registers
+        first_step = For(kr, E.const(mrk), For(i, E.const(nq), Store(
+            acc, kr * nq + i, self._key_element(key, E.const(0)) * E.Load(self.q_t, qc * nq + i)), "vectorized"),
+            "unrolled")
+        t1 = t + 1
+        update = E.call("fma", self._key_element(key, t1), E.Load(self.q_t, t1 * mq + qc * nq + i),
+                        E.Load(acc, kr * nq + i))
+        micro_kernel = block(first_step, For(t, E.const(self.d - 1), For(kr, E.const(mrk), For(
+            i, E.const(nq), Store(acc, kr * nq + i, update), "vectorized"), "unrolled")))
+        at = lambda row: (kg * mrk + row) * mq + qc * nq + i  # noqa: E731
+
+        def store_scores(mask: E.Expr | None) -> Stmt:
+            known = {self.first.id: E.Load(acc, kr * nq + i)}
+            if mask is not None:
+                known[self.causal.mask.id] = mask
+            query, key_row = self._query(qc * nq + i), self._key(kg * mrk + kr)
+            score = ValueBuilder(self.buffers, known=known).value(self.x, self.batch_index + [query, key_row])
+            return For(kr, E.const(mrk), For(i, E.const(nq), Store(self.probs, at(kr), score), "vectorized"),
+                       "unrolled")
+
+        if self.causal is None:
+            write = store_scores(None)
+        else:
+            query, key_row = self._query(qc * nq + i), self._key(kg * mrk + kr)
+            # a tile whose last key is visible from its first query needs no mask
+            below_diagonal = E.le(self.k0 + (kg + 1) * mrk - 1, self.i0 + qc * nq + self.causal.offset)
+            write = If(below_diagonal, store_scores(E.Const(True, "bool")),
+                       store_scores(E.le(key_row, query + self.causal.offset)))
+        tile_max: E.Expr = E.Load(self.new_max, qc * nq + i)
+        for row in range(mrk):
+            tile_max = E.maximum(tile_max, E.Load(self.probs, at(row)))
+        fold_max = For(i, E.const(nq), Store(self.new_max, qc * nq + i, tile_max), "vectorized")
+        groups = (width + (mrk - 1)) // mrk
+        return For(kg, groups, _loop(qc, mq // nq, Alloc(acc, block(micro_kernel, write, fold_max))))
+
+    def _softmax_step(self, width: E.Expr) -> Stmt:
+        """Online softmax over the block: rescale factors, then probabilities and their sums."""
+        mq = self.bl.query_block
+        i, j = E.Var("mi"), E.Var("mj")
+        at = j * mq + i
+        new_max, old_max = E.Load(self.new_max, i), E.Load(self.row_max, i)
+        # an all -inf row so far keeps max -inf; exp(s - 0) then gives 0 for its -inf scores
+        shift = E.Var("row_shift", self.dtype)
+        p = E.Var("p", self.dtype)
+        return block(
+            For(i, E.const(mq), block(
+                Let(shift, E.Select(E.eq(new_max, self._const(-np.inf)), self._const(0.0), new_max)),
+                Store(self.corr, i, E.call("exp", old_max - shift)),
+                Store(self.row_sum, i, E.Load(self.row_sum, i) * E.Load(self.corr, i)),
+                Store(self.row_max, i, new_max),
+                Store(self.shift, i, shift)), "vectorized"),
+            For(j, width, For(i, E.const(mq), block(
+                Let(p, E.call("exp", E.Load(self.probs, at) - E.Load(self.shift, i))),
+                Store(self.probs, at, p),
+                Store(self.row_sum, i, E.Load(self.row_sum, i) + p)), "vectorized")))
+
+    def _weighted_values(self, width: E.Expr) -> Stmt:
+        """O[i][:] = O[i][:] * corr[i] + sum_j probs[j][i] * vals[j][:], MR rows x pv_cols per register tile."""
+        bl = self.bl
+        mr, cols, mq, dvp = bl.pv_rows, bl.pv_cols, bl.query_block, bl.dv_padded
+        g, ch, r, c, j = (E.Var(name) for name in ("rg", "vch", "vr", "vcol", "vj"))
+        acc = Buffer("o_tile", self.dtype, (mr * cols,), scope="local")
+        row, col = g * mr + r, ch * cols + c
+        tile_at = r * cols + c
+        update = E.call("fma", E.Load(self.probs, j * mq + row), self._value_element(j, col), E.Load(acc, tile_at))
+        tile = block(
+            For(r, E.const(mr), For(c, E.const(cols), Store(
+                acc, tile_at, E.Load(self.o_acc, row * dvp + col) * E.Load(self.corr, row)), "vectorized"),
+                "unrolled"),
+            For(j, width, For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, update), "vectorized"),
+                                   "unrolled")),
+            For(r, E.const(mr), For(c, E.const(cols), Store(self.o_acc, row * dvp + col, E.Load(acc, tile_at)),
+                                    "vectorized"), "unrolled"))
+        groups = (self.rows + (mr - 1)) // mr
+        return For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile)))
+
+    def _write_out(self) -> Stmt:
+        """out[i0 + r][c] = O[r][c] / l[r] for the block's valid rows."""
+        r, c = E.Var("orow"), E.Var("ocol")
+        dvp = self.bl.dv_padded
+        flat = (self.b * self.m + self.i0 + r) * self.dv + c
+        value = E.Load(self.o_acc, r * dvp + c) / E.Load(self.row_sum, r)
+        return For(r, self.rows, For(c, E.const(self.dv), Store(self.out, flat, E.cast(value, self.out.value_dtype)),
+                                     "vectorized"))
+
+
+def _loop(var: E.Var, extent: int, body: Stmt) -> Stmt:
+    """A serial loop, or just its body with var = 0 when it has one iteration."""
+    return For(var, E.const(extent), body) if extent > 1 else substitute(body, {var.name: E.const(0)})
+
+
+def _plain_load(node: Node, values: ValueBuilder, dtype: str, unit_stride: bool) -> bool:
+    """True when node's element is a load of `dtype` at an affine index (no div/mod/min/select),
+    with stride 1 along the last axis if `unit_stride`: the kernel then reads it in place."""
+    index = [E.Var(f"probe{k}") for k in range(node.ndim)]
+    element = values.value(node, index)
+    if not isinstance(element, E.Load) or element.buffer.dtype != dtype:
+        return False
+    if any(n.op not in ("add", "mul", "var", "const") for n in E.walk(element.index)):
+        return False
+    if not unit_stride:
+        return True
+    origin = {v.name: 0 for v in index}
+    step = E.evaluate(element.index, {**origin, index[-1].name: 1}) - E.evaluate(element.index, origin)
+    return step == 1

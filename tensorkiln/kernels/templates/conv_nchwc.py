@@ -1,0 +1,381 @@
+"""Direct convolution in channel-blocked layout (NCHW[x]c), register-blocked as oneDNN's AVX-512 kernels.
+
+`conv2d_nchwc` reads x[N, C/cb, H, W, cb] and w[K/kb, C/cb, KH, KW, cb, kb]
+and writes y[N, K/kb, OH, OW, kb], kb being one vector of output channels
+(16 float32 on AVX-512, 8 on AVX2). Nothing is packed: each output tile is
+a few pixels of one output row times a few blocks of output channels, held
+in vector registers for the whole reduction::
+
+    xpad = x with a zero border (only for a padded layer, or an input in NCHW)
+    parallel for (n, group g of G channel blocks, oy):
+      for each tile of T pixels ox0 .. ox0+T-1 of row oy:
+        acc[T][G][kb] = 0                                     T*G vector registers
+        for icb, r, s, ic:                                    input block, taps, channel in the block
+          wvec[o][:] = w[g*G + o, icb, r, s, ic, :]           G vector loads
+          for i < T (unrolled): for o < G (unrolled): for j < kb (vectorized):
+            acc[i][o][j] = fma(x[n, icb, oy*sh + r*dh, (ox0+i)*sw + s*dw, ic],   one broadcast per pixel
+                               wvec[o][j], acc[i][o][j])
+        y[n, g*G + o, oy, ox0 + i, :] = epilogue(acc[i][o][:])                   contiguous stores
+
+So a step is G weight loads, T broadcasts and T*G FMAs on registers
+(tests/backend/test_conv_nchwc.py reads the inner loop back with objdump).
+Two details make GCC emit exactly that: the weights go through the small
+local `wvec` (else it folds the weight load into every FMA, T loads per
+vector), and each step's offsets are named once (`x_at`, `w_at`), so the
+pixel loads are one base register plus constant displacements. The tile
+(T, G) is chosen per layer (`nchwc_tile`); a row whose width T does not
+divide ends with one narrower tile.
+
+Padding: the input is first copied once into a local xpad[N, C/cb, Hp, Wp, cb]
+whose border is zero (rows wholly in the margin and the left and right
+margins are zero-filled, the interior copied), so the hot loop never tests a
+border. The copy also converts an NCHW input (x[N, C, H, W], the start of a
+chain) into blocks, and for a strided 1x1 layer keeps only the pixels it
+reads. An unpadded layer whose input is already a blocked buffer reads it
+where it lies. At the end of a chain (out_layout "nchw") each lane j is
+stored to channel kb*block + j of an NCHW output instead.
+
+Depthwise (groups = channels; weight w[C/kb, 1, KH, KW, 1, kb]): output
+block b lane j reads input block b lane j, so a step is one tap: a weight
+vector and, per pixel, an input vector (not a broadcast) and one FMA; the
+tile is one channel block of as many pixels as registers hold
+(`depthwise_tile`). Lanes stay full on any plane size, which the NCHW
+depthwise template (vectorized along a row of 7-28 pixels) cannot do. With
+so little work per input element, a padded copy of the whole input through
+memory would cost as much as the convolution, so a blocked input is read
+where it lies and the taps outside the image are skipped instead: each
+output row runs over the kernel rows that fall inside the image, and the
+few edge pixels of a row (1 on each side for a 3x3 kernel with padding 1)
+are one-pixel tiles over the columns they can read; the other pixels never
+meet the border (`_tap_range`). An NCHW input (the start of a chain) is
+converted to blocks by each task (a band of output rows of one channel
+block), which copies the padded rows it reads into a local buffer.
+(MobileNetV2's stride-2 depthwise layers: ~25% faster than through the
+band copies, whose 17 rows of 112 pixels did not stay in L1.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir.graph import Node
+from ...loops import expr as E
+from ...loops.buffer import Buffer
+from ..inline import ValueBuilder
+from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
+from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
+from ...loops.types import compute_dtype, itemsize
+from ..target import cpu_target
+
+PREFIX = "nc"
+
+
+@dataclass(frozen=True)
+class NchwcTile:
+    """Register tile of the blocked convolution: `pixels` output pixels x `blocks` output-channel blocks."""
+
+    pixels: int
+    blocks: int
+
+
+L2_BYTES_PER_CYCLE = 32  # sustained L2 -> L1 bandwidth of one core, about half the peak on recent x86
+
+
+def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per_block: int = 0,
+               threads: int = 0) -> NchwcTile:
+    """The tile (T pixels, G channel blocks) that needs the fewest cycles per useful FMA on this CPU.
+
+    Registers must hold the T*G*v accumulators, the G*v weight vectors of a
+    step and one broadcast (v vectors per channel block): past that GCC
+    spills or reloads the weights for every pixel. A step (one input channel
+    of one tap) issues T*G*v FMAs, T + G*v loads, and streams G*v weight
+    vectors from L2 (a layer's weights rarely fit in L1); with two FMA and
+    two load ports it takes max(FMAs/2, loads/2, L2 bytes / 32) cycles. A row
+    is full tiles plus one narrower tail tile, counted too; the
+    (image, channel group, row) tasks are shared by the threads, so an
+    uneven share costs what the idle thread waits. Ties go to wider tiles
+    (each weight vector reused by more pixels).
+    """
+    target = cpu_target()
+    v = max(1, -(-kb * itemsize(dtype) // target.vector_bytes))
+    threads = threads or thread_count()
+
+    def cycles(t: int, g: int) -> float:
+        return max(t * g * v / 2, (t + g * v) / 2, g * v * target.vector_bytes / L2_BYTES_PER_CYCLE) if t else 0.0
+
+    best, best_score = NchwcTile(1, 1), None
+    for g in range(1, kblocks + 1):
+        if kblocks % g or g * v + 2 > target.vector_registers:
+            continue
+        for t in range(1, ow + 1):
+            if t * g * v + g * v + 1 > target.vector_registers:
+                break
+            full, tail = divmod(ow, t)
+            per_row = (full * cycles(t, g) + cycles(tail, g)) / (ow * g * v)
+            tasks = (kblocks // g) * max(tasks_per_block, 1)
+            balance = tasks / (-(-tasks // threads) * threads) if tasks_per_block else 1.0
+            score = (per_row / balance, -t)
+            if best_score is None or score < best_score:
+                best, best_score = NchwcTile(t, g), score
+    return best
+
+
+DEPTHWISE_BAND_ROWS = 8  # output rows per depthwise task at most (its input copy: 10 rows at stride 1)
+DEPTHWISE_TASKS_PER_THREAD = 8  # bands short enough that the tasks still balance among the threads
+
+
+def depthwise_band(planes: int, oh: int, threads: int | None = None) -> int:
+    """Output rows per task of a depthwise layer with `planes` (image, channel block) planes of `oh` rows."""
+    threads = threads or thread_count()
+    return max(1, min(DEPTHWISE_BAND_ROWS, oh, planes * oh // (DEPTHWISE_TASKS_PER_THREAD * threads)))
+
+
+def depthwise_tile(ow: int) -> NchwcTile:
+    """The tile of a depthwise layer: one channel block, as many pixels as registers allow.
+
+    Each step loads one weight vector and one input vector per pixel for one
+    FMA per pixel (no input channel to reuse a load across), so a tile only
+    shares the weight vector among its pixels; the accumulators, the weight
+    and a loaded input vector must stay in registers.
+    """
+    return NchwcTile(max(1, min(ow, (cpu_target().vector_registers - 2) // 2)), 1)
+
+
+def _blocked_buffer_input(root: Node, values: ValueBuilder) -> bool:
+    """The layer's input is a blocked buffer (not an NCHW tensor, not an inlined expression)."""
+    x_node = root.inputs[0]
+    return (x_node.ndim == 5 and x_node.id in values.buffers and x_node is not values.inline_root
+            and x_node.id not in values.known)
+
+
+def _reads_in_place(root: Node, values: ValueBuilder) -> bool:
+    """The kernel reads its blocked input where it lies, no copy: an unpadded layer, or a
+    depthwise one (whose taps outside the image are skipped, `_tap_range`)."""
+    return _blocked_buffer_input(root, values) and (not any(root.attrs["padding"]) or _is_depthwise(root))
+
+
+def _tap_range(out_at: E.Expr | int, stride: int, pad: int, dilation: int, taps: int,
+               size: int) -> tuple[E.Expr, E.Expr]:
+    """(first tap, count) of the taps t whose input out_at*stride + t*dilation - pad lies in [0, size)."""
+    def ceil_div(a: E.Expr | int) -> E.Expr | int:
+        return a if dilation == 1 else -(-a // dilation) if isinstance(a, int) else (a + (dilation - 1)) // dilation
+    start, stop = pad - out_at * stride, size + pad - out_at * stride
+    if isinstance(out_at, int):
+        first, last = max(0, ceil_div(start)), min(taps, ceil_div(stop))
+        return E.const(first), E.const(max(0, last - first))
+    first = E.maximum(E.const(0), ceil_div(start))
+    return first, E.maximum(E.const(0), E.minimum(E.const(taps), ceil_div(stop)) - first)
+
+
+def _input_blocks(root: Node) -> tuple[int, int]:
+    """(blocks, channels per block) of the input as the kernel reads it.
+
+    A groups-1 layer's weight blocks the input channels (C/cb, cb); a
+    depthwise one reads channel block b, lane j for output block b, lane j,
+    so its input is blocked as its output.
+    """
+    kblocks, cblocks, _, _, cb, kb = root.inputs[1].shape
+    return (kblocks, kb) if _is_depthwise(root) else (cblocks, cb)
+
+
+def _is_depthwise(root: Node) -> bool:
+    return root.attrs.get("groups", 1) > 1
+
+
+def _padded_copy(root: Node, values: ValueBuilder, xpad: Buffer, hp: int, wp: int,
+                 sample: tuple[int, int] = (1, 1)) -> Stmt:
+    """xpad[n, icb, yy, xx, c] = x[n, icb, yy*sy - pt, xx*sx - pl, c] inside the image, 0 in the margins.
+
+    An NCHW input is read as x[n, icb*cb + c, y, x]: the copy is also the conversion to blocks.
+    `sample` (sy, sx) > 1 keeps every sy-th row and sx-th column only (a strided 1x1 layer reads
+    no others). Rows wholly in the margin and the left and right margins are zero-filled, the
+    rest copied: no selects.
+    """
+    n_img = root.inputs[0].shape[0]
+    cblocks, cb = _input_blocks(root)
+    row = E.Var(f"{PREFIX}_row")
+    plane = row // hp
+    body = _padded_row(root, values, xpad, row * (wp * cb), plane // cblocks, plane % cblocks, row % hp,
+                       hp, wp, sample)
+    kind = "parallel" if n_img * cblocks * hp * wp * cb >= PARALLEL_MIN_ELEMENTS else "serial"
+    return For(row, E.const(n_img * cblocks * hp), body, kind)
+
+
+def _padded_row(root: Node, values: ValueBuilder, buf: Buffer, base: E.Expr, img: E.Expr, icb: E.Expr,
+                yy: E.Expr, hp: int, wp: int, sample: tuple[int, int] = (1, 1)) -> Stmt:
+    """buf[base + xx*cb + c] = padded input row yy of (image, input block icb): zeros in the margins."""
+    x_node = root.inputs[0]
+    h, w = x_node.shape[2], x_node.shape[3]
+    _, cb = _input_blocks(root)
+    pt, _, pl, _ = root.attrs["padding"]
+    sy, sx = sample
+    zero = E.Const(0.0, buf.value_dtype)
+    q = E.Var(f"{PREFIX}_q")
+    # padded rows [y_lo, y_hi) and columns [x_lo, x_hi) come from inside the image
+    y_lo, y_hi = -(-pt // sy), min(hp, -(-(h + pt) // sy))
+    x_lo, x_hi = -(-pl // sx), min(wp, -(-(w + pl) // sx))
+    c = q % cb
+    y, col = yy * sy - pt, (x_lo + q // cb) * sx - pl
+    element = values.value(x_node, [img, icb, y, col, c] if x_node.ndim == 5 else [img, icb * cb + c, y, col])
+    inside = block(*(s for s in (
+        For(q, E.const(x_lo * cb), Store(buf, base + q, zero), "vectorized") if x_lo else None,
+        For(q, E.const((x_hi - x_lo) * cb), Store(buf, base + x_lo * cb + q, element), "vectorized"),
+        For(q, E.const((wp - x_hi) * cb), Store(buf, base + x_hi * cb + q, zero), "vectorized")
+        if x_hi < wp else None) if s is not None))
+    margin = For(q, E.const(wp * cb), Store(buf, base + q, zero), "vectorized")
+    if (y_lo, y_hi) == (0, hp):
+        return inside
+    return If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, y_hi)), inside, margin)
+
+
+def _is_zero(e: E.Expr) -> bool:
+    return isinstance(e, E.Const) and e.value == 0
+
+
+def _weight(values: ValueBuilder, w_node: Node, flat: E.Expr, *index: E.Expr) -> E.Expr:
+    """Weight element: a load at `flat` from its buffer, else its inlined expression at `index`."""
+    buf = values.buffers.get(w_node.id)
+    if buf is not None and w_node is not values.inline_root and w_node.id not in values.known:
+        return E.Load(buf, flat)
+    return values.value(w_node, list(index))
+
+
+def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
+    """Loop IR computing epilogue(conv2d_nchwc(x, w)); see the module docstring.
+
+    `epilogue(index, acc)` gives the stored value of output element `index`
+    ((n, k-block, oy, ox, lane), or (n, channel, oy, ox) for out_layout "nchw")
+    whose convolution sum is `acc`.
+    """
+    if epilogue is None:
+        epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
+    if any(d == 0 for d in root.shape):
+        return None
+    x_node, w_node = root.inputs
+    n_img, h, w = x_node.shape[0], x_node.shape[2], x_node.shape[3]
+    kblocks, cblocks, kh, kw, cb, kb = w_node.shape
+    oh, ow = root.shape[2], root.shape[3]
+    blocked_out = root.attrs["out_layout"] == "nchwc"
+    sh, sw = root.attrs["stride"]
+    dh, dw = root.attrs["dilation"]
+    pt, _, pl, _ = root.attrs["padding"]
+    dtype = compute_dtype(root.dtype.name)
+    depthwise = _is_depthwise(root)
+    tile = depthwise_tile(ow) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
+    t_full, g_blocks = tile.pixels, tile.blocks
+    groups = kblocks // g_blocks
+    in_blocks, in_cb = _input_blocks(root)
+    v = lambda name: E.Var(f"{PREFIX}_{name}")  # noqa: E731
+
+    # Input rows/columns some output reads, in padded coordinates.
+    sample = (1, 1)
+    if kh == kw == 1 and not depthwise and not _reads_in_place(root, values):
+        # A 1x1 layer reads only every sh-th row and sw-th column: its copy keeps just those
+        # (a quarter of a stride-2 input), and the kernel then runs with stride 1.
+        sample, (sh, sw) = (sh, sw), (1, 1)
+    hp = (oh - 1) * sh + (kh - 1) * dh + 1
+    wp = (ow - 1) * sw + (kw - 1) * dw + 1
+    # A depthwise layer does 9 multiply-adds per input element, too few to pay for a copy of the
+    # whole input through memory: a blocked input is read in place (skipping the taps outside
+    # the image); an NCHW one is blocked band by band, each task copying the padded input rows
+    # its band of output rows reads (a task per output row, copying its KH rows, read every
+    # input row KH times: ~1.6x slower on 112x112).
+    in_place = _reads_in_place(root, values)
+    task_rows = depthwise and not in_place
+    band = depthwise_band(n_img * kblocks, oh) if task_rows else 1
+    # Read in place, a padded depthwise layer skips the taps outside the image: per output row
+    # the rows, per edge pixel the columns (`_tap_range`); buffers with a margin need no test.
+    clip_rows = in_place and depthwise and (pt > 0 or (oh - 1) * sh + (kh - 1) * dh - pt >= h)
+    clip_cols = in_place and depthwise and (pl > 0 or (ow - 1) * sw + (kw - 1) * dw - pl >= w)
+    shift_y, shift_x = (pt, pl) if in_place else (0, 0)  # buffer coordinates = padded ones - shift
+    if in_place:
+        xpad, source, rows, cols = None, values.buffers[x_node.id], h, w
+    elif task_rows:
+        rows = (band - 1) * sh + (kh - 1) * dh + 1
+        xpad, source, cols = None, Buffer(f"{PREFIX}_rows", dtype, (rows * wp * kb,), scope="local"), wp
+    else:
+        xpad = Buffer(f"{PREFIX}_xpad", dtype, (n_img * in_blocks * hp * wp * in_cb,), scope="local")
+        source, rows, cols = xpad, hp, wp
+
+    task, ox_tile, icb, r, s, ic = v("task"), v("tx"), v("icb"), v("r"), v("s"), v("ic")
+    i, o, j, q, band_row = v("i"), v("o"), v("j"), v("q"), v("band_row")
+    x_at, w_at = v("x_at"), v("w_at")
+    bands = -(-oh // band)  # tasks per image and channel group: bands of output rows
+    img = task // (groups * bands)
+    grp = (task // bands) % groups
+    oy = (task % bands) * band + band_row if task_rows else task % oh
+    w_block = cblocks * kh * kw * cb * kb  # weight elements of one output-channel block
+
+    def tile_code(pixels: int, ox0: E.Expr, s_range: tuple[E.Expr, E.Expr] | None = None) -> Stmt:
+        acc = Buffer(f"{PREFIX}_acc", dtype, (pixels * g_blocks * kb,), scope="local")
+        # The G weight vectors of one step are loaded once into `wvec` (registers after
+        # GCC's scalar replacement) and reused by the T pixels; left in the FMA, GCC
+        # would load them again for every pixel.
+        wvec = Buffer(f"{PREFIX}_w", dtype, (g_blocks * kb,), scope="local")
+        slot = (i * g_blocks + o) * kb + j
+        kblock = grp * g_blocks + o
+        lanes = lambda stmt: For(i, E.const(pixels), For(o, E.const(g_blocks), For(  # noqa: E731
+            j, E.const(kb), stmt, "vectorized"), "unrolled"), "unrolled")
+        # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
+        if depthwise:  # one tap per step: lane j of input block grp meets lane j of its weights
+            (r0, r_count), (s0, s_count) = row_taps, s_range or (E.const(0), E.const(kw))
+            tap_r, tap_s = (r if _is_zero(r0) else r0 + r), (s if _is_zero(s0) else s0 + s)
+            first_row = band_row * sh + tap_r * dh if task_rows else \
+                (img * kblocks + grp) * rows + oy * sh + tap_r * dh - shift_y
+            step_offsets = block(
+                Let(x_at, (first_row * cols + ox0 * sw + tap_s * dw - shift_x) * kb),
+                Let(w_at, ((grp * kh + tap_r) * kw + tap_s) * kb))
+            load_w = For(j, E.const(kb), Store(
+                wvec, j, _weight(values, w_node, w_at + j, grp, 0, tap_r, tap_s, 0, j)), "vectorized")
+            update = E.call("fma", E.Load(source, x_at + i * (sw * kb) + j), E.Load(wvec, j), E.Load(acc, slot))
+            reduce = For(r, r_count, For(s, s_count, Alloc(wvec, block(
+                step_offsets, load_w, lanes(Store(acc, slot, update))))))
+        else:
+            # Each step's input and weight offsets are named once (x_at, w_at), so the loads of the
+            # unrolled pixels and blocks are base + constant: one address register, displacements.
+            step_offsets = block(
+                Let(x_at, (((img * cblocks + icb) * rows + oy * sh + r * dh) * cols + ox0 * sw + s * dw) * cb + ic),
+                Let(w_at, ((((grp * g_blocks) * cblocks + icb) * kh + r) * kw + s) * cb * kb + ic * kb))
+            load_w = For(o, E.const(g_blocks), For(j, E.const(kb), Store(
+                wvec, o * kb + j, _weight(values, w_node, w_at + o * w_block + j, kblock, icb, r, s, ic, j)),
+                "vectorized"), "unrolled")
+            update = E.call("fma", E.Load(source, x_at + i * (sw * cb)), E.Load(wvec, o * kb + j), E.Load(acc, slot))
+            reduce = For(icb, E.const(cblocks), For(r, E.const(kh), For(s, E.const(kw), For(
+                ic, E.const(cb), Alloc(wvec, block(step_offsets, load_w, lanes(Store(acc, slot, update))))))))
+        if blocked_out:
+            out_index = [img, kblock, oy, ox0 + i, j]
+            flat = (((img * kblocks + kblock) * oh + oy) * ow + ox0 + i) * kb + j
+        else:  # the end of a chain: lane j is channel kblock*kb + j of an NCHW output
+            out_index = [img, kblock * kb + j, oy, ox0 + i]
+            flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
+        store = lanes(Store(out, flat, epilogue(out_index, E.Load(acc, slot))))
+        zero = For(q, E.const(pixels * g_blocks * kb), Store(acc, q, E.Const(0.0, dtype)), "vectorized")
+        return Alloc(acc, block(zero, reduce, store))
+
+    row_taps = _tap_range(oy, sh, pt, dh, kh, h) if clip_rows else (E.const(0), E.const(kh))
+    # Pixels [x_first, x_stop) read only inside the image; those before and after are edge
+    # pixels, one-pixel tiles over the columns they can read.
+    x_first, x_stop = 0, ow
+    if clip_cols:
+        x_first = min(ow, -(-pl // sw))
+        x_stop = max(x_first, min(ow, -(-(w + pl - (kw - 1) * dw) // sw)))
+    row: list[Stmt] = [tile_code(1, E.const(ox), _tap_range(ox, sw, pl, dw, kw, w)) for ox in range(x_first)]
+    full, tail = divmod(x_stop - x_first, t_full)
+    if full:
+        row.append(For(ox_tile, E.const(full), tile_code(t_full, ox_tile * t_full + x_first if x_first
+                                                         else ox_tile * t_full)))
+    if tail:
+        row.append(tile_code(tail, E.const(x_first + full * t_full)))
+    row += [tile_code(1, E.const(ox), _tap_range(ox, sw, pl, dw, kw, w)) for ox in range(x_stop, ow)]
+    tasks = n_img * groups * bands
+    work = n_img * groups * oh * ow * kb * g_blocks * (1 if depthwise else cblocks * cb) * kh * kw
+    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and tasks > 1 else "serial"
+    if task_rows:
+        first = (task % bands) * (band * sh)  # the band's first padded input row
+        count = E.const(rows) if oh % band == 0 else E.minimum(E.const(rows), hp - first)
+        fill = For(r, count, _padded_row(root, values, source, r * (wp * kb), img, grp, first + r, hp, wp))
+        out_rows = E.const(band) if oh % band == 0 else E.minimum(E.const(band), oh - (task % bands) * band)
+        row = [Alloc(source, block(fill, For(band_row, out_rows, block(*row))))]
+    nest: Stmt = For(task, E.const(tasks), block(*row), kind)
+    if xpad is None:
+        return nest
+    return Alloc(xpad, block(_padded_copy(root, values, xpad, hp, wp, sample), nest))

@@ -1,0 +1,318 @@
+"""The compile pipeline for one traced graph: lower to loop IR, generate C, compile, load.
+
+`compile_graph` returns a CompiledGraph: call it with the graph's input
+arrays and it returns the outputs after exactly one foreign call. When no C
+compiler is installed, or the graph uses something the C backend cannot
+express, it falls back to the reference interpreter with one warning.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TensorKilnError, UnsupportedOpError
+from ..ir.graph import Graph, interpret
+from .profile import KernelProfile, KernelTime
+
+
+# References to a recycled output array that nobody outside holds: the recycling list, the
+# module's argument slot, a local name and getrefcount's own argument.
+_UNREACHABLE_REFS = 4
+
+
+class FallbackWarning(UserWarning):
+    """tk.jit runs a graph with the reference interpreter instead of compiled code."""
+
+
+@dataclass
+class KernelInfo:
+    """One generated kernel: its name, kind and the graph nodes it implements."""
+
+    name: str
+    kind: str
+    nodes: list[str]
+    loop_ir: str
+
+
+@dataclass
+class CompileReport:
+    """What compiling one signature produced, and what it cost."""
+
+    backend: str  # "c" or "interpreter"
+    kernels: list[KernelInfo] = field(default_factory=list)
+    passes: list[dict] = field(default_factory=list)
+    source_path: str | None = None
+    library_path: str | None = None
+    compile_seconds: float = 0.0  # the C compiler's time (0 on a cache hit)
+    lower_seconds: float = 0.0
+    trace_seconds: float = 0.0
+    cache_hit: bool = False
+    arena_bytes: int = 0  # intermediates' memory as planned
+    naive_bytes: int = 0  # every intermediate in its own memory
+    lower_bound_bytes: int = 0  # the most bytes of intermediates live at one moment
+    fallback_reason: str | None = None
+
+    def __str__(self) -> str:
+        lines = [f"backend: {self.backend}" + (f" ({self.fallback_reason})" if self.fallback_reason else "")]
+        if self.backend == "c":
+            lines.append(f"kernels: {len(self.kernels)}  arena: {self.arena_bytes} bytes (naive {self.naive_bytes}, "
+                         f"lower bound {self.lower_bound_bytes})  "
+                         f"trace {self.trace_seconds * 1e3:.1f} ms, lower {self.lower_seconds * 1e3:.1f} ms, "
+                         f"cc {self.compile_seconds:.2f} s{' (cached)' if self.cache_hit else ''}")
+            lines.append(f"source: {self.source_path}")
+        return "\n".join(lines)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, FallbackWarning, stacklevel=4)
+
+
+def debug_enabled(flag: bool | None) -> bool:
+    """Debug mode: an explicit flag, or TENSORKILN_DEBUG=1 in the environment."""
+    if flag is not None:
+        return flag
+    return os.environ.get("TENSORKILN_DEBUG", "") not in ("", "0")
+
+
+def index_checks(graph: Graph) -> list[tuple[int, int, str]]:
+    """(input position, axis size, op) for every take/gather whose indices come straight from an input.
+
+    Generated code clamps indices so it never reads out of bounds; to raise
+    IndexError like the reference instead of answering wrongly, indices that
+    the caller passes in are range-checked before the native call. (Indices
+    computed inside the graph, like argmax's, are in range by construction.)
+    """
+    checks = []
+    for node in graph.nodes:
+        if node.op not in ("take", "gather"):
+            continue
+        source = node.inputs[1]
+        while source.op in ("reshape", "expand", "permute", "slice", "cast") and not (
+                source.op == "cast" and not source.inputs[0].dtype.is_integer):
+            source = source.inputs[0]
+        if source.op == "input":
+            checks.append((source.attrs["index"], node.inputs[0].shape[node.attrs["axis"]], node.op))
+    return checks
+
+
+class CompiledGraph:
+    """A graph bound to its compiled library (or to the interpreter, as a fallback)."""
+
+    def __init__(self, graph: Graph, debug: bool = False, opt_level: int = 2, fast_math: bool = False,
+                 backend: str = "c", updates: list[tuple[int, int]] = ()):
+        from ..passes import optimize
+        if backend not in ("c", "interpreter"):
+            raise ValueError(f"backend must be 'c' or 'interpreter', got {backend!r}")
+        self.traced_graph = graph
+        self.opt_level = opt_level
+        self.fast_math = fast_math
+        graph, stats = optimize(graph, opt_level, fast_math, blocked_layouts=backend == "c")
+        self.graph = graph
+        self.module = None
+        self._lowered = None  # the loop IR: kept from a fresh build, made on demand after a cache hit
+        self._profiled = None  # the per-kernel timing build, made on the first profile()
+        self._updates = list(updates)  # (output, input) candidates for updating in place
+        self._in_place: dict[int, int] = {}  # output position -> input position it overwrites
+        self._recycled: list[np.ndarray | None] = []  # last call's output arrays (see _output_array)
+        self._call_lock = threading.Lock()
+        self.report = CompileReport(backend="interpreter", passes=stats)
+        if backend == "interpreter":  # asked for (fast checks of many small graphs): no warning
+            self.report.fallback_reason = "backend='interpreter' requested"
+            return
+        from ..runtime.c_compiler import find_c_compiler
+        if find_c_compiler() is None:
+            reason = "no C compiler found (set CC or install gcc)"
+            _warn_once(f"tensorkiln: {reason}; tk.jit runs the reference interpreter instead")
+            self.report.fallback_reason = reason
+            return
+        try:
+            self._build(debug)
+        except UnsupportedOpError as err:
+            reason = str(err)
+            _warn_once(f"tensorkiln: {reason}; graph {graph.name} runs in the reference interpreter")
+            self.report.fallback_reason = reason
+
+    def _build(self, debug: bool) -> None:
+        from ..runtime.graph_cache import entry_key, load_entry
+        start = time.perf_counter()
+        key = entry_key(self.graph, opt_level=self.opt_level, fast_math=self.fast_math, debug=debug,
+                        updates=self._updates)
+        cached = load_entry(key)
+        if cached is None or not self._load_cached(cached, debug, start):
+            self._lower_and_build(debug, key, start)
+
+    def _lower(self):
+        """Lower the optimized graph to loop IR with its memory plan; (LoweredGraph, MemoryPlan)."""
+        from ..kernels.lower import lower_graph
+        from ..kernels.memory_plan import apply_plan, plan_memory
+        lowered = lower_graph(self.graph, fuse=self.opt_level >= 1)
+        plan = plan_memory(lowered.program)
+        if self.opt_level >= 1:
+            lowered.program = apply_plan(lowered.program, plan)
+        if self._updates:
+            lowered.program = self._plan_updates(lowered.program)
+        return lowered, plan
+
+    def _lower_and_build(self, debug: bool, key: str, start: float) -> None:
+        from .build import build
+        from ..runtime.graph_cache import CachedBuild, store_entry
+        lowered, plan = self._lower()
+        program = lowered.program
+        lower_seconds = time.perf_counter() - start
+        constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
+        module = build(program, constants, debug=debug)
+        self._lowered = lowered
+        kernels = [KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups
+                              else "copy", k.comment.splitlines(), str(k)) for k in program.kernels]
+        self._finish(module, kernels, program.arena_bytes, plan.naive_bytes, plan.lower_bound_bytes, lower_seconds)
+        store_entry(key, CachedBuild(module.library.key, module.signature.encode(),
+                                     [k.__dict__ for k in kernels], program.arena_bytes, plan.naive_bytes,
+                                     plan.lower_bound_bytes, self._in_place))
+
+    def _load_cached(self, cached, debug: bool, start: float) -> bool:
+        """Load the library a cache entry names (no lowering, no codegen); False when it cannot be used."""
+        from ..kernels.lower import buffer_constants
+        from ..runtime.c_compiler import cached_library
+        from ..runtime.module import CompiledModule
+        from ..runtime.signature import Signature
+        library = cached_library(cached.library_key, debug=debug)
+        if library is None:
+            return False
+        signature = Signature.decode(cached.signature)
+        arrays = [np.asarray(n.attrs["value"].array, order="C") for n in buffer_constants(self.graph)]
+        if len(arrays) != len(signature.constants):
+            return False
+        try:
+            module = CompiledModule(library.path, signature, dict(zip((c.name for c in signature.constants), arrays)),
+                                    source_path=library.source_path, compile_seconds=library.seconds,
+                                    cache_hit=True)
+        except TensorKilnError:  # the entry does not fit this graph after all: build it afresh
+            return False
+        module.library = library
+        self._in_place = dict(cached.in_place)
+        self._finish(module, [KernelInfo(**k) for k in cached.kernels], cached.arena_bytes, cached.naive_bytes,
+                     cached.lower_bound_bytes, time.perf_counter() - start)
+        return True
+
+    def _finish(self, module, kernels: list[KernelInfo], arena_bytes: int, naive_bytes: int,
+                lower_bound_bytes: int, lower_seconds: float) -> None:
+        """Bind the loaded module and fill the report (the same for a fresh build and a cached one)."""
+        from ..runtime.signature import numpy_dtypes
+        self.module = module
+        self._output_specs = [(spec.shape, numpy_dtypes(spec.dtype)[0]) for spec in module.signature.outputs]
+        self._input_dtypes = [n.dtype.storage for n in self.graph.inputs]
+        self._index_checks = index_checks(self.graph)
+        self.report = CompileReport(
+            backend="c", kernels=kernels, passes=self.report.passes, source_path=module.source_path,
+            library_path=module.library_path, compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
+            lower_seconds=lower_seconds, cache_hit=module.cache_hit, arena_bytes=arena_bytes,
+            naive_bytes=naive_bytes, lower_bound_bytes=lower_bound_bytes)
+
+    def _plan_updates(self, program):
+        """Let outputs that are new values of state inputs overwrite them (memory_plan.state_update_pairs)."""
+        from ..loops.in_place import skip_unchanged_stores
+        from ..kernels.memory_plan import state_update_pairs
+        candidates = [(program.outputs[o].name, program.inputs[i].name) for o, i in self._updates
+                      if o < len(program.outputs) and i < len(program.inputs)]
+        pairs = state_update_pairs(program, candidates)
+        position = {b.name: k for k, b in enumerate(program.inputs)}
+        position.update({b.name: k for k, b in enumerate(program.outputs)})
+        self._in_place = {position[o]: position[i] for o, i in pairs}
+        if not pairs:
+            return program
+        program = skip_unchanged_stores(program, pairs)  # where(mask, new, old) stores only the new
+        return dataclasses.replace(program, aliases=program.aliases + tuple(pairs))
+
+    @property
+    def lowered(self):
+        """The LoweredGraph (loop IR) of a compiled graph; lowered again when the build came from the cache."""
+        if self._lowered is None and self.module is not None:
+            self._lowered, _ = self._lower()
+        return self._lowered
+
+    @property
+    def compiled(self) -> bool:
+        return self.module is not None
+
+    def profile(self, arrays: list[np.ndarray], repeat: int = 20) -> KernelProfile:
+        """Mean time per call of each kernel over `repeat` calls (after one warm-up) on these inputs."""
+        from .build import build
+        if self.module is None:
+            raise TensorKilnError(f"graph {self.graph.name} runs in the reference interpreter "
+                                  f"({self.report.fallback_reason}): there are no kernels to profile")
+        if self._profiled is None:
+            program = self.lowered.program
+            constants = {b.name: a for b, a in zip(program.constants, self.lowered.constants)}
+            self._profiled = build(program, constants, profile=True)
+        module, kernels = self._profiled, self.report.kernels
+        inputs = [np.array(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        for output, position in self._in_place.items():
+            np.copyto(outputs[output], inputs[position])  # as the call would find it (loops/in_place.py)
+        module(*inputs, *outputs)
+        module.kernel_seconds(len(kernels))  # drop the warm-up call
+        for _ in range(repeat):
+            module(*inputs, *outputs)
+        seconds = module.kernel_seconds(len(kernels))
+        ops = [[line.split("=", 1)[-1].strip().split("(")[0] for line in k.nodes] for k in kernels]
+        return KernelProfile([KernelTime(k.name, k.kind, o, s / max(repeat, 1))
+                              for k, o, s in zip(kernels, ops, seconds)], repeat)
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Run on storage arrays of the graph's input types; returns storage arrays."""
+        if self.module is None:
+            return interpret(self.graph, *arrays)
+        inputs = [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
+        for position, size, op in self._index_checks:
+            index = inputs[position]
+            if index.size and (index.min() < -size or index.max() >= size):
+                bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
+                raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")
+        with self._call_lock:  # outputs are recycled: two threads must not pick the same array
+            return self._run(arrays, inputs)
+
+    def _run(self, arrays: list[np.ndarray], inputs: list[np.ndarray]) -> list[np.ndarray]:
+        outputs = [self._output_array(k, shape, dtype) for k, (shape, dtype) in enumerate(self._output_specs)]
+        if self._in_place:
+            # The new value overwrites the old one's array (a parameter, an optimizer moment)
+            # unless that array is read-only or passed twice.
+            distinct = len({id(a) for a in inputs}) == len(inputs)
+            for output, position in self._in_place.items():
+                target = inputs[position]
+                if target is arrays[position] and target.flags.writeable and \
+                        (distinct or sum(a is target for a in inputs) == 1):
+                    outputs[output] = target
+                else:  # the kernel may store only the elements it changes (loops/in_place.py)
+                    np.copyto(outputs[output], target)
+        self.module(*inputs, *outputs, fresh_outputs=True)  # fresh or in-place pairs the code allows
+        self._recycled = [None if k in self._in_place else out for k, out in enumerate(outputs)]
+        return outputs
+
+    def _output_array(self, k: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """Output k's array: last call's, when the caller has let go of it, else a new one.
+
+        A new large array costs its first writer a page fault per 4 KiB page as
+        the OS maps and zeroes it (GPT-2's 25 MiB of logits: about 30 ms here,
+        as long as a third of the prefill), and glibc returns freed large
+        blocks to the OS, so every call paid it again. Referenced only by
+        `_recycled`, the module's argument slot, the local name and
+        getrefcount's argument, the last array is unreachable from outside
+        (a view, a Tensor or a caller's name would add a reference), so
+        writing the new result into it is unobservable.
+        """
+        last = self._recycled[k] if k < len(self._recycled) else None
+        if last is not None and sys.getrefcount(last) <= _UNREACHABLE_REFS:
+            return last
+        return np.empty(shape, dtype)

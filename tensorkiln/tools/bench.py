@@ -1,0 +1,149 @@
+"""`tensorkiln bench`: tensorkiln and the installed peers on the same model, in the same run.
+
+Each model is a PyTorch reference model (tensorkiln/models/torch_reference.py,
+seeded weights); tensorkiln compiles that very module with `tk.from_torch`, so
+every framework computes with the same weights. For each framework: compile
+time (first call, separately), latency (the median of calls timed in rounds
+that take every framework in turn, so a slow phase of a shared machine hits
+them all alike), and whether its output agrees with PyTorch eager. Peers:
+PyTorch eager, torch.compile, ONNX Runtime (through torch.onnx.export, as
+many intra-op threads as --threads), each when installed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+from .bench_common import agreement, onnx_session_options, timed_first
+from .bench_gpt2 import measure_gpt2
+from .timing import interleaved_medians
+
+MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
+PEERS = ("torch", "torch.compile", "onnxruntime")
+
+
+def _progress(message: str) -> None:
+    print(f"  .. {message}", file=sys.stderr, flush=True)
+
+
+def build(name: str, batch: int):
+    """(torch module in eval mode, tuple of example torch inputs) at the model's real size."""
+    import torch
+    from . import torch_reference as ref
+    torch.manual_seed(0)
+    if name == "resnet18":
+        return ref.resnet18_full(), (ref.image(batch, 224),)
+    if name == "mobilenetv2":
+        return ref.mobilenet_v2_full(), (ref.image(batch, 224),)
+    if name == "bert":
+        model = ref.BertEncoder(vocab=30522, hidden=768, layers=12, heads=12, intermediate=3072,
+                                max_positions=512, num_classes=2).eval()
+        ids, mask = ref.bert_inputs(batch, 128)
+        return model, (ids.clamp(max=30521), mask)
+    if name == "mlp":
+        return ref.MLP().eval(), (torch.randn(batch, 784, generator=torch.Generator().manual_seed(1)),)
+    raise SystemExit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+
+
+def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5) -> dict:
+    """Compile tensorkiln and each available peer on one model, then time them in turns."""
+    import torch
+    from ..importers.torch import from_torch
+    model, inputs = build(name, batch)
+    with torch.no_grad():
+        reference = model(*inputs).numpy()
+    runs, rows = {}, {}
+
+    def record(framework, run, compile_seconds):
+        rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference)}
+        runs[framework] = run
+
+    _progress(f"{name}: compiling tensorkiln")
+    import torch._dynamo  # noqa: F401  (torch.export's one-time import, ~1.5 s, is not compile time)
+    start = time.perf_counter()
+    compiled = from_torch(model, inputs)
+    arrays = [t.numpy() for t in inputs]
+    compile_s = time.perf_counter() - start + timed_first(lambda: compiled(*arrays))
+    record("tensorkiln", lambda: compiled(*arrays), compile_s)
+    with torch.no_grad():
+        if "torch" in peers:
+            record("torch", lambda: model(*inputs), 0.0)
+        if "torch.compile" in peers:
+            _progress(f"{name}: compiling torch.compile")
+            fast = torch.compile(model, dynamic=False)
+            record("torch.compile", lambda: fast(*inputs), timed_first(lambda: fast(*inputs)))
+    if "onnxruntime" in peers:
+        try:
+            import onnxruntime
+        except ImportError:
+            _progress("onnxruntime is not installed: skipped")
+        else:
+            _progress(f"{name}: exporting to ONNX for onnxruntime")
+            path = os.path.join(tempfile.mkdtemp(prefix="tensorkiln-bench-"), f"{name}.onnx")
+            torch.onnx.export(model, inputs, path, dynamo=False)
+            start = time.perf_counter()
+            session = onnxruntime.InferenceSession(path, onnx_session_options(),
+                                                   providers=["CPUExecutionProvider"])
+            feed = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
+            record("onnxruntime", lambda: session.run(None, feed)[0], time.perf_counter() - start)
+    _progress(f"{name}: measuring {', '.join(runs)} in turns")
+    with torch.no_grad():
+        for framework, latency in interleaved_medians(runs, repeat, rounds).items():
+            rows[framework]["latency_s"] = latency
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of `tensorkiln bench`."""
+    parser = argparse.ArgumentParser(prog="tensorkiln bench", description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="threads for every framework")
+    parser.add_argument("--vs", default=",".join(PEERS), help="peers to measure: " + ",".join(PEERS))
+    parser.add_argument("--repeat", type=int, default=10, help="timed calls per framework, at least")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of timing every framework in turn")
+    parser.add_argument("--json", default=None, help="write the results to this file")
+    args = parser.parse_args(argv)
+    peers = [p for p in args.vs.split(",") if p]
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        parser.error(f"unknown peers {unknown}; choose from {', '.join(PEERS)}")
+    try:
+        import torch
+    except ImportError:
+        print("tensorkiln bench needs PyTorch for its reference models: pip install 'tensorkiln[torch]'",
+              file=sys.stderr)
+        return 2
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
+        torch.set_num_threads(args.threads)
+    results = {}
+    for name in args.models:
+        if name == "gpt2":
+            results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat,
+                                                                           _progress, rounds=args.rounds)
+        else:
+            results[name] = measure(name, args.batch, peers, args.repeat, args.rounds)
+    _print_table(results, args.batch)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"batch": args.batch, "threads": args.threads, "results": results}, f, indent=2)
+    return 0 if all(r["agrees"] for model in results.values() for r in model.values()) else 1
+
+
+def _print_table(results: dict, batch: int) -> None:
+    print(f"\nbatch {batch}; latency: median of calls timed in turns with the other frameworks; "
+          "compile: the first call")
+    header = f"{'model':<12} {'framework':<14} {'latency':>11} {'tk speedup':>11} {'compile':>9}  agrees"
+    print(header)
+    print("-" * len(header))
+    for name, rows in results.items():
+        tk_latency = rows["tensorkiln"]["latency_s"]
+        for framework, r in rows.items():
+            speedup = r["latency_s"] / tk_latency
+            print(f"{name:<12} {framework:<14} {r['latency_s'] * 1e3:>8.2f} ms {speedup:>10.2f}x "
+                  f"{r['compile_s']:>7.2f} s  {'yes' if r['agrees'] else 'NO (%.1e)' % r['max_rel_error']}")

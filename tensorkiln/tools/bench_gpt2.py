@@ -1,0 +1,136 @@
+"""GPT-2 small in `tensorkiln bench`: prefill of a 128-token prompt, then one decoded token.
+
+tensorkiln runs its own GPT-2 (tensorkiln.models) with the PyTorch reference
+model's weights: `prefill` fills a KV cache sized for the prompt plus the
+tokens to come, `decode_step` (its caches donated to the compiled step)
+writes one token's keys and values into them in place. The peers run the PyTorch
+reference (torch_reference.GPT2), whose decode step concatenates the cache:
+
+- torch: eager, prefill `model(ids)` and decode `model(next_id, presents, 128)`;
+- torch.compile: the same two calls through `torch.compile(dynamic=False)`;
+- onnxruntime: the prefill and the decode step exported separately with
+  torch.onnx.export (the decode graph takes the 24 cache tensors as inputs).
+
+Every row's logits are compared with PyTorch eager's for the same step.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+
+from .bench_common import agreement, onnx_session_options, timed_first
+from .timing import interleaved_medians
+
+GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
+def _onnx_sessions(reference, ids, next_ids, presents):
+    """ONNX Runtime sessions of the reference's prefill and decode step (exported separately)."""
+    import onnxruntime
+    import torch
+
+    class Prefill(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(ids)[0]
+
+    class Decode(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, *cache):
+            past = [(cache[2 * i], cache[2 * i + 1]) for i in range(len(cache) // 2)]
+            return self.model(ids, past, GPT2_PROMPT)[0]
+
+    folder = tempfile.mkdtemp(prefix="tensorkiln-bench-gpt2-")
+    flat = [t for pair in presents for t in pair]
+    sessions = []
+    for name, module, args in (("prefill", Prefill(reference), (ids,)), ("decode", Decode(reference),
+                                                                        (next_ids, *flat))):
+        path = os.path.join(folder, f"gpt2_{name}.onnx")
+        torch.onnx.export(module, args, path, dynamo=False)
+        start = time.perf_counter()
+        session = onnxruntime.InferenceSession(path, onnx_session_options(), providers=["CPUExecutionProvider"])
+        feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+        sessions.append((lambda s=session, f=feed: s.run(None, f)[0], time.perf_counter() - start))
+    return sessions
+
+
+def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[str], None] = lambda m: None,
+                 config=None, rounds: int = 5) -> tuple[dict, dict]:
+    """(prefill rows, decode rows): framework -> latency, compile time, agreement with PyTorch.
+
+    Each step's frameworks are timed in turns (timing.interleaved_medians).
+    `config` (a GPT2Config) shrinks the model for tests; default GPT-2 small.
+    """
+    import torch
+    from ..frontend.autodiff import no_grad
+    from ..frontend.creation import tensor
+    from ..frontend.jit import jit
+    from ..models import GPT2Config, GPT2LMHeadModel
+    from . import torch_reference as ref
+    config = config or GPT2Config()
+    torch.manual_seed(0)
+    reference = ref.GPT2(config.vocab_size, config.n_positions, config.n_embd, config.n_layer, config.n_head).eval()
+    ours = GPT2LMHeadModel(config)
+    ours.load_hf_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
+    ours.eval()
+    ids = torch.randint(0, config.vocab_size, (batch, GPT2_PROMPT), generator=torch.Generator().manual_seed(1))
+    length = GPT2_PROMPT + GPT2_NEW_TOKENS
+    with torch.no_grad():
+        want_prefill, presents = reference(ids)
+        next_ids = want_prefill[:, -1].argmax(-1).reshape(-1, 1)
+        want_decode = reference(next_ids, presents, GPT2_PROMPT)[0].numpy()
+        want_prefill = want_prefill.numpy()
+    steps = {"prefill": ({}, {}, want_prefill), "decode": ({}, {}, want_decode)}  # (rows, runs, expected)
+
+    def record(step: str, framework: str, run: Callable, compile_s: float) -> None:
+        rows, runs, want = steps[step]
+        rows[framework] = {"compile_s": compile_s, **agreement(run(), want)}
+        runs[framework] = run
+
+    progress("gpt2: compiling tensorkiln prefill and decode step")
+    # Inference, as for PyTorch below: under no_grad the weights are constants of the compiled graphs.
+    with no_grad():
+        start = time.perf_counter()
+        # the decode step writes its token's keys and values into the caches in place (donated)
+        prefill, step = jit(ours.prefill), jit(ours.decode_step, donate_argnums=2)
+        _, caches = prefill(tensor(ids.numpy()), length)
+        token, position = tensor(next_ids.numpy()), tensor(np.int64(GPT2_PROMPT))
+        step(token, position, caches)
+        compile_s = time.perf_counter() - start
+        record("prefill", "tensorkiln", lambda: prefill(tensor(ids.numpy()), length)[0], compile_s)
+        # each timed call writes the same token at position 128 of the caches: the same result every time
+        record("decode", "tensorkiln", lambda: step(token, position, caches)[0], 0.0)
+    with torch.no_grad():
+        if "torch" in peers:
+            record("prefill", "torch", lambda: reference(ids)[0], 0.0)
+            record("decode", "torch", lambda: reference(next_ids, presents, GPT2_PROMPT)[0], 0.0)
+        if "torch.compile" in peers:
+            progress("gpt2: compiling torch.compile")
+            fast = torch.compile(reference, dynamic=False)
+            record("prefill", "torch.compile", lambda: fast(ids)[0], timed_first(lambda: fast(ids)))
+            first = timed_first(lambda: fast(next_ids, presents, GPT2_PROMPT))
+            record("decode", "torch.compile", lambda: fast(next_ids, presents, GPT2_PROMPT)[0], first)
+    if "onnxruntime" in peers:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            progress("onnxruntime is not installed: skipped")
+        else:
+            progress("gpt2: exporting prefill and decode to ONNX for onnxruntime")
+            (run_prefill, prefill_s), (run_decode, decode_s) = _onnx_sessions(reference, ids, next_ids, presents)
+            record("prefill", "onnxruntime", run_prefill, prefill_s)
+            record("decode", "onnxruntime", run_decode, decode_s)
+    for name, (rows, runs, _) in steps.items():
+        progress(f"gpt2: measuring {name}: {', '.join(runs)} in turns")
+        with no_grad(), torch.no_grad():
+            for framework, latency in interleaved_medians(runs, repeat, rounds).items():
+                rows[framework]["latency_s"] = latency
+    return steps["prefill"][0], steps["decode"][0]

@@ -1,0 +1,38 @@
+"""The `tensorkiln` command: demo, run (ONNX models), bench (against peers), accel (systolic-array model)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tensorkiln` console command."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="tensorkiln", description="a small deep-learning compiler")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("demo", help="run the demo models eagerly and compiled, and compare")
+    commands.add_parser("accel", help="model a systolic-array accelerator (tensorkiln accel --help)",
+                        add_help=False)
+    commands.add_parser("bench", help="tensorkiln vs PyTorch, torch.compile, ONNX Runtime on one model "
+                        "(tensorkiln bench --help)", add_help=False)
+    commands.add_parser("run", help="run an ONNX model: outputs, checksums, latency (tensorkiln run --help)",
+                        add_help=False)
+    if argv[:1] == ["accel"]:
+        from ..hw.cli import main as accel_main
+        return accel_main(argv[1:])
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+        return bench_main(argv[1:])
+    if argv[:1] == ["run"]:
+        from .run_onnx import main as run_main
+        return run_main(argv[1:])
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from .demo import run_demo
+        return run_demo()
+    parser.print_help()
+    return 0 if argv else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
