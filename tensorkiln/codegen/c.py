@@ -45,6 +45,7 @@ request: see tensorkiln/runtime/compiler.py for why ASan is opt-in.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -57,6 +58,7 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (
     BinOp, Call, Cast, Const, Expr, Load, Select, Unary, Var, walk,
 )
+from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
     Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, Stmt, Store, iter_stmts, simplify_kernel, stmt_exprs,
 )
@@ -75,20 +77,6 @@ auto break case char const continue default do double else enum extern float for
 long register restrict return short signed sizeof static struct switch typedef union unsigned void
 volatile while bool true false
 """.split())
-
-# Math functions, per float type: a table as in tinygrad's code_for_op.
-_SAME_NAME = ("exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "tanh", "sinh", "cosh", "erf",
-              "sin", "cos", "tan", "asin", "acos", "atan", "fabs", "floor", "ceil", "trunc", "rint",
-              "pow", "atan2", "fmod", "fma")
-MATH_C: dict[str, dict[str, str]] = {
-    fn: {"float32": f"{fn}f({{args}})", "float64": f"{fn}({{args}})"} for fn in _SAME_NAME
-}
-MATH_C["rsqrt"] = {"float32": "(1.0f / sqrtf({args}))", "float64": "(1.0 / sqrt({args}))"}
-MATH_C["exp"]["float32"] = "tk_expf({args})"  # vectorizable versions (c_prelude.py)
-MATH_C["tanh"]["float32"] = "tk_tanhf({args})"
-MATH_C["erf"]["float32"] = "tk_erff({args})"
-MATH_C["round_f16"] = {"float32": "tk_f16_to_f32(tk_f32_to_f16({args}))"}
-MATH_C["round_bf16"] = {"float32": "tk_bf16_to_f32(tk_f32_to_bf16({args}))"}
 
 # Binary operators written infix in C: symbol and C precedence (higher binds tighter).
 _INFIX = {
@@ -111,23 +99,24 @@ class CSource:
     program_name: str
 
 
-def _reserved_names() -> frozenset[str]:
-    """Identifiers the generated file uses itself: an IR name must not hide any of them."""
-    math = {name for fn in MATH_C.values() for pattern in fn.values() for name in [pattern.split("(")[0]]}
+@functools.lru_cache(maxsize=None)
+def _reserved_names(math_functions: int) -> frozenset[str]:
+    """Identifiers the generated file uses itself: an IR name must not hide any of them.
+
+    Keyed by the number of math functions: an op module may add one after this module is imported.
+    """
+    math = {spelling.split("(")[0] for fn in MATH_FUNCTIONS.values() for spelling in fn.c.values()}
     math |= {"sqrt", "sqrtf", "floor", "floorf", "fmod", "fmodf", "copysign", "copysignf", "rintf"}
     libc = {"malloc", "free", "memcpy", "strncpy", "snprintf", "size_t", "NULL", "INFINITY", "NAN",
             "INT64_C", "INT64_MIN", "INT32_MIN", "main", "errno", "args", "arena"}
     return frozenset(C_KEYWORDS | math | libc)
 
 
-_RESERVED = _reserved_names()
-
-
 def c_name(name: str) -> str:
     """The C spelling of an IR name: itself, or with a trailing underscore where it would hide
     a C keyword, a libc/libm name (a buffer named `exp`), a `*_t` type or one of our `tk_`,
     `kernel_`, `TK_` helpers."""
-    if (name in _RESERVED or name.endswith("_t") or name.startswith(("tk_", "TK_", "kernel_", "__"))
+    if (name in _reserved_names(len(MATH_FUNCTIONS)) or name.endswith("_t") or name.startswith(("tk_", "TK_", "kernel_", "__"))
             or (name[:1] == "_" and name[1:2].isupper())):
         return f"{name}_"
     return name
@@ -248,7 +237,7 @@ class _KernelWriter:
             return code, _UNARY
         if isinstance(e, Call):
             args = ", ".join(self.expr(a)[0] for a in e.args)
-            return MATH_C[e.fn][e.dtype].format(args=args), _ATOM
+            return MATH_FUNCTIONS[e.fn].c[e.dtype].format(args=args), _ATOM
         if isinstance(e, Select):
             cond, cp = self.expr(e.cond)
             a, ap = self.expr(e.a)

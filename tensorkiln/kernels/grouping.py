@@ -14,11 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.graph import Graph, Node
-from ..ir.ops.registry import OpKind
+from ..ir.ops.registry import MappingType, OpKind, get_op
 
-# Movement ops through which one producer element feeds many consumer elements:
-# inlining a computing producer across them would recompute it per copy.
-REPLICATING_OPS = frozenset({"expand", "window", "take", "gather"})
+
+
+def replicates(node: Node) -> bool:
+    """A movement op through which one producer element feeds many consumer elements (one-to-many):
+    inlining a computing producer across it would recompute the producer per copy."""
+    return node.kind == OpKind.MOVEMENT and get_op(node.op).mapping == MappingType.ONE_TO_MANY
+
+
+def reindexes(node: Node) -> bool:
+    """A movement op that reads each element at most once (reorganize, shuffle: reshape, permute,
+    slice, pad, concat)."""
+    return get_op(node.op).mapping in (MappingType.REORGANIZE, MappingType.SHUFFLE)
 
 
 @dataclass
@@ -56,9 +65,6 @@ def _inlines_arithmetic(node: Node, stored: set[int]) -> bool:
     return False
 
 
-REINDEXING_OPS = frozenset({"reshape", "permute", "slice", "pad", "concat"})
-
-
 def effective_readers(node: Node, users_of: dict[int, list[Node]]) -> list[tuple[Node, Node]]:
     """(reader, the value it reads) for each non-reindexing op reached from `node` through
     reshape/permute/slice/pad/concat, which read each element at most once."""
@@ -66,7 +72,7 @@ def effective_readers(node: Node, users_of: dict[int, list[Node]]) -> list[tuple
     while stack:
         n = stack.pop()
         for user in users_of.get(n.id, []):
-            if user.op in REINDEXING_OPS:
+            if reindexes(user):
                 if user.id not in seen:
                     seen.add(user.id)
                     stack.append(user)
@@ -99,12 +105,12 @@ def should_materialize(node: Node, users: list[Node], is_output: bool, stored: s
         # Look through reshapes and transposes: a bias add feeding q.reshape(...).transpose(...)
         # @ k is stored itself, and the reindexing is done by the GEMM's loads.
         for reader, value in effective_readers(node, users_of):
-            if reader.kind == OpKind.CONTRACTION or (reader.op in REPLICATING_OPS and reader.inputs[0] is value):
+            if reader.kind == OpKind.CONTRACTION or (replicates(reader) and reader.inputs[0] is value):
                 return True
     for user in users:
         if user.kind == OpKind.CONTRACTION:
             return True  # a GEMM reads each operand element many times
-        if user.op in REPLICATING_OPS and user.inputs[0] is node:
+        if replicates(user) and user.inputs[0] is node:
             return True  # would be recomputed for every copy
         if user.kind == OpKind.ELEMENTWISE and user.shape != node.shape and not _per_row(node, stored):
             return True  # broadcast by its reader: recomputed for every copy
@@ -265,9 +271,6 @@ def _roots(graph: Graph, stored: set[int]) -> list[Node]:
     return [n for n in graph.nodes if n.id in stored and n.kind != OpKind.SOURCE]
 
 
-# Arithmetic a reader recomputes rather than load from a buffer: one or two instructions per element.
-CHEAP_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum", "where", "cast",
-                       "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"})
 RECOMPUTE_MAX_OPS = 6
 # An operand at most this fraction of the value's size is a broadcast (a per-channel statistic):
 # its loads stay in cache whichever kernel makes them.
@@ -297,7 +300,7 @@ def cheap_to_recompute(node: Node, stored: set[int]) -> bool:
                 large.add(n.id)
             continue
         if n.kind == OpKind.ELEMENTWISE:
-            if n.op not in CHEAP_OPS:
+            if not get_op(n.op).cheap:  # one or two instructions per element
                 return False
             ops += 1
         elif n.op not in ("reshape", "expand", "permute"):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir.graph import Node
+from ..ir.ops import get_op
 from ..loops import expr as E
 from ..loops.buffer import Buffer
 from ..loops.types import INDEX_DTYPE, compute_dtype
@@ -120,67 +121,17 @@ class ValueBuilder:
             return _const_value(scalar, node.dtype.name)
         if node.id in self.buffers and node is not self.inline_root:
             return E.Load(self.buffers[node.id], linear_index(index, node.shape))
+        lower = get_op(node.op).lower
+        if lower is not None:  # elementwise: the op table's row says how
+            return lower(tuple(self._operand(node, k, index) for k in range(len(node.inputs))), node)
         handler = getattr(self, "_" + node.op, None)
         if handler is not None:
             return handler(node, index)
-        if node.op in _UNARY:
-            return _UNARY[node.op](self._operand(node, 0, index))
-        if node.op in _BINARY:
-            a, b = self._operand(node, 0, index), self._operand(node, 1, index)
-            return _BINARY[node.op](a, b)
         raise UnsupportedOpError(f"the C backend cannot inline op {node.op!r}")
 
     def _operand(self, node: Node, k: int, index: list[E.Expr]) -> E.Expr:
         inp = node.inputs[k]
         return self.value(inp, broadcast_index(index, node.shape, inp.shape))
-
-    # ---- elementwise ops with special forms --------------------------------------
-    def _where(self, node, index):
-        return E.Select(*(self._operand(node, k, index) for k in range(3)))
-
-    def _cast(self, node, index):
-        x = self._operand(node, 0, index)
-        target = compute_dtype(node.dtype.name)
-        if target == "bool":
-            return E.ne(x, _const_value(0, x.dtype)) if x.dtype != "bool" else x
-        if node.dtype.name in ("float16", "bfloat16"):
-            # a 16-bit value held in float32: round it as storing it would
-            rounded = E.cast(x, "float32")
-            if node.inputs[0].dtype.name != node.dtype.name:
-                rounded = E.call("round_f16" if node.dtype.name == "float16" else "round_bf16", rounded)
-            return rounded
-        return E.cast(x, target)
-
-    def _pow(self, node, index):
-        a, b = self._operand(node, 0, index), self._operand(node, 1, index)
-        if a.dtype.startswith("float"):
-            return E.call("pow", a, b)
-        return E.cast(E.call("pow", E.cast(a, "float64"), E.cast(b, "float64")), a.dtype)
-
-    def _floor_div(self, node, index):
-        a, b = self._operand(node, 0, index), self._operand(node, 1, index)
-        return E.call("floor", a / b) if a.dtype.startswith("float") else a // b
-
-    def _mod(self, node, index):
-        a, b = self._operand(node, 0, index), self._operand(node, 1, index)
-        if a.dtype.startswith("float"):
-            return a - E.call("floor", a / b) * b
-        return a % b
-
-    def _and(self, node, index):
-        return self._logical(node, index, E.logical_and)
-
-    def _or(self, node, index):
-        return self._logical(node, index, E.logical_or)
-
-    def _xor(self, node, index):
-        return self._logical(node, index, E.ne)
-
-    def _logical(self, node, index, fn):
-        a, b = self._operand(node, 0, index), self._operand(node, 1, index)
-        if node.dtype.name != "bool":  # integers: bitwise
-            return E.BinOp({"and": "bitand", "or": "bitor", "xor": "bitxor"}[node.op], a, b)
-        return fn(a, b)
 
     # ---- movement ops: index arithmetic -----------------------------------------------
     def _reshape(self, node, index):
@@ -260,42 +211,3 @@ class ValueBuilder:
             o, k = index[lead + j], index[lead + n + j]
             src.append(o * a["stride"][j] + k * a["dilation"][j])
         return self.value(node.inputs[0], src)
-
-
-def _float_only(fn_name):
-    return lambda x: E.call(fn_name, x)
-
-
-def _abs(x):
-    return E.call("fabs", x) if x.dtype.startswith("float") else E.Select(E.lt(x, 0), -x, x)
-
-
-def _sign(x):
-    one, zero = _const_value(1, x.dtype), _const_value(0, x.dtype)
-    return E.Select(E.gt(x, zero), one, E.Select(E.lt(x, zero), -one, zero))
-
-
-def _sigmoid(x):
-    one = _const_value(1, x.dtype)
-    return one / (one + E.call("exp", -x))
-
-
-_UNARY = {
-    "neg": lambda x: -x,
-    "abs": _abs,
-    "sign": _sign,
-    "relu": lambda x: E.maximum(x, _const_value(0, x.dtype)),
-    "exp": _float_only("exp"), "log": _float_only("log"), "sqrt": _float_only("sqrt"),
-    "rsqrt": _float_only("rsqrt"), "sin": _float_only("sin"), "cos": _float_only("cos"),
-    "tanh": _float_only("tanh"), "erf": _float_only("erf"), "floor": _float_only("floor"),
-    "ceil": _float_only("ceil"), "round": _float_only("rint"),
-    "reciprocal": lambda x: _const_value(1, x.dtype) / x,
-    "sigmoid": _sigmoid,
-    "not": E.logical_not,
-    "isnan": lambda x: E.ne(x, x),
-}
-_BINARY = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b, "maximum": E.maximum, "minimum": E.minimum,
-    "eq": E.eq, "ne": E.ne, "lt": E.lt, "le": E.le, "gt": E.gt, "ge": E.ge,
-}

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir.graph import Graph, Node, format_node, node_names, node_notes
+from ..ir.ops.registry import OpKind
 from .grouping import KernelGroup, partition
 from ..loops import expr as E
 from ..loops.buffer import Buffer
@@ -283,7 +284,7 @@ def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
     for k, node in enumerate(graph.outputs):
         out = _buffer(_identifier(f"out{k}", taken, "out"), node)
         outputs.append(out)
-        if node.op in ("input", "constant") or node.id in output_of:
+        if node.kind == OpKind.SOURCE or node.id in output_of:
             copies.append((buffers.get(node.id) or output_of[node.id], out))
         else:
             output_of[node.id] = out
@@ -300,7 +301,7 @@ def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
         params = list(dict.fromkeys(params))
         name = _identifier(group.name, taken, "k")
         comment = "\n".join(format_node(n, names) + (f"   ({node_notes(n)})" if node_notes(n) else "")
-                            for n in group.nodes if n.op not in ("input", "constant"))
+                            for n in group.nodes if n.kind != OpKind.SOURCE)
         kernel = lower_group(group, buffers, params, name, comment)
         if kernel is not None:
             kernels.append(kernel)

@@ -26,6 +26,7 @@ import numpy as np
 
 from tensorkiln.errors import DTypeError
 from tensorkiln.loops.buffer import Buffer, check_identifier
+from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.types import INDEX_DTYPE, STORAGE_ONLY, check_dtype, int_range, is_bool, is_float, is_int
 
 ARITHMETIC_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "min", "max"})
@@ -35,19 +36,6 @@ BITWISE_OPS = frozenset({"bitand", "bitor", "bitxor"})  # on integers
 BINARY_OPS = ARITHMETIC_OPS | COMPARISON_OPS | LOGICAL_OPS | BITWISE_OPS
 COMMUTATIVE_OPS = frozenset({"add", "mul", "min", "max", "eq", "ne", "and", "or", "bitand", "bitor", "bitxor"})
 UNARY_OPS = frozenset({"neg", "not"})
-
-# Math functions a Call may name, with their arity. The C spelling of each,
-# per float type, lives in codegen (a table, like tinygrad's code_for_op).
-MATH_FUNCTIONS: dict[str, int] = {
-    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log1p": 1,
-    "sqrt": 1, "rsqrt": 1, "tanh": 1, "sinh": 1, "cosh": 1, "erf": 1,
-    "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
-    "fabs": 1, "floor": 1, "ceil": 1, "trunc": 1, "rint": 1,
-    "pow": 2, "atan2": 2, "fmod": 2,
-    "fma": 3,  # a*b + c rounded once (the GEMM micro-kernel; C's fma/fmaf)
-    # float32 -> float32 rounded through a 16-bit storage type (a cast to it that is not stored)
-    "round_f16": 1, "round_bf16": 1,
-}
 
 Number = Union[int, float, bool]
 
@@ -281,7 +269,7 @@ class Unary(Expr):
 
 @dataclass(frozen=True, eq=True)
 class Call(Expr):
-    """A math function of float arguments (see MATH_FUNCTIONS)."""
+    """A math function of float arguments (see loops/math.py)."""
 
     fn: str
     args: tuple[Expr, ...]
@@ -290,8 +278,8 @@ class Call(Expr):
         object.__setattr__(self, "args", tuple(self.args))
         if self.fn not in MATH_FUNCTIONS:
             raise ValueError(f"unknown math function {self.fn!r}; known: {', '.join(sorted(MATH_FUNCTIONS))}")
-        if len(self.args) != MATH_FUNCTIONS[self.fn]:
-            raise ValueError(f"{self.fn} takes {MATH_FUNCTIONS[self.fn]} argument(s), got {len(self.args)}")
+        if len(self.args) != MATH_FUNCTIONS[self.fn].arity:
+            raise ValueError(f"{self.fn} takes {MATH_FUNCTIONS[self.fn].arity} argument(s), got {len(self.args)}")
         dtypes = {a.dtype for a in self.args}
         if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
             raise DTypeError(f"{self.fn} needs float arguments of one dtype, got {sorted(dtypes)}")
@@ -578,32 +566,6 @@ def _np_scalar(value: Number, dtype: str):
     return np.float32(value) if dtype == "float32" else np.float64(value)
 
 
-_NUMPY_MATH = {
-    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2,
-    "log1p": np.log1p, "sqrt": np.sqrt, "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
-    "atan": np.arctan, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "rint": np.rint, "pow": np.power, "atan2": np.arctan2, "fmod": np.fmod,
-    "fma": lambda a, b, c: _fma(a, b, c),
-    "round_f16": lambda x: np.float32(np.float16(x)),
-    "round_bf16": lambda x: _round_bf16(x),
-}
-
-
-def _fma(a, b, c):
-    """a*b + c with one rounding (exact rational arithmetic, then the operands' float type)."""
-    from fractions import Fraction
-    if not all(np.isfinite([a, b, c])):
-        return a * b + c
-    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
-    return type(a)(float(exact)) if isinstance(a, np.float64) else np.float32(float(exact))
-
-
-def _round_bf16(x) -> np.float32:
-    from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
-    return f32_from_bf16_bits(bf16_bits_from_f32(np.asarray(x, np.float32)))[()]
-
-
 def _binary(op: str, a: Number, b: Number, dtype: str) -> Number:
     """Apply a binary operator to values of operand dtype `dtype`."""
     if op in COMPARISON_OPS:
@@ -681,11 +643,7 @@ def evaluate(expr: Expr, env: Mapping[str, Number], buffers: Mapping[str, np.nda
     if isinstance(expr, Call):
         args = [_np_scalar(evaluate(a, env, buffers), expr.dtype) for a in expr.args]
         with np.errstate(all="ignore"):
-            if expr.fn == "erf":
-                return _normalize(math.erf(float(args[0])), expr.dtype)
-            if expr.fn == "rsqrt":
-                return float(args[0].dtype.type(1) / np.sqrt(args[0]))
-            return float(_NUMPY_MATH[expr.fn](*args))
+            return float(MATH_FUNCTIONS[expr.fn].evaluate(*args))
     if isinstance(expr, Load):
         if buffers is None or expr.buffer.name not in buffers:
             raise KeyError(f"no array given for buffer {expr.buffer.name}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..ir.graph import Graph, Node, constant_node, evaluate
+from ..ir.ops.registry import OpKind
 from ..ir.rewrite import with_inputs, rewrite_graph
 
 MAX_GROWTH_ELEMENTS = 4096  # a folded result may exceed its inputs' total size by at most this much
@@ -20,7 +21,7 @@ def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         node = with_inputs(node, inputs)
-        if node.op in ("input", "constant") or not node.inputs:
+        if node.kind == OpKind.SOURCE or not node.inputs:
             return node
         if not all(i.op == "constant" for i in node.inputs):
             return node

@@ -12,6 +12,8 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError
+from ...loops import expr as E
+from ...loops.types import compute_dtype
 from .registry import Attrs, MappingType, OpKind, TensorType, register
 
 
@@ -58,31 +60,10 @@ def _round_half_even(x: np.ndarray) -> np.ndarray:
     return np.round(x)
 
 
-# name -> (numpy function, which dtype categories it accepts)
+# Which dtype categories an op accepts (DType.category: 0 bool, 1 integer, 2 floating).
 FLOAT_ONLY = (2,)
 NUMERIC = (1, 2)
 ANY = (0, 1, 2)
-UNARY_OPS = {
-    "neg": (np.negative, NUMERIC),
-    "abs": (np.abs, NUMERIC),
-    "sign": (np.sign, NUMERIC),
-    "relu": (lambda x: np.maximum(x, 0).astype(x.dtype), NUMERIC),
-    "exp": (np.exp, FLOAT_ONLY),
-    "log": (np.log, FLOAT_ONLY),
-    "sqrt": (np.sqrt, FLOAT_ONLY),
-    "rsqrt": (lambda x: 1.0 / np.sqrt(x), FLOAT_ONLY),
-    "reciprocal": (lambda x: 1.0 / x, FLOAT_ONLY),
-    "sin": (np.sin, FLOAT_ONLY),
-    "cos": (np.cos, FLOAT_ONLY),
-    "tanh": (np.tanh, FLOAT_ONLY),
-    "erf": (_erf, FLOAT_ONLY),
-    "sigmoid": (_sigmoid, FLOAT_ONLY),
-    "floor": (np.floor, FLOAT_ONLY),
-    "ceil": (np.ceil, FLOAT_ONLY),
-    "round": (_round_half_even, FLOAT_ONLY),
-    "not": (np.logical_not, (0,)),
-    "isnan": (np.isnan, FLOAT_ONLY),
-}
 
 
 def _py_mod(a, b):
@@ -102,24 +83,6 @@ def _int_safe(fn):
     return wrapped
 
 
-BINARY_OPS = {
-    "add": (np.add, NUMERIC),
-    "sub": (np.subtract, NUMERIC),
-    "mul": (np.multiply, NUMERIC),
-    "div": (np.divide, FLOAT_ONLY),
-    "floor_div": (_int_safe(_floor_div), NUMERIC),
-    "mod": (_int_safe(_py_mod), NUMERIC),
-    "pow": (np.power, NUMERIC),
-    "maximum": (np.maximum, ANY),
-    "minimum": (np.minimum, ANY),
-    "and": (np.bitwise_and, (0, 1)),
-    "or": (np.bitwise_or, (0, 1)),
-    "xor": (np.bitwise_xor, (0, 1)),
-}
-COMPARE_OPS = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less,
-    "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-}
 CATEGORY_NAMES = {0: "bool", 1: "integer", 2: "floating"}
 
 
@@ -196,15 +159,130 @@ def _cast_reference(inputs, attrs, out):
         return x.astype(target.storage)
 
 
-for _name, (_fn, _allowed) in UNARY_OPS.items():
-    register(_name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE,
-             _unary_infer(_name, _allowed), _unary_reference(_fn), 1)
-for _name, (_fn, _allowed) in BINARY_OPS.items():
-    register(_name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE,
-             _binary_infer(_name, _allowed), _binary_reference(_fn), 2)
-for _name, _fn in COMPARE_OPS.items():
-    register(_name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE,
-             _binary_infer(_name, ANY, compare=True), _binary_reference(_fn), 2)
+
+# ---- loop-IR lowerings: an element of the result from its operands' elements ------------------
+
+def _call(fn: str):
+    """Lower to the loop-IR math function `fn` (loops/math.py)."""
+    return lambda args, node: E.call(fn, *args)
+
+
+def _expr(build):
+    """Lower with `build(*args)`, a function of the operands' expressions."""
+    return lambda args, node: build(*args)
+
+
+def _const(value, dtype: str) -> E.Expr:
+    return E.Const(float(value), dtype) if dtype.startswith("float") else E.Const(int(value), dtype)
+
+
+def _lower_abs(x):
+    return E.call("fabs", x) if x.dtype.startswith("float") else E.Select(E.lt(x, 0), -x, x)
+
+
+def _lower_sign(x):
+    one, zero = _const(1, x.dtype), _const(0, x.dtype)
+    return E.Select(E.gt(x, zero), one, E.Select(E.lt(x, zero), -one, zero))
+
+
+def _lower_pow(a, b):
+    if a.dtype.startswith("float"):
+        return E.call("pow", a, b)
+    return E.cast(E.call("pow", E.cast(a, "float64"), E.cast(b, "float64")), a.dtype)
+
+
+def _lower_floor_div(a, b):
+    return E.call("floor", a / b) if a.dtype.startswith("float") else a // b
+
+
+def _lower_mod(a, b):
+    return a - E.call("floor", a / b) * b if a.dtype.startswith("float") else a % b
+
+
+def _logical(bitwise: str, logical):
+    """Bitwise on integers, logical on bools."""
+    return _expr(lambda a, b: E.BinOp(bitwise, a, b) if a.dtype != "bool" else logical(a, b))
+
+
+def _lower_cast(args, node):
+    (x,) = args
+    target = compute_dtype(node.dtype.name)
+    if target == "bool":
+        return E.ne(x, _const(0, x.dtype)) if x.dtype != "bool" else x
+    if node.dtype.name in ("float16", "bfloat16"):
+        # a 16-bit value held in float32: round it as storing it would
+        rounded = E.cast(x, "float32")
+        if node.inputs[0].dtype.name != node.dtype.name:
+            rounded = E.call("round_f16" if node.dtype.name == "float16" else "round_bf16", rounded)
+        return rounded
+    return E.cast(x, target)
+
+
+# ---- the rows: one per primitive -----------------------------------------------------------------
+# unary(name, numpy reference, accepted dtypes, loop-IR lowering, facts): `method` is the Tensor
+# method and tk.<name> (float-only methods turn integer tensors into float32 first), `onnx`/`aten`
+# the importers' operators that are exactly this op, `cheap` lets readers recompute it.
+
+def unary(name: str, reference, accepts: tuple[int, ...], lower, **facts) -> None:
+    """Register an elementwise op of one operand."""
+    register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _unary_infer(name, accepts),
+             _unary_reference(reference), 1, lower=lower, **facts)
+
+
+def binary(name: str, reference, accepts: tuple[int, ...], lower, compare: bool = False, **facts) -> None:
+    """Register an elementwise op of two operands (numpy broadcasting, one dtype)."""
+    register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _binary_infer(name, accepts, compare),
+             _binary_reference(reference), 2, lower=lower, **facts)
+
+
+unary("neg", np.negative, NUMERIC, _expr(lambda x: -x), cheap=True, method="neg", onnx="Neg", aten="neg")
+unary("abs", np.abs, NUMERIC, _expr(_lower_abs), cheap=True, method="abs", onnx="Abs", aten="abs")
+unary("sign", np.sign, NUMERIC, _expr(_lower_sign), method="sign", onnx="Sign", aten="sign")
+unary("relu", lambda x: np.maximum(x, 0).astype(x.dtype), NUMERIC,
+      _expr(lambda x: E.maximum(x, _const(0, x.dtype))), cheap=True, method="relu", onnx="Relu", aten="relu")
+unary("exp", np.exp, FLOAT_ONLY, _call("exp"), method="exp", onnx="Exp", aten="exp")
+unary("log", np.log, FLOAT_ONLY, _call("log"), method="log", onnx="Log", aten="log")
+unary("sqrt", np.sqrt, FLOAT_ONLY, _call("sqrt"), method="sqrt", onnx="Sqrt", aten="sqrt")
+unary("rsqrt", lambda x: 1.0 / np.sqrt(x), FLOAT_ONLY, _call("rsqrt"), method="rsqrt", aten="rsqrt")
+unary("reciprocal", lambda x: 1.0 / x, FLOAT_ONLY, _expr(lambda x: _const(1, x.dtype) / x),
+      method="reciprocal", onnx="Reciprocal", aten="reciprocal")
+unary("sin", np.sin, FLOAT_ONLY, _call("sin"), method="sin", onnx="Sin", aten="sin")
+unary("cos", np.cos, FLOAT_ONLY, _call("cos"), method="cos", onnx="Cos", aten="cos")
+unary("tanh", np.tanh, FLOAT_ONLY, _call("tanh"), method="tanh", onnx="Tanh", aten="tanh")
+unary("erf", _erf, FLOAT_ONLY, _call("erf"), method="erf", onnx="Erf", aten="erf")
+unary("sigmoid", _sigmoid, FLOAT_ONLY,
+      _expr(lambda x: _const(1, x.dtype) / (_const(1, x.dtype) + E.call("exp", -x))),
+      method="sigmoid", onnx="Sigmoid", aten="sigmoid")
+unary("floor", np.floor, FLOAT_ONLY, _call("floor"), method="floor", onnx="Floor", aten="floor",
+      identity_on_integers=True)
+unary("ceil", np.ceil, FLOAT_ONLY, _call("ceil"), method="ceil", onnx="Ceil", aten="ceil",
+      identity_on_integers=True)
+unary("round", _round_half_even, FLOAT_ONLY, _call("rint"), method="round", onnx="Round", aten="round",
+      identity_on_integers=True)
+# logical_not and isnan have methods of their own (any dtype becomes bool first; integers are never NaN)
+unary("not", np.logical_not, (0,), _expr(E.logical_not), cheap=True)
+unary("isnan", np.isnan, FLOAT_ONLY, _expr(lambda x: E.ne(x, x)))
+
+binary("add", np.add, NUMERIC, _expr(lambda a, b: a + b), cheap=True)
+binary("sub", np.subtract, NUMERIC, _expr(lambda a, b: a - b), cheap=True)
+binary("mul", np.multiply, NUMERIC, _expr(lambda a, b: a * b), cheap=True)
+binary("div", np.divide, FLOAT_ONLY, _expr(lambda a, b: a / b))
+binary("floor_div", _int_safe(_floor_div), NUMERIC, _expr(_lower_floor_div))
+binary("mod", _int_safe(_py_mod), NUMERIC, _expr(_lower_mod))
+binary("pow", np.power, NUMERIC, _expr(_lower_pow))
+binary("maximum", np.maximum, ANY, _expr(E.maximum), cheap=True)
+binary("minimum", np.minimum, ANY, _expr(E.minimum), cheap=True)
+binary("and", np.bitwise_and, (0, 1), _logical("bitand", E.logical_and), cheap=True)
+binary("or", np.bitwise_or, (0, 1), _logical("bitor", E.logical_or), cheap=True)
+binary("xor", np.bitwise_xor, (0, 1), _logical("bitxor", E.ne))
+binary("eq", np.equal, ANY, _expr(E.eq), compare=True, cheap=True)
+binary("ne", np.not_equal, ANY, _expr(E.ne), compare=True, cheap=True)
+binary("lt", np.less, ANY, _expr(E.lt), compare=True, cheap=True)
+binary("le", np.less_equal, ANY, _expr(E.le), compare=True, cheap=True)
+binary("gt", np.greater, ANY, _expr(E.gt), compare=True, cheap=True)
+binary("ge", np.greater_equal, ANY, _expr(E.ge), compare=True, cheap=True)
+
 register("where", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _where_infer,
-         lambda inputs, attrs, out: np.where(*inputs), 3)
-register("cast", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _cast_infer, _cast_reference, 1)
+         lambda inputs, attrs, out: np.where(*inputs), 3, lower=_expr(E.Select), cheap=True)
+register("cast", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _cast_infer, _cast_reference, 1,
+         lower=_lower_cast, cheap=True)

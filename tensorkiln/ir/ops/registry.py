@@ -146,17 +146,28 @@ class OpDef:
     # Gradient rule (ops/gradients.py): vjp(grad, inputs, output, attrs, needs) -> one Tensor or None
     # per input, written with Tensor operations; None here: the op has no gradient (non-differentiable).
     vjp: Callable | None = None
+    # Element expression in loop IR of an elementwise op: lower(args, node) -> Expr, from the operands'
+    # expressions at the same index (kernels/inline.py); movement and other ops are lowered by kernels/.
+    lower: Callable | None = None
+    cheap: bool = False  # one or two instructions per element: a reader recomputes it rather than load it
+    # Where users and importers meet the op (elementwise rows): the Tensor method and tk.<name> that
+    # apply exactly this op, the ONNX operator and the ATen operator that are exactly this op.
+    method: str | None = None
+    onnx: str | None = None
+    aten: str | None = None
+    identity_on_integers: bool = False  # float-only op whose method returns integer tensors unchanged
+    backend_only: bool = False  # made by graph passes for the C backend; users and importers never see it
 
 
 REGISTRY: dict[str, OpDef] = {}
 
 
 def register(name: str, kind: OpKind, mapping: MappingType, infer: InferFn,
-             reference: ReferenceFn, arity: int | None, doc: str = "") -> OpDef:
-    """Add a primitive op to the registry."""
+             reference: ReferenceFn, arity: int | None, doc: str = "", **facts) -> OpDef:
+    """Add a primitive op to the registry; `facts` are OpDef's optional fields (lower, cheap, method ...)."""
     if name in REGISTRY:
         raise ValueError(f"op {name!r} registered twice")
-    op = OpDef(name, kind, mapping, infer, reference, arity, doc)
+    op = OpDef(name, kind, mapping, infer, reference, arity, doc, **facts)
     REGISTRY[name] = op
     return op
 

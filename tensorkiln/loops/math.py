@@ -1,0 +1,85 @@
+"""Math functions of the loop IR: what a `Call` may name, how it evaluates, how C spells it.
+
+One row per function, like tinygrad's `code_for_op`: its arity, its value on
+numpy scalars (the reference semantics of `loops.expr.evaluate`) and its C
+spelling per float type. Codegen reads the spelling from here, so a new
+function is one row. An op table row (ir/ops) that needs a function libm has
+and this table lacks registers it with `math_function(...)` beside the op.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ..dtypes import bf16_bits_from_f32, f32_from_bf16_bits
+
+
+@dataclass(frozen=True)
+class MathFunction:
+    """One math function of float arguments."""
+
+    name: str
+    arity: int
+    evaluate: Callable[..., object]  # numpy float scalars (one dtype) -> a number
+    c: Mapping[str, str]  # float dtype -> C expression with {args}
+
+
+MATH_FUNCTIONS: dict[str, MathFunction] = {}
+
+
+def math_function(name: str, arity: int, evaluate: Callable[..., object],
+                  c: Mapping[str, str] | None = None) -> MathFunction:
+    """Add a math function; `c` defaults to libm's names (`{name}f` for float32, `{name}` for float64).
+
+    Registering the same function again with the same arity is allowed (two ops may share one).
+    """
+    spelling = dict(c) if c is not None else {"float32": f"{name}f({{args}})", "float64": f"{name}({{args}})"}
+    function = MathFunction(name, arity, evaluate, spelling)
+    known = MATH_FUNCTIONS.get(name)
+    if known is not None and (known.arity, dict(known.c)) != (arity, spelling):
+        raise ValueError(f"math function {name!r} defined twice, differently")
+    MATH_FUNCTIONS.setdefault(name, function)
+    return MATH_FUNCTIONS[name]
+
+
+def _fma(a, b, c):
+    """a*b + c with one rounding (exact rational arithmetic, then the operands' float type)."""
+    if not all(np.isfinite([a, b, c])):
+        return a * b + c
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    return type(a)(float(exact)) if isinstance(a, np.float64) else np.float32(float(exact))
+
+
+def _round_bf16(x) -> np.float32:
+    return f32_from_bf16_bits(bf16_bits_from_f32(np.array([x], dtype=np.float32)))[0]
+
+
+def _erf(x):
+    return type(x)(math.erf(float(x)))
+
+
+# libm functions, spelled {name}f / {name}
+for _name, _arity, _numpy in [
+        ("exp2", 1, np.exp2), ("expm1", 1, np.expm1), ("log", 1, np.log), ("log2", 1, np.log2),
+        ("log1p", 1, np.log1p), ("sqrt", 1, np.sqrt), ("sinh", 1, np.sinh), ("cosh", 1, np.cosh),
+        ("sin", 1, np.sin), ("cos", 1, np.cos), ("tan", 1, np.tan), ("asin", 1, np.arcsin),
+        ("acos", 1, np.arccos), ("atan", 1, np.arctan), ("fabs", 1, np.fabs), ("floor", 1, np.floor),
+        ("ceil", 1, np.ceil), ("trunc", 1, np.trunc), ("rint", 1, np.rint), ("pow", 2, np.power),
+        ("atan2", 2, np.arctan2), ("fmod", 2, np.fmod), ("fma", 3, _fma)]:
+    math_function(_name, _arity, _numpy)
+del _name, _arity, _numpy
+
+# float32 versions that vectorize (codegen/c_prelude.py: branch-free, so `omp simd` loops stay vector)
+math_function("exp", 1, np.exp, {"float32": "tk_expf({args})", "float64": "exp({args})"})
+math_function("tanh", 1, np.tanh, {"float32": "tk_tanhf({args})", "float64": "tanh({args})"})
+math_function("erf", 1, _erf, {"float32": "tk_erff({args})", "float64": "erf({args})"})
+math_function("rsqrt", 1, lambda x: type(x)(1) / np.sqrt(x),
+              {"float32": "(1.0f / sqrtf({args}))", "float64": "(1.0 / sqrt({args}))"})
+# float32 -> float32 rounded through a 16-bit storage type (a cast to it that is not stored)
+math_function("round_f16", 1, lambda x: np.float32(np.float16(x)),
+              {"float32": "tk_f16_to_f32(tk_f32_to_f16({args}))"})
+math_function("round_bf16", 1, _round_bf16, {"float32": "tk_bf16_to_f32(tk_f32_to_bf16({args}))"})
