@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from .importers.onnx.model import (OnnxImportError, OnnxModule, UnsupportedModelError, load,  # noqa: F401
                                    random_inputs)
-from .importers.onnx.ops import supported_ops  # noqa: F401
+from .importers.onnx.registry import supported_ops  # noqa: F401
 
 __all__ = ["load", "OnnxModule", "OnnxImportError", "UnsupportedModelError", "supported_ops", "random_inputs"]

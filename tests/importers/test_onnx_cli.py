@@ -1,4 +1,4 @@
-"""`tensorkiln run MODEL.onnx` (tensorkiln/importers/onnx_cli.py)."""
+"""`tensorkiln run MODEL.onnx` (tensorkiln/tools/run_onnx.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -5,9 +5,9 @@
     out = model(x=x, return_dict=True)            # {output name: array}
 
 How it works: the ONNX graph becomes a Python function over tk Tensors (one
-converter per operator, `onnx_ops.py`) that `tk.jit` traces once per input
-signature, so a dynamic batch dimension is specialized at call time. Before
-anything is traced the model is checked: every unsupported operator and
+converter per operator, registered in `registry.py` by the operator-family
+modules) that `tk.jit` traces once per input signature, so a dynamic batch
+dimension is specialized at call time. Before anything is traced the model is checked: every unsupported operator and
 element type is reported at once (UnsupportedOpError), and a malformed model
 (bad bytes, dangling inputs) raises OnnxImportError naming the problem.
 
@@ -30,11 +30,8 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
 from .functions import NotExpandable, expand_node
-from .ops import CONVERTERS, VALUE_INPUTS, NodeContext, tensor_from_proto, tk_dtype
-from . import rnn as onnx_rnn  # noqa: F401  (registers RNN, GRU, LSTM)
-from . import scatter as onnx_scatter  # noqa: F401  (registers ScatterElements, Scatter, ScatterND, TensorScatter)
-from . import more_ops as onnx_more_ops  # noqa: F401  (registers CumProd, LpNormalization, ReverseSequence, MaxUnpool)
-from . import quant as onnx_quant  # noqa: F401  (registers QuantizeLinear, DequantizeLinear, the integer matmul/conv ops)
+from .element_types import tensor_from_proto, tk_dtype
+from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)

@@ -19,7 +19,10 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...frontend.functions import matmul
 from ...frontend.tensor import Tensor
-from .ops import CONVERTERS, NodeContext, _axis, converter, tk_dtype
+from .conv import convolution
+from .element_types import tk_dtype
+from .helpers import normalize_axis
+from .registry import NodeContext, converter
 
 ONNX_UINT8 = 2  # TensorProto.UINT8: QuantizeLinear's type when neither a zero point nor output_dtype names one
 _RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
@@ -35,7 +38,7 @@ def _quant_param(ctx: NodeContext, value: Tensor, shape: tuple, axis: int, block
     """A scale or zero point laid out to broadcast against a tensor of `shape`."""
     if value.ndim == 0 or value.numel() == 1:
         return value.reshape(())
-    axis = _axis(axis, len(shape))
+    axis = normalize_axis(axis, len(shape))
     if not block_size:
         if value.ndim != 1 or value.shape[0] != shape[axis]:
             raise ctx.unsupported(f"a per-axis scale or zero point of shape {tuple(value.shape)} does not match "
@@ -159,7 +162,7 @@ def _integer_conv(ctx: NodeContext, x: Tensor, x_zero: Tensor | None, w: Tensor,
     shifted_w = _shifted(w, _channel_zero_point(w_zero, w.ndim))
     inputs = [_shifted(x, None if x_zero is None else x_zero.reshape(())), shifted_w,
               None if bias is None else bias.to(dt.float64)]
-    return CONVERTERS["Conv"](ctx, inputs, attrs)
+    return convolution(ctx, inputs, attrs)
 
 
 @converter("ConvInteger")

@@ -34,7 +34,8 @@ from ...frontend.functions import concat, matmul, stack, where
 from ...nn import functional as F
 from ...frontend.tensor import Tensor, as_tensor
 from ...frontend.trace import composite_scope
-from .ops import NodeContext, _full, converter
+from .helpers import filled
+from .registry import NodeContext, converter
 
 # ---- activations -------------------------------------------------------------------------
 
@@ -257,9 +258,9 @@ def run_direction(projected: Tensor, states: tuple, step: Step, schedule: Schedu
     dtype, hidden = projected.dtype, states[0].shape[-1]
     if reverse and uniform:
         outputs = outputs[::-1]
-    y = stack(outputs, 0) if outputs else _full((0, schedule.batch, hidden), 0, dtype)
+    y = stack(outputs, 0) if outputs else filled((0, schedule.batch, hidden), 0, dtype)
     if steps < seq:
-        y = concat([y, _full((seq - steps, schedule.batch, hidden), 0, dtype)], 0)
+        y = concat([y, filled((seq - steps, schedule.batch, hidden), 0, dtype)], 0)
     if reverse and not uniform:
         y = _reverse_in_length(y, schedule)
     return y, states
@@ -272,7 +273,7 @@ def run_recurrence(ctx: NodeContext, rec: Recurrence, projected: list[Tensor], s
     want_y = ctx.n_outputs > 0 and ctx.outputs_used[0]
     ys, finals = [], []
     for d, direction in enumerate(rec.directions):
-        states = tuple(_full((rec.batch, rec.hidden), 0, dtype) if h is None else h[d] for h in rec.initial)
+        states = tuple(filled((rec.batch, rec.hidden), 0, dtype) if h is None else h[d] for h in rec.initial)
         y, final = run_direction(projected[d], states, steps[d], schedule, direction == "reverse", want_y)
         ys.append(y)
         finals.append(final)
@@ -332,7 +333,7 @@ def _gru(ctx, inputs, attrs):
                 biases.append(None)
             elif linear_before_reset:  # Rbh is scaled by r, so it stays in the step
                 wb, rb = halves
-                biases.append(wb + concat([rb[:2 * hidden], _full((hidden,), 0, rb.dtype)], 0))
+                biases.append(wb + concat([rb[:2 * hidden], filled((hidden,), 0, rb.dtype)], 0))
                 rb_h = rb[2 * hidden:]
             else:
                 biases.append(halves[0] + halves[1])

@@ -47,7 +47,8 @@ from ...errors import ShapeError
 from ...frontend.functions import matmul, where
 from ...frontend.tensor import Tensor, apply, as_tensor
 from ...frontend.trace import composite_scope
-from .ops import NodeContext, _axis, _full, _prod, converter
+from .helpers import filled, normalize_axis, prod
+from .registry import NodeContext, converter
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 # Above this many broadcast elements a ScatterND add contracts the mask with a matmul (memory:
@@ -89,7 +90,7 @@ def _reduction(ctx: NodeContext, attrs: dict) -> str:
 def _identity(reduction: str, dtype: dt.DType) -> Tensor:
     """The value a reduction starts from: adding, multiplying or comparing it changes nothing."""
     value = {"add": 0, "mul": 1, "max": dt.finfo_min(dtype), "min": dt.finfo_max(dtype)}[reduction]
-    return _full((), value, dtype)
+    return filled((), value, dtype)
 
 
 def _reduce(t: Tensor, reduction: str, axis: int) -> Tensor:
@@ -143,8 +144,8 @@ def scatter_elements(data: Tensor, index: Tensor, updates: Tensor, axis: int, re
     # so reducing axis + 1 leaves the region of data the updates can reach, already in place.
     mask = _wrapped(index, n).unsqueeze(axis) == _iota(n, axis, rank + 1)
     if reduction == "none":
-        last = where(mask, _iota(count, axis + 1, rank + 1), _full((), -1, dt.int64)).amax(axis + 1)
-        values = updates.gather(axis, last.maximum(_full((), 0, dt.int64)))
+        last = where(mask, _iota(count, axis + 1, rank + 1), filled((), -1, dt.int64)).amax(axis + 1)
+        values = updates.gather(axis, last.maximum(filled((), 0, dt.int64)))
         hit = _pad_to(last >= 0, data.shape, False)
         return where(hit, _pad_to(values, data.shape, 0), data)
     identity = _identity(reduction, data.dtype)
@@ -164,7 +165,7 @@ def _check_elements_shapes(data: Tensor, index: Tensor, updates: Tensor, axis: i
 @converter("ScatterElements", "Scatter")
 def _scatter_elements(ctx, inputs, attrs):
     data, index, updates = inputs
-    axis = _axis(attrs.get("axis", 0), data.ndim)
+    axis = normalize_axis(attrs.get("axis", 0), data.ndim)
     reduction = _reduction(ctx, attrs)
     _check_elements_shapes(data, index, updates, axis)
     _check_range(index, data.shape[axis], ctx.op_type)
@@ -177,30 +178,30 @@ def _scatter_elements(ctx, inputs, attrs):
 def _linear_index(index: Tensor, dims) -> Tensor:
     """(M,) int64 row-major positions of index's (M, k) tuples in `dims`; -1 for a tuple out of range."""
     count, k = index.shape
-    linear = _full((count,), 0, dt.int64)
+    linear = filled((count,), 0, dt.int64)
     valid = None
     for j, size in enumerate(dims):
         i = _wrapped(index[:, j], size)
         inside = (i >= 0) & (i < size)
         valid = inside if valid is None else valid & inside
         linear = linear * size + i
-    return linear if valid is None else where(valid, linear, _full((), -1, dt.int64))
+    return linear if valid is None else where(valid, linear, filled((), -1, dt.int64))
 
 
 @_bool_as_int8
 def scatter_nd(data: Tensor, index: Tensor, updates: Tensor, reduction: str) -> Tensor:
     """output[index[q]] (op)= updates[q] for each tuple q of index's leading axes."""
     k = index.shape[-1]
-    count = _prod(index.shape[:-1])
-    targets, width = _prod(data.shape[:k]), _prod(data.shape[k:])
+    count = prod(index.shape[:-1])
+    targets, width = prod(data.shape[:k]), prod(data.shape[k:])
     if not count or not targets or not width:
         return data
     linear = _linear_index(index.to(dt.int64).reshape((count, k)), data.shape[:k])
     mask = linear.reshape((count, 1)) == _iota(targets, 1, 2)  # (updates, targets)
     flat, rows = data.reshape((targets, width)), updates.reshape((count, width))
     if reduction == "none":
-        last = where(mask, _iota(count, 0, 2), _full((), -1, dt.int64)).amax(0)  # (targets,)
-        chosen = apply("take", [rows, last.maximum(_full((), 0, dt.int64))], axis=0)
+        last = where(mask, _iota(count, 0, 2), filled((), -1, dt.int64)).amax(0)  # (targets,)
+        chosen = apply("take", [rows, last.maximum(filled((), 0, dt.int64))], axis=0)
         out = where((last >= 0).reshape((targets, 1)), chosen, flat)
     elif reduction == "add" and count * targets * width > _BROADCAST_LIMIT:
         out = flat + matmul(mask.to(data.dtype).transpose(0, 1), rows)
@@ -239,7 +240,7 @@ def _tensor_scatter(ctx, inputs, attrs):
     Written as the inverse map, a gather: cache position j reads update position j - w[b]."""
     cache, update = inputs[0], inputs[1]
     writes = inputs[2] if len(inputs) > 2 else None
-    axis = _axis(attrs.get("axis", -2), cache.ndim)
+    axis = normalize_axis(attrs.get("axis", -2), cache.ndim)
     mode = attrs.get("mode", "linear")
     if mode not in ("linear", "circular"):
         raise ctx.unsupported(f"mode {mode!r} (expected 'linear' or 'circular')")
@@ -251,13 +252,13 @@ def _tensor_scatter(ctx, inputs, attrs):
     if not count:
         return cache
     with composite_scope("tensor_scatter"):
-        start = _full((cache.shape[0],), 0, dt.int64) if writes is None else writes.to(dt.int64)
+        start = filled((cache.shape[0],), 0, dt.int64) if writes is None else writes.to(dt.int64)
         start = start.reshape([cache.shape[0] if d == 0 else 1 for d in range(cache.ndim)])
         source = _iota(length, axis, cache.ndim) - start  # the update position each cache position reads
         if mode == "circular":
             source = source % length
         valid = (source >= 0) & (source < count)
-        source = source.maximum(_full((), 0, dt.int64)).minimum(_full((), count - 1, dt.int64))
+        source = source.maximum(filled((), 0, dt.int64)).minimum(filled((), count - 1, dt.int64))
         shape = tuple(cache.shape)
         values = update.gather(axis, source.expand(shape))
         return where(valid.expand(shape), values, cache)

@@ -1,0 +1,192 @@
+"""ONNX elementwise operators: the one-to-one unary table, binary arithmetic, comparisons and
+logic, math functions written as formulas, and the elementwise ops with attributes or logic
+(Div, Mod, Pow, IsInf, Clip, the variadic Max/Min/Sum/Mean, Where, Cast).
+
+`ONNX_UNARY_TO_TENSOR_METHOD` is the one-to-one table: each ONNX unary operator in it is
+exactly one tensorkiln Tensor method, nothing else. `BINARY_OPERATORS` maps the binary
+operators to Python operators on Tensors; their converters only add the legacy (opset < 7)
+`broadcast`/`axis` handling. Integer Div truncates toward zero, Mod honours `fmod`, and
+Atan/Asin/Acos are a range-reduced series (float accuracy).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Callable
+
+from ... import dtypes as dt
+from ...frontend.functions import where
+from ...frontend.tensor import Tensor
+from .element_types import tk_dtype
+from .helpers import filled, normalize_axis
+from .registry import NodeContext, converter
+
+
+def _legacy_broadcast(ctx: NodeContext, a: Tensor, b: Tensor, attrs: dict) -> Tensor:
+    """Opset < 7 binary ops: b broadcasts into a from `axis` when broadcast=1."""
+    if ctx.opset < 7 and attrs.get("broadcast", 0) and "axis" in attrs and b.ndim < a.ndim:
+        axis = normalize_axis(attrs["axis"], a.ndim)
+        b = b.reshape(tuple(b.shape) + (1,) * (a.ndim - axis - b.ndim))
+    return b
+
+
+def _binary(fn):
+    def convert(ctx, inputs, attrs):
+        a, b = inputs
+        return fn(a, _legacy_broadcast(ctx, a, b, attrs))
+    return convert
+
+
+# ONNX binary operator -> the Python operator it is on Tensors.
+BINARY_OPERATORS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "Add": operator.add, "Sub": operator.sub, "Mul": operator.mul,
+    "Equal": operator.eq, "Less": operator.lt, "Greater": operator.gt,
+    "LessOrEqual": operator.le, "GreaterOrEqual": operator.ge,
+    "And": operator.and_, "BitwiseAnd": operator.and_, "Or": operator.or_, "BitwiseOr": operator.or_,
+    "Xor": operator.xor, "BitwiseXor": operator.xor,
+}
+for _name, _fn in BINARY_OPERATORS.items():
+    converter(_name)(_binary(_fn))
+
+
+@converter("Div")
+def _div(ctx, inputs, attrs):
+    a, b = inputs
+    b = _legacy_broadcast(ctx, a, b, attrs)
+    if a.dtype.is_floating:
+        return a / b
+    q = a // b  # integers: ONNX (like C) truncates toward zero
+    fix = ((a % b) != 0) & ((a < 0) != (b < 0))
+    return where(fix, q + 1, q)
+
+
+@converter("Mod")
+def _mod(ctx, inputs, attrs):
+    a, b = inputs
+    r = a % b  # Python semantics: the sign of the divisor
+    if attrs.get("fmod", 0):  # C fmod: the sign of the dividend
+        r = where((r != 0) & ((r < 0) != (a < 0)), r - b, r)
+    return r
+
+
+@converter("Pow")
+def _pow(ctx, inputs, attrs):
+    x, y = inputs
+    y = _legacy_broadcast(ctx, x, y, attrs)
+    if x.dtype.is_integer and y.dtype.is_floating:
+        return (x.to(dt.float64) ** y.to(dt.float64)).to(x.dtype)
+    return x ** y.to(x.dtype)
+
+
+def _unary(fn):
+    return lambda ctx, inputs, attrs: fn(inputs[0])
+
+
+# ONNX unary operator -> the tensorkiln Tensor method that computes it, one to one.
+ONNX_UNARY_TO_TENSOR_METHOD: dict[str, Callable[[Tensor], Tensor]] = {
+    "Abs": Tensor.abs, "Neg": Tensor.neg, "Sqrt": Tensor.sqrt, "Reciprocal": Tensor.reciprocal,
+    "Exp": Tensor.exp, "Log": Tensor.log, "Sin": Tensor.sin, "Cos": Tensor.cos, "Tanh": Tensor.tanh,
+    "Sigmoid": Tensor.sigmoid, "Erf": Tensor.erf, "Relu": Tensor.relu, "Floor": Tensor.floor,
+    "Ceil": Tensor.ceil, "Round": Tensor.round, "Sign": Tensor.sign, "Not": Tensor.logical_not,
+}
+for _name, _fn in ONNX_UNARY_TO_TENSOR_METHOD.items():
+    converter(_name)(_unary(_fn))
+
+
+# Unary operators that are a short formula over Tensor methods.
+_UNARY_FORMULAS: dict[str, Callable[[Tensor], Tensor]] = {
+    "Identity": lambda x: x, "Tan": lambda x: x.sin() / x.cos(),
+    "Sinh": lambda x: (x.exp() - (-x).exp()) * 0.5, "Cosh": lambda x: (x.exp() + (-x).exp()) * 0.5,
+    "Asinh": lambda x: (x + (x * x + 1.0).sqrt()).log(), "Acosh": lambda x: (x + (x * x - 1.0).sqrt()).log(),
+    "Atanh": lambda x: ((1.0 + x) / (1.0 - x)).log() * 0.5,
+    "BitwiseNot": lambda x: x ^ -1,
+}
+for _name, _fn in _UNARY_FORMULAS.items():
+    converter(_name)(_unary(_fn))
+
+
+def _atan(x: Tensor) -> Tensor:
+    """arctan by range reduction (|x| > 1 -> pi/2 - atan(1/x), then the half-angle step) and a series."""
+    ax = x.abs()
+    big = ax > 1.0
+    r = where(big, 1.0 / where(big, ax, 1.0), ax)
+    r = r / (1.0 + (1.0 + r * r).sqrt())  # atan(r) = 2 atan(r / (1 + sqrt(1 + r^2))), now r <= 0.4143
+    r2, term, total = r * r, r, r
+    for k in range(3, 24, 2):
+        term = term * r2 * -1.0
+        total = total + term * (1.0 / k)
+    total = total * 2.0
+    total = where(big, math.pi / 2 - total, total)
+    return where(x < 0, -total, total)
+
+
+converter("Atan")(_unary(_atan))
+converter("Asin")(_unary(lambda x: _atan(x / (1.0 - x * x).sqrt())))
+converter("Acos")(_unary(lambda x: math.pi / 2 - _atan(x / (1.0 - x * x).sqrt())))
+
+
+@converter("IsNaN")
+def _isnan(ctx, inputs, attrs):
+    return inputs[0].isnan()
+
+
+@converter("IsInf")
+def _isinf(ctx, inputs, attrs):
+    x = inputs[0]
+    pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
+    result = filled(x.shape, False, dt.bool_)
+    if pos:
+        result = result | (x == float("inf"))
+    if neg:
+        result = result | (x == float("-inf"))
+    return result
+
+
+@converter("Clip", values=lambda opset: set())
+def _clip(ctx, inputs, attrs):
+    x = inputs[0]
+    if ctx.opset < 11:
+        lo, hi = attrs.get("min"), attrs.get("max")
+        return x.clamp(lo, hi)
+    lo = inputs[1] if len(inputs) > 1 else None
+    hi = inputs[2] if len(inputs) > 2 else None
+    out = x
+    if lo is not None:
+        out = out.maximum(lo.reshape(()).to(x.dtype))
+    if hi is not None:
+        out = out.minimum(hi.reshape(()).to(x.dtype))
+    return out
+
+
+def _variadic(fn):
+    def convert(ctx, inputs, attrs):
+        out = inputs[0]
+        for t in inputs[1:]:
+            out = fn(out, t)
+        return out
+    return convert
+
+
+converter("Max")(_variadic(lambda a, b: a.maximum(b)))
+converter("Min")(_variadic(lambda a, b: a.minimum(b)))
+converter("Sum")(_variadic(lambda a, b: a + b))
+
+
+@converter("Mean")
+def _mean(ctx, inputs, attrs):
+    return _variadic(lambda a, b: a + b)(ctx, inputs, attrs) * (1.0 / len(inputs))
+
+
+@converter("Where")
+def _where(ctx, inputs, attrs):
+    return where(*inputs)
+
+
+@converter("Cast")
+def _cast(ctx, inputs, attrs):
+    return inputs[0].to(tk_dtype(attrs["to"]))
+
+
+@converter("CastLike")
+def _cast_like(ctx, inputs, attrs):
+    return inputs[0].to(inputs[1].dtype)
