@@ -2,8 +2,8 @@
 logic, math functions written as formulas, and the elementwise ops with attributes or logic
 (Div, Mod, Pow, IsInf, Clip, the variadic Max/Min/Sum/Mean, Where, Cast).
 
-`ONNX_UNARY_TO_TENSOR_METHOD` is the one-to-one table: each ONNX unary operator in it is
-exactly one tensorkiln Tensor method, nothing else. `BINARY_OPERATORS` maps the binary
+`ONNX_UNARY_TO_TENSOR_METHOD` is the one-to-one table, read from the op table (`OpDef.onnx`):
+each ONNX unary operator in it is exactly one primitive, applied by its Tensor method. `BINARY_OPERATORS` maps the binary
 operators to Python operators on Tensors; their converters only add the legacy (opset < 7)
 `broadcast`/`axis` handling. Integer Div truncates toward zero, Mod honours `fmod`, and
 Atan/Asin/Acos are a range-reduced series (float accuracy).
@@ -17,6 +17,7 @@ from typing import Callable
 from ... import dtypes as dt
 from ...frontend.functions import where
 from ...frontend.tensor import Tensor
+from ...ir.ops import REGISTRY
 from .element_types import tk_dtype
 from .helpers import filled, normalize_axis
 from .registry import NodeContext, converter
@@ -83,12 +84,9 @@ def _unary(fn):
 
 
 # ONNX unary operator -> the tensorkiln Tensor method that computes it, one to one.
+# The op table's rows name the ONNX operator each primitive is exactly (OpDef.onnx).
 ONNX_UNARY_TO_TENSOR_METHOD: dict[str, Callable[[Tensor], Tensor]] = {
-    "Abs": Tensor.abs, "Neg": Tensor.neg, "Sqrt": Tensor.sqrt, "Reciprocal": Tensor.reciprocal,
-    "Exp": Tensor.exp, "Log": Tensor.log, "Sin": Tensor.sin, "Cos": Tensor.cos, "Tanh": Tensor.tanh,
-    "Sigmoid": Tensor.sigmoid, "Erf": Tensor.erf, "Relu": Tensor.relu, "Floor": Tensor.floor,
-    "Ceil": Tensor.ceil, "Round": Tensor.round, "Sign": Tensor.sign, "Not": Tensor.logical_not,
-}
+    op.onnx: getattr(Tensor, op.method) for op in REGISTRY.values() if op.onnx and op.arity == 1}
 for _name, _fn in ONNX_UNARY_TO_TENSOR_METHOD.items():
     converter(_name)(_unary(_fn))
 

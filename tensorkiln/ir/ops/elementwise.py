@@ -259,9 +259,11 @@ unary("ceil", np.ceil, FLOAT_ONLY, _call("ceil"), method="ceil", onnx="Ceil", at
       identity_on_integers=True)
 unary("round", _round_half_even, FLOAT_ONLY, _call("rint"), method="round", onnx="Round", aten="round",
       identity_on_integers=True)
-# logical_not and isnan have methods of their own (any dtype becomes bool first; integers are never NaN)
-unary("not", np.logical_not, (0,), _expr(E.logical_not), cheap=True)
-unary("isnan", np.isnan, FLOAT_ONLY, _expr(lambda x: E.ne(x, x)))
+# methods of their own: logical_not makes any dtype bool first; integers are never NaN
+unary("not", np.logical_not, (0,), _expr(E.logical_not), cheap=True, method="logical_not", custom_method=True,
+      onnx="Not", aten="logical_not")
+unary("isnan", np.isnan, FLOAT_ONLY, _expr(lambda x: E.ne(x, x)), method="isnan", custom_method=True,
+      aten="isnan")
 
 binary("add", np.add, NUMERIC, _expr(lambda a, b: a + b), cheap=True)
 binary("sub", np.subtract, NUMERIC, _expr(lambda a, b: a - b), cheap=True)

@@ -156,6 +156,7 @@ class OpDef:
     onnx: str | None = None
     aten: str | None = None
     identity_on_integers: bool = False  # float-only op whose method returns integer tensors unchanged
+    custom_method: bool = False  # the front-end writes `method` itself (it does more than apply the op)
     backend_only: bool = False  # made by graph passes for the C backend; users and importers never see it
 
 
