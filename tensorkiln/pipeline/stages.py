@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import TensorKilnError, UnsupportedOpError
 from ..ir.fingerprint import fingerprint
 from ..ir.graph import Graph
 from ..kernels import lower as lowering_module
@@ -199,7 +199,6 @@ def cache_key(graph: Graph, options: CompileOptions, updates: list[tuple[int, in
 
 def load_cached(compiled: CompiledGraph, key: str, options: CompileOptions, start: float) -> bool:
     """Bind the library a cache entry names (no stages 2-6); False when there is none or it does not fit."""
-    from ..errors import TensorKilnError
     from ..runtime.module import CompiledModule
     from ..runtime.signature import Signature
     cached = graph_cache.load_entry(key)
@@ -281,7 +280,8 @@ def explain(compiled: CompiledGraph) -> str:
                      f"not run: {', '.join(STAGES[1:])}")
         return "\n".join(parts)
     lowering = compiled.lowering
-    parts.append(f"== group kernels: after kernel grouping, {len(lowering.grouping)} groups")
+    count = len(lowering.grouping)
+    parts.append(f"== group kernels: after kernel grouping, {count} kernel{'s' if count != 1 else ''}")
     parts.append(format_grouping(compiled.graph, lowering.grouping))
     parts.append(f"== lower: {len(report.kernels)} kernels as loop IR (default schedule applied while lowering)")
     parts += [k.loop_ir for k in report.kernels]
