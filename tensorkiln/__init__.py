@@ -3,7 +3,7 @@
     import tensorkiln as tk
     x = tk.tensor([[1.0, 2.0]])
     y = (x @ w + b).relu().softmax(-1)      # eager
-    f = tk.jit(fn)                          # graph mode
+    f = tk.jit(fn)                          # graph mode (tk.compile(fn) is the same)
     tk.grad(fn)(x); loss.backward()         # autodiff (docs/autodiff.md); tk.nn, tk.optim for training
 """
 from . import nn
@@ -17,7 +17,8 @@ from .errors import (AxisError, CompileError, DTypeError, ShapeError, TensorKiln
 from .frontend.functions import (cat, chunk, concat, concatenate, flip, matmul, maximum, mean, minimum, repeat,
                         reshape, split, stack, var, where)
 from .ir.graph import Graph, Node
-from .frontend.jit import jit
+from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
+from .pipeline.options import CompileOptions
 from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.autodiff.functional import grad, value_and_grad
 from .frontend.autodiff.function import Function, FunctionCtx

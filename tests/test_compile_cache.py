@@ -4,7 +4,8 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.kernels.lower as lower_module
-from tensorkiln.runtime.graph_cache import graph_fingerprint, load_entry
+from tensorkiln.ir.fingerprint import fingerprint as graph_fingerprint
+from tensorkiln.runtime.graph_cache import load_entry
 from tensorkiln.kernels.templates.conv import forced_conv_algorithm
 from tensorkiln.runtime.signature import ArgSpec, Signature
 

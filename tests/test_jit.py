@@ -112,7 +112,7 @@ def test_jit_decorator_forms():
         return x + 2
 
     assert a(tk.zeros(1)).tolist() == [1.0] and b(tk.zeros(1)).tolist() == [2.0]
-    assert a.__name__ == "a" and b.opt_level == 0 and a.fn.__name__ == "a"
+    assert a.__name__ == "a" and b.options.opt_level == 0 and a.fn.__name__ == "a"
 
 
 # ---- argument and result structures --------------------------------------------------------------

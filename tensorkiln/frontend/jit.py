@@ -1,8 +1,10 @@
-"""tk.jit: trace a Python function into the graph IR once per input signature, then run the graph.
+"""tk.jit (also named tk.compile): trace a Python function into the graph IR once per input signature,
+compile the graph through the pipeline (tensorkiln/pipeline/stages.py), then run it.
 
 The signature is the shapes and dtypes of the tensor arguments plus the values
 of the other arguments (which are baked into the trace, like constants). A call
-with a new signature traces again instead of failing.
+with a new signature traces again instead of failing. The keyword arguments of
+tk.jit become one CompileOptions (pipeline/options.py), checked there.
 """
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..pipeline.executable import CompiledGraph, CompileReport, debug_enabled
+from ..pipeline.executable import CompiledGraph, CompileReport
+from ..pipeline.options import CompileOptions
+from ..pipeline.stages import compile_graph, explain
 from ..ir.graph import Graph, Node, input_node, verify
 from ..pipeline.profile import KernelProfile
 from .writes import count_write, write_count
@@ -106,19 +110,12 @@ class TracedFunction:
 class JitFunction:
     """A function compiled per input signature; call it like the original."""
 
-    def __init__(self, fn: Callable, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
-                 backend: str = "c", donate_argnums: int | tuple[int, ...] = ()):
+    def __init__(self, fn: Callable, options: CompileOptions):
         self._module = fn if _is_module(fn) else None
         if self._module is None:
             functools.update_wrapper(self, fn)
         self.fn = fn
-        if opt_level not in (0, 1, 2, 3):
-            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
-        self.opt_level = opt_level
-        self.debug = debug
-        self.fast_math = fast_math
-        self.backend = backend  # "c", or "interpreter": run the optimized graph with the reference interpreter
-        self.donate_argnums = _argnums(donate_argnums)
+        self.options = options
         self._cache: dict[tuple, TracedFunction] = {}  # the last trace used per signature
         self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
@@ -134,7 +131,7 @@ class JitFunction:
             name = self._positional_names[i] if i < len(self._positional_names) else f"arg{i}"
             first = len(leaves)
             structure.append(_flatten(arg, leaves, names, name))
-            if i in self.donate_argnums:
+            if i in self.options.donate_argnums:
                 donated += range(first, len(leaves))
         kw_structure = {k: _flatten(v, leaves, names, k) for k, v in kwargs.items()}
         tensors = [_as_input_tensor(v) for v in leaves]
@@ -183,9 +180,7 @@ class JitFunction:
         entry = next((e for e in entries if e.guards_hold()), None)
         if entry is None:
             entry = self._trace(tensors, names, structure, donated)
-            entry.compiled = CompiledGraph(entry.graph, debug=debug_enabled(self.debug),
-                                           opt_level=self.opt_level, fast_math=self.fast_math,
-                                           backend=self.backend, updates=entry.updates)
+            entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
             entry.compiled.report.trace_seconds = entry.trace_seconds
             entries.append(entry)
         self._cache[key] = entry
@@ -247,26 +242,12 @@ class JitFunction:
         return entry.compiled.profile(arrays, repeat)
 
     def explain(self, *args, **kwargs) -> str:
-        """Text describing how this signature is compiled: graph, kernels with loop IR, C source path."""
+        """Text describing how this signature is compiled: the traced graph, then every stage of the
+        pipeline by name (pipeline/stages.py): the graph after each pass, the kernel grouping, the
+        kernels as loop IR, the memory plan, the C source's path and the library."""
         entry, _ = self._lookup(args, kwargs)
-        report = entry.compiled.report
-        parts = [f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
-                 str(entry.graph)]
-        for stats in report.passes:
-            parts.append(f"== after {stats}")
-            if stats.graph is not None:  # the IR after each pass that changed something
-                parts.append(str(stats.graph))
-        if report.backend == "c":
-            parts.append(f"== kernels ({len(report.kernels)})")
-            parts += [k.loop_ir for k in report.kernels]
-            parts.append(f"== memory: arena {report.arena_bytes} bytes, naive {report.naive_bytes} bytes, "
-                         f"lower bound {report.lower_bound_bytes} bytes")
-            parts.append(f"== generated C: {report.source_path}")
-            parts.append(f"== library: {report.library_path} "
-                         f"({'cache hit' if report.cache_hit else f'compiled in {report.compile_seconds:.2f} s'})")
-        else:
-            parts.append(f"== backend: reference interpreter ({report.fallback_reason})")
-        return "\n".join(parts)
+        return "\n".join([f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
+                          str(entry.graph), explain(entry.compiled)])
 
     @property
     def cache_size(self) -> int:
@@ -335,13 +316,6 @@ def _ancestors(node: Node) -> set[int]:
     return seen
 
 
-def _argnums(argnums: int | tuple[int, ...]) -> frozenset[int]:
-    argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    if not all(isinstance(a, int) and a >= 0 for a in argnums):
-        raise ValueError(f"donate_argnums must be non-negative argument positions, got {argnums!r}")
-    return frozenset(argnums)
-
-
 def _is_module(fn) -> bool:
     """A tk.nn.Module (duck-typed: jit sits below nn): compiled through its forward."""
     return hasattr(fn, "forward") and hasattr(fn, "training") and hasattr(fn, "parameters")
@@ -376,7 +350,7 @@ def _unique_names(names: list[str]) -> list[str]:
 
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
-        backend: str = "c", donate_argnums: int | tuple[int, ...] = ()):
+        backend: str = "c", donate_argnums: int | tuple[int, ...] = (), dump_dir: str | None = None):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
@@ -387,9 +361,19 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     call may overwrite with outputs of their shape computed from them elementwise, as JAX's option:
     a KV cache updated at one position is then written in place (one row stored, not the whole
     cache). A donated argument's tensor may hold the output's value after the call; do not reuse it.
+    dump_dir writes every compile stage's result there (also TENSORKILN_DUMP_IR=dir).
+    The options are checked here, once (pipeline/options.py's CompileOptions).
     """
-    options = dict(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
-                   donate_argnums=donate_argnums)
+    options = CompileOptions(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
+                             donate_argnums=donate_argnums, dump_dir=dump_dir)
     if fn is None:
-        return lambda f: JitFunction(f, **options)
-    return JitFunction(fn, **options)
+        return lambda f: JitFunction(f, options)
+    return JitFunction(fn, options)
+
+
+def compile(fn: Callable | None = None, **options):  # noqa: A001  (tk.compile, as torch.compile)
+    """tk.jit under the name torch.compile users reach for first: the same options, the same result.
+
+    tk.compile(fn), @tk.compile and @tk.compile(opt_level=..., debug=..., ...) all work; see tk.jit.
+    """
+    return jit(fn, **options)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.graph import Graph, Node
+from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
 
 
@@ -37,8 +37,9 @@ class KernelGroup:
     root: Node
     nodes: list[Node]
     inputs: list[Node]
-    kind: str  # "injective" | "reduction" | "contraction"
+    kind: str  # "injective" | "reduction" | "contraction" | "row" | "attention"
     name: str
+    reason: str = ""  # why the root is materialized (stored in a buffer) rather than inlined
 
     @property
     def node_ids(self) -> set[int]:
@@ -89,35 +90,45 @@ def should_materialize(node: Node, users: list[Node], is_output: bool, stored: s
     topological order). `partition` then refines the guess: a computing node
     that ends up inlined into two kernels is stored after all.
     """
+    return materialize_reason(node, users, is_output, stored, users_of) is not None
+
+
+def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: set[int],
+                       users_of: dict[int, list[Node]] | None = None) -> str | None:
+    """Why `should_materialize` stores this node (a short phrase), or None when it is inlined."""
     if node.kind == OpKind.SOURCE:
-        return True
+        return "a source"
     if is_output:
-        return True
+        return "a graph output"
     if node.kind == OpKind.REDUCTION:
         # softmax and layer norm: row reductions fuse with their elementwise readers into one kernel
-        return not (row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users))
+        if row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users):
+            return None
+        return "a reduction"
     if node.kind == OpKind.CONTRACTION:
         # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
-        return not _has_epilogue(node, users, users_of or {})
+        return None if _has_epilogue(node, users, users_of or {}) else "a contraction without an epilogue"
     if not _inlines_arithmetic(node, stored):
-        return False  # pure index arithmetic over buffers: always inline
+        return None  # pure index arithmetic over buffers: always inline
     if node.kind == OpKind.ELEMENTWISE and users_of is not None:
         # Look through reshapes and transposes: a bias add feeding q.reshape(...).transpose(...)
         # @ k is stored itself, and the reindexing is done by the GEMM's loads.
         for reader, value in effective_readers(node, users_of):
-            if reader.kind == OpKind.CONTRACTION or (replicates(reader) and reader.inputs[0] is value):
-                return True
+            if reader.kind == OpKind.CONTRACTION:
+                return f"an operand of {reader.op} (through reindexing)"
+            if replicates(reader) and reader.inputs[0] is value:
+                return f"replicated by {reader.op} (through reindexing)"
     for user in users:
         if user.kind == OpKind.CONTRACTION:
-            return True  # a GEMM reads each operand element many times
+            return f"an operand of {user.op}"  # a GEMM reads each operand element many times
         if replicates(user) and user.inputs[0] is node:
-            return True  # would be recomputed for every copy
+            return f"replicated by {user.op}"  # would be recomputed for every copy
         if user.kind == OpKind.ELEMENTWISE and user.shape != node.shape and not _per_row(node, stored):
-            return True  # broadcast by its reader: recomputed for every copy
+            return f"broadcast by {user.op}"  # recomputed for every copy
         if len(users) > 1 and (user.kind == OpKind.MOVEMENT or
                                user.kind == OpKind.REDUCTION and not row_reduction_axes(user)):
-            return True
-    return False
+            return f"read by {len(users)} ops, one of them {user.op}"
+    return None
 
 
 def row_reduction_axes(node: Node) -> int:
@@ -412,19 +423,33 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     users = graph.users()
     outputs = {n.id for n in graph.outputs}
     stored: set[int] = set()
+    why: dict[int, str] = {}  # root id -> why it is materialized
     for n in graph.nodes:
-        if should_materialize(n, users[n.id], n.id in outputs, stored, users) or (not fuse and _computes(n)):
+        reason = materialize_reason(n, users[n.id], n.id in outputs, stored, users)
+        if reason is None and not fuse and _computes(n):
+            reason = "unfused (opt_level 0: every computing op is its own kernel)"
+        if reason is not None:
             stored.add(n.id)
+            why[n.id] = reason
     attention = attention_kernels(graph, users) if fuse else {}
     for root_id, inside in attention.items():
         stored.add(root_id)
         stored -= inside
+        why[root_id] = "the end of a fused attention (softmax(q @ k^T) @ v)"
     fixed = set(attention)
     # Refine to a fixed point: first, a computing node inlined into two kernels would be
     # computed twice, so it is stored; then (only once that is settled) a contraction must head
     # its kernel's epilogue and row reductions must share their kernel's row structure.
-    while _store_shared(graph, stored) or _store_invalid(graph, stored, users, fixed):
-        pass
+    while True:
+        before = set(stored)
+        if _store_shared(graph, stored):
+            reason = "inlined into several kernels otherwise (computed once instead)"
+        elif _store_invalid(graph, stored, users, fixed):
+            reason = "its reader's kernel cannot hold it (a contraction's epilogue or a row structure ends here)"
+        else:
+            break
+        for node_id in stored - before:
+            why.setdefault(node_id, reason)
     groups = []
     for node in graph.nodes:
         if node.id not in stored or node.kind == OpKind.SOURCE:
@@ -435,5 +460,19 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
         kind = "contraction" if contraction is not None else ("row" if inner_reductions else _kind(node))
         if node.id in attention:
             kind = "attention"
-        groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups))))
+        groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups)),
+                                  why.get(node.id, "")))
     return groups
+
+
+def format_grouping(graph: Graph, groups: list[KernelGroup]) -> str:
+    """The grouping as text: per kernel its name, kind, why its root is stored, its buffers read
+    and the graph nodes it computes (inlined ones included), in the graph printer's SSA names."""
+    names = node_names(graph)
+    lines = []
+    for group in groups:
+        reads = ", ".join(names[n.id] for n in group.inputs) or "nothing"
+        lines.append(f"{group.name} ({group.kind}): stores {names[group.root.id]}, {group.reason or 'materialized'}; "
+                     f"reads {reads}")
+        lines += ["  " + format_node(n, names) for n in group.nodes if n.op not in ("input", "constant")]
+    return "\n".join(lines)

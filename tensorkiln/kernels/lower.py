@@ -1,10 +1,15 @@
-"""Lowering: a graph becomes a Program of loop-IR kernels over flat buffers.
+"""Lowering: a graph and its kernel grouping become a Program of loop-IR kernels over flat buffers.
 
-The graph is partitioned into kernels (passes/partition.py); each kernel's
+The grouping (grouping.py's `partition`, a stage of its own in
+pipeline/stages.py) decides which nodes form each kernel; here each kernel's
 root is computed by a loop nest whose body is the inlined expression of the
 whole fused group (inline.py). Reductions get an accumulator loop, matmul and
 conv2d use the templates in templates/. Every graph input, output, constant
 and materialized intermediate gets one Buffer.
+
+The loop structure (which loops run in parallel, which are vectorized, how
+long rows are split for threads) is chosen while the loop nests are built, by
+schedule_defaults.py and the templates: there is no separate scheduling step.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..ir.graph import Graph, Node, format_node, node_names, node_notes
 from ..ir.ops.registry import OpKind
-from .grouping import KernelGroup, partition
+from .grouping import KernelGroup
 from ..loops import expr as E
 from ..loops.buffer import Buffer
 from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
@@ -175,7 +180,7 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     elif contraction is not None:
         def epilogue(index, acc, contraction=contraction):
             # The epilogue reads the contraction's element from its accumulator. Reshapes may sit
-            # between the two (partition.py): the root's element is the one at the same flat index.
+            # between the two (grouping.py): the root's element is the one at the same flat index.
             inner = ValueBuilder(buffers, inline_root=root, known={contraction.id: acc})
             if root.shape != contraction.shape:
                 index = reshape_index(index, contraction.shape, root.shape)
@@ -262,8 +267,8 @@ def buffer_constants(graph: Graph) -> list[Node]:
             if node.op == "constant" and (node.type.size > 1 or node.id in outputs)]
 
 
-def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
-    """Lower a whole graph to one Program (fuse=False: one kernel per computing op)."""
+def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
+    """Lower a whole graph to one Program, one kernel per group of `groups` (grouping.partition(graph))."""
     taken: set[str] = set()
     buffers: dict[int, Buffer] = {}
     inputs = []
@@ -276,7 +281,6 @@ def lower_graph(graph: Graph, fuse: bool = True) -> LoweredGraph:
         constants.append(buffers[node.id])
         constant_arrays.append(np.asarray(node.attrs["value"].array, order="C"))
 
-    groups = partition(graph, fuse=fuse)
     names = node_names(graph)
     outputs: list[Buffer] = []
     output_of: dict[int, Buffer] = {}

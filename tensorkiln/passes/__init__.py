@@ -2,8 +2,10 @@
 
 A pass is a function Graph -> (Graph, Counter of what fired). The manager runs
 the pipeline of an opt level, verifies the graph after each pass, records
-statistics (nodes before/after, what fired, time) and, when TENSORKILN_DUMP_IR
-names a directory, writes the IR after each pass there.
+statistics (nodes before/after, what fired, time) and, given a dump directory
+(CompileOptions.dump_dir, TENSORKILN_DUMP_IR), writes the IR after each pass there.
+The level and the other values come from the pipeline's CompileOptions
+(tensorkiln/pipeline/options.py), which has checked them.
 
     level 0: no graph passes; every computing op is its own kernel (no fusion)
     level 1: constant folding, CSE, DCE; elementwise fusion
@@ -59,8 +61,6 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
     blocked_layouts=False leaves out the layout pass (a graph for the reference
     interpreter or for analysis keeps its conv2d nodes in NCHW).
     """
-    if not 0 <= opt_level <= 3:
-        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level}")
     simplify = lambda g: simplify_graph(g, fast_math=fast_math, fold_weights=True)  # noqa: E731
     passes: list[tuple[str, PassFn]] = []
     if opt_level >= 1:
@@ -84,8 +84,10 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
 
 def optimize(graph: Graph, opt_level: int = 2, fast_math: bool = False,
              dump_dir: str | None = None, blocked_layouts: bool = True) -> tuple[Graph, list[PassStats]]:
-    """Run the pipeline of `opt_level`; returns the optimized graph and per-pass statistics."""
-    dump_dir = dump_dir if dump_dir is not None else os.environ.get("TENSORKILN_DUMP_IR") or None
+    """Run the pipeline of `opt_level`; returns the optimized graph and per-pass statistics.
+
+    dump_dir: write the traced graph and the graph after each pass there, one file each.
+    """
     stats: list[PassStats] = []
     if dump_dir:
         os.makedirs(dump_dir, exist_ok=True)

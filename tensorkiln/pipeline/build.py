@@ -1,4 +1,9 @@
-"""build: loop-IR Program -> C source -> cached shared library -> CompiledModule, in one call."""
+"""The last two stages: generate C from a loop-IR Program, then compile it (or find it in the cache) and load it.
+
+`generate` and `compile_and_load` are the pipeline's "generate C" and "build"
+stages (stages.py); `build` does both in one call, for tests, tools and the
+per-kernel timing variant of `CompiledGraph.profile`.
+"""
 from __future__ import annotations
 
 from typing import Mapping, Optional
@@ -11,18 +16,31 @@ from tensorkiln.runtime.c_compiler import CompiledLibrary, compile_c
 from tensorkiln.runtime.module import CompiledModule
 
 
-def build(program: Program, constants: Optional[Mapping[str, np.ndarray]] = None, *,
-          debug: bool = False, asan: bool = False, profile: bool = False) -> CompiledModule:
-    """Generate, compile (or find in the cache) and load `program`; bind `constants` by name.
+def generate(program: Program, *, debug: bool = False, profile: bool = False) -> CSource:
+    """The C translation unit of `program` (debug: bounds checks; profile: a clock around every kernel)."""
+    return generate_c(program, debug=debug, profile=profile)
+
+
+def compile_and_load(source: CSource, constants: Optional[Mapping[str, np.ndarray]] = None, *,
+                     debug: bool = False, asan: bool = False) -> CompiledModule:
+    """Compile `source` (or find its library in the cache), load it and bind `constants` by name.
 
     The returned module carries `.source` (the CSource), `.library` (the
     CompiledLibrary: path, cache hit, compile seconds) and `.source_path`.
-    profile=True builds the per-kernel timing variant (`CompiledModule.kernel_seconds`).
     """
-    source: CSource = generate_c(program, debug=debug or asan, profile=profile)
     library: CompiledLibrary = compile_c(source.text, debug=debug, asan=asan)
     module = CompiledModule(library.path, source.signature, constants, source_path=library.source_path,
                             compile_seconds=library.seconds, cache_hit=library.cache_hit, asan=asan)
     module.source = source
     module.library = library
     return module
+
+
+def build(program: Program, constants: Optional[Mapping[str, np.ndarray]] = None, *,
+          debug: bool = False, asan: bool = False, profile: bool = False) -> CompiledModule:
+    """Generate, compile (or find in the cache) and load `program`; bind `constants` by name.
+
+    profile=True builds the per-kernel timing variant (`CompiledModule.kernel_seconds`).
+    """
+    source = generate(program, debug=debug or asan, profile=profile)
+    return compile_and_load(source, constants, debug=debug, asan=asan)

@@ -1,23 +1,24 @@
-"""The compile pipeline for one traced graph: lower to loop IR, generate C, compile, load.
+"""CompiledGraph: what the pipeline (stages.py) returns for one traced graph, the callable.
 
-`compile_graph` returns a CompiledGraph: call it with the graph's input
-arrays and it returns the outputs after exactly one foreign call. When no C
-compiler is installed, or the graph uses something the C backend cannot
-express, it falls back to the reference interpreter with one warning.
+Called with the graph's input arrays it returns the outputs after exactly one
+foreign call into the built module. It binds that module (fresh from the
+build stage or loaded through the compiled-graph cache), recycles output
+arrays, range-checks indices the caller passes in, lets outputs overwrite
+donated or state inputs in place, and runs the reference interpreter instead
+when the graph was not compiled (backend="interpreter", no C compiler, or an
+op the C backend cannot express). The stages themselves are in stages.py.
 """
 from __future__ import annotations
 
-import dataclasses
-import os
 import sys
 import threading
-import time
 import warnings
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import TensorKilnError, UnsupportedOpError
+from ..errors import TensorKilnError
 from ..ir.graph import Graph, interpret
 from .profile import KernelProfile, KernelTime
 
@@ -79,13 +80,6 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, FallbackWarning, stacklevel=4)
 
 
-def debug_enabled(flag: bool | None) -> bool:
-    """Debug mode: an explicit flag, or TENSORKILN_DEBUG=1 in the environment."""
-    if flag is not None:
-        return flag
-    return os.environ.get("TENSORKILN_DEBUG", "") not in ("", "0")
-
-
 def index_checks(graph: Graph) -> list[tuple[int, int, str]]:
     """(input position, axis size, op) for every take/gather whose indices come straight from an input.
 
@@ -108,109 +102,41 @@ def index_checks(graph: Graph) -> list[tuple[int, int, str]]:
 
 
 class CompiledGraph:
-    """A graph bound to its compiled library (or to the interpreter, as a fallback)."""
+    """A graph bound to its built module (or to the interpreter, as a fallback).
 
-    def __init__(self, graph: Graph, debug: bool = False, opt_level: int = 2, fast_math: bool = False,
-                 backend: str = "c", updates: list[tuple[int, int]] = ()):
-        from ..passes import optimize
-        if backend not in ("c", "interpreter"):
-            raise ValueError(f"backend must be 'c' or 'interpreter', got {backend!r}")
-        self.traced_graph = graph
-        self.opt_level = opt_level
-        self.fast_math = fast_math
-        graph, stats = optimize(graph, opt_level, fast_math, blocked_layouts=backend == "c")
+    `traced_graph` is the graph as traced, `graph` the optimized one (what was
+    compiled); `report` says what the stages produced. `lowering` holds the
+    results of the stages between optimizing and generating C (kernel grouping,
+    loop IR, memory plan): kept from a fresh build, made again by `relower` on
+    demand after a cache hit.
+    """
+
+    def __init__(self, traced: Graph, graph: Graph, passes: list, relower: Callable[[], Any] | None = None):
+        self.traced_graph = traced
         self.graph = graph
         self.module = None
-        self._lowered = None  # the loop IR: kept from a fresh build, made on demand after a cache hit
+        self._lowering = None
+        self._relower = relower
         self._profiled = None  # the per-kernel timing build, made on the first profile()
-        self._updates = list(updates)  # (output, input) candidates for updating in place
         self._in_place: dict[int, int] = {}  # output position -> input position it overwrites
         self._recycled: list[np.ndarray | None] = []  # last call's output arrays (see _output_array)
         self._call_lock = threading.Lock()
-        self.report = CompileReport(backend="interpreter", passes=stats)
-        if backend == "interpreter":  # asked for (fast checks of many small graphs): no warning
-            self.report.fallback_reason = "backend='interpreter' requested"
-            return
-        from ..runtime.c_compiler import find_c_compiler
-        if find_c_compiler() is None:
-            reason = "no C compiler found (set CC or install gcc)"
-            _warn_once(f"tensorkiln: {reason}; tk.jit runs the reference interpreter instead")
-            self.report.fallback_reason = reason
-            return
-        try:
-            self._build(debug)
-        except UnsupportedOpError as err:
-            reason = str(err)
-            _warn_once(f"tensorkiln: {reason}; graph {graph.name} runs in the reference interpreter")
-            self.report.fallback_reason = reason
+        self.report = CompileReport(backend="interpreter", passes=passes)
 
-    def _build(self, debug: bool) -> None:
-        from ..runtime.graph_cache import entry_key, load_entry
-        start = time.perf_counter()
-        key = entry_key(self.graph, opt_level=self.opt_level, fast_math=self.fast_math, debug=debug,
-                        updates=self._updates)
-        cached = load_entry(key)
-        if cached is None or not self._load_cached(cached, debug, start):
-            self._lower_and_build(debug, key, start)
+    def interpreted(self, reason: str, warning: str | None = None) -> CompiledGraph:
+        """Run with the reference interpreter from now on, because of `reason` (warned once, if given)."""
+        if warning is not None:
+            _warn_once(warning)
+        self.report.fallback_reason = reason
+        return self
 
-    def _lower(self):
-        """Lower the optimized graph to loop IR with its memory plan; (LoweredGraph, MemoryPlan)."""
-        from ..kernels.lower import lower_graph
-        from ..kernels.memory_plan import apply_plan, plan_memory
-        lowered = lower_graph(self.graph, fuse=self.opt_level >= 1)
-        plan = plan_memory(lowered.program)
-        if self.opt_level >= 1:
-            lowered.program = apply_plan(lowered.program, plan)
-        if self._updates:
-            lowered.program = self._plan_updates(lowered.program)
-        return lowered, plan
-
-    def _lower_and_build(self, debug: bool, key: str, start: float) -> None:
-        from .build import build
-        from ..runtime.graph_cache import CachedBuild, store_entry
-        lowered, plan = self._lower()
-        program = lowered.program
-        lower_seconds = time.perf_counter() - start
-        constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
-        module = build(program, constants, debug=debug)
-        self._lowered = lowered
-        kernels = [KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups
-                              else "copy", k.comment.splitlines(), str(k)) for k in program.kernels]
-        self._finish(module, kernels, program.arena_bytes, plan.naive_bytes, plan.lower_bound_bytes, lower_seconds)
-        store_entry(key, CachedBuild(module.library.key, module.signature.encode(),
-                                     [k.__dict__ for k in kernels], program.arena_bytes, plan.naive_bytes,
-                                     plan.lower_bound_bytes, self._in_place))
-
-    def _load_cached(self, cached, debug: bool, start: float) -> bool:
-        """Load the library a cache entry names (no lowering, no codegen); False when it cannot be used."""
-        from ..kernels.lower import buffer_constants
-        from ..runtime.c_compiler import cached_library
-        from ..runtime.module import CompiledModule
-        from ..runtime.signature import Signature
-        library = cached_library(cached.library_key, debug=debug)
-        if library is None:
-            return False
-        signature = Signature.decode(cached.signature)
-        arrays = [np.asarray(n.attrs["value"].array, order="C") for n in buffer_constants(self.graph)]
-        if len(arrays) != len(signature.constants):
-            return False
-        try:
-            module = CompiledModule(library.path, signature, dict(zip((c.name for c in signature.constants), arrays)),
-                                    source_path=library.source_path, compile_seconds=library.seconds,
-                                    cache_hit=True)
-        except TensorKilnError:  # the entry does not fit this graph after all: build it afresh
-            return False
-        module.library = library
-        self._in_place = dict(cached.in_place)
-        self._finish(module, [KernelInfo(**k) for k in cached.kernels], cached.arena_bytes, cached.naive_bytes,
-                     cached.lower_bound_bytes, time.perf_counter() - start)
-        return True
-
-    def _finish(self, module, kernels: list[KernelInfo], arena_bytes: int, naive_bytes: int,
-                lower_bound_bytes: int, lower_seconds: float) -> None:
+    def bind(self, module, kernels: list[KernelInfo], arena_bytes: int, naive_bytes: int,
+             lower_bound_bytes: int, lower_seconds: float, in_place: dict[int, int], lowering=None) -> None:
         """Bind the loaded module and fill the report (the same for a fresh build and a cached one)."""
         from ..runtime.signature import numpy_dtypes
         self.module = module
+        self._lowering = lowering
+        self._in_place = dict(in_place)
         self._output_specs = [(spec.shape, numpy_dtypes(spec.dtype)[0]) for spec in module.signature.outputs]
         self._input_dtypes = [n.dtype.storage for n in self.graph.inputs]
         self._index_checks = index_checks(self.graph)
@@ -220,27 +146,18 @@ class CompiledGraph:
             lower_seconds=lower_seconds, cache_hit=module.cache_hit, arena_bytes=arena_bytes,
             naive_bytes=naive_bytes, lower_bound_bytes=lower_bound_bytes)
 
-    def _plan_updates(self, program):
-        """Let outputs that are new values of state inputs overwrite them (memory_plan.state_update_pairs)."""
-        from ..loops.in_place import skip_unchanged_stores
-        from ..kernels.memory_plan import state_update_pairs
-        candidates = [(program.outputs[o].name, program.inputs[i].name) for o, i in self._updates
-                      if o < len(program.outputs) and i < len(program.inputs)]
-        pairs = state_update_pairs(program, candidates)
-        position = {b.name: k for k, b in enumerate(program.inputs)}
-        position.update({b.name: k for k, b in enumerate(program.outputs)})
-        self._in_place = {position[o]: position[i] for o, i in pairs}
-        if not pairs:
-            return program
-        program = skip_unchanged_stores(program, pairs)  # where(mask, new, old) stores only the new
-        return dataclasses.replace(program, aliases=program.aliases + tuple(pairs))
+    @property
+    def lowering(self):
+        """The kernel grouping, loop IR and memory plan of a compiled graph (pipeline/stages.Lowering)."""
+        if self._lowering is None and self.module is not None and self._relower is not None:
+            self._lowering = self._relower()
+        return self._lowering
 
     @property
     def lowered(self):
         """The LoweredGraph (loop IR) of a compiled graph; lowered again when the build came from the cache."""
-        if self._lowered is None and self.module is not None:
-            self._lowered, _ = self._lower()
-        return self._lowered
+        lowering = self.lowering
+        return None if lowering is None else lowering.lowered
 
     @property
     def compiled(self) -> bool:

@@ -3,15 +3,15 @@
 Lowering and C generation take about a second for a ResNet-18 (the C
 compiler's own cache only saves the compiler run), so a second layer of
 cache maps the optimized graph itself to the finished library. Its key is a
-sha256 of everything the generated code depends on:
+sha256 of everything the generated code depends on, handed in as plain text
+by the layers above (this module knows no graph and no target):
 
-- the graph's fingerprint: every node's op, inputs (by position), attributes,
-  type and composite scope, with constants by content digest; the user's
-  source locations are left out (they only appear in comments, so a graph
-  traced from another line reuses the entry and its comments name the first);
+- the graph's fingerprint (tensorkiln.ir.fingerprint): every node's op,
+  inputs (by position), attributes, type and composite scope, with constants
+  by content digest, not the user's source locations;
 - the compile options (optimization level, fast math, debug, in-place pairs);
-- the target: vector width, caches and thread count read by the templates,
-  and any convolution algorithm forced by `forced_conv_algorithm`;
+- the target (pipeline/stages.py): vector width, caches and thread count read
+  by the templates, and any convolution algorithm forced by `forced_conv_algorithm`;
 - tensorkiln's own source (a digest of every .py file of the package), so a
   changed compiler never reuses an old entry;
 - the C compiler, its flags and the CPU features (through the library's key).
@@ -31,11 +31,6 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-
-from ..ir.graph import Graph
-from ..ir.ops.registry import ConstantValue
 
 ENTRY_FORMAT = "1"  # bump when the entry's fields change
 
@@ -64,52 +59,18 @@ def package_digest() -> str:
     return h.hexdigest()
 
 
-def _attr_text(value) -> str:
-    """A text that differs whenever the attribute's value differs (reprs of floats are exact)."""
-    if isinstance(value, ConstantValue):
-        return f"const:{value.digest}"
-    if isinstance(value, np.ndarray):
-        return f"array:{ConstantValue(value).digest}"
-    if isinstance(value, (tuple, list)):
-        return "(" + ",".join(_attr_text(v) for v in value) + ")"
-    return repr(value)
+def entry_key(fingerprint: str, *, options: str, target: str, debug: bool) -> str:
+    """The cache key of compiling the graph of `fingerprint` with these options for this target.
 
-
-def graph_fingerprint(graph: Graph) -> str:
-    """sha256 of the graph's structure, attributes, types and constants (not its source locations)."""
-    position = {node.id: k for k, node in enumerate(graph.nodes)}
-    scopes: dict[str, str] = {}  # composite ids come from a process-wide counter: renumber them
-
-    def scope_text(tag: str) -> str:
-        name, _, _ = tag.rpartition(":")
-        return scopes.setdefault(tag, f"{name}:{len(scopes)}")
-
-    h = hashlib.sha256(f"{graph.name}\n".encode())
-    for node in graph.nodes:
-        inputs = ",".join(str(position[n.id]) for n in node.inputs)
-        attrs = ";".join(f"{k}={_attr_text(v)}" for k, v in node.attrs.items())
-        scope = "/".join(scope_text(tag) for tag in node.scope)
-        h.update(f"{node.op}({inputs}){{{attrs}}}:{node.type}[{scope}]\n".encode())
-    h.update(("in:" + ",".join(str(position[n.id]) for n in graph.inputs)).encode())
-    h.update(("out:" + ",".join(str(position[n.id]) for n in graph.outputs)).encode())
-    return h.hexdigest()
-
-
-def _target_text() -> str:
-    from ..kernels.schedule_defaults import thread_count
-    from ..kernels.templates.conv import forced_algorithm
-    from ..kernels.target import cpu_target
-    return f"{cpu_target()!r};threads={thread_count()};conv={forced_algorithm()}"
-
-
-def entry_key(graph: Graph, *, opt_level: int, fast_math: bool, debug: bool,
-              updates: list[tuple[int, int]]) -> str:
-    """The cache key of compiling the optimized `graph` with these options on this machine."""
+    All plain text, made by the layers that know what it describes: `fingerprint` by
+    tensorkiln.ir.fingerprint, `options` (the compile options and in-place pairs) and
+    `target` (what the kernel templates read of the machine) by the pipeline. `debug`
+    selects the C compiler's flags, which are part of the key too.
+    """
     from .c_compiler import build_flags, compiler_version, cpu_features, find_c_compiler
     cc = find_c_compiler() or ""
-    parts = (ENTRY_FORMAT, package_digest(), graph_fingerprint(graph),
-             f"opt={opt_level};fast_math={fast_math};debug={debug};updates={sorted(updates)}",
-             _target_text(), compiler_version(cc) if cc else "", " ".join(build_flags(debug)), cpu_features())
+    parts = (ENTRY_FORMAT, package_digest(), fingerprint, options, target,
+             compiler_version(cc) if cc else "", " ".join(build_flags(debug)), cpu_features())
     h = hashlib.sha256()
     for part in parts:
         h.update(part.encode())

@@ -25,7 +25,7 @@ def test_report_and_explain_name_kernels_and_source():
     assert report.source_path.endswith(".c")
     assert report.compile_seconds >= 0
     text = f.explain(x, w)
-    assert "== kernels (2)" in text and report.source_path in text and "for " in text
+    assert "== lower: 2 kernels as loop IR" in text and report.source_path in text and "for " in text
     source = open(report.source_path).read()
     assert "matmul(%x, %w)" in source  # each kernel names its graph nodes
     assert "#pragma omp" in source or "for (int64_t" in source
@@ -127,10 +127,11 @@ def test_debug_env_variable_builds_with_checks(monkeypatch):
 ASAN_SCRIPT = r"""
 import numpy as np, tensorkiln as tk, tensorkiln.nn.functional as F
 from tensorkiln.pipeline.build import build
+from tensorkiln.kernels.grouping import partition
 from tensorkiln.kernels.lower import lower_graph
 f = tk.jit(lambda x: (F.softmax(x, -1) @ x.T, F.pad(x, (1, 1)).sum(0)))
 x = np.random.default_rng(0).standard_normal((5, 5)).astype(np.float32)
-lowered = lower_graph(f.graph(x))
+lowered = lower_graph(f.graph(x), partition(f.graph(x)))
 module = build(lowered.program, {b.name: a for b, a in zip(lowered.program.constants, lowered.constants)},
                debug=True, asan=True)
 outs = module.run(x)

@@ -29,6 +29,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
+from ...pipeline.options import CompileOptions
 from .functions import NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
@@ -500,8 +501,7 @@ def load(source, *, backend: str = "c", opt_level: int = 2, debug: bool | None =
     small models). Raises UnsupportedOpError listing every unsupported operator
     at once, and OnnxImportError for a malformed model, before anything runs.
     """
-    if backend not in ("c", "interpreter"):
-        raise ValueError(f"backend must be 'c' or 'interpreter', got {backend!r}")
+    CompileOptions(opt_level=opt_level, debug=debug, backend=backend)  # checked before the model is read
     model, name = _read_model(source)
     model = _inline_functions(model)
     return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
