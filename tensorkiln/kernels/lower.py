@@ -20,12 +20,12 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir.graph import Graph, Node, format_node, node_names, node_notes
-from ..ir.ops.registry import OpKind
+from ..ir.ops.registry import OpDef, OpKind
 from .grouping import KernelGroup
 from ..loops import expr as E
 from ..loops.buffer import Buffer
 from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
-from ..loops.ir import Assign, For, Kernel, Let, Store, block, simplify_kernel
+from ..loops.ir import Assign, Kernel, Let, Store, block, simplify_kernel
 from ..loops.program import Program
 from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
 from .schedule_defaults import output_nest
@@ -166,6 +166,23 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
 # The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.
 TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "conv2d": conv2d_body,
              "conv2d_nchwc": conv2d_nchwc_body, "conv2d_winograd": winograd_given_body}
+# The reductions `_reduction_body` accumulates (with `_reduce_init` and `_combine`).
+REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin"})
+
+
+def lowering_of(op: OpDef) -> str | None:
+    """How kernels lower a primitive of the op table; None when nothing here can (a missing fact)."""
+    if op.kind == OpKind.SOURCE:
+        return "a buffer"
+    if op.lower is not None:
+        return "element expression (its row)"
+    if op.kind == OpKind.MOVEMENT and hasattr(ValueBuilder, f"_{op.name}"):
+        return "index arithmetic (kernels/inline.py)"
+    if op.kind == OpKind.CONTRACTION and op.name in TEMPLATES:
+        return f"template {TEMPLATES[op.name].__module__.rsplit('.', 1)[-1]}"
+    if op.kind == OpKind.REDUCTION and op.name in REDUCTIONS:
+        return "reduction loop"
+    return None
 
 
 def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buffer], name: str,

@@ -1,4 +1,5 @@
-"""The `tensorkiln` command: demo, run (ONNX models), bench (against peers), accel (systolic-array model)."""
+"""The `tensorkiln` command: demo, run (ONNX models), bench (against peers), ops (the op table),
+accel (systolic-array model)."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     commands.add_parser("bench", help="tensorkiln vs PyTorch, torch.compile, ONNX Runtime on one model "
                         "(tensorkiln bench --help)", add_help=False)
+    commands.add_parser("ops", help="list the primitive ops of the op table (tensorkiln ops --help)",
+                        add_help=False)
     commands.add_parser("run", help="run an ONNX model: outputs, checksums, latency (tensorkiln run --help)",
                         add_help=False)
     if argv[:1] == ["accel"]:
@@ -23,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:
         from .bench import main as bench_main
         return bench_main(argv[1:])
+    if argv[:1] == ["ops"]:
+        from .op_table import main as ops_main
+        return ops_main(argv[1:])
     if argv[:1] == ["run"]:
         from .run_onnx import main as run_main
         return run_main(argv[1:])

@@ -79,5 +79,7 @@ def _conv2d_reference(inputs, attrs, out):
     return result.reshape(n, o, oh, ow).astype(x.dtype, copy=False)
 
 
-register("matmul", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_infer, _matmul_reference, 2)
-register("conv2d", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_infer, _conv2d_reference, 2)
+register("matmul", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_infer, _matmul_reference, 2,
+         doc="(..., M, K) @ (..., K, N), batch dims broadcast")
+register("conv2d", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_infer, _conv2d_reference, 2,
+         doc="(N, C, H, W) * (O, C/groups, KH, KW); attrs stride, padding (top, bottom, left, right), dilation, groups")

@@ -223,16 +223,23 @@ def _lower_cast(args, node):
 # method and tk.<name> (float-only methods turn integer tensors into float32 first), `onnx`/`aten`
 # the importers' operators that are exactly this op, `cheap` lets readers recompute it.
 
-def unary(name: str, reference, accepts: tuple[int, ...], lower, **facts) -> None:
+def _describe(accepts: tuple[int, ...], note: str) -> str:
+    kinds = "/".join(CATEGORY_NAMES[c] for c in accepts)
+    return f"{kinds} operands" + (f"; {note}" if note else "")
+
+
+def unary(name: str, reference, accepts: tuple[int, ...], lower, doc: str = "", **facts) -> None:
     """Register an elementwise op of one operand."""
     register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _unary_infer(name, accepts),
-             _unary_reference(reference), 1, lower=lower, **facts)
+             _unary_reference(reference), 1, _describe(accepts, doc), lower=lower, **facts)
 
 
-def binary(name: str, reference, accepts: tuple[int, ...], lower, compare: bool = False, **facts) -> None:
-    """Register an elementwise op of two operands (numpy broadcasting, one dtype)."""
+def binary(name: str, reference, accepts: tuple[int, ...], lower, compare: bool = False, doc: str = "",
+           **facts) -> None:
+    """Register an elementwise op of two operands of one dtype, broadcast as numpy does."""
+    note = "; ".join(part for part in ("result bool" if compare else "", doc) if part)
     register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _binary_infer(name, accepts, compare),
-             _binary_reference(reference), 2, lower=lower, **facts)
+             _binary_reference(reference), 2, _describe(accepts, note), lower=lower, **facts)
 
 
 unary("neg", np.negative, NUMERIC, _expr(lambda x: -x), cheap=True, method="neg", onnx="Neg", aten="neg")
@@ -257,7 +264,7 @@ unary("floor", np.floor, FLOAT_ONLY, _call("floor"), method="floor", onnx="Floor
       identity_on_integers=True)
 unary("ceil", np.ceil, FLOAT_ONLY, _call("ceil"), method="ceil", onnx="Ceil", aten="ceil",
       identity_on_integers=True)
-unary("round", _round_half_even, FLOAT_ONLY, _call("rint"), method="round", onnx="Round", aten="round",
+unary("round", _round_half_even, FLOAT_ONLY, _call("rint"), doc="half to even", method="round", onnx="Round", aten="round",
       identity_on_integers=True)
 # methods of their own: logical_not makes any dtype bool first; integers are never NaN
 unary("not", np.logical_not, (0,), _expr(E.logical_not), cheap=True, method="logical_not", custom_method=True,
@@ -268,15 +275,17 @@ unary("isnan", np.isnan, FLOAT_ONLY, _expr(lambda x: E.ne(x, x)), method="isnan"
 binary("add", np.add, NUMERIC, _expr(lambda a, b: a + b), cheap=True)
 binary("sub", np.subtract, NUMERIC, _expr(lambda a, b: a - b), cheap=True)
 binary("mul", np.multiply, NUMERIC, _expr(lambda a, b: a * b), cheap=True)
-binary("div", np.divide, FLOAT_ONLY, _expr(lambda a, b: a / b))
-binary("floor_div", _int_safe(_floor_div), NUMERIC, _expr(_lower_floor_div))
-binary("mod", _int_safe(_py_mod), NUMERIC, _expr(_lower_mod))
+binary("div", np.divide, FLOAT_ONLY, _expr(lambda a, b: a / b), doc="true division")
+binary("floor_div", _int_safe(_floor_div), NUMERIC, _expr(_lower_floor_div), doc="floor division (Python's //)")
+binary("mod", _int_safe(_py_mod), NUMERIC, _expr(_lower_mod), doc="remainder with the divisor's sign (Python's %)")
 binary("pow", np.power, NUMERIC, _expr(_lower_pow))
 binary("maximum", np.maximum, ANY, _expr(E.maximum), cheap=True)
 binary("minimum", np.minimum, ANY, _expr(E.minimum), cheap=True)
-binary("and", np.bitwise_and, (0, 1), _logical("bitand", E.logical_and), cheap=True)
-binary("or", np.bitwise_or, (0, 1), _logical("bitor", E.logical_or), cheap=True)
-binary("xor", np.bitwise_xor, (0, 1), _logical("bitxor", E.ne))
+binary("and", np.bitwise_and, (0, 1), _logical("bitand", E.logical_and), doc="logical on bool, bitwise on integers",
+       cheap=True)
+binary("or", np.bitwise_or, (0, 1), _logical("bitor", E.logical_or), doc="logical on bool, bitwise on integers",
+       cheap=True)
+binary("xor", np.bitwise_xor, (0, 1), _logical("bitxor", E.ne), doc="logical on bool, bitwise on integers")
 binary("eq", np.equal, ANY, _expr(E.eq), compare=True, cheap=True)
 binary("ne", np.not_equal, ANY, _expr(E.ne), compare=True, cheap=True)
 binary("lt", np.less, ANY, _expr(E.lt), compare=True, cheap=True)
@@ -285,6 +294,8 @@ binary("gt", np.greater, ANY, _expr(E.gt), compare=True, cheap=True)
 binary("ge", np.greater_equal, ANY, _expr(E.ge), compare=True, cheap=True)
 
 register("where", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _where_infer,
-         lambda inputs, attrs, out: np.where(*inputs), 3, lower=_expr(E.Select), cheap=True)
+         lambda inputs, attrs, out: np.where(*inputs), 3, "where(cond, a, b): a bool condition, a and b of one dtype",
+         lower=_expr(E.Select), cheap=True)
 register("cast", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _cast_infer, _cast_reference, 1,
+         "attr dtype; float to integer truncates toward zero and saturates, NaN becomes 0",
          lower=_lower_cast, cheap=True)

@@ -179,16 +179,27 @@ def _window_reference(inputs, attrs, out):
 
 
 register("reshape", OpKind.MOVEMENT, MappingType.REORGANIZE, _reshape_infer,
-         lambda i, a, o: i[0].reshape(a["shape"]), 1)
+         lambda i, a, o: i[0].reshape(a["shape"]), 1,
+         doc="attr shape (fully specified)")
 register("permute", OpKind.MOVEMENT, MappingType.SHUFFLE, _permute_infer,
-         lambda i, a, o: np.transpose(i[0], a["perm"]), 1)
+         lambda i, a, o: np.transpose(i[0], a["perm"]), 1,
+         doc="attr perm")
 register("expand", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _expand_infer,
-         lambda i, a, o: np.broadcast_to(i[0], a["shape"]), 1)
+         lambda i, a, o: np.broadcast_to(i[0], a["shape"]), 1,
+         doc="attr shape, numpy broadcasting")
 register("slice", OpKind.MOVEMENT, MappingType.REORGANIZE, _slice_infer,
-         lambda i, a, o: i[0][python_slices(a)], 1)
-register("pad", OpKind.MOVEMENT, MappingType.REORGANIZE, _pad_infer, _pad_reference, 1)
+         lambda i, a, o: i[0][python_slices(a)], 1,
+         doc="attrs starts, stops, steps, one per axis; steps may be negative")
+register("pad", OpKind.MOVEMENT, MappingType.REORGANIZE, _pad_infer, _pad_reference, 1,
+         doc="attrs pads ((before, after) per axis), value")
 register("concat", OpKind.MOVEMENT, MappingType.REORGANIZE, _concat_infer,
-         lambda i, a, o: np.concatenate(i, axis=a["axis"]), None)
-register("take", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _take_infer, _take_reference, 2)
-register("gather", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _gather_infer, _gather_reference, 2)
-register("window", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _window_infer, _window_reference, 1)
+         lambda i, a, o: np.concatenate(i, axis=a["axis"]), None,
+         doc="attr axis; variadic")
+register("take", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _take_infer, _take_reference, 2,
+         doc="take(data, index; axis): numpy.take / index_select / embedding; negative indices count "
+             "from the end")
+register("gather", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _gather_infer, _gather_reference, 2,
+         doc="gather(data, index; axis): torch.gather (take_along_axis); negative indices count from the end")
+register("window", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _window_infer, _window_reference, 1,
+         doc="sliding windows over the last k axes: (..., out..., kernel...); attrs kernel, stride, "
+             "dilation; pooling is window + a reduction")

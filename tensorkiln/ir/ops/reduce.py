@@ -67,7 +67,11 @@ def _arg_reference(fn):
 for _name, _fn in {"reduce_sum": np.sum, "reduce_max": np.max,
                    "reduce_min": np.min, "reduce_prod": np.prod}.items():
     register(_name, OpKind.REDUCTION, MappingType.MANY_TO_MANY,
-             _reduce_infer(_name), _reduce_reference(_fn), 1)
+             _reduce_infer(_name), _reduce_reference(_fn), 1,
+             doc="attrs axes (sorted), keepdims" + ("; an empty axis is an error" if _name in ("reduce_max", "reduce_min")
+                                                     else ""))
 # Ties go to the first index, as in numpy and PyTorch.
-register("argmax", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _arg_infer, _arg_reference(np.argmax), 1)
-register("argmin", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _arg_infer, _arg_reference(np.argmin), 1)
+register("argmax", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _arg_infer, _arg_reference(np.argmax), 1,
+         doc="attrs axis, keepdims; first index on ties; int64")
+register("argmin", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _arg_infer, _arg_reference(np.argmin), 1,
+         doc="attrs axis, keepdims; first index on ties; int64")
