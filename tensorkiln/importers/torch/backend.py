@@ -36,7 +36,8 @@ import torch
 
 from ...errors import UnsupportedOpError
 from ...frontend.jit import jit
-from .convert import convert_graph, rebuild_outputs, to_numpy, to_torch
+from .convert import convert_graph, rebuild_outputs
+from .tensors import to_numpy, to_torch
 
 #: Diagnostics: graphs handed to the backend, signatures compiled, calls run by tensorkiln or eagerly.
 STATS: collections.Counter = collections.Counter()
