@@ -2,9 +2,9 @@
 
 An OpDef says how an op infers its result type from its operands (raising
 ShapeError/DTypeError on bad input), how the numpy reference computes it, its
-fusion mapping type (from DNNFusion) and its gradient rule (`vjp`, set by
-ops/gradients.py). Every layer of the compiler reads
-this table; adding an op is one `register(...)` call plus its tests.
+fusion mapping type (from DNNFusion). Every layer of the compiler reads
+this table; adding an op is one `register(...)` call plus its tests (and its
+gradient rule in ops/gradients.py, when it is differentiable).
 """
 from __future__ import annotations
 
@@ -143,9 +143,6 @@ class OpDef:
     reference: ReferenceFn
     arity: int | None  # None: variadic
     doc: str = ""
-    # Gradient rule (ops/gradients.py): vjp(grad, inputs, output, attrs, needs) -> one Tensor or None
-    # per input, written with Tensor operations; None here: the op has no gradient (non-differentiable).
-    vjp: Callable | None = None
 
 
 REGISTRY: dict[str, OpDef] = {}
