@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Mapping, Union
 
 import numpy as np
 
+from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
 from tensorkiln.errors import DTypeError
 from tensorkiln.loops.buffer import Buffer, check_identifier
 from tensorkiln.loops.types import INDEX_DTYPE, STORAGE_ONLY, check_dtype, int_range, is_bool, is_float, is_int
@@ -592,7 +594,6 @@ _NUMPY_MATH = {
 
 def _fma(a, b, c):
     """a*b + c with one rounding (exact rational arithmetic, then the operands' float type)."""
-    from fractions import Fraction
     if not all(np.isfinite([a, b, c])):
         return a * b + c
     exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
@@ -600,7 +601,6 @@ def _fma(a, b, c):
 
 
 def _round_bf16(x) -> np.float32:
-    from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
     return f32_from_bf16_bits(bf16_bits_from_f32(np.asarray(x, np.float32)))[()]
 
 
