@@ -36,7 +36,7 @@ from .. import dtypes as dt
 from ..ir.graph import Graph, Node, make_node
 from ..loops.buffer import Buffer
 from ..kernels.target import cpu_target
-from ..kernels.templates.conv import conv_algorithm
+from ..kernels.templates import conv as conv_templates
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 
@@ -115,7 +115,7 @@ def blocked_conv_choice(node: Node) -> int | None:
     if kb is None or is_depthwise(node):
         return kb
     probe = Buffer("probe", node.dtype.name, node.shape)
-    if conv_algorithm(node, probe).startswith("winograd"):
+    if conv_templates.conv_algorithm(node, probe).startswith("winograd"):
         return None
     return kb
 
@@ -336,7 +336,8 @@ def _shallow_alone(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int,
     output stays blocked (it starts a chain) runs blocked.
     """
     return {i for i in chosen if i in nchw_out and nodes[i].inputs[0].id not in rewriter.block
-            and conv_algorithm(nodes[i], Buffer("probe", nodes[i].dtype.name, nodes[i].shape)) == "shallow"}
+            and conv_templates.conv_algorithm(nodes[i], Buffer("probe", nodes[i].dtype.name, nodes[i].shape))
+            == "shallow"}
 
 
 def _chains(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int, Node]) -> list[set[int]]:
