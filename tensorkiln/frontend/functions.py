@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ShapeError, at_user_line
-from .tensor import Tensor, apply, as_tensor, normalize_dim, normalize_dims, promote
+from .tensor import Tensor, _pick, apply, as_tensor, normalize_dim, normalize_dims, promote, tensor_methods
 from .trace import composite
 
 
@@ -190,3 +190,67 @@ def maximum(a, b) -> Tensor:
 def minimum(a, b) -> Tensor:
     (a, b), _ = promote(a, b)
     return apply("minimum", [a, b])
+
+
+@tensor_methods
+class TensorFunctions:
+    """Tensor's methods built on the functions above (added to Tensor: tensor.py is below this module)."""
+
+    __slots__ = ()
+
+    def log1p(self) -> Tensor:
+        """log(1 + x), accurate for tiny x: log(u) * x / (u - 1) with u = 1 + x (Goldberg's trick)."""
+        out_dtype = self._dtype if self._dtype.is_floating else dt.DEFAULT_FLOAT
+        x = self.to(out_dtype.compute)  # 16-bit floats: the trick needs one precision throughout
+        u = 1 + x
+        d = u - 1
+        exact = (d == 0) | (u == float("inf"))
+        return where(exact, x, u.log() * (x / where(exact, 1, d))).to(out_dtype)
+
+    def where(self, condition, other) -> Tensor:
+        """self where condition, else other (PyTorch's Tensor.where)."""
+        return where(condition, self, other)
+
+    def masked_fill(self, mask, value) -> Tensor:
+        """Replace elements where `mask` is true by `value` (the result keeps self's dtype, as in PyTorch)."""
+        value = value.to(self._dtype) if isinstance(value, Tensor) else as_tensor(value, self._dtype)
+        return where(mask, value, self)
+
+    # ---- matmul ------------------------------------------------------------------
+    def matmul(self, other) -> Tensor:
+        return matmul(self, other)
+
+    def __matmul__(self, other): return self.matmul(other)
+
+    def __rmatmul__(self, other):
+        return matmul(as_tensor(other), self)
+
+    # ---- reductions ----------------------------------------------------------------
+    def mean(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> Tensor:
+        """Mean over `dim`; integer tensors are averaged in float32."""
+        return mean(self, _pick("dim", dim, axis), bool(_pick("keepdim", keepdim, keepdims, False)), dtype)
+
+    def var(self, dim=None, unbiased=None, keepdim=None, *, correction=None, axis=None,
+            keepdims=None, ddof=None) -> Tensor:
+        """Variance with Bessel's correction by default, as in PyTorch (ddof= is numpy's spelling)."""
+        return var(self, _pick("dim", dim, axis), unbiased, bool(_pick("keepdim", keepdim, keepdims, False)),
+                   _pick("correction", correction, ddof))
+
+    # ---- movement ------------------------------------------------------------------
+    def reshape(self, *shape) -> Tensor:
+        """Reshape (one size may be -1)."""
+        return reshape(self, *shape)
+
+    view = reshape
+
+    def flip(self, dims) -> Tensor:
+        return flip(self, dims)
+
+    def split(self, split_size_or_sections, dim: int = 0):
+        return split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        return chunk(self, chunks, dim)
+
+    def repeat(self, *sizes) -> Tensor:
+        return repeat(self, *sizes)

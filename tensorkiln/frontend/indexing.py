@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ShapeError, TraceError, at_user_line
-from .tensor import Tensor, apply, as_tensor
+from .tensor import Tensor, apply, as_tensor, tensor_methods
 
 
 def _is_int(k) -> bool:
@@ -163,3 +163,13 @@ def _advanced(y: Tensor, positions: list[int], arrays: list[Tensor], adjacent: b
         order = list(range(k, k + first)) + list(range(k)) + list(range(k + first, out.ndim))
         out = out.permute(order)
     return out
+
+
+@tensor_methods
+class TensorIndexing:
+    """Tensor's indexing operator (added to Tensor: tensor.py is below this module)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key) -> Tensor:
+        return getitem(self, key)

@@ -4,6 +4,12 @@ An eager tensor holds a numpy array (in its dtype's storage type) and every
 operation computes at once with the op's reference implementation. Inside a
 `tk.jit` trace, operations on symbolic tensors build graph nodes instead.
 Both paths go through `apply`, so shapes, dtypes and errors are identical.
+
+The class here holds the methods built directly on `apply`. The modules
+above this one add the methods built on what they define (`tensor_methods`):
+functions.py (reshape, matmul, mean, var, where, ...), indexing.py
+(`__getitem__`), nn/functional.py (softmax, gelu, ...) and
+autodiff/tensor_api.py (requires_grad, backward, in-place methods).
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from ..ir.graph import Node, evaluate, make_node
 from ..ir.ops import Attrs, TensorType, infer_type
 from .trace import Trace, current_trace
 from .autodiff.mode import is_grad_enabled
-from .autodiff.tensor_api import TensorAutodiff
+from .autodiff.tape import record
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
@@ -35,7 +41,6 @@ def apply(op: str, inputs: Sequence["Tensor"], **attrs: Any) -> "Tensor":
     for t in inputs:
         if t._requires_grad:
             if is_grad_enabled():
-                from .autodiff.tape import record
                 record(op, attrs_, inputs, out)
             break
     return out
@@ -137,11 +142,12 @@ def _unwrap_nested(value):
     return value
 
 
-class Tensor(TensorAutodiff):
+class Tensor:
     """An n-dimensional array: eager (holds a value) or traced (holds a graph node).
 
     Autodiff state (requires_grad, .grad, the tape node that made it) and the
-    in-place methods live in autodiff/tensor_api.py.
+    in-place methods live in autodiff/tensor_api.py; methods built on
+    composites live with them (see the module docstring).
     """
 
     __slots__ = ("_value", "_dtype", "_node", "_trace", "_requires_grad", "_grad", "_grad_fn", "__weakref__")
@@ -394,16 +400,6 @@ class Tensor(TensorAutodiff):
 
     def square(self): return self * self
 
-    def log1p(self) -> "Tensor":
-        """log(1 + x), accurate for tiny x: log(u) * x / (u - 1) with u = 1 + x (Goldberg's trick)."""
-        from .functions import where
-        out_dtype = self._dtype if self._dtype.is_floating else dt.DEFAULT_FLOAT
-        x = self.to(out_dtype.compute)  # 16-bit floats: the trick needs one precision throughout
-        u = 1 + x
-        d = u - 1
-        exact = (d == 0) | (u == float("inf"))
-        return where(exact, x, u.log() * (x / where(exact, 1, d))).to(out_dtype)
-
     def clamp(self, min=None, max=None) -> "Tensor":  # noqa: A002 (PyTorch's names)
         """Limit values to [min, max]; either bound may be None."""
         out = self
@@ -414,28 +410,6 @@ class Tensor(TensorAutodiff):
         return out
 
     clip = clamp
-
-    def where(self, condition, other) -> "Tensor":
-        """self where condition, else other (PyTorch's Tensor.where)."""
-        from .functions import where
-        return where(condition, self, other)
-
-    def masked_fill(self, mask, value) -> "Tensor":
-        """Replace elements where `mask` is true by `value` (the result keeps self's dtype, as in PyTorch)."""
-        from .functions import where
-        value = value.to(self._dtype) if isinstance(value, Tensor) else as_tensor(value, self._dtype)
-        return where(mask, value, self)
-
-    # ---- matmul ------------------------------------------------------------------
-    def matmul(self, other) -> "Tensor":
-        from .functions import matmul
-        return matmul(self, other)
-
-    def __matmul__(self, other): return self.matmul(other)
-
-    def __rmatmul__(self, other):
-        from .functions import matmul
-        return matmul(as_tensor(other), self)
 
     # ---- reductions ----------------------------------------------------------------
     def _reduce(self, op: str, dim, axis, keepdim, keepdims) -> "Tensor":
@@ -455,18 +429,6 @@ class Tensor(TensorAutodiff):
     def prod(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> "Tensor":
         x = self.to(dtype) if dtype is not None else (self if self._dtype.is_floating else self.to(dt.int64))
         return x._reduce("reduce_prod", dim, axis, keepdim, keepdims)
-
-    def mean(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> "Tensor":
-        """Mean over `dim`; integer tensors are averaged in float32."""
-        from .functions import mean
-        return mean(self, _pick("dim", dim, axis), bool(_pick("keepdim", keepdim, keepdims, False)), dtype)
-
-    def var(self, dim=None, unbiased=None, keepdim=None, *, correction=None, axis=None,
-            keepdims=None, ddof=None) -> "Tensor":
-        """Variance with Bessel's correction by default, as in PyTorch (ddof= is numpy's spelling)."""
-        from .functions import var
-        return var(self, _pick("dim", dim, axis), unbiased, bool(_pick("keepdim", keepdim, keepdims, False)),
-                   _pick("correction", correction, ddof))
 
     def std(self, dim=None, unbiased=None, keepdim=None, *, correction=None, axis=None,
             keepdims=None, ddof=None) -> "Tensor":
@@ -527,13 +489,6 @@ class Tensor(TensorAutodiff):
         return self._all_any("reduce_max", False, dim, axis, keepdim, keepdims)
 
     # ---- movement ------------------------------------------------------------------
-    def reshape(self, *shape) -> "Tensor":
-        """Reshape (one size may be -1)."""
-        from .functions import reshape
-        return reshape(self, *shape)
-
-    view = reshape
-
     def view_as(self, other) -> "Tensor":
         return self.reshape(other.shape)
 
@@ -609,10 +564,6 @@ class Tensor(TensorAutodiff):
         d = normalize_dim(dim, self.ndim + 1, "unsqueeze")
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-    def flip(self, dims) -> "Tensor":
-        from .functions import flip
-        return flip(self, dims)
-
     def narrow(self, dim: int, start: int, length: int) -> "Tensor":
         """Elements start .. start+length-1 along `dim` (start may be negative, as in PyTorch)."""
         d = normalize_dim(dim, self.ndim, "narrow")
@@ -625,21 +576,9 @@ class Tensor(TensorAutodiff):
         index[d] = slice(begin, begin + length)
         return self[tuple(index)]
 
-    def split(self, split_size_or_sections, dim: int = 0):
-        from .functions import split
-        return split(self, split_size_or_sections, dim)
-
-    def chunk(self, chunks: int, dim: int = 0):
-        from .functions import chunk
-        return chunk(self, chunks, dim)
-
     def unbind(self, dim: int = 0):
         d = normalize_dim(dim, self.ndim, "unbind")
         return tuple(self.narrow(d, i, 1).squeeze(d) for i in range(self.shape[d]))
-
-    def repeat(self, *sizes) -> "Tensor":
-        from .functions import repeat
-        return repeat(self, *sizes)
 
     def gather(self, dim: int, index) -> "Tensor":
         """out[i][j] = self[i][index[i][j]] along `dim` (PyTorch's gather)."""
@@ -653,27 +592,17 @@ class Tensor(TensorAutodiff):
             raise ShapeError(at_user_line(f"index_select: index must be 0-d or 1-d, got {list(index.shape)}"))
         return apply("take", [self, index.reshape(-1)], axis=normalize_dim(dim, self.ndim, "index_select"))
 
-    def __getitem__(self, key) -> "Tensor":
-        from .indexing import getitem
-        return getitem(self, key)
 
-    # ---- neural-network ops (defined in tk.nn.functional) --------------------------------
-    def softmax(self, dim: int = -1, dtype=None) -> "Tensor":
-        from ..nn import functional as F
-        return F.softmax(self, dim, dtype=dtype)
+_NOT_METHODS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__"}
 
-    def log_softmax(self, dim: int = -1, dtype=None) -> "Tensor":
-        from ..nn import functional as F
-        return F.log_softmax(self, dim, dtype=dtype)
 
-    def gelu(self, approximate: str = "none") -> "Tensor":
-        from ..nn import functional as F
-        return F.gelu(self, approximate=approximate)
+def tensor_methods(cls: type) -> type:
+    """Class decorator: add the methods and properties defined in `cls`'s body to Tensor.
 
-    def silu(self) -> "Tensor":
-        from ..nn import functional as F
-        return F.silu(self)
-
-    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> "Tensor":
-        from ..nn import functional as F
-        return F.softplus(self, beta, threshold)
+    For the modules above this one (which import it, so it cannot import
+    them) that implement Tensor methods with what they define.
+    """
+    for name, member in vars(cls).items():
+        if name not in _NOT_METHODS:
+            setattr(Tensor, name, member)
+    return cls

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir.graph import Node, constant_node, input_node, topological_order
+from .autodiff.mode import is_grad_enabled
 from .writes import write_count
 
 _state = threading.local()
@@ -50,7 +51,7 @@ class Trace:
             entry = (tensor, node)  # keep the tensor alive so id() stays unique
             self._constants[id(tensor)] = entry
         if id(tensor) not in self._state and (_is_mutable(tensor) or (
-                tensor._requires_grad and _grad_enabled())):
+                tensor._requires_grad and is_grad_enabled())):
             self.mark_state(tensor)
         return entry[1]
 
@@ -199,11 +200,6 @@ def mark_mutable(tensor) -> None:
 
 def _is_mutable(tensor) -> bool:
     return _mutable.get(id(tensor)) is tensor
-
-
-def _grad_enabled() -> bool:
-    from .autodiff.mode import is_grad_enabled
-    return is_grad_enabled()
 
 
 def current_trace() -> Trace | None:

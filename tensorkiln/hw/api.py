@@ -4,11 +4,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..frontend.jit import JitFunction, jit
 from .arch import SCALESIM_32, ArrayConfig, parse_array_shape, preset as get_preset
 from .energy import EnergyTable
 from .errors import AccelConfigError
 from .graph_layers import layers_from_graph
-from .layer import Layer
+from .dram import _slice_footprint
+from .layer import Layer, touched_positions
 from .model import best_dataflow, simulate_layer
 from .report import SimReport
 from .topology import read_topology
@@ -104,7 +106,6 @@ def simulate_model(model: Any, *example_inputs, **options) -> SimReport:
 
         report = simulate_model(tk.jit(net), x, array=(32, 32), dataflow="best")
     """
-    from ..frontend.jit import JitFunction, jit
     if not hasattr(model, "optimized_graph"):
         model = model if isinstance(model, JitFunction) else jit(model)
     graph = model.optimized_graph(*example_inputs)
@@ -113,9 +114,6 @@ def simulate_model(model: Any, *example_inputs, **options) -> SimReport:
 
 def clear_caches() -> None:
     """Forget memoized footprints (so a benchmark measures a cold run)."""
-    from .dram import _slice_footprint
-    from .layer import touched_positions
-
     _slice_footprint.cache_clear()
     touched_positions.cache_clear()
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..importers.onnx.model import load, random_inputs
 from .api import make_array, simulate
 from .arch import DATAFLOWS, PRESETS, SCALESIM_32, ArrayConfig, parse_array_shape, preset
 from .errors import AccelConfigError
@@ -81,8 +82,7 @@ def _load_workload(args: argparse.Namespace) -> list[Layer]:
 
 def _layers_from_onnx(path: str) -> list[Layer]:
     try:
-        import onnx  # noqa: F401  (the importer needs it)
-        from tensorkiln.importers.onnx.model import load, random_inputs
+        import onnx  # noqa: F401  (optional; the importer needs it)
     except ImportError:
         raise AccelConfigError(ONNX_UNAVAILABLE)
     module = load(path, backend="interpreter")  # only the graph is needed, not compiled code

@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .arch import DATAFLOWS
 from .errors import AccelConfigError
 from .layer import Gemm, Layer
@@ -229,8 +231,6 @@ def _ifmap_stop_at_edges(layer: Layer, plan: FoldPlan) -> int | None:
     latest-demanded valid entry, starting from the last fold and walking back
     over folds that hold no valid entry at all.
     """
-    import numpy as np  # local: the closed forms above need no numpy
-
     oh, ow = layer.ofmap_h, layer.ofmap_w
     fw, ch = layer.filter_w, layer.channels
     r, c, L = plan.rows, plan.cols, plan.cycles_per_fold

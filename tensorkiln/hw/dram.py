@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from .arch import ArrayConfig
 from .dataflow import FoldPlan
 from .errors import SramTooSmallError
@@ -196,8 +198,6 @@ def _slice_footprint(layer: Layer, lo: int, hi: int) -> int:
     SCALE-Sim's im2col. Channels whose taps cover the same (row, column) offsets
     touch the same pixel pattern, so each pattern is counted once and multiplied.
     """
-    import numpy as np  # local: only needed when an ifmap does not fit its SRAM
-
     fw, ch = layer.filter_w, layer.channels
     offsets_of: dict[int, set[tuple[int, int]]] = {}
     for j in range(lo, hi):

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import nn
 from ..frontend.autodiff import no_grad
-from ..frontend.creation import arange, tensor
+from ..frontend.creation import arange, randn, tensor, zeros
 from ..frontend.functions import where
 from ..frontend.jit import jit
 from ..nn import functional as F
@@ -41,7 +41,6 @@ class Conv1D(nn.Module):
 
     def __init__(self, nx: int, nf: int):
         super().__init__()
-        from ..frontend.creation import randn, zeros
         self.weight = Parameter(randn(nx, nf) * 0.02)
         self.bias = Parameter(zeros(nf))
 

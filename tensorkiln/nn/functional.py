@@ -13,9 +13,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, at_user_line
+from ..frontend.autodiff.mode import no_grad
+from ..frontend.creation import randint
 from ..frontend.functions import concat, flip, matmul, mean, var, where
-from ..frontend.tensor import Tensor, apply, as_tensor, normalize_dim
-from ..frontend.trace import composite
+from ..frontend.tensor import Tensor, apply, as_tensor, normalize_dim, tensor_methods
+from ..frontend.trace import composite, mark_mutable
 
 
 def _pair(value, name: str) -> tuple[int, int]:
@@ -341,7 +343,6 @@ def _update_running_stats(x, mu, variance, running_mean, running_var, momentum):
     The statistics are updated in place; inside tk.jit the update is recorded
     and becomes a graph output written back into the buffers after each call.
     """
-    from ..frontend.autodiff.mode import no_grad
     count = x.numel() // x.shape[1]
     with no_grad():
         for stat, batch in ((running_mean, mu), (running_var, variance * (count / max(count - 1, 1)))):
@@ -560,8 +561,6 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 def new_dropout_seed() -> Tensor:
     """A dropout seed: an int64 0-d tensor drawn from tk.manual_seed's generator, advanced by every
     dropout call (marked mutable, so compiled functions read it per call and write it back)."""
-    from ..frontend.creation import randint
-    from ..frontend.trace import mark_mutable
     seed = randint(0, 2 ** 31 - 1, ())
     mark_mutable(seed)
     return seed
@@ -623,3 +622,25 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
     x = _floating(as_tensor(input))
     norm = (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
     return x / norm.clamp(min=eps)
+
+
+@tensor_methods
+class TensorNN:
+    """Tensor's neural-network methods (added to Tensor: tensor.py is below this module)."""
+
+    __slots__ = ()
+
+    def softmax(self, dim: int = -1, dtype=None) -> Tensor:
+        return softmax(self, dim, dtype=dtype)
+
+    def log_softmax(self, dim: int = -1, dtype=None) -> Tensor:
+        return log_softmax(self, dim, dtype=dtype)
+
+    def gelu(self, approximate: str = "none") -> Tensor:
+        return gelu(self, approximate=approximate)
+
+    def silu(self) -> Tensor:
+        return silu(self)
+
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+        return softplus(self, beta, threshold)

@@ -36,6 +36,7 @@ from .. import dtypes as dt
 from ..ir.graph import Graph, Node, make_node
 from ..loops.buffer import Buffer
 from ..kernels.target import cpu_target
+from ..kernels.templates import conv as conv_templates
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 
@@ -113,9 +114,8 @@ def blocked_conv_choice(node: Node) -> int | None:
     kb = block_size(node.shape[1])
     if kb is None or is_depthwise(node):
         return kb
-    from ..kernels.templates.conv import conv_algorithm
     probe = Buffer("probe", node.dtype.name, node.shape)
-    if conv_algorithm(node, probe).startswith("winograd"):
+    if conv_templates.conv_algorithm(node, probe).startswith("winograd"):
         return None
     return kb
 
@@ -335,9 +335,9 @@ def _shallow_alone(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int,
     shallow; benchmarks/conv_algorithms.py --shallow). Only a stem whose
     output stays blocked (it starts a chain) runs blocked.
     """
-    from ..kernels.templates.conv import conv_algorithm
     return {i for i in chosen if i in nchw_out and nodes[i].inputs[0].id not in rewriter.block
-            and conv_algorithm(nodes[i], Buffer("probe", nodes[i].dtype.name, nodes[i].shape)) == "shallow"}
+            and conv_templates.conv_algorithm(nodes[i], Buffer("probe", nodes[i].dtype.name, nodes[i].shape))
+            == "shallow"}
 
 
 def _chains(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int, Node]) -> list[set[int]]:

@@ -25,6 +25,9 @@ from ..ir.ops import Attrs
 from ..ir.ops.gemm_panels import pack_panels
 from ..ir.ops.registry import ConstantValue, TensorType
 from ..ir.rewrite import rewrite_graph, with_inputs
+from ..kernels.templates.gemm import gemm_blocking
+from ..kernels.templates.matmul import blis_gemm_applies, panel_order_applies
+from ..loops.types import compute_dtype
 
 _PANELS: "weakref.WeakValueDictionary[tuple[str, int], ConstantValue]" = weakref.WeakValueDictionary()
 
@@ -32,9 +35,6 @@ _PANELS: "weakref.WeakValueDictionary[tuple[str, int], ConstantValue]" = weakref
 def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
     """Replace each matmul by a constant 2-D matrix that runs as a BLIS GEMM or in panel order by
     matmul_packed."""
-    from ..kernels.templates.gemm import gemm_blocking
-    from ..kernels.templates.matmul import blis_gemm_applies, panel_order_applies
-    from ..loops.types import compute_dtype
     fired: Counter = Counter()
 
     def visit(node: Node, inputs: list[Node]) -> Node:

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ir.graph import Graph, Node, constant_node, evaluate, make_node
-from ..ir.ops import Attrs
+from ..ir.ops import Attrs, infer_type
 from .pattern import C, K, P, Pat, X, constant_array, match
 from ..ir.rewrite import rewrite_graph, with_inputs
 
@@ -57,7 +57,6 @@ def node(op: str, *inputs: Node, like: Node, **attrs) -> Node:
 
 def fold(op: str, *inputs: Node, **attrs) -> Node:
     """Evaluate an op on constant nodes now; returns a constant node."""
-    from ..ir.ops import infer_type
     attrs_ = Attrs(attrs)
     out_type = infer_type(op, [i.type for i in inputs], attrs_)
     value = evaluate(op, attrs_, [i.attrs["value"].array for i in inputs], [i.type for i in inputs], out_type)
@@ -211,10 +210,9 @@ def _scalar_for(c: Node, x: Node) -> bool:
     return c.type.size == 1 and c.ndim <= x.ndim and c.dtype == x.dtype
 
 
-def _example_weight():
-    """A constant weight for rule examples (imported late: the front-end imports the passes)."""
-    from ..frontend.tensor import Tensor
-    return Tensor(np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(4, 5))
+def _example_weight() -> np.ndarray:
+    """A weight for rule examples: an array, which `x @ w` reads as a float32 constant."""
+    return np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(4, 5)
 
 
 R = Rule

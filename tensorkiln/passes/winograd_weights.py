@@ -17,12 +17,12 @@ from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.winograd_math import transform_weights, weight_panels
 from ..ir.rewrite import rewrite_graph, with_inputs
+from ..kernels.templates.conv import winograd_algorithm
+from ..kernels.templates.winograd import winograd_plan
 
 
 def transform_winograd_weights(graph: Graph) -> tuple[Graph, Counter]:
     """Replace each constant-weight conv2d that the rule runs as Winograd by conv2d_winograd."""
-    from ..kernels.templates.conv import winograd_algorithm
-    from ..kernels.templates.winograd import winograd_plan
     fired: Counter = Counter()
 
     def visit(node: Node, inputs: list[Node]) -> Node:

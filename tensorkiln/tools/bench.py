@@ -32,8 +32,8 @@ def _progress(message: str) -> None:
 
 def build(name: str, batch: int):
     """(torch module in eval mode, tuple of example torch inputs) at the model's real size."""
-    import torch
-    from . import torch_reference as ref
+    import torch  # optional dependency: the reference models
+    from . import torch_reference as ref  # imports torch
     torch.manual_seed(0)
     if name == "resnet18":
         return ref.resnet18_full(), (ref.image(batch, 224),)
@@ -51,7 +51,7 @@ def build(name: str, batch: int):
 
 def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5) -> dict:
     """Compile tensorkiln and each available peer on one model, then time them in turns."""
-    import torch
+    import torch  # optional dependency, like the importer that needs it
     from ..importers.torch import from_torch
     model, inputs = build(name, batch)
     with torch.no_grad():

@@ -19,7 +19,7 @@ def agreement(output, reference: np.ndarray) -> dict:
 
 def onnx_session_options():
     """ONNX Runtime's session options: intra-op threads as OMP_NUM_THREADS says (set by --threads)."""
-    import onnxruntime
+    import onnxruntime  # optional dependency: only the onnxruntime peer needs it
     options = onnxruntime.SessionOptions()
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit():

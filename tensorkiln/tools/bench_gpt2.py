@@ -22,14 +22,18 @@ from typing import Callable
 
 import numpy as np
 
+from ..frontend.autodiff import no_grad
+from ..frontend.creation import tensor
+from ..frontend.jit import jit
+from ..models import GPT2Config, GPT2LMHeadModel
 from .bench_common import agreement, onnx_session_options, timed_first
 from .timing import interleaved_medians
 
 GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
 def _onnx_sessions(reference, ids, next_ids, presents):
     """ONNX Runtime sessions of the reference's prefill and decode step (exported separately)."""
-    import onnxruntime
-    import torch
+    import onnxruntime  # optional dependency: only the onnxruntime peer needs it
+    import torch  # optional dependency: the reference model
 
     class Prefill(torch.nn.Module):
         def __init__(self, model):
@@ -69,12 +73,8 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
     Each step's frameworks are timed in turns (timing.interleaved_medians).
     `config` (a GPT2Config) shrinks the model for tests; default GPT-2 small.
     """
-    import torch
-    from ..frontend.autodiff import no_grad
-    from ..frontend.creation import tensor
-    from ..frontend.jit import jit
-    from ..models import GPT2Config, GPT2LMHeadModel
-    from . import torch_reference as ref
+    import torch  # optional dependency: the reference model and its weights
+    from . import torch_reference as ref  # imports torch
     config = config or GPT2Config()
     torch.manual_seed(0)
     reference = ref.GPT2(config.vocab_size, config.n_positions, config.n_embd, config.n_layer, config.n_head).eval()

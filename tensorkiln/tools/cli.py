@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     commands.add_parser("run", help="run an ONNX model: outputs, checksums, latency (tensorkiln run --help)",
                         add_help=False)
+    # A subcommand's module (and the optional packages it uses) loads only when it runs.
     if argv[:1] == ["accel"]:
         from ..hw.cli import main as accel_main
         return accel_main(argv[1:])

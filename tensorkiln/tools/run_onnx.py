@@ -16,6 +16,9 @@ import time
 
 import numpy as np
 
+from ..errors import TensorKilnError
+from ..importers.onnx.model import load, random_inputs
+
 
 def _parse_inputs(items: list[str]) -> dict[str, np.ndarray]:
     result = {}
@@ -29,8 +32,6 @@ def _parse_inputs(items: list[str]) -> dict[str, np.ndarray]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `tensorkiln run`; returns the process exit status."""
-    from ..errors import TensorKilnError
-    from ..importers.onnx.model import load, random_inputs
     parser = argparse.ArgumentParser(prog="tensorkiln run", description="run an ONNX model with tensorkiln")
     parser.add_argument("model", help="path of the .onnx file")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",

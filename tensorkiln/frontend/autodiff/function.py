@@ -15,6 +15,7 @@ argument of forward. One tensor output per Function.
 """
 from __future__ import annotations
 
+from ..tensor import Tensor
 from .mode import is_grad_enabled, no_grad
 from .tape import TapeNode, attach
 
@@ -47,7 +48,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from ..tensor import Tensor
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a._requires_grad for a in args))
         with no_grad():
@@ -59,7 +59,7 @@ class Function:
         out = Tensor._from_node(out._node, out._trace) if out._node is not None else \
             Tensor._from_value(out._value, out.dtype)  # never put the tape node on an input
 
-        def rule(g, inputs, output, attrs, needs):
+        def rule(g, inputs, output, attrs, needs, build):
             grads = cls.backward(ctx, g)
             grads = grads if isinstance(grads, tuple) else (grads,)
             if len(grads) != len(args):

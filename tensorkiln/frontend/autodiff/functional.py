@@ -9,20 +9,21 @@ from __future__ import annotations
 import functools
 from typing import Callable, Sequence
 
+from ..creation import ones_like, zeros_like
+from ..tensor import Tensor, apply, as_tensor
+from .build import TENSOR_BUILD
 from .mode import enable_grad, is_grad_enabled
 from .tape import backward
 
 
 def _alias(x):
     """A new leaf with x's value (eager or traced) that requires grad."""
-    from ..tensor import Tensor
     t = Tensor._from_node(x._node, x._trace) if x._node is not None else Tensor._from_value(x._value, x.dtype)
     t._requires_grad = True
     return t
 
 
 def _differentiable_argument(x):
-    from ..tensor import apply, as_tensor
     x = as_tensor(x)
     if not x.dtype.is_floating:
         raise TypeError(f"tk.grad: can only differentiate with respect to floating tensors, got {x.dtype.name}")
@@ -38,8 +39,6 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from ..creation import zeros_like
-        from ..tensor import Tensor
         args = list(args)
         leaves, nested = [], False
         for p in positions:
@@ -53,9 +52,8 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             if not value._requires_grad:
                 grads = [None] * len(leaves)
             else:
-                from ..creation import ones_like
                 grads = backward([value], [ones_like(value)], retain_graph=nested, create_graph=nested,
-                                 inputs=leaves)
+                                 inputs=leaves, build=TENSOR_BUILD)
         grads = [zeros_like(x) if g is None else g for g, x in zip(grads, leaves)]
         if not nested:
             value = value.detach()

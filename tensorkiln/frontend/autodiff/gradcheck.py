@@ -5,6 +5,11 @@ from typing import Callable
 
 import numpy as np
 
+from ... import dtypes as dt
+from ..tensor import Tensor, as_tensor
+from .functional import value_and_grad
+from .mode import no_grad
+
 
 def gradcheck(fn: Callable, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               seed: int = 0, raise_exception: bool = True) -> bool:
@@ -16,11 +21,6 @@ def gradcheck(fn: Callable, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol
     AssertionError naming the input and the worst element (or returns False
     with raise_exception=False); returns True when all gradients match.
     """
-    from ... import dtypes as dt
-    from .functional import value_and_grad
-    from .mode import no_grad
-    from ..tensor import Tensor, as_tensor
-
     values = []
     for x in inputs:
         t = x if isinstance(x, Tensor) else as_tensor(np.asarray(x))

@@ -4,20 +4,22 @@ When grad mode is on and an input of `apply(op, ...)` requires grad, the
 result gets a `TapeNode` holding the op, its attrs, the input tensors and the
 output. `backward` orders the nodes reachable from the roots topologically,
 sums the gradients arriving at each node (branches), and calls each node's
-rule — the op's `vjp` from the registry, or a `tk.Function`'s backward — under
-no_grad, or with grad mode on when `create_graph=True` (higher order). The
-rules use Tensor operations, so the same walk builds a backward graph while
-tracing inside tk.jit.
+rule — the op's rule from its op table entry (`OpDef.gradient`), or a `tk.Function`'s
+backward — under no_grad, or with grad mode on when `create_graph=True`
+(higher order). The caller of `backward` passes the `Build` the rules make new
+tensors with (autodiff/build.py); the rules use Tensor operations, so the same
+walk builds a backward graph while tracing inside tk.jit.
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 from ...ir.ops import get_op
+from ...ir.ops.gradient import NOT_DIFFERENTIABLE, Build
 from ..trace import current_trace
 from .mode import enable_grad, no_grad
 
-# rule(grad, inputs, output, attrs, needs) -> one gradient (or None) per input
+# rule(grad, inputs, output, attrs, needs, build) -> one gradient (or None) per input
 Rule = Callable
 
 
@@ -30,14 +32,14 @@ class TapeNode:
         self.name, self.rule, self.inputs, self.output, self.attrs = name, rule, inputs, output, attrs
         self.released = False
 
-    def backward(self, grad):
+    def backward(self, grad, build: Build):
         if self.released:
             raise RuntimeError(f"backward through {self.name} a second time: its saved tensors were freed; "
                                "pass retain_graph=True to the first backward()")
         if self.rule is None:
             raise NotImplementedError(f"{self.name}: no gradient rule is registered for this op")
         needs = tuple(t._requires_grad for t in self.inputs)
-        grads = self.rule(grad, self.inputs, self.output, self.attrs, needs)
+        grads = self.rule(grad, self.inputs, self.output, self.attrs, needs, build)
         if len(grads) != len(self.inputs):
             raise RuntimeError(f"gradient rule of {self.name} returned {len(grads)} gradients "
                                f"for {len(self.inputs)} inputs")
@@ -54,7 +56,8 @@ def record(op: str, attrs, inputs: Sequence, out) -> None:
     """Attach a tape node for primitive `op` to `out` (floating results only: others carry no gradient)."""
     if not out.dtype.is_floating:
         return
-    attach(out, TapeNode(op, get_op(op).vjp, tuple(inputs), out, attrs))
+    rule = get_op(op).gradient
+    attach(out, TapeNode(op, None if rule is NOT_DIFFERENTIABLE else rule, tuple(inputs), out, attrs))
 
 
 def attach(out, node: TapeNode) -> None:
@@ -82,8 +85,8 @@ def _topological(roots: Sequence) -> list[TapeNode]:
 
 
 def backward(roots: Sequence, grads: Sequence, retain_graph: bool = False, create_graph: bool = False,
-             inputs: Sequence | None = None):
-    """Propagate `grads` (one per root) down the tape.
+             inputs: Sequence | None = None, *, build: Build):
+    """Propagate `grads` (one per root) down the tape; the rules make new tensors with `build`.
 
     With `inputs=None`, gradients of leaves accumulate into their `.grad`.
     Otherwise nothing is accumulated and the gradients of `inputs` are returned
@@ -112,7 +115,7 @@ def backward(roots: Sequence, grads: Sequence, retain_graph: bool = False, creat
             g = node_grads.pop(id(node), None)
             if g is None:
                 continue
-            for t, gi in zip(node.inputs, node.backward(g)):
+            for t, gi in zip(node.inputs, node.backward(g, build)):
                 if gi is not None and t._requires_grad:
                     add(t, _match(gi, t))
             if not retain_graph:

@@ -1,6 +1,7 @@
 """The autodiff half of Tensor: requires_grad, .grad, backward(), .data and the in-place methods.
 
-`Tensor` (tensor.py) inherits these. In-place methods keep the tensor's
+They are added to `Tensor` (tensor.py) from here, since they build on
+tensor.py, creation and the tape, which tensor.py sits below. In-place methods keep the tensor's
 identity and give it a new value; eagerly the value is replaced (earlier views
 do not see the update), and inside a tk.jit trace the write is recorded, so
 the compiled function replays it on every call (see trace.py).
@@ -9,14 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..creation import full, ones_like, rand, randn
+from ..tensor import Tensor, as_tensor, tensor_methods
 from ..trace import current_trace
+from .build import TENSOR_BUILD
 from .mode import is_grad_enabled, no_grad
+from .tape import accumulate_grad, backward, set_grad
 
 
 def assign(tensor, value, check_leaf: bool = True):
     """Give `tensor` the value `value` (broadcast and cast to its shape and dtype), keeping its identity."""
-    from ..tensor import as_tensor
-    value = as_tensor(value) if not _is_tensor(value) else value
+    value = as_tensor(value) if not isinstance(value, Tensor) else value
     if value.dtype != tensor.dtype:
         value = value.to(tensor.dtype)
     if tuple(value.shape) != tuple(tensor.shape):
@@ -39,13 +43,9 @@ def assign(tensor, value, check_leaf: bool = True):
     return tensor
 
 
-def _is_tensor(value) -> bool:
-    from ..tensor import Tensor
-    return isinstance(value, Tensor)
-
-
+@tensor_methods
 class TensorAutodiff:
-    """Autodiff state and in-place methods of Tensor (a mixin; Tensor holds the slots)."""
+    """Autodiff state and in-place methods of Tensor (added to Tensor, which holds the slots)."""
 
     __slots__ = ()
 
@@ -75,7 +75,6 @@ class TensorAutodiff:
 
     @grad.setter
     def grad(self, value) -> None:
-        from .tape import set_grad
         set_grad(self, value)
 
     @property
@@ -90,22 +89,19 @@ class TensorAutodiff:
     def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
                  inputs=None) -> None:
         """Accumulate d(self)/d(leaf) * gradient into every leaf's .grad (gradient defaults to 1 for scalars)."""
-        from ..creation import ones_like
-        from ..tensor import as_tensor
-        from .tape import backward
         if gradient is None:
             if self.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs; pass gradient=")
             gradient = ones_like(self)
         retain = create_graph if retain_graph is None else retain_graph
         if inputs is not None:
-            grads = backward([self], [as_tensor(gradient)], retain, create_graph, inputs=list(inputs))
+            grads = backward([self], [as_tensor(gradient)], retain, create_graph, inputs=list(inputs),
+                             build=TENSOR_BUILD)
             for t, g in zip(inputs, grads):
                 if g is not None:
-                    from .tape import accumulate_grad
                     accumulate_grad(t, g)
             return
-        backward([self], [as_tensor(gradient)], retain, create_graph)
+        backward([self], [as_tensor(gradient)], retain, create_graph, build=TENSOR_BUILD)
 
     def retain_grad(self) -> None:
         """Accepted for PyTorch compatibility; only leaves keep .grad in tensorkiln."""
@@ -119,7 +115,7 @@ class TensorAutodiff:
     @data.setter
     def data(self, value) -> None:
         with no_grad():
-            assign(self, value.detach() if _is_tensor(value) else value, check_leaf=False)
+            assign(self, value.detach() if isinstance(value, Tensor) else value, check_leaf=False)
 
     def _inplace(self):
         """Inside a trace, start reading this eager tensor symbolically before computing its update."""
@@ -151,7 +147,6 @@ class TensorAutodiff:
         return self.fill_(0)
 
     def fill_(self, value):
-        from ..creation import full
         return assign(self, full((), value, self.dtype))
 
     def addcmul_(self, tensor1, tensor2, value=1):
@@ -165,12 +160,10 @@ class TensorAutodiff:
 
     def uniform_(self, a: float = 0.0, b: float = 1.0, seed: int | None = None):
         """Fill with uniform samples in [a, b) from tk's random generator (tk.manual_seed)."""
-        from ..creation import rand
         with no_grad():
             return assign(self, rand(*self.shape, seed=seed, dtype=self.dtype) * (b - a) + a, check_leaf=False)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, seed: int | None = None):
         """Fill with normal samples from tk's random generator (tk.manual_seed)."""
-        from ..creation import randn
         with no_grad():
             return assign(self, randn(*self.shape, seed=seed, dtype=self.dtype) * std + mean, check_leaf=False)

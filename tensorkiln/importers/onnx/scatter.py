@@ -1,7 +1,7 @@
 """ONNX scatter operators (ScatterElements, Scatter, ScatterND, TensorScatter) without a scatter primitive.
 
 The op registry has gathers but no scatter, so a scatter is written the way
-the gradients of `take` and `gather` are (tensorkiln/ops/gradients.py): the
+the gradients of `take` and `gather` are (their op table entries in tensorkiln/ir/ops/movement.py): the
 indices are compared against an iota of the positions they may hit, which
 gives a one-hot mask, and the mask then selects, sums or reduces the updates:
 

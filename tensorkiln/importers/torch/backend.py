@@ -36,7 +36,8 @@ import torch
 
 from ...errors import UnsupportedOpError
 from ...frontend.jit import jit
-from .convert import convert_graph, rebuild_outputs, to_numpy, to_torch
+from .convert import convert_graph, rebuild_outputs
+from .tensors import to_numpy, to_torch
 
 #: Diagnostics: graphs handed to the backend, signatures compiled, calls run by tensorkiln or eagerly.
 STATS: collections.Counter = collections.Counter()
@@ -52,7 +53,7 @@ def decompositions() -> dict:
     """The decomposition table: PyTorch's core ATen table (the same that torch.export's
     run_decompositions() uses), so both import paths see the same op set."""
     if not _decompositions:
-        from torch._decomp import core_aten_decompositions
+        from torch._decomp import core_aten_decompositions  # a heavy torch module, loaded on first use
         _decompositions.update(core_aten_decompositions())
     return _decompositions
 
@@ -155,7 +156,7 @@ class TensorKilnGraph:
     # ---- compiling --------------------------------------------------------------------------
     def _compile(self, args) -> _Entry:
         """Trace the graph to ATen for these concrete inputs, convert it, and jit it."""
-        from torch.fx.experimental.proxy_tensor import make_fx
+        from torch.fx.experimental.proxy_tensor import make_fx  # a heavy torch module, loaded on first use
         user_positions = [i for i, a in enumerate(args)
                           if isinstance(a, torch.Tensor) and i not in self.constant_positions]
         template = list(args)

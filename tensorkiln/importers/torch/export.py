@@ -26,7 +26,8 @@ from ...errors import ShapeError, UnsupportedOpError
 from ...frontend.jit import jit
 from ...frontend.tensor import Tensor, as_tensor
 from .backend import decompositions
-from .convert import ConvertedGraph, convert_graph, rebuild_outputs, to_tk, unsupported_nodes
+from .convert import ConvertedGraph, convert_graph, rebuild_outputs, unsupported_nodes
+from .tensors import to_tk
 
 
 class TorchProgram:

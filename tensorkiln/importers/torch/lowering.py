@@ -23,8 +23,10 @@ import torch
 from ... import dtypes as dt
 from ...frontend.creation import full as tk_full
 from ...frontend.functions import cat, matmul, mean, var, where
+from ...frontend.functions import stack as tk_stack
 from ...nn import functional as F
 from ...frontend.tensor import Tensor, as_tensor, normalize_dim
+from .tensors import tk_dtype, to_tk
 
 aten = torch.ops.aten
 
@@ -58,7 +60,6 @@ def lowered_ops() -> list[str]:
 # ---- helpers ---------------------------------------------------------------------------------
 
 def _dtype(dtype, default=None):
-    from .convert import tk_dtype
     return tk_dtype(dtype) if dtype is not None else default
 
 
@@ -696,7 +697,6 @@ def cat_(tensors, dim=0):
 
 @register_lowering(aten.stack.default)
 def stack(tensors, dim=0):
-    from ...frontend.functions import stack as tk_stack
     return tk_stack(list(tensors), dim)
 
 
@@ -818,7 +818,6 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     if dtype is None:
         dtype = torch.float32 if any(isinstance(v, float) for v in (start, end, step)) else torch.int64
     values = torch.arange(start, end, step, dtype=dtype)  # PyTorch's own length and rounding rules
-    from .convert import to_tk
     return to_tk(values, copy=True)
 
 

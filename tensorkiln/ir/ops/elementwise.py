@@ -14,6 +14,7 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError
 from ...loops import expr as E
 from ...loops.types import compute_dtype
+from .gradient import NOT_DIFFERENTIABLE, mask, sum_to
 from .registry import Attrs, MappingType, OpKind, TensorType, register
 
 
@@ -64,14 +65,6 @@ def _round_half_even(x: np.ndarray) -> np.ndarray:
 FLOAT_ONLY = (2,)
 NUMERIC = (1, 2)
 ANY = (0, 1, 2)
-
-
-def _py_mod(a, b):
-    return np.mod(a, b)  # sign follows the divisor, like Python and PyTorch's remainder
-
-
-def _floor_div(a, b):
-    return np.floor_divide(a, b)
 
 
 def _int_safe(fn):
@@ -219,83 +212,217 @@ def _lower_cast(args, node):
 
 
 # ---- the rows: one per primitive -----------------------------------------------------------------
-# unary(name, numpy reference, accepted dtypes, loop-IR lowering, facts): `method` is the Tensor
-# method and tk.<name> (float-only methods turn integer tensors into float32 first), `onnx`/`aten`
-# the importers' operators that are exactly this op, `cheap` lets readers recompute it.
+# unary(name, numpy reference, accepted dtypes, loop-IR lowering, gradient, facts): `grad` is
+# (build, g, x, y) -> x's gradient (None: zero) and binary's one such function per operand
+# (build, g, a, b, y); `method` is the Tensor method and tk.<name> (float-only methods turn integer
+# tensors into float32 first), `onnx`/`aten` the importers' operators that are exactly this op,
+# `cheap` lets readers recompute it. Conventions as PyTorch's: abs and relu have subgradient 0 at 0,
+# maximum/minimum give half to each operand on a tie.
+
+def _zero(*args):
+    """The gradient of a piecewise-constant op: zero."""
+    return None
+
+
 
 def _describe(accepts: tuple[int, ...], note: str) -> str:
     kinds = "/".join(CATEGORY_NAMES[c] for c in accepts)
     return f"{kinds} operands" + (f"; {note}" if note else "")
 
 
-def unary(name: str, reference, accepts: tuple[int, ...], lower, doc: str = "", **facts) -> None:
+def _unary_gradient(grad):
+    """The rule of a unary row from grad(build, g, x, y) -> x's gradient (None: zero)."""
+    if grad is NOT_DIFFERENTIABLE:
+        return grad
+    return lambda g, inputs, out, attrs, needs, build: (grad(build, g, inputs[0], out),)
+
+
+def _binary_gradient(grad):
+    """The rule of a binary row from one function per operand, grad(build, g, a, b, y), before a
+    broadcast operand's gradient is summed back to its shape."""
+    if grad is NOT_DIFFERENTIABLE:
+        return grad
+
+    def rule(g, inputs, out, attrs, needs, build):
+        return tuple(sum_to(build, fn(build, g, *inputs, out), x.shape) if need and fn is not None else None
+                     for fn, x, need in zip(grad, inputs, needs))
+    return rule
+
+
+def unary(name: str, reference, accepts: tuple[int, ...], lower, grad, doc: str = "", **facts) -> None:
     """Register an elementwise op of one operand."""
     register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _unary_infer(name, accepts),
-             _unary_reference(reference), 1, _describe(accepts, doc), lower=lower, **facts)
+             _unary_reference(reference), 1, _describe(accepts, doc), lower=lower,
+             gradient=_unary_gradient(grad), **facts)
 
 
-def binary(name: str, reference, accepts: tuple[int, ...], lower, compare: bool = False, doc: str = "",
+def binary(name: str, reference, accepts: tuple[int, ...], lower, grad, compare: bool = False, doc: str = "",
            **facts) -> None:
     """Register an elementwise op of two operands of one dtype, broadcast as numpy does."""
     note = "; ".join(part for part in ("result bool" if compare else "", doc) if part)
     register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _binary_infer(name, accepts, compare),
-             _binary_reference(reference), 2, _describe(accepts, note), lower=lower, **facts)
+             _binary_reference(reference), 2, _describe(accepts, note), lower=lower,
+             gradient=_binary_gradient(grad), **facts)
 
 
-unary("neg", np.negative, NUMERIC, _expr(lambda x: -x), cheap=True, method="neg", onnx="Neg", aten="neg")
-unary("abs", np.abs, NUMERIC, _expr(_lower_abs), cheap=True, method="abs", onnx="Abs", aten="abs")
-unary("sign", np.sign, NUMERIC, _expr(_lower_sign), method="sign", onnx="Sign", aten="sign")
-unary("relu", lambda x: np.maximum(x, 0).astype(x.dtype), NUMERIC,
-      _expr(lambda x: E.maximum(x, _const(0, x.dtype))), cheap=True, method="relu", onnx="Relu", aten="relu")
-unary("exp", np.exp, FLOAT_ONLY, _call("exp"), method="exp", onnx="Exp", aten="exp")
-unary("log", np.log, FLOAT_ONLY, _call("log"), method="log", onnx="Log", aten="log")
-unary("sqrt", np.sqrt, FLOAT_ONLY, _call("sqrt"), method="sqrt", onnx="Sqrt", aten="sqrt")
-unary("rsqrt", lambda x: 1.0 / np.sqrt(x), FLOAT_ONLY, _call("rsqrt"), method="rsqrt", aten="rsqrt")
-unary("reciprocal", lambda x: 1.0 / x, FLOAT_ONLY, _expr(lambda x: _const(1, x.dtype) / x),
+def _relu(x):
+    return np.maximum(x, 0).astype(x.dtype)
+
+
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+def _reciprocal(x):
+    return 1.0 / x
+
+
+def _lower_relu(x):
+    return E.maximum(x, _const(0, x.dtype))
+
+
+def _lower_reciprocal(x):
+    return _const(1, x.dtype) / x
+
+
+def _lower_sigmoid(x):
+    one = _const(1, x.dtype)
+    return one / (one + E.call("exp", -x))
+
+
+def _erf_gradient(build, g, x, y):
+    return g * (-(x * x)).exp() * (2.0 / math.sqrt(math.pi))
+
+
+def _pass(build, g, a, b, y):
+    return g
+
+
+def _negated(build, g, a, b, y):
+    return -g
+
+
+def _times_b(build, g, a, b, y):
+    return g * b
+
+
+def _times_a(build, g, a, b, y):
+    return g * a
+
+
+_DIV_GRADIENTS = (lambda build, g, a, b, y: g / b, lambda build, g, a, b, y: -g * a / (b * b))
+_MOD_GRADIENTS = (_pass, lambda build, g, a, b, y: -g * build.apply("floor_div", [a, b]))
+
+
+def _pow_base_gradient(build, g, a, b, y):
+    """b * a^(b-1), and 0 where b == 0 (no 0 * inf)."""
+    return mask(build, b != 0, g * b * a ** (b - 1.0))
+
+
+def _pow_exponent_gradient(build, g, a, b, y):
+    """a^b log a, and 0 where a == 0 and b >= 0 (PyTorch's convention)."""
+    return mask(build, ~((a == 0) & (b >= 0)), g * y * a.log())
+
+
+_POW_GRADIENTS = (_pow_base_gradient, _pow_exponent_gradient)
+
+
+def _extremum_gradients(which):
+    """maximum's (which=max) or minimum's gradients: g to the operand that wins, half to each on a tie."""
+    def share(build, g, wins, a, b):
+        return g * (wins.to(g.dtype) + (a == b).to(g.dtype) * 0.5)
+    if which is max:
+        return (lambda build, g, a, b, y: share(build, g, a > b, a, b),
+                lambda build, g, a, b, y: share(build, g, a < b, a, b))
+    return (lambda build, g, a, b, y: share(build, g, a < b, a, b),
+            lambda build, g, a, b, y: share(build, g, a > b, a, b))
+
+
+def _where_gradient(g, inputs, out, attrs, needs, build):
+    c, a, b = inputs
+    zero = build.constant(0, g.dtype)
+    return (None,
+            sum_to(build, build.apply("where", [c, g, zero]), a.shape) if needs[1] else None,
+            sum_to(build, build.apply("where", [c, zero, g]), b.shape) if needs[2] else None)
+
+
+def _cast_gradient(g, inputs, out, attrs, needs, build):
+    x = inputs[0]
+    return (g.to(x.dtype) if x.dtype.is_floating else None,)
+
+
+#     name          reference          dtypes      loop-IR lowering                 gradient of x
+unary("neg",        np.negative,       NUMERIC,    _expr(lambda x: -x),             lambda b, g, x, y: -g,
+      cheap=True, method="neg", onnx="Neg", aten="neg")
+unary("abs",        np.abs,            NUMERIC,    _expr(_lower_abs),               lambda b, g, x, y: g * x.sign(),
+      cheap=True, method="abs", onnx="Abs", aten="abs")
+unary("sign",       np.sign,           NUMERIC,    _expr(_lower_sign),              _zero,
+      method="sign", onnx="Sign", aten="sign")
+unary("relu",       _relu,             NUMERIC,    _expr(_lower_relu),              lambda b, g, x, y: mask(b, x > 0, g),
+      cheap=True, method="relu", onnx="Relu", aten="relu")
+unary("exp",        np.exp,            FLOAT_ONLY, _call("exp"),                    lambda b, g, x, y: g * y,
+      method="exp", onnx="Exp", aten="exp")
+unary("log",        np.log,            FLOAT_ONLY, _call("log"),                    lambda b, g, x, y: g / x,
+      method="log", onnx="Log", aten="log")
+unary("sqrt",       np.sqrt,           FLOAT_ONLY, _call("sqrt"),                   lambda b, g, x, y: g / (y * 2.0),
+      method="sqrt", onnx="Sqrt", aten="sqrt")
+unary("rsqrt",      _rsqrt,            FLOAT_ONLY, _call("rsqrt"),                  lambda b, g, x, y: g * y * y * y * -0.5,
+      method="rsqrt", aten="rsqrt")
+unary("reciprocal", _reciprocal,       FLOAT_ONLY, _expr(_lower_reciprocal),        lambda b, g, x, y: -g * y * y,
       method="reciprocal", onnx="Reciprocal", aten="reciprocal")
-unary("sin", np.sin, FLOAT_ONLY, _call("sin"), method="sin", onnx="Sin", aten="sin")
-unary("cos", np.cos, FLOAT_ONLY, _call("cos"), method="cos", onnx="Cos", aten="cos")
-unary("tanh", np.tanh, FLOAT_ONLY, _call("tanh"), method="tanh", onnx="Tanh", aten="tanh")
-unary("erf", _erf, FLOAT_ONLY, _call("erf"), method="erf", onnx="Erf", aten="erf")
-unary("sigmoid", _sigmoid, FLOAT_ONLY,
-      _expr(lambda x: _const(1, x.dtype) / (_const(1, x.dtype) + E.call("exp", -x))),
+unary("sin",        np.sin,            FLOAT_ONLY, _call("sin"),                    lambda b, g, x, y: g * x.cos(),
+      method="sin", onnx="Sin", aten="sin")
+unary("cos",        np.cos,            FLOAT_ONLY, _call("cos"),                    lambda b, g, x, y: -g * x.sin(),
+      method="cos", onnx="Cos", aten="cos")
+unary("tanh",       np.tanh,           FLOAT_ONLY, _call("tanh"),                   lambda b, g, x, y: g * (1.0 - y * y),
+      method="tanh", onnx="Tanh", aten="tanh")
+unary("erf",        _erf,              FLOAT_ONLY, _call("erf"),                    _erf_gradient,
+      method="erf", onnx="Erf", aten="erf")
+unary("sigmoid",    _sigmoid,          FLOAT_ONLY, _expr(_lower_sigmoid),           lambda b, g, x, y: g * y * (1.0 - y),
       method="sigmoid", onnx="Sigmoid", aten="sigmoid")
-unary("floor", np.floor, FLOAT_ONLY, _call("floor"), method="floor", onnx="Floor", aten="floor",
-      identity_on_integers=True)
-unary("ceil", np.ceil, FLOAT_ONLY, _call("ceil"), method="ceil", onnx="Ceil", aten="ceil",
-      identity_on_integers=True)
-unary("round", _round_half_even, FLOAT_ONLY, _call("rint"), doc="half to even", method="round", onnx="Round", aten="round",
-      identity_on_integers=True)
+unary("floor",      np.floor,          FLOAT_ONLY, _call("floor"),                  _zero,
+      method="floor", onnx="Floor", aten="floor", identity_on_integers=True)
+unary("ceil",       np.ceil,           FLOAT_ONLY, _call("ceil"),                   _zero,
+      method="ceil", onnx="Ceil", aten="ceil", identity_on_integers=True)
+unary("round",      _round_half_even,  FLOAT_ONLY, _call("rint"),                   _zero, doc="half to even",
+      method="round", onnx="Round", aten="round", identity_on_integers=True)
 # methods of their own: logical_not makes any dtype bool first; integers are never NaN
-unary("not", np.logical_not, (0,), _expr(E.logical_not), cheap=True, method="logical_not", custom_method=True,
-      onnx="Not", aten="logical_not")
-unary("isnan", np.isnan, FLOAT_ONLY, _expr(lambda x: E.ne(x, x)), method="isnan", custom_method=True,
-      aten="isnan")
+unary("not",        np.logical_not,    (0,),       _expr(E.logical_not),            NOT_DIFFERENTIABLE,
+      cheap=True, method="logical_not", custom_method=True, onnx="Not", aten="logical_not")
+unary("isnan",      np.isnan,          FLOAT_ONLY, _expr(lambda x: E.ne(x, x)),     NOT_DIFFERENTIABLE,
+      method="isnan", custom_method=True, aten="isnan")
 
-binary("add", np.add, NUMERIC, _expr(lambda a, b: a + b), cheap=True)
-binary("sub", np.subtract, NUMERIC, _expr(lambda a, b: a - b), cheap=True)
-binary("mul", np.multiply, NUMERIC, _expr(lambda a, b: a * b), cheap=True)
-binary("div", np.divide, FLOAT_ONLY, _expr(lambda a, b: a / b), doc="true division")
-binary("floor_div", _int_safe(_floor_div), NUMERIC, _expr(_lower_floor_div), doc="floor division (Python's //)")
-binary("mod", _int_safe(_py_mod), NUMERIC, _expr(_lower_mod), doc="remainder with the divisor's sign (Python's %)")
-binary("pow", np.power, NUMERIC, _expr(_lower_pow))
-binary("maximum", np.maximum, ANY, _expr(E.maximum), cheap=True)
-binary("minimum", np.minimum, ANY, _expr(E.minimum), cheap=True)
-binary("and", np.bitwise_and, (0, 1), _logical("bitand", E.logical_and), doc="logical on bool, bitwise on integers",
+#      name         reference                  dtypes      loop-IR lowering              gradients of a and b
+binary("add",       np.add,                    NUMERIC,    _expr(lambda a, b: a + b),    (_pass, _pass), cheap=True)
+binary("sub",       np.subtract,               NUMERIC,    _expr(lambda a, b: a - b),    (_pass, _negated), cheap=True)
+binary("mul",       np.multiply,               NUMERIC,    _expr(lambda a, b: a * b),    (_times_b, _times_a), cheap=True)
+binary("div",       np.divide,                 FLOAT_ONLY, _expr(lambda a, b: a / b),    _DIV_GRADIENTS,
+       doc="true division")
+binary("floor_div", _int_safe(np.floor_divide), NUMERIC,   _expr(_lower_floor_div),      (_zero, _zero),
+       doc="floor division (Python's //)")
+binary("mod",       _int_safe(np.mod),         NUMERIC,    _expr(_lower_mod),            _MOD_GRADIENTS,
+       doc="remainder with the divisor's sign (Python's %)")
+binary("pow",       np.power,                  NUMERIC,    _expr(_lower_pow),            _POW_GRADIENTS)
+binary("maximum",   np.maximum,                ANY,        _expr(E.maximum),             _extremum_gradients(max),
        cheap=True)
-binary("or", np.bitwise_or, (0, 1), _logical("bitor", E.logical_or), doc="logical on bool, bitwise on integers",
+binary("minimum",   np.minimum,                ANY,        _expr(E.minimum),             _extremum_gradients(min),
        cheap=True)
-binary("xor", np.bitwise_xor, (0, 1), _logical("bitxor", E.ne), doc="logical on bool, bitwise on integers")
-binary("eq", np.equal, ANY, _expr(E.eq), compare=True, cheap=True)
-binary("ne", np.not_equal, ANY, _expr(E.ne), compare=True, cheap=True)
-binary("lt", np.less, ANY, _expr(E.lt), compare=True, cheap=True)
-binary("le", np.less_equal, ANY, _expr(E.le), compare=True, cheap=True)
-binary("gt", np.greater, ANY, _expr(E.gt), compare=True, cheap=True)
-binary("ge", np.greater_equal, ANY, _expr(E.ge), compare=True, cheap=True)
+binary("and",       np.bitwise_and,            (0, 1),     _logical("bitand", E.logical_and), NOT_DIFFERENTIABLE,
+       doc="logical on bool, bitwise on integers", cheap=True)
+binary("or",        np.bitwise_or,             (0, 1),     _logical("bitor", E.logical_or), NOT_DIFFERENTIABLE,
+       doc="logical on bool, bitwise on integers", cheap=True)
+binary("xor",       np.bitwise_xor,            (0, 1),     _logical("bitxor", E.ne),     NOT_DIFFERENTIABLE,
+       doc="logical on bool, bitwise on integers")
+binary("eq",        np.equal,                  ANY,        _expr(E.eq),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
+binary("ne",        np.not_equal,              ANY,        _expr(E.ne),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
+binary("lt",        np.less,                   ANY,        _expr(E.lt),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
+binary("le",        np.less_equal,             ANY,        _expr(E.le),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
+binary("gt",        np.greater,                ANY,        _expr(E.gt),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
+binary("ge",        np.greater_equal,          ANY,        _expr(E.ge),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
 
 register("where", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _where_infer,
          lambda inputs, attrs, out: np.where(*inputs), 3, "where(cond, a, b): a bool condition, a and b of one dtype",
-         lower=_expr(E.Select), cheap=True)
+         lower=_expr(E.Select), cheap=True, gradient=_where_gradient)
 register("cast", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _cast_infer, _cast_reference, 1,
          "attr dtype; float to integer truncates toward zero and saturates, NaN becomes 0",
-         lower=_lower_cast, cheap=True)
+         lower=_lower_cast, cheap=True, gradient=_cast_gradient)

@@ -6,9 +6,13 @@ The front-end normalizes attributes (no -1 in shapes, full-rank slices, ...).
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError
+from .gradient import pad_axis, place, slice_axis, sum_to
 from .registry import Attrs, MappingType, OpKind, TensorType, register
 
 
@@ -178,28 +182,150 @@ def _window_reference(inputs, attrs, out):
                                             attrs["stride"], attrs["dilation"]))
 
 
+# ---- movement ----------------------------------------------------------------------------
+
+def _reshape_gradient(g, inputs, out, attrs, needs, build):
+    return (g.reshape(inputs[0].shape),)
+
+
+def _permute_gradient(g, inputs, out, attrs, needs, build):
+    perm = attrs["perm"]
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return (build.apply("permute", [g], perm=inverse),)
+
+
+def _expand_gradient(g, inputs, out, attrs, needs, build):
+    return (sum_to(build, g, inputs[0].shape),)
+
+
+def _slice_gradient(g, inputs, out, attrs, needs, build):
+    """Scatter back: zeros except at the selected positions (negative steps: flip, then place)."""
+    x = inputs[0]
+    for axis, (start, stop, step) in enumerate(zip(attrs["starts"], attrs["stops"], attrs["steps"])):
+        n, length = x.shape[axis], g.shape[axis]
+        if (start, stop, step) == (0, n, 1):
+            continue
+        if step < 0 and length:
+            g = slice_axis(build, g, axis, length - 1, -1, -1)  # reverse
+            start, step = start + (length - 1) * step, -step
+        g = place(build, g, axis, start if length else 0, step, n)
+    return (g,)
+
+
+def _pad_gradient(g, inputs, out, attrs, needs, build):
+    x = inputs[0]
+    for axis, (lo, hi) in enumerate(attrs["pads"]):
+        if lo or hi:
+            g = slice_axis(build, g, axis, lo, lo + x.shape[axis])
+    return (g,)
+
+
+def _concat_gradient(g, inputs, out, attrs, needs, build):
+    axis, offset, grads = attrs["axis"], 0, []
+    for t, need in zip(inputs, needs):
+        size = t.shape[axis]
+        grads.append(slice_axis(build, g, axis, offset, offset + size) if need else None)
+        offset += size
+    return tuple(grads)
+
+
+def _one_hot(build, index, n, dtype):
+    """(index.shape + (n,)) of dtype: 1 where the (wrapped) index equals the position."""
+    idx = index.to(dt.int64) % n  # negative indices count from the end
+    return (idx.unsqueeze(-1) == build.constant(np.arange(n, dtype=np.int64))).to(dtype)
+
+
+def _take_gradient(g, inputs, out, attrs, needs, build):
+    """Scatter-add of g into the taken rows, as a one-hot matmul (no scatter primitive needed)."""
+    data, index = inputs
+    axis, shape = attrs["axis"], tuple(data.shape)
+    n, k = shape[axis], index.numel()
+    if k == 0:
+        return build.zeros(shape, g.dtype), None
+    pre = int(np.prod(shape[:axis], dtype=np.int64))
+    post = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    onehot = _one_hot(build, index.reshape(-1), n, g.dtype)  # (k, n)
+    g3 = build.apply("permute", [g.reshape(pre, k, post)], perm=(0, 2, 1))  # (pre, post, k)
+    scattered = build.apply("matmul", [g3, onehot])  # (pre, post, n)
+    return build.apply("permute", [scattered], perm=(0, 2, 1)).reshape(shape), None
+
+
+def _gather_gradient(g, inputs, out, attrs, needs, build):
+    """Scatter-add along `axis` through a one-hot comparison, then zero-pad to the input's shape."""
+    data, index = inputs
+    axis, ndim = attrs["axis"], data.ndim
+    n = data.shape[axis]
+    if index.numel() == 0:
+        return build.zeros(data.shape, g.dtype), None
+    contributions = build.apply("reduce_sum", [g.unsqueeze(-1) * _one_hot(build, index, n, g.dtype)], axes=(axis,),
+                           keepdims=False)
+    perm = tuple(range(axis)) + (ndim - 1,) + tuple(range(axis, ndim - 1))
+    result = build.apply("permute", [contributions], perm=perm) if perm != tuple(range(ndim)) else contributions
+    for d in range(ndim):
+        if d != axis:
+            result = pad_axis(build, result, d, 0, data.shape[d] - result.shape[d])
+    return result, None
+
+
+def _window_gradient(g, inputs, out, attrs, needs, build):
+    """Each window element goes back to its input position; overlapping windows add up."""
+    x = inputs[0]
+    kernel, stride, dilation = attrs["kernel"], attrs["stride"], attrs["dilation"]
+    n = len(kernel)
+    lead = x.ndim - n
+    sizes = tuple(x.shape[lead:])
+    outs = tuple(g.shape[lead:lead + n])
+    if all(s == k for s, k in zip(stride, kernel)) and all(d == 1 for d in dilation):
+        # Non-overlapping windows (pooling): interleave (out, kernel) pairs and pad the remainder.
+        perm = tuple(range(lead)) + tuple(itertools.chain.from_iterable((lead + i, lead + n + i) for i in range(n)))
+        tiled = build.apply("permute", [g], perm=perm).reshape(
+            tuple(x.shape[:lead]) + tuple(o * k for o, k in zip(outs, kernel)))
+        for i in range(n):
+            tiled = pad_axis(build, tiled, lead + i, 0, sizes[i] - outs[i] * kernel[i])
+        return (tiled,)
+    total = None
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        starts = (0,) * (lead + n) + offsets
+        stops = tuple(g.shape[:lead + n]) + tuple(o + 1 for o in offsets)
+        part = build.apply("slice", [g], starts=starts, stops=stops, steps=(1,) * g.ndim)
+        part = part.reshape(tuple(g.shape[:lead + n]))
+        for i in range(n):
+            part = place(build, part, lead + i, offsets[i] * dilation[i], stride[i], sizes[i])
+        total = part if total is None else total + part
+    return (total,)
+
+
 register("reshape", OpKind.MOVEMENT, MappingType.REORGANIZE, _reshape_infer,
          lambda i, a, o: i[0].reshape(a["shape"]), 1,
-         doc="attr shape (fully specified)")
+         doc="attr shape (fully specified)",
+         gradient=_reshape_gradient)
 register("permute", OpKind.MOVEMENT, MappingType.SHUFFLE, _permute_infer,
          lambda i, a, o: np.transpose(i[0], a["perm"]), 1,
-         doc="attr perm")
+         doc="attr perm",
+         gradient=_permute_gradient)
 register("expand", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _expand_infer,
          lambda i, a, o: np.broadcast_to(i[0], a["shape"]), 1,
-         doc="attr shape, numpy broadcasting")
+         doc="attr shape, numpy broadcasting",
+         gradient=_expand_gradient)
 register("slice", OpKind.MOVEMENT, MappingType.REORGANIZE, _slice_infer,
          lambda i, a, o: i[0][python_slices(a)], 1,
-         doc="attrs starts, stops, steps, one per axis; steps may be negative")
+         doc="attrs starts, stops, steps, one per axis; steps may be negative",
+         gradient=_slice_gradient)
 register("pad", OpKind.MOVEMENT, MappingType.REORGANIZE, _pad_infer, _pad_reference, 1,
-         doc="attrs pads ((before, after) per axis), value")
+         doc="attrs pads ((before, after) per axis), value",
+         gradient=_pad_gradient)
 register("concat", OpKind.MOVEMENT, MappingType.REORGANIZE, _concat_infer,
          lambda i, a, o: np.concatenate(i, axis=a["axis"]), None,
-         doc="attr axis; variadic")
+         doc="attr axis; variadic",
+         gradient=_concat_gradient)
 register("take", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _take_infer, _take_reference, 2,
          doc="take(data, index; axis): numpy.take / index_select / embedding; negative indices count "
-             "from the end")
+             "from the end",
+         gradient=_take_gradient)
 register("gather", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _gather_infer, _gather_reference, 2,
-         doc="gather(data, index; axis): torch.gather (take_along_axis); negative indices count from the end")
+         doc="gather(data, index; axis): torch.gather (take_along_axis); negative indices count from the end",
+         gradient=_gather_gradient)
 register("window", OpKind.MOVEMENT, MappingType.ONE_TO_MANY, _window_infer, _window_reference, 1,
          doc="sliding windows over the last k axes: (..., out..., kernel...); attrs kernel, stride, "
-             "dilation; pooling is window + a reduction")
+             "dilation; pooling is window + a reduction",
+         gradient=_window_gradient)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError
+from .gradient import NOT_DIFFERENTIABLE, kept, mask
 from .registry import Attrs, MappingType, OpKind, TensorType, register
 
 
@@ -64,14 +65,58 @@ def _arg_reference(fn):
     return reference
 
 
-for _name, _fn in {"reduce_sum": np.sum, "reduce_max": np.max,
-                   "reduce_min": np.min, "reduce_prod": np.prod}.items():
+# ---- reductions --------------------------------------------------------------------------
+
+def _reduce_sum_gradient(g, inputs, out, attrs, needs, build):
+    x = inputs[0]
+    return (kept(g, x.shape, attrs["axes"], attrs["keepdims"]).expand(x.shape),)
+
+
+def _reduce_extremum_gradient(reached: str):
+    """The rule of reduce_max (reached="ge") or reduce_min ("le"): ties split evenly, each of
+    k equal extremes gets g / k."""
+    def rule(g, inputs, out, attrs, needs, build):
+        x = inputs[0]
+        axes, keep = attrs["axes"], attrs["keepdims"]
+        extreme = kept(out, x.shape, axes, keep)
+        count = build.apply("reduce_sum", [(x == extreme).to(g.dtype)], axes=axes, keepdims=True)
+        share = kept(g, x.shape, axes, keep) / count  # at the reduced shape: one division per extreme
+        # x >= max (x <= min) holds exactly where x == the extreme. Spelt differently from the
+        # count's mask, the two are not merged into one stored mask: each fuses into its reader
+        # (max-pool backward is then a small count reduction and one elementwise kernel).
+        return (mask(build, build.apply(reached, [x, extreme]), share),)
+    return rule
+
+
+
+
+def _reduce_prod_gradient(g, inputs, out, attrs, needs, build):
+    """d prod / d x_i = product of the others; exact with zeros (no division by a zero)."""
+    x = inputs[0]
+    axes, keep = attrs["axes"], attrs["keepdims"]
+    is_zero = x == 0
+    zero, one = build.constant(0, x.dtype), build.constant(1, x.dtype)
+    safe = build.apply("where", [is_zero, one, x])
+    zeros = build.apply("reduce_sum", [is_zero.to(x.dtype)], axes=axes, keepdims=True)
+    others_nonzero = build.apply("reduce_prod", [safe], axes=axes, keepdims=True)
+    out_k = kept(out, x.shape, axes, keep)
+    local = build.apply("where", [zeros == 0, out_k / safe,
+                                  build.apply("where", [(zeros == 1) & is_zero, others_nonzero, zero])])
+    return (kept(g, x.shape, axes, keep) * local,)
+
+
+for _name, _fn, _rule in [("reduce_sum", np.sum, _reduce_sum_gradient),
+                         ("reduce_max", np.max, _reduce_extremum_gradient("ge")),
+                         ("reduce_min", np.min, _reduce_extremum_gradient("le")),
+                         ("reduce_prod", np.prod, _reduce_prod_gradient)]:
     register(_name, OpKind.REDUCTION, MappingType.MANY_TO_MANY,
-             _reduce_infer(_name), _reduce_reference(_fn), 1,
+             _reduce_infer(_name), _reduce_reference(_fn), 1, gradient=_rule,
              doc="attrs axes (sorted), keepdims" + ("; an empty axis is an error" if _name in ("reduce_max", "reduce_min")
                                                      else ""))
 # Ties go to the first index, as in numpy and PyTorch.
 register("argmax", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _arg_infer, _arg_reference(np.argmax), 1,
-         doc="attrs axis, keepdims; first index on ties; int64")
+         doc="attrs axis, keepdims; first index on ties; int64",
+         gradient=NOT_DIFFERENTIABLE)
 register("argmin", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _arg_infer, _arg_reference(np.argmin), 1,
-         doc="attrs axis, keepdims; first index on ties; int64")
+         doc="attrs axis, keepdims; first index on ties; int64",
+         gradient=NOT_DIFFERENTIABLE)

@@ -1,10 +1,12 @@
 """The op registry: the one place an op is defined.
 
-An OpDef says how an op infers its result type from its operands (raising
-ShapeError/DTypeError on bad input), how the numpy reference computes it, its
-fusion mapping type (from DNNFusion) and its gradient rule (`vjp`, set by
-ops/gradients.py). Every layer of the compiler reads
-this table; adding an op is one `register(...)` call plus its tests.
+An OpDef says everything that is true of one primitive: how it infers its
+result type from its operands (raising ShapeError/DTypeError on bad input), how
+the numpy reference computes it, its gradient rule (or NOT_DIFFERENTIABLE), its
+fusion mapping type (from DNNFusion) and cheapness, its loop-IR lowering when
+it is elementwise, and the names users and importers reach it by. Every layer
+of the compiler reads this table; adding an op is one `register(...)` call (an
+elementwise op: one row in elementwise.py) plus its tests.
 """
 from __future__ import annotations
 
@@ -143,9 +145,9 @@ class OpDef:
     reference: ReferenceFn
     arity: int | None  # None: variadic
     doc: str = ""
-    # Gradient rule (ops/gradients.py): vjp(grad, inputs, output, attrs, needs) -> one Tensor or None
-    # per input, written with Tensor operations; None here: the op has no gradient (non-differentiable).
-    vjp: Callable | None = None
+    # Gradient rule (ir/ops/gradient.py): rule(grad, inputs, output, attrs, needs, build) -> one gradient
+    # or None per input; NOT_DIFFERENTIABLE for an op whose result carries none; None: not given (a gap).
+    gradient: Any = None
     # Element expression in loop IR of an elementwise op: lower(args, node) -> Expr, from the operands'
     # expressions at the same index (kernels/inline.py); movement and other ops are lowered by kernels/.
     lower: Callable | None = None
