@@ -20,6 +20,7 @@ from .errors import (AxisError, CompileError, DTypeError, ShapeError, TensorKiln
 from .frontend.functions import (cat, chunk, concat, concatenate, flip, matmul, maximum, mean, minimum, repeat,
                         reshape, split, stack, var, where)
 from .ir.graph import Graph, Node
+from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
 from .pipeline.options import CompileOptions
 from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -46,13 +47,14 @@ def _method(name: str):
     return function
 
 
-for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "relu",
-              "floor", "ceil", "round", "sign", "reciprocal", "log1p", "square", "isnan", "clamp", "clip",
-              "sum", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "std", "all", "any",
-              "permute", "transpose", "squeeze", "unsqueeze", "flatten", "expand", "broadcast_to",
-              "gather", "index_select", "softmax", "log_softmax", "gelu", "silu", "narrow", "unbind",
-              "masked_fill", "logical_not", "logical_and", "logical_or", "add", "sub", "mul", "div", "pow",
-              "remainder", "eq", "ne", "lt", "le", "gt", "ge"):
+# tk.<name>(x) for every primitive a Tensor method applies (the op table's rows), and these methods too.
+_PRIMITIVE_METHODS = [op.method for op in _OP_TABLE.values() if op.method]
+for _name in _PRIMITIVE_METHODS + [
+        "log1p", "square", "clamp", "clip", "sum", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "std",
+        "all", "any", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "expand", "broadcast_to",
+        "gather", "index_select", "softmax", "log_softmax", "gelu", "silu", "softplus", "narrow", "unbind",
+        "masked_fill", "logical_and", "logical_or", "add", "sub", "mul", "div", "pow", "remainder",
+        "eq", "ne", "lt", "le", "gt", "ge"]:
     globals()[_name] = _method(_name)
 del _name
 

@@ -22,7 +22,7 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import AxisError, DTypeError, ShapeError, TraceError, at_user_line, user_location
 from ..ir.graph import Node, evaluate, make_node
-from ..ir.ops import Attrs, TensorType, infer_type
+from ..ir.ops import REGISTRY, Attrs, OpDef, TensorType, infer_type
 from .trace import Trace, current_trace
 from .autodiff.mode import is_grad_enabled
 from .autodiff.tape import record
@@ -375,27 +375,6 @@ class Tensor:
     def maximum(self, other): return self._binary("maximum", other)
     def minimum(self, other): return self._binary("minimum", other)
 
-    def _unary(self, op: str, float_only: bool = True) -> "Tensor":
-        x = self.to(dt.DEFAULT_FLOAT) if float_only and not self._dtype.is_floating else self
-        return apply(op, [x])
-
-    def neg(self): return apply("neg", [self])
-    def abs(self): return self._unary("abs", False)
-    def sign(self): return self._unary("sign", False)
-    def exp(self): return self._unary("exp")
-    def log(self): return self._unary("log")
-    def sqrt(self): return self._unary("sqrt")
-    def rsqrt(self): return self._unary("rsqrt")
-    def reciprocal(self): return self._unary("reciprocal")
-    def sin(self): return self._unary("sin")
-    def cos(self): return self._unary("cos")
-    def tanh(self): return self._unary("tanh")
-    def erf(self): return self._unary("erf")
-    def sigmoid(self): return self._unary("sigmoid")
-    def relu(self): return self._unary("relu", False)
-    def floor(self): return self if not self._dtype.is_floating else apply("floor", [self])
-    def ceil(self): return self if not self._dtype.is_floating else apply("ceil", [self])
-    def round(self): return self if not self._dtype.is_floating else apply("round", [self])
     def isnan(self): return apply("isnan", [self]) if self._dtype.is_floating else self != self
 
     def square(self): return self * self
@@ -594,6 +573,25 @@ class Tensor:
 
 
 _NOT_METHODS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__"}
+
+
+def _primitive_method(op: OpDef):
+    """The Tensor method of a one-operand primitive row (`OpDef.method`): float-only ops make an
+    integer tensor float32 first, or return it unchanged when they are the identity on integers."""
+    def method(self: Tensor) -> Tensor:
+        if op.float_only and not self._dtype.is_floating:
+            if op.identity_on_integers:
+                return self
+            return apply(op.name, [self.to(dt.DEFAULT_FLOAT)])
+        return apply(op.name, [self])
+    method.__name__ = method.__qualname__ = op.method
+    method.__doc__ = f"x.{op.method}(): the `{op.name}` primitive ({op.doc})."
+    return method
+
+
+for _op in REGISTRY.values():
+    if _op.method and _op.arity == 1 and not _op.custom_method:
+        setattr(Tensor, _op.method, _primitive_method(_op))
 
 
 def tensor_methods(cls: type) -> type:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tensorkiln as tk
+from tensorkiln.ir.ops import REGISTRY
 
 from helpers import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, SHAPES, assert_close, make_tensor, stored
 
@@ -50,7 +51,19 @@ UNARY = {
     "ceil": (np.ceil, "rounding", (-4, 4)),
     "round": (np.round, "rounding", None),  # halves: ties go to even
     "isnan": (np.isnan, "any", (-3, 3)),
+    "logical_not": (np.logical_not, "any", (-3, 3)),
 }
+
+
+def test_every_one_operand_primitive_is_tested_here():
+    methods = {op.method for op in REGISTRY.values() if op.method and op.arity == 1}
+    assert methods <= set(UNARY), f"add an independent reference for {sorted(methods - set(UNARY))}"
+
+
+def test_references_are_sampled_inside_each_primitives_domain():
+    for op in REGISTRY.values():
+        if op.method in UNARY and UNARY[op.method][2] is not None and op.domain[0] is not None:
+            assert UNARY[op.method][2][0] >= op.domain[0], op.name
 
 
 def _unary_case(rng, name, shape, dtype, layout):

@@ -26,6 +26,7 @@ from ...frontend.functions import cat, matmul, mean, var, where
 from ...frontend.functions import stack as tk_stack
 from ...nn import functional as F
 from ...frontend.tensor import Tensor, as_tensor, normalize_dim
+from ...ir.ops import REGISTRY
 from .tensors import tk_dtype, to_tk
 
 aten = torch.ops.aten
@@ -162,14 +163,11 @@ def _unary(name: str):
     return lower
 
 
-for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "erf", "tanh", "sigmoid", "relu", "reciprocal", "sin",
-              "cos", "floor", "ceil", "round", "sign", "log1p", "isnan"):
-    register_lowering(getattr(aten, _name).default)(_unary(_name))
-
-
-@register_lowering(aten.logical_not.default)
-def logical_not(x):
-    return x.logical_not()
+# The ATen operators that are exactly one primitive (the op table's `aten` names), through its method.
+for _op in REGISTRY.values():
+    if _op.aten and _op.arity == 1:
+        register_lowering(getattr(aten, _op.aten).default)(_unary(_op.method))
+register_lowering(aten.log1p.default)(_unary("log1p"))
 
 
 @register_lowering(aten.bitwise_not.default)

@@ -253,7 +253,7 @@ def unary(name: str, reference, accepts: tuple[int, ...], lower, grad, doc: str 
     """Register an elementwise op of one operand."""
     register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _unary_infer(name, accepts),
              _unary_reference(reference), 1, _describe(accepts, doc), lower=lower,
-             gradient=_unary_gradient(grad), **facts)
+             gradient=_unary_gradient(grad), float_only=accepts == FLOAT_ONLY, **facts)
 
 
 def binary(name: str, reference, accepts: tuple[int, ...], lower, grad, compare: bool = False, doc: str = "",
@@ -363,11 +363,11 @@ unary("relu",       _relu,             NUMERIC,    _expr(_lower_relu),          
 unary("exp",        np.exp,            FLOAT_ONLY, _call("exp"),                    lambda b, g, x, y: g * y,
       method="exp", onnx="Exp", aten="exp")
 unary("log",        np.log,            FLOAT_ONLY, _call("log"),                    lambda b, g, x, y: g / x,
-      method="log", onnx="Log", aten="log")
+      domain=(0, None), method="log", onnx="Log", aten="log")
 unary("sqrt",       np.sqrt,           FLOAT_ONLY, _call("sqrt"),                   lambda b, g, x, y: g / (y * 2.0),
-      method="sqrt", onnx="Sqrt", aten="sqrt")
+      domain=(0, None), method="sqrt", onnx="Sqrt", aten="sqrt")
 unary("rsqrt",      _rsqrt,            FLOAT_ONLY, _call("rsqrt"),                  lambda b, g, x, y: g * y * y * y * -0.5,
-      method="rsqrt", aten="rsqrt")
+      domain=(0, None), method="rsqrt", aten="rsqrt")
 unary("reciprocal", _reciprocal,       FLOAT_ONLY, _expr(_lower_reciprocal),        lambda b, g, x, y: -g * y * y,
       method="reciprocal", onnx="Reciprocal", aten="reciprocal")
 unary("sin",        np.sin,            FLOAT_ONLY, _call("sin"),                    lambda b, g, x, y: g * x.cos(),

@@ -157,7 +157,11 @@ class OpDef:
     method: str | None = None
     onnx: str | None = None
     aten: str | None = None
-    identity_on_integers: bool = False  # float-only op whose method returns integer tensors unchanged
+    # Open interval (low, high) of real inputs the op is defined on, as PyTorch's OpInfo says it (None:
+    # unbounded); tests sample inside it.
+    domain: tuple[float | None, float | None] = (None, None)
+    float_only: bool = False  # takes floating operands only: its method makes integer tensors float32 first
+    identity_on_integers: bool = False  # ... or returns them unchanged (floor, ceil, round)
     custom_method: bool = False  # the front-end writes `method` itself (it does more than apply the op)
     backend_only: bool = False  # made by graph passes for the C backend; users and importers never see it
 
