@@ -244,8 +244,8 @@ def _binary_gradient(grad):
         return grad
 
     def rule(g, inputs, out, attrs, needs, build):
-        return tuple(sum_to(build, fn(build, g, *inputs, out), x.shape) if need and fn is not None else None
-                     for fn, x, need in zip(grad, inputs, needs))
+        grads = (fn(build, g, *inputs, out) if need else None for fn, need in zip(grad, needs))
+        return tuple(None if d is None else sum_to(build, d, x.shape) for d, x in zip(grads, inputs))
     return rule
 
 
