@@ -50,6 +50,7 @@ UNARY = {
     "floor": (np.floor, "rounding", (-4, 4)),
     "ceil": (np.ceil, "rounding", (-4, 4)),
     "round": (np.round, "rounding", None),  # halves: ties go to even
+    "trunc": (np.trunc, "rounding", (-4, 4)),
     "isnan": (np.isnan, "any", (-3, 3)),
     "logical_not": (np.logical_not, "any", (-3, 3)),
 }

@@ -386,6 +386,8 @@ unary("ceil",       np.ceil,           FLOAT_ONLY, _call("ceil"),               
       method="ceil", onnx="Ceil", aten="ceil", identity_on_integers=True)
 unary("round",      _round_half_even,  FLOAT_ONLY, _call("rint"),                   _zero, doc="half to even",
       method="round", onnx="Round", aten="round", identity_on_integers=True)
+unary("trunc",      np.trunc,          FLOAT_ONLY, _call("trunc"),                  _zero, doc="toward zero",
+      method="trunc", aten="trunc", identity_on_integers=True)
 # methods of their own: logical_not makes any dtype bool first; integers are never NaN
 unary("not",        np.logical_not,    (0,),       _expr(E.logical_not),            NOT_DIFFERENTIABLE,
       cheap=True, method="logical_not", custom_method=True, onnx="Not", aten="logical_not")
