@@ -28,7 +28,13 @@ def away_from_zero(*shape):
     return lambda rng: rng.uniform(0.3, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
 
 
+def inside_one(*shape):
+    return lambda rng: rng.uniform(-0.8, 0.8, shape)
+
+
 UNARY = {
+    "tan": inside_one, "sinh": normal, "cosh": normal, "asin": inside_one, "acos": inside_one, "atan": normal,
+    "log2": positive, "log10": positive,
     "neg": normal, "abs": away_from_zero, "relu": away_from_zero, "exp": normal, "log": positive,
     "sqrt": positive, "rsqrt": positive, "reciprocal": away_from_zero, "sin": normal, "cos": normal,
     "tanh": normal, "erf": normal, "sigmoid": normal,

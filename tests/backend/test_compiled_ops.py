@@ -21,7 +21,7 @@ def randn(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
-# Every one-operand primitive of the op table, through its method; positive inputs where its domain starts at 0.
+# Every one-operand primitive of the op table, through its method, on inputs inside its domain.
 UNARY = [op for op in REGISTRY.values() if op.arity == 1 and op.method and op.kind == OpKind.ELEMENTWISE]
 
 
@@ -29,11 +29,16 @@ UNARY = [op for op in REGISTRY.values() if op.arity == 1 and op.method and op.ki
 def test_unary_float_ops(dtype):
     x = tk.tensor(randn(3, 17) * 3, dtype=dtype)
     positive = tk.tensor(np.abs(randn(3, 17)) + 0.1, dtype=dtype)
+    unit = tk.tensor(np.tanh(randn(3, 17)) * 0.95, dtype=dtype)
 
-    def fn(x, p):
-        return tuple(getattr(p if op.domain[0] == 0 else x, op.method)() for op in UNARY) + (
+    def inside(op, x, p, u):
+        low, high = op.domain
+        return x if low is None else u if high is not None else p
+
+    def fn(x, p, u):
+        return tuple(getattr(inside(op, x, p, u), op.method)() for op in UNARY) + (
             p.reciprocal(), x.softplus(), x.silu())
-    check_compiled(fn, x, positive)
+    check_compiled(fn, x, positive, unit)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])

@@ -51,6 +51,14 @@ UNARY = {
     "ceil": (np.ceil, "rounding", (-4, 4)),
     "round": (np.round, "rounding", None),  # halves: ties go to even
     "trunc": (np.trunc, "rounding", (-4, 4)),
+    "tan": (np.tan, "float", (-1.4, 1.4)),
+    "sinh": (np.sinh, "float", (-3, 3)),
+    "cosh": (np.cosh, "float", (-3, 3)),
+    "asin": (np.arcsin, "float", (-0.95, 0.95)),
+    "acos": (np.arccos, "float", (-0.95, 0.95)),
+    "atan": (np.arctan, "float", (-4, 4)),
+    "log2": (np.log2, "float", (0.05, 4)),
+    "log10": (np.log10, "float", (0.05, 4)),
     "isnan": (np.isnan, "any", (-3, 3)),
     "logical_not": (np.logical_not, "any", (-3, 3)),
 }

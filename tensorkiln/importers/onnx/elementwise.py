@@ -3,14 +3,12 @@ logic, math functions written as formulas, and the elementwise ops with attribut
 (Div, Mod, Pow, IsInf, Clip, the variadic Max/Min/Sum/Mean, Where, Cast).
 
 `ONNX_UNARY_TO_TENSOR_METHOD` is the one-to-one table, read from the op table (`OpDef.onnx`):
-each ONNX unary operator in it is exactly one primitive, applied by its Tensor method. `BINARY_OPERATORS` maps the binary
-operators to Python operators on Tensors; their converters only add the legacy (opset < 7)
-`broadcast`/`axis` handling. Integer Div truncates toward zero, Mod honours `fmod`, and
-Atan/Asin/Acos are a range-reduced series (float accuracy).
+each ONNX unary operator in it is exactly one primitive, applied by its Tensor method.
+`BINARY_OPERATORS` maps the binary operators to Python operators on Tensors; their converters only add the legacy (opset < 7)
+`broadcast`/`axis` handling. Integer Div truncates toward zero and Mod honours `fmod`.
 """
 from __future__ import annotations
 
-import math
 import operator
 from typing import Callable
 
@@ -93,34 +91,13 @@ for _name, _fn in ONNX_UNARY_TO_TENSOR_METHOD.items():
 
 # Unary operators that are a short formula over Tensor methods.
 _UNARY_FORMULAS: dict[str, Callable[[Tensor], Tensor]] = {
-    "Identity": lambda x: x, "Tan": lambda x: x.sin() / x.cos(),
-    "Sinh": lambda x: (x.exp() - (-x).exp()) * 0.5, "Cosh": lambda x: (x.exp() + (-x).exp()) * 0.5,
+    "Identity": lambda x: x,
     "Asinh": lambda x: (x + (x * x + 1.0).sqrt()).log(), "Acosh": lambda x: (x + (x * x - 1.0).sqrt()).log(),
     "Atanh": lambda x: ((1.0 + x) / (1.0 - x)).log() * 0.5,
     "BitwiseNot": lambda x: x ^ -1,
 }
 for _name, _fn in _UNARY_FORMULAS.items():
     converter(_name)(_unary(_fn))
-
-
-def _atan(x: Tensor) -> Tensor:
-    """arctan by range reduction (|x| > 1 -> pi/2 - atan(1/x), then the half-angle step) and a series."""
-    ax = x.abs()
-    big = ax > 1.0
-    r = where(big, 1.0 / where(big, ax, 1.0), ax)
-    r = r / (1.0 + (1.0 + r * r).sqrt())  # atan(r) = 2 atan(r / (1 + sqrt(1 + r^2))), now r <= 0.4143
-    r2, term, total = r * r, r, r
-    for k in range(3, 24, 2):
-        term = term * r2 * -1.0
-        total = total + term * (1.0 / k)
-    total = total * 2.0
-    total = where(big, math.pi / 2 - total, total)
-    return where(x < 0, -total, total)
-
-
-converter("Atan")(_unary(_atan))
-converter("Asin")(_unary(lambda x: _atan(x / (1.0 - x * x).sqrt())))
-converter("Acos")(_unary(lambda x: math.pi / 2 - _atan(x / (1.0 - x * x).sqrt())))
 
 
 @converter("IsNaN")

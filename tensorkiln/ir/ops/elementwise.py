@@ -13,6 +13,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError
 from ...loops import expr as E
+from ...loops.math import math_function
 from ...loops.types import compute_dtype
 from .gradient import NOT_DIFFERENTIABLE, mask, sum_to
 from .registry import Attrs, MappingType, OpKind, TensorType, register
@@ -294,6 +295,18 @@ def _erf_gradient(build, g, x, y):
     return g * (-(x * x)).exp() * (2.0 / math.sqrt(math.pi))
 
 
+def _asin_gradient(build, g, x, y):
+    return g * (1.0 - x * x).rsqrt()
+
+
+def _acos_gradient(build, g, x, y):
+    return -g * (1.0 - x * x).rsqrt()
+
+
+def _log10_gradient(build, g, x, y):
+    return g / (x * math.log(10.0))
+
+
 def _pass(build, g, a, b, y):
     return g
 
@@ -388,6 +401,23 @@ unary("round",      _round_half_even,  FLOAT_ONLY, _call("rint"),               
       method="round", onnx="Round", aten="round", identity_on_integers=True)
 unary("trunc",      np.trunc,          FLOAT_ONLY, _call("trunc"),                  _zero, doc="toward zero",
       method="trunc", aten="trunc", identity_on_integers=True)
+unary("tan",        np.tan,            FLOAT_ONLY, _call("tan"),                    lambda b, g, x, y: g * (1.0 + y * y),
+      method="tan", onnx="Tan", aten="tan")
+unary("sinh",       np.sinh,           FLOAT_ONLY, _call("sinh"),                   lambda b, g, x, y: g * x.cosh(),
+      method="sinh", onnx="Sinh", aten="sinh")
+unary("cosh",       np.cosh,           FLOAT_ONLY, _call("cosh"),                   lambda b, g, x, y: g * x.sinh(),
+      method="cosh", onnx="Cosh", aten="cosh")
+unary("asin",       np.arcsin,         FLOAT_ONLY, _call("asin"),                   _asin_gradient,
+      domain=(-1, 1), method="asin", onnx="Asin", aten="asin")
+unary("acos",       np.arccos,         FLOAT_ONLY, _call("acos"),                   _acos_gradient,
+      domain=(-1, 1), method="acos", onnx="Acos", aten="acos")
+unary("atan",       np.arctan,         FLOAT_ONLY, _call("atan"),                   lambda b, g, x, y: g / (1.0 + x * x),
+      method="atan", onnx="Atan", aten="atan")
+unary("log2",       np.log2,           FLOAT_ONLY, _call("log2"),                   lambda b, g, x, y: g / (x * math.log(2.0)),
+      domain=(0, None), method="log2", aten="log2")
+math_function("log10", 1, np.log10)  # libm's log10f/log10 in C: a loop-IR math function beside its op
+unary("log10",      np.log10,          FLOAT_ONLY, _call("log10"),                  _log10_gradient,
+      domain=(0, None), method="log10", aten="log10")
 # methods of their own: logical_not makes any dtype bool first; integers are never NaN
 unary("not",        np.logical_not,    (0,),       _expr(E.logical_not),            NOT_DIFFERENTIABLE,
       cheap=True, method="logical_not", custom_method=True, onnx="Not", aten="logical_not")
