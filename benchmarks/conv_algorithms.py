@@ -5,7 +5,7 @@
     python benchmarks/conv_algorithms.py --shallow --batch 1    # layers with few input channels
 
 For each layer (224x224 input) and batch, every NCHW algorithm that applies
-(winograd4, winograd2, gemm_rows, gemm: tensorkiln/loops/templates/conv.py)
+(winograd4, winograd2, gemm_rows, gemm: tensorkiln/kernels/templates/conv.py)
 is compiled on its own (`forced_conv_algorithm`) as conv + bias + relu, the
 weight passed as an argument so that no graph pass changes the layer.
 With the weights baked in as constants, as in a model: `nchwc` is the

@@ -18,7 +18,7 @@ import pytest
 import tensorkiln as tk
 from tensorkiln import dtypes as dt
 
-from backend.disassembly import needs_vector_disassembly
+from kernels.disassembly import needs_vector_disassembly
 from helpers import ALL_DTYPES
 
 MODES = ["eager", "interpreter", "c", "c-debug"]

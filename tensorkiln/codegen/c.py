@@ -41,7 +41,7 @@ access (a store is dropped, a load reads element 0), and the entry returns
 non-zero, which the runtime raises as a Python exception. SIMD pragmas are
 left out in debug mode (a check has side effects). The runtime compiles
 debug code with -O1 -g -fsanitize=undefined, and -fsanitize=address on
-request: see tensorkiln/runtime/compiler.py for why ASan is opt-in.
+request: see tensorkiln/runtime/c_compiler.py for why ASan is opt-in.
 """
 from __future__ import annotations
 

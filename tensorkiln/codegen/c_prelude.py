@@ -274,7 +274,7 @@ _VECTOR_MATH = r"""
  * streams only as fast as it computes. Coefficients: minimax fits (relative
  * error) in float64, rounded to float32. Largest errors over every float32
  * of the range, against float64: tk_expf 1.06 ulp, tk_tanhf 6.2 ulp,
- * tk_erff 6.5 ulp (docs/kernels.md; tests/backend/test_vector_math.py). */
+ * tk_erff 6.5 ulp (docs/kernels.md; tests/kernels/test_vector_math.py). */
 
 /* exp(x) = 2^n * e^r, n = rint(x / ln 2), |r| <= ln 2 / 2: r by Cody-Waite
  * (ln 2 in two parts, exact products by fma), 2 e^r by a degree-6

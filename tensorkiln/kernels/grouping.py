@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
+from .templates.attention import attention_parts
 
 
 
@@ -390,9 +391,8 @@ def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, s
 
     Applies where softmax(x) @ v has x computed elementwise from q @ k^T and none of the
     intermediates (scores, weights) is read anywhere else: then the seq x seq matrix
-    need not exist (loops/templates/attention.py).
+    need not exist (kernels/templates/attention.py).
     """
-    from .templates.attention import attention_parts
     found = {}
     for root in graph.nodes:
         parts = attention_parts(root)
@@ -474,5 +474,5 @@ def format_grouping(graph: Graph, groups: list[KernelGroup]) -> str:
         reads = ", ".join(names[n.id] for n in group.inputs) or "nothing"
         lines.append(f"{group.name} ({group.kind}): stores {names[group.root.id]}, {group.reason or 'materialized'}; "
                      f"reads {reads}")
-        lines += ["  " + format_node(n, names) for n in group.nodes if n.op not in ("input", "constant")]
+        lines += ["  " + format_node(n, names) for n in group.nodes if n.kind != OpKind.SOURCE]
     return "\n".join(lines)

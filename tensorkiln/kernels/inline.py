@@ -18,6 +18,7 @@ from ..ir.ops import get_op
 from ..loops import expr as E
 from ..loops.buffer import Buffer
 from ..loops.types import INDEX_DTYPE, compute_dtype
+from ..dtypes import f32_from_bf16_bits
 
 
 def linear_index(index: list[E.Expr], shape: tuple[int, ...]) -> E.Expr:
@@ -116,7 +117,6 @@ class ValueBuilder:
         if node.op == "constant" and node.type.size == 1:
             scalar = node.attrs["value"].array.reshape(-1)[0]
             if node.dtype.name == "bfloat16":
-                from ..dtypes import f32_from_bf16_bits
                 scalar = f32_from_bf16_bits(np.array([scalar]))[0]
             return _const_value(scalar, node.dtype.name)
         if node.id in self.buffers and node is not self.inline_root:

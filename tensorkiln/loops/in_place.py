@@ -1,7 +1,7 @@
 """In-place updates that change a few elements store only those.
 
 A state update `new = where(mask, value, old)` whose output overwrites its
-input (compile.py's in-place pairs: a KV cache written at one position)
+input (the pipeline's in-place pairs: a KV cache written at one position)
 would store every element, almost all of them the value already there. Its
 store `out[i] = select(c, a, old[i])` becomes `if (c) out[i] = a`, and the
 `if` moves out of the loops whose variables it does not depend on: GPT-2's

@@ -1,6 +1,6 @@
 """Layout transformation: chains of convolutions run in channel-blocked layout (NCHW[x]c).
 
-A chosen conv2d becomes `conv2d_nchwc` (loops/templates/conv_nchwc.py): its
+A chosen conv2d becomes `conv2d_nchwc` (kernels/templates/conv_nchwc.py): its
 weight blocked as w[K/kb, C/cb, KH, KW, cb, kb] (a reshape and a permute of a
 constant: folded at compile time), its output y[N, K/kb, OH, OW, kb], kb one
 vector of output channels.

@@ -1,11 +1,11 @@
 """Packed GEMM weights: a matmul by a constant matrix becomes `matmul_packed(x, panels)` with
-B's micro-panels laid out here, once (ops/gemm_panels.py).
+B's micro-panels laid out here, once (ir/ops/gemm_panels.py).
 
 The GEMM otherwise copies B into micro-panels on every call: for a linear
 layer at batch 64 (784 x 512 weights) that copy is ~15% of the kernel,
 since each weight is used only 64 times per call. With the panels given, the
 micro-kernel reads them in place. Matmuls that the GEMM rule
-(`blis_gemm_applies` in loops/templates/matmul.py) runs as BLIS are packed,
+(`blis_gemm_applies` in kernels/templates/matmul.py) runs as BLIS are packed,
 and so are the matrix-vector products below it (`panel_order_applies`),
 which then stream B panel by panel; the panel width NR is the one the GEMM
 uses on this machine, so both share one packed copy.

@@ -5,7 +5,7 @@ the A panels of the kernel's GEMMs (which then read it in place).
 The kernel would otherwise transform its weights on every call (about 10%
 of a 128-channel layer at batch 1, more with more channels). Which layers
 run as Winograd is the convolution rule's decision (`winograd_choice` in
-loops/templates/conv.py, or an algorithm forced by `forced_conv_algorithm`),
+kernels/templates/conv.py, or an algorithm forced by `forced_conv_algorithm`),
 so this pass changes where the transform happens, never which algorithm
 runs. Weights that are graph inputs (training) keep the in-kernel transform.
 """

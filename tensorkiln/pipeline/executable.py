@@ -21,6 +21,8 @@ import numpy as np
 from ..errors import TensorKilnError
 from ..ir.graph import Graph, interpret
 from .profile import KernelProfile, KernelTime
+from ..runtime.signature import numpy_dtypes
+from .build import build
 
 
 # References to a recycled output array that nobody outside holds: the recycling list, the
@@ -133,7 +135,6 @@ class CompiledGraph:
     def bind(self, module, kernels: list[KernelInfo], arena_bytes: int, naive_bytes: int,
              lower_bound_bytes: int, lower_seconds: float, in_place: dict[int, int], lowering=None) -> None:
         """Bind the loaded module and fill the report (the same for a fresh build and a cached one)."""
-        from ..runtime.signature import numpy_dtypes
         self.module = module
         self._lowering = lowering
         self._in_place = dict(in_place)
@@ -165,7 +166,6 @@ class CompiledGraph:
 
     def profile(self, arrays: list[np.ndarray], repeat: int = 20) -> KernelProfile:
         """Mean time per call of each kernel over `repeat` calls (after one warm-up) on these inputs."""
-        from .build import build
         if self.module is None:
             raise TensorKilnError(f"graph {self.graph.name} runs in the reference interpreter "
                                   f"({self.report.fallback_reason}): there are no kernels to profile")

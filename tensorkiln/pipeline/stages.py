@@ -51,6 +51,13 @@ from ..runtime import c_compiler, graph_cache
 from . import build as build_module
 from .executable import CompiledGraph, KernelInfo
 from .options import CompileOptions
+from ..passes import optimize as run_passes
+from ..loops.in_place import skip_unchanged_stores
+from ..kernels.schedule_defaults import thread_count
+from ..kernels.target import cpu_target
+from ..kernels.templates.conv import forced_algorithm
+from ..runtime.module import CompiledModule
+from ..runtime.signature import Signature
 
 STAGES = ("optimize", "group kernels", "lower", "plan memory", "generate C", "build")
 
@@ -110,7 +117,6 @@ def compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[in
 # ---- the stages ------------------------------------------------------------------------------------
 def optimize(traced: Graph, options: CompileOptions):
     """Stage 1: the graph passes of options.opt_level; (optimized graph, per-pass statistics)."""
-    from ..passes import optimize as run_passes
     return run_passes(traced, options.opt_level, options.fast_math, dump_dir=options.dump_dir,
                       blocked_layouts=options.blocked_layouts)
 
@@ -164,7 +170,6 @@ def lower_stages(graph: Graph, options: CompileOptions, updates: list[tuple[int,
 
 def _plan_updates(program: Program, updates: list[tuple[int, int]]) -> tuple[Program, dict[int, int]]:
     """Let outputs that are new values of state inputs overwrite them (memory_plan.state_update_pairs)."""
-    from ..loops.in_place import skip_unchanged_stores
     candidates = [(program.outputs[o].name, program.inputs[i].name) for o, i in updates
                   if o < len(program.outputs) and i < len(program.inputs)]
     pairs = state_update_pairs(program, candidates)
@@ -185,9 +190,6 @@ def kernel_infos(lowered: LoweredGraph) -> list[KernelInfo]:
 
 def target_description() -> str:
     """What the kernel templates read of the machine: CPU target, thread count, a forced conv algorithm."""
-    from ..kernels.schedule_defaults import thread_count
-    from ..kernels.target import cpu_target
-    from ..kernels.templates.conv import forced_algorithm
     return f"{cpu_target()!r};threads={thread_count()};conv={forced_algorithm()}"
 
 
@@ -199,8 +201,6 @@ def cache_key(graph: Graph, options: CompileOptions, updates: list[tuple[int, in
 
 def load_cached(compiled: CompiledGraph, key: str, options: CompileOptions, start: float) -> bool:
     """Bind the library a cache entry names (no stages 2-6); False when there is none or it does not fit."""
-    from ..runtime.module import CompiledModule
-    from ..runtime.signature import Signature
     cached = graph_cache.load_entry(key)
     if cached is None:
         return False

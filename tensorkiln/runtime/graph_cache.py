@@ -32,6 +32,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .c_compiler import build_flags, cache_dir, compiler_version, cpu_features, find_c_compiler
+
 ENTRY_FORMAT = "1"  # bump when the entry's fields change
 
 
@@ -67,7 +69,6 @@ def entry_key(fingerprint: str, *, options: str, target: str, debug: bool) -> st
     `target` (what the kernel templates read of the machine) by the pipeline. `debug`
     selects the C compiler's flags, which are part of the key too.
     """
-    from .c_compiler import build_flags, compiler_version, cpu_features, find_c_compiler
     cc = find_c_compiler() or ""
     parts = (ENTRY_FORMAT, package_digest(), fingerprint, options, target,
              compiler_version(cc) if cc else "", " ".join(build_flags(debug)), cpu_features())
@@ -79,7 +80,6 @@ def entry_key(fingerprint: str, *, options: str, target: str, debug: bool) -> st
 
 
 def _entry_path(key: str) -> Path:
-    from .c_compiler import cache_dir
     return cache_dir() / "graphs" / f"{key}.json"
 
 

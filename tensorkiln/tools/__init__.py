@@ -1,0 +1,1 @@
+"""The `tensorkiln` command and what it runs: the demo, benchmarks against peers, ONNX runs, the op table."""

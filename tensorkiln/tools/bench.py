@@ -1,6 +1,6 @@
 """`tensorkiln bench`: tensorkiln and the installed peers on the same model, in the same run.
 
-Each model is a PyTorch reference model (tensorkiln/models/torch_reference.py,
+Each model is a PyTorch reference model (tensorkiln/tools/torch_reference.py,
 seeded weights); tensorkiln compiles that very module with `tk.from_torch`, so
 every framework computes with the same weights. For each framework: compile
 time (first call, separately), latency (the median of calls timed in rounds

@@ -139,3 +139,47 @@ def test_no_import_cycles():
 def test_the_package_root_holds_only_the_public_surface():
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert root == ["__init__.py", "dtypes.py", "errors.py", "onnx.py"], root
+
+
+# Modules that import torch when they load: importing them inside a function keeps torch optional.
+NEEDS_TORCH = ("tensorkiln.importers.torch", "tensorkiln.tools.torch_reference")
+
+
+def test_imports_inside_functions_are_for_optional_packages_only():
+    """An import inside a function dodges nothing: it names an optional package (torch, onnx ...), a module
+    that needs one, or a subcommand the CLI loads when it runs."""
+    known = modules()
+    hidden = []
+    for name, path in known.items():
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                single = ast.Module(body=[node], type_ignores=[])
+                for target in imports_of(name, path, known) & _targets(name, path, single, known):
+                    if name == "tensorkiln.tools.cli" or target.startswith(NEEDS_TORCH):
+                        continue
+                    hidden.append(f"{name}:{node.lineno} imports {target} inside {function.name}()")
+    assert not hidden, "imports inside functions (move them to the top of the module):\n" + "\n".join(hidden)
+
+
+def _targets(name: str, path: Path, tree: ast.Module, known: dict[str, Path]) -> set[str]:
+    """The package's modules one import statement names."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else node.module or ""
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found

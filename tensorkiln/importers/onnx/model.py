@@ -33,6 +33,7 @@ from ...pipeline.options import CompileOptions
 from .functions import NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
+from ...frontend.jit import jit
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
@@ -147,7 +148,6 @@ class OnnxModule:
     """
 
     def __init__(self, model, name: str, backend: str = "c", opt_level: int = 2, debug: bool | None = None):
-        from ...frontend.jit import jit
         self.model_name = name
         self.backend = backend
         graph = model.graph

@@ -186,7 +186,7 @@ def _conv2d_nchwc_gradient(g, inputs, out, attrs, needs, build):
 
 
 # A (..., M, K) @ B (K x N) with B given in the GEMM micro-kernel's panels (ceil(N/NR), K, NR)
-# (ops/gemm_panels.py). Made by the packed_weights pass for constant weights, packed once at compile time.
+# (ir/ops/gemm_panels.py). Made by the packed_weights pass for constant weights, packed once at compile time.
 register("matmul_packed", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _matmul_packed_infer,
          _matmul_packed_reference, 2, backend_only=True,
          doc="matmul whose right operand is given as GEMM micro-panels (ceil(N/NR), K, NR); attr n",
@@ -201,7 +201,7 @@ register("conv2d_nchwc", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_n
              "padding, dilation, out_layout, groups (optional, default 1)",
          gradient=_conv2d_nchwc_gradient)
 # A 3x3 stride-1 conv2d by Winograd F(m x m, 3 x 3) whose weights are given transformed:
-# x[N, C, H, W] with U = G w G^T in the GEMM's panels u[(m+2)^2, ceil(K/MR), C, MR] (ops/winograd_math.py:
+# x[N, C, H, W] with U = G w G^T in the GEMM's panels u[(m+2)^2, ceil(K/MR), C, MR] (ir/ops/winograd_math.py:
 # weight_panels), attr out_channels = K -> y[N, K, OH, OW]. Made by the winograd_weights pass for constant
 # weights (the transform then runs once, at compile time).
 register("conv2d_winograd", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv2d_winograd_infer,

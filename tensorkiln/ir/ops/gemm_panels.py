@@ -1,6 +1,6 @@
 """GEMM weights in the micro-kernel's panel layout, for `matmul_packed`.
 
-The BLIS-style GEMM (loops/templates/gemm.py) reads B as micro-panels: NR
+The BLIS-style GEMM (kernels/templates/gemm.py) reads B as micro-panels: NR
 consecutive columns for each k, NR floats per row of a panel. Packing copies
 B into that layout on every call. A weight known at compile time is packed
 once instead (passes/packed_weights.py), into
@@ -10,7 +10,7 @@ once instead (passes/packed_weights.py), into
 of shape (ceil(N / NR), K, NR), from which the micro-kernel loads directly.
 Leading batch axes are kept: Winograd's transformed weights are a batch of
 A operands laid out this way (their transposes' column panels are A's row
-panels; ops/winograd_math.py: `weight_panels`).
+panels; ir/ops/winograd_math.py: `weight_panels`).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Winograd's minimal filtering transforms F(m x m, 3 x 3), in exact arithmetic, and on arrays.
 
 The matrices (Cook-Toom construction) are used by the loop template
-(loops/templates/winograd.py) to write the input and output transforms out
+(kernels/templates/winograd.py) to write the input and output transforms out
 with their constant coefficients, and by the graph's `conv2d_winograd` op,
 whose weights operand is the transformed weights U = G g G^T computed once at
 compile time (`transform_weights`), laid out as the A panels of the kernel's

@@ -18,7 +18,7 @@ in vector registers for the whole reduction::
         y[n, g*G + o, oy, ox0 + i, :] = epilogue(acc[i][o][:])                   contiguous stores
 
 So a step is G weight loads, T broadcasts and T*G FMAs on registers
-(tests/backend/test_conv_nchwc.py reads the inner loop back with objdump).
+(tests/kernels/test_conv_nchwc.py reads the inner loop back with objdump).
 Two details make GCC emit exactly that: the weights go through the small
 local `wvec` (else it folds the weight load into every FMA, T loads per
 vector), and each step's offsets are named once (`x_at`, `w_at`), so the

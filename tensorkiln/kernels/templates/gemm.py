@@ -29,7 +29,7 @@ pads the edges with zeros, so the micro-kernel never has a short tile: only
 the write-back loops have `min()` extents. The micro-kernel is ordinary loop
 IR that GCC keeps in vector registers (the i loop unrolled, the j loop one or
 two vectors wide: `vfmadd231ps` with a broadcast operand, checked with
-objdump in tests/backend/test_templates.py); it is the `gemm_update`
+objdump in tests/kernels/test_templates.py); it is the `gemm_update`
 intrinsic of schedule.py, inlined.
 
 Blocking follows BLIS's analytical model: a KC x NR micro-panel of B and a
@@ -192,7 +192,7 @@ class Panels:
     for B a panel is NR consecutive columns, for A MR consecutive rows. The
     lanes past the matrix's edge are only ever multiplied into outputs that
     are dropped, but should hold zeros. The weights of matmul_packed
-    (ops/gemm_panels.py) are B panels with depth stride NR; Winograd's U and V
+    (ir/ops/gemm_panels.py) are B panels with depth stride NR; Winograd's U and V
     (winograd.py) are the A and B panels of its n^2 GEMMs.
     """
 

@@ -116,7 +116,7 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
 
 
 def _streams_rows(out: Buffer, width: int) -> bool:
-    """Stage each row locally and stream it out (loops/stream.py): an output larger than the
+    """Stage each row locally and stream it out (kernels/stream.py): an output larger than the
     last-level cache whose row fits the stage."""
     return streams_output(out) and MIN_STREAM_BYTES <= width * itemsize(out.dtype) <= STAGE_BYTES
 
@@ -206,7 +206,7 @@ def _lane_update(update: Assign, partial: E.Expr, nan_counted: bool) -> E.Expr:
 
 def _nan_counted(updates: list[Assign]) -> set[str]:
     """Scalars reduced by max/min whose operand x is also counted as `nans = nans + (x != x ? 1 : 0)` in
-    the same pass (loops/lower.py's accumulate): their result is NaN by the count, not by the max."""
+    the same pass (kernels/lower.py's accumulate): their result is NaN by the count, not by the max."""
     counted = set()
     for u in updates:
         x = _operand(u)

@@ -16,7 +16,7 @@ independent GEMMs, one per position e = (i, j) of the transformed tile::
     out[k, tile t] = epilogue(A^T M[., k, t] A)  only the outputs inside the image
 
 The GEMMs pack nothing: U is stored as their A operand's micro-panels
-(U[e][k // MR][c][k % MR], `ops/winograd_math.py: weight_panels`) and V's
+(U[e][k // MR][c][k % MR], `ir/ops/winograd_math.py: weight_panels`) and V's
 rows of T tiles are B micro-panels NR tiles wide with a depth stride of T
 (`gemm.Panels`), so the micro-kernel reads both where the transforms put
 them. (Packing U and V for every chunk cost about a third of the GEMM time,
@@ -51,7 +51,7 @@ of U, which is what limits Winograd to layers whose U is small (conv.py:
 
 The transform matrices come from the Cook-Toom construction at the
 interpolation points of `WINOGRAD_POINTS` plus the point at infinity
-(`cook_toom`); tests/backend/test_winograd.py checks the 1-D identity in
+(`cook_toom`); tests/kernels/test_winograd.py checks the 1-D identity in
 exact arithmetic. For F(4x4, 3x3) the points {0, 1, -1, 1/2, -2} give about
 half the float32 error of Lavin's {0, 1, -1, 2, -2} (as Barabasz et al.,
 "Error analysis and improving the accuracy of Winograd convolution", found):

@@ -1,4 +1,4 @@
-"""Contractions (tensorkiln/ops/contraction.py): matmul against numpy, conv2d against naive nested loops."""
+"""Contractions (tensorkiln/ir/ops/contraction.py): matmul against numpy, conv2d against naive nested loops."""
 from __future__ import annotations
 
 import numpy as np

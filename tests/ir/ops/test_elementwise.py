@@ -1,4 +1,4 @@
-"""Elementwise ops (tensorkiln/ops/elementwise.py and the Tensor methods on top) against numpy/scipy.
+"""Elementwise ops (tensorkiln/ir/ops/elementwise.py and the Tensor methods on top) against numpy/scipy.
 
 Every op runs over SHAPES (scalars, size-1 and zero-size dimensions), contiguous
 and non-contiguous numpy inputs, and every dtype; dtypes an op does not accept

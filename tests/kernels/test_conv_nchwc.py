@@ -1,4 +1,4 @@
-"""The blocked direct convolution (conv2d_nchwc, loops/templates/conv_nchwc.py) against the numpy reference.
+"""The blocked direct convolution (conv2d_nchwc, kernels/templates/conv_nchwc.py) against the numpy reference.
 
 Channels that are not multiples of the block are zero-padded to it, as a
 blocked layout must be; the padded output channels are dropped before the

@@ -1,4 +1,4 @@
-"""Reduction loops (loops/reduction.py): merged contiguous axes and lane accumulators, compiled vs reference.
+"""Reduction loops (kernels/reduction.py): merged contiguous axes and lane accumulators, compiled vs reference.
 
 Adjacent reduced axes share one loop only where the input's index stays affine
 in it; a sum whose short contiguous inner loop runs many times keeps one

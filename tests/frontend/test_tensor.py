@@ -1,4 +1,4 @@
-"""The Tensor class (tensorkiln/tensor.py): properties, conversions out of tensorkiln, numpy interop,
+"""The Tensor class (tensorkiln/frontend/tensor.py): properties, conversions out of tensorkiln, numpy interop,
 PyTorch's and numpy's spellings of the same call, and the functional tk.* aliases."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tk.jit (tensorkiln/jit.py, trace.py): tracing per signature, the cache key, argument and result
+"""tk.jit (tensorkiln/frontend/jit.py, trace.py): tracing per signature, the cache key, argument and result
 structures, captured tensors as constants, and inlining of nested jit functions."""
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from tensorkiln.ir.ops import REGISTRY, Attrs, OpKind, TensorType
 from tensorkiln.kernels.lower import lowering_of
 from tensorkiln.tools.op_table import BEGIN, END, markdown_table
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "ops.md"
 
 
 def missing_facts(op) -> list[str]:

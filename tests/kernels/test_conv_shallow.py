@@ -1,4 +1,4 @@
-"""The direct convolution for few input channels ("shallow", loops/templates/conv_shallow.py).
+"""The direct convolution for few input channels ("shallow", kernels/templates/conv_shallow.py).
 
 Compiled against the numpy reference over shapes whose widths are not whole
 vectors or tiles, channel counts that leave a narrower channel tile, strides

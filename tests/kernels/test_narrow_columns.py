@@ -1,4 +1,4 @@
-"""Output nests whose contiguous axis is 2 or 3 wide (loops/schedule_defaults.py).
+"""Output nests whose contiguous axis is 2 or 3 wide (kernels/schedule_defaults.py).
 
 GCC 12.2 at -O3 vectorizes the row loop around a serial 2-iteration column
 loop and miscompiles a concat, `r < k ? a[r*2 + c] : b[(r-k)*2 + c]` (rows

@@ -1,6 +1,6 @@
 """Memory-bound kernels (softmax, layer norm, GELU, an elementwise chain) on odd shapes, against the reference.
 
-The row kernels (loops/templates/rows.py) reduce long rows into several
+The row kernels (kernels/templates/rows.py) reduce long rows into several
 vector accumulators with a scalar tail, write softmax's exponentials once and
 scale them by a reciprocal; the C backend prefetches the next row during the
 second pass. Widths around the block size (1, 3, 17, 1000, 4097) exercise

@@ -1,4 +1,4 @@
-"""Indexing (tensorkiln/indexing.py) compared with numpy's result exactly: shape, values and errors."""
+"""Indexing (tensorkiln/frontend/indexing.py) compared with numpy's result exactly: shape, values and errors."""
 from __future__ import annotations
 
 import numpy as np

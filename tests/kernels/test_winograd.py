@@ -1,4 +1,4 @@
-"""Winograd convolution (loops/templates/winograd.py) against the reference, and the rule that picks it.
+"""Winograd convolution (kernels/templates/winograd.py) against the reference, and the rule that picks it.
 
 Compiled layers are forced to F(4x4, 3x3) or F(2x2, 3x3) (`forced_conv_algorithm`)
 over shapes that are not multiples of a tile (1, 2, 5, 7, 13, 30), channel

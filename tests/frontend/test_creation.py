@@ -1,4 +1,4 @@
-"""Tensor creation (tensorkiln/creation.py): tensor, zeros/ones/full/empty, *_like, arange, linspace, eye, random."""
+"""Tensor creation (tensorkiln/frontend/creation.py): tensor, zeros/ones/full/empty, *_like, arange, linspace, eye, random."""
 from __future__ import annotations
 
 import numpy as np

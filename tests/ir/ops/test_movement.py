@@ -1,4 +1,4 @@
-"""Movement ops (tensorkiln/ops/movement.py and the Tensor/tk functions on top) against numpy.
+"""Movement ops (tensorkiln/ir/ops/movement.py and the Tensor/tk functions on top) against numpy.
 
 Movement copies values, so results must be exactly equal for every dtype.
 """

@@ -1,4 +1,4 @@
-"""Reductions (tensorkiln/ops/reduce.py and Tensor.sum/mean/var/... on top) against numpy.
+"""Reductions (tensorkiln/ir/ops/reduce.py and Tensor.sum/mean/var/... on top) against numpy.
 
 Every reduction runs over SHAPES with dim None, each single dim (positive and
 negative), a tuple of dims, keepdim on and off, every dtype and non-contiguous

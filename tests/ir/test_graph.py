@@ -1,4 +1,4 @@
-"""The graph IR (tensorkiln/graph.py, ops/registry.py): nodes, printing, verify(), interpret(), scopes."""
+"""The graph IR (tensorkiln/ir/graph.py, ir/ops/registry.py): nodes, printing, verify(), interpret(), scopes."""
 from __future__ import annotations
 
 import dataclasses
@@ -381,7 +381,7 @@ def test_registry_entries_are_complete():
 
 
 def test_every_registered_op_is_documented():
-    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "ops.md")
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "ops.md")
     if not os.path.exists(docs):
         pytest.skip("docs/ops.md not present")
     text = open(docs, encoding="utf-8").read()
