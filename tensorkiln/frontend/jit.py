@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 import time
+import types
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -25,6 +27,13 @@ from .writes import count_write, write_count
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled
 from .trace import Trace, current_trace, tracing
+
+
+RECOMPILE_WARNING = 8  # traces of one tensor signature for this many static values: warn (torch's recompile_limit)
+
+
+class RecompileWarning(UserWarning):
+    """A tk.jit function keeps compiling for new values of its non-tensor arguments."""
 
 
 @dataclass
@@ -59,20 +68,44 @@ def _unflatten(structure, leaves: list):
     return structure
 
 
-def _static_key(structure):
-    """A hashable key for the non-tensor parts of the arguments."""
+# Code is compared by identity, which is its value: the key holds the object, so its id cannot be reused.
+_CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type)
+_SINGLETONS = (None, Ellipsis, NotImplemented)
+
+
+def _static_key(structure, name: str = "argument"):
+    """A hashable key for the non-tensor parts of the arguments, comparing them by value.
+
+    A value that can only be compared by identity (an object with the default
+    hash, or an unhashable one) is refused: a freed object's id is reused, and a
+    mutated object keeps its id, so an identity key would run a stale trace.
+    """
     if isinstance(structure, _Leaf):
         return ("leaf",)
     if isinstance(structure, (list, tuple)):
-        return (type(structure).__name__,) + tuple(_static_key(v) for v in structure)
+        return (type(structure).__name__,) + tuple(_static_key(v, f"{name}[{i}]") for i, v in enumerate(structure))
     if isinstance(structure, dict):
         # insertion order, not sorted: tensors are bound to graph inputs in this order (kwargs too)
-        return ("dict",) + tuple((k, _static_key(v)) for k, v in structure.items())
-    try:
-        hash(structure)
-        return ("value", type(structure).__name__, structure)
-    except TypeError:
-        return ("object", id(structure))
+        return ("dict",) + tuple((k, _static_key(v, f"{name}[{k!r}]")) for k, v in structure.items())
+    if any(structure is s for s in _SINGLETONS) or isinstance(structure, _CODE_TYPES):
+        return ("code", structure)
+    kind = type(structure)
+    if kind.__hash__ is not None and kind.__hash__ is not object.__hash__:
+        try:
+            hash(structure)
+            return ("value", kind, structure)
+        except TypeError:  # a tuple-like holding something unhashable
+            pass
+    raise TypeError(f"tk.jit: {name} is a {kind.__name__}, neither a tensor nor a value tk.jit can compare: "
+                    f"non-tensor arguments are baked into the trace and must be hashable by value. Pass it as "
+                    f"a tensor, or make it a value (numbers, strings, tuples, a frozen dataclass, or a class "
+                    f"with __eq__ and __hash__)")
+
+
+def _static_key_of_arguments(structure: list, names: list[str]) -> tuple:
+    """_static_key of the positional arguments, each named as the function names it."""
+    return tuple(_static_key(v, f"argument {names[i]!r}" if i < len(names) else f"argument {i}")
+                 for i, v in enumerate(structure))
 
 
 def _as_input_tensor(value) -> Tensor:
@@ -120,6 +153,8 @@ class JitFunction:
         self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
         self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
+        self._static_values: dict[tuple, set] = {}  # tensor signature -> static keys traced with it
+        self._warned_recompiles = False
 
     # ---- tracing --------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -138,8 +173,8 @@ class JitFunction:
         for t in tensors:
             if t.is_traced:
                 raise TypeError("a tk.jit function received a traced tensor from another trace")
-        key = (tuple((tuple(t.shape), t.dtype.name) for t in tensors),
-               _static_key(tuple(structure)), _static_key(kw_structure), is_grad_enabled(),
+        static = (_static_key_of_arguments(structure, self._positional_names), _static_key(kw_structure, "keyword"))
+        key = (tuple((tuple(t.shape), t.dtype.name) for t in tensors), static, is_grad_enabled(),
                self._module.training if self._module is not None else None)
         return tensors, names, (tuple(structure), kw_structure), key, donated
 
@@ -179,12 +214,24 @@ class JitFunction:
         entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
         entry = next((e for e in entries if e.guards_hold()), None)
         if entry is None:
+            self._warn_if_static_values_churn(key)
             entry = self._trace(tensors, names, structure, donated)
             entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
             entry.compiled.report.trace_seconds = entry.trace_seconds
             entries.append(entry)
         self._cache[key] = entry
         return entry, tensors
+
+    def _warn_if_static_values_churn(self, key: tuple) -> None:
+        """Warn once when calls with one tensor signature keep bringing new non-tensor values: each compiles."""
+        values = self._static_values.setdefault((key[0],) + key[2:], set())
+        values.add(key[1])
+        if len(values) == RECOMPILE_WARNING and not self._warned_recompiles:
+            self._warned_recompiles = True
+            name = getattr(self.fn, "__name__", type(self.fn).__name__)
+            warnings.warn(f"tk.jit: {name} was traced and compiled for {len(values)} different values of its "
+                          f"non-tensor arguments with the same tensor shapes; every new value compiles again. "
+                          f"Pass values that change from call to call as tensors", RecompileWarning, stacklevel=4)
 
     # ---- public API -------------------------------------------------------------
     def _fast_key(self, args) -> tuple | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -55,7 +56,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # a Python int: never wraps (check_size keeps it within int64)
 
     @property
     def nbytes(self) -> int:
@@ -187,6 +188,18 @@ def get_op(name: str) -> OpDef:
         raise UnsupportedOpError(f"unknown op {name!r}") from None
 
 
+# Kernels index elements and bytes with int64 (loops/types.py's INDEX_DTYPE): larger tensors cannot be addressed.
+MAX_BYTES = 2 ** 63 - 1
+
+
+def check_size(t: TensorType) -> None:
+    """Raise ShapeError when a tensor's element count or byte size does not fit the int64 index type."""
+    count = t.size
+    if count * max(t.dtype.itemsize, 1) > MAX_BYTES:
+        raise ShapeError(f"a result of shape {list(t.shape)} ({count} elements, {count * t.dtype.itemsize} "
+                         f"bytes) does not fit a 64-bit index")
+
+
 def infer_type(name: str, types: list[TensorType], attrs: Attrs,
                location: str | None = None) -> TensorType:
     """Infer an op's result type; bad input raises an error naming op, operands and user line."""
@@ -194,7 +207,9 @@ def infer_type(name: str, types: list[TensorType], attrs: Attrs,
     if op.arity is not None and len(types) != op.arity:
         raise TypeError(f"{name} takes {op.arity} operands, got {len(types)}")
     try:
-        return op.infer(types, attrs)
+        result = op.infer(types, attrs)
+        check_size(result)
+        return result
     except (ShapeError, DTypeError) as err:
         operands = ", ".join(str(t) for t in types)
         message = f"{name}: {err.args[0]} (operands: {operands})"
