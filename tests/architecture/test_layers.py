@@ -40,24 +40,28 @@ def modules() -> dict[str, Path]:
 
 def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The package's modules that `name` imports (relative imports resolved, names that are modules kept)."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            while target and target not in known:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= statement_targets(node, name, path, known)
+    return found
+
+
+def statement_targets(node: ast.Import | ast.ImportFrom, name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules one import statement in module `name` names."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    else:
+        base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+            if node.level else node.module or ""
+        targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+    found = set()
+    for target in targets:
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.add(target)
     return found
 
 
@@ -158,28 +162,8 @@ def test_imports_inside_functions_are_for_optional_packages_only():
             for node in ast.walk(function):
                 if not isinstance(node, (ast.Import, ast.ImportFrom)):
                     continue
-                single = ast.Module(body=[node], type_ignores=[])
-                for target in imports_of(name, path, known) & _targets(name, path, single, known):
+                for target in statement_targets(node, name, path, known):
                     if name == "tensorkiln.tools.cli" or target.startswith(NEEDS_TORCH):
                         continue
                     hidden.append(f"{name}:{node.lineno} imports {target} inside {function.name}()")
     assert not hidden, "imports inside functions (move them to the top of the module):\n" + "\n".join(hidden)
-
-
-def _targets(name: str, path: Path, tree: ast.Module, known: dict[str, Path]) -> set[str]:
-    """The package's modules one import statement names."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        else:
-            base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
-                if node.level else node.module or ""
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
-        for target in targets:
-            while target and target not in known:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
-    return found
