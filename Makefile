@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test conformance bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: $(STAMP)
 # Two test processes share the two cores: OpenMP threads sleep instead of spinning while they wait.
 test: $(STAMP)
 	OMP_WAIT_POLICY=passive $(PY) -m pytest -q -n 2 --dist loadfile
+
+# Every supported ONNX backend case compiled to C (the test suite compiles a share of them).
+conformance: $(STAMP)
+	TK_CONFORMANCE=all OMP_WAIT_POLICY=passive $(PY) -m pytest -q -n 2 tests/importers/test_onnx_conformance.py -k compiled
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

@@ -2,7 +2,8 @@
 
 Every case runs with backend="interpreter" (trace, graph passes, reference
 interpreter); a deterministic share (the first and every 10th case of each
-operator, see `compiled_share`) is also compiled to C. A case passes when
+operator, see `compiled_share`) is also compiled to C, and with
+TK_CONFORMANCE=all (`make conformance`) every supported case is. A case passes when
 every output matches onnx's expected output at the case's tolerance (onnx's
 runner: rtol=1e-3, atol=1e-7 unless the case says otherwise). A case whose
 model uses an unsupported operator or element type is skipped as
@@ -11,6 +12,7 @@ model uses an unsupported operator or element type is skipped as
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -21,8 +23,9 @@ from onnx_cases import all_cases, run_case  # noqa: E402
 from onnx_conformance_skips import SKIPS  # noqa: E402
 
 CASES = all_cases()
-COMPILED_EVERY = 10
-COMPILED_CAP = 150
+EVERY_CASE = os.environ.get("TK_CONFORMANCE", "") == "all"  # every supported case through C, not a share
+COMPILED_EVERY = 1 if EVERY_CASE else 10
+COMPILED_CAP = None if EVERY_CASE else 150
 
 
 def _group(case) -> str:
@@ -48,7 +51,7 @@ def compiled_share(cases) -> list:
         groups.setdefault(_group(case), []).append(case)
     chosen = [c for members in groups.values() for i, c in enumerate(members) if i % COMPILED_EVERY == 0]
     chosen.sort(key=lambda c: c.id)
-    if len(chosen) > COMPILED_CAP:
+    if COMPILED_CAP is not None and len(chosen) > COMPILED_CAP:
         step = len(chosen) / COMPILED_CAP
         chosen = [chosen[int(i * step)] for i in range(COMPILED_CAP)]
     return chosen
