@@ -53,8 +53,7 @@ for _name in _PRIMITIVE_METHODS + [
         "log1p", "square", "clamp", "clip", "sum", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "std",
         "all", "any", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "expand", "broadcast_to",
         "gather", "index_select", "softmax", "log_softmax", "gelu", "silu", "softplus", "narrow", "unbind",
-        "masked_fill", "logical_and", "logical_or", "add", "sub", "mul", "div", "pow", "remainder",
-        "eq", "ne", "lt", "le", "gt", "ge"]:
+        "masked_fill", "logical_and", "logical_or"]:
     globals()[_name] = _method(_name)
 del _name
 

@@ -6,7 +6,7 @@ from a seeded generator, so every run computes the same numbers.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -24,6 +24,7 @@ class DemoModel:
     description: str
     forward: Callable[..., Tensor]
     inputs: tuple
+    params: dict = field(default_factory=dict)  # the weights by name, for other implementations of the model
 
 
 def _init(rng: np.random.Generator, *shape: int) -> Tensor:
@@ -44,7 +45,7 @@ def mlp(batch: int = 64, sizes=(784, 512, 512, 10), seed: int = 0) -> DemoModel:
         return x
 
     x = creation.randn(batch, sizes[0], seed=seed + 1)
-    return DemoModel("mlp", f"MLP {'-'.join(map(str, sizes))}, batch {batch}", forward, (x,))
+    return DemoModel("mlp", f"MLP {'-'.join(map(str, sizes))}, batch {batch}", forward, (x,), {"layers": layers})
 
 
 def cnn(batch: int = 8, seed: int = 0) -> DemoModel:
@@ -69,7 +70,8 @@ def cnn(batch: int = 8, seed: int = 0) -> DemoModel:
         return F.linear(x.flatten(1), fc_w, fc_b)
 
     x = creation.randn(batch, 1, 28, 28, seed=seed + 1)
-    return DemoModel("cnn", f"CNN 2x(conv3x3-bn-relu-pool) + linear, batch {batch}", forward, (x,))
+    return DemoModel("cnn", f"CNN 2x(conv3x3-bn-relu-pool) + linear, batch {batch}", forward, (x,),
+                     {"blocks": blocks, "fc_w": fc_w, "fc_b": fc_b})
 
 
 def transformer_block(batch: int = 2, seq: int = 64, dim: int = 128, heads: int = 4, seed: int = 0) -> DemoModel:
@@ -92,7 +94,7 @@ def transformer_block(batch: int = 2, seq: int = 64, dim: int = 128, heads: int 
 
     x = creation.randn(batch, seq, dim, seed=seed + 1)
     return DemoModel("transformer", f"encoder block d={dim} heads={heads} seq={seq}, batch {batch}",
-                     forward, (x,))
+                     forward, (x,), dict(p, heads=heads))
 
 
 def all_models() -> list[DemoModel]:

@@ -217,7 +217,8 @@ def _lower_cast(args, node):
 # (build, g, x, y) -> x's gradient (None: zero) and binary's one such function per operand
 # (build, g, a, b, y); `method` is the Tensor method and tk.<name> (float-only methods turn integer
 # tensors into float32 first), `onnx`/`aten` the importers' operators that are exactly this op,
-# `cheap` lets readers recompute it. Conventions as PyTorch's: abs and relu have subgradient 0 at 0,
+# `cheap` lets readers recompute it. The Tensor methods of two-operand rows are written by the front-end
+# (they promote operand types first), so the table only names them. Conventions as PyTorch's: abs and relu have subgradient 0 at 0,
 # maximum/minimum give half to each operand on a tie.
 
 def _zero(*args):
@@ -263,7 +264,7 @@ def binary(name: str, reference, accepts: tuple[int, ...], lower, grad, compare:
     note = "; ".join(part for part in ("result bool" if compare else "", doc) if part)
     register(name, OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _binary_infer(name, accepts, compare),
              _binary_reference(reference), 2, _describe(accepts, note), lower=lower,
-             gradient=_binary_gradient(grad), **facts)
+             gradient=_binary_gradient(grad), custom_method="method" in facts, **facts)
 
 
 def _relu(x):
@@ -425,32 +426,32 @@ unary("isnan",      np.isnan,          FLOAT_ONLY, _expr(lambda x: E.ne(x, x)), 
       method="isnan", custom_method=True, aten="isnan")
 
 #      name         reference                  dtypes      loop-IR lowering              gradients of a and b
-binary("add",       np.add,                    NUMERIC,    _expr(lambda a, b: a + b),    (_pass, _pass), cheap=True)
-binary("sub",       np.subtract,               NUMERIC,    _expr(lambda a, b: a - b),    (_pass, _negated), cheap=True)
-binary("mul",       np.multiply,               NUMERIC,    _expr(lambda a, b: a * b),    (_times_b, _times_a), cheap=True)
+binary("add",       np.add,                    NUMERIC,    _expr(lambda a, b: a + b),    (_pass, _pass), cheap=True, method="add")
+binary("sub",       np.subtract,               NUMERIC,    _expr(lambda a, b: a - b),    (_pass, _negated), cheap=True, method="sub")
+binary("mul",       np.multiply,               NUMERIC,    _expr(lambda a, b: a * b),    (_times_b, _times_a), cheap=True, method="mul")
 binary("div",       np.divide,                 FLOAT_ONLY, _expr(lambda a, b: a / b),    _DIV_GRADIENTS,
-       doc="true division")
+       doc="true division", method="div")
 binary("floor_div", _int_safe(np.floor_divide), NUMERIC,   _expr(_lower_floor_div),      (_zero, _zero),
-       doc="floor division (Python's //)")
+       doc="floor division (Python's //)", method="floor_divide")
 binary("mod",       _int_safe(np.mod),         NUMERIC,    _expr(_lower_mod),            _MOD_GRADIENTS,
-       doc="remainder with the divisor's sign (Python's %)")
-binary("pow",       np.power,                  NUMERIC,    _expr(_lower_pow),            _POW_GRADIENTS)
+       doc="remainder with the divisor's sign (Python's %)", method="remainder")
+binary("pow",       np.power,                  NUMERIC,    _expr(_lower_pow),            _POW_GRADIENTS, method="pow")
 binary("maximum",   np.maximum,                ANY,        _expr(E.maximum),             _extremum_gradients(max),
-       cheap=True)
+       cheap=True, method="maximum")
 binary("minimum",   np.minimum,                ANY,        _expr(E.minimum),             _extremum_gradients(min),
-       cheap=True)
+       cheap=True, method="minimum")
 binary("and",       np.bitwise_and,            (0, 1),     _logical("bitand", E.logical_and), NOT_DIFFERENTIABLE,
        doc="logical on bool, bitwise on integers", cheap=True)
 binary("or",        np.bitwise_or,             (0, 1),     _logical("bitor", E.logical_or), NOT_DIFFERENTIABLE,
        doc="logical on bool, bitwise on integers", cheap=True)
 binary("xor",       np.bitwise_xor,            (0, 1),     _logical("bitxor", E.ne),     NOT_DIFFERENTIABLE,
        doc="logical on bool, bitwise on integers")
-binary("eq",        np.equal,                  ANY,        _expr(E.eq),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
-binary("ne",        np.not_equal,              ANY,        _expr(E.ne),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
-binary("lt",        np.less,                   ANY,        _expr(E.lt),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
-binary("le",        np.less_equal,             ANY,        _expr(E.le),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
-binary("gt",        np.greater,                ANY,        _expr(E.gt),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
-binary("ge",        np.greater_equal,          ANY,        _expr(E.ge),                  NOT_DIFFERENTIABLE, compare=True, cheap=True)
+binary("eq",        np.equal,                  ANY,        _expr(E.eq),                  NOT_DIFFERENTIABLE, compare=True, cheap=True, method="eq")
+binary("ne",        np.not_equal,              ANY,        _expr(E.ne),                  NOT_DIFFERENTIABLE, compare=True, cheap=True, method="ne")
+binary("lt",        np.less,                   ANY,        _expr(E.lt),                  NOT_DIFFERENTIABLE, compare=True, cheap=True, method="lt")
+binary("le",        np.less_equal,             ANY,        _expr(E.le),                  NOT_DIFFERENTIABLE, compare=True, cheap=True, method="le")
+binary("gt",        np.greater,                ANY,        _expr(E.gt),                  NOT_DIFFERENTIABLE, compare=True, cheap=True, method="gt")
+binary("ge",        np.greater_equal,          ANY,        _expr(E.ge),                  NOT_DIFFERENTIABLE, compare=True, cheap=True, method="ge")
 
 register("where", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _where_infer,
          lambda inputs, attrs, out: np.where(*inputs), 3, "where(cond, a, b): a bool condition, a and b of one dtype",
