@@ -1,19 +1,81 @@
-"""Run every benchmark script in this folder, one after another (`make bench`)."""
+"""Run every benchmark, one after another, and write their results into one JSON file (`make bench`).
+
+    python benchmarks/run_all.py [--out bench-results.json] [--quick]
+
+Each entry runs one command: the scripts in this folder and `tensorkiln bench`
+for every model against the installed peers (PyTorch, torch.compile, ONNX
+Runtime; `make bench` installs them through the project's `bench` extra).
+Scripts with a --json option write their figures into the combined file;
+for the others the file holds what they printed. Every figure in docs/ names
+one of these commands.
+"""
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = ["compiled_vs_numpy.py", "graph_optimizer.py", "training.py", "kernels.py", "accel.py"]
+TENSORKILN = [sys.executable, "-m", "tensorkiln.tools.cli"]
+
+# name -> (command, takes --json)
+BENCHMARKS: dict[str, tuple[list[str], bool]] = {
+    "compiled_vs_numpy": ([sys.executable, os.path.join(HERE, "compiled_vs_numpy.py")], True),
+    "graph_optimizer": ([sys.executable, os.path.join(HERE, "graph_optimizer.py")], True),
+    "training": ([sys.executable, os.path.join(HERE, "training.py")], False),
+    "kernels": ([sys.executable, os.path.join(HERE, "kernels.py")], True),
+    "layout": ([sys.executable, os.path.join(HERE, "layout.py")], True),
+    "conv_algorithms": ([sys.executable, os.path.join(HERE, "conv_algorithms.py")], True),
+    "resnet_convs": ([sys.executable, os.path.join(HERE, "resnet_convs.py")], True),
+    "accel": ([sys.executable, os.path.join(HERE, "accel.py")], False),
+    "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
+    "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
+    "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),
+}
+
+
+def run(name: str, command: list[str], takes_json: bool, scratch: str) -> dict:
+    """Run one benchmark; its figures (or its printed output) and how it went."""
+    path = os.path.join(scratch, f"{name}.json")
+    argv = command + (["--json", path] if takes_json else [])
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr[-4000:] if done.returncode else "")
+    entry = {"command": " ".join(argv[1:] if argv[0] == sys.executable else argv), "exit_status": done.returncode,
+             "seconds": time.perf_counter() - start}
+    if takes_json and os.path.exists(path):
+        with open(path) as f:
+            entry["results"] = json.load(f)
+    else:
+        entry["output"] = done.stdout
+    return entry
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="bench-results.json", help="the combined JSON file")
+    parser.add_argument("--only", nargs="*", default=None, help="run only these entries: " + ", ".join(BENCHMARKS))
+    args = parser.parse_args()
+    chosen = args.only or list(BENCHMARKS)
+    unknown = [name for name in chosen if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmarks {unknown}; known: {', '.join(BENCHMARKS)}")
+    combined, status = {}, 0
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in chosen:
+            print(f"\n=== {name}", flush=True)
+            combined[name] = run(name, *BENCHMARKS[name], scratch)
+            status |= combined[name]["exit_status"] != 0
+    with open(args.out, "w") as f:
+        json.dump(combined, f, indent=2)
+    print(f"\nwrote {args.out}")
+    return status
+
 
 if __name__ == "__main__":
-    status = 0
-    for script in SCRIPTS:
-        path = os.path.join(HERE, script)
-        if not os.path.exists(path):
-            continue
-        print(f"\n=== {script}")
-        status |= subprocess.call([sys.executable, path])
-    sys.exit(status)
+    sys.exit(main())
