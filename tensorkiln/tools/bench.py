@@ -7,7 +7,9 @@ time (first call, separately), latency (the median of calls timed in rounds
 that take every framework in turn, so a slow phase of a shared machine hits
 them all alike), and whether its output agrees with PyTorch eager. Peers:
 PyTorch eager, torch.compile, ONNX Runtime (through torch.onnx.export, as
-many intra-op threads as --threads), each when installed.
+many intra-op threads as --threads, with IOBinding), torch.compile with freezing
+and max-autotune, OpenVINO with its default settings (bf16 where the CPU has
+AVX512-BF16) and with f32 precision, each when installed.
 """
 from __future__ import annotations
 
@@ -18,12 +20,16 @@ import sys
 import tempfile
 import time
 
-from .bench_common import agreement, onnx_session_options, timed_first
+from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
 from .bench_gpt2 import measure_gpt2
 from .timing import interleaved_medians
 
 MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
-PEERS = ("torch", "torch.compile", "onnxruntime")
+# Each peer at its strongest, and named with its settings: torch.compile by default and with freezing +
+# max-autotune; ONNX Runtime with IOBinding; OpenVINO with its defaults (bf16 on a CPU with AVX512-BF16)
+# and with f32 precision.
+ONNX_PEERS = ("onnxruntime", "openvino", "openvino-f32")
+PEERS = ("torch", "torch.compile", "torch.compile-max") + ONNX_PEERS
 
 
 def _progress(message: str) -> None:
@@ -59,7 +65,7 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
     runs, rows = {}, {}
 
     def record(framework, run, compile_seconds):
-        rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference)}
+        rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference, framework)}
         runs[framework] = run
 
     _progress(f"{name}: compiling tensorkiln")
@@ -76,20 +82,16 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
             _progress(f"{name}: compiling torch.compile")
             fast = torch.compile(model, dynamic=False)
             record("torch.compile", lambda: fast(*inputs), timed_first(lambda: fast(*inputs)))
-    if "onnxruntime" in peers:
-        try:
-            import onnxruntime
-        except ImportError:
-            _progress("onnxruntime is not installed: skipped")
-        else:
-            _progress(f"{name}: exporting to ONNX for onnxruntime")
-            path = os.path.join(tempfile.mkdtemp(prefix="tensorkiln-bench-"), f"{name}.onnx")
-            torch.onnx.export(model, inputs, path, dynamo=False)
-            start = time.perf_counter()
-            session = onnxruntime.InferenceSession(path, onnx_session_options(),
-                                                   providers=["CPUExecutionProvider"])
-            feed = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
-            record("onnxruntime", lambda: session.run(None, feed)[0], time.perf_counter() - start)
+        if "torch.compile-max" in peers:
+            _progress(f"{name}: compiling torch.compile with freezing and max-autotune")
+            fastest = compile_max_autotune(model)
+            record("torch.compile-max", lambda: fastest(*inputs), timed_first(lambda: fastest(*inputs)))
+    onnx_file = [p for p in peers if p in ONNX_PEERS]
+    if onnx_file:
+        _progress(f"{name}: exporting to ONNX for {', '.join(onnx_file)}")
+        path = os.path.join(tempfile.mkdtemp(prefix="tensorkiln-bench-"), f"{name}.onnx")
+        torch.onnx.export(model, inputs, path, dynamo=False)
+        onnx_peers(path, arrays, peers, _progress, record)
     _progress(f"{name}: measuring {', '.join(runs)} in turns")
     with torch.no_grad():
         for framework, latency in interleaved_medians(runs, repeat, rounds).items():
@@ -138,12 +140,12 @@ def main(argv: list[str]) -> int:
 def _print_table(results: dict, batch: int) -> None:
     print(f"\nbatch {batch}; latency: median of calls timed in turns with the other frameworks; "
           "compile: the first call")
-    header = f"{'model':<12} {'framework':<14} {'latency':>11} {'tk speedup':>11} {'compile':>9}  agrees"
+    header = f"{'model':<12} {'framework':<17} {'latency':>11} {'tk speedup':>11} {'compile':>9}  agrees"
     print(header)
     print("-" * len(header))
     for name, rows in results.items():
         tk_latency = rows["tensorkiln"]["latency_s"]
         for framework, r in rows.items():
             speedup = r["latency_s"] / tk_latency
-            print(f"{name:<12} {framework:<14} {r['latency_s'] * 1e3:>8.2f} ms {speedup:>10.2f}x "
+            print(f"{name:<12} {framework:<17} {r['latency_s'] * 1e3:>8.2f} ms {speedup:>10.2f}x "
                   f"{r['compile_s']:>7.2f} s  {'yes' if r['agrees'] else 'NO (%.1e)' % r['max_rel_error']}")

@@ -8,13 +8,16 @@ from typing import Callable
 import numpy as np
 
 TOLERANCE = 1e-3  # max |difference| relative to the largest |output| of PyTorch eager
+# A peer that computes in bf16 (8 significant bits) is held to bf16's precision, not float32's.
+PEER_TOLERANCE = {"openvino": 3e-2}
 
 
-def agreement(output, reference: np.ndarray) -> dict:
-    """max |output - reference| relative to the reference's scale, and whether that is within TOLERANCE."""
+def agreement(output, reference: np.ndarray, framework: str = "") -> dict:
+    """max |output - reference| relative to the reference's scale, and whether that is within the
+    framework's tolerance (TOLERANCE, or PEER_TOLERANCE for a peer computing in lower precision)."""
     output = output.numpy() if hasattr(output, "numpy") else np.asarray(output)
     error = float(np.abs(output - reference).max()) / max(1.0, float(np.abs(reference).max()))
-    return {"max_rel_error": error, "agrees": error <= TOLERANCE}
+    return {"max_rel_error": error, "agrees": error <= PEER_TOLERANCE.get(framework, TOLERANCE)}
 
 
 def onnx_session_options():
@@ -32,3 +35,85 @@ def timed_first(fn: Callable) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def onnxruntime_runner(path: str, arrays: list[np.ndarray]) -> tuple[Callable[[], np.ndarray], float]:
+    """ONNX Runtime at its strongest on CPU: IOBinding with inputs and outputs bound once to numpy arrays
+    (as tensorkiln reuses its output arrays), so a timed call copies nothing; (run, session start seconds)."""
+    import onnxruntime  # optional dependency: only the onnxruntime peer needs it
+    start = time.perf_counter()
+    session = onnxruntime.InferenceSession(path, onnx_session_options(), providers=["CPUExecutionProvider"])
+    seconds = time.perf_counter() - start
+    feed = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
+    first = session.run(None, feed)  # the output shapes, to bind arrays of them
+    binding = session.io_binding()
+    for name, array in feed.items():
+        binding.bind_cpu_input(name, np.ascontiguousarray(array))
+    outputs = [np.empty_like(o) for o in first]
+    for meta, out in zip(session.get_outputs(), outputs):
+        binding.bind_output(meta.name, "cpu", 0, out.dtype, out.shape, out.ctypes.data)
+
+    def run() -> np.ndarray:
+        session.run_with_iobinding(binding)
+        return outputs[0]
+    return run, seconds
+
+
+def openvino_runner(path: str, arrays: list[np.ndarray], f32: bool) -> tuple[Callable[[], np.ndarray], float]:
+    """OpenVINO on CPU: its default settings (on a CPU with AVX512-BF16 it computes in bf16) or with
+    INFERENCE_PRECISION_HINT=f32; intra-op threads as OMP_NUM_THREADS says; (run, compile seconds)."""
+    import openvino  # optional dependency: only the openvino peers need it
+    config = {}
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit():
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    if f32:
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    start = time.perf_counter()
+    compiled = openvino.Core().compile_model(path, "CPU", config)
+    request = compiled.create_infer_request()
+    feed = {k: np.ascontiguousarray(a) for k, a in enumerate(arrays)}
+    request.infer(feed, share_inputs=True, share_outputs=True)
+    seconds = time.perf_counter() - start
+
+    def run() -> np.ndarray:
+        request.infer(feed, share_inputs=True, share_outputs=True)
+        return request.get_output_tensor(0).data
+    return run, seconds
+
+
+def onnx_peers(path: str, arrays: list[np.ndarray], peers: list[str], progress: Callable[[str], None],
+               record: Callable[[str, Callable, float], None]) -> None:
+    """Record every installed ONNX-file peer asked for (onnxruntime, openvino, openvino-f32) on one model."""
+    for peer in ("onnxruntime", "openvino", "openvino-f32"):
+        if peer not in peers:
+            continue
+        try:
+            if peer == "onnxruntime":
+                run, seconds = onnxruntime_runner(path, arrays)
+            else:
+                run, seconds = openvino_runner(path, arrays, f32=peer == "openvino-f32")
+        except ImportError:
+            progress(f"{peer} is not installed: skipped")
+            continue
+        record(peer, run, seconds)
+
+
+def compile_max_autotune(model):
+    """torch.compile at its strongest for inference: weights frozen into the graph (inductor's freezing)
+    and mode="max-autotune" (GEMM templates chosen by timing); freezing is switched on around each call,
+    for the first one, which compiles."""
+    import torch  # optional dependency
+    import torch._inductor.config as inductor_config
+
+    compiled = torch.compile(model, mode="max-autotune", dynamic=False)
+
+    def frozen(*inputs):
+        previous = inductor_config.freezing
+        inductor_config.freezing = True  # read when the first call compiles
+        try:
+            with torch.no_grad():
+                return compiled(*inputs)
+        finally:
+            inductor_config.freezing = previous
+    return frozen

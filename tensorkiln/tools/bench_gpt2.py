@@ -7,9 +7,12 @@ writes one token's keys and values into them in place. The peers run the PyTorch
 reference (torch_reference.GPT2), whose decode step concatenates the cache:
 
 - torch: eager, prefill `model(ids)` and decode `model(next_id, presents, 128)`;
-- torch.compile: the same two calls through `torch.compile(dynamic=False)`;
-- onnxruntime: the prefill and the decode step exported separately with
-  torch.onnx.export (the decode graph takes the 24 cache tensors as inputs).
+- torch.compile: the same two calls through `torch.compile(dynamic=False)`, and
+  with freezing and max-autotune (torch.compile-max);
+- onnxruntime (IOBinding), openvino (its defaults: bf16 where the CPU has
+  AVX512-BF16) and openvino-f32: the prefill and the decode step exported
+  separately with torch.onnx.export (the decode graph takes the 24 cache
+  tensors as inputs).
 
 Every row's logits are compared with PyTorch eager's for the same step.
 """
@@ -26,13 +29,12 @@ from ..frontend.autodiff import no_grad
 from ..frontend.creation import tensor
 from ..frontend.jit import jit
 from ..models import GPT2Config, GPT2LMHeadModel
-from .bench_common import agreement, onnx_session_options, timed_first
+from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
 from .timing import interleaved_medians
 
 GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
-def _onnx_sessions(reference, ids, next_ids, presents):
-    """ONNX Runtime sessions of the reference's prefill and decode step (exported separately)."""
-    import onnxruntime  # optional dependency: only the onnxruntime peer needs it
+def _onnx_files(reference, ids, next_ids, presents) -> dict[str, tuple[str, list[np.ndarray]]]:
+    """The reference's prefill and decode step exported to ONNX separately: step -> (path, input arrays)."""
     import torch  # optional dependency: the reference model
 
     class Prefill(torch.nn.Module):
@@ -54,16 +56,13 @@ def _onnx_sessions(reference, ids, next_ids, presents):
 
     folder = tempfile.mkdtemp(prefix="tensorkiln-bench-gpt2-")
     flat = [t for pair in presents for t in pair]
-    sessions = []
+    files = {}
     for name, module, args in (("prefill", Prefill(reference), (ids,)), ("decode", Decode(reference),
                                                                         (next_ids, *flat))):
         path = os.path.join(folder, f"gpt2_{name}.onnx")
         torch.onnx.export(module, args, path, dynamo=False)
-        start = time.perf_counter()
-        session = onnxruntime.InferenceSession(path, onnx_session_options(), providers=["CPUExecutionProvider"])
-        feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
-        sessions.append((lambda s=session, f=feed: s.run(None, f)[0], time.perf_counter() - start))
-    return sessions
+        files[name] = (path, [a.numpy() for a in args])
+    return files
 
 
 def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[str], None] = lambda m: None,
@@ -92,7 +91,7 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
 
     def record(step: str, framework: str, run: Callable, compile_s: float) -> None:
         rows, runs, want = steps[step]
-        rows[framework] = {"compile_s": compile_s, **agreement(run(), want)}
+        rows[framework] = {"compile_s": compile_s, **agreement(run(), want, framework)}
         runs[framework] = run
 
     progress("gpt2: compiling tensorkiln prefill and decode step")
@@ -112,22 +111,24 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
         if "torch" in peers:
             record("prefill", "torch", lambda: reference(ids)[0], 0.0)
             record("decode", "torch", lambda: reference(next_ids, presents, GPT2_PROMPT)[0], 0.0)
+        if "torch.compile-max" in peers:
+            progress("gpt2: compiling torch.compile with freezing and max-autotune")
+            fastest = compile_max_autotune(reference)
+            record("prefill", "torch.compile-max", lambda: fastest(ids)[0], timed_first(lambda: fastest(ids)))
+            first = timed_first(lambda: fastest(next_ids, presents, GPT2_PROMPT))
+            record("decode", "torch.compile-max", lambda: fastest(next_ids, presents, GPT2_PROMPT)[0], first)
         if "torch.compile" in peers:
             progress("gpt2: compiling torch.compile")
             fast = torch.compile(reference, dynamic=False)
             record("prefill", "torch.compile", lambda: fast(ids)[0], timed_first(lambda: fast(ids)))
             first = timed_first(lambda: fast(next_ids, presents, GPT2_PROMPT))
             record("decode", "torch.compile", lambda: fast(next_ids, presents, GPT2_PROMPT)[0], first)
-    if "onnxruntime" in peers:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            progress("onnxruntime is not installed: skipped")
-        else:
-            progress("gpt2: exporting prefill and decode to ONNX for onnxruntime")
-            (run_prefill, prefill_s), (run_decode, decode_s) = _onnx_sessions(reference, ids, next_ids, presents)
-            record("prefill", "onnxruntime", run_prefill, prefill_s)
-            record("decode", "onnxruntime", run_decode, decode_s)
+    onnx_file = [p for p in peers if p in ("onnxruntime", "openvino", "openvino-f32")]
+    if onnx_file:
+        progress(f"gpt2: exporting prefill and decode to ONNX for {', '.join(onnx_file)}")
+        for step_name, (path, arrays) in _onnx_files(reference, ids, next_ids, presents).items():
+            onnx_peers(path, arrays, peers, progress,
+                       lambda framework, run, seconds, s=step_name: record(s, framework, run, seconds))
     for name, (rows, runs, _) in steps.items():
         progress(f"gpt2: measuring {name}: {', '.join(runs)} in turns")
         with no_grad(), torch.no_grad():

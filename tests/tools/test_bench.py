@@ -27,15 +27,16 @@ def test_bench_rejects_unknown_peers(capsys):
 
 
 def test_gpt2_prefill_and_decode_against_every_installed_peer():
-    """A small GPT-2: tensorkiln, PyTorch and ONNX Runtime (when installed) agree on both steps."""
+    """A small GPT-2: tensorkiln, PyTorch, ONNX Runtime and OpenVINO (when installed) agree on both steps."""
     from tensorkiln.tools.bench_gpt2 import measure_gpt2
     from tensorkiln.models import GPT2Config
     peers = ["torch"]
-    try:
-        import onnxruntime  # noqa: F401
-        peers.append("onnxruntime")
-    except ImportError:
-        pass
+    for module, names in (("onnxruntime", ["onnxruntime"]), ("openvino", ["openvino", "openvino-f32"])):
+        try:
+            __import__(module)
+            peers += names
+        except ImportError:
+            pass
     config = GPT2Config(vocab_size=300, n_positions=160, n_embd=64, n_layer=2, n_head=4)
     prefill, decode = measure_gpt2(1, peers, repeat=2, config=config)
     for rows in (prefill, decode):
