@@ -140,12 +140,12 @@ def main(argv: list[str]) -> int:
 def _print_table(results: dict, batch: int) -> None:
     print(f"\nbatch {batch}; latency: median of calls timed in turns with the other frameworks; "
           "compile: the first call")
-    header = f"{'model':<12} {'framework':<17} {'latency':>11} {'tk speedup':>11} {'compile':>9}  agrees"
+    header = f"{'model':<12} {'framework':<26} {'latency':>11} {'tk speedup':>11} {'compile':>9}  agrees"
     print(header)
     print("-" * len(header))
     for name, rows in results.items():
         tk_latency = rows["tensorkiln"]["latency_s"]
         for framework, r in rows.items():
             speedup = r["latency_s"] / tk_latency
-            print(f"{name:<12} {framework:<17} {r['latency_s'] * 1e3:>8.2f} ms {speedup:>10.2f}x "
+            print(f"{name:<12} {framework:<26} {r['latency_s'] * 1e3:>8.2f} ms {speedup:>10.2f}x "
                   f"{r['compile_s']:>7.2f} s  {'yes' if r['agrees'] else 'NO (%.1e)' % r['max_rel_error']}")

@@ -7,6 +7,8 @@ writes one token's keys and values into them in place. The peers run the PyTorch
 reference (torch_reference.GPT2), whose decode step concatenates the cache:
 
 - torch: eager, prefill `model(ids)` and decode `model(next_id, presents, 128)`;
+  and the decode step with a static cache (preallocated, written in place, as
+  tensorkiln's), eager and through torch.compile;
 - torch.compile: the same two calls through `torch.compile(dynamic=False)`, and
   with freezing and max-autotune (torch.compile-max);
 - onnxruntime (IOBinding), openvino (its defaults: bf16 where the CPU has
@@ -108,9 +110,14 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
         # each timed call writes the same token at position 128 of the caches: the same result every time
         record("decode", "tensorkiln", lambda: step(token, position, caches)[0], 0.0)
     with torch.no_grad():
+        # a static cache, as tensorkiln's: preallocated for the prompt and the new tokens, written in place
+        static = [tuple(torch.cat([c, c.new_zeros(c.shape[:2] + (GPT2_NEW_TOKENS,) + c.shape[3:])], 2)
+                        for c in pair) for pair in presents]
         if "torch" in peers:
             record("prefill", "torch", lambda: reference(ids)[0], 0.0)
             record("decode", "torch", lambda: reference(next_ids, presents, GPT2_PROMPT)[0], 0.0)
+            record("decode", "torch static cache",
+                   lambda: reference.decode_static(next_ids, static, GPT2_PROMPT), 0.0)
         if "torch.compile-max" in peers:
             progress("gpt2: compiling torch.compile with freezing and max-autotune")
             fastest = compile_max_autotune(reference)
@@ -123,6 +130,9 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
             record("prefill", "torch.compile", lambda: fast(ids)[0], timed_first(lambda: fast(ids)))
             first = timed_first(lambda: fast(next_ids, presents, GPT2_PROMPT))
             record("decode", "torch.compile", lambda: fast(next_ids, presents, GPT2_PROMPT)[0], first)
+            fast_static = torch.compile(reference.decode_static, dynamic=False)
+            first = timed_first(lambda: fast_static(next_ids, static, GPT2_PROMPT))
+            record("decode", "torch.compile static cache", lambda: fast_static(next_ids, static, GPT2_PROMPT), first)
     onnx_file = [p for p in peers if p in ("onnxruntime", "openvino", "openvino-f32")]
     if onnx_file:
         progress(f"gpt2: exporting prefill and decode to ONNX for {', '.join(onnx_file)}")

@@ -272,12 +272,19 @@ class GPT2Attention(nn.Module):
         self.heads, self.embd = heads, embd
         self.c_attn, self.c_proj = Conv1D(embd, 3 * embd), Conv1D(embd, embd)
 
-    def forward(self, x, past=None):
+    def forward(self, x, past=None, position: int | None = None):
+        """past: the cache so far, concatenated with this step's keys and values; or, with `position`,
+        preallocated caches (b, heads, length, d) that this step's keys and values are written into
+        in place at `position` (a static cache: no new tensors per token)."""
         b, s, _ = x.shape
         q, k, v = self.c_attn(x).split(self.embd, dim=2)
         split = lambda t: t.reshape(b, s, self.heads, -1).transpose(1, 2)  # noqa: E731
         q, k, v = split(q), split(k), split(v)
-        if past is not None:
+        if position is not None:
+            past[0][:, :, position:position + s] = k
+            past[1][:, :, position:position + s] = v
+            k, v = past[0][:, :, :position + s], past[1][:, :, :position + s]
+        elif past is not None:
             k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)
         return self.c_proj(out.transpose(1, 2).reshape(b, s, self.embd)), (k, v)
@@ -291,15 +298,16 @@ class GPT2Block(nn.Module):
         self.mlp = nn.Module()
         self.mlp.c_fc, self.mlp.c_proj = Conv1D(embd, 4 * embd), Conv1D(4 * embd, embd)
 
-    def forward(self, x, past=None):
-        attended, present = self.attn(self.ln_1(x), past)
+    def forward(self, x, past=None, position: int | None = None):
+        attended, present = self.attn(self.ln_1(x), past, position)
         x = x + attended
         h = self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
         return x + h, present
 
 
 class GPT2(nn.Module):
-    """GPT-2 with a KV cache: forward(ids, past=None, start=0) -> (logits, presents)."""
+    """GPT-2 with a KV cache: forward(ids, past=None, start=0) -> (logits, presents), the cache grown by
+    concatenation; decode_static(ids, caches, position) -> logits, a preallocated cache written in place."""
 
     def __init__(self, vocab: int = 50257, positions: int = 1024, embd: int = 768, layers: int = 12, heads: int = 12):
         super().__init__()
@@ -316,3 +324,12 @@ class GPT2(nn.Module):
             x, present = block(x, None if past is None else past[i])
             presents.append(present)
         return t.ln_f(x) @ t.wte.weight.T, presents
+
+    def decode_static(self, ids, caches, position: int):
+        """One decode step with preallocated caches [(k, v)] of shape (b, heads, length, d), written in
+        place at `position` (tensorkiln's decode step does the same with its donated caches): logits."""
+        t = self.transformer
+        x = t.wte(ids) + t.wpe(torch.arange(position, position + ids.shape[1]))
+        for block, cache in zip(t.h, caches):
+            x, _ = block(x, cache, position)
+        return t.ln_f(x) @ t.wte.weight.T

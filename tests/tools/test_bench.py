@@ -39,8 +39,9 @@ def test_gpt2_prefill_and_decode_against_every_installed_peer():
             pass
     config = GPT2Config(vocab_size=300, n_positions=160, n_embd=64, n_layer=2, n_head=4)
     prefill, decode = measure_gpt2(1, peers, repeat=2, config=config)
+    assert set(prefill) == {"tensorkiln", *peers}
+    assert set(decode) == {"tensorkiln", *peers, "torch static cache"}  # PyTorch's cache written in place too
     for rows in (prefill, decode):
-        assert set(rows) == {"tensorkiln", *peers}
         assert all(r["agrees"] and r["latency_s"] > 0 for r in rows.values()), rows
 
 
