@@ -220,3 +220,17 @@ def test_bitwise_small_integer_ops(dtype):
 
 def test_zero_dim_constant_outputs():
     check_compiled(lambda x: (x + 1, tk.tensor(2.5), tk.tensor(3) * 2), np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_float_remainder_edge_cases_match_numpy(dtype):
+    """x % y with infinite, zero, NaN and signed operands: numpy's remainder, also compiled."""
+    x = np.array([-4.0, 7.0, 5.0, 4.0, -1.0, 3.0, -1.0, 3.0, np.inf, -np.inf, np.nan, 2.0, 0.0, -0.0], dtype)
+    y = np.array([2.0, -1.0, 5.0, -2.0, np.inf, np.inf, -np.inf, -np.inf, 2.0, 3.0, 1.0, np.nan, -2.0, 2.0], dtype)
+    f = tk.jit(lambda a, b: a % b)
+    got = f(x, y).numpy()
+    with np.errstate(all="ignore"):
+        want = np.remainder(x, y)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # the sign of a zero remainder too
+    assert f.report(x, y).backend == "c"

@@ -190,7 +190,16 @@ def _lower_floor_div(a, b):
 
 
 def _lower_mod(a, b):
-    return a - E.call("floor", a / b) * b if a.dtype.startswith("float") else a % b
+    """Python's (and numpy's) float remainder, as numpy computes it: fmod, moved into the divisor's sign.
+
+    a - floor(a / b) * b would be NaN for an infinite divisor (3 % inf is 3, -1 % inf is inf).
+    """
+    if not a.dtype.startswith("float"):
+        return a % b
+    zero = _const(0, a.dtype)
+    m = E.call("fmod", a, b)
+    wrong_sign = E.logical_and(E.ne(m, zero), E.ne(E.lt(b, zero), E.lt(m, zero)))
+    return E.Select(E.eq(m, zero), E.call("copysign", zero, b), E.Select(wrong_sign, m + b, m))
 
 
 def _logical(bitwise: str, logical):
@@ -433,6 +442,7 @@ binary("div",       np.divide,                 FLOAT_ONLY, _expr(lambda a, b: a 
        doc="true division", method="div")
 binary("floor_div", _int_safe(np.floor_divide), NUMERIC,   _expr(_lower_floor_div),      (_zero, _zero),
        doc="floor division (Python's //)", method="floor_divide")
+math_function("copysign", 2, np.copysign)  # libm's copysignf/copysign: the sign of a zero remainder
 binary("mod",       _int_safe(np.mod),         NUMERIC,    _expr(_lower_mod),            _MOD_GRADIENTS,
        doc="remainder with the divisor's sign (Python's %)", method="remainder")
 binary("pow",       np.power,                  NUMERIC,    _expr(_lower_pow),            _POW_GRADIENTS, method="pow")
