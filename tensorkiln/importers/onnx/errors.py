@@ -10,6 +10,10 @@ class OnnxImportError(TensorKilnError, ValueError):
     """The ONNX model is malformed: unreadable bytes, missing definitions, dangling node inputs."""
 
 
+class OnnxOutputShapeWarning(UserWarning):
+    """A graph output's computed shape differs from the static shape the model declares for it."""
+
+
 @functools.lru_cache(maxsize=None)
 def onnx_errors() -> tuple[type[BaseException], ...]:
     """onnx's exceptions for an invalid model (checker, shape inference, schema), for wrapping.

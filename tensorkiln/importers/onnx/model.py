@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -30,9 +31,9 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
 from ...pipeline.options import CompileOptions
-from .errors import OnnxImportError, onnx_errors
+from .errors import OnnxImportError, OnnxOutputShapeWarning, onnx_errors
 from .external_data import external_tensors, load_external_data
-from .functions import NotExpandable, expand_node
+from .functions import BodyError, NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
 from ...frontend.jit import jit
@@ -210,8 +211,8 @@ class OnnxModule:
             if value.name in initializer_names:
                 continue
             self.input_types[value.name] = self._value_type(value, "input")
-        for value in graph.output:
-            self._value_type(value, "output")
+        # declared (dtype, dims) per graph output, None where undeclared: checked against what is computed
+        self.output_types = {value.name: self._value_type(value, "output") for value in graph.output}
         self._nodes = self._check_nodes(graph, initializer_names)
         self._constants: dict[str, Tensor] = {}
         for init in graph.initializer:
@@ -300,12 +301,12 @@ class OnnxModule:
             if node.op_type not in CONVERTERS:
                 try:  # an operator the standard defines as a function of others: convert its body
                     expanded = expand_node(node, opset, CONVERTERS.__contains__, self._inferred_type)
-                except NotExpandable as err:
+                except NotExpandable as err:  # no body, or one using an unsupported operator
                     self._unsupported.append(Unsupported(where, str(err)))
                     continue
-                except Exception as err:  # onnx could not build the body (bad attributes, ...)
-                    self._unsupported.append(Unsupported(where, f"operator not supported ({err})"))
-                    continue
+                except BodyError as err:  # onnx rejects the node's attributes or input types
+                    raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: {where}: {err}") from None
+                # any other exception is tensorkiln's own failure: it propagates, it is not "unsupported"
                 for inner, inner_opset in expanded:
                     nodes.append(_Node(inner.op_type, f"{label}/{inner.name.rsplit('__', 1)[-1]}",
                                        list(inner.input), list(inner.output), _attributes(inner), inner_opset))
@@ -410,7 +411,28 @@ class OnnxModule:
                 if out:
                     raise UnsupportedOpError(f"node '{node.name}' ({node.op_type}): output {out!r} is not "
                                              "supported by tensorkiln's converter")
-        return [env[name] for name in self.output_names]
+        outputs = [env[name] for name in self.output_names]
+        self._check_outputs(outputs)
+        return outputs
+
+    def _check_outputs(self, outputs: list) -> None:
+        """Computed outputs against the declared types: another element type is an error (the caller would
+        get arrays of a type the model promises not to produce); another static shape warns, as ONNX Runtime
+        does (declared shapes are often stale after a model is edited; symbolic dimensions match any size)."""
+        for name, value in zip(self.output_names, outputs):
+            declared = self.output_types.get(name)
+            if declared is None or not isinstance(value, Tensor):
+                continue
+            dtype, dims = declared
+            if value.dtype != dtype:
+                raise OnnxImportError(f"ONNX model {self.model_name!r}: graph output {name!r} is declared "
+                                      f"{dtype.name} but the model computes {value.dtype.name}")
+            shape = tuple(value.shape)
+            if dims is not None and not _shape_matches(dims, shape):
+                declared_shape = [d if d is not None else "?" for d in dims]
+                warnings.warn(f"ONNX model {self.model_name!r}: graph output {name!r} is declared with shape "
+                              f"{declared_shape} but the model computes {list(shape)}", OnnxOutputShapeWarning,
+                              stacklevel=2)
 
     # ---- calling -------------------------------------------------------------------------------
     def _arguments(self, args, kwargs) -> list:
@@ -499,6 +521,11 @@ class _Frozen:
     @property
     def array(self) -> np.ndarray:
         return np.frombuffer(self.data, dtype=self.dtype.storage).reshape(self.shape).copy()
+
+
+def _shape_matches(dims: tuple, shape: tuple) -> bool:
+    """Whether a computed shape fits declared dims (None, a symbolic or unset dimension, fits any size)."""
+    return len(dims) == len(shape) and all(d is None or d == s for d, s in zip(dims, shape))
 
 
 def _rewrap(err: TensorKilnError, message: str) -> TensorKilnError:
