@@ -68,6 +68,7 @@ def _input_types(node, input_types: Callable[[str], object]) -> list[bytes]:
 
 
 def _plain_body(schema, opset: int):
+    """The schema's fixed function body, in the newest version not above `opset`."""
     import onnx
     versions = [v for v in schema.function_opset_versions if v <= opset]
     data = schema.get_function_with_opset_version(max(versions)) if versions else None
@@ -77,6 +78,7 @@ def _plain_body(schema, opset: int):
 
 
 def _context_dependent_body(schema, node, opset: int, types: list[bytes]):
+    """The body onnx builds for this node's attributes and input types (newest version not above `opset`)."""
     import onnx
     versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
     if versions:

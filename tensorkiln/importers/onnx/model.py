@@ -9,7 +9,9 @@ converter per operator, registered in `registry.py` by the operator-family
 modules) that `tk.jit` traces once per input signature, so a dynamic batch
 dimension is specialized at call time. Before anything is traced the model is checked: every unsupported operator and
 element type is reported at once (UnsupportedOpError), and a malformed model
-(bad bytes, dangling inputs) raises OnnxImportError naming the problem.
+(bad bytes, no graph or opset, dangling inputs) raises OnnxImportError naming the
+problem. External tensor data is read only from inside the model's directory or
+`base_dir=` (external_data.py); declared output types are checked when traced.
 
 Graph inputs that feed a value the compiler must know (Reshape's shape,
 Slice's starts, Pad's pads, ...) are *value-specialized*: their value is part
