@@ -8,8 +8,9 @@ The `onnx` package is needed only when a model is loaded (pip install tensorkiln
 """
 from __future__ import annotations
 
-from .importers.onnx.model import (OnnxImportError, OnnxModule, UnsupportedModelError, load,  # noqa: F401
-                                   random_inputs)
+from .importers.onnx.model import (OnnxImportError, OnnxModule, OnnxOutputShapeWarning,  # noqa: F401
+                                   UnsupportedModelError, load, random_inputs)
 from .importers.onnx.registry import supported_ops  # noqa: F401
 
-__all__ = ["load", "OnnxModule", "OnnxImportError", "UnsupportedModelError", "supported_ops", "random_inputs"]
+__all__ = ["load", "OnnxModule", "OnnxImportError", "OnnxOutputShapeWarning", "UnsupportedModelError",
+           "supported_ops", "random_inputs"]

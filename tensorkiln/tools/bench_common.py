@@ -14,9 +14,19 @@ PEER_TOLERANCE = {"openvino": 3e-2}
 
 def agreement(output, reference: np.ndarray, framework: str = "") -> dict:
     """max |output - reference| relative to the reference's scale, and whether that is within the
-    framework's tolerance (TOLERANCE, or PEER_TOLERANCE for a peer computing in lower precision)."""
+    framework's tolerance (TOLERANCE, or PEER_TOLERANCE for a peer computing in lower precision).
+
+    Shapes must be equal: a wrong shape that merely broadcasts against the reference
+    (a (1, n) row for an (m, n) result, a scalar) disagrees, with an infinite error.
+    """
     output = output.numpy() if hasattr(output, "numpy") else np.asarray(output)
-    error = float(np.abs(output - reference).max()) / max(1.0, float(np.abs(reference).max()))
+    reference = np.asarray(reference)
+    if output.shape != reference.shape:
+        return {"max_rel_error": float("inf"), "agrees": False}
+    if not reference.size:
+        return {"max_rel_error": 0.0, "agrees": True}  # nothing to differ (and .max() of nothing fails)
+    difference = np.abs(output.astype(np.float64) - reference.astype(np.float64))
+    error = float(difference.max()) / max(1.0, float(np.abs(reference.astype(np.float64)).max()))
     return {"max_rel_error": error, "agrees": error <= PEER_TOLERANCE.get(framework, TOLERANCE)}
 
 

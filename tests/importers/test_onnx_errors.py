@@ -99,3 +99,79 @@ def test_shape_error_names_the_node():
                           backend="interpreter")
     with pytest.raises(tk.ShapeError, match="node 'mm' \\(MatMul"):
         module(np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32))
+
+
+# ---- declared graph-output types ---------------------------------------------------------------------
+
+def test_output_declared_with_another_element_type_is_an_error():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", TensorProto.INT64, [2])])
+    module = tk.onnx.load(m, backend="interpreter")
+    with pytest.raises(tk.onnx.OnnxImportError, match="output 'y' is declared int64 but the model computes float32"):
+        module(np.zeros(2, np.float32))
+
+
+def test_output_declared_with_another_static_shape_warns():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, ["N", 3])], [("y", F, [5, 3])])
+    module = tk.onnx.load(m, backend="interpreter")
+    with pytest.warns(tk.onnx.OnnxOutputShapeWarning, match=r"output 'y' is declared with shape \[5, 3\] but the "
+                                                            r"model computes \[2, 3\]"):
+        y, = module(np.ones((2, 3), np.float32))
+    assert y.shape == (2, 3)  # a warning, as ONNX Runtime gives: the computed output is returned
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2, 1])])
+    with pytest.warns(tk.onnx.OnnxOutputShapeWarning, match=r"declared with shape \[2, 1\]"):
+        tk.onnx.load(m, backend="interpreter")(np.ones(2, np.float32))
+
+
+def test_symbolic_and_undeclared_output_dimensions_match_any_size(recwarn):
+    m = model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["z"])],
+              [("x", F, ["N", 3])], [("y", F, ["batch", 3]), ("z", TensorProto.UNDEFINED, None)])
+    module = tk.onnx.load(m, backend="interpreter")
+    module(np.ones((4, 3), np.float32))
+    assert not [w for w in recwarn if issubclass(w.category, tk.onnx.OnnxOutputShapeWarning)]
+
+
+# ---- function bodies: tensorkiln's own failures are failures, not "unsupported" ------------------------
+
+def _rms_norm():
+    """RMSNormalization (opset 23) has no converter: it runs through its function body."""
+    return model([helper.make_node("RMSNormalization", ["x", "s"], ["y"], name="rms")],
+                 [("x", F, [2, 4]), ("s", F, [4])], [("y", F, [2, 4])], opset=23)
+
+
+def test_function_body_expands():
+    module = tk.onnx.load(_rms_norm(), backend="interpreter")
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    y, = module(x, np.ones(4, np.float32))
+    np.testing.assert_allclose(y, x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5), rtol=1e-5)
+
+
+def test_tensorkiln_error_while_expanding_a_function_body_propagates(monkeypatch, tmp_path):
+    from tensorkiln.importers.onnx import functions
+    from onnx_cases import Case, run_case
+
+    def broken(node, opset):
+        raise RuntimeError("a bug in the expansion")
+    monkeypatch.setattr(functions, "_default_attributes", broken)
+    with pytest.raises(RuntimeError, match="a bug in the expansion"):
+        tk.onnx.load(_rms_norm(), backend="interpreter")
+    (tmp_path / "model.onnx").write_bytes(_rms_norm().SerializeToString())
+    with pytest.raises(RuntimeError):  # the conformance runner counts it as failed, not unsupported
+        run_case(Case("node", "rms", str(tmp_path)), "interpreter")
+
+
+def test_onnx_failing_to_build_a_function_body_is_an_import_error(monkeypatch):
+    from tensorkiln.importers.onnx import functions
+
+    def rejected(*args):
+        raise onnx.checker.ValidationError("attribute out of range")
+    monkeypatch.setattr(functions, "_plain_body", rejected)
+    monkeypatch.setattr(functions, "_context_dependent_body", rejected)
+    with pytest.raises(tk.onnx.OnnxImportError, match="'rms'.*RMSNormalization.*attribute out of range"):
+        tk.onnx.load(_rms_norm(), backend="interpreter")
+
+
+def test_unsupported_operator_inside_a_function_body_stays_unsupported():
+    m = model([helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"], name="sce")],
+              [("x", F, [2, 3]), ("t", TensorProto.INT64, [2])], [("y", F, [])], opset=13)
+    with pytest.raises(tk.onnx.UnsupportedModelError, match="'sce'"):
+        tk.onnx.load(m, backend="interpreter")

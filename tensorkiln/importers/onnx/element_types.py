@@ -8,6 +8,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...errors import UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
+from .errors import OnnxImportError
 
 
 # ONNX TensorProto element types tensorkiln holds (the others: uint16/32/64, string, complex, float8, 4-bit...).
@@ -31,9 +32,12 @@ def elem_type_name(elem_type: int) -> str:
 
 
 def tensor_from_proto(proto) -> Tensor:
-    """An eager tensor from an ONNX TensorProto."""
+    """An eager tensor from an ONNX TensorProto (external data must have been read into it already)."""
     from onnx import numpy_helper
     dtype = tk_dtype(proto.data_type)
+    if proto.data_location == 1:  # EXTERNAL: to_array would read the file relative to the working directory
+        raise OnnxImportError(f"tensor {proto.name!r} stores its data in an external file that was not read "
+                              "(load the model with tk.onnx.load, which reads it under its containment rules)")
     array = numpy_helper.to_array(proto)
     if dtype is dt.bfloat16:
         array = np.asarray(array).astype(np.float32)

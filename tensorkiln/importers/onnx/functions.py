@@ -17,44 +17,76 @@ _counter = itertools.count()
 
 
 class NotExpandable(Exception):
-    """The node has no function body, or its body uses something unsupported."""
+    """The node has no function body, or its body uses something unsupported: the model is unsupported."""
+
+
+class BodyError(Exception):
+    """onnx could not build the node's function body (attributes or input types it rejects): the model is
+    malformed. Any other exception while expanding is a bug in tensorkiln and propagates as it is."""
 
 
 def _schema(op_type: str, opset: int):
     import onnx
     try:
         return onnx.defs.get_schema(op_type, opset, "")
-    except Exception:
+    except onnx.defs.SchemaError:  # no such operator at this opset
         return None
 
 
 def _body(node, opset: int, input_types: Callable[[str], object]):
     """The FunctionProto of `node`'s operator at `opset`, or None."""
-    import onnx
     schema = _schema(node.op_type, opset)
     if schema is None:
         return None
     if schema.has_function:
-        versions = [v for v in schema.function_opset_versions if v <= opset]
-        data = schema.get_function_with_opset_version(max(versions)) if versions else None
-        if data is None:
-            return schema.function_body
-        return data if isinstance(data, onnx.FunctionProto) else onnx.FunctionProto.FromString(data)
+        return _onnx_call(node, lambda: _plain_body(schema, opset))
     if schema.has_context_dependent_function:
-        types = []
-        for name in node.input:
-            t = input_types(name) if name else onnx.TypeProto()
-            if t is None:
-                raise NotExpandable(f"the type of input {name!r} is unknown (its function body depends on it)")
-            types.append(t.SerializeToString())
-        versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
-        if versions:
-            data = schema.get_context_dependent_function_with_opset_version(
-                max(versions), node.SerializeToString(), types)
-        else:
-            data = schema.get_context_dependent_function(node.SerializeToString(), types)
-        return onnx.FunctionProto.FromString(data)
+        types = _input_types(node, input_types)  # NotExpandable (unknown types) is not onnx's failure
+        return _onnx_call(node, lambda: _context_dependent_body(schema, node, opset, types))
     return None
+
+
+def _onnx_call(node, build: Callable[[], object]):
+    """`build()`, with onnx's failures (its C++ checks raise RuntimeError, ValidationError...) as BodyError."""
+    try:
+        return build()
+    except Exception as err:
+        raise BodyError(f"onnx cannot build the function body of {node.op_type}: {type(err).__name__}: "
+                        f"{err}") from None
+
+
+def _input_types(node, input_types: Callable[[str], object]) -> list[bytes]:
+    """The serialized TypeProto of each node input (context-dependent bodies depend on them)."""
+    import onnx
+    types = []
+    for name in node.input:
+        t = input_types(name) if name else onnx.TypeProto()
+        if t is None:
+            raise NotExpandable(f"the type of input {name!r} is unknown (its function body depends on it)")
+        types.append(t.SerializeToString())
+    return types
+
+
+def _plain_body(schema, opset: int):
+    """The schema's fixed function body, in the newest version not above `opset`."""
+    import onnx
+    versions = [v for v in schema.function_opset_versions if v <= opset]
+    data = schema.get_function_with_opset_version(max(versions)) if versions else None
+    if data is None:
+        return schema.function_body
+    return data if isinstance(data, onnx.FunctionProto) else onnx.FunctionProto.FromString(data)
+
+
+def _context_dependent_body(schema, node, opset: int, types: list[bytes]):
+    """The body onnx builds for this node's attributes and input types (newest version not above `opset`)."""
+    import onnx
+    versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    if versions:
+        data = schema.get_context_dependent_function_with_opset_version(max(versions), node.SerializeToString(),
+                                                                        types)
+    else:
+        data = schema.get_context_dependent_function(node.SerializeToString(), types)
+    return onnx.FunctionProto.FromString(data)
 
 
 def _default_attributes(node, opset: int) -> dict:

@@ -9,7 +9,9 @@ converter per operator, registered in `registry.py` by the operator-family
 modules) that `tk.jit` traces once per input signature, so a dynamic batch
 dimension is specialized at call time. Before anything is traced the model is checked: every unsupported operator and
 element type is reported at once (UnsupportedOpError), and a malformed model
-(bad bytes, dangling inputs) raises OnnxImportError naming the problem.
+(bad bytes, no graph or opset, dangling inputs) raises OnnxImportError naming the
+problem. External tensor data is read only from inside the model's directory or
+`base_dir=` (external_data.py); declared output types are checked when traced.
 
 Graph inputs that feed a value the compiler must know (Reshape's shape,
 Slice's starts, Pad's pads, ...) are *value-specialized*: their value is part
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -30,7 +33,9 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
 from ...pipeline.options import CompileOptions
-from .functions import NotExpandable, expand_node
+from .errors import OnnxImportError, OnnxOutputShapeWarning, onnx_errors
+from .external_data import external_tensors, load_external_data
+from .functions import BodyError, NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
 from ...frontend.jit import jit
@@ -45,10 +50,6 @@ SHAPE_ARITHMETIC = {"Identity", "Cast", "CastLike", "Reshape", "Squeeze", "Unsqu
                     "Slice", "Split", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
                     "Round", "Equal", "Less", "Greater", "Not", "And", "Or", "Where", "Range", "Expand", "Tile",
                     "ConstantOfShape", "Transpose", "Sqrt", "Pow", "Clip", "Sign"}
-
-
-class OnnxImportError(TensorKilnError, ValueError):
-    """The ONNX model is malformed: unreadable bytes, missing definitions, dangling node inputs."""
 
 
 @dataclass(frozen=True)
@@ -75,33 +76,79 @@ class UnsupportedModelError(UnsupportedOpError):
 
 # ---- reading ---------------------------------------------------------------------------------
 
-def _read_model(source) -> tuple[Any, str]:
-    """A ModelProto from a path, bytes or ModelProto, and a name for messages."""
+def _read_model(source, base_dir: str | os.PathLike | None) -> tuple[Any, str]:
+    """A ModelProto from a path, bytes or ModelProto, and a name for messages.
+
+    External data is read from under `base_dir`, for a path by default the
+    model's own directory (external_data.py's containment rules); a model
+    given as bytes or ModelProto reads none without `base_dir`.
+    """
     try:
         import onnx
     except ImportError:  # pragma: no cover
         raise ImportError("tk.onnx needs the onnx package: pip install onnx") from None
     if isinstance(source, onnx.ModelProto):
-        return source, source.graph.name or "model"
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "model"
+        model, name = source, source.graph.name or "model"
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        model = _parse_bytes(bytes(source))
+        name = model.graph.name or "model"
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if not os.path.isfile(path):
-            raise OnnxImportError(f"ONNX model file {path!r} does not exist")
-        try:
-            model = onnx.load(path)  # also reads external data next to the file
-        except Exception as err:  # protobuf's DecodeError and friends
-            raise OnnxImportError(f"{path!r} is not a readable ONNX model: {err}") from None
-        return model, os.path.basename(path)
+        model, name = _read_file(path), os.path.basename(path)
+        if base_dir is None:
+            base_dir = os.path.dirname(os.path.abspath(path))
     else:
         raise TypeError(f"tk.onnx.load expects a path, bytes or onnx.ModelProto, got {type(source).__name__}")
+    _check_header(model, name)
+    if isinstance(source, onnx.ModelProto) and any(True for _ in external_tensors(model)):
+        model = _copy(model)  # the external data is read into the tensors: leave the caller's proto alone
+    load_external_data(model, None if base_dir is None else os.fspath(base_dir), name)
+    return model, name
+
+
+def _parse_bytes(data: bytes):
+    import onnx
     try:
         model = onnx.ModelProto()
         model.ParseFromString(data)
-    except Exception as err:
+    except Exception as err:  # protobuf's DecodeError and friends
         raise OnnxImportError(f"the bytes are not a readable ONNX model: {err}") from None
-    return model, model.graph.name or name
+    return model
+
+
+def _read_file(path: str):
+    """The ModelProto in the file at `path`, its external data not read (load_external_data does that)."""
+    import onnx
+    if os.path.isdir(path):
+        raise OnnxImportError(f"ONNX model path {path!r} is a directory, not a model file")
+    if not os.path.exists(path):
+        raise OnnxImportError(f"ONNX model file {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise OnnxImportError(f"ONNX model path {path!r} is not a regular file")
+    try:
+        return onnx.load(path, load_external_data=False)
+    except Exception as err:  # protobuf's DecodeError, OSError (permissions), ...
+        raise OnnxImportError(f"{path!r} is not a readable ONNX model: {err}") from None
+
+
+def _check_header(model, name: str) -> None:
+    """A model needs a graph with outputs, an IR version and (from IR version 3) an opset import: an empty
+    or truncated file parses as an empty ModelProto, which must not load as a model computing nothing."""
+    if not model.HasField("graph"):
+        raise OnnxImportError(f"ONNX model {name!r} has no graph (an empty or truncated file, or not a model)")
+    if model.ir_version <= 0:
+        raise OnnxImportError(f"ONNX model {name!r} has no IR version (ir_version {model.ir_version})")
+    if not model.opset_import and model.ir_version >= 3:  # IR versions 1 and 2 predate opset imports
+        raise OnnxImportError(f"ONNX model {name!r} imports no opset (IR version {model.ir_version} needs one)")
+    if not model.graph.output:
+        raise OnnxImportError(f"ONNX model {name!r} has no graph outputs")
+
+
+def _copy(model):
+    import onnx
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
 
 
 def _attributes(node) -> dict:
@@ -112,7 +159,11 @@ def _attributes(node) -> dict:
         if attr.ref_attr_name:
             raise OnnxImportError(f"node '{node.name}' ({node.op_type}): attribute {attr.name!r} refers to a "
                                   "function attribute outside a function")
-        value = helper.get_attribute_value(attr)
+        try:
+            value = helper.get_attribute_value(attr)
+        except Exception as err:  # an attribute of an unknown or inconsistent type
+            raise OnnxImportError(f"node '{node.name}' ({node.op_type}): attribute {attr.name!r} cannot be read: "
+                                  f"{err}") from None
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
@@ -162,8 +213,8 @@ class OnnxModule:
             if value.name in initializer_names:
                 continue
             self.input_types[value.name] = self._value_type(value, "input")
-        for value in graph.output:
-            self._value_type(value, "output")
+        # declared (dtype, dims) per graph output, None where undeclared: checked against what is computed
+        self.output_types = {value.name: self._value_type(value, "output") for value in graph.output}
         self._nodes = self._check_nodes(graph, initializer_names)
         self._constants: dict[str, Tensor] = {}
         for init in graph.initializer:
@@ -252,12 +303,12 @@ class OnnxModule:
             if node.op_type not in CONVERTERS:
                 try:  # an operator the standard defines as a function of others: convert its body
                     expanded = expand_node(node, opset, CONVERTERS.__contains__, self._inferred_type)
-                except NotExpandable as err:
+                except NotExpandable as err:  # no body, or one using an unsupported operator
                     self._unsupported.append(Unsupported(where, str(err)))
                     continue
-                except Exception as err:  # onnx could not build the body (bad attributes, ...)
-                    self._unsupported.append(Unsupported(where, f"operator not supported ({err})"))
-                    continue
+                except BodyError as err:  # onnx rejects the node's attributes or input types
+                    raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: {where}: {err}") from None
+                # any other exception is tensorkiln's own failure: it propagates, it is not "unsupported"
                 for inner, inner_opset in expanded:
                     nodes.append(_Node(inner.op_type, f"{label}/{inner.name.rsplit('__', 1)[-1]}",
                                        list(inner.input), list(inner.output), _attributes(inner), inner_opset))
@@ -351,6 +402,9 @@ class OnnxModule:
                 if f"'{node.name}'" not in message:
                     message = f"node '{node.name}' ({node.op_type}, opset {node.opset}): {message}"
                 raise _rewrap(err, message) from err
+            except onnx_errors() as err:  # an onnx helper the converter called found the node invalid
+                raise OnnxImportError(f"node '{node.name}' ({node.op_type}, opset {node.opset}): "
+                                      f"{type(err).__name__}: {err}") from None
             results = list(result) if isinstance(result, (list, tuple)) else [result]
             for out, value in zip(node.outputs, results):
                 if out:
@@ -359,7 +413,28 @@ class OnnxModule:
                 if out:
                     raise UnsupportedOpError(f"node '{node.name}' ({node.op_type}): output {out!r} is not "
                                              "supported by tensorkiln's converter")
-        return [env[name] for name in self.output_names]
+        outputs = [env[name] for name in self.output_names]
+        self._check_outputs(outputs)
+        return outputs
+
+    def _check_outputs(self, outputs: list) -> None:
+        """Computed outputs against the declared types: another element type is an error (the caller would
+        get arrays of a type the model promises not to produce); another static shape warns, as ONNX Runtime
+        does (declared shapes are often stale after a model is edited; symbolic dimensions match any size)."""
+        for name, value in zip(self.output_names, outputs):
+            declared = self.output_types.get(name)
+            if declared is None or not isinstance(value, Tensor):
+                continue
+            dtype, dims = declared
+            if value.dtype != dtype:
+                raise OnnxImportError(f"ONNX model {self.model_name!r}: graph output {name!r} is declared "
+                                      f"{dtype.name} but the model computes {value.dtype.name}")
+            shape = tuple(value.shape)
+            if dims is not None and not _shape_matches(dims, shape):
+                declared_shape = [d if d is not None else "?" for d in dims]
+                warnings.warn(f"ONNX model {self.model_name!r}: graph output {name!r} is declared with shape "
+                              f"{declared_shape} but the model computes {list(shape)}", OnnxOutputShapeWarning,
+                              stacklevel=2)
 
     # ---- calling -------------------------------------------------------------------------------
     def _arguments(self, args, kwargs) -> list:
@@ -450,6 +525,11 @@ class _Frozen:
         return np.frombuffer(self.data, dtype=self.dtype.storage).reshape(self.shape).copy()
 
 
+def _shape_matches(dims: tuple, shape: tuple) -> bool:
+    """Whether a computed shape fits declared dims (None, a symbolic or unset dimension, fits any size)."""
+    return len(dims) == len(shape) and all(d is None or d == s for d, s in zip(dims, shape))
+
+
 def _rewrap(err: TensorKilnError, message: str) -> TensorKilnError:
     try:
         new = type(err)(message)
@@ -482,29 +562,40 @@ def _identifiers(names: Sequence[str]) -> list[str]:
     return result
 
 
-def _inline_functions(model):
+def _inline_functions(model, name: str):
     """Inline model-local functions (onnx.inliner), so every node is an ai.onnx operator or unknown."""
     if not len(model.functions):
         return model
     try:
         from onnx import inliner
-        return inliner.inline_local_functions(model)
-    except Exception:  # an onnx without the inliner: the function calls are reported as unsupported
+    except ImportError:  # an onnx without the inliner: the function calls are reported as unsupported
         return model
+    try:
+        return inliner.inline_local_functions(model)
+    except Exception as err:  # the inliner's checks: a malformed function or call
+        raise OnnxImportError(f"ONNX model {name!r}: its model-local functions cannot be inlined: {err}") from None
 
 
-def load(source, *, backend: str = "c", opt_level: int = 2, debug: bool | None = None) -> OnnxModule:
+def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c", opt_level: int = 2,
+         debug: bool | None = None) -> OnnxModule:
     """Load an ONNX model (path, bytes or onnx.ModelProto) as a callable compiled per input signature.
 
     backend="c" compiles each signature to C (the default); backend="interpreter"
     runs the optimized graph with the reference interpreter (fast checks of many
     small models). Raises UnsupportedOpError listing every unsupported operator
     at once, and OnnxImportError for a malformed model, before anything runs.
+
+    External tensor data is read only from inside one directory: `base_dir`, or
+    for a model given by path its own directory. A model given as bytes or as a
+    ModelProto reads no external data unless `base_dir` is given.
     """
     CompileOptions(opt_level=opt_level, debug=debug, backend=backend)  # checked before the model is read
-    model, name = _read_model(source)
-    model = _inline_functions(model)
-    return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
+    model, name = _read_model(source, base_dir)
+    try:
+        model = _inline_functions(model, name)
+        return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
+    except onnx_errors() as err:  # onnx's checker or shape inference, called on the way, found the model invalid
+        raise OnnxImportError(f"invalid ONNX model {name!r}: {type(err).__name__}: {err}") from None
 
 
 def random_inputs(module: OnnxModule, seed: int = 0, dynamic: int = 1) -> dict[str, np.ndarray]:
