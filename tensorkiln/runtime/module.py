@@ -16,6 +16,10 @@ Calling it with the inputs and preallocated outputs:
    pointer valid);
 3. makes exactly one foreign call, `tk_entry(args, arena)`.
 
+CompiledGraph (pipeline/executable.py), which knows its arrays pass step 1 from
+identity comparisons with the dtypes and shapes it checked once, calls
+`call_checked` instead: steps 2 and 3 only, under `lock`.
+
 Per-call overhead, measured with timeit (best of 5 x 200,000 calls) on this
 project's 2-core AVX2 machine, Python 3.11, numpy 2, for an entry that does
 almost no work (2 float32[4] inputs, 1 output): a bare ctypes call of the
