@@ -131,6 +131,18 @@ class TracedFunction:
     # the compiled code may write it into that input's array (see CompiledGraph)
     updates: list = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # Fixed for the trace, read by every fast call (JitFunction.__call__): worked out once.
+        self.checked = bool(self.guards or self.baked)  # guards_hold/constants_current must run
+        self.output_dtypes = [node.dtype for node in self.graph.outputs[:self.n_outputs]]
+        # one tensor returned as it is, no state written back: the result is just one Tensor
+        self.single_output = isinstance(self.output_structure, _Leaf) and self.n_outputs == 1 \
+            and not self.mutations
+
+    def current(self) -> bool:
+        """guards_hold() and constants_current(): the trace may run for a call of its signature."""
+        return not self.checked or (self.guards_hold() and self.constants_current())
+
     def guards_hold(self) -> bool:
         """The trace assumed each guarded tensor had (or had no) .grad; still true?"""
         return all((t._grad is not None) == had for t, had in self.guards)
@@ -234,36 +246,54 @@ class JitFunction:
                           f"Pass values that change from call to call as tensors", RecompileWarning, stacklevel=4)
 
     # ---- public API -------------------------------------------------------------
-    def _fast_key(self, args) -> tuple | None:
-        """A cheap cache key for calls whose arguments are all plain arrays or eager tensors."""
-        key = []
+    def _fast_arguments(self, args: tuple) -> tuple[tuple, list[np.ndarray]] | None:
+        """(a cheap cache key, the arrays) for calls whose arguments are all plain arrays or eager
+        tensors not requiring grad; None for any other call."""
+        key, arrays = [], []
         for a in args:
-            if type(a) is np.ndarray:
-                key.append((a.shape, a.dtype))
-            elif type(a) is Tensor and a._node is None and not a._requires_grad:
-                key.append((a._value.shape, a._dtype))
+            kind = type(a)
+            if kind is np.ndarray:
+                key += (a.shape, a.dtype)
+                arrays.append(a)
+            elif kind is Tensor and a._node is None and not a._requires_grad:
+                value = a._value
+                key += (value.shape, a._dtype)  # a tk DType: never equal to a numpy array's dtype
+                arrays.append(value)
             else:
                 return None
-        return (tuple(key), is_grad_enabled(), self._module.training if self._module is not None else None)
+        key.append(is_grad_enabled())
+        if self._module is not None:
+            key.append(self._module.training)
+        return tuple(key), arrays
 
     def __call__(self, *args, **kwargs):
+        if kwargs or current_trace() is not None:
+            return self._call(args, kwargs)
+        fast = self._fast_arguments(args)
+        if fast is None:
+            return self._call(args, kwargs)
+        key, arrays = fast
+        entry = self._fast.get(key)
+        if entry is None or not entry.current():
+            return self._call(args, kwargs, key)
+        # the common case: same signature as before, no flattening, no key of the whole structure
+        if entry.state_sources:
+            arrays += [read() for read in entry.state_sources]
+        results = entry.compiled(arrays)
+        if entry.single_output:
+            return Tensor._from_value(results[0], entry.output_dtypes[0])
+        return _results(entry, results)
+
+    def _call(self, args: tuple, kwargs: dict, fast_key: tuple | None = None):
+        """A call through the full lookup (tracing and compiling a new signature), remembered
+        under `fast_key` for the fast path of later calls."""
         if current_trace() is not None:  # called from another traced function: inline it
             return self.fn(*args, **kwargs)
-        fast = self._fast_key(args) if not kwargs else None
-        entry = self._fast.get(fast) if fast is not None else None
-        if entry is not None and entry.guards_hold() and entry.constants_current():
-            # the common case: same signature as before, skip flattening and key building
-            arrays = [a if type(a) is np.ndarray else a._value for a in args]
-        else:
-            entry, tensors = self._lookup(args, kwargs)
-            arrays = [t._value for t in tensors]
-            if fast is not None:
-                self._fast[fast] = entry
-        results = entry.compiled(arrays + [read() for read in entry.state_sources])
-        n = entry.n_outputs
-        outputs = [Tensor._from_value(r, node.dtype) for r, node in zip(results[:n], entry.graph.outputs)]
-        _write_back(entry.mutations, results[n:], entry.graph.outputs[n:])
-        return _unflatten(entry.output_structure, outputs)
+        entry, tensors = self._lookup(args, kwargs)
+        if fast_key is not None:
+            self._fast[fast_key] = entry
+        results = entry.compiled([t._value for t in tensors] + [read() for read in entry.state_sources])
+        return _results(entry, results)
 
     def graph(self, *args, **kwargs) -> Graph:
         """The traced graph for these arguments' signature."""
@@ -300,6 +330,14 @@ class JitFunction:
     def cache_size(self) -> int:
         """Number of signatures traced so far."""
         return len(self._cache)
+
+
+def _results(entry: TracedFunction, results: list[np.ndarray]):
+    """A compiled call's result in the function's output structure, its state written back."""
+    n = entry.n_outputs
+    outputs = [Tensor._from_value(r, dtype) for r, dtype in zip(results[:n], entry.output_dtypes)]
+    _write_back(entry.mutations, results[n:], entry.graph.outputs[n:])
+    return _unflatten(entry.output_structure, outputs)
 
 
 def _write_back(mutations: list, arrays: list, nodes: list) -> None:

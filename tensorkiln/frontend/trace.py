@@ -26,7 +26,15 @@ from ..ir.graph import Node, constant_node, input_node, topological_order
 from .autodiff.mode import is_grad_enabled
 from .writes import write_count
 
-_state = threading.local()
+class _State(threading.local):
+    """Per-thread stack of active traces; the class attribute is every thread's default."""
+
+    # Found on the class while a thread has no stack yet: getattr with a default on a missing
+    # thread-local attribute raises and catches AttributeError inside (slow, on every call).
+    stack = None
+
+
+_state = _State()
 _composite_ids = itertools.count()
 
 

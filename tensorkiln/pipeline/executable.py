@@ -141,6 +141,11 @@ class CompiledGraph:
         self._output_specs = [(spec.shape, numpy_dtypes(spec.dtype)[0]) for spec in module.signature.outputs]
         self._input_dtypes = [n.dtype.storage for n in self.graph.inputs]
         self._index_checks = index_checks(self.graph)
+        # What a caller's input must be to be passed as it is: compared by identity per call
+        # (numpy's dtypes of the built-in types are singletons); anything else is converted.
+        self._input_types = [(np.dtype(dtype), tuple(n.shape)) for dtype, n in zip(self._input_dtypes, self.graph.inputs)]
+        self._recycled = [None] * len(self._output_specs)
+        self._call_lock = module.lock  # one lock for recycling outputs and the module's pointer slots
         self.report = CompileReport(
             backend="c", kernels=kernels, passes=self.report.passes, source_path=module.source_path,
             library_path=module.library_path, compile_seconds=0.0 if module.cache_hit else module.compile_seconds,
@@ -191,45 +196,75 @@ class CompiledGraph:
         """Run on storage arrays of the graph's input types; returns storage arrays."""
         if self.module is None:
             return interpret(self.graph, *arrays)
-        inputs = [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
+        inputs = self._storage_inputs(arrays)
+        if inputs is not arrays:
+            self.module.check_inputs(inputs)  # converted: a wrong shape or count raises here
+        if self._index_checks:
+            self._check_indices(inputs)
+        lock = self._call_lock
+        lock.acquire()  # outputs are recycled: two threads must not pick the same array
+        try:
+            return self._run(arrays, inputs)
+        finally:
+            lock.release()
+
+    def _storage_inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """`arrays` itself when every one is a C-contiguous ndarray of its input's dtype and shape,
+        else each converted to its storage dtype, C-contiguous (the module checks shapes)."""
+        if len(arrays) != len(self._input_types):
+            return list(arrays)  # the module names the missing or extra arguments
+        for array, (dtype, shape) in zip(arrays, self._input_types):
+            if type(array) is not np.ndarray or array.dtype is not dtype or array.shape != shape \
+                    or not array.flags.c_contiguous:
+                return [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
+        return arrays
+
+    def _check_indices(self, inputs: list[np.ndarray]) -> None:
+        """IndexError, as the reference raises, for an index input out of its axis' range."""
         for position, size, op in self._index_checks:
             index = inputs[position]
             if index.size and (index.min() < -size or index.max() >= size):
                 bad = index[(index < -size) | (index >= size)].reshape(-1)[0]
                 raise IndexError(f"{op}: index {bad} is out of range for an axis of size {size}")
-        with self._call_lock:  # outputs are recycled: two threads must not pick the same array
-            return self._run(arrays, inputs)
 
     def _run(self, arrays: list[np.ndarray], inputs: list[np.ndarray]) -> list[np.ndarray]:
-        outputs = [self._output_array(k, shape, dtype) for k, (shape, dtype) in enumerate(self._output_specs)]
+        """Pick the outputs' arrays and make the foreign call (the caller holds the call lock)."""
+        # Output k's array: last call's, when the caller has let go of it, else a new one.
+        # A new large array costs its first writer a page fault per 4 KiB page as the OS maps
+        # and zeroes it (GPT-2's 25 MiB of logits: about 30 ms here, as long as a third of the
+        # prefill), and glibc returns freed large blocks to the OS, so every call paid it again.
+        # Referenced only by `_recycled`, the module's argument slot, the local name and
+        # getrefcount's argument, the last array is unreachable from outside (a view, a Tensor
+        # or a caller's name would add a reference), so writing the new result into it is
+        # unobservable.
+        recycled = self._recycled
+        outputs = []
+        for k, (shape, dtype) in enumerate(self._output_specs):
+            last = recycled[k]
+            outputs.append(last if last is not None and sys.getrefcount(last) <= _UNREACHABLE_REFS
+                           else np.empty(shape, dtype))
         if self._in_place:
-            # The new value overwrites the old one's array (a parameter, an optimizer moment)
-            # unless that array is read-only or passed twice.
-            distinct = len({id(a) for a in inputs}) == len(inputs)
-            for output, position in self._in_place.items():
-                target = inputs[position]
-                if target is arrays[position] and target.flags.writeable and \
-                        (distinct or sum(a is target for a in inputs) == 1):
-                    outputs[output] = target
-                else:  # the kernel may store only the elements it changes (loops/in_place.py)
-                    np.copyto(outputs[output], target)
-        self.module(*inputs, *outputs, fresh_outputs=True)  # fresh or in-place pairs the code allows
-        self._recycled = [None if k in self._in_place else out for k, out in enumerate(outputs)]
+            self._place_in_inputs(arrays, inputs, outputs)
+        # Inputs were checked (or are exactly the dtypes and shapes checked before), outputs are
+        # fresh, recycled or in-place pairs the code allows: nothing to check in the module.
+        self.module.call_checked(inputs + outputs)
+        if self._in_place:
+            self._recycled = [None if k in self._in_place else out for k, out in enumerate(outputs)]
+        else:
+            self._recycled = outputs[:]  # a copy: the caller may keep the list it is given
         return outputs
 
-    def _output_array(self, k: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
-        """Output k's array: last call's, when the caller has let go of it, else a new one.
+    def _place_in_inputs(self, arrays: list[np.ndarray], inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        """Let each in-place output overwrite its input's array, or start from a copy of it.
 
-        A new large array costs its first writer a page fault per 4 KiB page as
-        the OS maps and zeroes it (GPT-2's 25 MiB of logits: about 30 ms here,
-        as long as a third of the prefill), and glibc returns freed large
-        blocks to the OS, so every call paid it again. Referenced only by
-        `_recycled`, the module's argument slot, the local name and
-        getrefcount's argument, the last array is unreachable from outside
-        (a view, a Tensor or a caller's name would add a reference), so
-        writing the new result into it is unobservable.
+        The new value overwrites the old one's array (a parameter, an optimizer moment)
+        unless that array is read-only, was converted, or is passed twice.
         """
-        last = self._recycled[k] if k < len(self._recycled) else None
-        if last is not None and sys.getrefcount(last) <= _UNREACHABLE_REFS:
-            return last
-        return np.empty(shape, dtype)
+        distinct = len({id(a) for a in inputs}) == len(inputs)
+        for output, position in self._in_place.items():
+            target = inputs[position]
+            if target is arrays[position] and target.flags.writeable and \
+                    (distinct or sum(a is target for a in inputs) == 1):
+                outputs[output] = target
+            else:  # the kernel may store only the elements it changes (loops/in_place.py)
+                np.copyto(outputs[output], target)

@@ -8,12 +8,20 @@ from __future__ import annotations
 import functools
 import threading
 
-_state = threading.local()
+class _State(threading.local):
+    """Per-thread grad mode; the class attribute is every thread's default."""
+
+    # A default found on the class: getattr with a default on a missing thread-local attribute
+    # raises and catches AttributeError inside, 0.7 us on every compiled call's cache key.
+    enabled = True
+
+
+_state = _State()
 
 
 def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad are recorded for backward()."""
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def set_grad_enabled(enabled: bool) -> None:
