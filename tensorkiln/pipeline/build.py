@@ -12,8 +12,8 @@ import numpy as np
 
 from tensorkiln.codegen.c import CSource, generate_c
 from tensorkiln.loops.program import Program
-from tensorkiln.runtime.c_compiler import CompiledLibrary, compile_c
-from tensorkiln.runtime.module import CompiledModule
+from tensorkiln.runtime.c_compiler import CompiledLibrary, compile_c, discard_library
+from tensorkiln.runtime.module import CompiledModule, LibraryLoadError
 
 
 def generate(program: Program, *, debug: bool = False, profile: bool = False) -> CSource:
@@ -29,11 +29,22 @@ def compile_and_load(source: CSource, constants: Optional[Mapping[str, np.ndarra
     CompiledLibrary: path, cache hit, compile seconds) and `.source_path`.
     """
     library: CompiledLibrary = compile_c(source.text, debug=debug, asan=asan)
-    module = CompiledModule(library.path, source.signature, constants, source_path=library.source_path,
-                            compile_seconds=library.seconds, cache_hit=library.cache_hit, asan=asan)
+    try:
+        module = _load(library, source, constants, asan)
+    except LibraryLoadError:
+        # Damaged although its checksum matched (both written wrong), or evicted meanwhile: build it again.
+        discard_library(library.key)
+        library = compile_c(source.text, debug=debug, asan=asan)
+        module = _load(library, source, constants, asan)
     module.source = source
     module.library = library
     return module
+
+
+def _load(library: CompiledLibrary, source: CSource, constants: Optional[Mapping[str, np.ndarray]],
+          asan: bool) -> CompiledModule:
+    return CompiledModule(library.path, source.signature, constants, source_path=library.source_path,
+                          compile_seconds=library.seconds, cache_hit=library.cache_hit, asan=asan)
 
 
 def build(program: Program, constants: Optional[Mapping[str, np.ndarray]] = None, *,

@@ -56,7 +56,7 @@ from ..loops.in_place import skip_unchanged_stores
 from ..kernels.schedule_defaults import thread_count
 from ..kernels.target import cpu_target
 from ..kernels.templates.conv import forced_algorithm
-from ..runtime.module import CompiledModule
+from ..runtime.module import CompiledModule, LibraryLoadError
 from ..runtime.signature import Signature
 
 STAGES = ("optimize", "group kernels", "lower", "plan memory", "generate C", "build")
@@ -215,6 +215,9 @@ def load_cached(compiled: CompiledGraph, key: str, options: CompileOptions, star
         module = CompiledModule(library.path, signature, dict(zip((c.name for c in signature.constants), arrays)),
                                 source_path=library.source_path, compile_seconds=library.seconds,
                                 cache_hit=True)
+    except LibraryLoadError:  # damaged although its checksum matched: rebuilt, not found again
+        c_compiler.discard_library(library.key)
+        return False
     except TensorKilnError:  # the entry does not fit this graph after all: build it afresh
         return False
     module.library = library

@@ -13,7 +13,21 @@ an existing non-empty directory fails, so of two processes compiling the
 same source, one publishes and the other finds the entry complete and uses
 it; nobody ever sees half a library. On every lookup the library's sha256 is
 checked against the stored one; a corrupt or truncated entry is moved aside
-and rebuilt, never loaded.
+and rebuilt, never loaded. A library that passes the check but still fails to
+load (both files written wrong) is discarded the same way (`discard_library`).
+
+The checksum guards against damage (a full disk, a crash mid-write), not
+against tampering: anyone who can write to the cache can write a matching
+checksum. What keeps foreign code out is the cache's ownership and mode
+(cache_root.py: directories 0700, a root writable by others is refused) and
+that names read from disk must be sha256 digests inside the root.
+
+Concurrency: the build of one entry holds an exclusive `flock` on
+`locks/<key>.lock`, so when several processes compile the same new source
+at once, one runs the compiler and the others wait, then find its entry.
+(The atomic rename still guards file systems where flock does not work.)
+After a build the cache is trimmed to its size limit, least recently used
+entries first (cache_usage.py); every hit refreshes the entry's time.
 
 Release flags: `-O3 -march=native -fopenmp -shared -fPIC -std=c99`, plus
 `-fno-math-errno` (no Python code reads errno; it lets sqrt vectorize),
@@ -34,6 +48,8 @@ python ...` (the tests do exactly this in a subprocess).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -44,12 +60,14 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from tensorkiln.errors import CompileError
+
+from .cache_root import inside, make_private_dir, remove_aside, usable_root
+from .cache_usage import FAILED, LOCKS, enforce_size_limit, touch
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code changes
 RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
@@ -113,9 +131,11 @@ def cpu_features() -> str:
 
 
 def cache_dir() -> Path:
-    """The cache directory: $TENSORKILN_CACHE, else ~/.cache/tensorkiln."""
-    configured = os.environ.get("TENSORKILN_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tensorkiln"
+    """The cache directory: $TENSORKILN_CACHE, else ~/.cache/tensorkiln, checked and created (cache_root.py).
+
+    An unusable one gives way to a temporary directory for this process (with one warning).
+    """
+    return usable_root()
 
 
 def build_flags(debug: bool = False, asan: bool = False, extra_flags: Sequence[str] = ()) -> tuple[str, ...]:
@@ -168,20 +188,68 @@ def _publish(built: Path, entry: Path) -> None:
             if entry_is_valid(entry):  # another process published the same library first
                 _remove_tree(built)
                 return
-            # a corrupt or partial entry: move it aside (atomically) and retry
-            trash = entry.parent / f".trash-{entry.name[:16]}-{uuid.uuid4().hex[:8]}"
-            try:
-                os.rename(entry, trash)
-            except OSError:
-                pass
-            _remove_tree(trash)
+            remove_aside(entry)  # a corrupt or partial entry: move it aside (atomically) and retry
     raise CompileError(f"could not publish the compiled library to {entry}")
+
+
+@contextlib.contextmanager
+def entry_lock(cache: Path, key: str) -> Iterator[None]:
+    """Hold an exclusive lock on building entry `key`: one process compiles, the others wait for it.
+
+    The lock file is removed on release. A waiter may then hold a lock on a
+    file that is no longer linked (and a newcomer lock a new one), so after
+    locking we check that the locked file is still the one at the path, and
+    try again otherwise. Where locking is impossible we go on unlocked: the
+    atomic publish keeps that correct, only a compiler run may be repeated.
+    """
+    try:
+        path = make_private_dir(cache / LOCKS) / f"{key}.lock"
+    except OSError:
+        path = None
+    fd = _lock_file(path) if path is not None else None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # before unlocking, so that nobody locks a file we then remove
+            os.close(fd)
+
+
+def _lock_file(path: Path) -> Optional[int]:
+    """Open and exclusively lock the file at `path` (the one still linked there); None when locking fails."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            locked, current = os.fstat(fd), os.stat(path)
+            if (locked.st_dev, locked.st_ino) == (current.st_dev, current.st_ino):
+                return fd
+        except OSError:
+            pass  # removed by the holder we waited for: lock the next file
+        os.close(fd)
+
+
+def discard_library(key: str, cache: Optional[Path] = None) -> None:
+    """Move the entry `key` aside (and delete it): it fails to load although its checksum matched."""
+    root = usable_root(cache)
+    try:
+        entry = inside(root, key)
+    except ValueError:
+        return
+    remove_aside(entry)
 
 
 def _record_failure(cache: Path, key: str, build: Path, stderr: str) -> Path:
     """Keep the failed source under cache/failed/<key>/ so the error can point at it."""
-    failed = cache / "failed" / key
-    failed.parent.mkdir(parents=True, exist_ok=True)
+    failed = make_private_dir(cache / FAILED) / key
     (build / "compiler_output.txt").write_text(stderr)
     _remove_tree(failed)
     try:
@@ -199,7 +267,7 @@ def compile_c(source: str, *, debug: bool = False, asan: bool = False, extra_fla
     if cc is None:
         raise CompileError("no C compiler found: install gcc or clang, or set CC")
     flags = build_flags(debug, asan, extra_flags)
-    cache = Path(cache) if cache is not None else cache_dir()
+    cache = usable_root(cache)
     key = cache_key(source, cc, flags)
     entry = cache / key
 
@@ -208,15 +276,26 @@ def compile_c(source: str, *, debug: bool = False, asan: bool = False, extra_fla
                                time.perf_counter() - start, hit, compile_seconds, flags, debug, asan)
 
     if entry_is_valid(entry):
+        touch(entry)
         return result(True, _recorded_compile_seconds(entry))
+    with entry_lock(cache, key):
+        if entry_is_valid(entry):  # built by the process that held the lock before us
+            touch(entry)
+            return result(True, _recorded_compile_seconds(entry))
+        compile_seconds = _build(source, cc, flags, cache, key, debug or asan)
+    enforce_size_limit(cache, keep=entry)
+    return result(False, compile_seconds)
 
-    cache.mkdir(parents=True, exist_ok=True)
+
+def _build(source: str, cc: str, flags: tuple[str, ...], cache: Path, key: str, debug: bool) -> float:
+    """Compile `source` into a fresh directory and publish it as entry `key`; the compiler's seconds."""
+    entry = cache / key
     build = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=cache))
     try:
         source_path = build / SOURCE_NAME
         source_path.write_text(source)
         # Debug info names the final entry, not the temporary build directory, so gdb finds module.c.
-        debug_map = (f"-fdebug-prefix-map={build}={entry}",) if (debug or asan) else ()
+        debug_map = (f"-fdebug-prefix-map={build}={entry}",) if debug else ()
         compile_start = time.perf_counter()
         done = _run_compiler(cc, flags + debug_map, source_path, build / LIBRARY_NAME)
         compile_seconds = time.perf_counter() - compile_start
@@ -235,15 +314,23 @@ def compile_c(source: str, *, debug: bool = False, asan: bool = False, extra_fla
     finally:
         if build.exists():
             _remove_tree(build)
-    return result(False, compile_seconds)
+    return compile_seconds
 
 
 def cached_library(key: str, *, debug: bool = False, cache: Optional[Path] = None) -> Optional[CompiledLibrary]:
-    """The valid cache entry named `key` (a `CompiledLibrary.key`), or None when it is gone or corrupt."""
+    """The valid cache entry named `key` (a `CompiledLibrary.key`), or None when it is gone or corrupt.
+
+    `key` may come from a file on disk: anything but a sha256 digest naming a directory inside
+    the cache is treated as missing, so a record cannot point the loader elsewhere.
+    """
     start = time.perf_counter()
-    entry = (Path(cache) if cache is not None else cache_dir()) / key
+    try:
+        entry = inside(usable_root(cache), key)
+    except ValueError:
+        return None
     if not entry_is_valid(entry):
         return None
+    touch(entry)
     return CompiledLibrary(str(entry / LIBRARY_NAME), str(entry / SOURCE_NAME), key, time.perf_counter() - start,
                            True, _recorded_compile_seconds(entry), build_flags(debug), debug)
 

@@ -20,7 +20,11 @@ An entry is `<cache>/graphs/<key>.json`: the library's cache key, the
 encoded signature, the memory-plan figures, the in-place pairs and each
 kernel's name, kind, nodes and loop IR (for reports). It is written to a
 temporary name and renamed, so readers never see half an entry. When the
-library it names is gone or corrupt, the entry counts as a miss.
+library it names is gone or corrupt, the entry counts as a miss. So does an
+entry that cannot be read as one (not JSON, a field missing or of the wrong
+type, a library key that is not a sha256 digest): it is moved aside to
+`failed/graph-<key>.json`, to be rebuilt. A hit refreshes the entry's time,
+which the cache's size limit reads (cache_usage.py).
 """
 from __future__ import annotations
 
@@ -29,12 +33,16 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .c_compiler import build_flags, cache_dir, compiler_version, cpu_features, find_c_compiler
+from .cache_root import inside, is_digest, make_private_dir
+from .cache_usage import FAILED, GRAPHS, touch
+from .signature import Signature
 
 ENTRY_FORMAT = "1"  # bump when the entry's fields change
+KERNEL_FIELDS = {"name": str, "kind": str, "nodes": list, "loop_ir": str}  # pipeline.executable.KernelInfo
 
 
 @dataclass
@@ -80,28 +88,88 @@ def entry_key(fingerprint: str, *, options: str, target: str, debug: bool) -> st
 
 
 def _entry_path(key: str) -> Path:
-    return cache_dir() / "graphs" / f"{key}.json"
+    """graphs/<key>.json in the cache; ValueError unless `key` is a sha256 digest."""
+    return inside(cache_dir() / GRAPHS, key, ".json")
+
+
+class MalformedEntry(ValueError):
+    """A stored entry that parses as JSON but is not an entry (the message says what is wrong)."""
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise MalformedEntry(what)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_kernel(kernel: object) -> None:
+    _require(isinstance(kernel, dict) and set(kernel) == set(KERNEL_FIELDS), "a kernel's fields")
+    for name, kind in KERNEL_FIELDS.items():
+        _require(isinstance(kernel[name], kind), f"kernel field {name}")
+    _require(all(isinstance(node, str) for node in kernel["nodes"]), "a kernel's nodes")
+
+
+def parse_entry(data: object) -> CachedBuild:
+    """The CachedBuild that decoded JSON `data` describes; MalformedEntry unless every field fits."""
+    expected = {f.name for f in fields(CachedBuild)}
+    _require(isinstance(data, dict) and set(data) == expected, f"fields {sorted(expected)}")
+    _require(is_digest(data["library_key"]), "library_key is not a sha256 digest")
+    _require(isinstance(data["signature"], str), "signature")
+    try:
+        Signature.decode(data["signature"])
+    except (ValueError, TypeError) as exc:
+        raise MalformedEntry(f"signature: {exc}") from exc
+    _require(isinstance(data["kernels"], list), "kernels")
+    for kernel in data["kernels"]:
+        _check_kernel(kernel)
+    for name in ("arena_bytes", "naive_bytes", "lower_bound_bytes"):
+        _require(_is_int(data[name]) and data[name] >= 0, name)
+    pairs = data["in_place"]
+    _require(isinstance(pairs, dict) and all(isinstance(k, str) and k.isdigit() and _is_int(v)
+                                             for k, v in pairs.items()), "in_place")
+    return CachedBuild(**{**data, "in_place": {int(k): v for k, v in pairs.items()}})
+
+
+def _move_aside(path: Path) -> None:
+    """Keep an unreadable entry as failed/graph-<key>.json (for a look), out of the way of its rebuild."""
+    try:
+        target = make_private_dir(path.parent.parent / FAILED) / f"graph-{path.name}"
+        os.replace(path, target)
+    except OSError:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def load_entry(key: str) -> CachedBuild | None:
-    """The entry stored under `key`, or None."""
+    """The entry stored under `key`, or None (a missing or unreadable entry; the latter is moved aside)."""
     try:
-        data = json.loads(_entry_path(key).read_text())
-        data["in_place"] = {int(k): v for k, v in data["in_place"].items()}
-        return CachedBuild(**data)
-    except (OSError, ValueError, TypeError, KeyError):
+        path = _entry_path(key)
+        raw = path.read_bytes()
+    except (OSError, ValueError):
         return None
+    try:
+        build = parse_entry(json.loads(raw))
+    except ValueError:  # not JSON, or MalformedEntry
+        _move_aside(path)
+        return None
+    touch(path)
+    return build
 
 
 def store_entry(key: str, build: CachedBuild) -> None:
     """Publish an entry atomically (write a temporary file, then rename it); failures only cost a miss."""
-    path = _entry_path(key)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = _entry_path(key)
+        make_private_dir(path.parent)
         fd, temporary = tempfile.mkstemp(prefix=".entry-", dir=path.parent)
         with os.fdopen(fd, "w") as f:
             json.dump(build.__dict__, f)
         os.replace(temporary, path)
-    except OSError:
+    except (OSError, ValueError):
         pass
 

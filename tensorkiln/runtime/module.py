@@ -56,6 +56,10 @@ class OutOfBoundsError(KernelError, IndexError):
     """A debug build caught an index outside its buffer."""
 
 
+class LibraryLoadError(TensorKilnError, OSError):
+    """The file is no loadable tensorkiln library (truncated, empty, or not ours): rebuild it."""
+
+
 def asan_runtime_loaded() -> bool:
     """True when AddressSanitizer's runtime is mapped into this process (so ASan builds may load)."""
     try:
@@ -71,6 +75,14 @@ def _address(array: np.ndarray) -> int:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))
     except (TypeError, ValueError, BufferError):  # read-only or empty arrays
         return array.ctypes.data
+
+
+def _load_library(path: str) -> ctypes.CDLL:
+    """dlopen `path`; a file the loader rejects ("file too short", bad ELF) is a LibraryLoadError."""
+    try:
+        return ctypes.CDLL(path)
+    except OSError as exc:
+        raise LibraryLoadError(f"cannot load {path}: {exc}") from exc
 
 
 class CompiledModule:
@@ -95,7 +107,7 @@ class CompiledModule:
         self.source_path = source_path
         self.compile_seconds = compile_seconds
         self.cache_hit = cache_hit
-        self._lib = ctypes.CDLL(library_path)
+        self._lib = _load_library(library_path)
         self._check_embedded_signature()
         # int tk_entry(void **args, void *arena). No argtypes: the arguments are always the pointer
         # array and the arena's c_void_p, which ctypes passes as they are instead of converting
@@ -126,7 +138,10 @@ class CompiledModule:
     # ---- loading
 
     def _check_embedded_signature(self) -> None:
-        get = self._lib.tk_signature
+        try:
+            get = self._lib.tk_signature
+        except AttributeError as exc:  # a shared library, but not one tensorkiln generated
+            raise LibraryLoadError(f"{self.library_path} has no tk_signature: not a tensorkiln library") from exc
         get.restype = ctypes.c_char_p
         get.argtypes = []
         embedded = get().decode()

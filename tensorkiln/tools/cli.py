@@ -1,5 +1,5 @@
 """The `tensorkiln` command: demo, run (ONNX models), bench (against peers), ops (the op table),
-accel (systolic-array model)."""
+cache (the compile cache), accel (systolic-array model)."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(tensorkiln bench --help)", add_help=False)
     commands.add_parser("ops", help="list the primitive ops of the op table (tensorkiln ops --help)",
                         add_help=False)
+    commands.add_parser("cache", help="the compile cache: info, clear (tensorkiln cache --help)",
+                        add_help=False)
     commands.add_parser("run", help="run an ONNX model: outputs, checksums, latency (tensorkiln run --help)",
                         add_help=False)
     # A subcommand's module (and the optional packages it uses) loads only when it runs.
@@ -27,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:
         from .bench import main as bench_main
         return bench_main(argv[1:])
+    if argv[:1] == ["cache"]:
+        from .cache import main as cache_main
+        return cache_main(argv[1:])
     if argv[:1] == ["ops"]:
         from .op_table import main as ops_main
         return ops_main(argv[1:])

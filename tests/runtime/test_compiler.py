@@ -143,6 +143,99 @@ def test_two_processes_compiling_the_same_source_both_succeed(tmp_path):
         results.append(json.loads(out.strip().splitlines()[-1]))
     for result in results:
         assert result["y"] == [5.0 * v for v in range(16)]
-    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    entries = [p for p in cache.iterdir() if len(p.name) == 64]
     assert len(entries) == 1 and entry_is_valid(entries[0])
     assert not [p for p in cache.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated"])
+def test_a_library_that_fails_to_load_is_moved_aside_and_rebuilt(cache_env, damage):
+    from tensorkiln.pipeline.build import build
+    program = scale_program(7.0, name=f"damaged_{damage}")
+    library = Path(compile_c(generate_c(program).text).path)
+    _damage(library, b"" if damage == "empty" else library.read_bytes()[:200])
+    assert entry_is_valid(library.parent)
+    again = build(program)
+    assert not again.library.cache_hit and again.library.path == str(library)
+    (y,) = again.run(np.arange(16, dtype=np.float32))
+    np.testing.assert_array_equal(y, np.arange(16) * 7.0)
+
+
+def nine_x_plus_two(t):
+    return t * 9 + 2
+
+
+def test_a_damaged_library_named_by_a_graph_record_is_rebuilt(cache_env):
+    import tensorkiln as tk
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    # Built in another process: dlopen would find a library this process loaded by its path alone.
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import numpy as np, tensorkiln as tk; "
+              "from test_compiler import nine_x_plus_two as f; x = np.arange(6, dtype=np.float32).reshape(2, 3); "
+              "print(tk.jit(f).report(x).library_path)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    library = Path(done.stdout.split()[-1])
+    _damage(library, b"")
+    reports = []
+    for _ in range(2):  # rebuilt once, then found again
+        g = tk.jit(nine_x_plus_two)
+        np.testing.assert_array_equal(g(x).numpy(), x * 9 + 2)
+        reports.append(g.report(x))
+    assert [r.cache_hit for r in reports] == [False, True]
+    assert reports[1].library_path == str(library) and library.stat().st_size > 0
+
+
+def _damage(library: Path, data: bytes) -> None:
+    """Replace the library by `data` and its checksum by that of `data` (both written wrong)."""
+    # A new file, not the old one truncated: this process may have the old one mapped.
+    damaged = library.with_name("damaged.so")
+    damaged.write_bytes(data)
+    os.replace(damaged, library)
+    (library.parent / "module.so.sha256").write_text(compiler._file_sha256(library) + "\n")
+
+
+@pytest.fixture
+def cache_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))
+    return tmp_path
+
+
+LOCK_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_compiler import scale_program
+    from tensorkiln.codegen.c import generate_c
+    from tensorkiln.runtime.c_compiler import compile_c
+    source = generate_c(scale_program(11.0, name="locked")).text
+    go = Path(sys.argv[1])
+    while not go.exists():
+        time.sleep(0.001)
+    library = compile_c(source, cache=Path(sys.argv[2]))
+    print(json.dumps({{"hit": library.cache_hit}}))
+""")
+
+
+def test_processes_compiling_the_same_source_run_the_compiler_once(tmp_path):
+    runs = tmp_path / "compiler-runs"
+    wrapper = tmp_path / "slow-cc"
+    # A compiler that is slow (so the processes overlap) and logs every compile, not `--version`.
+    wrapper.write_text(f'#!/bin/sh\nif [ "$1" != "--version" ]; then echo run >> {runs}; sleep 1; fi\n'
+                       'exec cc "$@"\n')
+    wrapper.chmod(0o755)
+    cache, go = tmp_path / "cache", tmp_path / "go"
+    script = LOCK_SCRIPT.format(tests=str(Path(__file__).parent))
+    env = {**os.environ, "CC": str(wrapper),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(go), str(cache)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    time.sleep(1.0)  # the interpreters up and waiting
+    go.write_text("go")
+    hits = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        hits.append(json.loads(out.strip().splitlines()[-1])["hit"])
+    assert runs.read_text().split() == ["run"]
+    assert sorted(hits) == [False, True, True]
+    assert not list((cache / "locks").iterdir())  # lock files go with their builds

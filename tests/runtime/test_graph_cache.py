@@ -149,3 +149,63 @@ def test_signature_round_trips_through_its_text():
                           (ArgSpec("out0", "bool", (), "output"),),
                           (ArgSpec("c0", "int64", (1, 5, 1), "constant"),), arena_bytes=4096)
     assert Signature.decode(signature.encode()) == signature
+
+
+MALFORMED = {
+    "a list": lambda entry: [entry],
+    "kernels of the wrong type": lambda entry: {**entry, "kernels": "none"},
+    "a kernel missing a field": lambda entry: {**entry, "kernels": [{"name": "k"}]},
+    "in_place a list": lambda entry: {**entry, "in_place": [1, 2]},
+    "a field missing": lambda entry: {k: v for k, v in entry.items() if k != "arena_bytes"},
+    "a byte count as text": lambda entry: {**entry, "naive_bytes": "12"},
+    "a signature not a string": lambda entry: {**entry, "signature": 5},
+    "a library key not a digest": lambda entry: {**entry, "library_key": 12},
+}
+
+
+@pytest.mark.parametrize("damage", sorted(MALFORMED))
+def test_a_malformed_record_is_a_miss_rebuilt_and_moved_aside(cache, monkeypatch, damage):
+    import json
+    x = np.full((2, 3), 2.0, np.float32)
+    tk.jit(lambda t: t * 3 + 1)(x)
+    (record,) = (cache / "graphs").glob("*.json")
+    record.write_text(json.dumps(MALFORMED[damage](json.loads(record.read_text()))))
+    assert load_entry(record.stem) is None
+    assert not record.exists() and (cache / "failed" / f"graph-{record.name}").exists()
+    record.write_text(json.dumps(MALFORMED[damage](json.loads((cache / "failed" / f"graph-{record.name}")
+                                                               .read_text()))))
+    lowerings = _count_lowerings(monkeypatch)
+    for _ in range(2):  # rebuilt once, then a hit again
+        g = tk.jit(lambda t: t * 3 + 1)
+        np.testing.assert_array_equal(g(x).numpy(), x * 3 + 1)
+    assert len(lowerings) == 1 and g.report(x).cache_hit
+    assert load_entry(record.stem) is not None
+
+
+def _foreign_library(directory, marker) -> None:
+    """A shared library whose constructor leaves `marker` behind, with a matching checksum beside it."""
+    import hashlib
+    import subprocess
+    directory.mkdir()
+    source = directory / "evil.c"
+    source.write_text('#include <stdio.h>\n__attribute__((constructor)) static void run(void) '
+                      f'{{ FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(directory / "module.so"), str(source)], check=True)
+    digest = hashlib.sha256((directory / "module.so").read_bytes()).hexdigest()
+    (directory / "module.so.sha256").write_text(digest + "\n")
+
+
+def test_a_record_cannot_point_at_a_library_outside_the_cache(tmp_path, monkeypatch):
+    import json
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TENSORKILN_CACHE", str(cache))
+    marker = tmp_path / "constructor-ran"
+    _foreign_library(tmp_path / "evil_lib", marker)
+    x = np.full((2, 3), 2.0, np.float32)
+    tk.jit(lambda t: t * 5 - 1)(x)
+    (record,) = (cache / "graphs").glob("*.json")
+    entry = json.loads(record.read_text())
+    record.write_text(json.dumps({**entry, "library_key": "../evil_lib"}))
+    g = tk.jit(lambda t: t * 5 - 1)
+    np.testing.assert_array_equal(g(x).numpy(), x * 5 - 1)
+    assert not marker.exists()
