@@ -18,8 +18,9 @@ changes fix it:
 
 Float sums add in blocks (`blocked_loop`, `blocked_nest`): a running float32
 sum stops growing once it is 2**24 times the size of what is added (a sum of
-3 * 2**31 ones gave 2**29), and its error grows like n. Each block of
-`BLOCK` elements (`LANE_BLOCK` steps of an array of lane sums) adds into a
+3 * 2**31 ones gave 2**28), and its error grows like n. Each block of
+`BLOCK` elements (`SERIAL_BLOCK` in a serial loop, `LANE_BLOCK` steps of an
+array of lane sums) adds into a
 partial sum of its own, which is added to the next level when the block
 ends; `FAN_IN` partials make one of the next level. The error then grows
 like BLOCK + FAN_IN * levels instead of n, and a reduction of at most one
@@ -47,6 +48,9 @@ LANES_MAX = 1024
 # A scalar float sum adds this many elements into a partial before folding it into the next level: the SIMD
 # loop over a block still runs in vector registers (128-256 adds per register lane), one horizontal sum per block.
 BLOCK = 4096
+# A sum whose loops are all serial (the SIMD lanes are the output's columns) adds this many per partial: per
+# accumulator, about as many as a vectorized block's register lanes do.
+SERIAL_BLOCK = 256
 # An array of lane partial sums takes this many steps (one element per lane each) before it is folded.
 LANE_BLOCK = 256
 # Partials folded into one of the next level: few levels (4 for 3 * 2**31 elements), each adding at most this many.
@@ -161,7 +165,7 @@ def scalar_nest(loops: list[ReduceLoop], step: Stmt, ndim: int, vectorize: bool,
     """`step` inside the loops; the innermost is vectorized when it walks the contiguous last axis.
 
     With `acc` (a float sum's accumulator, which `step` updates as `acc = acc + x`),
-    the loops add in blocks of BLOCK elements (blocked_nest).
+    the loops add in blocks of BLOCK elements, SERIAL_BLOCK when none is vectorized (blocked_nest).
     """
     kinds = ["vectorized" if vectorize and i == len(loops) - 1 and loop.axes[-1] == ndim - 1 else "serial"
              for i, loop in enumerate(loops)]
@@ -178,7 +182,7 @@ def scalar_nest(loops: list[ReduceLoop], step: Stmt, ndim: int, vectorize: bool,
     def add(index: dict[str, E.Expr], into: Partials) -> Stmt:
         return Assign(into.sums[0], into.sums[0] + _at(addend, index))
 
-    return blocked_nest(plan, add, Partials((acc,)), BLOCK)
+    return blocked_nest(plan, add, Partials((acc,)), BLOCK if kinds[-1] == "vectorized" else SERIAL_BLOCK)
 
 
 Sum = Union[E.Var, Buffer]
