@@ -170,7 +170,7 @@ def scalar_nest(loops: list[ReduceLoop], step: Stmt, ndim: int, vectorize: bool,
     kinds = ["vectorized" if vectorize and i == len(loops) - 1 and loop.axes[-1] == ndim - 1 else "serial"
              for i, loop in enumerate(loops)]
     plan = [(loop.var, loop.extent, kind) for loop, kind in zip(loops, kinds)]
-    if acc is None or not is_float(acc.dtype):
+    if acc is None or not is_float(acc.dtype) or not loops:  # no loops: a 0-d input's sum is its element
         nest = step
         for var, extent, kind in reversed(plan):
             nest = For(var, E.const(extent), nest, kind)

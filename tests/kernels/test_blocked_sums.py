@@ -108,3 +108,8 @@ def test_long_sums_and_means(log2n):
 def test_row_kernels_over_a_2_26_row():
     assert _softmax_error(2 ** 26) < 1e-6
     assert _layer_norm_error(2 ** 26) < 2e-6
+
+
+def test_sum_of_a_0d_input_is_its_element():
+    """No reduced loops: nothing to block."""
+    assert float(tk.jit(lambda x: x.sum())(np.array(TENTH)).numpy()) == TENTH
