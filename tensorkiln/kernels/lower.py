@@ -154,7 +154,8 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
         store = Store(out, flat, E.cast(result, out.value_dtype))
         if not arg and use_lanes(op, dtype, loops, src.ndim):
             return lane_sum(loops, value, acc, store)
-        return block(init, scalar_nest(loops, step, src.ndim, vectorize=not arg), store)
+        blocked = acc if op == "reduce_sum" else None  # a float sum adds in blocks (reduction.py)
+        return block(init, scalar_nest(loops, step, src.ndim, vectorize=not arg, acc=blocked), store)
 
     reduced = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
     # One SIMD loop per nest: the reduction's innermost loop when it walks a long enough contiguous run,

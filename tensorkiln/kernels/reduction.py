@@ -15,11 +15,21 @@ changes fix it:
   times, a sum keeps one partial sum per lane of it in a local array
   (`lanes[k] += x[..., k]`) and adds the lanes up once at the end: the
   loads vectorize without a horizontal sum per row.
+
+Float sums add in blocks (`blocked_loop`, `blocked_nest`): a running float32
+sum stops growing once it is 2**24 times the size of what is added (a sum of
+3 * 2**31 ones gave 2**28), and its error grows like n. Each block of
+`BLOCK` elements (`SERIAL_BLOCK` in a serial loop, `LANE_BLOCK` steps of an
+array of lane sums) adds into a
+partial sum of its own, which is added to the next level when the block
+ends; `FAN_IN` partials make one of the next level. The error then grows
+like BLOCK + FAN_IN * levels instead of n, and a reduction of at most one
+block is the plain loop it was.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -27,6 +37,7 @@ from ..loops import expr as E
 from ..loops.buffer import Buffer
 from .inline import delinearize
 from ..loops.ir import Alloc, Assign, For, Let, Stmt, Store, block
+from ..loops.schedule import substitute
 from ..loops.simplify import simplify
 from ..loops.types import is_float, is_int
 
@@ -34,6 +45,16 @@ from ..loops.types import is_float, is_int
 # and at most this long (beyond it the per-row horizontal sum is amortized; the array stays small).
 LANES_MIN = 8
 LANES_MAX = 1024
+# A scalar float sum adds this many elements into a partial before folding it into the next level: the SIMD
+# loop over a block still runs in vector registers (128-256 adds per register lane), one horizontal sum per block.
+BLOCK = 4096
+# A sum whose loops are all serial (the SIMD lanes are the output's columns) adds this many per partial: per
+# accumulator, about as many as a vectorized block's register lanes do.
+SERIAL_BLOCK = 256
+# An array of lane partial sums takes this many steps (one element per lane each) before it is folded.
+LANE_BLOCK = 256
+# Partials folded into one of the next level: few levels (4 for 3 * 2**31 elements), each adding at most this many.
+FAN_IN = 64
 
 
 @dataclass(frozen=True)
@@ -120,24 +141,136 @@ def use_lanes(op: str, dtype: str, loops: list[ReduceLoop], ndim: int) -> bool:
 
 def lane_sum(loops: list[ReduceLoop], value: E.Expr, acc: E.Var, finish: Stmt) -> Stmt:
     """Sum `value` over `loops` into per-lane partial sums, then into the scalar `acc`; `finish`
-    (which reads `acc`) follows."""
+    (which reads `acc`) follows. Float lanes add in blocks of LANE_BLOCK steps (blocked_nest)."""
     inner = loops[-1]
     dtype = acc.dtype
     lanes = Buffer("acc_lanes", dtype, (inner.extent,), "local")
-    zero = E.Const(0.0 if is_float(dtype) else 0, dtype)
+    zero = _zero(dtype)
     lane = inner.var
     clear = For(lane, E.const(inner.extent), Store(lanes, lane, zero), "vectorized")
-    nest: Stmt = For(lane, E.const(inner.extent), Store(lanes, lane, E.Load(lanes, lane) + value), "vectorized")
-    for loop in reversed(loops[:-1]):
-        nest = For(loop.var, E.const(loop.extent), nest, "serial")
+
+    def step(index: dict[str, E.Expr], into: Partials) -> Stmt:
+        sums = into.sums[0]
+        return For(lane, E.const(inner.extent), Store(sums, lane, E.Load(sums, lane) + _at(value, index)),
+                   "vectorized")
+
+    outer = [(loop.var, loop.extent, "serial") for loop in loops[:-1]]
+    nest = blocked_nest(outer, step, Partials((lanes,), lane), LANE_BLOCK if is_float(dtype) else None)
     total = For(lane, E.const(inner.extent), Assign(acc, acc + E.Load(lanes, lane)), "vectorized")
     return Alloc(lanes, block(clear, nest, Let(acc, zero), total, finish))
 
 
-def scalar_nest(loops: list[ReduceLoop], step: Stmt, ndim: int, vectorize: bool) -> Stmt:
-    """`step` inside the loops; the innermost is vectorized when it walks the contiguous last axis."""
-    nest = step
-    for i, loop in enumerate(reversed(loops)):
-        kind = "vectorized" if vectorize and i == 0 and loop.axes[-1] == ndim - 1 else "serial"
-        nest = For(loop.var, E.const(loop.extent), nest, kind)
-    return nest
+def scalar_nest(loops: list[ReduceLoop], step: Stmt, ndim: int, vectorize: bool,
+                acc: Optional[E.Var] = None) -> Stmt:
+    """`step` inside the loops; the innermost is vectorized when it walks the contiguous last axis.
+
+    With `acc` (a float sum's accumulator, which `step` updates as `acc = acc + x`),
+    the loops add in blocks of BLOCK elements, SERIAL_BLOCK when none is vectorized (blocked_nest).
+    """
+    kinds = ["vectorized" if vectorize and i == len(loops) - 1 and loop.axes[-1] == ndim - 1 else "serial"
+             for i, loop in enumerate(loops)]
+    plan = [(loop.var, loop.extent, kind) for loop, kind in zip(loops, kinds)]
+    if acc is None or not is_float(acc.dtype) or not loops:  # no loops: a 0-d input's sum is its element
+        nest = step
+        for var, extent, kind in reversed(plan):
+            nest = For(var, E.const(extent), nest, kind)
+        return nest
+    if not (isinstance(step, Assign) and step.var == acc):
+        raise ValueError(f"a blocked sum needs the step acc = acc + x, got {step}")
+    addend = step.value.b
+
+    def add(index: dict[str, E.Expr], into: Partials) -> Stmt:
+        return Assign(into.sums[0], into.sums[0] + _at(addend, index))
+
+    return blocked_nest(plan, add, Partials((acc,)), BLOCK if kinds[-1] == "vectorized" else SERIAL_BLOCK)
+
+
+Sum = Union[E.Var, Buffer]
+
+
+@dataclass(frozen=True)
+class Partials:
+    """The running sums a blocked loop adds into: scalars, or (with `lane`) local arrays of lane sums."""
+
+    sums: tuple[Sum, ...]
+    lane: Optional[E.Var] = None
+
+    def level(self, tag: str) -> "Partials":
+        """Fresh partial sums like these, named with `tag` (unique per loop and nesting depth)."""
+        if self.lane is None:
+            return Partials(tuple(E.Var(f"{s.name}_{tag}", s.dtype) for s in self.sums))
+        return Partials(tuple(Buffer(f"{s.name}_{tag}", s.dtype, s.shape, "local") for s in self.sums), self.lane)
+
+    def around(self, body: Stmt, into: "Partials") -> Stmt:
+        """Declare these sums as zero, run `body` (which adds into them), then add them into `into`."""
+        if self.lane is None:
+            return block(*[Let(s, _zero(s.dtype)) for s in self.sums], body,
+                         *[Assign(t, t + s) for s, t in zip(self.sums, into.sums)])
+        lane, n = self.lane, E.const(self.sums[0].shape[0])
+        clear = For(lane, n, block(*[Store(s, lane, _zero(s.dtype)) for s in self.sums]), "vectorized")
+        fold = For(lane, n, block(*[Store(t, lane, E.Load(t, lane) + E.Load(s, lane))
+                                    for s, t in zip(self.sums, into.sums)]), "vectorized")
+        stmt = block(clear, body, fold)
+        for s in reversed(self.sums):
+            stmt = Alloc(s, stmt)
+        return stmt
+
+
+Step = Callable[[dict[str, E.Expr], Partials], Stmt]
+
+
+def blocked_nest(loops: list[tuple[E.Var, int, str]], step: Step, sums: Partials, block_size: Optional[int]) -> Stmt:
+    """Loops (var, extent, kind), outermost first, around `step(index, into)`: the statement adding one
+    element (one per lane) into `into`, with `index` mapping each loop variable to its value.
+
+    Each loop is blocked (blocked_loop) so that a partial sum takes about
+    `block_size` elements of the whole nest; block_size=None gives the plain
+    loops, adding straight into `sums`.
+    """
+    def nest(i: int, index: dict[str, E.Expr], into: Partials) -> Stmt:
+        if i == len(loops):
+            return step(index, into)
+        var, extent, kind = loops[i]
+
+        def inner(at: E.Expr, part: Partials) -> Stmt:
+            return nest(i + 1, {**index, var.name: at}, part)
+
+        if block_size is None or not sums.sums:
+            return For(var, E.const(extent), inner(var, into), kind)
+        per_step = int(np.prod([e for _, e, _ in loops[i + 1:]], dtype=np.int64))
+        return blocked_loop(var, extent, kind, max(1, block_size // max(per_step, 1)), inner, into)
+    return nest(0, {}, sums)
+
+
+def blocked_loop(var: E.Var, extent: int, kind: str, leaf: int, step: Callable[[E.Expr, Partials], Stmt],
+                 sums: Partials, depth: int = 0, offset: Optional[E.Expr] = None) -> Stmt:
+    """`for var in 0..extent: step(offset + var, sums)` adding in blocks: `leaf` steps go into a partial of
+    their own, FAN_IN partials into one of the next level, ...; the remainder (fewer steps than a chunk)
+    adds into `sums` the same way. At most `leaf` steps are the plain loop."""
+    if extent <= leaf:
+        return For(var, E.const(extent), step(var if offset is None else offset + var, sums), kind)
+    size = leaf
+    while size * FAN_IN < extent:
+        size *= FAN_IN
+    chunks, rest = divmod(extent, size)
+    chunk = E.Var(f"{var.name}_c{depth}")
+    start = chunk * size if offset is None else offset + chunk * size
+    partial = sums.level(f"{var.name}{depth}")
+    inner = blocked_loop(var, size, kind, leaf, step, partial, depth + 1, start)
+    stmts: list[Stmt] = [For(chunk, E.const(chunks), partial.around(inner, sums))]
+    if rest:
+        after = E.const(chunks * size) if offset is None else offset + chunks * size
+        stmts.append(blocked_loop(var, rest, kind, leaf, step, sums, depth, after))
+    return block(*stmts)
+
+
+def _at(value: E.Expr, index: dict[str, E.Expr]) -> E.Expr:
+    """`value` with the loop variables in `index` replaced by their values."""
+    moved = {name: at for name, at in index.items() if not (isinstance(at, E.Var) and at.name == name)}
+    if not moved:
+        return value
+    return substitute(Let(E.Var("tk_value", value.dtype), value), moved).value
+
+
+def _zero(dtype: str) -> E.Const:
+    return E.Const(0.0 if is_float(dtype) else 0, dtype)

@@ -25,7 +25,11 @@ dependency chain or of the arithmetic:
   element pays a division;
 - passes over long rows are block loops (blocks of `lanes` elements, then a
   tail), where the C backend prefetches the next row during the second pass
-  (codegen/c.py, `_RowPrefetch`).
+  (codegen/c.py, `_RowPrefetch`);
+- a float sum's lanes add in blocks of LANE_BLOCK steps (reduction.py's
+  blocked_nest): rows up to LANE_BLOCK * lanes elements (16K float32 with
+  AVX-512) are the loops they were, a longer row keeps the precision of a
+  short one.
 """
 from __future__ import annotations
 
@@ -38,10 +42,11 @@ from ...ir.ops.registry import OpKind
 from ...loops import expr as E
 from ...loops.buffer import Buffer
 from ..inline import ValueBuilder, delinearize
+from ..reduction import LANE_BLOCK, Partials, blocked_nest
 from ...loops.ir import Alloc, Assign, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..stream import MIN_STREAM_BYTES, STAGE_BYTES, streams_output
-from ...loops.types import compute_dtype, itemsize
+from ...loops.types import compute_dtype, is_float, itemsize
 from ..target import cpu_target
 
 LANE_VECTORS = 4  # independent vector accumulators per reduction: covers the add latency at 1-2 adds per cycle
@@ -157,11 +162,20 @@ def _lane_reduction(declarations: list[Stmt], body: Callable[[E.Expr], tuple[lis
     scalars = [d for d in declarations if isinstance(d, Let)]
     partial = {d.var.name: Buffer(f"{d.var.name}_lanes", d.var.dtype, (lanes,), scope="local") for d in scalars}
 
-    before, updates = body(outer * lanes + lane)
+    _, updates = body(outer * lanes + lane)
     counted = _nan_counted(updates)
-    lane_updates = [Store(partial[u.var.name], lane, _lane_update(u, E.Load(partial[u.var.name], lane),
-                                                                  u.var.name in counted)) for u in updates]
-    main = For(outer, E.const(blocks), For(lane, E.const(lanes), block(*before, *lane_updates), "vectorized"))
+    # float sums add in blocks of LANE_BLOCK steps (kernels/reduction.py): a long row's sum keeps its precision
+    summed = tuple(u.var.name for u in updates if u.value.operator == "add" and is_float(u.var.dtype))
+
+    def step(index: dict[str, E.Expr], into: Partials) -> Stmt:
+        before, updates = body(index[outer.name] * lanes + lane)
+        target = {**partial, **dict(zip(summed, into.sums))}
+        lane_updates = [Store(target[u.var.name], lane, _lane_update(u, E.Load(target[u.var.name], lane),
+                                                                     u.var.name in counted)) for u in updates]
+        return For(lane, E.const(lanes), block(*before, *lane_updates), "vectorized")
+
+    main = blocked_nest([(outer, blocks, "serial")], step, Partials(tuple(partial[n] for n in summed), lane),
+                        LANE_BLOCK)
     inits = [For(lane, E.const(lanes), Store(partial[d.var.name], lane, d.value), "vectorized") for d in scalars]
     passes: list[Stmt] = [*inits, main]
     if rest:
