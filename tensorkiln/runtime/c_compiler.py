@@ -67,7 +67,7 @@ from typing import Iterator, Optional, Sequence
 from tensorkiln.errors import CompileError
 
 from .cache_root import inside, make_private_dir, remove_aside, usable_root
-from .cache_usage import FAILED, LOCKS, enforce_size_limit, touch
+from .cache_usage import FAILED, LOCKS, after_build, touch
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code changes
 RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
@@ -283,7 +283,7 @@ def compile_c(source: str, *, debug: bool = False, asan: bool = False, extra_fla
             touch(entry)
             return result(True, _recorded_compile_seconds(entry))
         compile_seconds = _build(source, cc, flags, cache, key, debug or asan)
-    enforce_size_limit(cache, keep=entry)
+    after_build(cache, entry)
     return result(False, compile_seconds)
 
 

@@ -7,7 +7,8 @@ rejected), `locks/` and leftovers of interrupted builds (`.build-*`,
 nor removed.
 
 The limit is `$TENSORKILN_CACHE_MAX_BYTES` (default 4 GiB; 0 turns eviction
-off). It is applied after each build: while the cache is larger, the item
+off). It is applied after a build that may have crossed it (`after_build`
+keeps a running estimate, so most builds scan nothing): while the cache is larger, the item
 used least recently goes, a library entry or a graph record alike. "Used" is
 the modification time, which a cache hit refreshes (`touch`), so this works
 on file systems mounted noatime. A record whose library was evicted is a
@@ -31,6 +32,7 @@ MAX_BYTES_VARIABLE = "TENSORKILN_CACHE_MAX_BYTES"
 GRAPHS = "graphs"
 FAILED = "failed"
 LOCKS = "locks"
+LEDGER = "size-estimate"  # bytes the cache holds, as last counted plus builds since
 DEBRIS_PREFIXES = (".build-", ".trash-", ".entry-")
 
 
@@ -131,6 +133,7 @@ def clear_cache(root: Path) -> CacheInfo:
     for child in _children(root):
         if child.name.startswith(DEBRIS_PREFIXES):
             shutil.rmtree(child, ignore_errors=True)
+    (root / LEDGER).unlink(missing_ok=True)
     return before
 
 
@@ -139,12 +142,40 @@ def enforce_size_limit(root: Path, keep: Path, limit: Optional[int] = None) -> l
 
     Returns the removed paths. `limit` defaults to max_cache_bytes() (0: nothing is removed).
     """
+    return _evict(root, keep, max_cache_bytes() if limit is None else limit)[0]
+
+
+def after_build(root: Path, entry: Path, limit: Optional[int] = None) -> list[Path]:
+    """Apply the size limit after `entry` was built, scanning the cache only when it may be over it.
+
+    A scan stats every item (about half a second for 20,000 of them), too slow for every build, so
+    the root keeps a running estimate of its size (LEDGER): a build adds its entry's size, and only
+    an estimate over the limit, or a missing or unreadable one, scans, evicts and writes the exact
+    total. Graph records (a few KiB each) are not added, so the estimate errs low until the next scan.
+    """
     limit = max_cache_bytes() if limit is None else limit
     if limit <= 0:
         return []
+    ledger = root / LEDGER
+    try:
+        estimate = int(ledger.read_text()) + _size(entry)
+    except (OSError, ValueError):
+        estimate = None
+    if estimate is not None and estimate <= limit:
+        _write_ledger(ledger, estimate)
+        return []
+    removed, total = _evict(root, entry, limit)
+    _write_ledger(ledger, total)
+    return removed
+
+
+def _evict(root: Path, keep: Path, limit: int) -> tuple[list[Path], int]:
+    """Least recently used first, until at most `limit` bytes remain: (removed paths, bytes left)."""
     items = sorted(cache_items(root), key=lambda i: i.last_used)
     total = sum(i.size for i in items)
     removed = []
+    if limit <= 0:
+        return removed, total
     for item in items:
         if total <= limit:
             break
@@ -153,4 +184,14 @@ def enforce_size_limit(root: Path, keep: Path, limit: Optional[int] = None) -> l
         remove_aside(item.path)
         total -= item.size
         removed.append(item.path)
-    return removed
+    return removed, total
+
+
+def _write_ledger(ledger: Path, total: int) -> None:
+    """Replace the size estimate atomically (a reader sees the old or the new number, never half)."""
+    temporary = ledger.with_name(f".entry-ledger-{os.getpid()}")
+    try:
+        temporary.write_text(str(total))
+        os.replace(temporary, ledger)
+    except OSError:  # an estimate that cannot be kept only means the next build scans
+        pass

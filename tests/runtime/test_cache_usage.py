@@ -76,3 +76,18 @@ def test_clear_removes_what_tensorkiln_keeps(tmp_path):
     assert (after.libraries, after.graphs, after.total_bytes) == (0, 0, 0)
     assert (tmp_path / "someone-elses-data").read_text() == "kept"
     np.testing.assert_equal(len([p for p in tmp_path.iterdir() if len(p.name) == 64]), 0)
+
+
+def test_builds_under_the_limit_do_not_scan_the_cache(tmp_path, monkeypatch):
+    """The size estimate spares a scan of every entry per build; one over the limit scans and evicts."""
+    from tensorkiln.runtime import cache_usage
+    monkeypatch.setenv("TENSORKILN_CACHE_MAX_BYTES", str(1 << 30))
+    compile_c(generate_c(scale_program(7.0, name="first")).text, cache=tmp_path)  # no estimate yet: one scan
+    scans = []
+    real = cache_usage.cache_items
+    monkeypatch.setattr(cache_usage, "cache_items", lambda root: scans.append(root) or real(root))
+    compile_c(generate_c(scale_program(8.0, name="second")).text, cache=tmp_path)
+    assert scans == []
+    monkeypatch.setenv("TENSORKILN_CACHE_MAX_BYTES", "1")
+    third = compile_c(generate_c(scale_program(9.0, name="third")).text, cache=tmp_path)
+    assert scans and cache_info(tmp_path).libraries == 1 and Path(third.path).exists()
