@@ -219,7 +219,9 @@ class _KernelWriter:
         return Bounds(self.ranges)
 
     def expr(self, e: Expr) -> tuple[str, int]:
-        """C code for `e` and its precedence."""
+        """C code for `e` and its precedence.
+
+        Recursive: expression depth is bounded by fusion (kernels/grouping.py, MAX_INLINE_DEPTH)."""
         if isinstance(e, Var):
             return c_name(e.name), _ATOM
         if isinstance(e, Const):

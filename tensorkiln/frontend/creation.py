@@ -48,7 +48,10 @@ def full(size, fill_value, dtype=None) -> Tensor:
     """A tensor of `size` filled with `fill_value` (dtype inferred from the value when not given)."""
     shape = _shape((size,) if isinstance(size, (int, np.integer)) else (size,))
     dtype = dt.as_dtype(dtype) if dtype is not None else as_tensor(fill_value).dtype
-    return Tensor._from_value(dt.to_storage(np.full(shape, fill_value), dtype), dtype)
+    # Convert the one fill value, then allocate the result in its storage dtype: converting a
+    # filled array would hold an int64 (or float64) copy of the whole tensor as well.
+    fill = dt.to_storage(np.asarray(fill_value), dtype)
+    return Tensor._from_value(np.full(shape, fill, dtype=fill.dtype), dtype)
 
 
 def zeros(*size, dtype=dt.float32, requires_grad: bool = False) -> Tensor:

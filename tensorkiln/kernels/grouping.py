@@ -17,6 +17,15 @@ from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
 from .templates.attention import attention_parts
 
+# The longest chain of ops one kernel inlines (its root's inline depth). Lowering expands the
+# chain into one expression, and the loop-IR simplifier, the C printer and the C compiler walk
+# that expression recursively: without a bound, a 10,000-op elementwise chain becomes a
+# 10,000-deep expression (a RecursionError in Python, a pathological expression for cc). A
+# chain past the bound is cut by storing the value that would exceed it, which costs one
+# write and one read per cut: negligible next to 64 ops of arithmetic per element. Models
+# inline far shorter chains (at most 13 in the zoo and the demo models: a transformer block), so the
+# bound never cuts them (tests/kernels/test_deep_graphs.py compares their groupings).
+MAX_INLINE_DEPTH = 64
 
 
 def replicates(node: Node) -> bool:
@@ -184,6 +193,15 @@ def is_epilogue(user: Node, contraction: Node) -> bool:
     return user.kind == OpKind.ELEMENTWISE and user.shape == contraction.shape
 
 
+def inline_depth(node: Node, stored: set[int], depth: dict[int, int]) -> int:
+    """Length of the longest chain of inlined ops ending at `node` if it were inlined too.
+
+    `depth` holds the value for every input already decided (0 for a stored one), so
+    the graph is walked once in topological order, never recursively.
+    """
+    return 1 + max((0 if i.id in stored else depth[i.id] for i in node.inputs), default=0)
+
+
 def _kind(root: Node) -> str:
     if root.kind == OpKind.CONTRACTION:
         return "contraction"
@@ -236,13 +254,11 @@ def _fusable_contraction(root: Node, contraction: Node, members: list[Node]) -> 
     """
     if not (root.kind == OpKind.ELEMENTWISE or root.op == "reshape") or root.type.size != contraction.type.size:
         return False
-    inside = {n.id for n in members}
-    reaches: dict[int, bool] = {contraction.id: True}
-
-    def depends(n: Node) -> bool:
-        if n.id not in reaches:
-            reaches[n.id] = n.id in inside and any(depends(i) for i in n.inputs)
-        return reaches[n.id]
+    # Whether each member depends on the contraction: members are topological, so one pass.
+    reaches: dict[int, bool] = {}
+    for n in members:
+        reaches[n.id] = n is contraction or any(reaches.get(i.id, False) for i in n.inputs)
+    depends = lambda n: reaches.get(n.id, False)  # noqa: E731 (outside the kernel: False)
 
     for n in members:
         if n.kind == OpKind.CONTRACTION and n is not contraction:
@@ -409,7 +425,8 @@ def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, s
             if n is not first:
                 stack.extend(i for i in n.inputs if i.shape == x.shape or i.kind == OpKind.REDUCTION)
         private = all(all(u.id in inside or u is root for u in users[n]) for n in inside)
-        if private and all(graph_node.id not in inside for graph_node in graph.outputs):
+        short = len(inside) <= MAX_INLINE_DEPTH  # the template inlines all of it into one expression
+        if private and short and all(graph_node.id not in inside for graph_node in graph.outputs):
             found[root.id] = inside
     return found
 
@@ -424,13 +441,19 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     outputs = {n.id for n in graph.outputs}
     stored: set[int] = set()
     why: dict[int, str] = {}  # root id -> why it is materialized
+    depth: dict[int, int] = {}  # node id -> inline_depth when the node was decided
     for n in graph.nodes:
         reason = materialize_reason(n, users[n.id], n.id in outputs, stored, users)
         if reason is None and not fuse and _computes(n):
             reason = "unfused (opt_level 0: every computing op is its own kernel)"
+        depth[n.id] = inline_depth(n, stored, depth)
+        if reason is None and depth[n.id] > MAX_INLINE_DEPTH:
+            reason = f"ends a chain of {MAX_INLINE_DEPTH} inlined ops (bounds the kernel's expression depth)"
         if reason is not None:
             stored.add(n.id)
             why[n.id] = reason
+    # Refinements below only add stored nodes, which shortens chains; fused attention, which
+    # un-stores its inside nodes, is only taken where that inside is short.
     attention = attention_kernels(graph, users) if fuse else {}
     for root_id, inside in attention.items():
         stored.add(root_id)

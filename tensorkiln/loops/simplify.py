@@ -408,6 +408,8 @@ class _Simplifier:
         self.active: set[Expr] = set()
 
     def visit(self, expr: Expr) -> Expr:
+        # Recursive on purpose: an expression is as deep as the chain of graph ops its kernel
+        # inlines, which fusion bounds (kernels/grouping.py, MAX_INLINE_DEPTH), unlike a graph.
         found = self.memo.get(expr)
         if found is not None:
             return found

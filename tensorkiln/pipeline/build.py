@@ -22,29 +22,30 @@ def generate(program: Program, *, debug: bool = False, profile: bool = False) ->
 
 
 def compile_and_load(source: CSource, constants: Optional[Mapping[str, np.ndarray]] = None, *,
-                     debug: bool = False, asan: bool = False) -> CompiledModule:
-    """Compile `source` (or find its library in the cache), load it and bind `constants` by name.
+                     debug: bool = False, asan: bool = False, name: Optional[str] = None) -> CompiledModule:
+    """Compile `source` (or find its library in the cache), load it and bind `constants` by name
+    (`name`, the graph's, is what the module's errors call it).
 
     The returned module carries `.source` (the CSource), `.library` (the
     CompiledLibrary: path, cache hit, compile seconds) and `.source_path`.
     """
     library: CompiledLibrary = compile_c(source.text, debug=debug, asan=asan)
     try:
-        module = _load(library, source, constants, asan)
+        module = _load(library, source, constants, asan, name)
     except LibraryLoadError:
         # Damaged although its checksum matched (both written wrong), or evicted meanwhile: build it again.
         discard_library(library.key)
         library = compile_c(source.text, debug=debug, asan=asan)
-        module = _load(library, source, constants, asan)
+        module = _load(library, source, constants, asan, name)
     module.source = source
     module.library = library
     return module
 
 
 def _load(library: CompiledLibrary, source: CSource, constants: Optional[Mapping[str, np.ndarray]],
-          asan: bool) -> CompiledModule:
+          asan: bool, name: Optional[str]) -> CompiledModule:
     return CompiledModule(library.path, source.signature, constants, source_path=library.source_path,
-                          compile_seconds=library.seconds, cache_hit=library.cache_hit, asan=asan)
+                          compile_seconds=library.seconds, cache_hit=library.cache_hit, asan=asan, name=name)
 
 
 def build(program: Program, constants: Optional[Mapping[str, np.ndarray]] = None, *,

@@ -56,7 +56,7 @@ from ..loops.in_place import skip_unchanged_stores
 from ..kernels.schedule_defaults import thread_count
 from ..kernels.target import cpu_target
 from ..kernels.templates.conv import forced_algorithm
-from ..runtime.module import CompiledModule, LibraryLoadError
+from ..runtime.module import ArenaAllocationError, CompiledModule, LibraryLoadError
 from ..runtime.signature import Signature
 
 STAGES = ("optimize", "group kernels", "lower", "plan memory", "generate C", "build")
@@ -97,7 +97,7 @@ def compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[in
         program, memory, in_place = plan_memory(lowered, options, updates)          # 4. plan memory
         lower_seconds = time.perf_counter() - start
         source = generate(program, options)                                         # 5. generate C
-        module = build(source, program, lowered, options)                           # 6. build
+        module = build(source, program, lowered, options, f"graph {graph.name!r}")  # 6. build
     except UnsupportedOpError as err:
         return compiled.interpreted(str(err), f"tensorkiln: {err}; graph {graph.name} runs in the reference "
                                               f"interpreter")
@@ -153,10 +153,11 @@ def generate(program: Program, options: CompileOptions):
     return build_module.generate(program, debug=options.debug)
 
 
-def build(source, program: Program, lowered: LoweredGraph, options: CompileOptions):
-    """Stage 6: compile and load the source, binding the program's constant arrays; a CompiledModule."""
+def build(source, program: Program, lowered: LoweredGraph, options: CompileOptions, name: str | None = None):
+    """Stage 6: compile and load the source, binding the program's constant arrays; a CompiledModule
+    (`name` says which graph it is in errors)."""
     constants = {b.name: a for b, a in zip(program.constants, lowered.constants)}
-    return build_module.compile_and_load(source, constants, debug=options.debug)
+    return build_module.compile_and_load(source, constants, debug=options.debug, name=name)
 
 
 # ---- helpers of the stages -------------------------------------------------------------------------
@@ -214,7 +215,9 @@ def load_cached(compiled: CompiledGraph, key: str, options: CompileOptions, star
     try:
         module = CompiledModule(library.path, signature, dict(zip((c.name for c in signature.constants), arrays)),
                                 source_path=library.source_path, compile_seconds=library.seconds,
-                                cache_hit=True)
+                                cache_hit=True, name=f"graph {compiled.graph.name!r}")
+    except ArenaAllocationError:
+        raise  # a fresh build would need the same arena
     except LibraryLoadError:  # damaged although its checksum matched: rebuilt, not found again
         c_compiler.discard_library(library.key)
         return False

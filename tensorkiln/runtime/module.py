@@ -60,6 +60,10 @@ class LibraryLoadError(TensorKilnError, OSError):
     """The file is no loadable tensorkiln library (truncated, empty, or not ours): rebuild it."""
 
 
+class ArenaAllocationError(TensorKilnError, MemoryError):
+    """The arena of a compiled graph's intermediates could not be allocated."""
+
+
 def asan_runtime_loaded() -> bool:
     """True when AddressSanitizer's runtime is mapped into this process (so ASan builds may load)."""
     try:
@@ -91,11 +95,12 @@ class CompiledModule:
     def __init__(self, library_path: str, signature: Signature,
                  constants: Optional[Mapping[str, np.ndarray]] = None, *,
                  source_path: Optional[str] = None, compile_seconds: float = 0.0,
-                 cache_hit: bool = False, asan: bool = False):
+                 cache_hit: bool = False, asan: bool = False, name: Optional[str] = None):
         """Load `library_path`, verify it matches `signature`, bind `constants` by name.
 
         `compile_seconds` and `cache_hit` are kept for reports (the time the build or
-        cache lookup took, and whether the compiler ran).
+        cache lookup took, and whether the compiler ran); `name` (the graph's) is
+        what errors call this module.
         """
         if asan and not asan_runtime_loaded():
             raise TensorKilnError(
@@ -103,6 +108,7 @@ class CompiledModule:
                 "as `LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 python ...`"
             )
         self.library_path = library_path
+        self.name = name or f"library {library_path}"
         self.signature = signature
         self.source_path = source_path
         self.compile_seconds = compile_seconds
@@ -128,14 +134,21 @@ class CompiledModule:
         self._dtypes = [numpy_dtypes(spec.dtype) for spec in self._call_specs]
         self._lock = threading.Lock()
         self._constants = self._bind_constants(constants or {})
-        # The arena: allocated once, aligned by hand (numpy only guarantees 16 bytes).
-        raw = np.zeros(signature.arena_bytes + ARENA_ALIGNMENT, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % ARENA_ALIGNMENT
-        self._arena = raw[shift:shift + signature.arena_bytes]
-        self._arena_pointer = ctypes.c_void_p(raw.ctypes.data + shift)
-        self._arena_raw = raw
+        self._arena_raw, self._arena, self._arena_pointer = self._allocate_arena(signature.arena_bytes)
 
     # ---- loading
+
+    def _allocate_arena(self, nbytes: int) -> tuple[np.ndarray, np.ndarray, ctypes.c_void_p]:
+        """The arena of intermediates, allocated once and aligned by hand (numpy only guarantees 16 bytes):
+        (the raw array, which keeps the memory alive, the aligned view, its address)."""
+        try:
+            raw = np.zeros(nbytes + ARENA_ALIGNMENT, dtype=np.uint8)
+        except (MemoryError, ValueError) as err:  # ValueError: a size numpy cannot even represent
+            raise ArenaAllocationError(
+                f"cannot allocate the arena of intermediates of {self.name}: it needs {nbytes:,} bytes "
+                f"({nbytes / 2 ** 20:,.1f} MiB) ({type(err).__name__}: {err})") from err
+        shift = (-raw.ctypes.data) % ARENA_ALIGNMENT
+        return raw, raw[shift:shift + nbytes], ctypes.c_void_p(raw.ctypes.data + shift)
 
     def _check_embedded_signature(self) -> None:
         try:

@@ -1,6 +1,8 @@
 """Tensor creation (tensorkiln/frontend/creation.py): tensor, zeros/ones/full/empty, *_like, arange, linspace, eye, random."""
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -188,3 +190,20 @@ def test_random_ranges_shapes_and_dtypes():
     assert j.dtype is tk.int8 and j.shape == (2, 2) and j.numpy().max() < 4
     assert tk.rand(2, 3, seed=0).shape == (2, 3) and tk.randn((2, 3), seed=0).shape == (2, 3)
     assert tk.rand(2, seed=0, dtype=tk.bfloat16).dtype is tk.bfloat16
+
+
+@pytest.mark.parametrize("make, value", [(tk.zeros, 0), (tk.ones, 1)])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_zeros_and_ones_allocate_their_dtype_once(make, value, dtype):
+    """The result is made in its own dtype: no int64 array of the whole size is converted (3x memory)."""
+    shape = (512, 256)
+    tracemalloc.start()
+    try:
+        t = make(*shape, dtype=dtype)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert t.dtype is dtype and t.shape == shape
+    np.testing.assert_array_equal(t.numpy().astype(np.float64), np.full(shape, value, dtype=np.float64))
+    nbytes = t._value.nbytes
+    assert peak < nbytes + 64 * 1024, f"peak {peak} bytes for a {nbytes}-byte tensor"

@@ -4,13 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tensorkiln as tk
 from tensorkiln.pipeline.build import build
 from tensorkiln.errors import DTypeError, ShapeError, TensorKilnError
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var
 from tensorkiln.loops.ir import For, Kernel, Store
 from tensorkiln.loops.program import Program
-from tensorkiln.runtime.module import CompiledModule
+from tensorkiln.runtime.module import ArenaAllocationError, CompiledModule
 from tensorkiln.runtime.signature import ArgSpec, Signature
 
 i, j = Var("i"), Var("j")
@@ -138,3 +139,36 @@ def test_report_fields(module):
     assert module.source_path and module.source_path.endswith("module.c")
     assert module.signature.arena_bytes == 128
     assert "x: float32[4, 8]" in repr(module)
+
+
+def _failing_zeros(monkeypatch):
+    """Make every byte-array allocation fail as numpy does when memory runs out."""
+    real_zeros = np.zeros
+
+    def zeros(shape, dtype=float, *args, **kwargs):
+        if np.dtype(dtype) == np.uint8:
+            raise MemoryError(f"Unable to allocate {shape} bytes for an array with shape ({shape},)")
+        return real_zeros(shape, dtype, *args, **kwargs)
+    monkeypatch.setattr(np, "zeros", zeros)
+
+
+def test_arena_allocation_failure_names_the_module_and_its_size(weights, monkeypatch):
+    """A failed arena allocation is a TensorKilnError and a MemoryError saying what needed how much."""
+    module = build(affine_program(), {"w": weights})
+    _failing_zeros(monkeypatch)
+    with pytest.raises(ArenaAllocationError) as info:
+        CompiledModule(module.library_path, module.signature, {"w": weights}, name="graph 'affine'")
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, TensorKilnError)
+    assert "graph 'affine'" in str(info.value) and f"{module.signature.arena_bytes:,} bytes" in str(info.value)
+
+
+def test_jit_reports_an_arena_allocation_failure_with_the_function_name(monkeypatch):
+    """Through tk.jit, fresh build or cache hit alike: the error names the traced function and the bytes."""
+    def two_stage_softmax(a):
+        return ((a @ a) @ a).softmax(-1)  # a @ a lives in the arena
+    a = np.ones((16, 16), np.float32)
+    arena = tk.jit(two_stage_softmax).report(a).arena_bytes
+    assert arena > 0
+    _failing_zeros(monkeypatch)
+    with pytest.raises(MemoryError, match=rf"two_stage_softmax.*{arena:,} bytes"):
+        tk.jit(two_stage_softmax)(a)
