@@ -22,7 +22,7 @@ from .frontend.functions import (cat, chunk, concat, concatenate, flip, matmul, 
 from .ir.graph import Graph, Node
 from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
-from .pipeline.options import CompileOptions
+from .driver.options import CompileOptions
 from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.autodiff.functional import grad, value_and_grad
 from .frontend.autodiff.function import Function, FunctionCtx

@@ -1,10 +1,10 @@
 """tk.jit (also named tk.compile): trace a Python function into the graph IR once per input signature,
-compile the graph through the pipeline (tensorkiln/pipeline/stages.py), then run it.
+compile the graph through the pipeline (tensorkiln/driver/stages.py), then run it.
 
 The signature is the shapes and dtypes of the tensor arguments plus the values
 of the other arguments (which are baked into the trace, like constants). A call
 with a new signature traces again instead of failing. The keyword arguments of
-tk.jit become one CompileOptions (pipeline/options.py), checked there.
+tk.jit become one CompileOptions (driver/options.py), checked there.
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..pipeline.executable import CompiledGraph, CompileReport
-from ..pipeline.options import CompileOptions
-from ..pipeline.stages import compile_graph, explain
+from ..driver.executable import CompiledGraph, CompileReport
+from ..driver.options import CompileOptions
+from ..driver.stages import compile_graph, explain
 from ..ir.graph import Graph, Node, input_node, verify
-from ..pipeline.profile import KernelProfile
+from ..driver.profile import KernelProfile
 from .writes import count_write, write_count
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled
@@ -320,7 +320,7 @@ class JitFunction:
 
     def explain(self, *args, **kwargs) -> str:
         """Text describing how this signature is compiled: the traced graph, then every stage of the
-        pipeline by name (pipeline/stages.py): the graph after each pass, the kernel grouping, the
+        pipeline by name (driver/stages.py): the graph after each pass, the kernel grouping, the
         kernels as loop IR, the memory plan, the C source's path and the library."""
         entry, _ = self._lookup(args, kwargs)
         return "\n".join([f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
@@ -447,7 +447,7 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     a KV cache updated at one position is then written in place (one row stored, not the whole
     cache). A donated argument's tensor may hold the output's value after the call; do not reuse it.
     dump_dir writes every compile stage's result there (also TENSORKILN_DUMP_IR=dir).
-    The options are checked here, once (pipeline/options.py's CompileOptions).
+    The options are checked here, once (driver/options.py's CompileOptions).
     """
     options = CompileOptions(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
                              donate_argnums=donate_argnums, dump_dir=dump_dir)

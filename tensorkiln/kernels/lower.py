@@ -1,7 +1,7 @@
 """Lowering: a graph and its kernel grouping become a Program of loop-IR kernels over flat buffers.
 
 The grouping (grouping.py's `partition`, a stage of its own in
-pipeline/stages.py) decides which nodes form each kernel; here each kernel's
+driver/stages.py) decides which nodes form each kernel; here each kernel's
 root is computed by a loop nest whose body is the inlined expression of the
 whole fused group (inline.py). Reductions get an accumulator loop, matmul and
 conv2d use the templates in templates/. Every graph input, output, constant

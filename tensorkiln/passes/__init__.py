@@ -5,7 +5,7 @@ the pipeline of an opt level, verifies the graph after each pass, records
 statistics (nodes before/after, what fired, time) and, given a dump directory
 (CompileOptions.dump_dir, TENSORKILN_DUMP_IR), writes the IR after each pass there.
 The level and the other values come from the pipeline's CompileOptions
-(tensorkiln/pipeline/options.py), which has checked them.
+(tensorkiln/driver/options.py), which has checked them.
 
     level 0: no graph passes; every computing op is its own kernel (no fusion)
     level 1: constant folding, CSE, DCE; elementwise fusion

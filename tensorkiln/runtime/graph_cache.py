@@ -10,7 +10,7 @@ by the layers above (this module knows no graph and no target):
   inputs (by position), attributes, type and composite scope, with constants
   by content digest, not the user's source locations;
 - the compile options (optimization level, fast math, debug, in-place pairs);
-- the target (pipeline/stages.py): vector width, caches and thread count read
+- the target (driver/stages.py): vector width, caches and thread count read
   by the templates, and any convolution algorithm forced by `forced_conv_algorithm`;
 - tensorkiln's own source (a digest of every .py file of the package), so a
   changed compiler never reuses an old entry;
@@ -42,7 +42,7 @@ from .cache_usage import FAILED, GRAPHS, touch
 from .signature import Signature
 
 ENTRY_FORMAT = "1"  # bump when the entry's fields change
-KERNEL_FIELDS = {"name": str, "kind": str, "nodes": list, "loop_ir": str}  # pipeline.executable.KernelInfo
+KERNEL_FIELDS = {"name": str, "kind": str, "nodes": list, "loop_ir": str}  # driver.executable.KernelInfo
 
 
 @dataclass

@@ -16,7 +16,7 @@ Calling it with the inputs and preallocated outputs:
    pointer valid);
 3. makes exactly one foreign call, `tk_entry(args, arena)`.
 
-CompiledGraph (pipeline/executable.py), which knows its arrays pass step 1 from
+CompiledGraph (driver/executable.py), which knows its arrays pass step 1 from
 identity comparisons with the dtypes and shapes it checked once, calls
 `call_checked` instead: steps 2 and 3 only, under `lock`.
 

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("graph IR", ("tensorkiln.ir",)),
     ("kernels", ("tensorkiln.kernels",)),
     ("graph passes", ("tensorkiln.passes",)),
-    ("pipeline", ("tensorkiln.pipeline",)),
+    ("driver", ("tensorkiln.driver",)),
     ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim")),
     ("importers", ("tensorkiln.importers", "tensorkiln.onnx")),
     ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.tools", "tensorkiln")),

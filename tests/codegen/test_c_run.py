@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorkiln.pipeline.build import build
+from tensorkiln.driver.build import build
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Cast, Const, Load, Var, call, lt, maximum, minimum, where
 from tensorkiln.loops.ir import Alloc, Assign, For, If, Kernel, Let, Store, block

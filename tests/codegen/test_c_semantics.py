@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from tensorkiln.pipeline.build import build
+from tensorkiln.driver.build import build
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (
     BinOp, Call, Cast, Const, Expr, Load, Var, evaluate, le, logical_and, logical_not, logical_or, lt, maximum,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorkiln.pipeline.build import build
+from tensorkiln.driver.build import build
 from tensorkiln.codegen.c import generate_c
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Const, Load, Var

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorkiln as tk
-import tensorkiln.pipeline.executable as tkc
+import tensorkiln.driver.executable as tkc
 import tensorkiln.nn.functional as F
 
 from .compiled import check_compiled
@@ -126,7 +126,7 @@ def test_debug_env_variable_builds_with_checks(monkeypatch):
 
 ASAN_SCRIPT = r"""
 import numpy as np, tensorkiln as tk, tensorkiln.nn.functional as F
-from tensorkiln.pipeline.build import build
+from tensorkiln.driver.build import build
 from tensorkiln.kernels.grouping import partition
 from tensorkiln.kernels.lower import lower_graph
 f = tk.jit(lambda x: (F.softmax(x, -1) @ x.T, F.pad(x, (1, 1)).sum(0)))

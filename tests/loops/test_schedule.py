@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tensorkiln.loops.schedule as S
-from tensorkiln.pipeline.build import build
+from tensorkiln.driver.build import build
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.ir import Alloc, Assign, For, Kernel, Let, Store, block

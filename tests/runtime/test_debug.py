@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensorkiln.pipeline.build import build
+from tensorkiln.driver.build import build
 from tensorkiln.codegen.c import generate_c
 from tensorkiln.errors import TensorKilnError
 from tensorkiln.loops.buffer import Buffer
@@ -94,7 +94,7 @@ ASAN_SCRIPT = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {tests!r})
     from test_debug import gather_scatter_program
-    from tensorkiln.pipeline.build import build
+    from tensorkiln.driver.build import build
     from tensorkiln.runtime.module import OutOfBoundsError
     module = build(gather_scatter_program(), debug=True, asan=True)
     table = np.arange(10, dtype=np.float32)

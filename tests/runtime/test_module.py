@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tensorkiln as tk
-from tensorkiln.pipeline.build import build
+from tensorkiln.driver.build import build
 from tensorkiln.errors import DTypeError, ShapeError, TensorKilnError
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var

@@ -7,7 +7,7 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.errors import TensorKilnError
-from tensorkiln.pipeline.profile import KernelProfile
+from tensorkiln.driver.profile import KernelProfile
 
 
 def test_profile_lists_every_kernel_with_its_time():

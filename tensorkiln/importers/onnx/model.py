@@ -32,7 +32,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
-from ...pipeline.options import CompileOptions
+from ...driver.options import CompileOptions
 from .errors import OnnxImportError, OnnxOutputShapeWarning, onnx_errors
 from .external_data import external_tensors, load_external_data
 from .functions import BodyError, NotExpandable, expand_node

@@ -1,5 +1,5 @@
 """The compile pipeline: tk.compile, the named stages, their dumps, and CompileOptions as the one
-place the options are checked and read (tensorkiln/pipeline/)."""
+place the options are checked and read (tensorkiln/driver/)."""
 from __future__ import annotations
 
 import ast
@@ -12,8 +12,8 @@ import pytest
 import tensorkiln as tk
 from tensorkiln.kernels.grouping import partition
 from tensorkiln.kernels.lower import lower_graph
-from tensorkiln.pipeline.options import CompileOptions
-from tensorkiln.pipeline.stages import STAGES
+from tensorkiln.driver.options import CompileOptions
+from tensorkiln.driver.stages import STAGES
 from tensorkiln.runtime.c_compiler import find_c_compiler
 
 PACKAGE = Path(tk.__file__).resolve().parent
@@ -96,9 +96,9 @@ def _named(node: ast.AST, names: set[str]) -> bool:
     return (isinstance(node, ast.Name) and node.id in names) or (isinstance(node, ast.Attribute) and node.attr in names)
 
 
-# Modules that may touch the options besides pipeline/options.py, and why.
+# Modules that may touch the options besides driver/options.py, and why.
 OPTION_READERS = {
-    "pipeline/stages.py": "hands each stage the value it needs from the CompileOptions",
+    "driver/stages.py": "hands each stage the value it needs from the CompileOptions",
     "importers/torch/backend.py": "forwards the torch.compile backend's own options to tk.jit",
 }
 # Modules that receive opt_level as an argument and decide by it.
@@ -106,11 +106,11 @@ LEVEL_USERS = {"passes/__init__.py": "the passes of each optimization level"}
 
 
 def option_reads(package: Path = PACKAGE) -> list[str]:
-    """Where the options are read, checked or taken from the environment outside pipeline/options.py."""
+    """Where the options are read, checked or taken from the environment outside driver/options.py."""
     found = []
     for path in sorted(package.rglob("*.py")):
         name = path.relative_to(package).as_posix()
-        if name == "pipeline/options.py":
+        if name == "driver/options.py":
             continue
         tree = ast.parse(path.read_text())
         for text in _code_strings(tree):
@@ -132,7 +132,7 @@ def test_options_are_read_only_in_the_options_module():
 
 
 def test_the_option_check_finds_a_stray_read(tmp_path):
-    for name in ("pipeline/options.py", "passes/__init__.py", "kernels/lower.py"):
+    for name in ("driver/options.py", "passes/__init__.py", "kernels/lower.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((PACKAGE / name).read_text())
     assert option_reads(tmp_path) == []
@@ -197,5 +197,5 @@ def test_graph_cache_imports_nothing_above_the_runtime():
     tree = ast.parse((PACKAGE / "runtime" / "graph_cache.py").read_text())
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert not [m for m in imported if m.lstrip(".").split(".")[0] in ("ir", "kernels", "passes", "pipeline")
+    assert not [m for m in imported if m.lstrip(".").split(".")[0] in ("ir", "kernels", "passes", "driver")
                 or m.startswith("tensorkiln.") and not m.startswith("tensorkiln.runtime")]

@@ -154,7 +154,7 @@ class CompiledGraph:
 
     @property
     def lowering(self):
-        """The kernel grouping, loop IR and memory plan of a compiled graph (pipeline/stages.Lowering)."""
+        """The kernel grouping, loop IR and memory plan of a compiled graph (driver/stages.Lowering)."""
         if self._lowering is None and self.module is not None and self._relower is not None:
             self._lowering = self._relower()
         return self._lowering
