@@ -22,7 +22,7 @@ import time
 
 from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
 from .bench_gpt2 import measure_gpt2
-from .timing import interleaved_medians
+from .timing import Timer, interleaved_medians
 
 MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
 # Each peer at its strongest, and named with its settings: torch.compile by default and with freezing +
@@ -55,8 +55,9 @@ def build(name: str, batch: int):
     raise SystemExit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
 
 
-def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5) -> dict:
-    """Compile tensorkiln and each available peer on one model, then time them in turns."""
+def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5,
+            timer: Timer = interleaved_medians) -> dict:
+    """Compile tensorkiln and each available peer on one model, then time them in turns (with `timer`)."""
     import torch  # optional dependency, like the importer that needs it
     from ..importers.torch import from_torch
     model, inputs = build(name, batch)
@@ -94,7 +95,7 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
         onnx_peers(path, arrays, peers, _progress, record)
     _progress(f"{name}: measuring {', '.join(runs)} in turns")
     with torch.no_grad():
-        for framework, latency in interleaved_medians(runs, repeat, rounds).items():
+        for framework, latency in timer(runs, repeat, rounds).items():
             rows[framework]["latency_s"] = latency
     return rows
 
