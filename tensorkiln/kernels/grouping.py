@@ -26,6 +26,13 @@ from .templates.attention import attention_parts
 # inline far shorter chains (at most 13 in the zoo and the demo models: a transformer block), so the
 # bound never cuts them (tests/kernels/test_deep_graphs.py compares their groupings).
 MAX_INLINE_DEPTH = 64
+# The most ops one kernel's expression may hold (its root's inline size). An inlined value that
+# its reader uses twice (x * x, a concat of x with x) is copied into the reader's expression, so
+# a chain of such readers doubles the expression at every step: `x = x * x + x` ten times is
+# 3^10 ops, which took the simplifier minutes. A value whose expression would pass the bound is
+# stored, which keeps every expression within a few times the bound. Models' largest kernels
+# hold under a hundred (tests/kernels/test_deep_graphs.py compares their groupings).
+MAX_INLINE_SIZE = 256
 
 
 def replicates(node: Node) -> bool:
@@ -200,6 +207,12 @@ def inline_depth(node: Node, stored: set[int], depth: dict[int, int]) -> int:
     the graph is walked once in topological order, never recursively.
     """
     return 1 + max((0 if i.id in stored else depth[i.id] for i in node.inputs), default=0)
+
+
+def inline_size(node: Node, stored: set[int], size: dict[int, int]) -> int:
+    """Ops in `node`'s expression if it were inlined: itself, and each inlined input's expression
+    once per time `node` reads it (a stored input is a load: 0)."""
+    return 1 + sum(0 if i.id in stored else size[i.id] for i in node.inputs)
 
 
 def _kind(root: Node) -> str:
@@ -442,13 +455,17 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
     stored: set[int] = set()
     why: dict[int, str] = {}  # root id -> why it is materialized
     depth: dict[int, int] = {}  # node id -> inline_depth when the node was decided
+    size: dict[int, int] = {}  # node id -> inline_size when the node was decided
     for n in graph.nodes:
         reason = materialize_reason(n, users[n.id], n.id in outputs, stored, users)
         if reason is None and not fuse and _computes(n):
             reason = "unfused (opt_level 0: every computing op is its own kernel)"
         depth[n.id] = inline_depth(n, stored, depth)
+        size[n.id] = inline_size(n, stored, size)
         if reason is None and depth[n.id] > MAX_INLINE_DEPTH:
             reason = f"ends a chain of {MAX_INLINE_DEPTH} inlined ops (bounds the kernel's expression depth)"
+        if reason is None and size[n.id] > MAX_INLINE_SIZE:
+            reason = f"its expression would hold over {MAX_INLINE_SIZE} ops (an input read twice is copied)"
         if reason is not None:
             stored.add(n.id)
             why[n.id] = reason

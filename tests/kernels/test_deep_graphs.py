@@ -62,6 +62,39 @@ def test_deep_chain_kernels_inline_a_bounded_chain():
     assert max(kernel_depth(g) for g in groups) == grouping.MAX_INLINE_DEPTH + 1
 
 
+def kernel_size(group: grouping.KernelGroup) -> int:
+    """Ops in the kernel's expression: each inlined input counted once per read."""
+    inside, size = {n.id for n in group.nodes}, {}
+    for n in group.nodes:
+        size[n.id] = 1 + sum(size[i.id] for i in n.inputs if i.id in inside and i.id in size)
+    return size[group.root.id]
+
+
+def polynomial_chain(x):
+    for _ in range(40):  # each step reads x three times: 3^40 ops if everything were inlined
+        x = x * x * 0.5 + x * 0.25
+    return x
+
+
+def concat_chain(x):
+    for _ in range(40):  # each concat reads x twice
+        x = tk.cat([x, x * 0.5], 1)[:, 2:10]
+    return x
+
+
+@pytest.mark.parametrize("chain", [polynomial_chain, concat_chain])
+def test_values_read_twice_per_step_keep_expressions_bounded(chain):
+    """An inlined value read twice is copied into its reader: stored before the expression passes
+    MAX_INLINE_SIZE, so 40 doubling steps compile in seconds and match the interpreter."""
+    f = tk.jit(chain)
+    got = f(X).numpy()
+    assert f.report(X).backend == "c"
+    graph = f._lookup((X,), {})[0].graph
+    np.testing.assert_allclose(got, interpret(graph, X)[0], rtol=1e-5, atol=1e-6)
+    sizes = [kernel_size(g) for g in grouping.partition(graph)]
+    assert max(sizes) <= 4 * grouping.MAX_INLINE_SIZE and len(sizes) > 2
+
+
 def test_backward_through_a_deep_chain():
     def chain(x):
         for k in range(DEPTH):  # 15,000 ops
@@ -130,4 +163,5 @@ def test_the_bound_leaves_model_groupings_unchanged(source, name, monkeypatch):
         return [(g.root.id, g.kind, [n.id for n in g.nodes]) for g in grouping.partition(graph)]
     bounded = summary()
     monkeypatch.setattr(grouping, "MAX_INLINE_DEPTH", 10 ** 9)
+    monkeypatch.setattr(grouping, "MAX_INLINE_SIZE", 10 ** 9)
     assert summary() == bounded
