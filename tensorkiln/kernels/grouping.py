@@ -357,17 +357,36 @@ def _store_shared(graph: Graph, stored: set[int]) -> bool:
     """
     owners: dict[int, int] = {}
     shared = set()
+    cheap: dict[int, bool] = {}  # cheap_to_recompute of each node, for this `stored`
     for root in _roots(graph, stored):
         members, _ = _collect(root, stored)
         for n in members:
             if n is not root and (_computes(n) or _inlines_arithmetic(n, stored)):
-                if owners.setdefault(n.id, root.id) != root.id and not cheap_to_recompute(n, stored):
-                    shared.add(n.id)
+                if owners.setdefault(n.id, root.id) != root.id:
+                    if n.id not in cheap:
+                        cheap[n.id] = cheap_to_recompute(n, stored)
+                    if not cheap[n.id]:
+                        shared.add(n.id)
     if not shared:
         return False
-    # Store only the last shared node: its producers may then belong to it alone.
+    # Store the last shared node: its producers may then belong to it alone. A shared node
+    # that is not inlined into it (not one of its producers through values not stored) stays
+    # shared whatever becomes of those producers, so it is stored in the same round, and so
+    # on, latest first: the same nodes, in a few rounds instead of one round per node.
     position = {n.id: i for i, n in enumerate(graph.nodes)}
-    stored.add(max(shared, key=position.__getitem__))
+    by_id = {n.id: n for n in graph.nodes}
+    feeding: set[int] = set()  # the nodes inlined into a node stored this round
+    for node_id in sorted(shared, key=position.__getitem__, reverse=True):
+        if node_id in feeding:
+            continue
+        stored.add(node_id)
+        stack = list(by_id[node_id].inputs)
+        while stack:
+            n = stack.pop()
+            if n.id in feeding or n.id in stored:
+                continue
+            feeding.add(n.id)
+            stack.extend(n.inputs)
     return True
 
 
