@@ -61,7 +61,7 @@ def test_small_and_weight_input_matmuls_are_not_packed():
 
 
 @pytest.mark.parametrize("a_shape, n", [((1, 768), 3072), ((1, 100), 77), ((3, 64), 200), ((2, 1, 64), 130),
-                                        ((2, 3, 64), 80), ((1, 2, 50), 1000)])
+                                        ((2, 3, 64), 80), ((1, 2, 50), 1000), ((1, 267), 145), ((2, 133), 150)])
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_matrix_vector_products_stream_packed_panels(monkeypatch, a_shape, n, threads):
     """Fewer than 4 rows (decoding one token): B packed all the same, read panel by panel (bounds checked)."""

@@ -207,6 +207,11 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
 
 K_UNROLL = 4
 PANEL_ROWS = 8  # rows of A per task of the panel order: their accumulators stay in registers
+# Independent sums per output the panel order keeps: an FMA waits for the previous one into the
+# same accumulator (4 cycles on Zen 4), so a single row (a matrix-vector product) with one
+# accumulator per column ran one dependent chain over the whole depth. With fewer rows than
+# this, the depth is dealt round-robin to PANEL_CHAINS // rows sums per output, added at the end.
+PANEL_CHAINS = 4
 
 
 def _panel_order(root: Node, out: Buffer, values: ValueBuilder, epilogue, batch: int, m: int, n: int, k: int,
@@ -234,18 +239,35 @@ def _panel_order(root: Node, out: Buffer, values: ValueBuilder, epilogue, batch:
     b, a_row = (row // m, row % m) if m > 1 else (row, E.const(0))
     a_batch = broadcast_index(delinearize(b, batch_shape) if batch_shape else [], batch_shape,
                               a_node.shape[:-2])
-    acc = Buffer("acc", dtype, (tile * nr,), scope="local")
-    b_elem = E.Load(values.buffers[b_node.id], panel * (k * nr) + kk * nr + j)
-    update = E.call("fma", values.value(a_node, a_batch + [a_row, kk]), b_elem, E.Load(acc, i * nr + j))
+    chains = max(1, min(PANEL_CHAINS // tile, k))
+    acc = Buffer("acc", dtype, (chains * tile * nr,), scope="local")
+
+    def update(depth: E.Expr, chain: E.Expr) -> Stmt:
+        """acc[chain] += A[rows, depth] * B[depth, panel] for the task's rows."""
+        slot = (chain * tile + i) * nr + j
+        b_elem = E.Load(values.buffers[b_node.id], panel * (k * nr) + depth * nr + j)
+        fma = E.call("fma", values.value(a_node, a_batch + [a_row, depth]), b_elem, E.Load(acc, slot))
+        return For(i, E.const(tile), For(j, E.const(nr), Store(acc, slot, fma), "vectorized"), "unrolled")
+
+    kc, c = E.Var("pkc"), E.Var("pc")
+    if chains == 1:
+        depth_loop = For(kk, E.const(k), update(kk, E.const(0)))
+    else:  # depth kc * chains + c into sum c; the last k % chains depths into the first sums
+        depth_loop = block(For(kc, E.const(k // chains), For(c, E.const(chains), update(kc * chains + c, c),
+                                                             "unrolled")),
+                           *([For(c, E.const(k % chains), update(E.const(k - k % chains) + c, c), "unrolled")]
+                             if k % chains else []))
+    total = E.Load(acc, wi * nr + wj)
+    for chain in range(1, chains):
+        total = total + E.Load(acc, (chain * tile + wi) * nr + wj)
     out_row, out_col = row_block * tile + wi, panel * nr + wj
     rows_left = E.const(tile) if rows % tile == 0 else E.minimum(E.const(tile), rows - row_block * tile)
     cols_left = E.const(nr) if n % nr == 0 else E.minimum(E.const(nr), n - panel * nr)
     body = block(
-        For(j, E.const(tile * nr), Store(acc, j, zero), "vectorized"),
-        For(kk, E.const(k), For(i, E.const(tile), For(j, E.const(nr), Store(acc, i * nr + j, update),
-                                                        "vectorized"), "unrolled")),
+        For(j, E.const(chains * tile * nr), Store(acc, j, zero), "vectorized"),
+        depth_loop,
         For(wi, rows_left, For(wj, cols_left, Store(out, out_row * n + out_col, epilogue(
-            _out_index(out_row, out_col, batch_shape, m), E.Load(acc, wi * nr + wj))), "vectorized")))
+            _out_index(out_row, out_col, batch_shape, m), total)), "vectorized")))
     tasks = n_panels * row_blocks
     return For(task, E.const(tasks), Alloc(acc, body), "parallel" if parallel and tasks > 1 else "serial")
 
@@ -272,14 +294,26 @@ def _out_index(bi: E.Expr, j: E.Expr, batch_shape, m: int) -> list[E.Expr]:
     return (delinearize(b, tuple(batch_shape)) if batch_shape else []) + [i, j]
 
 
+# Output columns one task of the dot order computes together: each dot product is a chain of
+# dependent FMAs over K (one vector accumulator), so a single one waits on FMA latency; four
+# independent chains keep the FMA units busy and share each load of A's row (a linear layer at
+# batch 1, whose weight is not a compile-time constant, is such a product per output).
+DOT_COLUMNS = 4
+
+
 def _dot_order(root, out, values, operands, batch, m, n, k_extent, dtype, zero, parallel, epilogue) -> Stmt:
     a_node, b_node = root.inputs
-    bij, k = E.Var("bij"), E.Var("k")
-    bi, j = bij // n, bij % n
+    group = DOT_COLUMNS if n >= DOT_COLUMNS else 1
+    groups = -(-n // group)
+    task, k = E.Var("bij"), E.Var("k")
+    bi, first = (task // groups, (task % groups) * group) if group > 1 else (task // n, task % n)
     i, a_batch, b_batch = operands(bi)
-    total = E.Var("total", dtype)
-    product = values.value(a_node, a_batch + [i, k]) * values.value(b_node, b_batch + [k, j])
-    body = block(Let(total, zero),
-                 For(k, E.const(k_extent), Assign(total, total + product), "vectorized"),
-                 Store(out, bij, epilogue(_out_index(bi, j, root.shape[:-2], m), total)))
-    return For(bij, E.const(batch * m * n), body, "parallel" if parallel else "serial")
+    # the last group of a row whose length is not a multiple repeats column n - 1 (same value)
+    columns = [first + c if n % group == 0 else E.minimum(first + c, E.const(n - 1)) for c in range(group)]
+    totals = [E.Var("total" if group == 1 else f"total{c}", dtype) for c in range(group)]
+    a_k = values.value(a_node, a_batch + [i, k])
+    sums = [Assign(t, t + a_k * values.value(b_node, b_batch + [k, j])) for t, j in zip(totals, columns)]
+    stores = [Store(out, bi * n + j, epilogue(_out_index(bi, j, root.shape[:-2], m), t))
+              for t, j in zip(totals, columns)]
+    body = block(*[Let(t, zero) for t in totals], For(k, E.const(k_extent), block(*sums), "vectorized"), *stores)
+    return For(task, E.const(batch * m * groups), body, "parallel" if parallel else "serial")
