@@ -1,0 +1,145 @@
+"""Loop-IR kernels of the Lennard-Jones force, with Newton's third law over a half neighbour list.
+
+Each pair (i, j) is stored once, so the kernel adds its force to atom i and
+subtracts it from atom j: half the pair evaluations of a full list. With
+several threads two threads could update the same atom j at once, so each
+thread t accumulates into its own copy `force_copies[t]` over a contiguous
+block of atoms, and `sum_force_copies` adds the copies (parallel over atoms);
+with one thread the kernel writes `f` directly.
+
+The pair loop is branch-free: a neighbour beyond the force cutoff (the list
+reaches cutoff + skin) gets a zero force through a select, so the loop over a
+neighbour row runs as SIMD lanes (gathers of x[j], scatters to f[j]; the
+atoms of one row are distinct, so the scatters never collide).
+
+LAMMPS's lj/cut: with r2inv = 1/r^2 and r6inv = r2inv^3,
+fpair = r6inv (lj1 r6inv - lj2) r2inv, lj1 = 48 eps sigma^12, lj2 = 24 eps sigma^6;
+the energy of a pair is r6inv (lj3 r6inv - lj4) - offset (lj3 = 4 eps sigma^12,
+lj4 = 4 eps sigma^6), and its virial r^2 fpair. The energy variant also
+returns `energy_virial` = [sum of pair energies, sum of pair virials].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.expr import Load, Var, call, lt, maximum, minimum, where
+from tensorkiln.loops.ir import Assign, For, Kernel, Let, Stmt, Store, block
+from tensorkiln.md.lattice import Box
+from tensorkiln.md.loop_helpers import F64, f64, i64, index, let, load3, store3
+from tensorkiln.md.pair_lj import LJCut
+
+
+@dataclass(frozen=True)
+class ForceBuffers:
+    """The buffers of the force computation."""
+
+    atoms: int
+    max_neighbors: int
+    threads: int
+
+    @property
+    def x(self) -> Buffer:
+        return Buffer("x", F64, (self.atoms, 3))
+
+    @property
+    def f(self) -> Buffer:
+        return Buffer("f", F64, (self.atoms, 3))
+
+    @property
+    def force_copies(self) -> Buffer:
+        return Buffer("force_copies", F64, (self.threads, self.atoms, 3))
+
+    @property
+    def neighbors(self) -> Buffer:
+        return Buffer("neighbors", "int32", (self.atoms, self.max_neighbors))
+
+    @property
+    def neighbor_count(self) -> Buffer:
+        return Buffer("neighbor_count", "int32", (self.atoms,))
+
+    @property
+    def energy_virial(self) -> Buffer:
+        return Buffer("energy_virial", F64, (2,))
+
+
+def _pair_loop(b: ForceBuffers, target: Buffer, target_base, i, pair: LJCut, box: Box, energy: bool) -> Stmt:
+    """The forces of atom i's neighbour row, added to i and subtracted from each j in `target`."""
+    k = Var("k")
+    lengths = [float(v) for v in box.lengths]
+    stmts: list[Stmt] = []
+    xi = []
+    for d, name in enumerate("xyz"):
+        decl, var = let(f"{name}i", load3(b.x, i, d))
+        stmts.append(decl)
+        xi.append(var)
+    sums = [Var(f"f{name}i", F64) for name in "xyz"]
+    stmts += [Let(v, f64(0.0)) for v in sums]
+    decl_count, count = let("count", index(Load(b.neighbor_count, i)))
+    stmts.append(decl_count)
+
+    decl_j, j = let("j", index(Load(b.neighbors, i * b.max_neighbors + k)))
+    inner: list[Stmt] = [decl_j]
+    deltas = []
+    for d, name in enumerate("xyz"):
+        decl_raw, raw = let(f"d{name}_raw", xi[d] - load3(b.x, j, d))
+        decl_d, dd = let(f"d{name}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
+        inner += [decl_raw, decl_d]
+        deltas.append(dd)
+    decl_rsq, rsq = let("rsq", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
+    decl_inside, inside = let("inside", lt(rsq, f64(pair.cutoff ** 2)))
+    # beyond the cutoff the pair contributes nothing; r2inv of 0 keeps the arithmetic finite too
+    decl_r2inv, r2inv = let("r2inv", where(inside, f64(1.0) / rsq, f64(0.0)))
+    decl_r6inv, r6inv = let("r6inv", r2inv * r2inv * r2inv)
+    decl_fpair, fpair = let("fpair", r6inv * (f64(pair.lj1) * r6inv - f64(pair.lj2)) * r2inv)
+    inner += [decl_rsq, decl_inside, decl_r2inv, decl_r6inv, decl_fpair]
+    for d in range(3):
+        decl_push, push = let(f"push{'xyz'[d]}", deltas[d] * fpair)
+        inner += [decl_push, Assign(sums[d], sums[d] + push),
+                  Store(target, target_base + j * 3 + d, Load(target, target_base + j * 3 + d) - push)]
+    if energy:
+        evdwl = r6inv * (f64(pair.lj3) * r6inv - f64(pair.lj4)) - f64(pair.offset)
+        inner.append(Assign(Var("energy", F64), Var("energy", F64) + where(inside, evdwl, f64(0.0))))
+        inner.append(Assign(Var("virial", F64), Var("virial", F64) + rsq * fpair))
+    stmts.append(For(k, count, block(*inner), "vectorized"))
+    for d in range(3):
+        stmts.append(Store(target, target_base + i * 3 + d, Load(target, target_base + i * 3 + d) + sums[d]))
+    return block(*stmts)
+
+
+def lj_force(b: ForceBuffers, pair: LJCut, box: Box, energy: bool) -> Kernel:
+    """Clear the forces, then add every pair's (one thread: into f; several: into per-thread copies)."""
+    n = b.atoms
+    reductions: list[Stmt] = [Let(Var("energy", F64), f64(0.0)), Let(Var("virial", F64), f64(0.0))] if energy else []
+    outputs = [b.energy_virial] if energy else []
+    finish = ([Store(b.energy_virial, i64(0), Var("energy", F64)), Store(b.energy_virial, i64(1), Var("virial", F64))]
+              if energy else [])
+    what = "energy, virial and forces" if energy else "forces"
+    if b.threads == 1:
+        i, z = Var("i"), Var("z")
+        clear = For(z, n * 3, Store(b.f, z, f64(0.0)), "vectorized")
+        pairs = For(i, n, _pair_loop(b, b.f, i64(0), i, pair, box, energy))
+        return Kernel("lj_force", (b.x, b.neighbors, b.neighbor_count, b.f, *outputs),
+                      block(*reductions, clear, pairs, *finish),
+                      f"Lennard-Jones {what} over a half list, Newton's third law, one thread")
+    t, i, z, a = Var("t"), Var("i"), Var("z"), Var("a")
+    block_size = -(-n // b.threads)
+    base = t * (n * 3)
+    clear = For(z, n * 3, Store(b.force_copies, base + z, f64(0.0)), "vectorized")
+    first = t * block_size
+    size = maximum(minimum(i64(block_size), i64(n) - first), i64(0))
+    body = block(clear, For(a, size, block(Let(i, first + a), _pair_loop(b, b.force_copies, base, i, pair, box, energy))))
+    return Kernel("lj_force", (b.x, b.neighbors, b.neighbor_count, b.force_copies, *outputs),
+                  block(*reductions, For(t, b.threads, body, "parallel"), *finish),
+                  f"Lennard-Jones {what} over a half list, Newton's third law: thread t takes atoms "
+                  f"[t*{block_size}, (t+1)*{block_size}) and accumulates into its own copy of the forces")
+
+
+def sum_force_copies(b: ForceBuffers) -> Kernel:
+    """f = the sum of the per-thread force copies."""
+    z = Var("z")
+    total = Load(b.force_copies, z)
+    for t in range(1, b.threads):
+        total = total + Load(b.force_copies, z + t * b.atoms * 3)
+    return Kernel("sum_force_copies", (b.force_copies, b.f), For(z, b.atoms * 3, Store(b.f, z, total), "parallel"),
+                  f"f = sum of {b.threads} per-thread force copies")

@@ -1,0 +1,233 @@
+"""Loop-IR kernels that build a half neighbour list by cell binning.
+
+The box is cut into a grid of cells at least `cutoff / cells_per_cutoff`
+wide. A rebuild runs four kernels, in order:
+
+1. `wrap_positions`: put every atom back into the periodic box and remember
+   where it was (the displacement check measures from there);
+2. `bin_atoms`: the cell of each atom (parallel over atoms);
+3. `sort_by_cell`: a counting sort of the atoms by cell (serial, O(n)):
+   `cell_start[c] .. cell_start[c+1]` index the atoms of cell c in `cell_atoms`;
+4. `build_neighbors`: for each atom i (parallel), every atom j > i in the
+   stencil of cells around i's cell whose minimum-image distance is below
+   cutoff + skin. Each pair is stored once (Newton's third law: the force
+   kernel applies it to both atoms). Atom i's neighbours fill row i of
+   `neighbors` (capacity `max_neighbors`); `neighbor_count[i]` counts them
+   all, and `most_neighbors[0]`, the largest count, tells the caller when a
+   row overflowed and the list must be rebuilt with more room.
+
+The stencil lists each distinct neighbouring cell once (offsets taken modulo
+the grid, so a grid of 1 or 2 cells along an axis visits each cell once), and
+leaves out cells whose nearest corner is beyond the neighbour cutoff.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.expr import Const, Load, Var, call, cast, lt, maximum, minimum, where, logical_and
+from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Store, block
+from tensorkiln.md.lattice import Box, MDInputError
+from tensorkiln.md.loop_helpers import F64, I64, f64, i64, index, let, load3, store3
+
+
+@dataclass(frozen=True)
+class CellGrid:
+    """The binning of a box for a neighbour cutoff: cells per axis, their widths, and the stencil."""
+
+    box: Box
+    counts: tuple[int, int, int]
+    stencil: np.ndarray  # int32 [s, 3]: offsets of the cells to search, each distinct cell once
+
+    @classmethod
+    def for_cutoff(cls, box: Box, cutoff: float, cells_per_cutoff: int = 2) -> "CellGrid":
+        """Cells at least cutoff / cells_per_cutoff wide (at least one per axis)."""
+        lengths = box.lengths
+        if np.any(lengths < 2.0 * cutoff):
+            raise MDInputError(
+                f"box lengths {tuple(float(v) for v in lengths)} must be at least twice the neighbour "
+                f"cutoff {cutoff:g} (pair cutoff + skin): the minimum-image convention needs it")
+        counts = tuple(max(1, int(math.floor(length * cells_per_cutoff / cutoff))) for length in lengths)
+        widths = lengths / np.array(counts)
+        reach = [min(int(math.ceil(cutoff / w)), n) for w, n in zip(widths, counts)]
+        per_axis = []
+        for n, r in zip(counts, reach):
+            # each residue modulo n once, by its offset of smallest magnitude
+            seen: dict[int, int] = {}
+            for offset in sorted(range(-r, r + 1), key=abs):
+                seen.setdefault(offset % n, offset)
+            per_axis.append(sorted(seen.values()))
+        stencil = []
+        for offset in itertools.product(*per_axis):
+            gap = sum((max(abs(o) - 1, 0) * w) ** 2 for o, w in zip(offset, widths))
+            if gap < cutoff * cutoff:
+                stencil.append(offset)
+        return cls(box, counts, np.array(stencil, dtype=np.int32).reshape(-1, 3))  # type: ignore[arg-type]
+
+    @property
+    def cells(self) -> int:
+        return int(np.prod(self.counts))
+
+
+@dataclass(frozen=True)
+class NeighborBuffers:
+    """The buffers of the neighbour build for `atoms` atoms and a grid."""
+
+    atoms: int
+    grid: CellGrid
+    max_neighbors: int
+
+    @property
+    def x(self) -> Buffer:
+        return Buffer("x", F64, (self.atoms, 3))
+
+    @property
+    def x_hold(self) -> Buffer:
+        return Buffer("x_hold", F64, (self.atoms, 3))
+
+    @property
+    def cell(self) -> Buffer:
+        return Buffer("cell", "int32", (self.atoms,))
+
+    @property
+    def cell_start(self) -> Buffer:
+        return Buffer("cell_start", "int32", (self.grid.cells + 1,))
+
+    @property
+    def cell_fill(self) -> Buffer:
+        return Buffer("cell_fill", "int32", (self.grid.cells,))
+
+    @property
+    def cell_atoms(self) -> Buffer:
+        return Buffer("cell_atoms", "int32", (self.atoms,))
+
+    @property
+    def stencil(self) -> Buffer:
+        return Buffer("stencil", "int32", self.grid.stencil.shape)
+
+    @property
+    def neighbors(self) -> Buffer:
+        return Buffer("neighbors", "int32", (self.atoms, self.max_neighbors))
+
+    @property
+    def neighbor_count(self) -> Buffer:
+        return Buffer("neighbor_count", "int32", (self.atoms,))
+
+    @property
+    def most_neighbors(self) -> Buffer:
+        return Buffer("most_neighbors", "int32", (1,))
+
+
+def wrap_positions(b: NeighborBuffers) -> Kernel:
+    """x = x wrapped into [lo, hi) per axis; x_hold = x."""
+    i = Var("i")
+    stmts = []
+    for d in range(3):
+        lo, length = b.grid.box.lo[d], float(b.grid.box.lengths[d])
+        x = load3(b.x, i, d)
+        wrapped = x - f64(length) * call("floor", (x - f64(lo)) * f64(1.0 / length))
+        decl, w = let(f"w{d}", wrapped)
+        stmts += [decl, store3(b.x, i, d, w), store3(b.x_hold, i, d, w)]
+    return Kernel("wrap_positions", (b.x, b.x_hold), For(i, b.atoms, block(*stmts), "parallel"),
+                  "periodic wrap of positions before a neighbour-list build (LAMMPS's pbc())")
+
+
+def _cell_coordinate(b: NeighborBuffers, atom: Var, d: int):
+    lo = b.grid.box.lo[d]
+    n = b.grid.counts[d]
+    inverse_width = n / float(b.grid.box.lengths[d])
+    raw = cast(call("floor", (load3(b.x, atom, d) - f64(lo)) * f64(inverse_width)), I64)
+    return minimum(maximum(raw, i64(0)), i64(n - 1))  # a coordinate rounded onto hi stays in the grid
+
+
+def bin_atoms(b: NeighborBuffers) -> Kernel:
+    """cell[i] = the index of the cell holding atom i (x fastest)."""
+    i = Var("i")
+    nx, ny, _ = b.grid.counts
+    cx, cy, cz = (_cell_coordinate(b, i, d) for d in range(3))
+    flat = (cz * ny + cy) * nx + cx
+    return Kernel("bin_atoms", (b.x, b.cell), For(i, b.atoms, Store(b.cell, i, cast(flat, "int32")), "parallel"),
+                  f"cell of each atom in a {nx}x{ny}x{b.grid.counts[2]} grid")
+
+
+def sort_by_cell(b: NeighborBuffers) -> Kernel:
+    """Counting sort of atoms by cell: cell_start (prefix sums of counts) and cell_atoms."""
+    c, i, c2, i2, c3 = Var("c"), Var("i"), Var("c2"), Var("i2"), Var("c3")
+    one = Const(1, "int32")
+    zero = Const(0, "int32")
+    cells = b.grid.cells
+    clear = For(c, cells + 1, Store(b.cell_start, c, zero))
+    of_i = index(Load(b.cell, i)) + 1
+    count = For(i, b.atoms, Store(b.cell_start, of_i, Load(b.cell_start, of_i) + one))
+    prefix = For(c2, cells, Store(b.cell_start, c2 + 1, Load(b.cell_start, c2 + 1) + Load(b.cell_start, c2)))
+    start_fill = For(c3, cells, Store(b.cell_fill, c3, Load(b.cell_start, c3)))
+    decl, home = let("home", index(Load(b.cell, i2)))
+    place = For(i2, b.atoms, block(
+        decl,
+        Store(b.cell_atoms, index(Load(b.cell_fill, home)), cast(i2, "int32")),
+        Store(b.cell_fill, home, Load(b.cell_fill, home) + one)))
+    return Kernel("sort_by_cell", (b.cell, b.cell_start, b.cell_fill, b.cell_atoms),
+                  block(clear, count, prefix, start_fill, place),
+                  "counting sort of the atoms by cell (serial: one pass over the atoms)")
+
+
+def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
+    """Half neighbour list: for each atom i, the atoms j > i within `cutoff` (minimum image)."""
+    i, s, k = Var("i"), Var("s"), Var("k")
+    nx, ny, nz = b.grid.counts
+    lengths = [float(v) for v in b.grid.box.lengths]
+    home = Load(b.cell, i)
+    decl_home, home_var = let("home", index(home))
+    coords = [home_var % nx, (home_var // nx) % ny, home_var // (nx * ny)]
+    stmts = [decl_home]
+    for d, name in enumerate("xyz"):
+        decl, _ = let(f"c{name}", coords[d])
+        stmts.append(decl)
+    cvars = [Var(f"c{name}") for name in "xyz"]
+    positions = []
+    for d, name in enumerate("xyz"):
+        decl, var = let(f"{name}i", load3(b.x, i, d))
+        stmts.append(decl)
+        positions.append(var)
+    count_decl, count = let("n", i64(0))
+    stmts.append(count_decl)
+
+    # the stencil cell s, wrapped around the periodic grid
+    def neighbour_coordinate(d: int, n_axis: int):
+        return (cvars[d] + index(Load(b.stencil, s * 3 + d)) + n_axis) % n_axis
+
+    decl_cell, other = let("other", (neighbour_coordinate(2, nz) * ny + neighbour_coordinate(1, ny)) * nx
+                           + neighbour_coordinate(0, nx))
+    decl_begin, begin = let("begin", index(Load(b.cell_start, other)))
+    decl_size, size = let("size", index(Load(b.cell_start, other + 1)) - begin)
+    decl_j, j = let("j", index(Load(b.cell_atoms, begin + k)))
+    inner = [decl_j]
+    squared = None
+    for d, name in enumerate("xyz"):
+        delta = positions[d] - load3(b.x, j, d)
+        decl_raw, raw = let(f"d{name}_raw", delta)
+        decl_d, dd = let(f"d{name}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
+        inner += [decl_raw, decl_d]
+        squared = dd * dd if squared is None else squared + dd * dd
+    decl_rsq, rsq = let("rsq", squared)
+    inner.append(decl_rsq)
+    record = block(
+        If(lt(count, i64(b.max_neighbors)), Store(b.neighbors, i * b.max_neighbors + count, cast(j, "int32"))),
+        Assign(count, count + 1))
+    inner.append(If(logical_and(lt(i, j), lt(rsq, f64(cutoff * cutoff))), record))
+    per_cell = block(decl_cell, decl_begin, decl_size, For(k, size, block(*inner)))
+    stmts.append(For(s, b.grid.stencil.shape[0], per_cell))
+    stmts.append(Store(b.neighbor_count, i, cast(count, "int32")))
+    most = Var("most", I64)
+    stmts.append(Assign(most, maximum(most, count)))
+    body = block(Let(most, i64(0)), For(i, b.atoms, block(*stmts), "parallel"),
+                 Store(b.most_neighbors, i64(0), cast(most, "int32")))
+    return Kernel("build_neighbors",
+                  (b.x, b.cell, b.cell_start, b.cell_atoms, b.stencil, b.neighbors, b.neighbor_count,
+                   b.most_neighbors),
+                  body, f"half neighbour list (j > i) within {cutoff:g}, cell stencil of "
+                        f"{b.grid.stencil.shape[0]} cells, capacity {b.max_neighbors} per atom")
