@@ -8,9 +8,7 @@ block of atoms, and `sum_force_copies` adds the copies (parallel over atoms);
 with one thread the kernel writes `f` directly.
 
 The pair loop is branch-free: a neighbour beyond the force cutoff (the list
-reaches cutoff + skin) gets a zero force through a select, so the loop over a
-neighbour row runs as SIMD lanes (gathers of x[j], scatters to f[j]; the
-atoms of one row are distinct, so the scatters never collide).
+reaches cutoff + skin) gets a zero force through a select.
 
 LAMMPS's lj/cut: with r2inv = 1/r^2 and r6inv = r2inv^3,
 fpair = r6inv (lj1 r6inv - lj2) r2inv, lj1 = 48 eps sigma^12, lj2 = 24 eps sigma^6;
@@ -28,6 +26,11 @@ from tensorkiln.loops.ir import Assign, For, Kernel, Let, Stmt, Store, block
 from tensorkiln.md.lattice import Box
 from tensorkiln.md.loop_helpers import F64, f64, i64, index, let, load3, store3
 from tensorkiln.md.pair_lj import LJCut
+
+# The pair loop is branch-free, so it could run as SIMD lanes (gathers of x[j], scatters to f[j]; the atoms
+# of one row are distinct, so scatters never collide). Measured on in.lj (32,000 atoms, one thread, Zen 4):
+# ~13-17 ms per force call as `omp simd` against ~12 ms as a plain loop that GCC schedules itself.
+PAIR_LOOP_KIND = "serial"
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ def _pair_loop(b: ForceBuffers, target: Buffer, target_base, i, pair: LJCut, box
         evdwl = r6inv * (f64(pair.lj3) * r6inv - f64(pair.lj4)) - f64(pair.offset)
         inner.append(Assign(Var("energy", F64), Var("energy", F64) + where(inside, evdwl, f64(0.0))))
         inner.append(Assign(Var("virial", F64), Var("virial", F64) + rsq * fpair))
-    stmts.append(For(k, count, block(*inner), "vectorized"))
+    stmts.append(For(k, count, block(*inner), PAIR_LOOP_KIND))
     for d in range(3):
         stmts.append(Store(target, target_base + i * 3 + d, Load(target, target_base + i * 3 + d) + sums[d]))
     return block(*stmts)

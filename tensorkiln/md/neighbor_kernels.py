@@ -1,24 +1,30 @@
 """Loop-IR kernels that build a half neighbour list by cell binning.
 
 The box is cut into a grid of cells at least `cutoff / cells_per_cutoff`
-wide. A rebuild runs four kernels, in order:
+wide. A rebuild runs two programs. The first sorts the atoms by cell:
 
-1. `wrap_positions`: put every atom back into the periodic box and remember
-   where it was (the displacement check measures from there);
+1. `wrap_positions`: put every atom back into the periodic box;
 2. `bin_atoms`: the cell of each atom (parallel over atoms);
 3. `sort_by_cell`: a counting sort of the atoms by cell (serial, O(n)):
    `cell_start[c] .. cell_start[c+1]` index the atoms of cell c in `cell_atoms`;
-4. `build_neighbors`: for each atom i (parallel), every atom j > i in the
-   stencil of cells around i's cell whose minimum-image distance is below
-   cutoff + skin. Each pair is stored once (Newton's third law: the force
-   kernel applies it to both atoms). Atom i's neighbours fill row i of
-   `neighbors` (capacity `max_neighbors`); `neighbor_count[i]` counts them
-   all, and `most_neighbors[0]`, the largest count, tells the caller when a
-   row overflowed and the list must be rebuilt with more room.
+4. `permute_atoms`: x, v, f and the atom ids gathered into cell order (and
+   the positions remembered in `x_hold`: the displacement check measures
+   from there). Neighbouring atoms then sit close in memory, so the force
+   kernel's gathers hit the cache as the liquid mixes; the caller swaps the
+   sorted arrays in.
+
+The second, `build_neighbors`, lists for each atom i (parallel) the atoms j
+of the stencil cells whose minimum-image distance is below cutoff + skin. Each
+pair is stored once (Newton's third law: the force kernel applies it to both
+atoms): the stencil holds one of each pair of mirror cells (c + o and c - o),
+and in a cell that is its own mirror (i's own cell, or one across a grid of
+1 or 2 cells) only j > i is taken. Atom i's neighbours fill row i of
+`neighbors` (capacity `max_neighbors`); `neighbor_count[i]` counts them all,
+and `most_neighbors[0]`, the largest count, tells the caller when a row
+overflowed and the list must be built again with more room.
 
 The stencil lists each distinct neighbouring cell once (offsets taken modulo
-the grid, so a grid of 1 or 2 cells along an axis visits each cell once), and
-leaves out cells whose nearest corner is beyond the neighbour cutoff.
+the grid), and leaves out cells whose nearest corner is beyond the cutoff.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.expr import Const, Load, Var, call, cast, lt, maximum, minimum, where, logical_and
+from tensorkiln.loops.expr import Const, Load, Var, call, cast, logical_and, logical_not, logical_or, lt, maximum, minimum, ne
 from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Store, block
 from tensorkiln.md.lattice import Box, MDInputError
 from tensorkiln.md.loop_helpers import F64, I64, f64, i64, index, let, load3, store3
@@ -41,7 +47,7 @@ class CellGrid:
 
     box: Box
     counts: tuple[int, int, int]
-    stencil: np.ndarray  # int32 [s, 3]: offsets of the cells to search, each distinct cell once
+    stencil: np.ndarray  # int32 [s, 4]: offsets of the cells to search, and 1 where only j > i counts
 
     @classmethod
     def for_cutoff(cls, box: Box, cutoff: float, cells_per_cutoff: int = 2) -> "CellGrid":
@@ -64,9 +70,15 @@ class CellGrid:
         stencil = []
         for offset in itertools.product(*per_axis):
             gap = sum((max(abs(o) - 1, 0) * w) ** 2 for o, w in zip(offset, widths))
-            if gap < cutoff * cutoff:
-                stencil.append(offset)
-        return cls(box, counts, np.array(stencil, dtype=np.int32).reshape(-1, 3))  # type: ignore[arg-type]
+            if gap >= cutoff * cutoff:
+                continue
+            residue = tuple(o % n for o, n in zip(offset, counts))
+            mirror = tuple(-o % n for o, n in zip(offset, counts))
+            if residue == mirror:
+                stencil.append((*offset, 1))  # its own mirror: take j > i only
+            elif residue > mirror:
+                stencil.append((*offset, 0))  # the mirror cell's atoms find these pairs otherwise
+        return cls(box, counts, np.array(stencil, dtype=np.int32).reshape(-1, 4))  # type: ignore[arg-type]
 
     @property
     def cells(self) -> int:
@@ -109,6 +121,10 @@ class NeighborBuffers:
     def stencil(self) -> Buffer:
         return Buffer("stencil", "int32", self.grid.stencil.shape)
 
+    def per_atom(self, name: str, dtype: str = F64, width: int = 3) -> Buffer:
+        """A per-atom array: [atoms, width], or [atoms] for width 0."""
+        return Buffer(name, dtype, (self.atoms, width) if width else (self.atoms,))
+
     @property
     def neighbors(self) -> Buffer:
         return Buffer("neighbors", "int32", (self.atoms, self.max_neighbors))
@@ -123,7 +139,7 @@ class NeighborBuffers:
 
 
 def wrap_positions(b: NeighborBuffers) -> Kernel:
-    """x = x wrapped into [lo, hi) per axis; x_hold = x."""
+    """x = x wrapped into [lo, hi) per axis."""
     i = Var("i")
     stmts = []
     for d in range(3):
@@ -131,8 +147,8 @@ def wrap_positions(b: NeighborBuffers) -> Kernel:
         x = load3(b.x, i, d)
         wrapped = x - f64(length) * call("floor", (x - f64(lo)) * f64(1.0 / length))
         decl, w = let(f"w{d}", wrapped)
-        stmts += [decl, store3(b.x, i, d, w), store3(b.x_hold, i, d, w)]
-    return Kernel("wrap_positions", (b.x, b.x_hold), For(i, b.atoms, block(*stmts), "parallel"),
+        stmts += [decl, store3(b.x, i, d, w)]
+    return Kernel("wrap_positions", (b.x,), For(i, b.atoms, block(*stmts), "parallel"),
                   "periodic wrap of positions before a neighbour-list build (LAMMPS's pbc())")
 
 
@@ -175,8 +191,30 @@ def sort_by_cell(b: NeighborBuffers) -> Kernel:
                   "counting sort of the atoms by cell (serial: one pass over the atoms)")
 
 
+def permute_atoms(b: NeighborBuffers) -> Kernel:
+    """Gather x, v, f, ids and cells into cell order (`*_sorted`); x_hold = the sorted positions."""
+    k = Var("k")
+    decl, source = let("source", index(Load(b.cell_atoms, k)))
+    stmts = [decl]
+    params = [b.cell_atoms]
+    for name in ("x", "v", "f"):
+        old, new = b.per_atom(name), b.per_atom(f"{name}_sorted")
+        params += [old, new]
+        for d in range(3):
+            stmts.append(store3(new, k, d, load3(old, source, d)))
+            if name == "x":
+                stmts.append(store3(b.x_hold, k, d, load3(old, source, d)))
+    for name in ("ids", "cell"):
+        old, new = b.per_atom(name, "int32", 0), b.per_atom(f"{name}_sorted", "int32", 0)
+        params += [old, new]
+        stmts.append(Store(new, k, Load(old, source)))
+    params.append(b.x_hold)
+    return Kernel("permute_atoms", tuple(params), For(k, b.atoms, block(*stmts), "parallel"),
+                  "atoms gathered into cell order, so that neighbours sit close in memory")
+
+
 def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
-    """Half neighbour list: for each atom i, the atoms j > i within `cutoff` (minimum image)."""
+    """Half neighbour list of atoms sorted by cell (`cell` ascending): each pair within `cutoff` once."""
     i, s, k = Var("i"), Var("s"), Var("k")
     nx, ny, nz = b.grid.counts
     lengths = [float(v) for v in b.grid.box.lengths]
@@ -198,13 +236,13 @@ def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
 
     # the stencil cell s, wrapped around the periodic grid
     def neighbour_coordinate(d: int, n_axis: int):
-        return (cvars[d] + index(Load(b.stencil, s * 3 + d)) + n_axis) % n_axis
+        return (cvars[d] + index(Load(b.stencil, s * 4 + d)) + n_axis) % n_axis
 
     decl_cell, other = let("other", (neighbour_coordinate(2, nz) * ny + neighbour_coordinate(1, ny)) * nx
                            + neighbour_coordinate(0, nx))
     decl_begin, begin = let("begin", index(Load(b.cell_start, other)))
     decl_size, size = let("size", index(Load(b.cell_start, other + 1)) - begin)
-    decl_j, j = let("j", index(Load(b.cell_atoms, begin + k)))
+    decl_j, j = let("j", begin + k)  # atoms are sorted by cell
     inner = [decl_j]
     squared = None
     for d, name in enumerate("xyz"):
@@ -218,7 +256,9 @@ def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     record = block(
         If(lt(count, i64(b.max_neighbors)), Store(b.neighbors, i * b.max_neighbors + count, cast(j, "int32"))),
         Assign(count, count + 1))
-    inner.append(If(logical_and(lt(i, j), lt(rsq, f64(cutoff * cutoff))), record))
+    only_above_i = ne(Load(b.stencil, s * 4 + 3), Const(0, "int32"))
+    counts = logical_or(logical_not(only_above_i), lt(i, j))
+    inner.append(If(logical_and(counts, lt(rsq, f64(cutoff * cutoff))), record))
     per_cell = block(decl_cell, decl_begin, decl_size, For(k, size, block(*inner)))
     stmts.append(For(s, b.grid.stencil.shape[0], per_cell))
     stmts.append(Store(b.neighbor_count, i, cast(count, "int32")))
@@ -227,7 +267,7 @@ def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     body = block(Let(most, i64(0)), For(i, b.atoms, block(*stmts), "parallel"),
                  Store(b.most_neighbors, i64(0), cast(most, "int32")))
     return Kernel("build_neighbors",
-                  (b.x, b.cell, b.cell_start, b.cell_atoms, b.stencil, b.neighbors, b.neighbor_count,
+                  (b.x, b.cell, b.cell_start, b.stencil, b.neighbors, b.neighbor_count,
                    b.most_neighbors),
-                  body, f"half neighbour list (j > i) within {cutoff:g}, cell stencil of "
+                  body, f"half neighbour list within {cutoff:g}, cell stencil of "
                         f"{b.grid.stencil.shape[0]} cells, capacity {b.max_neighbors} per atom")

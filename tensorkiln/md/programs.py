@@ -56,13 +56,18 @@ class Programs:
         nb = neighbors.NeighborBuffers(s.atoms, self.grid, s.max_neighbors)
         fb = forces.ForceBuffers(s.atoms, s.max_neighbors, s.threads)
         self.programs: dict[str, Program] = {
-            "neighbor": _program(
-                "md_neighbor",
+            "sort": _program(
+                "md_sort_atoms",
                 [neighbors.wrap_positions(nb), neighbors.bin_atoms(nb), neighbors.sort_by_cell(nb),
-                 neighbors.build_neighbors(nb, s.neighbor_cutoff)],
-                (nb.stencil,),
-                (nb.x, nb.x_hold, nb.cell, nb.cell_start, nb.cell_fill, nb.cell_atoms, nb.neighbors,
-                 nb.neighbor_count, nb.most_neighbors)),
+                 neighbors.permute_atoms(nb)],
+                (nb.per_atom("v"), nb.per_atom("f"), nb.per_atom("ids", "int32", 0)),
+                (nb.x, nb.cell, nb.cell_start, nb.cell_fill, nb.cell_atoms, nb.per_atom("x_sorted"),
+                 nb.per_atom("v_sorted"), nb.per_atom("f_sorted"), nb.per_atom("ids_sorted", "int32", 0),
+                 nb.per_atom("cell_sorted", "int32", 0), nb.x_hold)),
+            "neighbor": _program(
+                "md_neighbor", [neighbors.build_neighbors(nb, s.neighbor_cutoff)],
+                (nb.x, nb.cell, nb.cell_start, nb.stencil),
+                (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
             "force": self._force_program(fb, energy=False),
             "force_energy": self._force_program(fb, energy=True),
             "initial_integrate": _program("md_initial_integrate", [integrate.initial_integrate(s.atoms, s.dt, s.mass)],

@@ -73,9 +73,11 @@ class Simulation:
         n = system.atoms
         if n < 1:
             raise MDInputError("the system has no atoms")
-        self.x = system.positions
-        self.v = system.velocities
+        self.x = system.positions.copy()
+        self.v = system.velocities.copy()
         self.f = np.zeros((n, 3))
+        self.ids = np.arange(n, dtype=np.int32)  # atom i of the arrays is atom ids[i] of the system
+        self.spare = {name: np.zeros_like(getattr(self, name)) for name in ("x", "v", "f", "ids")}
         self.x_hold = np.zeros((n, 3))
         self.force_copies = np.zeros((self.threads, n, 3)) if self.threads > 1 else None
         self.energy_virial = np.zeros(2)
@@ -90,15 +92,18 @@ class Simulation:
         self._compile(max(16, int(1.3 * expected_half) + 8))
 
     def _compile(self, max_neighbors: int) -> None:
+        """Build the programs for a neighbour-list capacity (again when a row outgrows it)."""
         s = self.system
         self.setup = Setup(s.atoms, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt, s.mass)
         self.programs = Programs(self.setup)
         n, grid = s.atoms, self.programs.grid
-        self.stencil = np.ascontiguousarray(grid.stencil)
-        self.cell = np.zeros(n, np.int32)
-        self.cell_start = np.zeros(grid.cells + 1, np.int32)
-        self.cell_fill = np.zeros(grid.cells, np.int32)
-        self.cell_atoms = np.zeros(n, np.int32)
+        if not hasattr(self, "cell"):  # the cell arrays depend on the grid only, and keep their contents
+            self.stencil = np.ascontiguousarray(grid.stencil)
+            self.cell = np.zeros(n, np.int32)
+            self.cell_start = np.zeros(grid.cells + 1, np.int32)
+            self.cell_fill = np.zeros(grid.cells, np.int32)
+            self.cell_atoms = np.zeros(n, np.int32)
+            self.cell_sorted = np.zeros(n, np.int32)
         self.neighbors = np.zeros((n, max_neighbors), np.int32)
         self.neighbor_count = np.zeros(n, np.int32)
         self.most_neighbors = np.zeros(1, np.int32)
@@ -106,10 +111,18 @@ class Simulation:
     # ---- the pieces of a step
 
     def _rebuild(self) -> None:
-        """Wrap positions into the box and build the neighbour list (growing its capacity when a row overflows)."""
+        """Wrap positions into the box, sort the atoms by cell and build the neighbour list (growing its
+        capacity when a row overflows)."""
+        spare = self.spare
+        self.programs("sort", self.v, self.f, self.ids, self.x, self.cell, self.cell_start, self.cell_fill,
+                      self.cell_atoms, spare["x"], spare["v"], spare["f"], spare["ids"], self.cell_sorted, self.x_hold)
+        for name in ("x", "v", "f", "ids"):  # the sorted arrays become the state
+            current = getattr(self, name)
+            setattr(self, name, spare[name])
+            spare[name] = current
         while True:
-            self.programs("neighbor", self.stencil, self.x, self.x_hold, self.cell, self.cell_start, self.cell_fill,
-                          self.cell_atoms, self.neighbors, self.neighbor_count, self.most_neighbors)
+            self.programs("neighbor", self.x, self.cell_sorted, self.cell_start, self.stencil, self.neighbors,
+                          self.neighbor_count, self.most_neighbors)
             most = int(self.most_neighbors[0])
             if most <= self.setup.max_neighbors:
                 break
@@ -139,6 +152,24 @@ class Simulation:
                 self.dangerous_builds += 1
             return True
         return self._moved_beyond_half_skin()
+
+    def positions(self) -> np.ndarray:
+        """Positions [n, 3] in the system's atom order (wrapped into the box at the last rebuild)."""
+        out = np.empty_like(self.x)
+        out[self.ids] = self.x
+        return out
+
+    def velocities(self) -> np.ndarray:
+        """Velocities [n, 3] in the system's atom order."""
+        out = np.empty_like(self.v)
+        out[self.ids] = self.v
+        return out
+
+    def forces(self) -> np.ndarray:
+        """Forces [n, 3] of the last force evaluation, in the system's atom order."""
+        out = np.empty_like(self.f)
+        out[self.ids] = self.f
+        return out
 
     def thermo(self) -> ThermoRow:
         """Thermo values from the last energy evaluation and the current velocities."""
