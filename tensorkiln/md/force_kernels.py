@@ -24,7 +24,7 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var, call, lt, maximum, minimum, where
 from tensorkiln.loops.ir import Assign, For, Kernel, Let, Stmt, Store, block
 from tensorkiln.md.lattice import Box
-from tensorkiln.md.loop_helpers import F64, f64, i64, index, let, load3, store3
+from tensorkiln.md.loop_helpers import F64, atom_loop_kind, f64, i64, index, let, load3, store3
 from tensorkiln.md.pair_lj import LJCut
 
 # The pair loop is branch-free, so it could run as SIMD lanes (gathers of x[j], scatters to f[j]; the atoms
@@ -144,5 +144,6 @@ def sum_force_copies(b: ForceBuffers) -> Kernel:
     total = Load(b.force_copies, z)
     for t in range(1, b.threads):
         total = total + Load(b.force_copies, z + t * b.atoms * 3)
-    return Kernel("sum_force_copies", (b.force_copies, b.f), For(z, b.atoms * 3, Store(b.f, z, total), "parallel"),
+    loop = For(z, b.atoms * 3, Store(b.f, z, total), atom_loop_kind(b.atoms, b.threads))
+    return Kernel("sum_force_copies", (b.force_copies, b.f), loop,
                   f"f = sum of {b.threads} per-thread force copies")

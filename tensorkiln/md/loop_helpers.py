@@ -7,6 +7,8 @@ from tensorkiln.loops.expr import Const, Expr, Load, Var, cast
 from tensorkiln.loops.ir import Let, Stmt, Store
 
 F64 = "float64"
+# Below this many atoms per thread a parallel loop costs more in thread wake-ups than it saves.
+MIN_ATOMS_PER_THREAD = 2048
 I64 = "int64"
 
 
@@ -39,3 +41,8 @@ def let(name: str, value: Expr) -> tuple[Let, Var]:
     """Declare the local `name = value`; returns the statement and the variable to read it by."""
     var = Var(name, value.dtype)
     return Let(var, value), var
+
+
+def atom_loop_kind(atoms: int, threads: int) -> str:
+    """"parallel" for a loop over `atoms` when `threads` threads have enough work, else "serial"."""
+    return "parallel" if threads > 1 and atoms >= MIN_ATOMS_PER_THREAD * threads else "serial"

@@ -38,7 +38,7 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Const, Load, Var, call, cast, logical_and, logical_not, logical_or, lt, maximum, minimum, ne
 from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Store, block
 from tensorkiln.md.lattice import Box, MDInputError
-from tensorkiln.md.loop_helpers import F64, I64, f64, i64, index, let, load3, store3
+from tensorkiln.md.loop_helpers import F64, I64, atom_loop_kind, f64, i64, index, let, load3, store3
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,12 @@ class NeighborBuffers:
     atoms: int
     grid: CellGrid
     max_neighbors: int
+    threads: int = 1
+
+    @property
+    def kind(self) -> str:
+        """How the loops over atoms run."""
+        return atom_loop_kind(self.atoms, self.threads)
 
     @property
     def x(self) -> Buffer:
@@ -148,7 +154,7 @@ def wrap_positions(b: NeighborBuffers) -> Kernel:
         wrapped = x - f64(length) * call("floor", (x - f64(lo)) * f64(1.0 / length))
         decl, w = let(f"w{d}", wrapped)
         stmts += [decl, store3(b.x, i, d, w)]
-    return Kernel("wrap_positions", (b.x,), For(i, b.atoms, block(*stmts), "parallel"),
+    return Kernel("wrap_positions", (b.x,), For(i, b.atoms, block(*stmts), b.kind),
                   "periodic wrap of positions before a neighbour-list build (LAMMPS's pbc())")
 
 
@@ -166,7 +172,7 @@ def bin_atoms(b: NeighborBuffers) -> Kernel:
     nx, ny, _ = b.grid.counts
     cx, cy, cz = (_cell_coordinate(b, i, d) for d in range(3))
     flat = (cz * ny + cy) * nx + cx
-    return Kernel("bin_atoms", (b.x, b.cell), For(i, b.atoms, Store(b.cell, i, cast(flat, "int32")), "parallel"),
+    return Kernel("bin_atoms", (b.x, b.cell), For(i, b.atoms, Store(b.cell, i, cast(flat, "int32")), b.kind),
                   f"cell of each atom in a {nx}x{ny}x{b.grid.counts[2]} grid")
 
 
@@ -209,7 +215,7 @@ def permute_atoms(b: NeighborBuffers) -> Kernel:
         params += [old, new]
         stmts.append(Store(new, k, Load(old, source)))
     params.append(b.x_hold)
-    return Kernel("permute_atoms", tuple(params), For(k, b.atoms, block(*stmts), "parallel"),
+    return Kernel("permute_atoms", tuple(params), For(k, b.atoms, block(*stmts), b.kind),
                   "atoms gathered into cell order, so that neighbours sit close in memory")
 
 
@@ -264,7 +270,7 @@ def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     stmts.append(Store(b.neighbor_count, i, cast(count, "int32")))
     most = Var("most", I64)
     stmts.append(Assign(most, maximum(most, count)))
-    body = block(Let(most, i64(0)), For(i, b.atoms, block(*stmts), "parallel"),
+    body = block(Let(most, i64(0)), For(i, b.atoms, block(*stmts), b.kind),
                  Store(b.most_neighbors, i64(0), cast(most, "int32")))
     return Kernel("build_neighbors",
                   (b.x, b.cell, b.cell_start, b.stencil, b.neighbors, b.neighbor_count,

@@ -53,7 +53,7 @@ class Programs:
         self.setup = setup
         s = setup
         self.grid = neighbors.CellGrid.for_cutoff(s.box, s.neighbor_cutoff, s.cells_per_cutoff)
-        nb = neighbors.NeighborBuffers(s.atoms, self.grid, s.max_neighbors)
+        nb = neighbors.NeighborBuffers(s.atoms, self.grid, s.max_neighbors, s.threads)
         fb = forces.ForceBuffers(s.atoms, s.max_neighbors, s.threads)
         self.programs: dict[str, Program] = {
             "sort": _program(
@@ -70,14 +70,14 @@ class Programs:
                 (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
             "force": self._force_program(fb, energy=False),
             "force_energy": self._force_program(fb, energy=True),
-            "initial_integrate": _program("md_initial_integrate", [integrate.initial_integrate(s.atoms, s.dt, s.mass)],
+            "initial_integrate": _program("md_initial_integrate", [integrate.initial_integrate(s.atoms, s.dt, s.mass, s.threads)],
                                           (fb.f,), (fb.x, Buffer("v", "float64", (s.atoms, 3)))),
-            "final_integrate": _program("md_final_integrate", [integrate.final_integrate(s.atoms, s.dt, s.mass)],
+            "final_integrate": _program("md_final_integrate", [integrate.final_integrate(s.atoms, s.dt, s.mass, s.threads)],
                                         (fb.f,), (Buffer("v", "float64", (s.atoms, 3)),
                                                   Buffer("kinetic", "float64", (1,)))),
-            "kinetic": _program("md_kinetic", [integrate.kinetic_sum(s.atoms, s.mass)],
+            "kinetic": _program("md_kinetic", [integrate.kinetic_sum(s.atoms, s.mass, s.threads)],
                                 (Buffer("v", "float64", (s.atoms, 3)),), (Buffer("kinetic", "float64", (1,)),)),
-            "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms)],
+            "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms, s.threads)],
                                      (nb.x, nb.x_hold), (Buffer("moved", "float64", (1,)),)),
         }
         self.modules: dict[str, CompiledModule] = {name: build(p) for name, p in self.programs.items()}

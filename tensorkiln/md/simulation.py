@@ -10,7 +10,7 @@ Spatial decomposition later: the state is (x, v, f) of the atoms one process
 owns plus, in a decomposed run, ghost atoms appended after them; the force and
 neighbour kernels take the atom count and box as a Setup, so a rank would
 build its own Setup for its sub-box and exchange ghosts between the
-neighbour-build and force calls (`_rebuild` and `_forces` are the two hooks).
+neighbour-build and force calls (`build_neighbor_list` and `compute_forces` are the two hooks).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from tensorkiln.kernels.schedule_defaults import thread_count
 from tensorkiln.md.lattice import MDInputError
+from tensorkiln.md.loop_helpers import atom_loop_kind
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.programs import Programs, Setup
 from tensorkiln.md.system import System
@@ -68,9 +69,10 @@ class Simulation:
         self.pair = pair
         self.neighbor = neighbor
         self.dt = dt
-        self.threads = threads or thread_count()
-        self.step = 0
         n = system.atoms
+        # threads: the force kernel's per-thread blocks (and the parallel loops, when each thread has work)
+        self.threads = threads or (thread_count() if atom_loop_kind(n, thread_count()) == "parallel" else 1)
+        self.step = 0
         if n < 1:
             raise MDInputError("the system has no atoms")
         self.x = system.positions.copy()
@@ -110,7 +112,7 @@ class Simulation:
 
     # ---- the pieces of a step
 
-    def _rebuild(self) -> None:
+    def build_neighbor_list(self) -> None:
         """Wrap positions into the box, sort the atoms by cell and build the neighbour list (growing its
         capacity when a row overflows)."""
         spare = self.spare
@@ -130,7 +132,8 @@ class Simulation:
         self.since_build = 0
         self.builds += 1
 
-    def _forces(self, energy: bool) -> None:
+    def compute_forces(self, energy: bool) -> None:
+        """Forces of the current positions (and the pair energy and virial when `energy`)."""
         name = "force_energy" if energy else "force"
         extra = (self.energy_virial,) if energy else ()
         copies = (self.force_copies,) if self.force_copies is not None else ()
@@ -152,6 +155,13 @@ class Simulation:
                 self.dangerous_builds += 1
             return True
         return self._moved_beyond_half_skin()
+
+    def neighbor_pairs(self) -> set[tuple[int, int]]:
+        """The pairs (i, j), i < j, of the current neighbour list, as the system numbers its atoms."""
+        rows = np.repeat(np.arange(self.system.atoms), self.neighbor_count)
+        columns = self.neighbors[np.arange(self.neighbors.shape[1])[None, :] < self.neighbor_count[:, None]]
+        a, b = self.ids[rows], self.ids[columns]
+        return set(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
 
     def positions(self) -> np.ndarray:
         """Positions [n, 3] in the system's atom order (wrapped into the box at the last rebuild)."""
@@ -181,8 +191,8 @@ class Simulation:
 
     def setup_run(self) -> ThermoRow:
         """Neighbour list, forces, energies and thermo at the current step (LAMMPS's Verlet::setup)."""
-        self._rebuild()
-        self._forces(energy=True)
+        self.build_neighbor_list()
+        self.compute_forces(energy=True)
         self.programs("kinetic", self.v, self.kinetic)
         return self.thermo()
 
@@ -202,8 +212,8 @@ class Simulation:
             thermo_step = self.step == last or (thermo_every > 0 and self.step % thermo_every == 0)
             self.programs("initial_integrate", self.f, self.x, self.v)
             if self._decide():
-                self._rebuild()
-            self._forces(energy=thermo_step)
+                self.build_neighbor_list()
+            self.compute_forces(energy=thermo_step)
             self.programs("final_integrate", self.f, self.v, self.kinetic)
             if thermo_step:
                 rows.append(self.thermo())
