@@ -81,6 +81,14 @@ class CellGrid:
         return cls(box, counts, np.array(stencil, dtype=np.int32).reshape(-1, 4))  # type: ignore[arg-type]
 
     @property
+    def needs_minimum_image(self) -> bool:
+        """True when an axis has too few cells for the stencil to reach each neighbouring cell by one offset
+        (fewer than 2 * reach + 1): then the image of a pair is found by the minimum-image rule instead
+        of from the stencil offset."""
+        reach = np.abs(self.stencil[:, :3]).max(axis=0) if len(self.stencil) else np.zeros(3, int)
+        return bool(np.any(np.array(self.counts) < 2 * reach + 1))
+
+    @property
     def cells(self) -> int:
         return int(np.prod(self.counts))
 
@@ -240,32 +248,45 @@ def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     count_decl, count = let("n", i64(0))
     stmts.append(count_decl)
 
-    # the stencil cell s, wrapped around the periodic grid
-    def neighbour_coordinate(d: int, n_axis: int):
-        return (cvars[d] + index(Load(b.stencil, s * 4 + d)) + n_axis) % n_axis
-
-    decl_cell, other = let("other", (neighbour_coordinate(2, nz) * ny + neighbour_coordinate(1, ny)) * nx
-                           + neighbour_coordinate(0, nx))
+    # the stencil cell s, wrapped around the periodic grid; `shift` counts the box lengths crossed
+    unwrapped, wrapped, decls = [], [], []
+    for d, n_axis in enumerate((nx, ny, nz)):
+        decl_u, u = let(f"u{'xyz'[d]}", cvars[d] + index(Load(b.stencil, s * 4 + d)))
+        decl_w, w = let(f"w{'xyz'[d]}", (u + n_axis) % n_axis)
+        decls += [decl_u, decl_w]
+        unwrapped.append(u)
+        wrapped.append(w)
+    decl_cell, other = let("other", (wrapped[2] * ny + wrapped[1]) * nx + wrapped[0])
     decl_begin, begin = let("begin", index(Load(b.cell_start, other)))
     decl_size, size = let("size", index(Load(b.cell_start, other + 1)) - begin)
+    decl_half, only_above_i = let("only_above_i", ne(Load(b.stencil, s * 4 + 3), Const(0, "int32")))
+    decls += [decl_cell, decl_begin, decl_size, decl_half]
     decl_j, j = let("j", begin + k)  # atoms are sorted by cell
     inner = [decl_j]
     squared = None
     for d, name in enumerate("xyz"):
-        delta = positions[d] - load3(b.x, j, d)
-        decl_raw, raw = let(f"d{name}_raw", delta)
-        decl_d, dd = let(f"d{name}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
-        inner += [decl_raw, decl_d]
+        if b.grid.needs_minimum_image:
+            decl_raw, raw = let(f"d{name}_raw", positions[d] - load3(b.x, j, d))
+            decl_d, dd = let(f"d{name}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
+            inner += [decl_raw, decl_d]
+        else:
+            # the image of cell s lies `shift` box lengths away: move atom i by as much the other way
+            crossed = cast((unwrapped[d] - wrapped[d]) // b.grid.counts[d], F64)
+            decl_s, shifted = let(f"{name}s", positions[d] - crossed * f64(lengths[d]))
+            decls.append(decl_s)
+            decl_d, dd = let(f"d{name}", shifted - load3(b.x, j, d))
+            inner.append(decl_d)
         squared = dd * dd if squared is None else squared + dd * dd
     decl_rsq, rsq = let("rsq", squared)
     inner.append(decl_rsq)
-    record = block(
-        If(lt(count, i64(b.max_neighbors)), Store(b.neighbors, i * b.max_neighbors + count, cast(j, "int32"))),
-        Assign(count, count + 1))
-    only_above_i = ne(Load(b.stencil, s * 4 + 3), Const(0, "int32"))
+    # Branch-free: j is always written at the next free slot, and the slot is taken only when j is a
+    # neighbour. (Whether it is cannot be predicted; a branch on it mispredicts about every fourth pair.)
     counts = logical_or(logical_not(only_above_i), lt(i, j))
-    inner.append(If(logical_and(counts, lt(rsq, f64(cutoff * cutoff))), record))
-    per_cell = block(decl_cell, decl_begin, decl_size, For(k, size, block(*inner)))
+    decl_take, take = let("take", logical_and(counts, lt(rsq, f64(cutoff * cutoff))))
+    slot = minimum(count, i64(b.max_neighbors - 1))
+    inner += [decl_take, Store(b.neighbors, i * b.max_neighbors + slot, cast(j, "int32")),
+              Assign(count, count + cast(take, I64))]
+    per_cell = block(*decls, For(k, size, block(*inner)))
     stmts.append(For(s, b.grid.stencil.shape[0], per_cell))
     stmts.append(Store(b.neighbor_count, i, cast(count, "int32")))
     most = Var("most", I64)

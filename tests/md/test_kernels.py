@@ -83,3 +83,11 @@ def test_box_smaller_than_two_cutoffs_is_refused():
     system = System(Box((0.0, 0.0, 0.0), (5.0, 9.0, 9.0)), np.zeros((1, 3)))
     with pytest.raises(MDInputError, match="at least twice the neighbour cutoff"):
         Simulation(system, LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=1)
+
+
+def test_cases_cover_both_image_rules():
+    # CASES[0]'s grid reaches every neighbouring cell by one stencil offset (images from the offsets);
+    # CASES[1]'s has 2-3 cells per axis, so it finds images by the minimum-image rule
+    modes = [CellGrid.for_cutoff(Box((0.0,) * 3, lengths), cutoff + skin).needs_minimum_image
+             for _, lengths, cutoff, skin, _ in CASES[:2]]
+    assert modes == [False, True]
