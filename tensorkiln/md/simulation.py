@@ -92,20 +92,20 @@ class Simulation:
         cutoff = pair.cutoff + neighbor.skin
         expected_half = 0.5 * density * 4.0 / 3.0 * np.pi * cutoff ** 3
         self._compile(max(16, int(1.3 * expected_half) + 8))
+        grid = self.programs.grid  # the cell arrays depend on the grid only, not on the list's capacity
+        self.stencil = np.ascontiguousarray(grid.stencil)
+        self.cell = np.zeros(n, np.int32)
+        self.cell_start = np.zeros(grid.cells + 1, np.int32)
+        self.cell_fill = np.zeros(grid.cells, np.int32)
+        self.cell_atoms = np.zeros(n, np.int32)
+        self.cell_sorted = np.zeros(n, np.int32)
 
     def _compile(self, max_neighbors: int) -> None:
         """Build the programs for a neighbour-list capacity (again when a row outgrows it)."""
         s = self.system
         self.setup = Setup(s.atoms, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt, s.mass)
         self.programs = Programs(self.setup)
-        n, grid = s.atoms, self.programs.grid
-        if not hasattr(self, "cell"):  # the cell arrays depend on the grid only, and keep their contents
-            self.stencil = np.ascontiguousarray(grid.stencil)
-            self.cell = np.zeros(n, np.int32)
-            self.cell_start = np.zeros(grid.cells + 1, np.int32)
-            self.cell_fill = np.zeros(grid.cells, np.int32)
-            self.cell_atoms = np.zeros(n, np.int32)
-            self.cell_sorted = np.zeros(n, np.int32)
+        n = s.atoms
         self.neighbors = np.zeros((n, max_neighbors), np.int32)
         self.neighbor_count = np.zeros(n, np.int32)
         self.most_neighbors = np.zeros(1, np.int32)
@@ -130,6 +130,7 @@ class Simulation:
                 break
             self._compile(int(most * 1.2) + 8)
         self.since_build = 0
+        self.last_safe_step = self.step  # nothing has moved since the list was built
         self.builds += 1
 
     def compute_forces(self, energy: bool) -> None:
@@ -144,17 +145,24 @@ class Simulation:
         return float(self.moved[0]) > (0.5 * self.neighbor.skin) ** 2
 
     def _decide(self) -> bool:
-        """LAMMPS's Neighbor::decide: rebuild now?"""
+        """LAMMPS's Neighbor::decide: rebuild now? Also counts dangerous builds.
+
+        A build is dangerous when an atom has moved more than half the skin and
+        the last time the displacement was seen within half the skin is more
+        than one step ago: the crossing happened at some unseen step in between,
+        and from then on a pair may have been missing from the list. (A check
+        every step sees the first step past half the skin, and rebuilds then.)
+        """
         self.since_build += 1
         settings = self.neighbor
         if self.since_build < settings.delay or self.since_build % settings.every:
             return False
-        if not settings.check:
-            # builds happen on schedule; count those that came too late for the skin
-            if self._moved_beyond_half_skin():
-                self.dangerous_builds += 1
-            return True
-        return self._moved_beyond_half_skin()
+        moved_too_far = self._moved_beyond_half_skin()
+        if not moved_too_far:
+            self.last_safe_step = self.step
+        elif self.step - self.last_safe_step > 1:
+            self.dangerous_builds += 1
+        return moved_too_far or not settings.check
 
     def neighbor_pairs(self) -> set[tuple[int, int]]:
         """The pairs (i, j), i < j, of the current neighbour list, as the system numbers its atoms."""
@@ -223,7 +231,7 @@ class Simulation:
         dangerous = self.dangerous_builds - first_dangerous
         if dangerous:
             message = (f"{dangerous} of {self.builds - first_builds} neighbour-list builds came after an atom had "
-                       f"moved more than half the skin ({self.neighbor.skin:g}/2): pairs may have been missed; "
-                       "use a larger skin, rebuild more often, or `neigh_modify check yes`")
+                       f"moved more than half the skin ({self.neighbor.skin:g}/2) at an unchecked step: pairs may "
+                       "have been missed; use a larger skin or check more often (`neigh_modify every 1 check yes`)")
             warnings.warn(message, DangerousBuildWarning, stacklevel=2)
         return RunResult(rows, seconds, steps, self.builds - first_builds, dangerous)

@@ -59,12 +59,19 @@ def test_check_yes_gives_the_trajectory_of_a_rebuild_every_step():
     assert b.rows[-1].tot_eng == pytest.approx(a.rows[-1].tot_eng, rel=1e-10)
 
 
-def test_too_small_skin_without_check_is_warned():
-    sim = Simulation(_melt(cells=4, temperature=3.0), LJCut(), NeighborSettings(skin=0.05, every=20, check=False),
+@pytest.mark.parametrize("check", [False, True])
+def test_too_small_skin_is_warned(check):
+    sim = Simulation(_melt(cells=4, temperature=3.0), LJCut(), NeighborSettings(skin=0.05, every=20, check=check),
                      threads=1)
     with pytest.warns(DangerousBuildWarning, match="more than half the skin"):
         result = sim.run(40)
-    assert result.dangerous_builds == 2
+    assert result.builds == result.dangerous_builds == 2
+
+
+def test_wide_skin_or_checking_every_step_is_not_dangerous():
+    for settings in (NeighborSettings(skin=0.8, every=10, check=False), NeighborSettings(skin=0.05, every=1)):
+        result = Simulation(_melt(cells=4), LJCut(), settings, threads=1).run(40)
+        assert result.builds > 0 and result.dangerous_builds == 0
 
 
 def test_thermo_rows_at_first_interval_and_last_step():
