@@ -60,7 +60,7 @@ def _worker(args: argparse.Namespace) -> None:
         from tensorkiln.md.input_script import InputScript
         state = InputScript(lambda line: None, threads=args.threads).run_text(script)
         run = state.runs[0]
-        pairs = int(state.simulation.neighbor_count.sum())
+        pairs = int(state.simulation.neighbor_counts().sum())
         out = {"loop_seconds": run.loop_seconds, "e0": run.rows[0].tot_eng, "e1": run.rows[-1].tot_eng,
                "atoms": state.system.atoms, "pairs": pairs}
     elif args.worker == "lammps":

@@ -38,7 +38,7 @@ def run(cells: int, skin: float, every: int, check: bool):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = sim.run(STEPS)
-    return result, float(sim.neighbor_count.mean())
+    return result, float(sim.neighbor_counts().mean())
 
 
 def main() -> int:

@@ -8,7 +8,10 @@ block of atoms, and `sum_force_copies` adds the copies (parallel over atoms);
 with one thread the kernel writes `f` directly.
 
 The pair loop is branch-free: a neighbour beyond the force cutoff (the list
-reaches cutoff + skin) gets a zero force through a select.
+reaches cutoff + skin) gets a zero force through a select. A row's pairs
+come in two segments (neighbor_kernels.py): those within the box need no
+periodic correction; only those across the boundary (about one in six on
+in.lj) pay for the minimum-image rule.
 
 LAMMPS's lj/cut: with r2inv = 1/r^2 and r6inv = r2inv^3,
 fpair = r6inv (lj1 r6inv - lj2) r2inv, lj1 = 48 eps sigma^12, lj2 = 24 eps sigma^6;
@@ -59,7 +62,7 @@ class ForceBuffers:
 
     @property
     def neighbor_count(self) -> Buffer:
-        return Buffer("neighbor_count", "int32", (self.atoms,))
+        return Buffer("neighbor_count", "int32", (self.atoms, 2))
 
     @property
     def energy_virial(self) -> Buffer:
@@ -68,8 +71,6 @@ class ForceBuffers:
 
 def _pair_loop(b: ForceBuffers, target: Buffer, target_base, i, pair: LJCut, box: Box, energy: bool) -> Stmt:
     """The forces of atom i's neighbour row, added to i and subtracted from each j in `target`."""
-    k = Var("k")
-    lengths = [float(v) for v in box.lengths]
     stmts: list[Stmt] = []
     xi = []
     for d, name in enumerate("xyz"):
@@ -78,36 +79,51 @@ def _pair_loop(b: ForceBuffers, target: Buffer, target_base, i, pair: LJCut, box
         xi.append(var)
     sums = [Var(f"f{name}i", F64) for name in "xyz"]
     stmts += [Let(v, f64(0.0)) for v in sums]
-    decl_count, count = let("count", index(Load(b.neighbor_count, i)))
-    stmts.append(decl_count)
+    for segment in ("plain", "image"):
+        stmts.append(_segment_loop(b, target, target_base, i, xi, sums, pair, box, energy, segment))
+    for d in range(3):
+        stmts.append(Store(target, target_base + i * 3 + d, Load(target, target_base + i * 3 + d) + sums[d]))
+    return block(*stmts)
 
-    decl_j, j = let("j", index(Load(b.neighbors, i * b.max_neighbors + k)))
+
+def _segment_loop(b: ForceBuffers, target: Buffer, target_base, i, xi, sums, pair: LJCut, box: Box, energy: bool,
+                  segment: str) -> Stmt:
+    """The pairs of one segment of row i: "plain" (from the front, no periodic correction) or "image"
+    (from the back, across the boundary: minimum image)."""
+    k = Var(f"k_{segment}")
+    tag = "" if segment == "plain" else "_image"
+    lengths = [float(v) for v in box.lengths]
+    capacity = b.max_neighbors
+    count = index(Load(b.neighbor_count, i * 2 + (0 if segment == "plain" else 1)))
+    slot = k if segment == "plain" else (capacity - 1) - k
+    decl_j, j = let(f"j{tag}", index(Load(b.neighbors, i * capacity + slot)))
     inner: list[Stmt] = [decl_j]
     deltas = []
     for d, name in enumerate("xyz"):
-        decl_raw, raw = let(f"d{name}_raw", xi[d] - load3(b.x, j, d))
-        decl_d, dd = let(f"d{name}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
-        inner += [decl_raw, decl_d]
+        if segment == "plain":
+            decl_d, dd = let(f"d{name}", xi[d] - load3(b.x, j, d))
+            inner.append(decl_d)
+        else:
+            decl_raw, raw = let(f"d{name}_raw", xi[d] - load3(b.x, j, d))
+            decl_d, dd = let(f"d{name}{tag}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
+            inner += [decl_raw, decl_d]
         deltas.append(dd)
-    decl_rsq, rsq = let("rsq", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
-    decl_inside, inside = let("inside", lt(rsq, f64(pair.cutoff ** 2)))
+    decl_rsq, rsq = let(f"rsq{tag}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
+    decl_inside, inside = let(f"inside{tag}", lt(rsq, f64(pair.cutoff ** 2)))
     # beyond the cutoff the pair contributes nothing; r2inv of 0 keeps the arithmetic finite too
-    decl_r2inv, r2inv = let("r2inv", where(inside, f64(1.0) / rsq, f64(0.0)))
-    decl_r6inv, r6inv = let("r6inv", r2inv * r2inv * r2inv)
-    decl_fpair, fpair = let("fpair", r6inv * (f64(pair.lj1) * r6inv - f64(pair.lj2)) * r2inv)
+    decl_r2inv, r2inv = let(f"r2inv{tag}", where(inside, f64(1.0) / rsq, f64(0.0)))
+    decl_r6inv, r6inv = let(f"r6inv{tag}", r2inv * r2inv * r2inv)
+    decl_fpair, fpair = let(f"fpair{tag}", r6inv * (f64(pair.lj1) * r6inv - f64(pair.lj2)) * r2inv)
     inner += [decl_rsq, decl_inside, decl_r2inv, decl_r6inv, decl_fpair]
     for d in range(3):
-        decl_push, push = let(f"push{'xyz'[d]}", deltas[d] * fpair)
+        decl_push, push = let(f"push{'xyz'[d]}{tag}", deltas[d] * fpair)
         inner += [decl_push, Assign(sums[d], sums[d] + push),
                   Store(target, target_base + j * 3 + d, Load(target, target_base + j * 3 + d) - push)]
     if energy:
         evdwl = r6inv * (f64(pair.lj3) * r6inv - f64(pair.lj4)) - f64(pair.offset)
         inner.append(Assign(Var("energy", F64), Var("energy", F64) + where(inside, evdwl, f64(0.0))))
         inner.append(Assign(Var("virial", F64), Var("virial", F64) + rsq * fpair))
-    stmts.append(For(k, count, block(*inner), PAIR_LOOP_KIND))
-    for d in range(3):
-        stmts.append(Store(target, target_base + i * 3 + d, Load(target, target_base + i * 3 + d) + sums[d]))
-    return block(*stmts)
+    return For(k, count, block(*inner), PAIR_LOOP_KIND)
 
 
 def lj_force(b: ForceBuffers, pair: LJCut, box: Box, energy: bool) -> Kernel:

@@ -19,7 +19,10 @@ pair is stored once (Newton's third law: the force kernel applies it to both
 atoms): the stencil holds one of each pair of mirror cells (c + o and c - o),
 and in a cell that is its own mirror (i's own cell, or one across a grid of
 1 or 2 cells) only j > i is taken. Atom i's neighbours fill row i of
-`neighbors` (capacity `max_neighbors`); `neighbor_count[i]` counts them all,
+`neighbors` (capacity `max_neighbors`): the pairs that need no periodic
+correction from the front, those across the boundary from the back, so the
+force kernel spends the minimum-image arithmetic only on the latter;
+`neighbor_count[i]` counts each segment,
 and `most_neighbors[0]`, the largest count, tells the caller when a row
 overflowed and the list must be built again with more room.
 
@@ -35,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.expr import Const, Load, Var, call, cast, logical_and, logical_not, logical_or, lt, maximum, minimum, ne
-from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Store, block
+from tensorkiln.loops.expr import (Const, Load, Var, call, cast, eq, logical_and, logical_not, logical_or, lt,
+                                   maximum, minimum, ne)
+from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Stmt, Store, block
 from tensorkiln.md.lattice import Box, MDInputError
 from tensorkiln.md.loop_helpers import F64, I64, atom_loop_kind, f64, i64, index, let, load3, store3
 
@@ -145,7 +149,7 @@ class NeighborBuffers:
 
     @property
     def neighbor_count(self) -> Buffer:
-        return Buffer("neighbor_count", "int32", (self.atoms,))
+        return Buffer("neighbor_count", "int32", (self.atoms, 2))
 
     @property
     def most_neighbors(self) -> Buffer:
@@ -228,27 +232,34 @@ def permute_atoms(b: NeighborBuffers) -> Kernel:
 
 
 def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
-    """Half neighbour list of atoms sorted by cell (`cell` ascending): each pair within `cutoff` once."""
-    i, s, k = Var("i"), Var("s"), Var("k")
+    """Half neighbour list of atoms sorted by cell (`cell` ascending): each pair within `cutoff` once.
+
+    Row i holds two segments: from the front, the neighbours j whose nearest
+    image is j itself (x_i - x_j needs no periodic correction); from the back,
+    those across the periodic boundary (the force kernel corrects them by the
+    minimum-image rule). `neighbor_count[i]` = (front count, back count).
+    """
+    i, s = Var("i"), Var("s")
     nx, ny, nz = b.grid.counts
+    capacity = b.max_neighbors
     lengths = [float(v) for v in b.grid.box.lengths]
-    home = Load(b.cell, i)
-    decl_home, home_var = let("home", index(home))
-    coords = [home_var % nx, (home_var // nx) % ny, home_var // (nx * ny)]
+    decl_home, home = let("home", index(Load(b.cell, i)))
     stmts = [decl_home]
-    for d, name in enumerate("xyz"):
-        decl, _ = let(f"c{name}", coords[d])
+    cvars = []
+    for d, coordinate in enumerate([home % nx, (home // nx) % ny, home // (nx * ny)]):
+        decl, var = let(f"c{'xyz'[d]}", coordinate)
         stmts.append(decl)
-    cvars = [Var(f"c{name}") for name in "xyz"]
+        cvars.append(var)
     positions = []
     for d, name in enumerate("xyz"):
         decl, var = let(f"{name}i", load3(b.x, i, d))
         stmts.append(decl)
         positions.append(var)
-    count_decl, count = let("n", i64(0))
-    stmts.append(count_decl)
+    decl_plain, plain_count = let("n_plain", i64(0))
+    decl_image, image_count = let("n_image", i64(0))
+    stmts += [decl_plain, decl_image]
 
-    # the stencil cell s, wrapped around the periodic grid; `shift` counts the box lengths crossed
+    # the stencil cell s, wrapped around the periodic grid
     unwrapped, wrapped, decls = [], [], []
     for d, n_axis in enumerate((nx, ny, nz)):
         decl_u, u = let(f"u{'xyz'[d]}", cvars[d] + index(Load(b.stencil, s * 4 + d)))
@@ -261,40 +272,56 @@ def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     decl_size, size = let("size", index(Load(b.cell_start, other + 1)) - begin)
     decl_half, only_above_i = let("only_above_i", ne(Load(b.stencil, s * 4 + 3), Const(0, "int32")))
     decls += [decl_cell, decl_begin, decl_size, decl_half]
-    decl_j, j = let("j", begin + k)  # atoms are sorted by cell
-    inner = [decl_j]
-    squared = None
-    for d, name in enumerate("xyz"):
-        if b.grid.needs_minimum_image:
-            decl_raw, raw = let(f"d{name}_raw", positions[d] - load3(b.x, j, d))
-            decl_d, dd = let(f"d{name}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
-            inner += [decl_raw, decl_d]
-        else:
-            # the image of cell s lies `shift` box lengths away: move atom i by as much the other way
-            crossed = cast((unwrapped[d] - wrapped[d]) // b.grid.counts[d], F64)
-            decl_s, shifted = let(f"{name}s", positions[d] - crossed * f64(lengths[d]))
-            decls.append(decl_s)
-            decl_d, dd = let(f"d{name}", shifted - load3(b.x, j, d))
-            inner.append(decl_d)
-        squared = dd * dd if squared is None else squared + dd * dd
-    decl_rsq, rsq = let("rsq", squared)
-    inner.append(decl_rsq)
-    # Branch-free: j is always written at the next free slot, and the slot is taken only when j is a
-    # neighbour. (Whether it is cannot be predicted; a branch on it mispredicts about every fourth pair.)
-    counts = logical_or(logical_not(only_above_i), lt(i, j))
-    decl_take, take = let("take", logical_and(counts, lt(rsq, f64(cutoff * cutoff))))
-    slot = minimum(count, i64(b.max_neighbors - 1))
-    inner += [decl_take, Store(b.neighbors, i * b.max_neighbors + slot, cast(j, "int32")),
-              Assign(count, count + cast(take, I64))]
-    per_cell = block(*decls, For(k, size, block(*inner)))
+    if b.grid.needs_minimum_image:
+        # too few cells to tell the image from the offset: every pair is corrected by the minimum-image rule
+        decls.append(Let(Var("same_image", "bool"), Const(False, "bool")))
+    else:
+        # the image of cell s lies `crossed` box lengths away: atom i is moved by as much the other way
+        crossed = [cast((unwrapped[d] - wrapped[d]) // b.grid.counts[d], F64) for d in range(3)]
+        for d, name in enumerate("xyz"):
+            decls.append(Let(Var(f"{name}s", F64), positions[d] - crossed[d] * f64(lengths[d])))
+        decls.append(Let(Var("same_image", "bool"),
+                         logical_and(logical_and(eq(wrapped[0], unwrapped[0]), eq(wrapped[1], unwrapped[1])),
+                                     eq(wrapped[2], unwrapped[2]))))
+
+    def candidates(segment: str) -> Stmt:
+        """The loop over the atoms of cell s, recording into the front or the back segment."""
+        k = Var(f"k_{segment}")
+        decl_j, j = let(f"j_{segment}", begin + k)  # atoms are sorted by cell
+        inner = [decl_j]
+        squared = None
+        for d, name in enumerate("xyz"):
+            if b.grid.needs_minimum_image:
+                decl_raw, raw = let(f"d{name}_raw_{segment}", positions[d] - load3(b.x, j, d))
+                decl_d, dd = let(f"d{name}_{segment}",
+                                 raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
+                inner += [decl_raw, decl_d]
+            else:
+                decl_d, dd = let(f"d{name}_{segment}", Var(f"{name}s", F64) - load3(b.x, j, d))
+                inner.append(decl_d)
+            squared = dd * dd if squared is None else squared + dd * dd
+        decl_rsq, rsq = let(f"rsq_{segment}", squared)
+        # Branch-free: j is always written at the next free slot, and the slot is taken only when j is a
+        # neighbour. (Whether it is cannot be predicted; a branch on it mispredicts about every fourth pair.)
+        counted = logical_or(logical_not(only_above_i), lt(i, j))
+        decl_take, take = let(f"take_{segment}", logical_and(counted, lt(rsq, f64(cutoff * cutoff))))
+        count = plain_count if segment == "plain" else image_count
+        position = minimum(count, i64(capacity - 1))
+        slot = position if segment == "plain" else (capacity - 1) - position
+        inner += [decl_rsq, decl_take, Store(b.neighbors, i * capacity + slot, cast(j, "int32")),
+                  Assign(count, count + cast(take, I64))]
+        return For(k, size, block(*inner))
+
+    per_cell = block(*decls, If(Var("same_image", "bool"), candidates("plain"), candidates("image")))
     stmts.append(For(s, b.grid.stencil.shape[0], per_cell))
-    stmts.append(Store(b.neighbor_count, i, cast(count, "int32")))
+    stmts += [Store(b.neighbor_count, i * 2, cast(plain_count, "int32")),
+              Store(b.neighbor_count, i * 2 + 1, cast(image_count, "int32"))]
     most = Var("most", I64)
-    stmts.append(Assign(most, maximum(most, count)))
+    stmts.append(Assign(most, maximum(most, plain_count + image_count)))
     body = block(Let(most, i64(0)), For(i, b.atoms, block(*stmts), b.kind),
                  Store(b.most_neighbors, i64(0), cast(most, "int32")))
     return Kernel("build_neighbors",
-                  (b.x, b.cell, b.cell_start, b.stencil, b.neighbors, b.neighbor_count,
-                   b.most_neighbors),
+                  (b.x, b.cell, b.cell_start, b.stencil, b.neighbors, b.neighbor_count, b.most_neighbors),
                   body, f"half neighbour list within {cutoff:g}, cell stencil of "
-                        f"{b.grid.stencil.shape[0]} cells, capacity {b.max_neighbors} per atom")
+                        f"{b.grid.stencil.shape[0]} cells, capacity {capacity} per atom (same-image pairs "
+                        "from the front, pairs across the boundary from the back)")

@@ -107,7 +107,7 @@ class Simulation:
         self.programs = Programs(self.setup)
         n = s.atoms
         self.neighbors = np.zeros((n, max_neighbors), np.int32)
-        self.neighbor_count = np.zeros(n, np.int32)
+        self.neighbor_count = np.zeros((n, 2), np.int32)  # per atom: same-image pairs, pairs across the box
         self.most_neighbors = np.zeros(1, np.int32)
 
     # ---- the pieces of a step
@@ -166,10 +166,16 @@ class Simulation:
 
     def neighbor_pairs(self) -> set[tuple[int, int]]:
         """The pairs (i, j), i < j, of the current neighbour list, as the system numbers its atoms."""
-        rows = np.repeat(np.arange(self.system.atoms), self.neighbor_count)
-        columns = self.neighbors[np.arange(self.neighbors.shape[1])[None, :] < self.neighbor_count[:, None]]
-        a, b = self.ids[rows], self.ids[columns]
+        slots = np.arange(self.neighbors.shape[1])[None, :]
+        plain, image = self.neighbor_count[:, :1], self.neighbor_count[:, 1:]
+        listed = (slots < plain) | (slots >= self.neighbors.shape[1] - image)  # front and back segments
+        rows = np.repeat(np.arange(self.system.atoms), listed.sum(axis=1))
+        a, b = self.ids[rows], self.ids[self.neighbors[listed]]
         return set(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
+
+    def neighbor_counts(self) -> np.ndarray:
+        """Neighbours listed per atom (each pair once, so about half of each atom's neighbours)."""
+        return self.neighbor_count.sum(axis=1)
 
     def positions(self) -> np.ndarray:
         """Positions [n, 3] in the system's atom order (wrapped into the box at the last rebuild)."""

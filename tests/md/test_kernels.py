@@ -44,7 +44,7 @@ def test_neighbor_list_and_forces_match_brute_force(rng, atoms, lengths, cutoff,
     sim = Simulation(system, pair, NeighborSettings(skin=skin), threads=threads)
     sim.build_neighbor_list()
     assert sim.neighbor_pairs() == pair_table(system.positions, system.box.lengths, cutoff + skin)
-    assert int(sim.neighbor_count.sum()) == len(sim.neighbor_pairs())  # each pair stored once
+    assert int(sim.neighbor_counts().sum()) == len(sim.neighbor_pairs())  # each pair stored once
 
     sim.compute_forces(energy=True)
     forces, energy, virial = lj_brute_force(system.positions, system.box.lengths, 1.3, 0.9, cutoff)
@@ -61,7 +61,7 @@ def test_list_capacity_grows_when_a_row_overflows(rng):
     sim = Simulation(system, LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=1)
     sim._compile(2)  # far too small: every row overflows
     sim.build_neighbor_list()
-    assert sim.setup.max_neighbors >= int(sim.neighbor_count.max())
+    assert sim.setup.max_neighbors >= int(sim.neighbor_counts().max())
     assert sim.neighbor_pairs() == pair_table(system.positions, system.box.lengths, 2.8)
 
 
