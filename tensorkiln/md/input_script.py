@@ -301,6 +301,8 @@ class InputScript:
             raise MDInputError("run needs `pair_style lj/cut` and `pair_coeff`")
         if not s.integrator:
             raise MDInputError("run needs `fix ID all nve` (the only integrator supported)")
+        if s.mass is None:
+            raise MDInputError("run needs the atoms' mass: `mass 1 VALUE`")
         neighbor = NeighborSettings(s.skin, s.delay, s.every, s.check)
         sim = s.simulation
         if sim is None or (sim.pair, sim.neighbor, sim.dt, sim.system.mass) != (s.pair, neighbor, s.dt, s.mass):

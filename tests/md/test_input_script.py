@@ -83,6 +83,8 @@ def test_bad_command_is_an_error_naming_the_line(line, message):
 def test_run_without_setup_is_an_error():
     with pytest.raises(MDInputError, match="run needs atoms"):
         _run("units lj\nrun 10\n")
+    with pytest.raises(MDInputError, match="run needs the atoms' mass"):
+        _run(IN_LJ.replace("mass            1 1.0\n", "").replace("velocity        all create 1.44 87287 loop geom\n", ""))
 
 
 def test_tensorkiln_md_command(tmp_path, capsys):
