@@ -36,6 +36,7 @@ class Setup:
     dt: float
     mass: float
     cells_per_cutoff: int = 2
+    debug: bool = False  # compile with bounds checks on every load and store not proven in range
 
     @property
     def neighbor_cutoff(self) -> float:
@@ -80,7 +81,7 @@ class Programs:
             "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms, s.threads)],
                                      (nb.x, nb.x_hold), (Buffer("moved", "float64", (1,)),)),
         }
-        self.modules: dict[str, CompiledModule] = {name: build(p) for name, p in self.programs.items()}
+        self.modules: dict[str, CompiledModule] = {name: build(p, debug=s.debug) for name, p in self.programs.items()}
 
     def _force_program(self, fb: forces.ForceBuffers, energy: bool) -> Program:
         s = self.setup

@@ -61,14 +61,16 @@ class RunResult:
 
 
 class Simulation:
-    """An NVE run of `system` under `pair`, with neighbour lists per `neighbor` and time step `dt`."""
+    """An NVE run of `system` under `pair`, with neighbour lists per `neighbor` and time step `dt`
+    (debug=True: kernels compiled with bounds checks)."""
 
     def __init__(self, system: System, pair: LJCut, neighbor: NeighborSettings = NeighborSettings(),
-                 dt: float = 0.005, threads: Optional[int] = None):
+                 dt: float = 0.005, threads: Optional[int] = None, debug: bool = False):
         self.system = system
         self.pair = pair
         self.neighbor = neighbor
         self.dt = dt
+        self.debug = debug
         n = system.atoms
         # threads: the force kernel's per-thread blocks (and the parallel loops, when each thread has work)
         self.threads = threads or (thread_count() if atom_loop_kind(n, thread_count()) == "parallel" else 1)
@@ -103,7 +105,8 @@ class Simulation:
     def _compile(self, max_neighbors: int) -> None:
         """Build the programs for a neighbour-list capacity (again when a row outgrows it)."""
         s = self.system
-        self.setup = Setup(s.atoms, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt, s.mass)
+        self.setup = Setup(s.atoms, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt, s.mass,
+                           debug=self.debug)
         self.programs = Programs(self.setup)
         n = s.atoms
         self.neighbors = np.zeros((n, max_neighbors), np.int32)

@@ -91,3 +91,13 @@ def test_cases_cover_both_image_rules():
     modes = [CellGrid.for_cutoff(Box((0.0,) * 3, lengths), cutoff + skin).needs_minimum_image
              for _, lengths, cutoff, skin, _ in CASES[:2]]
     assert modes == [False, True]
+
+
+def test_bounds_checked_build_gives_the_same_run(rng):
+    # every load and store the compiler cannot prove in range is checked: a stray index would raise
+    system = _random_system(rng, 70, (6.1, 7.3, 9.0))
+    system.velocities = rng.normal(size=(70, 3))
+    runs = [Simulation(System(system.box, system.positions, 1.0, system.velocities), LJCut(cutoff=2.5),
+                       NeighborSettings(skin=0.3, every=1), threads=2, debug=debug) for debug in (False, True)]
+    rows = [sim.run(10).rows[-1] for sim in runs]
+    assert rows[1].tot_eng == pytest.approx(rows[0].tot_eng, rel=1e-12)
