@@ -37,6 +37,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),
+    "md_lj": ([sys.executable, os.path.join(HERE, "md_lj.py")], True),
+    "md_skin": ([sys.executable, os.path.join(HERE, "md_skin.py")], True),
 }
 
 

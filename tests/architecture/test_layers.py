@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("driver", ("tensorkiln.driver",)),
     ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim")),
     ("importers", ("tensorkiln.importers", "tensorkiln.onnx")),
-    ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.tools", "tensorkiln")),
+    ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.md", "tensorkiln.tools", "tensorkiln")),
 ]
 
 

@@ -1,0 +1,101 @@
+"""The compiled programs of one MD setup: each a loop-IR Program built into one shared library.
+
+A setup (atom count, box, pair style, neighbour cutoff, list capacity,
+threads, time step, mass) fixes every size and constant the kernels bake in,
+so each program is compiled once per setup; the compile cache makes a repeated
+setup a lookup. The state arrays (x, v, f, the neighbour list) live in numpy
+and are passed to the programs by pointer on every call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorkiln.driver.build import build
+from tensorkiln.loops.buffer import Buffer
+from tensorkiln.loops.program import Program
+from tensorkiln.md import force_kernels as forces
+from tensorkiln.md import integrate_kernels as integrate
+from tensorkiln.md import neighbor_kernels as neighbors
+from tensorkiln.md.lattice import Box
+from tensorkiln.md.pair_lj import LJCut
+from tensorkiln.runtime.module import CompiledModule
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything the generated code depends on."""
+
+    atoms: int
+    box: Box
+    pair: LJCut
+    skin: float
+    max_neighbors: int
+    threads: int
+    dt: float
+    mass: float
+    cells_per_cutoff: int = 2
+    debug: bool = False  # compile with bounds checks on every load and store not proven in range
+
+    @property
+    def neighbor_cutoff(self) -> float:
+        return self.pair.cutoff + self.skin
+
+
+def _program(name: str, kernels, inputs: tuple[Buffer, ...], outputs: tuple[Buffer, ...]) -> Program:
+    return Program(name, tuple(kernels), inputs, outputs)
+
+
+class Programs:
+    """The compiled programs of a Setup, each called with numpy arrays (inputs, then outputs)."""
+
+    def __init__(self, setup: Setup):
+        self.setup = setup
+        s = setup
+        self.grid = neighbors.CellGrid.for_cutoff(s.box, s.neighbor_cutoff, s.cells_per_cutoff)
+        nb = neighbors.NeighborBuffers(s.atoms, self.grid, s.max_neighbors, s.threads)
+        fb = forces.ForceBuffers(s.atoms, s.max_neighbors, s.threads)
+        self.programs: dict[str, Program] = {
+            "sort": _program(
+                "md_sort_atoms",
+                [neighbors.wrap_positions(nb), neighbors.bin_atoms(nb), neighbors.sort_by_cell(nb),
+                 neighbors.permute_atoms(nb)],
+                (nb.per_atom("v"), nb.per_atom("f"), nb.per_atom("ids", "int32", 0)),
+                (nb.x, nb.cell, nb.cell_start, nb.cell_fill, nb.cell_atoms, nb.per_atom("x_sorted"),
+                 nb.per_atom("v_sorted"), nb.per_atom("f_sorted"), nb.per_atom("ids_sorted", "int32", 0),
+                 nb.per_atom("cell_sorted", "int32", 0), nb.x_hold)),
+            "neighbor": _program(
+                "md_neighbor", [neighbors.build_neighbors(nb, s.neighbor_cutoff)],
+                (nb.x, nb.cell, nb.cell_start, nb.stencil),
+                (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
+            "force": self._force_program(fb, energy=False),
+            "force_energy": self._force_program(fb, energy=True),
+            "initial_integrate": _program("md_initial_integrate", [integrate.initial_integrate(s.atoms, s.dt, s.mass, s.threads)],
+                                          (fb.f,), (fb.x, Buffer("v", "float64", (s.atoms, 3)))),
+            "final_integrate": _program("md_final_integrate", [integrate.final_integrate(s.atoms, s.dt, s.mass, s.threads)],
+                                        (fb.f,), (Buffer("v", "float64", (s.atoms, 3)),
+                                                  Buffer("kinetic", "float64", (1,)))),
+            "kinetic": _program("md_kinetic", [integrate.kinetic_sum(s.atoms, s.mass, s.threads)],
+                                (Buffer("v", "float64", (s.atoms, 3)),), (Buffer("kinetic", "float64", (1,)),)),
+            "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms, s.threads)],
+                                     (nb.x, nb.x_hold), (Buffer("moved", "float64", (1,)),)),
+        }
+        self.modules: dict[str, CompiledModule] = {name: build(p, debug=s.debug) for name, p in self.programs.items()}
+
+    def _force_program(self, fb: forces.ForceBuffers, energy: bool) -> Program:
+        s = self.setup
+        kernel = forces.lj_force(fb, s.pair, s.box, energy)
+        extra = (fb.energy_virial,) if energy else ()
+        name = "md_force_energy" if energy else "md_force"
+        if s.threads == 1:
+            return _program(name, [kernel], (fb.x, fb.neighbors, fb.neighbor_count), (fb.f, *extra))
+        return _program(name, [kernel, forces.sum_force_copies(fb)], (fb.x, fb.neighbors, fb.neighbor_count),
+                        (fb.force_copies, fb.f, *extra))
+
+    def source(self, name: str) -> str:
+        """The generated C of program `name`."""
+        return self.modules[name].source.text
+
+    def __call__(self, name: str, *arrays: np.ndarray) -> None:
+        self.modules[name](*arrays)
