@@ -129,6 +129,11 @@ def _substitute_expr(e: E.Expr, mapping: dict[str, E.Expr]) -> E.Expr:
     return _map_expr_tree(e, lambda x: mapping.get(x.name) if isinstance(x, E.Var) else None)
 
 
+def substitute_expr(e: E.Expr, mapping: dict[str, E.Expr]) -> E.Expr:
+    """`e` with every variable named in `mapping` replaced by its expression."""
+    return _substitute_expr(e, mapping)
+
+
 def _rename_loops(s: Stmt, renames: dict[str, E.Expr]) -> Stmt:
     """Rename the variables of loops and lets in `s` (their uses must be substituted separately)."""
     def visit(x: Stmt) -> Optional[Stmt]:
