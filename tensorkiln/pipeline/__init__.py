@@ -12,6 +12,7 @@
 
 See docs/pipelines.md.
 """
+from tensorkiln.pipeline.auto import auto_schedule, estimate_cost
 from tensorkiln.pipeline.boundary import constant_exterior, mirror_image, repeat_edge
 from tensorkiln.pipeline.compile import CompiledPipeline, explain, lower_pipeline
 from tensorkiln.pipeline.expr import Expr, cast, clamp, math_function, select
@@ -36,7 +37,7 @@ def abs(x): return math_function("abs", x)
 
 __all__ = [
     "Bool", "Buffer", "CompiledPipeline", "Expr", "Float", "Func", "Int", "PipelineError", "RDom", "RVar",
-    "ScheduleStepError", "Step", "UInt", "Var", "abs", "apply_schedule", "cast", "ceil", "clamp",
+    "ScheduleStepError", "Step", "UInt", "Var", "abs", "apply_schedule", "auto_schedule", "estimate_cost", "cast", "ceil", "clamp",
     "constant_exterior", "cos", "exp", "explain", "floor", "log", "lower_pipeline", "max", "min", "mirror_image",
     "repeat_edge", "round", "schedule_data", "select", "sin", "sqrt",
 ]

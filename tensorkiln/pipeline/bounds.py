@@ -19,20 +19,33 @@ from tensorkiln.loops import expr as L
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.loops.types import int_range, is_int
 
-Interval = tuple[L.Expr, L.Expr]
+Interval = tuple[Optional[L.Expr], Optional[L.Expr]]  # an end is None where it is unbounded
+UNBOUNDED: Interval = (None, None)
 Box = list[Optional[Interval]]  # per dimension, x first; None: unbounded
 
 
-def _type_range(dtype: str) -> Optional[Interval]:
+def _type_range(dtype: str) -> Interval:
     if not is_int(dtype) and dtype != "bool":
-        return None
+        return UNBOUNDED
     lo, hi = int_range(dtype)
     return (L.const(lo), L.const(hi))
 
 
-def interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Optional[Interval]:
-    """(min, max) of int64 expression `e` while variable `var` runs over [lo, hi]; None if unbounded."""
-    if var not in L.free_vars(e) and not _loads_vary(e, var):
+def _op(fn, *xs):
+    """fn of the ends `xs`, or None (unbounded) when one of them is."""
+    return None if any(x is None for x in xs) else fn(*xs)
+
+
+def interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Optional[tuple]:
+    """(min, max) of int64 expression `e` while variable `var` runs over [lo, hi]; None if unbounded.
+
+    An end may be None alone: clamp(x*y, 0, 255) is bounded although x*y is not."""
+    result = _interval(e, var, lo, hi)
+    return None if result[0] is None or result[1] is None else result
+
+
+def _interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
+    if var not in L.free_vars(e):
         return (e, e)
     if isinstance(e, L.Var):
         return (lo, hi)
@@ -40,55 +53,50 @@ def interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Optional[Interval]:
         return _type_range(e.dtype)
     if isinstance(e, L.Cast):
         if not is_int(e.dtype) or not (is_int(e.x.dtype) or e.x.dtype == "bool"):
-            return None  # a float converted to an integer: clamp it to bound it
+            return UNBOUNDED  # a float converted to an integer: clamp it to bound it
         (src_lo, src_hi), (dst_lo, dst_hi) = int_range(e.x.dtype), int_range(e.dtype)
         if dst_lo <= src_lo and src_hi <= dst_hi:  # widening: the value is kept
-            return interval(e.x, var, lo, hi) or _type_range(e.x.dtype)
+            inner, source = _interval(e.x, var, lo, hi), _type_range(e.x.dtype)
+            return (inner[0] if inner[0] is not None else source[0], inner[1] if inner[1] is not None else source[1])
         return _type_range(e.dtype)  # narrowing wraps anywhere in the target's range
     if isinstance(e, L.Select):
-        a, b = interval(e.a, var, lo, hi), interval(e.b, var, lo, hi)
-        if a is None or b is None:
-            return None
-        return (L.minimum(a[0], b[0]), L.maximum(a[1], b[1]))
+        a, b = _interval(e.a, var, lo, hi), _interval(e.b, var, lo, hi)
+        return (_op(L.minimum, a[0], b[0]), _op(L.maximum, a[1], b[1]))
     if isinstance(e, L.Unary) and e.operator == "neg":
-        x = interval(e.x, var, lo, hi)
-        return None if x is None else (-x[1], -x[0])
+        x = _interval(e.x, var, lo, hi)
+        return (_op(lambda v: -v, x[1]), _op(lambda v: -v, x[0]))
     if isinstance(e, L.BinOp):
         return _binary(e, var, lo, hi)
-    return None
+    return UNBOUNDED
 
 
-def _loads_vary(e: L.Expr, var: str) -> bool:
-    return any(isinstance(n, L.Load) and var in L.free_vars(n.index) for n in L.walk(e))
-
-
-def _binary(e: L.BinOp, var: str, lo: L.Expr, hi: L.Expr) -> Optional[Interval]:
+def _binary(e: L.BinOp, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
     op = e.operator
-    if op in ("floordiv", "mod") and isinstance(e.b, L.Const) and e.b.value > 0:
+    b_const = e.b if isinstance(e.b, L.Const) else None
+    if op in ("floordiv", "mod") and b_const is not None and b_const.value > 0:
         if op == "mod":
-            return (L.const(0, e.dtype), L.const(e.b.value - 1, e.dtype))
-        a = interval(e.a, var, lo, hi)
-        return None if a is None else (a[0] // e.b, a[1] // e.b)
+            return (L.const(0, e.dtype), L.const(b_const.value - 1, e.dtype))
+        a = _interval(e.a, var, lo, hi)
+        return (_op(lambda v: v // b_const, a[0]), _op(lambda v: v // b_const, a[1]))
     if op == "mul":
         k, x = (e.b, e.a) if isinstance(e.b, L.Const) else (e.a, e.b) if isinstance(e.a, L.Const) else (None, None)
         if k is None:
-            return None
-        xi = interval(x, var, lo, hi)
-        if xi is None:
-            return None
-        return (xi[0] * k, xi[1] * k) if k.value >= 0 else (xi[1] * k, xi[0] * k)
-    a, b = interval(e.a, var, lo, hi), interval(e.b, var, lo, hi)
-    if a is None or b is None:
-        return None
+            return UNBOUNDED
+        xi = _interval(x, var, lo, hi)
+        scaled = (_op(lambda v: v * k, xi[0]), _op(lambda v: v * k, xi[1]))
+        return scaled if k.value >= 0 else (scaled[1], scaled[0])
+    a, b = _interval(e.a, var, lo, hi), _interval(e.b, var, lo, hi)
     if op == "add":
-        return (a[0] + b[0], a[1] + b[1])
+        return (_op(lambda u, v: u + v, a[0], b[0]), _op(lambda u, v: u + v, a[1], b[1]))
     if op == "sub":
-        return (a[0] - b[1], a[1] - b[0])
-    if op == "min":
-        return (L.minimum(a[0], b[0]), L.minimum(a[1], b[1]))
+        return (_op(lambda u, v: u - v, a[0], b[1]), _op(lambda u, v: u - v, a[1], b[0]))
+    if op == "min":  # the smaller of two maxima bounds it above even when one is unbounded
+        high = b[1] if a[1] is None else a[1] if b[1] is None else L.minimum(a[1], b[1])
+        return (_op(L.minimum, a[0], b[0]), high)
     if op == "max":
-        return (L.maximum(a[0], b[0]), L.maximum(a[1], b[1]))
-    return None
+        low = b[0] if a[0] is None else a[0] if b[0] is None else L.maximum(a[0], b[0])
+        return (low, _op(L.maximum, a[1], b[1]))
+    return UNBOUNDED
 
 
 def tighten(e: L.Expr, ranges: dict) -> L.Expr:

@@ -14,6 +14,7 @@ import numpy as np
 
 from tensorkiln.errors import DTypeError, user_location
 from tensorkiln.loops.buffer import check_identifier
+from tensorkiln.pipeline import types as T
 from tensorkiln.pipeline.compile import CompiledPipeline, compile_func, explain, lower_pipeline
 from tensorkiln.pipeline.expr import Call, Expr, as_expr, cast, format_expr, walk
 from tensorkiln.pipeline.names import PipelineError, RDom, RVar, Var, call, unique_name

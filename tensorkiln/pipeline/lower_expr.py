@@ -13,6 +13,7 @@ from typing import Callable
 
 from tensorkiln.errors import DTypeError
 from tensorkiln.loops import expr as L
+from tensorkiln.loops.simplify import simplify
 from tensorkiln.pipeline import expr as P
 from tensorkiln.pipeline import types as T
 from tensorkiln.pipeline.names import RVar, Var
@@ -50,7 +51,8 @@ class ExprLowering:
         if isinstance(e, P.Call):
             return self.call(e, [self(a, env) for a in e.args], env)
         if isinstance(e, P.Binary):
-            return self.binary(e.op, self(e.a, env), self(e.b, env), e.a.type)
+            # folded, so a divisor such as 2*W (an extent) is a constant the bounds can use
+            return self.binary(e.op, simplify(self(e.a, env)), simplify(self(e.b, env)), e.a.type)
         if isinstance(e, P.Unary):
             return L.Unary(e.op, self(e.x, env))
         if isinstance(e, P.Select):
