@@ -411,8 +411,7 @@ class Lowering:
         for stride_var, stride in zip(placeholder.strides[1:], _strides(extents)[1:]):
             values[stride_var.name] = L.const(stride)
         buffer = Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local")
-        stmt, produced_needs = self.lower_func(f, [(m, simplify(m + (hi - lo), self.ranges))
-                                                   for m, (lo, hi) in zip(placeholder.mins, box)])
+        stmt, produced_needs = self.lower_func(f, box)
         produced_needs = {n: [_substitute_box(b, values, self.ranges) for b in bs] for n, bs in produced_needs.items()}
         for name, bs in produced_needs.items():
             needs.setdefault(name, []).extend(bs)
