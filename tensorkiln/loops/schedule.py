@@ -236,6 +236,8 @@ def carried_dependences(loop: For) -> list[str]:
 
     An iteration may own what it writes: a store whose index uses the loop's
     variable, into a buffer that the loop reads only at the stored index. A
+    store whose index is read from memory (a scatter, a histogram's bin) may
+    repeat an element between iterations, so it counts as a dependence. A
     store whose index does not use the variable (a reduction axis or an
     overwrite), a scalar declared outside that the loop assigns, or a read of
     a written buffer at another index makes the iterations dependent.
@@ -246,6 +248,11 @@ def carried_dependences(loop: For) -> list[str]:
     reasons: list[str] = []
     stores = [s for s in iter_stmts(loop.body) if isinstance(s, Store) and s.buffer.name not in private]
     for s in stores:
+        if any(isinstance(n, E.Load) for n in E.walk(s.index)):
+            # a scatter: the index is data, so two iterations may store into the same element
+            reasons.append(f"it scatters into {s.buffer.name}[{E.format_expr(s.index)}]: an index read from "
+                           "memory may repeat between iterations")
+            continue
         if v not in E.free_vars(s.index):
             accumulates = any(ld.buffer.name == s.buffer.name and ld.index == s.index for ld in E.walk(s.value)
                               if isinstance(ld, E.Load))

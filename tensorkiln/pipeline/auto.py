@@ -21,7 +21,6 @@ import math
 import time
 from typing import Sequence
 
-import numpy as np
 
 from tensorkiln.loops import expr as L
 from tensorkiln.loops.bounds import Bounds
@@ -30,43 +29,46 @@ from tensorkiln.pipeline import expr as P
 from tensorkiln.pipeline.compile import CompiledPipeline, lower_pipeline
 from tensorkiln.pipeline.func import Func, apply_schedule, pipeline_funcs
 from tensorkiln.pipeline.names import PipelineError
+from tensorkiln.pipeline.schedule import vector_width
 
-VECTOR_BYTES = 64            # AVX-512
 L2_BYTES = 1 << 20
 LOOP_OVERHEAD = 4.0          # cost of one loop iteration, in operations
-TILE_WIDTHS = (64, 128, 256, 512)
-TILE_HEIGHTS = (8, 16, 32, 64)
+TILE_WIDTHS = (128, 256, 512)
+TILE_HEIGHTS = (16, 32, 64)
 
 
-def _stencil_producers(funcs: list[Func]) -> tuple[set[str], set[str]]:
-    """(Funcs read at several points by one consumer, Funcs read at a data-dependent point)."""
-    stencil, gathered = set(), set()
+def _stencil_producers(funcs: list[Func]) -> tuple[set[str], set[str], dict[str, set[str]]]:
+    """(Funcs read at several points by one consumer, Funcs read at a data-dependent point, readers of each)."""
+    stencil, gathered, consumers = set(), set(), {}
     for consumer in funcs:
         exprs = [consumer.value] + [e for u in consumer.updates for e in (*u.args, u.value)]
         points: dict[str, set[str]] = {}
         for e in exprs:
             for node in P.walk(e):
                 if isinstance(node, P.Call) and isinstance(node.target, Func):
+                    if node.target is not consumer:
+                        consumers.setdefault(node.target.name, set()).add(consumer.name)
                     points.setdefault(node.target.name, set()).add(str(node.args))
                     if any(isinstance(n, P.Call) for a in node.args for n in P.walk(a)):
                         gathered.add(node.target.name)
         stencil |= {name for name, seen in points.items() if len(seen) > 1}
-    return stencil, gathered
-
-
-def _vector_width(f: Func) -> int:
-    return max(8, min(32, VECTOR_BYTES // np.dtype(f.type if f.type != "bool" else "uint8").itemsize))
+    return stencil, gathered, consumers
 
 
 def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
     """The schedule data of one candidate (tile tx x ty)."""
-    stencil, gathered = _stencil_producers(funcs)
+    stencil, gathered, consumers = _stencil_producers(funcs)
     data = {}
     x, y = output.args[0].name, (output.args[1].name if output.dimensions > 1 else None)
+    at_tile = {output.name}  # Funcs whose points are computed inside the output's tiles
+    for f in reversed(funcs):  # consumers first: a producer goes in a tile only if all its readers are there
+        readers = consumers.get(f.name, set())
+        if f is not output and not f.updates and f.name not in gathered and readers <= at_tile:
+            at_tile.add(f.name)
     for f in funcs:
         stages = [{"compute": "inline", "store": None, "steps": []} for _ in f.schedules]
         first = f.args[0].name
-        vector = _vector_width(f)
+        vector = vector_width(f.type)
         if f is output:
             steps = []
             if y is not None:
@@ -75,7 +77,7 @@ def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
             else:
                 steps += [["split", x, x, "xi_v", vector], ["vectorize", "xi_v"]]
             stages[0] = {"compute": "inline", "store": None, "steps": steps}
-        elif f.updates or f.name in gathered:
+        elif f.updates or f.name in gathered or f.name not in at_tile:
             stages[0] = {"compute": "root", "store": None, "steps": [["split", first, first, f"{first}_v", vector],
                                                                      ["vectorize", f"{first}_v"]]}
         elif f.name in stencil and y is not None and not output.updates:

@@ -18,6 +18,7 @@ from tensorkiln.loops.ir import Kernel, LoopIRError
 from tensorkiln.loops.program import Program
 from tensorkiln.pipeline.lower import Lowering
 from tensorkiln.pipeline.names import PipelineError
+from tensorkiln.pipeline.schedule import default_steps
 
 
 def lower_pipeline(func, sizes: Sequence[int], arrays: Optional[dict] = None) -> tuple[Program, dict]:
@@ -42,9 +43,10 @@ class CompiledPipeline:
     def __init__(self, func, sizes: Sequence[int], debug: bool = False):
         self.func, self.sizes, self.debug = func, [int(s) for s in sizes], debug
         self._built: dict[tuple, tuple] = {}
-        _, buffers = lower_pipeline(func, self.sizes)  # checks the pipeline now, not at the first call
+        program, buffers = lower_pipeline(func, self.sizes)  # checks the pipeline now, not at the first call
         self.inputs: list[str] = list(buffers)
         self._buffers = buffers
+        self._lowered = {tuple(b.array.shape for b in buffers.values()): program}
 
     def arrays(self, *arrays: np.ndarray, **named: np.ndarray) -> dict[str, np.ndarray]:
         """The arrays a call would run on, by input name."""
@@ -74,7 +76,7 @@ class CompiledPipeline:
         key = tuple(bound[n].shape for n in self.inputs)
         found = self._built.get(key)
         if found is None:
-            program, _ = lower_pipeline(self.func, self.sizes, bound)
+            program = self._lowered.pop(key, None) or lower_pipeline(self.func, self.sizes, bound)[0]
             found = (build(program, debug=self.debug), program)
             self._built[key] = found
         return found
@@ -108,6 +110,8 @@ def explain(func, sizes: Sequence[int]) -> str:
             described = sched.describe()
             if sched.stage == 0 and level in ("output", "root") and sched.compute == "inline":
                 described[0] = described[0].replace("inline", str(level))
+            if f is func and not sched.steps and not f.updates:
+                described += [f"  .{s}  (default)" for s in default_steps(sched.initial_loops, f.type)]
             lines += ["  " + line for line in described]
     lines.append("loop nest:")
     kernel: Kernel = program.kernels[0]

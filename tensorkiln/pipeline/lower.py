@@ -35,13 +35,16 @@ from tensorkiln.loops import expr as L
 from tensorkiln.loops import schedule as S
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.ir import Alloc, Block, For, Kernel, Let, Stmt, Store, block, iter_stmts, stmt_exprs
+from tensorkiln.loops.ir import (
+    Alloc, Block, For, Kernel, Let, Stmt, Store, block, iter_stmts, simplify_kernel, stmt_exprs,
+)
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.pipeline import expr as P
 from tensorkiln.pipeline.bounds import Box, tighten, union_boxes, widen_box
 from tensorkiln.pipeline.lower_expr import ExprLowering, loop_dtype
 from tensorkiln.pipeline.names import Buffer as InputBuffer
 from tensorkiln.pipeline.names import PipelineError
+from tensorkiln.pipeline.schedule import default_steps
 
 @dataclass
 class Realization:
@@ -56,7 +59,7 @@ class Realization:
         index: L.Expr = L.const(0)
         for arg, lo, stride in zip(args, self.mins, self.strides):
             index = index + (arg - lo) * stride
-        return simplify(index)
+        return index  # simplified once, with the whole kernel (Lowering.kernel)
 
 
 @dataclass
@@ -243,7 +246,10 @@ class Lowering:
         for buffer in allocs:
             body = Alloc(buffer, body)
         kernel = Kernel(prefix.rstrip("_"), tuple(params), body)
-        kernel = self._replay(kernel, sched, prefix, exact)
+        steps = sched.steps
+        if f is self.output and k == 0 and not steps:
+            steps = default_steps(sched.initial_loops, f.type)
+        kernel = self._replay(kernel, sched, steps, prefix, exact)
         loops, lets_found = [], {}
         for s in iter_stmts(kernel.body):
             if isinstance(s, For):
@@ -257,10 +263,10 @@ class Lowering:
         coords_out = {name: simplify(lo + lets_found[name]) for name, lo, _ in dims}
         return loops, coords_out
 
-    def _replay(self, kernel: Kernel, sched, prefix: str, exact: bool) -> Kernel:
+    def _replay(self, kernel: Kernel, sched, steps: list, prefix: str, exact: bool) -> Kernel:
         tail = "shift_inwards" if exact else "min"
         try:
-            for step in sched.steps:
+            for step in steps:
                 a = step.args
                 if step.name == "split":
                     kernel = S.split(kernel, prefix + a[0], a[3], tail=tail, outer=prefix + a[1], inner=prefix + a[2])
@@ -299,12 +305,15 @@ class Lowering:
             stage_needs: dict[str, list[Box]] = {}
             for name, args in calls:
                 stage_needs.setdefault(name, []).append([(a, a) for a in args])
+            stage_needs = _distinct(stage_needs)
             for loop in reversed(loops):
                 if k == 0:
                     body, stage_needs = self._inject(f, loop.user_name, body, stage_needs)
                 top = simplify(loop.extent - 1, self.ranges)
-                stage_needs = {n: [widen_box(b, loop.var, L.const(0), top, self.ranges) for b in bs]
-                               for n, bs in stage_needs.items()}
+                # widened one loop at a time, outward; boxes that become equal (a stencil's taps, once
+                # their loop has run) are kept once, so a deep inlined stencil stays cheap to bound
+                stage_needs = _distinct({n: [widen_box(b, loop.var, L.const(0), top, self.ranges) for b in bs]
+                                         for n, bs in stage_needs.items()})
                 body = For(L.Var(loop.var), loop.extent, body, loop.kind)
             stmts.append(body)
             for n, bs in stage_needs.items():
@@ -448,8 +457,8 @@ class Lowering:
                                     f"that loop anything that reads {f.name}")
         self._check_inputs(needs)
         inputs = [self.input_buffers[n] for n in self.inputs]
-        kernel = Kernel(name, (out_buffer, *inputs), body,
-                        comment=f"pipeline computing {out.name} over {' x '.join(map(str, self.sizes))}")
+        kernel = simplify_kernel(Kernel(name, (out_buffer, *inputs), body,
+                                        comment=f"pipeline computing {out.name} over {' x '.join(map(str, self.sizes))}"))
         return kernel, out_buffer, inputs
 
     @staticmethod
@@ -479,6 +488,11 @@ class Lowering:
                         "output")
 
 
+def _distinct(needs: dict[str, list[Box]]) -> dict[str, list[Box]]:
+    """`needs` with structurally equal boxes kept once."""
+    return {name: list({tuple(box): box for box in boxes}.values()) for name, boxes in needs.items()}
+
+
 def _num(v: float) -> str:
     return str(int(v)) if not math.isinf(v) else ("-inf" if v < 0 else "inf")
 
@@ -499,7 +513,7 @@ def finalize(stmt: Stmt, values: dict[str, L.Expr], buffer: Buffer) -> Stmt:
             if isinstance(x, L.Load) and x.buffer.name == buffer.name:
                 return L.Load(buffer, kids[0])
             return x.with_children(kids) if kids else x
-        return simplify(visit(e))
+        return visit(e)
 
     def stmt_(s: Stmt) -> Stmt:
         if isinstance(s, Store):

@@ -51,8 +51,10 @@ class ExprLowering:
         if isinstance(e, P.Call):
             return self.call(e, [self(a, env) for a in e.args], env)
         if isinstance(e, P.Binary):
-            # folded, so a divisor such as 2*W (an extent) is a constant the bounds can use
-            return self.binary(e.op, simplify(self(e.a, env)), simplify(self(e.b, env)), e.a.type)
+            b = self(e.b, env)
+            if e.op in ("div", "mod"):
+                b = simplify(b)  # folded, so a divisor such as 2*W (an extent) is a constant the bounds can use
+            return self.binary(e.op, self(e.a, env), b, e.a.type)
         if isinstance(e, P.Unary):
             return L.Unary(e.op, self(e.x, env))
         if isinstance(e, P.Select):

@@ -22,6 +22,23 @@ from tensorkiln.errors import TensorKilnError
 from tensorkiln.loops.buffer import check_identifier
 
 Level = Union[str, tuple[str, str]]  # "inline" | "root" | (consumer func, loop)
+VECTOR_BYTES = 64  # one AVX-512 register
+_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "uint32": 4, "int32": 4, "float32": 4,
+             "int64": 8, "float64": 8}
+
+
+def vector_width(type_name: str) -> int:
+    """Lanes of one vector register for values of a type (8 to 32)."""
+    return max(8, min(32, VECTOR_BYTES // _ITEMSIZE[type_name]))
+
+
+def default_steps(loops: list[str], type_name: str) -> list[Step]:
+    """The output's schedule when it has none: its innermost loop vectorized, its outermost parallel."""
+    inner, outer = loops[0], loops[-1]
+    steps = [Step("split", (inner, inner, f"{inner}_v", vector_width(type_name))), Step("vectorize", (f"{inner}_v",))]
+    if len(loops) > 1:
+        steps.append(Step("parallel", (outer,)))
+    return steps
 
 
 class ScheduleStepError(TensorKilnError, ValueError):
