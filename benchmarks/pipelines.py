@@ -21,6 +21,7 @@ import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("HL_NUM_THREADS", "2")
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # idle OpenMP threads must not spin while Halide's run
 
 import numpy as np  # noqa: E402
 

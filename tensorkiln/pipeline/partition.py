@@ -26,26 +26,29 @@ from tensorkiln.pipeline.bounds import interval
 MAX_CLAMPS = 64  # a condition of more clamps than this is not worth its test
 
 
-def _clamp_parts(e: L.Expr) -> Optional[tuple[L.Expr, L.Expr, L.Expr]]:
-    """(value, low, high) when `e` is max(min(value, high), low) or min(max(value, low), high)."""
-    if isinstance(e, L.BinOp) and e.operator in ("max", "min"):
-        inner_op = "min" if e.operator == "max" else "max"
-        for outer_bound, inner in ((e.b, e.a), (e.a, e.b)):
-            if isinstance(inner, L.BinOp) and inner.operator == inner_op:
-                for inner_bound, value in ((inner.b, inner.a), (inner.a, inner.b)):
-                    low, high = (outer_bound, inner_bound) if e.operator == "max" else (inner_bound, outer_bound)
-                    return value, low, high
+def _bound_parts(e: L.Expr, inner: set[str]) -> Optional[tuple[L.Expr, Optional[L.Expr], Optional[L.Expr]]]:
+    """(value, low, high) when `e` is max(value, low) or min(value, high) with the bound fixed over the
+    loops `inner` and the value varying with them (a clamp split by the simplifier has one side left)."""
+    if not (isinstance(e, L.BinOp) and e.operator in ("max", "min")):
+        return None
+    for value, bound in ((e.a, e.b), (e.b, e.a)):
+        if L.free_vars(value) & inner and not L.free_vars(bound) & inner and not _has_load(bound):
+            return (value, bound, None) if e.operator == "max" else (value, None, bound)
     return None
 
 
-def _clamps(stmt: Stmt) -> list[L.Expr]:
+def _has_load(e: L.Expr) -> bool:
+    return any(isinstance(n, L.Load) for n in L.walk(e))
+
+
+def _clamps(stmt: Stmt, inner: set[str]) -> list[L.Expr]:
     found: dict[L.Expr, None] = {}
     for s in iter_stmts(stmt):
         for e in stmt_exprs(s):
             for load in L.walk(e):
                 if isinstance(load, L.Load):
                     for node in L.walk(load.index):
-                        if _clamp_parts(node) is not None:
+                        if _bound_parts(node, inner) is not None:
                             found[node] = None
     return list(found)
 
@@ -60,8 +63,8 @@ def _condition(clamps: list[L.Expr], body: Stmt, ranges: dict) -> tuple[Optional
     inner = {l.var.name for l in loops}
     tests, covered = [], []
     for clamp in clamps:
-        value, low, high = _clamp_parts(clamp)
-        if L.free_vars(low) & inner or L.free_vars(high) & inner:
+        value, low, high = _bound_parts(clamp, inner)
+        if _has_load(value):
             continue
         span: Optional[tuple] = (value, value)
         for loop in reversed(loops):  # innermost first: an inner extent may use an outer loop
@@ -72,23 +75,25 @@ def _condition(clamps: list[L.Expr], body: Stmt, ranges: dict) -> tuple[Optional
             span = None if lo_end is None or hi_end is None else (lo_end[0], hi_end[1])
         if span is None or any(v in inner for v in L.free_vars(span[0]) | L.free_vars(span[1])):
             continue
-        test = simplify(L.logical_and(L.ge(span[0], low), L.le(span[1], high)), ranges)
+        test = simplify(L.ge(span[0], low) if low is not None else L.le(span[1], high), ranges)
         if isinstance(test, L.Const):
             if test.value:
                 covered.append(clamp)  # always inside: drop it everywhere below
             continue
         tests.append(test)
         covered.append(clamp)
+    if len(tests) > MAX_CLAMPS:
+        return None, []
     if not tests:
         return (L.Const(True, "bool") if covered else None), covered
     cond = tests[0]
-    for t in tests[1:]:
+    for t in dict.fromkeys(tests[1:]):
         cond = L.logical_and(cond, t)
     return cond, covered
 
 
-def _without(stmt: Stmt, clamps: list[L.Expr]) -> Stmt:
-    drop = {c: _clamp_parts(c)[0] for c in clamps}
+def _without(stmt: Stmt, clamps: list[L.Expr], inner: set[str]) -> Stmt:
+    drop = {c: (c.a if L.free_vars(c.a) & inner else c.b) for c in clamps}
 
     def expr(e: L.Expr) -> L.Expr:
         if e in drop:
@@ -120,14 +125,16 @@ def partition_clamps(stmt: Stmt, ranges: Optional[dict] = None) -> Stmt:
         inner = dict(ranges)
         inner[stmt.var.name] = (0, 1 << 40)
         body = stmt.body
-        clamps = _clamps(body)
-        if clamps and len(clamps) <= MAX_CLAMPS and _loops_inside(body):
+        inside = {l.var.name for l in _loops_inside(body)}
+        clamps = _clamps(body, inside)
+        if clamps and inside:
             cond, covered = _condition(clamps, body, inner)
             if cond is not None:
-                steady = _without(body, covered)
+                steady = _without(body, covered, inside)
                 if isinstance(cond, L.Const):
                     return For(stmt.var, stmt.extent, partition_clamps(steady, inner), stmt.kind)
-                return For(stmt.var, stmt.extent, If(cond, steady, partition_clamps(body, inner)), stmt.kind)
+                return For(stmt.var, stmt.extent, If(cond, partition_clamps(steady, inner), partition_clamps(body, inner)),
+                           stmt.kind)
         return For(stmt.var, stmt.extent, partition_clamps(body, inner), stmt.kind)
     if isinstance(stmt, Alloc):
         return Alloc(stmt.buffer, partition_clamps(stmt.body, ranges))

@@ -65,3 +65,14 @@ def test_compiled_pipeline_takes_new_inputs_of_other_shapes():
     np.testing.assert_allclose(result, unsharp.reference(bigger)[:20, :30], rtol=2e-4, atol=1e-5)
     with pytest.raises(pl.PipelineError.__mro__[1], match="float32"):
         fn(np.zeros((20, 30), np.float64))
+
+
+def test_interior_tiles_run_without_clamps():
+    """Loop partitioning: tiles inside the image load without the boundary condition's clamps."""
+    image = image_for(unsharp, (41, 67))
+    out, size, funcs = unsharp.algorithm(image)
+    unsharp.hand_schedule(funcs, tile=(16, 8), vector=8)
+    nest = out.explain(size).split("loop nest:")[1]
+    steady = nest.split("else:")[0]                      # the first branch: rows and columns inside the image
+    assert "if 0 <= " in steady and "max(" not in steady.split("for sharpen_s0_yi")[0].split("if 0 <= ")[-1]
+    check(unsharp, out.realize(size), image)
