@@ -44,6 +44,7 @@ from tensorkiln.pipeline.bounds import Box, tighten, union_boxes, widen_box
 from tensorkiln.pipeline.lower_expr import ExprLowering, loop_dtype
 from tensorkiln.pipeline.names import Buffer as InputBuffer
 from tensorkiln.pipeline.names import PipelineError
+from tensorkiln.pipeline.hoist import hoist_allocs
 from tensorkiln.pipeline.partition import partition_clamps
 from tensorkiln.pipeline.schedule import default_steps
 
@@ -458,7 +459,7 @@ class Lowering:
                                     f"that loop anything that reads {f.name}")
         self._check_inputs(needs)
         inputs = [self.input_buffers[n] for n in self.inputs]
-        body = partition_clamps(simplify_kernel(Kernel(name, (out_buffer, *inputs), body)).body)
+        body = hoist_allocs(partition_clamps(simplify_kernel(Kernel(name, (out_buffer, *inputs), body)).body))
         kernel = simplify_kernel(Kernel(name, (out_buffer, *inputs), body,
                                         comment=f"pipeline computing {out.name} over {' x '.join(map(str, self.sizes))}"))
         return kernel, out_buffer, inputs
