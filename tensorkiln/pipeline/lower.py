@@ -100,6 +100,7 @@ class Lowering:
         self.level = {name: self._level(f) for name, f in self.funcs.items()}
         self.realized: dict[str, Realization] = {}
         self.ranges: dict[str, tuple[int, int]] = {}
+        self.loop_kinds: dict[str, str] = {}
         self.order = list(self.funcs)  # producers before consumers
         self.lower_expr = ExprLowering(self._call, self._extent)
         self.input_buffers = {name: Buffer(name, b.type, self.arrays[name].shape) for name, b in self.inputs.items()}
@@ -214,7 +215,7 @@ class Lowering:
         sched = f.schedules[k]
         prefix = f"{f.name}_s{k}_"
         dims = self._stage_dims(f, k, box)
-        exact = all(isinstance(extent, L.Const) for _, _, extent in dims) and k == 0
+        exact = k == 0  # pure stages may recompute a point: shift-inwards tails where extents are constant
         lets: list[Stmt] = []
         coords = {}
         for name, lo, extent in dims:
@@ -271,7 +272,13 @@ class Lowering:
             for step in steps:
                 a = step.args
                 if step.name == "split":
-                    kernel = S.split(kernel, prefix + a[0], a[3], tail=tail, outer=prefix + a[1], inner=prefix + a[2])
+                    # shift-inwards needs a constant extent: decided per loop (a sliding window's rows vary,
+                    # its columns do not)
+                    extent = next(l.extent for l in iter_stmts(kernel.body)
+                                  if isinstance(l, For) and l.var.name == prefix + a[0])
+                    this_tail = tail if isinstance(extent, L.Const) else "min"
+                    kernel = S.split(kernel, prefix + a[0], a[3], tail=this_tail, outer=prefix + a[1],
+                                     inner=prefix + a[2])
                 elif step.name == "reorder":
                     kernel = S.reorder(kernel, *[prefix + n for n in reversed(a)])
                 elif step.name == "vectorize":
@@ -309,8 +316,14 @@ class Lowering:
                 stage_needs.setdefault(name, []).append([(a, a) for a in args])
             stage_needs = _distinct(stage_needs)
             for loop in reversed(loops):
+                self.loop_kinds[loop.var] = loop.kind
                 if k == 0:
-                    body, stage_needs = self._inject(f, loop.user_name, body, stage_needs)
+                    body, stage_needs = self._inject(f, loop.user_name, body, stage_needs, loop.var)
+                if loop.kind == "parallel" and any(n.startswith("#store:") for n in stage_needs):
+                    names = [n[len("#store:"):] for n in stage_needs if n.startswith("#store:")]
+                    raise PipelineError(f"{', '.join(names)} would be stored outside the parallel loop "
+                                        f"{loop.user_name} of {f.name} and computed inside it: threads would "
+                                        "share its buffer; store it inside the parallel loop")
                 top = simplify(loop.extent - 1, self.ranges)
                 # widened one loop at a time, outward; boxes that become equal (a stencil's taps, once
                 # their loop has run) are kept once, so a deep inlined stencil stays cheap to bound
@@ -392,13 +405,22 @@ class Lowering:
         found = [f for f in self.funcs.values() if self.level[f.name] == (consumer.name, loop)]
         return sorted(found, key=lambda f: -self.order.index(f.name))  # consumers first
 
-    def _inject(self, consumer, loop: str, body: Stmt, needs: dict) -> tuple[Stmt, dict]:
+    def _store_level(self, f) -> Optional[tuple[str, str]]:
+        """Where f is stored when that is outside where it is computed (store_at / store_root), else None."""
+        store = f.schedules[0].store
+        if store is None or store == self.level[f.name] or self.level[f.name] in ("inline", "root", "output"):
+            return None
+        return store
+
+    def _inject(self, consumer, loop: str, body: Stmt, needs: dict, loop_var: str = "") -> tuple[Stmt, dict]:
         for f in self._producers_at(consumer, loop):
-            body, needs = self.realize_here(f, body, needs, where=f"{consumer.name}.{loop}")
+            body, needs = self.realize_here(f, body, needs, where=f"{consumer.name}.{loop}", loop_var=loop_var)
+        for f in self.funcs.values():
+            if self._store_level(f) == (consumer.name, loop):
+                body, needs = self.store_here(f, body, needs, where=f"{consumer.name}.{loop}")
         return body, needs
 
-    def realize_here(self, f, body: Stmt, needs: dict, where: str) -> tuple[Stmt, dict]:
-        """Allocate f around `body`, compute it over the region `needs` asks for, and return what it needs."""
+    def _required_box(self, f, needs: dict, where: str) -> Box:
         boxes = needs.pop(f.name, [])
         if not boxes:
             raise PipelineError(f"{f.name} is computed at {where}, but nothing inside that loop reads it")
@@ -407,6 +429,67 @@ class Lowering:
         if f.updates:
             box = union_boxes([box] + self.footprint(f, box), self.ranges)
             self._check_bounded(f.name, box, where)
+        return box
+
+    def _sliding(self, box: Box, loop_var: str) -> Box:
+        """Halide's sliding window: after the first iteration of the compute loop, only the part of
+        the region the previous iteration did not compute (one dimension, moving forward)."""
+        if not loop_var or self.loop_kinds.get(loop_var) != "serial":
+            return box
+        v = L.Var(loop_var)
+        moving = [d for d, (lo, hi) in enumerate(box) if loop_var in L.free_vars(lo) | L.free_vars(hi)]
+        if len(moving) != 1:
+            return box
+        d = moving[0]
+        lo, hi = box[d]
+        before = {loop_var: v - 1}
+        step_lo = simplify(lo - S.substitute_expr(lo, before), self.ranges)
+        step_hi = simplify(hi - S.substitute_expr(hi, before), self.ranges)
+        if not (isinstance(step_lo, L.Const) and isinstance(step_hi, L.Const) and step_lo.value >= 0
+                and step_hi.value >= 0):
+            return box
+        fresh = L.where(L.eq(v, L.const(0)), lo, tighten(L.maximum(lo, S.substitute_expr(hi, before) + 1), self.ranges))
+        out = list(box)
+        out[d] = (fresh, hi)
+        return out
+
+    def store_here(self, f, body: Stmt, needs: dict, where: str) -> tuple[Stmt, dict]:
+        """Allocate f (computed further in) around `body`, over every region computed inside."""
+        boxes = needs.pop(f"#store:{f.name}", [])
+        if not boxes:
+            raise PipelineError(f"{f.name} is stored at {where}, but computed outside that loop")
+        box = union_boxes(boxes, self.ranges)
+        self._check_bounded(f.name, box, where)
+        return self._allocate(f, box, body, where), needs
+
+    def _allocate(self, f, box: Box, body: Stmt, where: str) -> Stmt:
+        extents, values = [], {}
+        placeholder = self.realized[f.name]
+        for d, (lo, hi) in enumerate(box):
+            extent = simplify(hi - lo + 1, self.ranges)
+            top = Bounds(self.ranges)(extent)[1]
+            if math.isinf(top):
+                raise PipelineError(f"the region of {f.name} stored at {where} has no bound in dimension {d} "
+                                    f"(extent {L.format_expr(extent)}); clamp the coordinates that read it")
+            extents.append(max(int(top), 1))
+            values[placeholder.mins[d].name] = lo
+        for stride_var, stride in zip(placeholder.strides[1:], _strides(extents)[1:]):
+            values[stride_var.name] = L.const(stride)
+        buffer = Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local")
+        return finalize(Alloc(buffer, body), values, buffer)
+
+    def realize_here(self, f, body: Stmt, needs: dict, where: str, loop_var: str = "") -> tuple[Stmt, dict]:
+        """Allocate f around `body`, compute it over the region `needs` asks for, and return what it needs.
+
+        Under store_at an outer loop, f is only computed here (over the part of the region the previous
+        iteration did not compute, when the loop is serial), and allocated where it is stored."""
+        box = self._required_box(f, needs, where)
+        if self._store_level(f) is not None:
+            stmt, produced_needs = self.lower_func(f, self._sliding(box, loop_var))
+            for name, bs in produced_needs.items():
+                needs.setdefault(name, []).extend(bs)
+            needs.setdefault(f"#store:{f.name}", []).append(box)
+            return block(stmt, body), needs
         extents, values = [], {}
         placeholder = self.realized[f.name]
         for d, (lo, hi) in enumerate(box):
@@ -452,6 +535,9 @@ class Lowering:
         root = [f for f in self.funcs.values() if self.level[f.name] == "root"]
         for f in sorted(root, key=lambda f: -self.order.index(f.name)):
             body, needs = self.realize_here(f, body, needs, where="the root")
+        for f in self.funcs.values():
+            if self._store_level(f) == "root":
+                body, needs = self.store_here(f, body, needs, where="the root")
         for f in self.funcs.values():
             level = self.level[f.name]
             if isinstance(level, tuple) and f.name not in self.realized:

@@ -39,8 +39,22 @@ def nested(f):  # blur_x at the tile's inner row loop, inside the parallel tile 
     f["blur_x"].compute_at(f["blur_y"], yi)
 
 
+def sliding_root(f):  # stored whole, computed row by row: each row after the first computes one new row
+    x, y = f["x"], f["y"]
+    f["blur_y"].vectorize(x, 8)
+    f["blur_x"].store_root().compute_at(f["blur_y"], y).vectorize(x, 4)
+
+
+def sliding_strips(f):  # Halide's sliding window inside parallel strips of rows
+    x, y = f["x"], f["y"]
+    yo, yi = pl.Var("yo"), pl.Var("yi")
+    f["blur_y"].split(y, yo, yi, 4).parallel(yo).vectorize(x, 8)
+    f["blur_x"].store_at(f["blur_y"], yo).compute_at(f["blur_y"], yi).vectorize(x, 8)
+
+
 SCHEDULES = {"default": lambda f: None, "tiled": tiled, "tiled_tails": lambda f: tiled(f, (7, 3), 4),
-             "rows": rows, "root": root, "nested": nested}
+             "rows": rows, "root": root, "nested": nested, "sliding_root": sliding_root,
+             "sliding_strips": sliding_strips}
 
 
 @pytest.mark.parametrize("name", list(SCHEDULES))
@@ -62,6 +76,20 @@ def test_explain_shows_the_loop_nest_each_schedule_makes():
     assert "compute_at(blur_y, x)" in after and ".split(x, x, xi, 16)" in after
     assert "alloc blur_x: uint16[10, 16]" in after          # a 16 x 8 tile needs 10 rows of blur_x
     assert "for blur_y_s0_y in 0..4 (parallel)" in after and "(vectorized)" in after
+
+
+def test_store_at_slides_the_window_and_refuses_sharing_across_threads():
+    image = RNG.integers(0, 65536, (23, 37), dtype=np.uint16)
+    out, size, funcs = blur.algorithm(image)
+    sliding_strips(funcs)
+    nest = out.explain(size).split("loop nest:")[1]
+    assert "alloc blur_x: uint16[6, 35]" in nest.split("for blur_y_s0_yi")[0]   # a strip of 4 rows needs 6
+    assert "where(blur_y_s0_yi == 0" in nest                                     # first row: 3; then 1 new row
+    out, size, funcs = blur.algorithm(image)
+    funcs["blur_y"].parallel(funcs["y"])
+    funcs["blur_x"].store_root().compute_at(funcs["blur_y"], funcs["y"])
+    with pytest.raises(pl.PipelineError, match="stored outside the parallel loop y"):
+        out.realize(size)
 
 
 def test_schedule_is_replayable_data():
