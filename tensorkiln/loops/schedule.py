@@ -129,6 +129,11 @@ def _substitute_expr(e: E.Expr, mapping: dict[str, E.Expr]) -> E.Expr:
     return _map_expr_tree(e, lambda x: mapping.get(x.name) if isinstance(x, E.Var) else None)
 
 
+def substitute_expr(e: E.Expr, mapping: dict[str, E.Expr]) -> E.Expr:
+    """`e` with every variable named in `mapping` replaced by its expression."""
+    return _substitute_expr(e, mapping)
+
+
 def _rename_loops(s: Stmt, renames: dict[str, E.Expr]) -> Stmt:
     """Rename the variables of loops and lets in `s` (their uses must be substituted separately)."""
     def visit(x: Stmt) -> Optional[Stmt]:
@@ -231,6 +236,8 @@ def carried_dependences(loop: For) -> list[str]:
 
     An iteration may own what it writes: a store whose index uses the loop's
     variable, into a buffer that the loop reads only at the stored index. A
+    store whose index is read from memory (a scatter, a histogram's bin) may
+    repeat an element between iterations, so it counts as a dependence. A
     store whose index does not use the variable (a reduction axis or an
     overwrite), a scalar declared outside that the loop assigns, or a read of
     a written buffer at another index makes the iterations dependent.
@@ -241,6 +248,11 @@ def carried_dependences(loop: For) -> list[str]:
     reasons: list[str] = []
     stores = [s for s in iter_stmts(loop.body) if isinstance(s, Store) and s.buffer.name not in private]
     for s in stores:
+        if any(isinstance(n, E.Load) for n in E.walk(s.index)):
+            # a scatter: the index is data, so two iterations may store into the same element
+            reasons.append(f"it scatters into {s.buffer.name}[{E.format_expr(s.index)}]: an index read from "
+                           "memory may repeat between iterations")
+            continue
         if v not in E.free_vars(s.index):
             accumulates = any(ld.buffer.name == s.buffer.name and ld.index == s.index for ld in E.walk(s.value)
                               if isinstance(ld, E.Load))
@@ -284,19 +296,37 @@ def _order_dependences(nest_body: Stmt) -> list[str]:
 # ================================================================ primitives
 
 
-def split(kernel: Kernel, loop: str, factor: int) -> Kernel:
+SPLIT_TAILS = ("min", "shift_inwards")
+
+
+def split(kernel: Kernel, loop: str, factor: int, tail: str = "min", outer: Optional[str] = None,
+          inner: Optional[str] = None) -> Kernel:
     """Split loop `loop` into an outer and an inner loop; the inner one runs `factor` iterations.
 
-    Preconditions: the loop exists and its name is unique; factor >= 1. A
-    remainder is handled by a `min()` extent on the inner loop, so any extent
-    works. The new loops are named `<loop>_o` and `<loop>_i`; both keep the
-    serial kind (the original kind is dropped: re-apply it to the one you mean).
+    Preconditions: the loop exists and its name is unique; factor >= 1. The
+    new loops are named `<loop>_o` and `<loop>_i` unless `outer`/`inner` name
+    them (`outer` may reuse `loop`'s own name); both keep the serial kind (the
+    original kind is dropped: re-apply it to the one you mean).
+
+    The remainder, when the extent is not a multiple of `factor`:
+
+    - tail="min": the last inner loop is shorter, `min(factor, extent - o*factor)`;
+      any extent works.
+    - tail="shift_inwards" (Halide's tail strategy for pure definitions): every
+      inner loop runs exactly `factor` iterations, and the last block is shifted
+      back to end at the extent, `loop = min(o*factor, extent - factor) + i`, so
+      a few points are computed twice. Only for a constant extent, and refused
+      when the body reads a buffer it writes or updates an outer scalar (a point
+      computed twice would be accumulated twice). An extent below `factor`
+      becomes one block of the whole extent.
 
     Parameters
     ----------
     kernel: the kernel to transform.
     loop: the variable name of the loop to split.
     factor: the inner loop's extent.
+    tail: "min" or "shift_inwards", see above.
+    outer, inner: names of the new loops.
 
     Returns
     -------
@@ -310,23 +340,66 @@ def split(kernel: Kernel, loop: str, factor: int) -> Kernel:
         for j_o in 0..3:
           for j_i in 0..min(4, 10 - j_o*4):
             out[i*10 + j_o*4 + j_i] = a[i*10 + j_o*4 + j_i]*2.0
+    >>> print(split(_example_kernel(), "j", 4, tail="shift_inwards"))
+    kernel scale(out: float32[6, 10], a: float32[6, 10]):
+      for i in 0..6:
+        for j_o in 0..3:
+          for j_i in 0..4:
+            out[i*10 + j_i + min(j_o*4, 6)] = a[i*10 + j_i + min(j_o*4, 6)]*2.0
     """
     if not isinstance(factor, int) or factor < 1:
         raise ScheduleError(f"split of loop {loop}: factor must be a positive integer, got {factor!r}")
+    if tail not in SPLIT_TAILS:
+        raise ScheduleError(f"split of loop {loop}: tail must be one of {SPLIT_TAILS}, got {tail!r}")
     target = _loops(kernel, loop)
-    taken = _names(kernel)
-    outer, inner = E.Var(_fresh(kernel, f"{loop}_o", taken)), E.Var(_fresh(kernel, f"{loop}_i", taken))
+    taken = _names(kernel) - {loop}
+    for name in (outer, inner):
+        if name is not None and (name in taken or name == (inner if name is outer else outer)):
+            raise ScheduleError(f"split of loop {loop}: the name {name!r} is already used in kernel {kernel.name}")
+    taken |= {n for n in (outer, inner) if n is not None}
+    outer_var = E.Var(outer if outer is not None else _fresh(kernel, f"{loop}_o", taken | {loop}))
+    inner_var = E.Var(inner if inner is not None else _fresh(kernel, f"{loop}_i", taken | {loop}))
     extent = target.extent
+    if tail == "shift_inwards":
+        return _split_shift_inwards(kernel, target, factor, outer_var, inner_var)
     if isinstance(extent, E.Const):
         n = int(extent.value)
         outer_extent: E.Expr = E.const(-(-n // factor))
-        inner_extent: E.Expr = E.const(factor) if n % factor == 0 else E.minimum(E.const(factor), extent - outer * factor)
+        inner_extent: E.Expr = E.const(factor) if n % factor == 0 else \
+            E.minimum(E.const(factor), extent - outer_var * factor)
     else:
         outer_extent = (extent + (factor - 1)) // factor
-        inner_extent = E.minimum(E.const(factor), extent - outer * factor)
-    body = substitute(target.body, {loop: outer * factor + inner})
-    new = For(outer, outer_extent, For(inner, inner_extent, body))
+        inner_extent = E.minimum(E.const(factor), extent - outer_var * factor)
+    body = substitute(target.body, {loop: outer_var * factor + inner_var})
+    new = For(outer_var, outer_extent, For(inner_var, inner_extent, body))
     return _replace(kernel, target, new)
+
+
+def _split_shift_inwards(kernel: Kernel, target: For, factor: int, outer: E.Var, inner: E.Var) -> Kernel:
+    """split's "shift_inwards" tail: equal blocks, the last one moved back to end at the extent."""
+    loop = target.var.name
+    n = _const_extent(target, f"split of loop {loop} with tail shift_inwards")
+    if n % factor:
+        problems = [p for p in carried_dependences(target) if "reduction axis" in p or "written and read" in p]
+        problems += [f"it reads {ld.buffer.name}, which it writes" for ld in _loads(target.body)
+                     if ld.buffer.name in target_written(target)]
+        if problems:
+            raise ScheduleError(f"split of loop {loop} with tail shift_inwards: the last block recomputes points, "
+                                f"but {problems[0]}; use tail='min'")
+    factor = min(factor, n)
+    if n % factor == 0:
+        value: E.Expr = outer * factor + inner
+    else:
+        value = E.minimum(outer * factor, E.const(n - factor)) + inner
+    body = substitute(target.body, {loop: value})
+    new = For(outer, E.const(-(-n // factor)), For(inner, E.const(factor), body))
+    return _replace(kernel, target, new)
+
+
+def target_written(loop: For) -> set[str]:
+    """Names of the buffers that statements inside `loop` store into (buffers allocated inside excluded)."""
+    private = _allocated_inside(loop.body)
+    return {s.buffer.name for s in iter_stmts(loop.body) if isinstance(s, Store) and s.buffer.name not in private}
 
 
 def _chain(kernel: Kernel, names: tuple[str, ...], what: str) -> list[For]:

@@ -5,6 +5,9 @@ so the lowering pass can pass `dtype.name` straight through. This module only
 answers the questions the loop IR and the C backend ask about a dtype name;
 when `tensorkiln.dtypes` grows the same answers this table can defer to it.
 
+uint16 and uint32 are here for the image pipelines (tensorkiln/pipeline/: a
+uint16 image wraps as Halide's does); the graph's tensors do not use them.
+
 float16 and bfloat16 are *storage* types: a buffer may hold them, but an
 expression never computes in them. Loading from such a buffer yields a
 float32 value and storing a float32 value into one rounds to nearest even.
@@ -18,6 +21,8 @@ _DTYPES: dict[str, tuple[int, str]] = {
     "float16": (2, "float"),
     "bfloat16": (2, "float"),
     "uint8": (1, "int"),
+    "uint16": (2, "int"),
+    "uint32": (4, "int"),
     "int8": (1, "int"),
     "int16": (2, "int"),
     "int32": (4, "int"),
@@ -27,7 +32,7 @@ _DTYPES: dict[str, tuple[int, str]] = {
 
 DTYPE_NAMES: tuple[str, ...] = tuple(_DTYPES)
 STORAGE_ONLY: frozenset[str] = frozenset({"float16", "bfloat16"})
-UNSIGNED: frozenset[str] = frozenset({"uint8"})
+UNSIGNED: frozenset[str] = frozenset({"uint8", "uint16", "uint32"})
 INDEX_DTYPE = "int64"  # loop variables and index arithmetic
 
 
@@ -54,7 +59,7 @@ def is_int(dtype: str) -> bool:
 
 
 def is_unsigned(dtype: str) -> bool:
-    """True for unsigned integer dtypes (uint8)."""
+    """True for unsigned integer dtypes (uint8, uint16, uint32)."""
     return check_dtype(dtype) in UNSIGNED
 
 

@@ -18,6 +18,8 @@ _NUMPY_DTYPES = {
     "float64": np.dtype(np.float64),
     "float16": np.dtype(np.float16),
     "uint8": np.dtype(np.uint8),
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
     "int8": np.dtype(np.int8),
     "int16": np.dtype(np.int16),
     "int32": np.dtype(np.int32),

@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("kernels", ("tensorkiln.kernels",)),
     ("graph passes", ("tensorkiln.passes",)),
     ("driver", ("tensorkiln.driver",)),
+    ("image pipelines", ("tensorkiln.pipeline",)),
     ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim")),
     ("importers", ("tensorkiln.importers", "tensorkiln.onnx")),
     ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.md", "tensorkiln.tools", "tensorkiln")),

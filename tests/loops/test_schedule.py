@@ -252,3 +252,31 @@ def test_schedule_json_round_trip(tmp_path):
     again = Schedule.from_json(path.read_text())
     assert again == sched
     assert str(again.apply(elementwise(9, 9, "o"))) == str(sched.apply(elementwise(9, 9, "o")))
+
+
+@pytest.mark.parametrize("m,n", SHAPES)
+def test_split_shift_inwards_and_named_loops(m, n):
+    """Equal blocks, the last moved back to end at the extent: the same result for any extent."""
+    after = run_both(lambda o: elementwise(m, n, o),
+                     lambda k: S.vectorize(S.split(k, "j", 4, tail="shift_inwards", outer="jo", inner="jv"), "jv"))
+    assert "for jv in 0.." + str(min(4, n)) + " (vectorized)" in str(after)
+    renamed = S.split(elementwise(m, n, "o"), "j", 3, outer="j", inner="j_in")  # outer keeps the loop's name
+    assert "for j in" in str(renamed) and "for j_in in" in str(renamed)
+
+
+def test_split_shift_inwards_refuses_recomputing_an_accumulation():
+    with pytest.raises(ScheduleError, match="shift_inwards.*recomputes points"):
+        S.split(matmul(4, 4, 5, "o"), "k", 2, tail="shift_inwards")
+    with pytest.raises(ScheduleError, match="already used"):
+        S.split(elementwise(4, 4, "o"), "j", 2, outer="i")
+    with pytest.raises(ScheduleError, match="tail must be one of"):
+        S.split(elementwise(4, 4, "o"), "j", 2, tail="guard")
+
+
+def test_refuses_parallel_scatter():
+    """A store at an index read from memory may hit one element from two iterations."""
+    out, a = Buffer("o", F32, (4,)), Buffer("a", "int64", (9,))
+    i = E.Var("i")
+    scatter = Kernel("scatter", (out, a), For(i, 9, Store(out, E.Load(a, i), E.Load(out, E.Load(a, i)) + 1.0)))
+    with pytest.raises(ScheduleError, match="scatters into o"):
+        S.parallel(scatter, "i")

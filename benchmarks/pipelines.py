@@ -1,0 +1,204 @@
+"""Image pipelines (tensorkiln.pipeline) against Halide 21 and numpy, 2 threads, in one run.
+
+    python benchmarks/pipelines.py [--quick] [--json out.json]
+
+For each example of examples/pipelines/: tensorkiln with the hand schedule
+(Halide's own schedule for that app, written the same way), with
+auto_schedule (cost model, no timing search), numpy (the example's
+reference), and, for the blur, unsharp mask and Harris, Halide 21 (pip
+`halide`, JIT for the host, HL_NUM_THREADS=2) with the same algorithm and
+schedule. Outputs are checked against each other first (the uint16 blur
+bit for bit). Times are medians of alternating calls (each peer in turn,
+into a reused output), so a load that comes and goes hits every peer alike;
+the blur is also given as a fraction of STREAM copy bandwidth (bytes that
+must move: the input read once, the output written once).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("HL_NUM_THREADS", "2")
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # idle OpenMP threads must not spin while Halide's run
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "pipelines"))
+
+import bilateral_grid  # noqa: E402
+import blur  # noqa: E402
+import harris  # noqa: E402
+import histogram_equalize  # noqa: E402
+import unsharp  # noqa: E402
+from common import interleaved_seconds, machine_summary, print_table, write_json  # noqa: E402
+
+import tensorkiln.pipeline as pl  # noqa: E402
+
+
+# ---------------------------------------------------------------- Halide versions (same algorithm, same schedule)
+
+
+def halide_blur(image: np.ndarray, hl, vector: int = 16):
+    x, y, xi, yi = hl.Var("x"), hl.Var("y"), hl.Var("xi"), hl.Var("yi")
+    inp = hl.Buffer(image)
+    bx, by = hl.Func("blur_x"), hl.Func("blur_y")
+    bx[x, y] = (inp[x, y] + inp[x + 1, y] + inp[x + 2, y]) / 3
+    by[x, y] = (bx[x, y] + bx[x, y + 1] + bx[x, y + 2]) / 3
+    by.tile(x, y, xi, yi, 256, 32).vectorize(xi, vector).parallel(y)
+    bx.compute_at(by, x).vectorize(x, vector)
+    return by, (image.shape[1] - 2, image.shape[0] - 2), hl.UInt(16), inp
+
+
+def halide_unsharp(image: np.ndarray, hl, vector: int = 16):
+    x, y, xi, yi = hl.Var("x"), hl.Var("y"), hl.Var("xi"), hl.Var("yi")
+    inp = hl.Buffer(image)
+    clamped = hl.BoundaryConditions.repeat_edge(inp)
+    bx, by, sharpen = hl.Func("blur_x"), hl.Func("blur_y"), hl.Func("sharpen")
+    w = [hl.f32(v) for v in unsharp.WEIGHTS]
+    bx[x, y] = w[0] * clamped[x - 2, y] + w[1] * clamped[x - 1, y] + w[2] * clamped[x, y] \
+        + w[3] * clamped[x + 1, y] + w[4] * clamped[x + 2, y]
+    by[x, y] = w[0] * bx[x, y - 2] + w[1] * bx[x, y - 1] + w[2] * bx[x, y] + w[3] * bx[x, y + 1] + w[4] * bx[x, y + 2]
+    sharpen[x, y] = clamped[x, y] + hl.f32(unsharp.AMOUNT) * (clamped[x, y] - by[x, y])
+    sharpen.tile(x, y, xi, yi, 256, 32).vectorize(xi, vector).parallel(y)
+    by.compute_at(sharpen, x).vectorize(x, vector)
+    bx.compute_at(sharpen, x).vectorize(x, vector)
+    return sharpen, (image.shape[1], image.shape[0]), hl.Float(32), inp
+
+
+def halide_harris(image: np.ndarray, hl, vector: int = 16):
+    x, y, xi, yi = hl.Var("x"), hl.Var("y"), hl.Var("xi"), hl.Var("yi")
+    inp = hl.Buffer(image)
+    g = hl.BoundaryConditions.repeat_edge(inp)
+    ix, iy = hl.Func("Ix"), hl.Func("Iy")
+    two, twelve = hl.f32(2.0), hl.f32(12.0)
+    ix[x, y] = ((g[x + 1, y - 1] - g[x - 1, y - 1]) + two * (g[x + 1, y] - g[x - 1, y])
+                + (g[x + 1, y + 1] - g[x - 1, y + 1])) / twelve
+    iy[x, y] = ((g[x - 1, y + 1] - g[x - 1, y - 1]) + two * (g[x, y + 1] - g[x, y - 1])
+                + (g[x + 1, y + 1] - g[x + 1, y - 1])) / twelve
+    ixx, iyy, ixy = hl.Func("Ixx"), hl.Func("Iyy"), hl.Func("Ixy")
+    ixx[x, y] = ix[x, y] * ix[x, y]
+    iyy[x, y] = iy[x, y] * iy[x, y]
+    ixy[x, y] = ix[x, y] * iy[x, y]
+
+    def box(f, name):
+        s = hl.Func(name)
+        terms = [f[x + i, y + j] for j in (-1, 0, 1) for i in (-1, 0, 1)]
+        total = terms[0]
+        for t in terms[1:]:
+            total = total + t
+        s[x, y] = total
+        return s
+
+    sxx, syy, sxy = box(ixx, "Sxx"), box(iyy, "Syy"), box(ixy, "Sxy")
+    out = hl.Func("harris")
+    det = sxx[x, y] * syy[x, y] - sxy[x, y] * sxy[x, y]
+    trace = sxx[x, y] + syy[x, y]
+    out[x, y] = det - hl.f32(harris.K) * trace * trace
+    out.tile(x, y, xi, yi, 256, 32).vectorize(xi, vector).parallel(y)
+    ix.compute_at(out, x).vectorize(x, vector)
+    iy.compute_at(out, x).vectorize(x, vector)
+    return out, (image.shape[1], image.shape[0]), hl.Float(32), inp
+
+
+HALIDE = {"blur": halide_blur, "unsharp": halide_unsharp, "harris": halide_harris}
+
+
+# ---------------------------------------------------------------- runs
+
+
+def cases(quick: bool):
+    rng = np.random.default_rng(0)
+    scale = 4 if quick else 1
+    yield "blur", blur, rng.integers(0, 65536, (4800 // scale + 2, 6400 // scale + 2), dtype=np.uint16)
+    yield "unsharp", unsharp, rng.random((2048 // scale, 3072 // scale), dtype=np.float32)
+    yield "harris", harris, rng.random((2048 // scale, 3072 // scale), dtype=np.float32)
+    yield "histogram_equalize", histogram_equalize, rng.integers(0, 256, (2048 // scale, 3072 // scale),
+                                                                 dtype=np.uint8)
+    yield "bilateral_grid", bilateral_grid, rng.random((1536 // scale, 2560 // scale), dtype=np.float32)
+
+
+def same(a: np.ndarray, b: np.ndarray, name: str, peer: str) -> None:
+    if np.issubdtype(a.dtype, np.integer):
+        if not np.array_equal(a, b):
+            raise AssertionError(f"{name}: {peer} differs from tensorkiln")
+    else:
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-4, err_msg=f"{name}: {peer}")
+
+
+def run_case(name: str, example, image: np.ndarray, calls: int, hl) -> dict:
+    out, size, funcs = example.algorithm(image)
+    example.hand_schedule(funcs)
+    hand = out.compile(size)
+    hand_out = hand()
+    auto_out_func, _, _ = example.algorithm(image)
+    pl.auto_schedule(auto_out_func, size)
+    auto = auto_out_func.compile(size)
+    auto_out = auto()
+    reference = example.reference(image)
+    same(hand_out, reference, name, "numpy")
+    same(hand_out, auto_out, name, "auto_schedule")
+    fns = [lambda: hand(out=hand_out), lambda: auto(out=auto_out), lambda: example.reference(image)]
+    labels = ["tensorkiln hand", "tensorkiln auto", "numpy"]
+    if hl is not None and name in HALIDE:
+        func, (w, h), htype, _ = HALIDE[name](image, hl)
+        func.compile_jit(hl.get_jit_target_from_environment())
+        result = hl.Buffer(htype, [w, h])
+        func.realize(result)
+        same(hand_out, np.asarray(result), name, "Halide")
+        fns.append(lambda: func.realize(result))
+        labels.append("Halide 21")
+    seconds = interleaved_seconds(fns, calls, quantile=50)
+    row = {"example": name, "shape": list(image.shape), "dtype": str(image.dtype)}
+    row.update({label: s for label, s in zip(labels, seconds)})
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    try:
+        import halide as hl
+    except ImportError:
+        hl = None
+        print("halide is not installed (pip install halide, the 'bench' extra): Halide columns left out")
+    from kernels import measure_limits
+    limits = measure_limits(3)
+    calls = 5 if args.quick else 15
+    rows = [run_case(name, example, image, calls, hl) for name, example, image in cases(args.quick)]
+    print(f"# image pipelines, 2 threads: {machine_summary()}")
+    print(f"# STREAM copy {limits['copy_gbs']:.1f} GB/s; medians of {calls} alternating calls each")
+    table = []
+    for r in rows:
+        hand = r["tensorkiln hand"]
+        halide = r.get("Halide 21")
+        table.append([r["example"], "x".join(map(str, r["shape"])) + " " + r["dtype"], f"{hand * 1e3:.2f}",
+                      f"{r['tensorkiln auto'] * 1e3:.2f}", f"{halide * 1e3:.2f}" if halide else "-",
+                      f"{r['numpy'] * 1e3:.1f}", f"{hand / halide:.2f}" if halide else "-",
+                      f"{r['tensorkiln auto'] / hand:.2f}", f"{r['numpy'] / hand:.1f}"])
+        if r["example"] == "blur":
+            moved = 2 * image_bytes(r["shape"], r["dtype"])
+            r["stream_fraction"] = moved / hand / (limits["copy_gbs"] * 1e9)
+            if halide:
+                r["halide_stream_fraction"] = moved / halide / (limits["copy_gbs"] * 1e9)
+    print_table(["example", "input", "hand ms", "auto ms", "Halide ms", "numpy ms", "hand/Halide", "auto/hand",
+                 "numpy/hand"], table)
+    for r in rows:
+        if "stream_fraction" in r:
+            print(f"blur: tensorkiln at {r['stream_fraction']:.0%} of STREAM copy"
+                  + (f", Halide at {r['halide_stream_fraction']:.0%}" if "halide_stream_fraction" in r else ""))
+    if args.json:
+        write_json(args.json, {"machine": machine_summary(), "limits": limits, "rows": rows})
+
+
+def image_bytes(shape, dtype) -> int:
+    return int(np.prod(shape)) * np.dtype(dtype).itemsize
+
+
+if __name__ == "__main__":
+    main()

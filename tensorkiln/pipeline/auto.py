@@ -1,0 +1,157 @@
+"""auto_schedule: choose tiles and compute_at levels from a cost model over the lowered loop nests.
+
+The candidates are those of the classic hand schedule: the output tiled
+(tile sizes from a small grid), its inner tile loop vectorized at the
+machine's vector width, its tile rows parallel; every stencil producer (a Func
+read at two or more different points by one consumer) computed at the
+output's tile; pointwise Funcs inlined; Funcs with update definitions, and
+those read at data-dependent points, computed at the root with their pure
+loop vectorized.
+
+The cost model lowers each candidate (bounds inference gives every
+producer's region per tile) and counts, over the loop nest, the points each
+stage computes times the operations of its definition, plus a charge per
+loop iteration for loop overhead; a candidate whose per-tile buffers do not
+fit in half of the L2 cache is refused. `trials` > 0 then times the best few
+candidates on the bound inputs and keeps the fastest.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Sequence
+
+
+from tensorkiln.loops import expr as L
+from tensorkiln.loops.bounds import Bounds
+from tensorkiln.loops.ir import Alloc, For, Stmt, Store, stmt_exprs
+from tensorkiln.pipeline import expr as P
+from tensorkiln.pipeline.compile import CompiledPipeline, lower_pipeline
+from tensorkiln.pipeline.func import Func, apply_schedule, pipeline_funcs
+from tensorkiln.pipeline.names import PipelineError
+from tensorkiln.pipeline.schedule import vector_width
+
+L2_BYTES = 1 << 20
+LOOP_OVERHEAD = 4.0          # cost of one loop iteration, in operations
+TILE_WIDTHS = (128, 256, 512)
+TILE_HEIGHTS = (16, 32, 64)
+
+
+def _stencil_producers(funcs: list[Func]) -> tuple[set[str], set[str], dict[str, set[str]]]:
+    """(Funcs read at several points by one consumer, Funcs read at a data-dependent point, readers of each)."""
+    stencil, gathered, consumers = set(), set(), {}
+    for consumer in funcs:
+        exprs = [consumer.value] + [e for u in consumer.updates for e in (*u.args, u.value)]
+        points: dict[str, set[str]] = {}
+        for e in exprs:
+            for node in P.walk(e):
+                if isinstance(node, P.Call) and isinstance(node.target, Func):
+                    if node.target is not consumer:
+                        consumers.setdefault(node.target.name, set()).add(consumer.name)
+                    points.setdefault(node.target.name, set()).add(str(node.args))
+                    if any(isinstance(n, P.Call) for a in node.args for n in P.walk(a)):
+                        gathered.add(node.target.name)
+        stencil |= {name for name, seen in points.items() if len(seen) > 1}
+    return stencil, gathered, consumers
+
+
+def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
+    """The schedule data of one candidate (tile tx x ty)."""
+    stencil, gathered, consumers = _stencil_producers(funcs)
+    data = {}
+    x, y = output.args[0].name, (output.args[1].name if output.dimensions > 1 else None)
+    at_tile = {output.name}  # Funcs whose points are computed inside the output's tiles
+    for f in reversed(funcs):  # consumers first: a producer goes in a tile only if all its readers are there
+        readers = consumers.get(f.name, set())
+        if f is not output and not f.updates and f.name not in gathered and readers <= at_tile:
+            at_tile.add(f.name)
+    for f in funcs:
+        stages = [{"compute": "inline", "store": None, "steps": []} for _ in f.schedules]
+        first = f.args[0].name
+        vector = vector_width(f.type)
+        if f is output:
+            steps = []
+            if y is not None:
+                steps += [["split", x, x, "xi", tx], ["split", y, y, "yi", ty], ["reorder", "xi", "yi", x, y],
+                          ["split", "xi", "xi", "xi_v", vector], ["vectorize", "xi_v"], ["parallel", y]]
+            else:
+                steps += [["split", x, x, "xi_v", vector], ["vectorize", "xi_v"]]
+            stages[0] = {"compute": "inline", "store": None, "steps": steps}
+        elif f.updates or f.name in gathered or f.name not in at_tile:
+            stages[0] = {"compute": "root", "store": None, "steps": [["split", first, first, f"{first}_v", vector],
+                                                                     ["vectorize", f"{first}_v"]]}
+        elif f.name in stencil and y is not None and not output.updates:
+            stages[0] = {"compute": [output.name, x], "store": None,
+                         "steps": [["split", first, first, f"{first}_v", vector], ["vectorize", f"{first}_v"]]}
+        data[f.name] = stages
+    return data
+
+
+def estimate_cost(stmt: Stmt, ranges: dict | None = None, trips: float = 1.0) -> tuple[float, int]:
+    """(operations the loop nest performs, largest bytes allocated inside a loop) of a lowered kernel body."""
+    ranges = dict(ranges or {})
+    if isinstance(stmt, For):
+        extent = Bounds(ranges)(stmt.extent)[1]
+        extent = 1 if math.isinf(extent) else max(int(extent), 1)
+        ranges[stmt.var.name] = (0, extent - 1)
+        width = extent if stmt.kind != "vectorized" else max(1, extent // 16)
+        ops, local = estimate_cost(stmt.body, ranges, trips * width)
+        return ops + trips * width * LOOP_OVERHEAD, local
+    if isinstance(stmt, Store):
+        nodes = sum(1 for e in stmt_exprs(stmt) for _ in L.walk(e))
+        return trips * nodes, 0
+    if isinstance(stmt, Alloc):
+        ops, local = estimate_cost(stmt.body, ranges, trips)
+        return ops, max(local, stmt.buffer.nbytes if trips > 1 else 0)
+    total, local = 0.0, 0
+    for child in getattr(stmt, "stmts", ()):
+        ops, inner = estimate_cost(child, ranges, trips)
+        total, local = total + ops, max(local, inner)
+    return total, local
+
+
+def auto_schedule(output: Func, sizes: Sequence[int], trials: int = 0) -> dict:
+    """Choose and apply a schedule for the pipeline of `output` over `sizes`; returns its data.
+
+    trials=0 trusts the cost model; trials=k times the k cheapest candidates on
+    the bound inputs and keeps the fastest.
+    """
+    funcs = pipeline_funcs(output)
+    if not output.defined:
+        raise PipelineError(f"Func {output.name} is not defined")
+    ranked = []
+    heights = TILE_HEIGHTS if output.dimensions > 1 else (1,)
+    for tx in TILE_WIDTHS:
+        for ty in heights:
+            if tx > 2 * sizes[0] or (output.dimensions > 1 and ty > 2 * sizes[1]):
+                continue
+            data = _candidate(output, funcs, tx, ty)
+            apply_schedule(output, data)
+            program, _ = lower_pipeline(output, sizes)
+            ops, local = estimate_cost(program.kernels[0].body)
+            if local <= L2_BYTES // 2:
+                ranked.append((ops, tx, ty, data))
+    if not ranked:
+        ranked.append((0.0, 0, 0, _candidate(output, funcs, min(TILE_WIDTHS), min(heights))))
+    ranked.sort(key=lambda r: r[0])
+    best = ranked[0][3]
+    if trials > 0:
+        best = _fastest([r[3] for r in ranked[:trials]], output, sizes)
+    apply_schedule(output, best)
+    return best
+
+
+def _fastest(candidates: list[dict], output: Func, sizes: Sequence[int]) -> dict:
+    timings = []
+    for data in candidates:
+        apply_schedule(output, data)
+        fn = CompiledPipeline(output, sizes)
+        out = fn()
+        runs = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn(out=out)
+            runs.append(time.perf_counter() - start)
+        timings.append((sorted(runs)[len(runs) // 2], data))
+    return min(timings, key=lambda t: t[0])[1]
+

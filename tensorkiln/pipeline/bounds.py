@@ -1,0 +1,147 @@
+"""Symbolic bounds inference: the interval an index expression spans while one loop variable runs.
+
+Halide's bounds inference, on loop-IR expressions: `interval(e, v, lo, hi)`
+gives expressions (min, max) of `e` over v in [lo, hi], the other variables
+held fixed; they may still depend on outer loops, so a stage computed inside
+a tile gets a region that moves with the tile. A region ("box") is one
+(min, max) pair per dimension; `widen_box` applies `interval` to each.
+
+What cannot be bounded: a product of two varying terms, a division by a
+varying value, a float converted to an integer. Those give None, and the
+lowering asks the user to clamp the coordinate. A value loaded from memory
+(a histogram's bin is an image's pixel) is bounded by its type's range.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from tensorkiln.loops import expr as L
+from tensorkiln.loops.simplify import simplify
+from tensorkiln.loops.types import int_range, is_int
+
+Interval = tuple[Optional[L.Expr], Optional[L.Expr]]  # an end is None where it is unbounded
+UNBOUNDED: Interval = (None, None)
+Box = list[Optional[Interval]]  # per dimension, x first; None: unbounded
+
+
+def _type_range(dtype: str) -> Interval:
+    if not is_int(dtype) and dtype != "bool":
+        return UNBOUNDED
+    lo, hi = int_range(dtype)
+    return (L.const(lo), L.const(hi))
+
+
+def _op(fn, *xs):
+    """fn of the ends `xs`, or None (unbounded) when one of them is."""
+    return None if any(x is None for x in xs) else fn(*xs)
+
+
+def interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Optional[tuple]:
+    """(min, max) of int64 expression `e` while variable `var` runs over [lo, hi]; None if unbounded.
+
+    An end may be None alone: clamp(x*y, 0, 255) is bounded although x*y is not."""
+    result = _interval(e, var, lo, hi)
+    return None if result[0] is None or result[1] is None else result
+
+
+def _interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
+    if var not in L.free_vars(e):
+        return (e, e)
+    if isinstance(e, L.Var):
+        return (lo, hi)
+    if isinstance(e, L.Load):
+        return _type_range(e.dtype)
+    if isinstance(e, L.Cast):
+        if not is_int(e.dtype) or not (is_int(e.x.dtype) or e.x.dtype == "bool"):
+            return UNBOUNDED  # a float converted to an integer: clamp it to bound it
+        (src_lo, src_hi), (dst_lo, dst_hi) = int_range(e.x.dtype), int_range(e.dtype)
+        if dst_lo <= src_lo and src_hi <= dst_hi:  # widening: the value is kept
+            inner, source = _interval(e.x, var, lo, hi), _type_range(e.x.dtype)
+            return (inner[0] if inner[0] is not None else source[0], inner[1] if inner[1] is not None else source[1])
+        return _type_range(e.dtype)  # narrowing wraps anywhere in the target's range
+    if isinstance(e, L.Select):
+        a, b = _interval(e.a, var, lo, hi), _interval(e.b, var, lo, hi)
+        return (_op(L.minimum, a[0], b[0]), _op(L.maximum, a[1], b[1]))
+    if isinstance(e, L.Unary) and e.operator == "neg":
+        x = _interval(e.x, var, lo, hi)
+        return (_op(lambda v: -v, x[1]), _op(lambda v: -v, x[0]))
+    if isinstance(e, L.BinOp):
+        return _binary(e, var, lo, hi)
+    return UNBOUNDED
+
+
+def _binary(e: L.BinOp, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
+    op = e.operator
+    b_const = e.b if isinstance(e.b, L.Const) else None
+    if op in ("floordiv", "mod") and b_const is not None and b_const.value > 0:
+        if op == "mod":
+            return (L.const(0, e.dtype), L.const(b_const.value - 1, e.dtype))
+        a = _interval(e.a, var, lo, hi)
+        return (_op(lambda v: v // b_const, a[0]), _op(lambda v: v // b_const, a[1]))
+    if op == "mul":
+        k, x = (e.b, e.a) if isinstance(e.b, L.Const) else (e.a, e.b) if isinstance(e.a, L.Const) else (None, None)
+        if k is None:
+            return UNBOUNDED
+        xi = _interval(x, var, lo, hi)
+        scaled = (_op(lambda v: v * k, xi[0]), _op(lambda v: v * k, xi[1]))
+        return scaled if k.value >= 0 else (scaled[1], scaled[0])
+    a, b = _interval(e.a, var, lo, hi), _interval(e.b, var, lo, hi)
+    if op == "add":
+        return (_op(lambda u, v: u + v, a[0], b[0]), _op(lambda u, v: u + v, a[1], b[1]))
+    if op == "sub":
+        return (_op(lambda u, v: u - v, a[0], b[1]), _op(lambda u, v: u - v, a[1], b[0]))
+    if op == "min":  # the smaller of two maxima bounds it above even when one is unbounded
+        high = b[1] if a[1] is None else a[1] if b[1] is None else L.minimum(a[1], b[1])
+        return (_op(L.minimum, a[0], b[0]), high)
+    if op == "max":
+        low = b[0] if a[0] is None else a[0] if b[0] is None else L.maximum(a[0], b[0])
+        return (low, _op(L.maximum, a[1], b[1]))
+    return UNBOUNDED
+
+
+def tighten(e: L.Expr, ranges: dict) -> L.Expr:
+    """`e` simplified, with min/max operands that another operand provably dominates dropped.
+
+    Bounds inference makes nests like min(min(a, a + 1), a + 2) (a stencil's
+    three taps); comparing operands by their difference reduces that to a, so a
+    producer's region inside a tile has a constant extent.
+    """
+    e = simplify(e, ranges)
+    if not isinstance(e, L.BinOp):
+        return e
+    a, b = tighten(e.a, ranges), tighten(e.b, ranges)
+    if e.operator in ("min", "max"):
+        diff = simplify(b - a, ranges)
+        if isinstance(diff, L.Const):
+            return a if (diff.value >= 0) == (e.operator == "min") else b
+    if a is e.a and b is e.b:
+        return e
+    return simplify(L.BinOp(e.operator, a, b), ranges)
+
+
+def widen_box(box: Box, var: str, lo: L.Expr, hi: L.Expr, ranges: dict) -> Box:
+    """The region `box` covers while `var` runs over [lo, hi] (each end simplified with the loop ranges)."""
+    out: Box = []
+    for dim in box:
+        if dim is None:
+            out.append(None)
+            continue
+        low, high = interval(dim[0], var, lo, hi), interval(dim[1], var, lo, hi)
+        if low is None or high is None:
+            out.append(None)
+        else:
+            out.append((tighten(low[0], ranges), tighten(high[1], ranges)))
+    return out
+
+
+def union_boxes(boxes: list[Box], ranges: dict) -> Box:
+    """The smallest box around all of `boxes` (per dimension: min of mins, max of maxes)."""
+    out: Box = list(boxes[0])
+    for box in boxes[1:]:
+        for d, dim in enumerate(box):
+            if out[d] is None or dim is None:
+                out[d] = None
+            else:
+                out[d] = (tighten(L.minimum(out[d][0], dim[0]), ranges),
+                          tighten(L.maximum(out[d][1], dim[1]), ranges))
+    return out
