@@ -20,12 +20,12 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir.graph import Graph, Node, format_node, node_names, node_notes
-from ..ir.ops.registry import OpDef, OpKind
+from ..ir.ops.registry import OpDef, OpKind, get_op
 from .grouping import KernelGroup
 from ..loops import expr as E
 from ..loops.buffer import Buffer
 from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
-from ..loops.ir import Assign, Kernel, Let, Store, block, simplify_kernel
+from ..loops.ir import Assign, Kernel, Let, RuntimeCall, Store, block, simplify_kernel
 from ..loops.program import Program
 from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
 from .schedule_defaults import output_nest
@@ -175,6 +175,8 @@ def lowering_of(op: OpDef) -> str | None:
     """How kernels lower a primitive of the op table; None when nothing here can (a missing fact)."""
     if op.kind == OpKind.SOURCE:
         return "a buffer"
+    if op.runtime_call is not None:
+        return "runtime call (runtime/hooks.py)"
     if op.lower is not None:
         return "element expression (its row)"
     if op.kind == OpKind.MOVEMENT and hasattr(ValueBuilder, f"_{op.name}"):
@@ -191,6 +193,8 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     """Loop IR for one kernel group; None when its output is empty."""
     root = group.root
     out = buffers[root.id]
+    if get_op(root.op).runtime_call is not None:
+        return Kernel(name, tuple(params), _runtime_call(root, out, buffers), comment)
     values = ValueBuilder(buffers, inline_root=root)
     contraction = next((n for n in group.nodes if n.op in TEMPLATES), None)
     if group.kind == "attention":
@@ -221,6 +225,15 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     if body is None:
         return None
     return simplify_kernel(Kernel(name, tuple(params), body, comment))
+
+
+def _runtime_call(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> RuntimeCall:
+    """The body of a kernel the runtime computes (a collective): one call on whole buffers."""
+    operand = root.inputs[0]
+    if operand.id not in buffers:  # grouping stores the operand; a literal constant is not stored
+        raise UnsupportedOpError(f"{root.op}: the C backend passes only stored operands to the runtime")
+    describe = get_op(root.op).runtime_call
+    return RuntimeCall(describe(root.attrs, operand.type, root.type), (out,), (buffers[operand.id],))
 
 
 MANY_PIECES = 4  # from this many pieces on, a concat is one loop nest per piece

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("kernels", ("tensorkiln.kernels",)),
     ("graph passes", ("tensorkiln.passes",)),
     ("driver", ("tensorkiln.driver",)),
-    ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim")),
+    ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim", "tensorkiln.distributed")),
     ("importers", ("tensorkiln.importers", "tensorkiln.onnx")),
     ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.tools", "tensorkiln")),
 ]
