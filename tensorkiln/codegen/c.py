@@ -411,11 +411,12 @@ class _KernelWriter:
 
     def runtime_call(self, s: RuntimeCall, depth: int) -> None:
         """A call of the runtime hook (RUNTIME_HOOK); a failure is the kernel's error."""
-        if len(s.writes) != 1 or len(s.reads) != 1:
-            raise TypeError(f"a runtime call writes one buffer and reads one, got {s!r}")
+        if len(s.writes) > 1 or len(s.reads) > 1:
+            raise TypeError(f"a runtime call writes at most one buffer and reads at most one, got {s!r}")
         what = s.what.replace("\\", "\\\\").replace('"', '\\"')
-        self.emit(depth, f'if (tk_runtime_hook == 0 || tk_runtime_hook("{what}", {c_name(s.writes[0].name)}, '
-                         f'{c_name(s.reads[0].name)}) != 0)')
+        out = c_name(s.writes[0].name) if s.writes else "0"
+        source = c_name(s.reads[0].name) if s.reads else "0"
+        self.emit(depth, f'if (tk_runtime_hook == 0 || tk_runtime_hook("{what}", {out}, {source}) != 0)')
         self.emit(depth + 1, f'tk_fail(TK_ERR_RUNTIME, "runtime call failed: {what}");')
 
     def store(self, s: Store, depth: int) -> None:

@@ -1,10 +1,13 @@
 """The runtime-call handlers of the collectives: compiled graphs reach MPI through here.
 
 The description the generated code passes (ir/ops/collective.py's `describe`)
-reads `all_reduce dtype=float32 in=4,8 out=4,8 group=world reduction=mean`:
-the op, the storage dtype and shapes of the two buffers, and the op's
-attributes. The handler views the buffers as numpy arrays (no copy), runs the
-same collective the reference interpreter runs, and stores the result.
+reads `all_reduce seq=3 dtype=float32 in=4,8 out=4,8 group=world
+reduction=mean phase=start`: the op, its number in the program, the storage
+dtype and shapes of its operand and result, its attributes, and which half of
+the call this is. `phase=start` copies the operand (so its buffer may be
+reused at once) and starts the collective (an all-reduce does not block:
+MPI_Iallreduce); `phase=wait` finishes it and stores the result
+(kernels/overlap.py puts the two as far apart as the graph allows).
 """
 from __future__ import annotations
 
@@ -19,6 +22,19 @@ from . import communicator, hooks
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
+class _Done:
+    """A collective that ran to completion when it started (those without a nonblocking form here)."""
+
+    def __init__(self, result: np.ndarray):
+        self.result = result
+
+    def wait(self) -> np.ndarray:
+        return self.result
+
+
+_started: dict[str, object] = {}  # the collectives started and not yet waited for, by description
+
+
 def _shape(text: str) -> tuple[int, ...]:
     return tuple(int(d) for d in text.split(",")) if text else ()
 
@@ -28,10 +44,11 @@ def _group(text: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=None)
-def parse(what: str) -> tuple[str, dict[str, str]]:
-    """(op, fields) of a description."""
+def parse(what: str) -> tuple[str, str, dict[str, str]]:
+    """(op, the description without its phase, fields) of a description."""
     op, *fields = what.split(" ")
-    return op, dict(field.split("=", 1) for field in fields)
+    values = dict(field.split("=", 1) for field in fields)
+    return op, what.rsplit(" phase=", 1)[0], values
 
 
 def _view(address: int, dtype: dt.DType, shape: tuple[int, ...]) -> np.ndarray:
@@ -42,22 +59,28 @@ def _view(address: int, dtype: dt.DType, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(buffer, dtype.storage, count).reshape(shape)
 
 
-def run(what: str, out_address: int, in_address: int) -> None:
-    """Run the collective `what` describes from the input buffer into the output buffer."""
-    op, f = parse(what)
-    dtype = dt.as_dtype(f["dtype"])
-    x = dt.to_compute(_view(in_address, dtype, _shape(f["in"])), dtype)
+def _start(op: str, x: np.ndarray, f: dict[str, str]):
     group = _group(f["group"])
     if op == "all_reduce":
-        result = communicator.all_reduce(x, f["reduction"], group)
-    elif op == "all_gather":
-        result = communicator.all_gather(x, int(f["axis"]), group)
-    elif op == "reduce_scatter":
-        result = communicator.reduce_scatter(x, f["reduction"], int(f["axis"]), group)
-    elif op == "broadcast":
-        result = communicator.broadcast(x, int(f["root"]), group)
-    else:
-        raise RuntimeError(f"unknown collective {op!r}")
+        return communicator.start_all_reduce(x, f["reduction"], group)
+    if op == "all_gather":
+        return _Done(communicator.all_gather(x, int(f["axis"]), group))
+    if op == "reduce_scatter":
+        return _Done(communicator.reduce_scatter(x, f["reduction"], int(f["axis"]), group))
+    if op == "broadcast":
+        return _Done(communicator.broadcast(x, int(f["root"]), group))
+    raise RuntimeError(f"unknown collective {op!r}")
+
+
+def run(what: str, out_address: int, in_address: int) -> None:
+    """Start (phase=start) or finish (phase=wait) the collective `what` describes."""
+    op, key, f = parse(what)
+    dtype = dt.as_dtype(f["dtype"])
+    if f["phase"] == "start":
+        x = np.array(dt.to_compute(_view(in_address, dtype, _shape(f["in"])), dtype))  # a copy: see above
+        _started[key] = _start(op, x, f)
+        return
+    result = _started.pop(key).wait()
     out = _view(out_address, dtype, _shape(f["out"]))
     out[...] = dt.to_storage(np.asarray(result), dtype)
 

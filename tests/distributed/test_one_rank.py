@@ -2,6 +2,8 @@
 the op table's collective entries, the runtime-call path of the C backend, buckets, sampler, launcher."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -55,8 +57,26 @@ def test_compiled_collective_is_a_runtime_call_in_the_generated_c(dist):
     assert report.backend == "c"
     source = open(report.source_path).read()
     assert "tk_set_runtime_hook" in source
-    assert 'tk_runtime_hook("all_reduce dtype=float32 in=2,3 out=2,3 group=world reduction=mean"' in source
+    assert re.search(r'tk_runtime_hook\("all_reduce seq=\d+ dtype=float32 in=2,3 out=2,3 group=world '
+                     r'reduction=mean phase=start", 0, t0\)', source), source
+    assert re.search(r'tk_runtime_hook\("all_reduce seq=\d+ [^"]* phase=wait", t1, 0\)', source), source
     assert "mpi" not in source.lower()  # the generated code never links MPI
+
+
+def test_a_collective_starts_when_its_operand_is_ready_and_is_waited_for_when_read(dist):
+    def f(a, b):
+        total = dist.all_reduce(a.exp(), "mean")  # its operand is ready first ...
+        other = ((b @ b).relu() @ b).sum()         # ... and this does not need it
+        return total * 2, other
+
+    compiled = tk.jit(f)
+    a, b = np.ones((4, 5), np.float32), np.eye(16, dtype=np.float32)
+    total, other = compiled(a, b)
+    np.testing.assert_allclose(np.asarray(total), np.exp(a) * 2, rtol=1e-6)
+    names = [k.name for k in compiled.report(a, b).kernels]
+    start, wait = names.index("k1_all_reduce_start"), names.index("k1_all_reduce_wait")
+    assert names[0] == "k0_exp" and start == 1, names
+    assert "k4_matmul" in names[start:wait] and names[wait + 1:] == ["k2_mul"], names
 
 
 def test_gradient_through_collectives_of_one_rank_is_the_identity(dist):

@@ -30,8 +30,8 @@ def describe(name: str):
                 return ",".join(str(int(v)) for v in value)
             return str(value)
 
-        fields = [name, f"dtype={operand.dtype.name}", f"in={text(operand.shape)}", f"out={text(result.shape)}",
-                  f"group={text(attrs['group']) or 'world'}"]
+        fields = [name, f"seq={attrs['sequence']}", f"dtype={operand.dtype.name}", f"in={text(operand.shape)}",
+                  f"out={text(result.shape)}", f"group={text(attrs['group']) or 'world'}"]
         fields += [f"{key}={text(attrs[key])}" for key in ("reduction", "axis", "root") if key in attrs]
         return " ".join(fields)
     return description
