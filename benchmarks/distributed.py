@@ -6,7 +6,8 @@ the 2-rank step times and extended to 8-1,024 ranks on a stated network.
 
 Each measurement is its own `mpiexec` launch of this script in a worker mode (`--worker ...`), and the
 1- and 2-rank launches alternate, `--rounds` times; a figure is the median over rounds of each launch's
-median step time. All in float32. The ranks skip the agreement check of each collective
+median step time, launched as `tensorkiln launch` does (waiting ranks yield their core). All in float32.
+The ranks skip the agreement check of each collective
 (dist.init(check_agreement=False)), as the peers do not make one.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.path.insert(0, ROOT)
 from common import machine_summary, print_table  # noqa: E402
 from tensorkiln.distributed.cost_model import (Network, amdahl_serial_fraction, all_reduce_seconds,  # noqa: E402
                                                predict_data_parallel_step)
-from tensorkiln.distributed.launch import find_mpiexec  # noqa: E402
+from tensorkiln.distributed.launch import plan  # noqa: E402
 
 CNN_BATCH, BERT_BATCH, STEPS, WARMUP = 64, 16, 20, 3
 STATED_NETWORK = Network.from_link(100, 2.0)  # 100 Gb/s, 2 us: an InfiniBand-class cluster link
@@ -183,12 +184,13 @@ def run_worker(name: str) -> None:
 # ---- the driver -----------------------------------------------------------------------------------
 
 def launch(name: str, ranks: int) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    command = [find_mpiexec(), "-n", str(ranks), sys.executable, os.path.abspath(__file__), "--worker", name]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+    """One launch as `tensorkiln launch` makes it (1 thread per rank, waiting ranks yield), its result."""
+    launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name], threads=1)
+    env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
     for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+        if "RESULT " in line:  # after mpiexec's rank prefix
+            return json.loads(line.split("RESULT ", 1)[1])
     raise RuntimeError(f"{name} on {ranks} rank(s) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 

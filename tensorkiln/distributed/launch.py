@@ -1,7 +1,12 @@
 """`tensorkiln launch -n N script.py args...`: run a program on N ranks with the installed MPI's mpiexec.
 
 Each rank gets one OpenMP thread unless told otherwise (`--threads`), since N
-ranks on N cores would otherwise each start a thread per core. Output goes to
+ranks on N cores would otherwise each start a thread per core. A rank that
+waits for a message yields its core after a short spin (`--busy-poll` keeps
+MPI's default of spinning): where ranks share cores with each other or with
+other work, a spinning rank holds the core its peer needs to send, and on this
+2-core machine under load a DDP step of the digits CNN took 12-14 ms spinning
+and 1.7-1.8 ms yielding. Output goes to
 the terminal, each line prefixed with its rank (mpiexec's -prepend-rank), or
 with --log-dir to one file per rank; the launcher says where before starting.
 """
@@ -46,8 +51,15 @@ class LaunchPlan:
     output: list[str]  # one line per rank
 
 
+# The MPI settings that make a waiting rank give up its core (after 100 polls, for MPICH).
+YIELD_WHEN_WAITING = {
+    "mpich": {"MPIR_CVAR_POLLS_BEFORE_YIELD": "100", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"},
+    "openmpi": {"OMPI_MCA_mpi_yield_when_idle": "1"},
+}
+
+
 def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,
-         timeout: int | None = None, mpiexec: str | None = None) -> LaunchPlan:
+         timeout: int | None = None, mpiexec: str | None = None, busy_poll: bool = False) -> LaunchPlan:
     """Build the mpiexec command for `program` (a script and its arguments, or `-m module ...`)."""
     if ranks < 1:
         raise ValueError(f"launch needs at least one rank, got {ranks}")
@@ -57,6 +69,9 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
     flavour = mpi_flavour(mpiexec)
     command = [mpiexec, "-n", str(ranks)]
     environment = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if not busy_poll:
+        for key, value in YIELD_WHEN_WAITING[flavour].items():
+            environment.setdefault(key, value)
     if timeout:  # both launchers end the whole job after this many seconds
         environment["MPIEXEC_TIMEOUT"] = str(int(timeout))
         if flavour == "openmpi":
@@ -77,9 +92,9 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
 
 
 def launch(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,
-           timeout: int | None = None) -> int:
+           timeout: int | None = None, busy_poll: bool = False) -> int:
     """Run `program` on `ranks` ranks; prints where each rank's output goes; returns mpiexec's exit status."""
-    launch_plan = plan(ranks, program, threads, log_dir, timeout)
+    launch_plan = plan(ranks, program, threads, log_dir, timeout, busy_poll=busy_poll)
     print(f"tensorkiln launch: {ranks} rank(s), {threads} OpenMP thread(s) each: {' '.join(launch_plan.command)}")
     for line in launch_plan.output:
         print(f"  {line}")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DistributedError, DTypeError
+from ..errors import DistributedError, DTypeError, at_user_line
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 WORLD: tuple[int, ...] = ()  # the `group` of a collective over every rank
@@ -162,7 +162,7 @@ def agree(what: str, facts: tuple, group: tuple[int, ...]) -> None:
         return
     ranks = group_ranks(group)
     listing = "; ".join(f"rank {ranks[i]}: {f}" for i, f in enumerate(everyone))
-    raise DistributedError(f"{where()}: the ranks disagree on {what} ({listing})")
+    raise DistributedError(at_user_line(f"{where()}: the ranks disagree on {what} ({listing})"))
 
 
 def _facts(array: np.ndarray, *extra) -> tuple:

@@ -2,6 +2,7 @@
 the op table's collective entries, the runtime-call path of the C backend, buckets, sampler, launcher."""
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -163,5 +164,8 @@ def test_launch_plan(tmp_path):
     assert plan.command[1:3] == ["-n", "3"] and plan.command[-3:] == ["train.py", "--steps", "2"]
     assert plan.environment["OMP_NUM_THREADS"] == "2" and plan.environment["MPIEXEC_TIMEOUT"] == "30"
     assert len(plan.output) == 3 and str(tmp_path / "logs") in plan.output[2]
+    assert plan.environment["MPIR_CVAR_ENABLE_HEAVY_YIELD"] == "1"  # a waiting rank yields its core
+    spinning = launcher.plan(2, ["train.py"], mpiexec="/opt/mpi/bin/mpiexec", busy_poll=True)
+    assert spinning.environment.get("MPIR_CVAR_ENABLE_HEAVY_YIELD") == os.environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD")
     with pytest.raises(ValueError, match="at least one rank"):
         launcher.plan(0, ["train.py"], mpiexec="mpiexec")

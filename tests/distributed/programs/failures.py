@@ -17,6 +17,7 @@ def expect_disagreement(what, call):
     except dist.DistributedError as err:
         text = str(err)
         assert f"rank {RANK} of 2" in text and "rank 0:" in text and "rank 1:" in text, text
+        assert "failures.py:" in text, text  # the user's line
         return
     raise AssertionError(f"rank {RANK}: {what} should have failed")
 
