@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -175,22 +176,25 @@ WORKERS = {"cnn": lambda: worker_data_parallel("cnn", True), "cnn_compute": lamb
            "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode}
 
 
-def run_worker(name: str) -> None:
+def run_worker(name: str, path: str) -> None:
     result = WORKERS[name]()
     if int(os.environ.get("PMI_RANK", 0)) == 0:
-        print("RESULT " + json.dumps(result), flush=True)
+        with open(path, "w") as f:
+            json.dump(result, f)
 
 
 # ---- the driver -----------------------------------------------------------------------------------
 
 def launch(name: str, ranks: int) -> dict:
     """One launch as `tensorkiln launch` makes it (1 thread per rank, waiting ranks yield), its result."""
-    launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name], threads=1)
-    env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
-    for line in done.stdout.splitlines():
-        if "RESULT " in line:  # after mpiexec's rank prefix
-            return json.loads(line.split("RESULT ", 1)[1])
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "result.json")
+        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1)
+        env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
+        if done.returncode == 0 and os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
     raise RuntimeError(f"{name} on {ranks} rank(s) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 
@@ -201,12 +205,13 @@ def median_of(results: list[dict], key: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", choices=sorted(WORKERS))
+    parser.add_argument("--result", default=None, help="(a worker) where rank 0 writes its figures")
     parser.add_argument("--json", default=None)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--plot", default=None, help="write the predicted scaling curves here (needs matplotlib)")
     args = parser.parse_args()
     if args.worker:
-        run_worker(args.worker)
+        run_worker(args.worker, args.result)
         return 0
     print(f"machine: {machine_summary()}; 1 OpenMP thread per rank; float32")
     runs: dict[str, list[dict]] = {}

@@ -37,23 +37,23 @@ class DistributedDataParallel(Module):
         if bucket_cap_mb <= 0:
             raise ValueError(f"bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = module
-        object.__setattr__(self, "process_group", process_group)
-        object.__setattr__(self, "bucket_cap_mb", float(bucket_cap_mb))
+        self.process_group = process_group
+        self.bucket_cap_mb = float(bucket_cap_mb)
         trainable = [p for p in module.parameters() if p.requires_grad]
-        object.__setattr__(self, "buckets", plan_buckets(trainable, int(bucket_cap_mb * 2 ** 20)))
-        object.__setattr__(self, "_sync_queued", False)
+        self.buckets = plan_buckets(trainable, int(bucket_cap_mb * 2 ** 20))
+        self._sync_queued = False
         tensors = list(module.parameters()) + (list(module.buffers()) if broadcast_buffers else [])
         broadcast_from_first_rank(tensors, _group(process_group))
 
     def forward(self, *args, **kwargs):
         if is_grad_enabled() and self.buckets and not self._sync_queued:
             queue_after_backward(self._average_gradients)
-            object.__setattr__(self, "_sync_queued", True)
+            self._sync_queued = True
         return self.module(*args, **kwargs)
 
     def _average_gradients(self) -> None:
         """Replace every gradient by its mean over the ranks (run after backward)."""
-        object.__setattr__(self, "_sync_queued", False)
+        self._sync_queued = False
         group = _group(self.process_group)
         if world_size(self.process_group) == 1:
             return
