@@ -5,8 +5,8 @@ reads `all_reduce seq=3 dtype=float32 in=4,8 out=4,8 group=world
 reduction=mean phase=start`: the op, its number in the program, the storage
 dtype and shapes of its operand and result, its attributes, and which half of
 the call this is. `phase=start` copies the operand (so its buffer may be
-reused at once) and starts the collective (an all-reduce does not block:
-MPI_Iallreduce); `phase=wait` finishes it and stores the result
+reused at once) and starts the collective without blocking (MPI_Iallreduce,
+MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast); `phase=wait` finishes it and stores the result
 (kernels/overlap.py puts the two as far apart as the graph allows).
 """
 from __future__ import annotations
@@ -22,17 +22,7 @@ from . import communicator, hooks
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
-class _Done:
-    """A collective that ran to completion when it started (those without a nonblocking form here)."""
-
-    def __init__(self, result: np.ndarray):
-        self.result = result
-
-    def wait(self) -> np.ndarray:
-        return self.result
-
-
-_started: dict[str, object] = {}  # the collectives started and not yet waited for, by description
+_started: dict[str, communicator.PendingCollective] = {}  # the collectives started and not yet waited for, by description
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -59,16 +49,16 @@ def _view(address: int, dtype: dt.DType, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(buffer, dtype.storage, count).reshape(shape)
 
 
-def _start(op: str, x: np.ndarray, f: dict[str, str]):
+def _start(op: str, x: np.ndarray, f: dict[str, str]) -> communicator.PendingCollective:
     group = _group(f["group"])
     if op == "all_reduce":
         return communicator.start_all_reduce(x, f["reduction"], group)
     if op == "all_gather":
-        return _Done(communicator.all_gather(x, int(f["axis"]), group))
+        return communicator.start_all_gather(x, int(f["axis"]), group)
     if op == "reduce_scatter":
-        return _Done(communicator.reduce_scatter(x, f["reduction"], int(f["axis"]), group))
+        return communicator.start_reduce_scatter(x, f["reduction"], int(f["axis"]), group)
     if op == "broadcast":
-        return _Done(communicator.broadcast(x, int(f["root"]), group))
+        return communicator.start_broadcast(x, int(f["root"]), group)
     raise RuntimeError(f"unknown collective {op!r}")
 
 

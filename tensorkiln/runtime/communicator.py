@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -193,55 +193,48 @@ def _finish(result: np.ndarray, like: np.ndarray, op: str, size: int) -> np.ndar
     return result.view(np.bool_) if like.dtype == np.bool_ else result
 
 
-def all_reduce(array: np.ndarray, op: str = "sum", group: tuple[int, ...] = WORLD) -> np.ndarray:
-    """Every rank gets the elementwise reduction of every rank's array."""
-    comm = communicator(group)
-    agree("all_reduce", _facts(array, op), group)
-    send = _sendable(array)
-    out = np.empty_like(send)
-    comm.Allreduce(send, out, op=_mpi_op(op))
-    return _finish(out, array, op, comm.Get_size())
+class PendingCollective:
+    """A started collective (MPI's nonblocking form): `wait()` finishes it and returns the result.
 
+    The arrays it reads and writes stay referenced here until then, as MPI requires.
+    """
 
-class PendingReduce:
-    """A started all_reduce (MPI_Iallreduce): `wait()` returns its result."""
-
-    def __init__(self, request, out: np.ndarray, like: np.ndarray, op: str, size: int):
-        self._request, self._out, self._like, self._op, self._size = request, out, like, op, size
+    def __init__(self, request, finish: Callable[[], np.ndarray]):
+        self._request, self._finish = request, finish
 
     def wait(self) -> np.ndarray:
         self._request.Wait()
-        return _finish(self._out, self._like, self._op, self._size)
+        return self._finish()
 
 
-def start_all_reduce(array: np.ndarray, op: str = "sum", group: tuple[int, ...] = WORLD) -> PendingReduce:
-    """Start an all_reduce and return at once; the array must not change until wait()."""
+def start_all_reduce(array: np.ndarray, op: str = "sum", group: tuple[int, ...] = WORLD) -> PendingCollective:
+    """Start an all_reduce: every rank gets the elementwise reduction of every rank's array."""
     comm = communicator(group)
     agree("all_reduce", _facts(array, op), group)
     send = _sendable(array)
     out = np.empty_like(send)
     request = comm.Iallreduce(send, out, op=_mpi_op(op))
-    return PendingReduce(request, out, array, op, comm.Get_size())
+    return PendingCollective(request, lambda: _finish(out, array, op, comm.Get_size()))
 
 
 def _axis_first(array: np.ndarray, axis: int) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(array, axis, 0))
 
 
-def all_gather(array: np.ndarray, axis: int = 0, group: tuple[int, ...] = WORLD) -> np.ndarray:
-    """Every rank's array, concatenated along `axis` in rank order."""
+def start_all_gather(array: np.ndarray, axis: int = 0, group: tuple[int, ...] = WORLD) -> PendingCollective:
+    """Start an all_gather: every rank's array, concatenated along `axis` in rank order."""
     comm = communicator(group)
     agree("all_gather", _facts(array, axis), group)
     send = _sendable(_axis_first(array, axis))
     out = np.empty((comm.Get_size() * send.shape[0],) + send.shape[1:], send.dtype)
-    comm.Allgather(send, out)
-    out = out.view(np.bool_) if array.dtype == np.bool_ else out
-    return np.moveaxis(out, 0, axis)
+    request = comm.Iallgather(send, out)
+    return PendingCollective(request, lambda: np.moveaxis(
+        out.view(np.bool_) if array.dtype == np.bool_ else out, 0, axis))
 
 
-def reduce_scatter(array: np.ndarray, op: str = "sum", axis: int = 0,
-                   group: tuple[int, ...] = WORLD) -> np.ndarray:
-    """Reduce every rank's array, then give rank r the r-th of equal blocks along `axis`."""
+def start_reduce_scatter(array: np.ndarray, op: str = "sum", axis: int = 0,
+                         group: tuple[int, ...] = WORLD) -> PendingCollective:
+    """Start a reduce_scatter: the reduction over the ranks, rank r keeping the r-th of equal blocks."""
     comm = communicator(group)
     size = comm.Get_size()
     agree("reduce_scatter", _facts(array, op, axis), group)
@@ -250,20 +243,37 @@ def reduce_scatter(array: np.ndarray, op: str = "sum", axis: int = 0,
                                f"a length divisible by the group size {size}")
     send = _sendable(_axis_first(array, axis))
     out = np.empty((send.shape[0] // size,) + send.shape[1:], send.dtype)
-    comm.Reduce_scatter_block(send, out, op=_mpi_op(op))
-    return np.moveaxis(_finish(out, array, op, size), 0, axis)
+    request = comm.Ireduce_scatter_block(send, out, op=_mpi_op(op))
+    return PendingCollective(request, lambda: np.moveaxis(_finish(out, array, op, size), 0, axis))
 
 
-def broadcast(array: np.ndarray, root: int = 0, group: tuple[int, ...] = WORLD) -> np.ndarray:
-    """Every rank gets the array of world rank `root`."""
+def start_broadcast(array: np.ndarray, root: int = 0, group: tuple[int, ...] = WORLD) -> PendingCollective:
+    """Start a broadcast: every rank gets the array of world rank `root`."""
     comm = communicator(group)
     ranks = group_ranks(group)
     if root not in ranks:
         raise DistributedError(f"{where()}: broadcast root {root} is not in group {list(ranks)}")
     agree("broadcast", _facts(array, root), group)
     out = _sendable(array).copy()
-    comm.Bcast(out, root=ranks.index(root))
-    return out.view(np.bool_) if array.dtype == np.bool_ else out
+    request = comm.Ibcast(out, root=ranks.index(root))
+    return PendingCollective(request, lambda: out.view(np.bool_) if array.dtype == np.bool_ else out)
+
+
+def all_reduce(array: np.ndarray, op: str = "sum", group: tuple[int, ...] = WORLD) -> np.ndarray:
+    return start_all_reduce(array, op, group).wait()
+
+
+def all_gather(array: np.ndarray, axis: int = 0, group: tuple[int, ...] = WORLD) -> np.ndarray:
+    return start_all_gather(array, axis, group).wait()
+
+
+def reduce_scatter(array: np.ndarray, op: str = "sum", axis: int = 0,
+                   group: tuple[int, ...] = WORLD) -> np.ndarray:
+    return start_reduce_scatter(array, op, axis, group).wait()
+
+
+def broadcast(array: np.ndarray, root: int = 0, group: tuple[int, ...] = WORLD) -> np.ndarray:
+    return start_broadcast(array, root, group).wait()
 
 
 def barrier(group: tuple[int, ...] = WORLD) -> None:
