@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "call_overhead": ([sys.executable, os.path.join(HERE, "call_overhead.py")], False),
     "alternating": ([sys.executable, os.path.join(HERE, "alternating.py")], True),
     "pipelines": ([sys.executable, os.path.join(HERE, "pipelines.py")], True),
+    "distributed": ([sys.executable, os.path.join(HERE, "distributed.py"), "--plot",
+                     os.path.join(os.path.dirname(HERE), "docs", "distributed_scaling.png")], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),

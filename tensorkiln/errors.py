@@ -68,3 +68,7 @@ class VerifyError(TensorKilnError):
 
 class AxisError(ShapeError, IndexError):
     """A dimension index out of range for a tensor's rank."""
+
+
+class DistributedError(TensorKilnError, RuntimeError):
+    """A distributed call failed or the ranks disagree; the message names the rank that saw it."""

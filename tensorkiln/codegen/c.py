@@ -18,7 +18,11 @@ it has:
   live at fixed offsets in `arena`, which the runtime allocates once (a
   memory planner only has to choose the offsets). The entry calls the
   kernels in order and returns 0, or the code of the first failure;
-- `tk_last_error()`, `tk_arena_bytes()` and `tk_signature()` for the runtime.
+- `tk_last_error()`, `tk_arena_bytes()` and `tk_signature()` for the runtime;
+- in a program with runtime calls (collectives: a kernel whose body is a
+  `RuntimeCall`), a hook pointer the runtime sets through the exported
+  `tk_set_runtime_hook` (runtime/hooks.py), and each call as
+  `tk_runtime_hook("what", out, in)`: the generated code never links MPI.
 
 Loop kinds map to: `parallel` -> `#pragma omp parallel for` (with
 `collapse(n)` over perfectly nested parallel loops); `vectorized` ->
@@ -60,7 +64,8 @@ from tensorkiln.loops.expr import (
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, Stmt, Store, iter_stmts, simplify_kernel, stmt_exprs,
+    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, RuntimeCall, Stmt, Store, iter_stmts, simplify_kernel,
+    stmt_exprs,
 )
 from tensorkiln.loops.program import Program
 from tensorkiln.loops.simplify import linear_form, simplify as simplify_expr
@@ -399,8 +404,20 @@ class _KernelWriter:
             self.emit(depth, "}")
         elif isinstance(s, Alloc):
             self.alloc(s, depth, in_parallel, in_simd)
+        elif isinstance(s, RuntimeCall):
+            self.runtime_call(s, depth)
         else:
             raise TypeError(f"cannot generate C for {s!r}")
+
+    def runtime_call(self, s: RuntimeCall, depth: int) -> None:
+        """A call of the runtime hook (RUNTIME_HOOK); a failure is the kernel's error."""
+        if len(s.writes) > 1 or len(s.reads) > 1:
+            raise TypeError(f"a runtime call writes at most one buffer and reads at most one, got {s!r}")
+        what = s.what.replace("\\", "\\\\").replace('"', '\\"')
+        out = c_name(s.writes[0].name) if s.writes else "0"
+        source = c_name(s.reads[0].name) if s.reads else "0"
+        self.emit(depth, f'if (tk_runtime_hook == 0 || tk_runtime_hook("{what}", {out}, {source}) != 0)')
+        self.emit(depth + 1, f'tk_fail(TK_ERR_RUNTIME, "runtime call failed: {what}");')
 
     def store(self, s: Store, depth: int) -> None:
         buffer = s.buffer
@@ -581,7 +598,8 @@ class _KernelWriter:
             self.emit(0, f"{head}{', '.join(params) or 'void'})")
         self.emit(0, "{")
         used = {n.buffer.name for s in iter_stmts(k.body) for e in stmt_exprs(s) for n in walk(e)
-                if isinstance(n, Load)} | {s.buffer.name for s in iter_stmts(k.body) if isinstance(s, Store)}
+                if isinstance(n, Load)} | {s.buffer.name for s in iter_stmts(k.body) if isinstance(s, Store)} | \
+            {b.name for s in iter_stmts(k.body) if isinstance(s, RuntimeCall) for b in s.writes + s.reads}
         for p in k.params:
             if p.name not in used:
                 self.emit(1, f"(void){c_name(p.name)};  /* unused */")
@@ -815,6 +833,18 @@ def _exports(signature: Signature) -> list[str]:
     ]
 
 
+# Work the generated code asks of the runtime (a collective over MPI): the runtime installs the hook when it
+# loads the library; an exported library run without one fails cleanly instead of calling through null.
+RUNTIME_HOOK = """/* runtime calls: int hook(const char *what, void *out, const void *in), 0 on success */
+enum { TK_ERR_RUNTIME = 3 };
+static int (*tk_runtime_hook)(const char *, void *, const void *);
+
+TK_EXPORT void tk_set_runtime_hook(int (*hook)(const char *, void *, const void *))
+{
+    tk_runtime_hook = hook;
+}"""
+
+
 def generate_c(program: Program, debug: bool = False, simplify: bool = True, profile: bool = False) -> CSource:
     """Generate one C translation unit for `program` (see the module docstring for its layout).
 
@@ -823,6 +853,8 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     """
     signature = _signature(program)
     parts = [c_prelude(), ""]
+    if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
+        parts += [RUNTIME_HOOK, ""]
     parts.append(f"/* ================= program {program.name}: {len(program.kernels)} kernel(s)"
                  f"{' (debug: bounds checks on)' if debug else ''} ================= */")
     for kernel in program.kernels:

@@ -20,12 +20,13 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir.graph import Graph, Node, format_node, node_names, node_notes
-from ..ir.ops.registry import OpDef, OpKind
+from ..ir.ops.registry import OpDef, OpKind, get_op
 from .grouping import KernelGroup
 from ..loops import expr as E
 from ..loops.buffer import Buffer
+from .overlap import overlapped_order
 from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
-from ..loops.ir import Assign, Kernel, Let, Store, block, simplify_kernel
+from ..loops.ir import Assign, Kernel, Let, RuntimeCall, Store, block, simplify_kernel
 from ..loops.program import Program
 from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
 from .schedule_defaults import output_nest
@@ -175,6 +176,8 @@ def lowering_of(op: OpDef) -> str | None:
     """How kernels lower a primitive of the op table; None when nothing here can (a missing fact)."""
     if op.kind == OpKind.SOURCE:
         return "a buffer"
+    if op.runtime_call is not None:
+        return "runtime call (runtime/hooks.py)"
     if op.lower is not None:
         return "element expression (its row)"
     if op.kind == OpKind.MOVEMENT and hasattr(ValueBuilder, f"_{op.name}"):
@@ -221,6 +224,20 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     if body is None:
         return None
     return simplify_kernel(Kernel(name, tuple(params), body, comment))
+
+
+def runtime_call_kernels(group: KernelGroup, buffers: dict[int, Buffer], names: tuple[str, str],
+                         comment: str) -> tuple[Kernel, Kernel]:
+    """The two kernels of a node the runtime computes (a collective): one call that starts it from the
+    operand's buffer, one that waits for it and stores the result; kernels/overlap.py moves them apart."""
+    root = group.root
+    operand = root.inputs[0]
+    if operand.id not in buffers:  # grouping stores the operand; a literal constant is not stored
+        raise UnsupportedOpError(f"{root.op}: the C backend passes only stored operands to the runtime")
+    what = get_op(root.op).runtime_call(root.attrs, operand.type, root.type)
+    source, out = buffers[operand.id], buffers[root.id]
+    return (Kernel(names[0], (source,), RuntimeCall(f"{what} phase=start", (), (source,)), comment),
+            Kernel(names[1], (out,), RuntimeCall(f"{what} phase=wait", (out,), ()), comment))
 
 
 MANY_PIECES = 4  # from this many pieces on, a concat is one loop nest per piece
@@ -324,6 +341,12 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
         name = _identifier(group.name, taken, "k")
         comment = "\n".join(format_node(n, names) + (f"   ({node_notes(n)})" if node_notes(n) else "")
                             for n in group.nodes if n.kind != OpKind.SOURCE)
+        if get_op(group.root.op).runtime_call is not None:
+            pair = (_identifier(name + "_start", taken, "k"), _identifier(name + "_wait", taken, "k"))
+            for kernel in runtime_call_kernels(group, buffers, pair, comment):
+                kernels.append(kernel)
+                kernel_groups[kernel.name] = group
+            continue
         kernel = lower_group(group, buffers, params, name, comment)
         if kernel is not None:
             kernels.append(kernel)
@@ -332,6 +355,7 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
         kernel = _copy_kernel(_identifier(f"copy_{dst.name}", taken, "k"), src, dst)
         if kernel is not None:
             kernels.append(kernel)
+    kernels = overlapped_order(kernels)
     program_name = _identifier(graph.name, set(), "graph")
     program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps))
     return LoweredGraph(program, constant_arrays, groups, kernel_groups)

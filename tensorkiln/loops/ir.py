@@ -167,6 +167,20 @@ class Block(Stmt):
         object.__setattr__(self, "stmts", tuple(self.stmts))
 
 
+@dataclass(frozen=True)
+class RuntimeCall(Stmt):
+    """A call into the runtime from generated code: `what` describes the work (a collective), which
+    reads the whole of `reads` and writes the whole of `writes` (runtime/hooks.py runs it)."""
+
+    what: str
+    writes: tuple[Buffer, ...]
+    reads: tuple[Buffer, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "writes", tuple(self.writes))
+        object.__setattr__(self, "reads", tuple(self.reads))
+
+
 def block(*stmts: Stmt) -> Stmt:
     """A Block of `stmts`, flattening nested Blocks; a single statement is returned as is."""
     flat: list[Stmt] = []
@@ -197,7 +211,8 @@ class Kernel:
 
     def written_buffers(self) -> set[str]:
         """Names of the buffers this kernel stores into."""
-        return {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)}
+        return {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)} | \
+            {b.name for s in iter_stmts(self.body) if isinstance(s, RuntimeCall) for b in s.writes}
 
 
 # ---------------------------------------------------------------- traversal
@@ -256,6 +271,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Ex
         return If(fn(stmt.cond, ranges), map_exprs(stmt.then, fn, ranges), else_)
     if isinstance(stmt, Block):
         return Block(tuple(map_exprs(s, fn, ranges) for s in stmt.stmts))
+    if isinstance(stmt, RuntimeCall):
+        return stmt
     raise LoopIRError(f"not a statement: {stmt!r}")
 
 
@@ -342,6 +359,9 @@ class _Verifier:
             inner = dict(scalars)
             for s in stmt.stmts:
                 self.check(s, buffers, inner)
+        elif isinstance(stmt, RuntimeCall):
+            for b in stmt.writes + stmt.reads:
+                self.check_buffer(b, buffers)
         else:
             self.fail(f"not a statement: {stmt!r}")
 
@@ -372,4 +392,7 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
     if isinstance(stmt, Block):
         lines = [line for s in stmt.stmts for line in format_stmt(s, depth)]
         return lines or [f"{pad}pass"]
+    if isinstance(stmt, RuntimeCall):
+        return [f"{pad}{', '.join(b.name for b in stmt.writes)} = runtime({stmt.what!r}; "
+                f"{', '.join(b.name for b in stmt.reads)})"]
     raise LoopIRError(f"not a statement: {stmt!r}")

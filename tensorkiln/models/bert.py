@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from .. import nn
 from ..frontend.creation import arange, zeros
 from ..nn import functional as F
+from .tensor_parallel import shard_bert
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class BertSelfAttention(nn.Module):
         b, s, h = x.shape
         split = lambda t: t.reshape(b, s, self.heads, self.head_dim).transpose(1, 2)  # noqa: E731
         out = F.scaled_dot_product_attention(split(self.query(x)), split(self.key(x)), split(self.value(x)), mask)
-        return out.transpose(1, 2).reshape(b, s, h)
+        return out.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)  # this rank's heads
 
 
 class BertSelfOutput(nn.Module):
@@ -104,13 +105,18 @@ class BertEncoder(nn.Module):
 
 
 class BertModel(nn.Module):
-    """BERT encoder: forward(input_ids, token_type_ids=None, attention_mask=None) -> last hidden state."""
+    """BERT encoder: forward(input_ids, token_type_ids=None, attention_mask=None) -> last hidden state.
 
-    def __init__(self, config: BertConfig = BertConfig()):
+    tensor_parallel=n splits it over groups of n MPI ranks (models/tensor_parallel.py).
+    """
+
+    def __init__(self, config: BertConfig = BertConfig(), tensor_parallel: int = 1):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
+        if tensor_parallel != 1:
+            shard_bert(self, tensor_parallel)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         if token_type_ids is None:
@@ -122,7 +128,7 @@ class BertModel(nn.Module):
         return self.encoder(self.embeddings(input_ids, token_type_ids), mask)
 
 
-def bert_base() -> BertModel:
+def bert_base(tensor_parallel: int = 1) -> BertModel:
     """BERT-base (110M parameters) with PyTorch's default initialization, seeded by tk.manual_seed."""
-    return BertModel(BertConfig())
+    return BertModel(BertConfig(), tensor_parallel)
 

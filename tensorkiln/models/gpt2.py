@@ -22,6 +22,8 @@ from ..frontend.functions import where
 from ..frontend.jit import jit
 from ..nn import functional as F
 from ..nn.modules.module import Parameter
+from ..nn.parallel import VocabParallelEmbedding
+from .tensor_parallel import shard_gpt2
 
 
 @dataclass(frozen=True)
@@ -119,15 +121,24 @@ class GPT2Model(nn.Module):
 
 
 class GPT2LMHeadModel(nn.Module):
-    """GPT-2 with its language-model head tied to the token embedding."""
+    """GPT-2 with its language-model head tied to the token embedding.
 
-    def __init__(self, config: GPT2Config = GPT2Config()):
+    tensor_parallel=n splits it over groups of n MPI ranks (models/tensor_parallel.py): each rank
+    holds its shard of the same full weights and computes the same logits.
+    """
+
+    def __init__(self, config: GPT2Config = GPT2Config(), tensor_parallel: int = 1):
         super().__init__()
         self.config = config
         self.transformer = GPT2Model(config)
+        if tensor_parallel != 1:
+            shard_gpt2(self, tensor_parallel)
 
     def _logits(self, x):
-        return x @ self.transformer.wte.weight.transpose(0, 1)
+        wte = self.transformer.wte
+        if isinstance(wte, VocabParallelEmbedding):
+            return wte.logits(x)
+        return x @ wte.weight.transpose(0, 1)
 
     def forward(self, input_ids):
         """Logits (N, S, vocab) for every position (causal attention)."""

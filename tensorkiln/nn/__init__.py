@@ -1,5 +1,6 @@
 """Neural-network building blocks (tk.nn.functional holds the functional forms)."""
 from . import functional  # noqa: F401
 from . import init  # noqa: F401
+from . import parallel  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import __all__  # noqa: F401

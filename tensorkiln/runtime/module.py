@@ -41,6 +41,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from tensorkiln.errors import DTypeError, ShapeError, TensorKilnError
+from tensorkiln.runtime import hooks
 from tensorkiln.runtime.signature import ArgSpec, Signature, numpy_dtypes
 
 TK_ERR_INDEX = 1
@@ -115,6 +116,7 @@ class CompiledModule:
         self.cache_hit = cache_hit
         self._lib = _load_library(library_path)
         self._check_embedded_signature()
+        hooks.install(self._lib)
         # int tk_entry(void **args, void *arena). No argtypes: the arguments are always the pointer
         # array and the arena's c_void_p, which ctypes passes as they are instead of converting
         # them (half the cost of a call).
@@ -307,6 +309,9 @@ class CompiledModule:
                          "pass separate arrays")
 
     def _raise_failure(self, status: int) -> None:
+        failure = hooks.take_failure() if status == hooks.TK_ERR_RUNTIME else None
+        if failure is not None:  # a runtime call (a collective) failed: its own error, not a generic one
+            raise failure
         message = (self._last_error() or b"").decode(errors="replace") or f"generated code failed ({status})"
         if status == TK_ERR_INDEX:
             raise OutOfBoundsError(message)

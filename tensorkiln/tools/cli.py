@@ -1,5 +1,5 @@
 """The `tensorkiln` command: demo, run (ONNX models), bench (against peers), ops (the op table),
-cache (the compile cache), accel (systolic-array model), md (LAMMPS input scripts)."""
+cache (the compile cache), accel (systolic-array model), md (LAMMPS input scripts), launch (MPI ranks)."""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     commands.add_parser("md", help="run a LAMMPS input script, Lennard-Jones subset (tensorkiln md --help)",
                         add_help=False)
+    commands.add_parser("launch", help="run a program on N MPI ranks: tensorkiln launch -n 2 train.py",
+                        add_help=False)
     # A subcommand's module (and the optional packages it uses) loads only when it runs.
     if argv[:1] == ["accel"]:
         from ..hw.cli import main as accel_main
@@ -43,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["run"]:
         from .run_onnx import main as run_main
         return run_main(argv[1:])
+    if argv[:1] == ["launch"]:
+        from .launch import main as launch_main
+        return launch_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import run_demo

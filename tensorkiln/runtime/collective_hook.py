@@ -1,0 +1,79 @@
+"""The runtime-call handlers of the collectives: compiled graphs reach MPI through here.
+
+The description the generated code passes (ir/ops/collective.py's `describe`)
+reads `all_reduce seq=3 dtype=float32 in=4,8 out=4,8 group=world
+reduction=mean phase=start`: the op, its number in the program, the storage
+dtype and shapes of its operand and result, its attributes, and which half of
+the call this is. `phase=start` copies the operand (so its buffer may be
+reused at once) and starts the collective without blocking (MPI_Iallreduce,
+MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast); `phase=wait` finishes it and stores the result
+(kernels/overlap.py puts the two as far apart as the graph allows).
+"""
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+
+import numpy as np
+
+from .. import dtypes as dt
+from . import communicator, hooks
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
+
+_started: dict[str, communicator.PendingCollective] = {}  # the collectives started and not yet waited for, by description
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in text.split(",")) if text else ()
+
+
+def _group(text: str) -> tuple[int, ...]:
+    return communicator.WORLD if text == "world" else _shape(text)
+
+
+@lru_cache(maxsize=None)
+def parse(what: str) -> tuple[str, str, dict[str, str]]:
+    """(op, the description without its phase, fields) of a description."""
+    op, *fields = what.split(" ")
+    values = dict(field.split("=", 1) for field in fields)
+    return op, what.rsplit(" phase=", 1)[0], values
+
+
+def _view(address: int, dtype: dt.DType, shape: tuple[int, ...]) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return np.empty(shape, dtype.storage)
+    buffer = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
+    return np.frombuffer(buffer, dtype.storage, count).reshape(shape)
+
+
+def _start(op: str, x: np.ndarray, f: dict[str, str]) -> communicator.PendingCollective:
+    group = _group(f["group"])
+    if op == "all_reduce":
+        return communicator.start_all_reduce(x, f["reduction"], group)
+    if op == "all_gather":
+        return communicator.start_all_gather(x, int(f["axis"]), group)
+    if op == "reduce_scatter":
+        return communicator.start_reduce_scatter(x, f["reduction"], int(f["axis"]), group)
+    if op == "broadcast":
+        return communicator.start_broadcast(x, int(f["root"]), group)
+    raise RuntimeError(f"unknown collective {op!r}")
+
+
+def run(what: str, out_address: int, in_address: int) -> None:
+    """Start (phase=start) or finish (phase=wait) the collective `what` describes."""
+    op, key, f = parse(what)
+    dtype = dt.as_dtype(f["dtype"])
+    if f["phase"] == "start":
+        x = np.array(dt.to_compute(_view(in_address, dtype, _shape(f["in"])), dtype))  # a copy: see above
+        _started[key] = _start(op, x, f)
+        return
+    result = _started.pop(key).wait()
+    out = _view(out_address, dtype, _shape(f["out"]))
+    out[...] = dt.to_storage(np.asarray(result), dtype)
+
+
+for _name in COLLECTIVES:
+    hooks.register_handler(_name, run)
