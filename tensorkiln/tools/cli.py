@@ -1,5 +1,5 @@
-"""The `tensorkiln` command: demo, run (ONNX models), bench (against peers), ops (the op table),
-cache (the compile cache), accel (systolic-array model)."""
+"""The `tensorkiln` command: demo, run (ONNX models), export (a standalone C library), bench (against
+peers), ops (the op table), cache (the compile cache), accel (systolic-array model)."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     commands.add_parser("run", help="run an ONNX model: outputs, checksums, latency (tensorkiln run --help)",
                         add_help=False)
+    commands.add_parser("export", help="export an ONNX model as a standalone C library (tensorkiln export --help)",
+                        add_help=False)
     # A subcommand's module (and the optional packages it uses) loads only when it runs.
     if argv[:1] == ["accel"]:
         from ..hw.cli import main as accel_main
@@ -35,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["ops"]:
         from .op_table import main as ops_main
         return ops_main(argv[1:])
+    if argv[:1] == ["export"]:
+        from .export_cli import main as export_main
+        return export_main(argv[1:])
     if argv[:1] == ["run"]:
         from .run_onnx import main as run_main
         return run_main(argv[1:])
