@@ -36,6 +36,7 @@ from ..runtime.signature import ArgSpec, numpy_dtypes
 from ..runtime.version import __version__
 from . import build as build_module
 from .executable import CompiledGraph, index_checks
+from .progress import Progress
 
 WEIGHTS_CHOICES = ("auto", "embed", "file")
 # Above this the weights go beside the library: a library that size is slow to link and to copy,
@@ -74,8 +75,14 @@ def export_graph(compiled: CompiledGraph, directory: str | os.PathLike, *, name:
     "auto" (embedded up to EMBED_LIMIT_BYTES); openmp=False builds without the
     OpenMP runtime (one thread).
     """
-    start = time.perf_counter()
     name = check_model_name(name)
+    with Progress(f"exporting {name}") as progress:
+        return _export(compiled, Path(directory), name, input_names, output_names, weights, openmp, progress)
+
+
+def _export(compiled: CompiledGraph, out: Path, name: str, input_names: Sequence[str] | None,
+            output_names: Sequence[str] | None, weights: str, openmp: bool, progress: Progress) -> ExportedLibrary:
+    start = time.perf_counter()
     if weights not in WEIGHTS_CHOICES:
         raise ExportError(f"weights must be one of {WEIGHTS_CHOICES}, got {weights!r}")
     if compiled.module is None:
@@ -86,6 +93,7 @@ def export_graph(compiled: CompiledGraph, directory: str | os.PathLike, *, name:
         raise ExportError(f"graph {compiled.graph.name!r} writes outputs in place of its inputs (state updates or "
                           f"donated arguments): export a function without them")
     program, constants = lowering.lowered.program, lowering.lowered.constants
+    progress.stage(f"generating C for {len(program.kernels)} kernels")
     source = build_module.generate(program)
     signature = source.signature
     if signature.encode() != compiled.module.signature.encode():
@@ -95,10 +103,10 @@ def export_graph(compiled: CompiledGraph, directory: str | os.PathLike, *, name:
     outputs = _specs(signature.outputs, output_names, "output")
     arrays = [_constant_bytes(array, spec) for array, spec in zip(constants, signature.constants)]
 
-    out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".export-{name}-", dir=out))
     try:
+        progress.stage(f"writing {sum(a.nbytes for a in arrays) / 2 ** 20:.1f} MiB of weights")
         layout, digest = write_weights(work / f"{name}.weights", arrays)
         embedded = weights == "embed" or (weights == "auto" and layout.total_bytes <= EMBED_LIMIT_BYTES)
         cc = export_build.compiler()
@@ -110,7 +118,7 @@ def export_graph(compiled: CompiledGraph, directory: str | os.PathLike, *, name:
         (work / f"{name}.h").write_text(header(api))
         if embedded:
             (work / f"{name}_weights.S").write_text(weights_assembly(api))
-        built = export_build.build_library(work, name, openmp=openmp, embedded=embedded)
+        built = export_build.build_library(work, name, openmp=openmp, embedded=embedded, report=progress.stage)
         manifest = Manifest(name, inputs, outputs, tuple(flag for _, flag in api.cpu_checks), platform.machine(),
                             openmp, "embedded" if embedded else "file", layout.total_bytes, digest.hex(),
                             __version__, built.compiler, built.flags)

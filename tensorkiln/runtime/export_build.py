@@ -17,7 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tensorkiln.errors import CompileError
 
@@ -87,27 +87,31 @@ def _run(command: Sequence[str], cwd: Path, what: str, source: Path) -> None:
                            source_path=str(source), compiler_output=done.stderr)
 
 
-def build_library(directory: Path, name: str, *, openmp: bool, embedded: bool) -> BuiltLibrary:
-    """Compile NAME_kernels.c, NAME_api.c (and NAME_weights.S) in `directory` into libNAME.so and libNAME.a."""
+def build_library(directory: Path, name: str, *, openmp: bool, embedded: bool,
+                  report: Callable[[str], None] = lambda text: None) -> BuiltLibrary:
+    """Compile NAME_kernels.c, NAME_api.c (and NAME_weights.S) in `directory` into libNAME.so and libNAME.a;
+    `report` is told each step ("compiling C 1/5: the kernels", ...)."""
     start = time.perf_counter()
     cc = compiler()
     words = shlex.split(cc)
     flags = kernel_flags(openmp)
     runtime = ("-fopenmp",) if openmp else ()
-    objects = [f"{name}_kernels.o", f"{name}_api.o"]
-    _run([*words, *flags, "-c", f"{name}_kernels.c", "-o", objects[0]], directory, "the kernels",
-         directory / f"{name}_kernels.c")
-    _run([*words, *API_FLAGS, *runtime, "-c", f"{name}_api.c", "-o", objects[1]], directory, "the API layer",
-         directory / f"{name}_api.c")
-    if embedded:
-        objects.append(f"{name}_weights.o")
-        _run([*words, "-c", f"{name}_weights.S", "-o", objects[2]], directory, "the embedded weights",
-             directory / f"{name}_weights.S")
     shared, static = f"lib{name}.so", f"lib{name}.a"
-    _run([*words, "-shared", *runtime, "-o", shared, *objects, "-lm", "-Wl,--as-needed"], directory,
-         "linking the shared library", directory / f"{name}_api.c")
+    objects = [f"{name}_kernels.o", f"{name}_api.o"] + ([f"{name}_weights.o"] if embedded else [])
+    steps = [
+        ("the kernels", [*words, *flags, "-c", f"{name}_kernels.c", "-o", objects[0]], f"{name}_kernels.c"),
+        ("the API layer", [*words, *API_FLAGS, *runtime, "-c", f"{name}_api.c", "-o", objects[1]], f"{name}_api.c"),
+    ]
+    if embedded:
+        steps.append(("the embedded weights", [*words, "-c", f"{name}_weights.S", "-o", objects[2]],
+                      f"{name}_weights.S"))
+    steps.append((f"linking {shared}", [*words, "-shared", *runtime, "-o", shared, *objects, "-lm",
+                                        "-Wl,--as-needed"], f"{name}_api.c"))
+    steps.append((f"archiving {static}", ["ar", "rcs", static, *objects], f"{name}_api.c"))
     (directory / static).unlink(missing_ok=True)
-    _run(["ar", "rcs", static, *objects], directory, "archiving the static library", directory / f"{name}_api.c")
+    for k, (what, command, source) in enumerate(steps, start=1):
+        report(f"compiling C {k}/{len(steps)}: {what}")
+        _run(command, directory, what, directory / source)
     for obj in objects:
         (directory / obj).unlink()
     return BuiltLibrary(directory / shared, directory / static, compiler_version(cc).splitlines()[0],

@@ -33,6 +33,7 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
 from ...driver.options import CompileOptions
+from ...driver.progress import Progress
 from .errors import OnnxImportError, OnnxOutputShapeWarning, onnx_errors
 from .external_data import external_tensors, load_external_data
 from .functions import BodyError, NotExpandable, expand_node
@@ -627,7 +628,14 @@ def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c
     ModelProto reads no external data unless `base_dir` is given.
     """
     CompileOptions(opt_level=opt_level, debug=debug, backend=backend)  # checked before the model is read
-    model, name = _read_model(source, base_dir)
+    with Progress("importing ONNX model") as progress:  # a large model takes seconds to read
+        progress.stage("reading")
+        model, name = _read_model(source, base_dir)
+        progress.stage(f"importing {name}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} tensors")
+        return _module(model, name, backend, opt_level, debug)
+
+
+def _module(model, name: str, backend: str, opt_level: int, debug: bool | None) -> OnnxModule:
     try:
         model = _inline_functions(model, name)
         return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
