@@ -643,13 +643,17 @@ def _module(model, name: str, backend: str, opt_level: int, debug: bool | None) 
         raise OnnxImportError(f"invalid ONNX model {name!r}: {type(err).__name__}: {err}") from None
 
 
-def random_inputs(module: OnnxModule, seed: int = 0, dynamic: int = 1) -> dict[str, np.ndarray]:
-    """Seeded random data for every input of `module` (dynamic dimensions = `dynamic`)."""
+def random_inputs(module: OnnxModule, seed: int = 0, dynamic: int = 1,
+                  shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random data for every input of `module`: of the shape `shapes` gives, else the declared one
+    with dynamic dimensions = `dynamic`."""
     rng = np.random.default_rng(seed)
     result = {}
     for name in module.input_names:
         dtype, dims = module.input_types[name]
         shape = tuple(dynamic if d is None else d for d in (dims or ()))
+        if shapes and name in shapes:
+            shape = tuple(shapes[name])
         if dtype.is_floating:
             array = rng.standard_normal(shape).astype(np.float32)
             result[name] = dt.to_storage(array, dtype) if dtype is not dt.bfloat16 else array
