@@ -150,3 +150,10 @@ def test_export_refuses_what_it_cannot_export(tmp_path):
     mark_mutable(scale)  # read anew on every call: a graph input the library would not have
     with pytest.raises(ExportError, match="state"):
         tk.jit(lambda a: a * scale).export(tmp_path / "out", np.ones(2, np.float32))
+
+
+def test_the_exported_kernels_count_every_failure():
+    from tensorkiln.codegen.c_api import LibraryApi, kernels_source
+    api = LibraryApi("m", (), (), (), 64, bytes(32), True, 0)
+    with pytest.raises(ValueError, match="no single tk_fail"):
+        kernels_source(api, "int main(void) { return 0; }\n")
