@@ -12,7 +12,9 @@ tokens), traced without gradients and compiled with tk.jit, then exported
 - latency: the C call, the Python call (tk.jit) and tk.load_compiled's call
   (Python through the C API), timed in turns: every round runs a block of
   calls of each, and the figures are medians over all rounds; the ratio
-  C / Python is printed (below 1: C is faster);
+  C / Python is printed (below 1: C is faster), and "paired", the median
+  over rounds of each round's own ratio (the two blocks of a round share
+  most of the machine's load);
 - NAME_create: median over the rounds (one create per C process);
 - size: libNAME.so (and NAME.weights when the weights are beside it)
   against the weights' own bytes.
@@ -106,14 +108,16 @@ def measure(name: str, rounds: int, calls: int, scratch: Path, env: dict) -> dic
             times.append(time.perf_counter() - t0)
         return times
 
-    c_times, py_times, loaded_times, creates = [], [], [], []
+    c_times, py_times, loaded_times, creates, paired = [], [], [], [], []
     for _ in range(rounds):  # in turns: every round sees the machine in the same phase for each
         time.sleep(0.05)
         create, times = run_c(timer, calls, [directory / "in0.bin"], env)
         creates.append(create)
         c_times += times
         time.sleep(0.05)
-        py_times += python_block()
+        python = python_block()
+        py_times += python
+        paired.append(np.median(times) / np.median(python))  # the same round: the same load, mostly
         time.sleep(0.05)
         loaded_times += loaded_block()
     c_output = (directory / "output0.bin").read_bytes()[:expected.nbytes]
@@ -130,6 +134,8 @@ def measure(name: str, rounds: int, calls: int, scratch: Path, env: dict) -> dic
         "calls": len(c_times),
     }
     row["c_over_python"] = row["c_latency_s"] / row["python_latency_s"]
+    row["c_over_python_by_round"] = [float(r) for r in paired]
+    row["c_over_python_paired_median"] = float(np.median(paired))
     row["library_minus_weights_mib"] = (library_bytes + side_bytes - exported.weights_bytes) / 2 ** 20
     shutil.rmtree(directory, ignore_errors=True)
     return row
@@ -151,14 +157,15 @@ def main() -> int:
             results[name] = measure(name, args.rounds, args.calls, Path(scratch), env)
     print(f"\nexported models, {args.threads} threads; latency: medians of {args.rounds} rounds in turns "
           f"(C process, Python call, load_compiled call), float32")
-    header = (f"{'model':<9} {'C':>9} {'Python':>9} {'C/Py':>6} {'loaded':>9} {'create':>9} {'weights':>10} "
+    header = (f"{'model':<9} {'C':>9} {'Python':>9} {'C/Py':>6} {'paired':>6} {'loaded':>9} {'create':>9} {'weights':>10} "
               f"{'library':>10} {'lib-wts':>8}  bit-identical")
     print(header)
     print("-" * len(header))
     for name, r in results.items():
         library = (r["library_bytes"] + r["weights_file_bytes"]) / 2 ** 20
         print(f"{name:<9} {r['c_latency_s'] * 1e3:>6.2f} ms {r['python_latency_s'] * 1e3:>6.2f} ms "
-              f"{r['c_over_python']:>6.3f} {r['load_compiled_latency_s'] * 1e3:>6.2f} ms "
+              f"{r['c_over_python']:>6.3f} {r['c_over_python_paired_median']:>6.3f} "
+              f"{r['load_compiled_latency_s'] * 1e3:>6.2f} ms "
               f"{r['create_s'] * 1e3:>6.2f} ms {r['weights_bytes'] / 2 ** 20:>6.1f} MiB {library:>6.1f} MiB "
               f"{r['library_minus_weights_mib']:>+5.2f}M  C {'yes' if r['bit_identical_c'] else 'NO'}, "
               f"load_compiled {'yes' if r['bit_identical_load_compiled'] else 'NO'} "
