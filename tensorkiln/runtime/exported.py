@@ -23,7 +23,7 @@ from tensorkiln.errors import DTypeError, ShapeError, TensorKilnError
 from .c_compiler import cpu_features
 from .export_format import ExportFormatError, Manifest, TensorSpec, read_manifest
 from .module import KernelError, LibraryLoadError
-from .signature import numpy_dtypes
+from .signature import Signature, numpy_dtypes
 
 
 class IncompatibleCPUError(TensorKilnError, RuntimeError):
@@ -117,7 +117,18 @@ class LoadedModel:
         self._counts = {kind: self._function(f"num_{kind}s", ctypes.c_int, [])() for kind in ("input", "output")}
 
     def _check_against_library(self) -> None:
-        """The manifest must describe the library it sits beside: same names, ranks and shapes."""
+        """The manifest must describe the library it sits beside: same names, ranks, shapes and dtypes
+        (a wrong dtype or shape would size the output arrays wrong for what the kernels write)."""
+        signature = self._function("tk_signature", ctypes.c_char_p, [])()
+        try:
+            decoded = Signature.decode((signature or b"").decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise LibraryLoadError(f"{self.manifest.library}: unreadable signature ({err})") from None
+        for kind, specs, args in (("input", self.inputs, decoded.inputs), ("output", self.outputs, decoded.outputs)):
+            if [(s.dtype, s.shape) for s in specs] != [(a.dtype, a.shape) for a in args]:
+                raise ExportFormatError(
+                    f"model {self.name}: the manifest's {kind}s ({', '.join(f'{s.dtype}{list(s.shape)}' for s in specs)})"
+                    f" are not the library's ({', '.join(f'{a.dtype}{list(a.shape)}' for a in args)})")
         for kind, specs in (("input", self.inputs), ("output", self.outputs)):
             if self._counts[kind] != len(specs):
                 raise ExportFormatError(f"model {self.name}: the manifest lists {len(specs)} {kind}s, the library "
