@@ -33,6 +33,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "resnet_convs": ([sys.executable, os.path.join(HERE, "resnet_convs.py")], True),
     "accel": ([sys.executable, os.path.join(HERE, "accel.py")], False),
     "deploy": ([sys.executable, os.path.join(HERE, "deploy.py")], True),
+    "call_overhead": ([sys.executable, os.path.join(HERE, "call_overhead.py")], False),
+    "alternating": ([sys.executable, os.path.join(HERE, "alternating.py")], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),

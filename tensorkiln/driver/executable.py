@@ -124,6 +124,7 @@ class CompiledGraph:
         self._recycled: list[np.ndarray | None] = []  # last call's output arrays (see _output_array)
         self._call_lock = threading.Lock()
         self.report = CompileReport(backend="interpreter", passes=passes)
+        self._plain = False  # bound to a module with nothing but inputs to check (see bind)
 
     def interpreted(self, reason: str, warning: str | None = None) -> CompiledGraph:
         """Run with the reference interpreter from now on, because of `reason` (warned once, if given)."""
@@ -145,6 +146,7 @@ class CompiledGraph:
         # (numpy's dtypes of the built-in types are singletons); anything else is converted.
         self._input_types = [(np.dtype(dtype), tuple(n.shape)) for dtype, n in zip(self._input_dtypes, self.graph.inputs)]
         self._recycled = [None] * len(self._output_specs)
+        self._plain = not self._index_checks and not self._in_place
         self._call_lock = module.lock  # one lock for recycling outputs and the module's pointer slots
         self.report = CompileReport(
             backend="c", kernels=kernels, passes=self.report.passes, source_path=module.source_path,
@@ -194,6 +196,15 @@ class CompiledGraph:
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Run on storage arrays of the graph's input types; returns storage arrays."""
+        if self._plain and len(arrays) == len(self._input_types):
+            # The common call, kept flat (each Python call level costs about 0.1 us): inputs
+            # exactly as checked before, no index to check, no output written in place.
+            for array, (dtype, shape) in zip(arrays, self._input_types):
+                if array.dtype is not dtype or array.shape != shape or not array.flags.c_contiguous:
+                    break
+            else:
+                with self._call_lock:
+                    return self._run(arrays, arrays)
         if self.module is None:
             return interpret(self.graph, *arrays)
         inputs = self._storage_inputs(arrays)

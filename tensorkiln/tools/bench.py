@@ -24,7 +24,7 @@ from typing import Callable
 from ..driver.progress import Progress
 from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
 from .bench_gpt2 import measure_gpt2
-from .timing import interleaved_medians
+from .timing import Timer, interleaved_medians
 
 MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
 # Each peer at its strongest, and named with its settings: torch.compile by default and with freezing +
@@ -54,9 +54,9 @@ def build(name: str, batch: int):
 
 
 def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5,
-            progress: Callable[[str], None] = lambda message: None) -> dict:
-    """Compile tensorkiln and each available peer on one model, then time them in turns
-    (`progress` is told each stage)."""
+            timer: Timer = interleaved_medians, progress: Callable[[str], None] = lambda message: None) -> dict:
+    """Compile tensorkiln and each available peer on one model, then time them in turns (with `timer`;
+    `progress` is told each stage)."""
     import torch  # optional dependency, like the importer that needs it
     from ..importers.torch import from_torch
     model, inputs = build(name, batch)
@@ -94,7 +94,7 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
         onnx_peers(path, arrays, peers, progress, record)
     progress(f"{name}: measuring {', '.join(runs)} in turns")
     with torch.no_grad():
-        for framework, latency in interleaved_medians(runs, repeat, rounds).items():
+        for framework, latency in timer(runs, repeat, rounds).items():
             rows[framework]["latency_s"] = latency
     return rows
 
@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
                 results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat,
                                                                                tracker.stage, rounds=args.rounds)
             else:
-                results[name] = measure(name, args.batch, peers, args.repeat, args.rounds, tracker.stage)
+                results[name] = measure(name, args.batch, peers, args.repeat, args.rounds, progress=tracker.stage)
     _print_table(results, args.batch)
     if args.json:
         with open(args.json, "w") as f:

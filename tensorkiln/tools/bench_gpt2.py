@@ -32,7 +32,7 @@ from ..frontend.creation import tensor
 from ..frontend.jit import jit
 from ..models import GPT2Config, GPT2LMHeadModel
 from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
-from .timing import interleaved_medians
+from .timing import Timer, interleaved_medians
 
 GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
 def _onnx_files(reference, ids, next_ids, presents) -> dict[str, tuple[str, list[np.ndarray]]]:
@@ -68,10 +68,10 @@ def _onnx_files(reference, ids, next_ids, presents) -> dict[str, tuple[str, list
 
 
 def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[str], None] = lambda m: None,
-                 config=None, rounds: int = 5) -> tuple[dict, dict]:
+                 config=None, rounds: int = 5, timer: Timer = interleaved_medians) -> tuple[dict, dict]:
     """(prefill rows, decode rows): framework -> latency, compile time, agreement with PyTorch.
 
-    Each step's frameworks are timed in turns (timing.interleaved_medians).
+    Each step's frameworks are timed in turns (by `timer`: timing.interleaved_medians).
     `config` (a GPT2Config) shrinks the model for tests; default GPT-2 small.
     """
     import torch  # optional dependency: the reference model and its weights
@@ -142,6 +142,6 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
     for name, (rows, runs, _) in steps.items():
         progress(f"gpt2: measuring {name}: {', '.join(runs)} in turns")
         with no_grad(), torch.no_grad():
-            for framework, latency in interleaved_medians(runs, repeat, rounds).items():
+            for framework, latency in timer(runs, repeat, rounds).items():
                 rows[framework]["latency_s"] = latency
     return steps["prefill"][0], steps["decode"][0]

@@ -7,6 +7,9 @@ from typing import Callable
 
 import numpy as np
 
+# A timer: (functions by name, calls per function at least, rounds) -> median seconds per call by name.
+Timer = Callable[[dict, int, int], dict]
+
 
 def median_seconds(fn: Callable[[], object], repeat: int = 11, warmup: int = 2) -> float:
     """Median wall time of `fn` over `repeat` runs after `warmup` runs."""
@@ -46,3 +49,29 @@ def interleaved_medians(runs: dict[str, Callable[[], object]], repeat: int = 10,
                 fn()
                 times[name].append(time.perf_counter() - start)
     return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def alternating_blocks(runs: dict[str, Callable[[], object]], pairs: int = 8, min_block_seconds: float = 0.5,
+                       pause_seconds: float = 0.2) -> dict[str, list[float]]:
+    """Seconds per call of each of `runs` in `pairs` rounds of one block each, taken in turns.
+
+    Block k of every function ran next to block k of the others, so the ratio of
+    two functions' block k is measured in one phase of the machine; the order
+    of the functions is reversed every round, so neither always goes first.
+    A block takes at least `min_block_seconds`, after a pause and one untimed call.
+    """
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    order = list(runs)
+    for round_index in range(pairs):
+        for name in (order if round_index % 2 == 0 else order[::-1]):
+            fn = runs[name]
+            time.sleep(pause_seconds)
+            start = time.perf_counter()
+            fn()
+            first = max(time.perf_counter() - start, 1e-7)
+            calls = max(1, math.ceil(min_block_seconds / first))
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - start) / calls)
+    return times

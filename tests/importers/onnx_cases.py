@@ -173,6 +173,9 @@ def run_case(case: Case, backend: str):
         feed = {k: v for k, v in inputs.items() if k in module.input_types}
         actual = module(**feed)
         assert_outputs_match(actual, expected, rtol, atol)
+        if backend == "c":  # the count is of cases the generated C ran, not the interpreter behind it
+            report = module.report(**feed)
+            assert report.backend == "c", f"ran in the reference interpreter: {report.fallback_reason}"
     return None
 
 

@@ -175,3 +175,17 @@ def test_unsupported_operator_inside_a_function_body_stays_unsupported():
               [("x", F, [2, 3]), ("t", TensorProto.INT64, [2])], [("y", F, [])], opset=13)
     with pytest.raises(tk.onnx.UnsupportedModelError, match="'sce'"):
         tk.onnx.load(m, backend="interpreter")
+
+
+@pytest.mark.parametrize("op, attrs, message", [
+    ("ReduceSum", {"axes": ["a", "b"]}, "attribute 'axes' must be of type INTS, got STRINGS"),
+    ("Transpose", {"perm": [1.5, 0.5]}, "attribute 'perm' must be of type INTS, got FLOATS"),
+    ("LeakyRelu", {"alpha": "big"}, "attribute 'alpha' must be of type FLOAT, got STRING"),
+])
+def test_an_attribute_of_the_wrong_kind_is_a_clear_error(op, attrs, message):
+    """The schema's attribute kinds are checked before any converter reads them (no raw TypeError)."""
+    m = model([helper.make_node(op, ["x"], ["y"], name="bad", **attrs)], [("x", F, [2, 3])], [("y", F, None)],
+              opset=11 if op == "ReduceSum" else 13)
+    with pytest.raises(tk.onnx.OnnxImportError, match=message) as info:
+        tk.onnx.load(m)
+    assert "'bad'" in str(info.value) and op in str(info.value)

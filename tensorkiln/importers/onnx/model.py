@@ -174,6 +174,23 @@ def _attributes(node) -> dict:
     return result
 
 
+def _check_attribute_kinds(node, opset: int, where: str) -> None:
+    """OnnxImportError when an attribute's kind is not the one the operator's schema declares
+    (string `axes`, float `perm`): the converters read attributes as the standard defines them."""
+    from onnx import AttributeProto, defs
+    try:
+        declared = defs.get_schema(node.op_type, opset, node.domain or "").attributes
+    except defs.SchemaError:  # not a standard operator at this opset: its converter checks what it reads
+        return
+    for attr in node.attribute:
+        schema = declared.get(attr.name)
+        if schema is None or attr.ref_attr_name or attr.type in (schema.type, AttributeProto.UNDEFINED):
+            continue
+        got = AttributeProto.AttributeType.Name(attr.type)
+        want = AttributeProto.AttributeType.Name(schema.type)
+        raise OnnxImportError(f"{where}: attribute {attr.name!r} must be of type {want}, got {got}")
+
+
 def _node_label(node, index: int) -> str:
     return node.name or f"#{index} {node.op_type}"
 
@@ -315,6 +332,7 @@ class OnnxModule:
                     nodes.append(_Node(inner.op_type, f"{label}/{inner.name.rsplit('__', 1)[-1]}",
                                        list(inner.input), list(inner.output), _attributes(inner), inner_opset))
                 continue
+            _check_attribute_kinds(node, opset, f"malformed ONNX model {self.model_name!r}: {where}")
             nodes.append(_Node(node.op_type, label, list(node.input), list(node.output), _attributes(node), opset))
         for node in nodes:
             self._check_attribute_types(node)
