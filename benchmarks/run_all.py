@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "conv_algorithms": ([sys.executable, os.path.join(HERE, "conv_algorithms.py")], True),
     "resnet_convs": ([sys.executable, os.path.join(HERE, "resnet_convs.py")], True),
     "accel": ([sys.executable, os.path.join(HERE, "accel.py")], False),
+    "deploy": ([sys.executable, os.path.join(HERE, "deploy.py")], True),
     "call_overhead": ([sys.executable, os.path.join(HERE, "call_overhead.py")], False),
     "alternating": ([sys.executable, os.path.join(HERE, "alternating.py")], True),
     "pipelines": ([sys.executable, os.path.join(HERE, "pipelines.py")], True),

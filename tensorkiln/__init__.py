@@ -23,6 +23,7 @@ from .ir.graph import Graph, Node
 from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
 from .driver.options import CompileOptions
+from .runtime.exported import load_compiled
 from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.autodiff.functional import grad, value_and_grad
 from .frontend.autodiff.function import Function, FunctionCtx
@@ -67,4 +68,4 @@ def from_torch(module, example_inputs, *args, **kwargs):
     return _from_torch(module, example_inputs, *args, **kwargs)
 
 
-__version__ = "0.1.0"
+from .runtime.version import __version__  # noqa: E402

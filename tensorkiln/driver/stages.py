@@ -51,6 +51,7 @@ from ..runtime import c_compiler, graph_cache
 from . import build as build_module
 from .executable import CompiledGraph, KernelInfo
 from .options import CompileOptions
+from .progress import Progress
 from ..passes import optimize as run_passes
 from ..loops.in_place import skip_unchanged_stores
 from ..kernels.schedule_defaults import thread_count
@@ -73,10 +74,19 @@ class Lowering:
 
 
 def compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[int, int]] = ()) -> CompiledGraph:
-    """Compile one traced graph; `updates` are (output, input) positions an output may overwrite."""
+    """Compile one traced graph; `updates` are (output, input) positions an output may overwrite.
+
+    A compile that outlasts a second reports its stages on stderr (progress.py).
+    """
+    with Progress(f"compiling {traced.name}") as progress:
+        return _compile_graph(traced, options, list(updates), progress)
+
+
+def _compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[int, int]],
+                   progress: Progress) -> CompiledGraph:
     options = options.resolved()  # debug and dump_dir from the environment, read once per compile
-    updates = list(updates)
     dump = StageDump(options.dump_dir, traced.name)
+    progress.stage(f"optimizing {len(traced)} nodes")
     graph, passes = optimize(traced, options)                                       # 1. optimize
     dump.first = len(passes) + 1
     compiled = CompiledGraph(traced, graph, passes, relower=lambda: lower_stages(graph, options, updates))
@@ -92,11 +102,16 @@ def compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[in
             if dump:
                 dump.write(graph, compiled.lowering, compiled.module)
             return compiled
+        progress.stage("grouping kernels")
         grouping = group_kernels(graph, options)                                    # 2. group kernels
+        progress.stage(f"lowering {len(grouping)} kernels")
         lowered = lower(graph, grouping)                                            # 3. lower
+        progress.stage("planning memory")
         program, memory, in_place = plan_memory(lowered, options, updates)          # 4. plan memory
         lower_seconds = time.perf_counter() - start
+        progress.stage(f"generating C for {len(program.kernels)} kernels")
         source = generate(program, options)                                         # 5. generate C
+        progress.stage(f"compiling C ({len(program.kernels)} kernels, {len(source.text) // 1024} KiB)")
         module = build(source, program, lowered, options, f"graph {graph.name!r}")  # 6. build
     except UnsupportedOpError as err:
         return compiled.interpreted(str(err), f"tensorkiln: {err}; graph {graph.name} runs in the reference "

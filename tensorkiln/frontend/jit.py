@@ -23,9 +23,11 @@ from ..driver.options import CompileOptions
 from ..driver.stages import compile_graph, explain
 from ..ir.graph import Graph, Node, input_node, verify
 from ..driver.profile import KernelProfile
+from ..driver.export import ExportError, ExportedLibrary, export_graph
+from ..runtime.export_format import model_name_from
 from .writes import count_write, write_count
 from .tensor import Tensor, as_tensor
-from .autodiff.mode import is_grad_enabled
+from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
 
 
@@ -325,6 +327,29 @@ class JitFunction:
         entry, _ = self._lookup(args, kwargs)
         return "\n".join([f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
                           str(entry.graph), explain(entry.compiled)])
+
+    def export(self, directory, *args, name: str | None = None, input_names=None, output_names=None,
+               weights: str = "auto", openmp: bool = True) -> ExportedLibrary:
+        """Export this signature (the example `args`) as a standalone C library in `directory`
+        (driver/export.py: libNAME.so/.a, NAME.h, example.c, NAME.json); tk.load_compiled reads it back.
+
+        name: the C prefix (default: the function's name); weights: "auto", "embed" or "file";
+        openmp=False builds without the OpenMP runtime. Traced without gradients: parameters become
+        the library's weights.
+        """
+        with no_grad():  # an inference library: parameters are baked in as constants, not graph inputs
+            entry, _ = self._lookup(args, {})
+        if entry.state_sources:
+            raise ExportError(f"{self.__name__ if self._module is None else type(self.fn).__name__} updates "
+                              "parameters or state in place: only a function of its arguments can be exported")
+        if input_names is None:
+            input_names = [node.attrs["name"] for node in entry.graph.inputs]
+        if output_names is None:
+            count = len(entry.graph.outputs)
+            output_names = ["output"] if count == 1 else [f"output{i}" for i in range(count)]
+        default = getattr(self.fn, "__name__", type(self.fn).__name__)
+        return export_graph(entry.compiled, directory, name=name or model_name_from(default), input_names=input_names,
+                            output_names=output_names, weights=weights, openmp=openmp)
 
     @property
     def cache_size(self) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from ..driver.progress import Progress
 from .api import simulate_layers
 from .arch import ArrayConfig
 from .energy import EnergyTable
@@ -58,28 +59,39 @@ def sweep(layers: Sequence[Layer], arrays: Iterable[tuple[int, int]],
     """Model ``layers`` on every (array shape, dataflow, SRAM size) combination.
 
     ``sram_kbs`` gives one size per point, used for all three SRAMs; the other
-    settings (word size, DRAM bandwidth) come from ``base``.
+    settings (word size, DRAM bandwidth) come from ``base``. A sweep that takes
+    more than a second reports its progress (driver/progress.py).
     """
     points = []
     dataflows = list(dataflows)
     sram_kbs = list(sram_kbs)
-    for rows, cols in arrays:
-        for kb in sram_kbs:
-            config = base.with_(rows=rows, cols=cols, ifmap_sram_kb=kb, filter_sram_kb=kb,
-                                ofmap_sram_kb=kb, name=f"{rows}x{cols}")
-            for df in dataflows:
-                try:
-                    report = simulate_layers(layers, config, df, energy)
-                except AccelConfigError as err:
-                    points.append(SweepPoint(rows, cols, df, kb, error=str(err)))
-                    continue
-                t = report.totals
-                points.append(SweepPoint(rows, cols, df, kb, cycles=t.cycles,
-                                         compute_cycles=t.compute_cycles,
-                                         stall_cycles=t.stall_cycles, utilization=t.utilization,
-                                         dram_bytes=t.dram_bytes, energy=t.energy.total,
-                                         energy_unit=t.energy.unit))
+    arrays = list(arrays)
+    with Progress("accel sweep") as progress:
+        progress.stage(f"modelling {len(layers)} layers", total=len(arrays) * len(sram_kbs) * len(dataflows))
+        for rows, cols in arrays:
+            _sweep_array(layers, rows, cols, dataflows, sram_kbs, base, energy, points, progress)
     return points
+
+
+def _sweep_array(layers, rows: int, cols: int, dataflows: list[str], sram_kbs: list[float], base: ArrayConfig,
+                 energy: EnergyTable | None, points: list[SweepPoint], progress: Progress) -> None:
+    """The points of one array shape, appended to `points`."""
+    for kb in sram_kbs:
+        config = base.with_(rows=rows, cols=cols, ifmap_sram_kb=kb, filter_sram_kb=kb,
+                            ofmap_sram_kb=kb, name=f"{rows}x{cols}")
+        for df in dataflows:
+            progress.step()
+            try:
+                report = simulate_layers(layers, config, df, energy)
+            except AccelConfigError as err:
+                points.append(SweepPoint(rows, cols, df, kb, error=str(err)))
+                continue
+            t = report.totals
+            points.append(SweepPoint(rows, cols, df, kb, cycles=t.cycles,
+                                     compute_cycles=t.compute_cycles,
+                                     stall_cycles=t.stall_cycles, utilization=t.utilization,
+                                     dram_bytes=t.dram_bytes, energy=t.energy.total,
+                                     energy_unit=t.energy.unit))
 
 
 def write_sweep_csv(points: Sequence[SweepPoint], path: str | Path) -> Path:

@@ -19,7 +19,9 @@ import os
 import sys
 import tempfile
 import time
+from typing import Callable
 
+from ..driver.progress import Progress
 from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
 from .bench_gpt2 import measure_gpt2
 from .timing import Timer, interleaved_medians
@@ -30,10 +32,6 @@ MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
 # and with f32 precision.
 ONNX_PEERS = ("onnxruntime", "openvino", "openvino-f32")
 PEERS = ("torch", "torch.compile", "torch.compile-max") + ONNX_PEERS
-
-
-def _progress(message: str) -> None:
-    print(f"  .. {message}", file=sys.stderr, flush=True)
 
 
 def build(name: str, batch: int):
@@ -56,8 +54,9 @@ def build(name: str, batch: int):
 
 
 def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5,
-            timer: Timer = interleaved_medians) -> dict:
-    """Compile tensorkiln and each available peer on one model, then time them in turns (with `timer`)."""
+            timer: Timer = interleaved_medians, progress: Callable[[str], None] = lambda message: None) -> dict:
+    """Compile tensorkiln and each available peer on one model, then time them in turns (with `timer`;
+    `progress` is told each stage)."""
     import torch  # optional dependency, like the importer that needs it
     from ..importers.torch import from_torch
     model, inputs = build(name, batch)
@@ -69,7 +68,7 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
         rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference, framework)}
         runs[framework] = run
 
-    _progress(f"{name}: compiling tensorkiln")
+    progress(f"{name}: compiling tensorkiln")
     import torch._dynamo  # noqa: F401  (torch.export's one-time import, ~1.5 s, is not compile time)
     start = time.perf_counter()
     compiled = from_torch(model, inputs)
@@ -80,20 +79,20 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
         if "torch" in peers:
             record("torch", lambda: model(*inputs), 0.0)
         if "torch.compile" in peers:
-            _progress(f"{name}: compiling torch.compile")
+            progress(f"{name}: compiling torch.compile")
             fast = torch.compile(model, dynamic=False)
             record("torch.compile", lambda: fast(*inputs), timed_first(lambda: fast(*inputs)))
         if "torch.compile-max" in peers:
-            _progress(f"{name}: compiling torch.compile with freezing and max-autotune")
+            progress(f"{name}: compiling torch.compile with freezing and max-autotune")
             fastest = compile_max_autotune(model)
             record("torch.compile-max", lambda: fastest(*inputs), timed_first(lambda: fastest(*inputs)))
     onnx_file = [p for p in peers if p in ONNX_PEERS]
     if onnx_file:
-        _progress(f"{name}: exporting to ONNX for {', '.join(onnx_file)}")
+        progress(f"{name}: exporting to ONNX for {', '.join(onnx_file)}")
         path = os.path.join(tempfile.mkdtemp(prefix="tensorkiln-bench-"), f"{name}.onnx")
         torch.onnx.export(model, inputs, path, dynamo=False)
-        onnx_peers(path, arrays, peers, _progress, record)
-    _progress(f"{name}: measuring {', '.join(runs)} in turns")
+        onnx_peers(path, arrays, peers, progress, record)
+    progress(f"{name}: measuring {', '.join(runs)} in turns")
     with torch.no_grad():
         for framework, latency in timer(runs, repeat, rounds).items():
             rows[framework]["latency_s"] = latency
@@ -125,12 +124,13 @@ def main(argv: list[str]) -> int:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
         torch.set_num_threads(args.threads)
     results = {}
-    for name in args.models:
-        if name == "gpt2":
-            results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat,
-                                                                           _progress, rounds=args.rounds)
-        else:
-            results[name] = measure(name, args.batch, peers, args.repeat, args.rounds)
+    with Progress("bench", delay=0.0) as tracker:  # every stage of a benchmark is long: shown from the start
+        for name in args.models:
+            if name == "gpt2":
+                results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat,
+                                                                               tracker.stage, rounds=args.rounds)
+            else:
+                results[name] = measure(name, args.batch, peers, args.repeat, args.rounds, progress=tracker.stage)
     _print_table(results, args.batch)
     if args.json:
         with open(args.json, "w") as f:

@@ -1,5 +1,6 @@
-"""The `tensorkiln` command: demo, run (ONNX models), bench (against peers), ops (the op table),
-cache (the compile cache), accel (systolic-array model), md (LAMMPS input scripts), launch (MPI ranks)."""
+"""The `tensorkiln` command: demo, run (ONNX models), export (a standalone C library), bench (against
+peers), ops (the op table), cache (the compile cache), accel (systolic-array model), md (LAMMPS input
+scripts), launch (MPI ranks)."""
 from __future__ import annotations
 
 import argparse
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     commands.add_parser("launch", help="run a program on N MPI ranks: tensorkiln launch -n 2 train.py",
                         add_help=False)
+    commands.add_parser("export", help="export an ONNX model as a standalone C library (tensorkiln export --help)",
+                        add_help=False)
     # A subcommand's module (and the optional packages it uses) loads only when it runs.
     if argv[:1] == ["accel"]:
         from ..hw.cli import main as accel_main
@@ -42,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["md"]:
         from .md import main as md_main
         return md_main(argv[1:])
+    if argv[:1] == ["export"]:
+        from .export_cli import main as export_main
+        return export_main(argv[1:])
     if argv[:1] == ["run"]:
         from .run_onnx import main as run_main
         return run_main(argv[1:])

@@ -33,12 +33,14 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor, as_tensor
 from ...driver.options import CompileOptions
+from ...driver.progress import Progress
 from .errors import OnnxImportError, OnnxOutputShapeWarning, onnx_errors
 from .external_data import external_tensors, load_external_data
 from .functions import BodyError, NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
 from ...frontend.jit import jit
+from ...runtime.export_format import model_name_from
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
@@ -519,6 +521,42 @@ class OnnxModule:
         """Graph after each pass, kernels and generated source for these inputs' signature."""
         return self._jit.explain(*self._arguments(args, kwargs))
 
+    def export(self, directory, *args, name: str | None = None, input_shapes: dict | None = None,
+               weights: str = "auto", openmp: bool = True, **kwargs):
+        """Export the model as a standalone C library in `directory` (tk.load_compiled reads it back).
+
+        The shapes come from example inputs (`args`/`kwargs`, as for a call) or, for inputs not given,
+        from the declared shapes, with `input_shapes` {name: shape} for dynamic dimensions. Inputs the
+        model reads as values (a Reshape's shape) must be given. name: the C prefix (default: the file's).
+        """
+        values = dict(zip(self.input_names, args))
+        values.update(kwargs)
+        for input_name in self.input_names:
+            if input_name not in values:
+                values[input_name] = self._placeholder(input_name, (input_shapes or {}).get(input_name))
+        arguments = self._arguments((), values)
+        names = [n for n in self.input_names if n not in self.value_inputs]
+        default = model_name_from(self.model_name.rsplit(".", 1)[0] or "onnx_model")
+        return self._jit.export(directory, *arguments, name=name or default, input_names=names,
+                                output_names=self.output_names, weights=weights, openmp=openmp)
+
+    def _placeholder(self, name: str, shape) -> np.ndarray:
+        """Zeros of input `name`'s declared shape (dynamic dimensions from `shape`), to trace an export."""
+        dtype, dims = self.input_types[name]
+        if name in self.value_inputs:
+            raise TypeError(f"the model reads input {name!r} as a value (a shape or an axis): pass it to export")
+        if shape is None:
+            if dims is None or any(d is None for d in dims):
+                declared = "unknown" if dims is None else [d if d is not None else "?" for d in dims]
+                raise ShapeError(f"input {name!r} has dynamic dimensions (declared {declared}): give its shape "
+                                 f"(input_shapes={{{name!r}: (...)}} or --input {name}=SHAPE)")
+            shape = dims
+        shape = tuple(int(d) for d in shape)
+        if dims is not None and (len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape))):
+            declared = [d if d is not None else "?" for d in dims]
+            raise ShapeError(f"input {name!r} is declared with shape {declared}, not {list(shape)}")
+        return np.zeros(shape, dtype.storage)
+
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}: {self.input_types[n][0].name}{list(self.input_types[n][1] or [])}"
                         for n in self.input_names)
@@ -608,7 +646,14 @@ def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c
     ModelProto reads no external data unless `base_dir` is given.
     """
     CompileOptions(opt_level=opt_level, debug=debug, backend=backend)  # checked before the model is read
-    model, name = _read_model(source, base_dir)
+    with Progress("importing ONNX model") as progress:  # a large model takes seconds to read
+        progress.stage("reading")
+        model, name = _read_model(source, base_dir)
+        progress.stage(f"importing {name}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} tensors")
+        return _module(model, name, backend, opt_level, debug)
+
+
+def _module(model, name: str, backend: str, opt_level: int, debug: bool | None) -> OnnxModule:
     try:
         model = _inline_functions(model, name)
         return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
@@ -616,13 +661,17 @@ def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c
         raise OnnxImportError(f"invalid ONNX model {name!r}: {type(err).__name__}: {err}") from None
 
 
-def random_inputs(module: OnnxModule, seed: int = 0, dynamic: int = 1) -> dict[str, np.ndarray]:
-    """Seeded random data for every input of `module` (dynamic dimensions = `dynamic`)."""
+def random_inputs(module: OnnxModule, seed: int = 0, dynamic: int = 1,
+                  shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random data for every input of `module`: of the shape `shapes` gives, else the declared one
+    with dynamic dimensions = `dynamic`."""
     rng = np.random.default_rng(seed)
     result = {}
     for name in module.input_names:
         dtype, dims = module.input_types[name]
         shape = tuple(dynamic if d is None else d for d in (dims or ()))
+        if shapes and name in shapes:
+            shape = tuple(shapes[name])
         if dtype.is_floating:
             array = rng.standard_normal(shape).astype(np.float32)
             result[name] = dt.to_storage(array, dtype) if dtype is not dt.bfloat16 else array
