@@ -32,6 +32,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "conv_algorithms": ([sys.executable, os.path.join(HERE, "conv_algorithms.py")], True),
     "resnet_convs": ([sys.executable, os.path.join(HERE, "resnet_convs.py")], True),
     "accel": ([sys.executable, os.path.join(HERE, "accel.py")], False),
+    # the first float32 sample of every OpInfo, tensorkiln and Inductor (`make opinfo` runs every sample)
+    "opinfo": ([sys.executable, "-m", "tensorkiln.tools.opinfo_conformance", "--samples", "1", "--inductor"], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),
