@@ -9,9 +9,11 @@ tolerance of `torch.testing.assert_close` (the tolerance OpInfo tests use
 unless an operator overrides it), with matching shapes and dtypes. Outcomes:
 
 - passed: every output agrees;
-- failed: an output differs (a wrong result), or tensorkiln raised something
-  other than a refusal (a crash);
-- refused: tensorkiln raised `UnsupportedOpError` naming the op it does not lower;
+- failed: an output differs (a wrong result), or tensorkiln's code raised
+  something other than a refusal (a crash);
+- refused: tensorkiln raised `UnsupportedOpError` naming the op it does not lower,
+  or PyTorch's tracer could not make an ATen graph of the sample (`.item()`,
+  data-dependent control flow: torch.compile would run such code eagerly);
 - skipped: eager PyTorch raises on the sample, or the operator is random (two
   seeds give different results), so there is nothing to compare.
 
@@ -30,12 +32,16 @@ import time
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import UnsupportedOpError
+from ..errors import TensorKilnError, UnsupportedOpError
 from ..importers.torch.backend import BackendOptions, TensorKilnGraph
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+_HARNESS = {Path(__file__).resolve(), _PACKAGE / "importers" / "torch" / "backend.py"}
 
 OUTCOMES = ("passed", "failed", "refused", "skipped")
 
@@ -124,16 +130,32 @@ def run_inductor(fn, tensors) -> object:
     return torch.compile(fn, backend="inductor", dynamic=False)(*tensors)
 
 
-def check_sample(compile_and_run, fn, tensors, expected, refusals=(UnsupportedOpError,)) -> tuple[str, str]:
-    """(outcome, detail) of one compiler on one sample."""
+def raised_by_tensorkiln(err: BaseException) -> bool:
+    """True when tensorkiln's own code (not PyTorch's tracer, called by the backend) raised `err`."""
+    if isinstance(err, TensorKilnError):
+        return True
+    tb = err.__traceback__
+    while tb is not None:
+        path = Path(tb.tb_frame.f_code.co_filename).resolve()
+        if _PACKAGE in path.parents and path not in _HARNESS:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def check_sample(compile_and_run, fn, tensors, expected, tensorkiln: bool = True) -> tuple[str, str]:
+    """(outcome, detail) of one compiler on one sample; for another compiler every exception is a refusal."""
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             actual = compile_and_run(fn, tensors)
-    except refusals as err:
-        return "refused", str(err).splitlines()[-1].strip()[:300]
-    except Exception as err:  # a crash is a failure
-        return "failed", f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+    except Exception as err:
+        message = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+        if isinstance(err, UnsupportedOpError):
+            return "refused", str(err).splitlines()[-1].strip()[:300]
+        if tensorkiln and raised_by_tensorkiln(err):
+            return "failed", message  # a crash is a failure
+        return "refused", ("not traceable: " if tensorkiln else "") + message
     why = _same(actual, expected)
     return ("failed", why[:300]) if why else ("passed", "")
 
@@ -184,9 +206,7 @@ def _check_one(report: Report, info, name: str, index: int, sample, inductor: bo
     if log is not None:
         log(f"tensorkiln {outcome:8} {name} #{index} {detail}")
     if inductor:
-        outcome, detail = check_sample(run_inductor, fn, tensors, expected, refusals=())
-        if outcome == "failed" and not detail.startswith("output"):
-            outcome = "refused"  # Inductor raised: it could not compile the sample
+        outcome, detail = check_sample(run_inductor, fn, tensors, expected, tensorkiln=False)
         report.inductor.append(SampleResult(name, index, outcome, detail))
         if log is not None:
             log(f"inductor   {outcome:8} {name} #{index} {detail}")
