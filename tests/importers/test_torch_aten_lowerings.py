@@ -49,7 +49,11 @@ def test_elementwise_math(rng):
         return (torch.atan2(x, y), torch.atan2(x.t() if x.dim() == 2 else x.transpose(0, 2), x.transpose(0, 2)),
                 torch.fmod(x, y), torch.fmod(ints, divisors), torch.fmod(x, 0.7), torch.asinh(x),
                 torch.acosh(x.abs() + 1), torch.atanh(x.clamp(-0.9, 0.9)), torch.isinf(special),
-                torch.isinf(ints), torch.fmod(special, 2.0))
+                torch.isinf(ints), torch.fmod(special, 2.0),
+                torch.fmax(special, special.flip(0)), torch.fmin(x, y), torch.copysign(x, y),
+                torch.copysign(special, special.flip(0)), torch.copysign(ints, -1.0),
+                torch.addmv(x[0, 0], x[0].t(), x[0, :, 0], beta=0.5, alpha=2.0),
+                torch.addbmm(y, x.transpose(1, 2), x))
     _compare(fn, (x, y, ints, divisors, special))
 
 
@@ -67,7 +71,9 @@ def test_cumsum_sort_topk(rng):
                 *torch.sort(x, 1), *torch.sort(x.transpose(1, 2), -1, descending=True),
                 *torch.sort(ties, dim=-1, stable=True), *torch.sort(ties, dim=0, descending=True, stable=True),
                 *torch.sort(ints, dim=2, stable=True),
-                *torch.topk(x, k, 1), *torch.topk(x, 1, -1, largest=False))
+                *torch.topk(x, k, 1), *torch.topk(x, 1, -1, largest=False),
+                torch.cumprod(x, 1), torch.cumprod(ints, -1), *torch.cummax(ties, -1), *torch.cummin(ties, 1),
+                *torch.cummax(ints, 0), *torch.cummin(x.transpose(0, 2), 2))
     _compare(fn, (x, ties, ints))
 
 
@@ -125,7 +131,9 @@ def test_index_put_and_slice_writes(rng):
                 put(x, [mask], torch.tensor(-1.0)), put(x, [mask], torch.tensor(0.5), True),
                 x.masked_scatter(mask, source), x.masked_scatter(mask[0], source),
                 torch.select_scatter(x, row, 1, -1), torch.slice_scatter(x, band, 2, 0, None, 2),
-                torch.slice_scatter(x, x[1:2], 0, 1, 2))
+                torch.slice_scatter(x, x[1:2], 0, 1, 2),
+                torch.diagonal_scatter(x, torch.diagonal(x, 1, 1, 2) * 2, 1, 1, 2),
+                torch.diagonal_scatter(x, torch.diagonal(x, -1, 2, 0) - 1, -1, 2, 0))
     _compare(fn, (x, i, j, v, mask, source, row, band))
 
 

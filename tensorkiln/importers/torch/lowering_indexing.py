@@ -293,3 +293,28 @@ def as_strided(x, size, stride, storage_offset=None):
         shape[axis] = s
         flat_index = flat_index + (np.arange(s, dtype=np.int64) * int(st)).reshape(shape)
     return x.reshape(-1).index_select(0, as_tensor(flat_index.reshape(-1))).reshape(size)
+
+
+@register_lowering(aten.diagonal_scatter.default)
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """x with its diagonal (as `diagonal` reads it) replaced by src: a mask and an index known at compile time."""
+    d1, d2 = normalize_dim(dim1, x.ndim, "diagonal_scatter"), normalize_dim(dim2, x.ndim, "diagonal_scatter")
+    rows, cols = x.shape[d1], x.shape[d2]
+    r = np.arange(rows).reshape(rows, 1)
+    c = np.arange(cols).reshape(1, cols)
+    on_diagonal = (c - r) == offset
+    length = src.shape[-1]
+    if length == 0:
+        return x
+    position = np.clip(r if offset >= 0 else c, 0, length - 1)  # the diagonal's k-th element is at row k (or column k)
+    position = np.broadcast_to(position, (rows, cols))
+    # src's last axis is the diagonal: bring it to (rows, cols) at dims (d1, d2) of x
+    rest = [d for d in range(x.ndim) if d not in (d1, d2)]
+    spread = src.to(x.dtype).index_select(src.ndim - 1, as_tensor(position.reshape(-1).astype(np.int64)))
+    spread = spread.reshape(tuple(src.shape[:-1]) + (rows, cols))
+    order = rest + [d1, d2]
+    inverse = tuple(int(i) for i in np.argsort(order))
+    mask = np.broadcast_to(on_diagonal, (rows, cols))
+    mask_full = np.zeros(tuple(x.shape[d] for d in order), dtype=bool)
+    mask_full[...] = mask
+    return where(as_tensor(mask_full), spread, x.permute(tuple(order))).permute(inverse)

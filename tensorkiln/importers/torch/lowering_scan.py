@@ -103,3 +103,51 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (the schema's n
     xt, d = _to_last(x, dim)
     order = sort_indices(xt, bool(largest)).narrow(-1, 0, k)
     return _from_last(xt.gather(-1, order), d), _from_last(order, d)
+
+
+@register_lowering(aten.cumprod.default)
+def cumprod(x, dim, *, dtype=None):
+    if dtype is not None:
+        x = x.to(_dtype(dtype))
+    elif not x.dtype.is_floating:
+        x = x.to(dt.int64)
+    if x.ndim == 0:
+        return x
+    xt, d = _to_last(x, dim)
+    n = xt.shape[-1]
+    earlier_or_same = as_tensor(np.tril(np.ones((n, n), dtype=bool)))
+    product = where(earlier_or_same, xt.unsqueeze(-2), as_tensor(1, xt.dtype)).prod(-1, dtype=xt.dtype)
+    return _from_last(product, d)
+
+
+def _cumulative_extremum(x: Tensor, dim: int, largest: bool):
+    """cummax/cummin: the running extremum (NaN sticks once seen) and the last index holding it."""
+    if x.ndim == 0:
+        return x, as_tensor(0, dt.int64)
+    xt, d = _to_last(x, dim)
+    n = xt.shape[-1]
+    earlier_or_same = as_tensor(np.tril(np.ones((n, n), dtype=bool)))  # [i, j]: j <= i
+    row = xt.unsqueeze(-2)  # [..., i, j] = x[j]
+    if xt.dtype.is_floating:
+        fill = float("-inf") if largest else float("inf")
+    elif xt.dtype.is_bool:
+        fill = not largest
+    else:
+        info = np.iinfo(xt.dtype.storage)
+        fill = int(info.min if largest else info.max)
+    picked = where(earlier_or_same, row, as_tensor(fill, xt.dtype))
+    values = picked.amax(-1) if largest else picked.amin(-1)  # NaN propagates, as in PyTorch
+    holds = _ties(row, values.unsqueeze(-1)).logical_and(earlier_or_same)
+    positions = as_tensor(np.arange(n, dtype=np.int64))
+    indices = where(holds, positions, as_tensor(-1, dt.int64)).amax(-1)
+    return _from_last(values, d), _from_last(indices, d)
+
+
+@register_lowering(aten.cummax.default)
+def cummax(x, dim):
+    return _cumulative_extremum(x, dim, True)
+
+
+@register_lowering(aten.cummin.default)
+def cummin(x, dim):
+    return _cumulative_extremum(x, dim, False)
