@@ -145,14 +145,18 @@ def test_unknown_option_is_refused():
         compiled(*zoo.reductions_inputs())
 
 
-def test_grad_mode_runs_eager_pytorch():
+def test_grad_mode_compiles_the_backward_graph_too():
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
     compiled = torch.compile(model, backend="tensorkiln")
     x = torch.randn(2, 4)
-    with pytest.warns(TorchFallbackWarning, match="inference-only"):
-        out = compiled(x)
-    out.sum().backward()  # gradients are PyTorch's own
-    assert model[0].weight.grad is not None
+    before = STATS["tensorkiln_calls"]
+    out = compiled(x)
+    out.sum().backward()
+    assert STATS["tensorkiln_calls"] >= before + 2  # the forward and the backward graph
+    weight_grad = model[0].weight.grad.clone()
+    model.zero_grad()
+    model(x).sum().backward()
+    assert_close(weight_grad, model[0].weight.grad)
     with torch.no_grad():
         assert_close(compiled(x), model(x))
 
