@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "compiled_vs_numpy": ([sys.executable, os.path.join(HERE, "compiled_vs_numpy.py")], True),
     "graph_optimizer": ([sys.executable, os.path.join(HERE, "graph_optimizer.py")], True),
     "training": ([sys.executable, os.path.join(HERE, "training.py")], False),
+    "torch_training": ([sys.executable, os.path.join(HERE, "torch_training.py")], True),
     "kernels": ([sys.executable, os.path.join(HERE, "kernels.py")], True),
     "layout": ([sys.executable, os.path.join(HERE, "layout.py")], True),
     "conv_algorithms": ([sys.executable, os.path.join(HERE, "conv_algorithms.py")], True),
