@@ -217,3 +217,12 @@ def test_refused_variants_name_their_reason():
     from tensorkiln.importers.torch import check_supported
     with pytest.raises(tk.UnsupportedOpError, match="boolean mask indexing"):
         check_supported(graph)
+
+
+def test_bool_products_zero_d_index_select_and_zero_d_bfloat16():
+    flags = torch.rand(6) > 0.5
+
+    def fn(flags, scalar):
+        return (flags * flags.flip(0), torch.index_select(scalar, 0, torch.tensor([0])),
+                (scalar * 2).to(torch.bfloat16))
+    _compare(fn, (flags, torch.tensor(1.5)))
