@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test conformance bench clean
+.PHONY: demo test conformance opinfo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(STAMP)
 # Every supported ONNX backend case compiled to C (the test suite compiles a share of them).
 conformance: $(STAMP)
 	TK_CONFORMANCE=all OMP_WAIT_POLICY=passive $(PY) -m pytest -q -n 2 tests/importers/test_onnx_conformance.py -k compiled
+
+# Every float32 sample of every PyTorch OpInfo through the torch.compile path, and Inductor on the same samples.
+opinfo: $(STAMP)
+	OMP_WAIT_POLICY=passive $(PY) -m tensorkiln.tools.opinfo_conformance --inductor --json opinfo-results.json
 
 # The peers (PyTorch, ONNX Runtime) come with the `bench` extra; every figure lands in bench-results.json.
 BENCH_STAMP := $(VENV)/.bench-installed

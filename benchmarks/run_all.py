@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "compiled_vs_numpy": ([sys.executable, os.path.join(HERE, "compiled_vs_numpy.py")], True),
     "graph_optimizer": ([sys.executable, os.path.join(HERE, "graph_optimizer.py")], True),
     "training": ([sys.executable, os.path.join(HERE, "training.py")], False),
+    "torch_training": ([sys.executable, os.path.join(HERE, "torch_training.py")], True),
     "kernels": ([sys.executable, os.path.join(HERE, "kernels.py")], True),
     "layout": ([sys.executable, os.path.join(HERE, "layout.py")], True),
     "conv_algorithms": ([sys.executable, os.path.join(HERE, "conv_algorithms.py")], True),
@@ -38,6 +39,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "pipelines": ([sys.executable, os.path.join(HERE, "pipelines.py")], True),
     "distributed": ([sys.executable, os.path.join(HERE, "distributed.py"), "--plot",
                      os.path.join(os.path.dirname(HERE), "docs", "distributed_scaling.png")], True),
+    # the first float32 sample of every OpInfo, tensorkiln and Inductor (`make opinfo` runs every sample)
+    "opinfo": ([sys.executable, "-m", "tensorkiln.tools.opinfo_conformance", "--samples", "1", "--inductor"], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),

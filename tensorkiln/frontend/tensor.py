@@ -376,6 +376,9 @@ class Tensor:
     def minimum(self, other): return self._binary("minimum", other)
 
     def isnan(self): return apply("isnan", [self]) if self._dtype.is_floating else self != self
+    def isinf(self): return apply("isinf", [self]) if self._dtype.is_floating else self != self
+    def atan2(self, other): return self._binary("atan2", other, float_result=True)
+    def fmod(self, other): return self._binary("fmod", other)
 
     def square(self): return self * self
 

@@ -18,9 +18,10 @@ Options (`torch.compile(..., options={...})`): `fallback` (default False:
 unsupported ops raise `tk.UnsupportedOpError`; True: warn once and run that
 graph with eager PyTorch), `opt_level` (tk.jit's, default 2), `debug`.
 
-Inference only: a call with grad enabled where an input or parameter requires
-grad runs the graph with eager PyTorch (warning once), so training loops stay
-correct; wrap inference in `torch.no_grad()` or `torch.inference_mode()`.
+This module compiles inference graphs. A graph Dynamo hands over with grad
+enabled and inputs that require grad goes to `training.py` (the registered
+backend dispatches there: AOTAutograd's forward and backward graphs); a graph
+compiled here that is called with grad needed runs with eager PyTorch (warning once).
 Parameters and buffers are baked in when a signature is compiled; a call that
 sees a different tensor object or a changed version counter (an in-place
 update such as an optimizer step) recompiles.
@@ -93,12 +94,15 @@ class _Entry:
 class TensorKilnGraph:
     """One Dynamo graph, compiled by tensorkiln per input signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, options: BackendOptions):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, options: BackendOptions,
+                 bake_parameters: bool = True):
         self.gm = gm
         self.options = options
-        # Parameters and buffers of inlined nn.Modules reach the graph as inputs Dynamo marks static.
+        # Parameters and buffers of inlined nn.Modules reach the graph as inputs Dynamo marks static;
+        # a training graph keeps them inputs (each optimizer step changes them).
         self.constant_positions = {i for i, x in enumerate(example_inputs) if isinstance(x, torch.Tensor)
-                                   and getattr(x, "_dynamo_static_input_type", None) is not None}
+                                   and getattr(x, "_dynamo_static_input_type", None) is not None} \
+            if bake_parameters else set()
         self._cache: dict[tuple, _Entry] = {}
         self._eager_reason: str | None = None
         self._warned_grad = False

@@ -18,7 +18,9 @@ import torch
 
 from ...errors import TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor
+from . import lowering_indexing, lowering_math, lowering_nn, lowering_scan  # noqa: F401  (registration)
 from .lowering import LOWERINGS
+from .refusals import refusal_reason
 from .tensors import _TORCH_TO_TK, tk_dtype, to_numpy, to_tk, to_torch, torch_dtype  # noqa: F401  (re-exported)
 
 def _target_name(target) -> str:
@@ -81,7 +83,9 @@ def unsupported_nodes(graph: torch.fx.Graph) -> dict[str, list[str]]:
         lowering = _lowering_of(node)
         if lowering is None:
             reason = _target_name(node.target)
-            if functional_target(node.target) is not node.target:
+            if refusal_reason(reason):
+                reason += f" ({refusal_reason(reason)})"
+            elif functional_target(node.target) is not node.target:
                 reason += " (updates a graph input or a tensor other nodes read)"
         else:
             why = lowering.check(node) if lowering.check is not None else None

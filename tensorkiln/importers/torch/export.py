@@ -27,6 +27,7 @@ from ...frontend.jit import jit
 from ...frontend.tensor import Tensor, as_tensor
 from .backend import decompositions
 from .convert import ConvertedGraph, convert_graph, rebuild_outputs, unsupported_nodes
+from .export_hints import export_for_inference
 from .tensors import to_tk
 
 
@@ -91,7 +92,7 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
         warnings.warn("tk.from_torch: the module is in training mode (dropout active, batch norm uses batch "
                       "statistics); call module.eval() for inference", UserWarning, stacklevel=3)
     with torch.no_grad():
-        exported = torch.export.export(module, example_inputs, kwargs=example_kwargs, strict=strict)
+        exported = export_for_inference(module, example_inputs, example_kwargs, strict)
         if unsupported_nodes(exported.graph):  # else convert as is: decomposing retraces the whole graph
             exported = exported.run_decompositions(decompositions())
     signature = exported.graph_signature

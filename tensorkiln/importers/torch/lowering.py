@@ -98,6 +98,8 @@ def rsub(a, b, alpha=1):
 
 @register_lowering(aten.mul.Tensor, aten.mul.Scalar)
 def mul(a, b):
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype.is_bool and b.dtype.is_bool:
+        return a.logical_and(b)  # PyTorch multiplies bools: logical and
     return _binary(lambda x, y: x * y, a, b)
 
 
@@ -740,6 +742,8 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 
 @register_lowering(aten.index_select.default)
 def index_select(x, dim, index):
+    if x.ndim == 0:  # PyTorch indexes a 0-d tensor as one element (index [0])
+        return x.reshape(1).index_select(0, index.reshape(-1)).reshape(())
     return x.index_select(dim, index)
 
 

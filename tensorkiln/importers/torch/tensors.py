@@ -49,7 +49,9 @@ def to_torch(t: Tensor) -> torch.Tensor:
     """An eager tk Tensor as a torch tensor sharing its memory."""
     value = t._value
     if t.dtype is dt.bfloat16:
-        return torch.from_numpy(np.ascontiguousarray(value).view(np.int16)).view(torch.bfloat16)
+        # ascontiguousarray makes a 0-d array 1-d: the shape is put back
+        bits = np.ascontiguousarray(value).view(np.int16).reshape(value.shape)
+        return torch.from_numpy(bits).view(torch.bfloat16)
     if not value.flags.writeable:  # torch.from_numpy warns on read-only arrays
         value = value.copy()
     return torch.from_numpy(value)

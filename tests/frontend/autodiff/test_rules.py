@@ -32,7 +32,12 @@ def inside_one(*shape):
     return lambda rng: rng.uniform(-0.8, 0.8, shape)
 
 
+def above_one(*shape):
+    return lambda rng: rng.uniform(1.2, 3.0, shape)
+
+
 UNARY = {
+    "asinh": normal, "acosh": above_one, "atanh": inside_one,
     "tan": inside_one, "sinh": normal, "cosh": normal, "asin": inside_one, "acos": inside_one, "atan": normal,
     "log2": positive, "log10": positive,
     "neg": normal, "abs": away_from_zero, "relu": away_from_zero, "exp": normal, "log": positive,
@@ -53,7 +58,8 @@ BROADCASTS = [((2, 3), (2, 3)), ((2, 3), (3,)), ((3, 1), (1, 4)), ((), (2, 2)), 
 BINARY = {
     "add": (normal, normal), "sub": (normal, normal), "mul": (normal, normal),
     "div": (normal, away_from_zero), "pow": (positive, normal), "maximum": (normal, normal),
-    "minimum": (normal, normal), "mod": (positive, positive),
+    "minimum": (normal, normal), "mod": (positive, positive), "fmod": (positive, positive),
+    "atan2": (normal, away_from_zero),
 }
 
 
@@ -62,7 +68,7 @@ BINARY = {
 def test_binary(op, shapes, rng):
     make_a, make_b = BINARY[op]
     a, b = make_a(*shapes[0])(rng), make_b(*shapes[1])(rng)
-    if op == "mod":  # stay away from the jumps of a mod b
+    if op in ("mod", "fmod"):  # stay away from the jumps of a mod b
         b = b + 3.0
     assert gradcheck(lambda x, y: apply(op, x, y), a, b)
 

@@ -59,7 +59,11 @@ UNARY = {
     "atan": (np.arctan, "float", (-4, 4)),
     "log2": (np.log2, "float", (0.05, 4)),
     "log10": (np.log10, "float", (0.05, 4)),
+    "asinh": (np.arcsinh, "float", (-4, 4)),
+    "acosh": (np.arccosh, "float", (1, 4)),
+    "atanh": (np.arctanh, "float", (-0.95, 0.95)),
     "isnan": (np.isnan, "any", (-3, 3)),
+    "isinf": (np.isinf, "any", (-3, 3)),
     "logical_not": (np.logical_not, "any", (-3, 3)),
 }
 
@@ -164,6 +168,8 @@ BINARY = {
     "__truediv__": (np.true_divide, "float-result", "nonzero"),
     "__floordiv__": (np.floor_divide, "numeric", "exact-nonzero"),
     "__mod__": (np.mod, "numeric", "exact-nonzero"),
+    "fmod": (np.fmod, "numeric", "exact-nonzero"),
+    "atan2": (np.arctan2, "float-result", "nonzero"),
     "__pow__": (np.power, "numeric", "pow"),
     "maximum": (np.maximum, "any", "any"),
     "minimum": (np.minimum, "any", "any"),

@@ -1,0 +1,44 @@
+"""The core ATen operators tensorkiln refuses on purpose, each with its reason.
+
+PyTorch's core ATen opset (the operators tagged `torch.Tag.core`, the IR that
+torch.export and torch.compile decompose to) is covered three ways: a lowering
+(`LOWERINGS`), a decomposition in PyTorch's core table that both import paths
+apply, or an entry here. `tests/importers/test_torch_core_aten.py` checks that
+every core operator is one of the three, and docs/pytorch.md lists this table.
+A graph using a refused operator gets `UnsupportedOpError` naming it, never an
+approximation.
+"""
+from __future__ import annotations
+
+RANDOM = ("random numbers: tensorkiln's generator is not PyTorch's, so a fixed seed would not give "
+          "PyTorch's values")
+DATA_DEPENDENT = "the output's shape depends on the input's values (needs dynamic shapes)"
+COMPLEX = "complex results: tensorkiln has no complex dtype"
+LAYOUT = "a memory-layout query: tensorkiln values have no strides or storage offsets"
+BACKWARD = ("a backward op: graphs that compute gradients run in eager PyTorch (the backend is "
+            "inference-only)")
+
+#: core ATen overload (as `str(torch.ops.aten.<op>.<overload>)`) -> why tensorkiln refuses it
+REFUSED: dict[str, str] = {
+    "aten.rand.default": RANDOM,
+    "aten.randn.default": RANDOM,
+    "aten.randperm.default": RANDOM,
+    "aten.nonzero.default": DATA_DEPENDENT,
+    "aten._local_scalar_dense.default": "reads a tensor's value into Python (`.item()`): " + DATA_DEPENDENT,
+    "aten._fft_r2c.default": COMPLEX,
+    "aten._fft_c2r.default": COMPLEX,
+    "aten.sym_storage_offset.default": LAYOUT,
+    "aten.resize_.default": "resizes a tensor's storage in place; functionalized graphs carry no resize_",
+    "aten.atan2.out": "an out= overload writes its argument in place; graphs carry the functional atan2",
+    "aten.convolution_backward.default": BACKWARD,
+    "aten.avg_pool2d_backward.default": BACKWARD,
+    "aten._adaptive_avg_pool2d_backward.default": BACKWARD,
+    "aten.max_pool2d_with_indices_backward.default": BACKWARD,
+    "aten.grid_sampler_2d.default": "not lowered yet: bilinear, nearest and bicubic sampling at "
+                                    "data-dependent coordinates with three padding modes",
+}
+
+
+def refusal_reason(overload_name: str) -> str | None:
+    """Why tensorkiln refuses the core ATen overload `overload_name` (None: it does not)."""
+    return REFUSED.get(overload_name)

@@ -1,0 +1,258 @@
+"""PyTorch's OpInfo samples through tensorkiln's compiled torch path, against eager PyTorch.
+
+`torch.testing._internal.common_methods_invocations.op_db` describes ~700
+operators with sample inputs per dtype. For each sample, the operator applied to
+the sample's tensors becomes a function of those tensors, which tensorkiln's
+torch.compile backend compiles (ATen graph, tensorkiln's lowerings, generated C)
+and runs; the result is compared with eager PyTorch at the dtype's default
+tolerance of `torch.testing.assert_close` (the tolerance OpInfo tests use
+unless an operator overrides it), with matching shapes and dtypes. Outcomes:
+
+- passed: every output agrees;
+- failed: an output differs (a wrong result), or tensorkiln's code raised
+  something other than a refusal (a crash);
+- refused: tensorkiln raised `UnsupportedOpError` naming the op it does not lower,
+  or PyTorch's tracer could not make an ATen graph of the sample (`.item()`,
+  data-dependent control flow: torch.compile would run such code eagerly);
+- skipped: eager PyTorch raises on the sample, or the operator is random (two
+  seeds give different results), so there is nothing to compare.
+
+With `inductor=True` the same samples go through `torch.compile`'s default
+backend too, in the same run, and get the same outcomes (a refusal there is any
+exception).
+
+    python -m tensorkiln.tools.opinfo_conformance [--ops add,cumsum] [--samples N] [--inductor] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.utils._pytree as pytree
+
+from ..errors import TensorKilnError, UnsupportedOpError
+from ..importers.torch.backend import BackendOptions, TensorKilnGraph
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+_HARNESS = {Path(__file__).resolve(), _PACKAGE / "importers" / "torch" / "backend.py"}
+
+OUTCOMES = ("passed", "failed", "refused", "skipped")
+
+
+@dataclass
+class SampleResult:
+    """One sample of one OpInfo through one compiler."""
+
+    op: str
+    sample: int
+    outcome: str
+    detail: str = ""
+
+
+@dataclass
+class Report:
+    """The outcomes of every sample, per compiler."""
+
+    tensorkiln: list[SampleResult] = field(default_factory=list)
+    inductor: list[SampleResult] = field(default_factory=list)
+
+    def counts(self, compiler: str) -> Counter:
+        return Counter(r.outcome for r in getattr(self, compiler))
+
+
+def op_database() -> list:
+    """PyTorch's OpInfo list (imported on demand: it takes a few seconds)."""
+    from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
+
+
+def op_label(info) -> str:
+    return info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
+
+
+def as_function(info, sample):
+    """(fn, tensors): fn(*tensors) applies the operator to the sample, its tensors as arguments."""
+    leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    op = info.op
+
+    def fn(*tensors):
+        filled = list(leaves)
+        for position, tensor in zip(positions, tensors):
+            filled[position] = tensor
+        first, args, kwargs = pytree.tree_unflatten(filled, spec)
+        return op(first, *args, **kwargs)
+
+    return fn, [leaves[i] for i in positions]
+
+
+def _same(actual, expected) -> str | None:
+    """None when `actual` matches `expected` (eager) at assert_close's tolerance, else why not."""
+    a_leaves = pytree.tree_leaves(actual)  # containers may differ (a named tuple comes back a tuple)
+    e_leaves = pytree.tree_leaves(expected)
+    if len(a_leaves) != len(e_leaves):
+        return f"{len(a_leaves)} outputs instead of {len(e_leaves)}"
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                return f"output {i} is {type(a).__name__}, not a tensor"
+            try:
+                torch.testing.assert_close(a, e, equal_nan=True, check_device=False, check_stride=False)
+            except AssertionError as err:
+                return f"output {i}: " + str(err).splitlines()[0] + " " + " ".join(str(err).splitlines()[1:4])
+        elif a != e:
+            return f"output {i}: {a!r} instead of {e!r}"
+    return None
+
+
+def _is_random(fn, tensors) -> bool:
+    torch.manual_seed(0)
+    first = fn(*tensors)
+    torch.manual_seed(1)
+    second = fn(*tensors)
+    return _same(first, second) is not None
+
+
+def run_tensorkiln(fn, tensors) -> object:
+    graph = TensorKilnGraph(fn, list(tensors), BackendOptions())
+    return graph(*tensors)
+
+
+def run_inductor(fn, tensors) -> object:
+    torch._dynamo.reset()  # every sample's function shares one code object: no recompile limit
+    return torch.compile(fn, backend="inductor", dynamic=False)(*tensors)
+
+
+def raised_by_tensorkiln(err: BaseException) -> bool:
+    """True when tensorkiln's own code (not PyTorch's tracer, called by the backend) raised `err`."""
+    if isinstance(err, TensorKilnError):
+        return True
+    tb = err.__traceback__
+    while tb is not None:
+        path = Path(tb.tb_frame.f_code.co_filename).resolve()
+        if _PACKAGE in path.parents and path not in _HARNESS:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def check_sample(compile_and_run, fn, tensors, expected, tensorkiln: bool = True) -> tuple[str, str]:
+    """(outcome, detail) of one compiler on one sample; for another compiler every exception is a refusal."""
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = compile_and_run(fn, tensors)
+    except Exception as err:
+        message = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+        if isinstance(err, UnsupportedOpError):
+            return "refused", str(err).splitlines()[-1].strip()[:300]
+        if tensorkiln and raised_by_tensorkiln(err):
+            return "failed", message  # a crash is a failure
+        return "refused", ("not traceable: " if tensorkiln else "") + message
+    why = _same(actual, expected)
+    return ("failed", why[:300]) if why else ("passed", "")
+
+
+def run(ops: list[str] | None = None, samples_per_op: int | None = None, dtypes=(torch.float32,),
+        inductor: bool = False, log=None) -> Report:
+    """Every sample (up to `samples_per_op` per OpInfo and dtype) of the OpInfos named in `ops` (all when None)."""
+    report = Report()
+    wanted = set(ops) if ops else None
+    for info in op_database():
+        label = op_label(info)
+        if wanted is not None and label not in wanted and info.name not in wanted:
+            continue
+        for dtype in dtypes:
+            if dtype not in info.supported_dtypes("cpu"):
+                continue
+            try:
+                samples = list(info.sample_inputs("cpu", dtype, requires_grad=False))
+            except Exception as err:  # an OpInfo that cannot make samples here
+                report.tensorkiln.append(SampleResult(label, -1, "skipped", f"no samples: {err}"[:200]))
+                continue
+            for index, sample in enumerate(samples[:samples_per_op]):
+                name = f"{label}[{str(dtype).removeprefix('torch.')}]"
+                _check_one(report, info, name, index, sample, inductor, log)
+    return report
+
+
+def _check_one(report: Report, info, name: str, index: int, sample, inductor: bool, log) -> None:
+    fn, tensors = as_function(info, sample)
+    try:
+        with torch.no_grad():
+            expected = fn(*tensors)
+            random = _is_random(fn, tensors)
+    except Exception as err:
+        reason = f"eager PyTorch raises {type(err).__name__}"
+        report.tensorkiln.append(SampleResult(name, index, "skipped", reason))
+        if inductor:
+            report.inductor.append(SampleResult(name, index, "skipped", reason))
+        return
+    if random or not tensors:
+        reason = "random results" if random else "no tensor inputs"
+        report.tensorkiln.append(SampleResult(name, index, "skipped", reason))
+        if inductor:
+            report.inductor.append(SampleResult(name, index, "skipped", reason))
+        return
+    outcome, detail = check_sample(run_tensorkiln, fn, tensors, expected)
+    report.tensorkiln.append(SampleResult(name, index, outcome, detail))
+    if log is not None:
+        log(f"tensorkiln {outcome:8} {name} #{index} {detail}")
+    if inductor:
+        outcome, detail = check_sample(run_inductor, fn, tensors, expected, tensorkiln=False)
+        report.inductor.append(SampleResult(name, index, outcome, detail))
+        if log is not None:
+            log(f"inductor   {outcome:8} {name} #{index} {detail}")
+
+
+def summary(report: Report) -> str:
+    lines = []
+    for compiler in ("tensorkiln", "inductor"):
+        counts = report.counts(compiler)
+        compared = counts["passed"] + counts["failed"] + counts["refused"]
+        if not compared and compiler == "inductor":
+            continue
+        rate = counts["passed"] / compared if compared else 0.0
+        lines.append(f"{compiler:10}: {counts['passed']} passed, {counts['failed']} failed, {counts['refused']} refused, "
+                     f"{counts['skipped']} skipped; pass rate {rate:.1%} of {compared} compared samples")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", help="comma-separated OpInfo names (default: all)")
+    parser.add_argument("--samples", type=int, default=None, help="at most this many samples per OpInfo and dtype")
+    parser.add_argument("--dtypes", default="float32", help="comma-separated torch dtypes (default float32)")
+    parser.add_argument("--inductor", action="store_true", help="also run torch.compile's Inductor on each sample")
+    parser.add_argument("--json", help="write every sample's outcome here")
+    parser.add_argument("--verbose", action="store_true", help="print every sample's outcome")
+    args = parser.parse_args(argv)
+    dtypes = tuple(getattr(torch, name) for name in args.dtypes.split(","))
+    start = time.perf_counter()
+    report = run(args.ops.split(",") if args.ops else None, args.samples, dtypes, args.inductor,
+                 log=print if args.verbose else None)
+    seconds = time.perf_counter() - start
+    failures = [r for r in report.tensorkiln if r.outcome == "failed"]
+    for r in failures:
+        print(f"FAILED {r.op} #{r.sample}: {r.detail}")
+    print(summary(report))
+    print(f"({seconds:.0f} s; torch {torch.__version__}; dtypes {args.dtypes}; "
+          f"samples per OpInfo and dtype: {args.samples or 'all'})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"tensorkiln": [asdict(r) for r in report.tensorkiln],
+                       "inductor": [asdict(r) for r in report.inductor],
+                       "counts": {c: dict(report.counts(c)) for c in ("tensorkiln", "inductor")},
+                       "seconds": seconds}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
