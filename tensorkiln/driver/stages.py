@@ -118,7 +118,7 @@ def compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[in
 def optimize(traced: Graph, options: CompileOptions):
     """Stage 1: the graph passes of options.opt_level; (optimized graph, per-pass statistics)."""
     return run_passes(traced, options.opt_level, options.fast_math, dump_dir=options.dump_dir,
-                      blocked_layouts=options.blocked_layouts)
+                      blocked_layouts=options.blocked_layouts, precision=options.precision)
 
 
 def group_kernels(graph: Graph, options: CompileOptions) -> list[KernelGroup]:

@@ -198,7 +198,8 @@ class OnnxModule:
     output name. `input_names`, `output_names`, `input_types` describe the model.
     """
 
-    def __init__(self, model, name: str, backend: str = "c", opt_level: int = 2, debug: bool | None = None):
+    def __init__(self, model, name: str, backend: str = "c", opt_level: int = 2, debug: bool | None = None,
+                 precision: str = "fp32"):
         self.model_name = name
         self.backend = backend
         graph = model.graph
@@ -231,7 +232,8 @@ class OnnxModule:
             raise UnsupportedModelError(self._unsupported, name)
         self.value_inputs = self._find_value_inputs(initializer_names)
         self._model = self._types = None  # not needed after loading
-        self._jit = jit(self._make_function(), opt_level=opt_level, debug=debug, backend=backend)
+        self._jit = jit(self._make_function(), opt_level=opt_level, debug=debug, backend=backend,
+                        precision=precision)
 
     # ---- checks ------------------------------------------------------------------------------
     def _value_type(self, value, kind: str):
@@ -577,7 +579,7 @@ def _inline_functions(model, name: str):
 
 
 def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c", opt_level: int = 2,
-         debug: bool | None = None) -> OnnxModule:
+         debug: bool | None = None, precision: str = "fp32") -> OnnxModule:
     """Load an ONNX model (path, bytes or onnx.ModelProto) as a callable compiled per input signature.
 
     backend="c" compiles each signature to C (the default); backend="interpreter"
@@ -588,12 +590,13 @@ def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c
     External tensor data is read only from inside one directory: `base_dir`, or
     for a model given by path its own directory. A model given as bytes or as a
     ModelProto reads no external data unless `base_dir` is given.
+    precision="bf16" computes matmuls, convolutions and attention with bf16 operands (tk.jit's option).
     """
-    CompileOptions(opt_level=opt_level, debug=debug, backend=backend)  # checked before the model is read
+    CompileOptions(opt_level=opt_level, debug=debug, backend=backend, precision=precision)  # checked before the model is read
     model, name = _read_model(source, base_dir)
     try:
         model = _inline_functions(model, name)
-        return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
+        return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug, precision=precision)
     except onnx_errors() as err:  # onnx's checker or shape inference, called on the way, found the model invalid
         raise OnnxImportError(f"invalid ONNX model {name!r}: {type(err).__name__}: {err}") from None
 
