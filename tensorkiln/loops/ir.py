@@ -167,6 +167,44 @@ class Block(Stmt):
         object.__setattr__(self, "stmts", tuple(self.stmts))
 
 
+@dataclass(frozen=True)
+class Pointer:
+    """The address of `buffer[offset]`: an argument of a NativeCall."""
+
+    buffer: Buffer
+    offset: Expr
+
+    def __post_init__(self) -> None:
+        if self.buffer.scope != "local":
+            raise LoopIRError(f"a native call may only be given local buffers, not {self.buffer.name}")
+
+
+@dataclass(frozen=True)
+class NativeCall(Stmt):
+    """`function(args...)`: a C helper for what loop IR cannot say, a micro-kernel of vector
+    intrinsics (codegen/c_native.py holds their C text and names them).
+
+    Each argument is an integer expression or a Pointer into a local buffer: a native call
+    touches no parameter or arena buffer, so the memory plan and the bounds checks, which
+    follow loads and stores, need not see inside it.
+    """
+
+    function: str
+    args: tuple
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        for a in self.args:
+            if not isinstance(a, Pointer) and not (isinstance(a, Expr) and is_int(a.dtype)):
+                raise LoopIRError(f"native call {self.function}: an argument must be a Pointer or an integer, "
+                                  f"got {a!r}")
+
+    def with_exprs(self, fn: Callable[[Expr], Expr]) -> "NativeCall":
+        """This call with fn applied to its integer arguments and pointer offsets."""
+        return NativeCall(self.function, tuple(Pointer(a.buffer, fn(a.offset)) if isinstance(a, Pointer)
+                                               else fn(a) for a in self.args))
+
+
 def block(*stmts: Stmt) -> Stmt:
     """A Block of `stmts`, flattening nested Blocks; a single statement is returned as is."""
     flat: list[Stmt] = []
@@ -227,6 +265,8 @@ def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.value,)
     if isinstance(stmt, If):
         return (stmt.cond,)
+    if isinstance(stmt, NativeCall):
+        return tuple(a.offset if isinstance(a, Pointer) else a for a in stmt.args)
     return ()
 
 
@@ -256,6 +296,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Ex
         return If(fn(stmt.cond, ranges), map_exprs(stmt.then, fn, ranges), else_)
     if isinstance(stmt, Block):
         return Block(tuple(map_exprs(s, fn, ranges) for s in stmt.stmts))
+    if isinstance(stmt, NativeCall):
+        return stmt.with_exprs(lambda e: fn(e, ranges))
     raise LoopIRError(f"not a statement: {stmt!r}")
 
 
@@ -342,6 +384,11 @@ class _Verifier:
             inner = dict(scalars)
             for s in stmt.stmts:
                 self.check(s, buffers, inner)
+        elif isinstance(stmt, NativeCall):
+            for a in stmt.args:
+                if isinstance(a, Pointer):
+                    self.check_buffer(a.buffer, buffers)
+                self.check_expr(a.offset if isinstance(a, Pointer) else a, buffers, scalars)
         else:
             self.fail(f"not a statement: {stmt!r}")
 
@@ -372,4 +419,8 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
     if isinstance(stmt, Block):
         lines = [line for s in stmt.stmts for line in format_stmt(s, depth)]
         return lines or [f"{pad}pass"]
+    if isinstance(stmt, NativeCall):
+        args = ", ".join(f"&{a.buffer.name}[{format_expr(a.offset)}]" if isinstance(a, Pointer) else format_expr(a)
+                         for a in stmt.args)
+        return [f"{pad}{stmt.function}({args})"]
     raise LoopIRError(f"not a statement: {stmt!r}")
