@@ -35,7 +35,8 @@ def _bf16_tile(nr: int) -> str:
                                        for v in range(vectors)))
     lines += ["    for (int64_t q = 0; q < pairs; ++q) {"]
     for v in range(vectors):
-        lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512((const void *)(b + q * {2 * nr} + {32 * v}));")
+        lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512("
+                     f"(const void *)(b + q * {2 * nr} + {32 * v}));")
     for i in range(8):
         lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(*(const int32_t *)(a + q * 16 + {2 * i}));")
         for v in range(vectors):

@@ -32,6 +32,7 @@ from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 from ..ir.rewrite import rewrite_graph, with_inputs
 from ..kernels.templates.attention import attention_parts
+from ..kernels.templates.gemm_bf16 import is_bf16_rounding
 
 
 def computes_in_bf16(node: Node) -> bool:
@@ -46,12 +47,6 @@ def rounded_operands(node: Node) -> tuple[int, ...]:
     if node.op == "matmul" and attention_parts(node) is not None:
         return (1,)  # P @ V of an attention: only V
     return tuple(range(len(node.inputs)))
-
-
-def is_bf16_rounding(node: Node) -> bool:
-    """`node` is cast(cast(x, bfloat16), float32), the rounding this pass writes."""
-    return (node.op == "cast" and node.dtype is dt.float32 and node.inputs[0].op == "cast"
-            and node.inputs[0].dtype is dt.bfloat16)
 
 
 def round_to_bf16(graph: Graph) -> tuple[Graph, Counter]:

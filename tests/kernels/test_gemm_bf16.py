@@ -95,3 +95,18 @@ def test_the_tile_runs_vdpbf16ps():
     f = tk.jit(lambda x: x @ weight, precision="bf16")
     block = hottest_block(f.report(x).library_path, "vdpbf16ps")
     assert sum("vdpbf16ps" in line for line in block) >= 16  # 8 rows x 2 vectors per pair of depth steps
+
+
+def test_explain_report_and_profile_show_each_kernels_precision(path):
+    x = RNG.standard_normal((48, 64)).astype(np.float32)
+    weight = tk.tensor(RNG.standard_normal((64, 96)).astype(np.float32))
+    f = tk.jit(lambda x: (x @ weight).softmax(-1), precision="bf16")
+    expected = "bf16 (vdpbf16ps)" if path == "vdpbf16ps" else "bf16 (widened to fp32)"
+    precisions = {k.kind: k.precision for k in f.report(x).kernels}
+    assert precisions["contraction"] == expected and precisions["row"] == "fp32"
+    assert "== precision of each kernel" in f.explain(x) and expected in f.explain(x)
+    profile = f.profile(x, repeat=2)
+    assert {k.precision for k in profile.kernels} == {expected, "fp32"}
+    assert "precision" in str(profile).splitlines()[1] and expected in str(profile)
+    fp32 = tk.jit(lambda x: (x @ weight).softmax(-1))
+    assert {k.precision for k in fp32.report(x).kernels} == {"fp32"}

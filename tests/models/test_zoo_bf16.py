@@ -58,7 +58,9 @@ def test_bf16_logits_within_tolerance_of_fp32(name):
     x = make_input()
     with tk.no_grad():
         fp32 = tk.jit(model)(x).numpy()
-        bf16 = tk.jit(model, precision="bf16")(x).numpy()
+        compiled = tk.jit(model, precision="bf16")
+        bf16 = compiled(x).numpy()
+        assert compiled.report(x).backend == "c"  # compiled, not run by the interpreter after a fallback
         oracle = tk.jit(model, precision="bf16", backend="interpreter")(x).numpy()
     error = relative_error(bf16, fp32)
     assert 0 < error < BF16_TOLERANCE, f"{name}: bf16 relative error {error:.2e}"

@@ -85,7 +85,7 @@ def test_conv2d_rounds_input_and_weight():
 
 def test_onnx_load_and_from_torch_take_the_precision():
     torch = pytest.importorskip("torch")
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     module = torch.nn.Sequential(torch.nn.Linear(12, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).eval()
     x = RNG.standard_normal((4, 12)).astype(np.float32)

@@ -33,8 +33,8 @@ from ...loops.buffer import Buffer
 from ...loops.ir import Alloc, For, If, NativeCall, Pointer, Stmt, Store, block
 from ...loops.schedule import substitute
 from ..target import cpu_target
-from .gemm import (GemmBlocking, IndexFn, Panels, _block_extent, _chunk_extent, _round_up, gemm_blocking,
-                   gemm_thread_split)
+from .gemm import (GemmBlocking, IndexFn, Panels, _block_extent, _chunk_extent, _round_up, blis_gemm,
+                   gemm_blocking, gemm_thread_split)
 
 NATIVE_MR = 8  # the rows of the intrinsics tile
 
@@ -60,11 +60,30 @@ def holds_bf16_values(node: Node) -> bool:
 _EXACT: dict[str, bool] = {}  # constant digest -> holds bf16 values (a digest names its content)
 
 
+def is_bf16_rounding(node: Node) -> bool:
+    """`node` is cast(cast(x, bfloat16), float32): x rounded to bf16 (what the precision pass writes)."""
+    return (node.op == "cast" and node.dtype.name == "float32" and node.inputs[0].op == "cast"
+            and node.inputs[0].dtype.name == "bfloat16")
+
+
+# Contractions whose GEMM packs both operands when they hold bf16 values (bf16_gemm): a rounding
+# read only by them is computed while packing, not stored first.
+PACKING_CONTRACTIONS = frozenset({"matmul", "matmul_packed"})
+
+
 def native_tile(blocking: GemmBlocking) -> str | None:
     """The C helper computing one register tile on this target, or None (the widening loop IR)."""
     if cpu_target().bf16_dot and blocking.mr == NATIVE_MR and blocking.nr in BF16_TILE_NR:
         return f"tk_bf16_tile_8x{blocking.nr}"
     return None
+
+
+def gemm_template(root: Node) -> Callable[..., Stmt]:
+    """The GEMM for contraction `root`: bf16 pairs (bf16_gemm) where all its operands hold bf16
+    values (precision="bf16"), else gemm.blis_gemm; either is called with blis_gemm's arguments."""
+    if all(holds_bf16_values(x) for x in root.inputs):
+        return lambda out, dtype, *args, **kwargs: bf16_gemm(out, *args, **kwargs)
+    return blis_gemm
 
 
 def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
@@ -196,4 +215,5 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial")
 
 
-__all__ = ["NATIVE_MR", "bf16_gemm", "holds_bf16_values", "native_tile"]
+__all__ = ["NATIVE_MR", "PACKING_CONTRACTIONS", "bf16_gemm", "gemm_template", "holds_bf16_values", "is_bf16_rounding",
+           "native_tile"]

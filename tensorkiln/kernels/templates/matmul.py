@@ -26,8 +26,8 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ...loops.ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
-from .gemm import Panels, blis_gemm, gemm_blocking, gemm_needs_partial_sums
-from .gemm_bf16 import bf16_gemm, holds_bf16_values
+from .gemm import Panels, gemm_blocking, gemm_needs_partial_sums
+from .gemm_bf16 import gemm_template
 
 
 def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
@@ -81,14 +81,6 @@ def panel_order_applies(root: Node) -> bool:
             and n >= 8 and k * n >= PANEL_MIN_WEIGHTS and not blis_gemm_applies(root, dtype))
 
 
-def _gemm(root: Node):
-    """The GEMM template for `root`: bf16 pairs (gemm_bf16.py) where both operands hold bf16 values
-    (precision="bf16"), else float32/float64 (gemm.py); called with blis_gemm's arguments."""
-    if all(holds_bf16_values(x) for x in root.inputs):
-        return lambda out, dtype, *args, **kwargs: bf16_gemm(out, *args, **kwargs)
-    return blis_gemm
-
-
 def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
     a_node, b_node = root.inputs
     *batch_shape, m, n = root.shape
@@ -117,7 +109,7 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         if panels is not None and blocking.nr != b_node.shape[2]:
             raise ValueError(f"matmul_packed: B's panels are {b_node.shape[2]} wide, this CPU's GEMM takes NR = "
                              f"{blocking.nr}")
-        return _gemm(root)(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col,
+        return gemm_template(root)(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col,
                            epi, blocking, b_panels=panels)
 
     def a_value(b, row, kk):
@@ -132,7 +124,7 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         index = delinearize(b, batch_shape) if batch_shape else []
         return epilogue(index + [row, col], acc)
 
-    return _gemm(root)(out, dtype, batch, m, n, k, a_value, b_value, lambda b, row, col: (b * m + row) * n + col,
+    return gemm_template(root)(out, dtype, batch, m, n, k, a_value, b_value, lambda b, row, col: (b * m + row) * n + col,
                        epi)
 
 
