@@ -60,3 +60,16 @@ def test_interleaved_medians_take_the_functions_in_turns():
     assert switches == 2 * 3 - 1  # slow, fast, slow, fast, slow, fast
     assert order.count("slow") == 3 * (1 + 2)  # an untimed call, then ceil(6 / 3) calls (they last 0.01 s)
     assert order.count("fast") == 3 * (1 + 20)  # microseconds each: the block is capped at 20 calls
+
+
+def test_bench_bf16_against_openvino_in_one_run(tmp_path, capsys):
+    """--precision bf16: tensorkiln in bf16 and in fp32, OpenVINO's default and its bf16 hint, one run."""
+    pytest.importorskip("openvino")
+    out = tmp_path / "bench.json"
+    assert main(["bench", "mlp", "--precision", "bf16", "--repeat", "2", "--rounds", "2", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = data["results"]["mlp"]
+    assert data["precision"] == "bf16"
+    assert set(rows) == {"tensorkiln", "tensorkiln-fp32", "openvino", "openvino-bf16"}
+    assert all(r["agrees"] and r["latency_s"] > 0 for r in rows.values()), rows
+    assert rows["tensorkiln"]["max_rel_error"] > rows["tensorkiln-fp32"]["max_rel_error"]  # it did round
