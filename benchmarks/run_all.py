@@ -35,6 +35,9 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),
+    "models_bf16": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "--precision", "bf16",
+                                  "--threads", "2"], True),
+    "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
 }
 
 

@@ -68,7 +68,7 @@ def is_bf16_rounding(node: Node) -> bool:
 
 # Contractions whose GEMM packs both operands when they hold bf16 values (bf16_gemm): a rounding
 # read only by them is computed while packing, not stored first.
-PACKING_CONTRACTIONS = frozenset({"matmul", "matmul_packed"})
+PACKING_CONTRACTIONS = frozenset({"matmul", "matmul_packed", "matmul_bf16_packed"})
 
 
 def native_tile(blocking: GemmBlocking) -> str | None:
@@ -91,13 +91,15 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
               epilogue: Callable[[E.Expr, E.Expr, E.Expr, E.Expr], E.Expr],
               blocking: GemmBlocking | None = None, prefix: str = "g",
               col_valid: Callable[[E.Expr], E.Expr] | None = None, b_panels: Panels | None = None,
-              threads: int | None = None) -> Stmt:
+              threads: int | None = None, b_pairs: Buffer | None = None) -> Stmt:
     """Loop IR of a batched float32 GEMM computed from bf16-rounded operands (module docstring).
 
     The arguments mean what they mean for gemm.blis_gemm; `b_panels` (float32
     panels of a constant B, read in place by the float32 GEMM) is packed into
-    bf16 pairs like any other B. The output holds float32 (partial sums over
-    depth blocks pass through it).
+    bf16 pairs like any other B. `b_pairs`: B (batch 1) already in bf16 pairs,
+    (ceil(N / NR), ceil(K / 2), 2 NR) (ir/ops/gemm_panels.py: `pack_bf16_pairs`),
+    read in place. The output holds float32 (partial sums over depth blocks
+    pass through it).
     """
     dtype = "float32"
     bl = blocking or gemm_blocking(m, n, k, dtype, b_panels is not None)
@@ -152,7 +154,7 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
         return b_value(bi, depth, col)
 
     b_slot = jp * (kc_max * nr) + qq * (2 * nr) + jj * 2
-    pack_b = For(jp, n_panels, For(qq, pairs, For(jj, E.const(nr), block(
+    pack_b: Stmt | None = None if b_pairs is not None else For(jp, n_panels, For(qq, pairs, For(jj, E.const(nr), block(
         Store(bpack, b_slot, in_depth(b_at, qq, 0)), Store(bpack, b_slot + 1, in_depth(b_at, qq, 1))),
         "vectorized")))
 
@@ -171,16 +173,19 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
         "unrolled")))
 
     # ---- register tile (iq, jq): acc = A's panel x B's panel, then write-back as gemm.py
-    a_panel, b_panel = iq * (kc_max * mr), jq * (kc_max * nr)
+    a_panel, b_panel, b_source = iq * (kc_max * mr), jq * (kc_max * nr), bpack
+    if b_pairs is not None:  # panel (col_base + jq*NR) / NR of the weight, from the block's first pair
+        b_panel = ((col_base + jq * nr) // nr) * (b_pairs.size // -(-n // nr)) + pc * (kc_max * nr)
+        b_source = b_pairs
     helper = native_tile(bl)
     if helper is not None:
-        products: Stmt = NativeCall(helper, (pairs, Pointer(apack, a_panel), Pointer(bpack, b_panel),
+        products: Stmt = NativeCall(helper, (pairs, Pointer(apack, a_panel), Pointer(b_source, b_panel),
                                              Pointer(acc, E.const(0))))
     else:
         steps = []
         for t in (0, 1):  # the order vdpbf16ps adds them in: depth 2q, then 2q + 1
             a_elem = E.Load(apack, a_panel + q * (2 * mr) + i * 2 + t)
-            b_elem = E.Load(bpack, b_panel + q * (2 * nr) + j * 2 + t)
+            b_elem = E.Load(b_source, b_panel + q * (2 * nr) + j * 2 + t)
             steps.append(Store(acc, i * nr + j, E.call("fma", a_elem, b_elem, E.Load(acc, i * nr + j))))
         products = For(q, pairs, For(i, E.const(mr), For(j, E.const(nr), block(*steps), "vectorized"),
                                      "unrolled"))
@@ -206,8 +211,10 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
     row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, block(pack_a, tiles))
-    depth_blocks = For(pc, E.const(n_k), block(pack_b, row_blocks))
-    matrix: Stmt = Alloc(bpack, Alloc(apack, For(jc, (cols + (nc_max - 1)) // nc_max, depth_blocks)))
+    depth_blocks = For(pc, E.const(n_k), row_blocks if pack_b is None else block(pack_b, row_blocks))
+    matrix: Stmt = Alloc(apack, For(jc, (cols + (nc_max - 1)) // nc_max, depth_blocks))
+    if pack_b is not None:
+        matrix = Alloc(bpack, matrix)
     tasks = batch * chunks
     if tasks == 1:
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
