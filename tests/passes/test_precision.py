@@ -110,3 +110,14 @@ def test_onnx_load_and_from_torch_take_the_precision():
     np.testing.assert_allclose(np.asarray(result), bf16(x) @ bf16(w), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="precision"):
         tk.onnx.load(model, precision="int3")
+
+
+def test_torch_compile_backend_takes_the_precision():
+    torch = pytest.importorskip("torch")
+    module = torch.nn.Linear(64, 48).eval()
+    x = torch.from_numpy(RNG.standard_normal((40, 64)).astype(np.float32))
+    compiled = torch.compile(module, backend="tensorkiln", options={"precision": "bf16"})
+    with torch.no_grad():
+        result = compiled(x).numpy()
+    expected = bf16(x.numpy()) @ bf16(module.weight.detach().numpy()).T + module.bias.detach().numpy()
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
