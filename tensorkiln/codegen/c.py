@@ -64,9 +64,10 @@ from tensorkiln.loops.expr import (
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, RuntimeCall, Stmt, Store, iter_stmts, simplify_kernel,
-    stmt_exprs,
+    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, NativeCall, Pointer, RuntimeCall, Stmt, Store,
+    iter_stmts, simplify_kernel, stmt_exprs,
 )
+from tensorkiln.codegen.c_native import native_helpers
 from tensorkiln.loops.program import Program
 from tensorkiln.loops.simplify import linear_form, simplify as simplify_expr
 from tensorkiln.loops.types import int_range, is_bool, is_float, itemsize
@@ -406,6 +407,10 @@ class _KernelWriter:
             self.alloc(s, depth, in_parallel, in_simd)
         elif isinstance(s, RuntimeCall):
             self.runtime_call(s, depth)
+        elif isinstance(s, NativeCall):
+            args = ", ".join(f"{c_name(a.buffer.name)} + {self.expr(a.offset)[0]}" if isinstance(a, Pointer)
+                             else self.expr(a)[0] for a in s.args)
+            self.emit(depth, f"{s.function}({args});")
         else:
             raise TypeError(f"cannot generate C for {s!r}")
 
@@ -855,6 +860,9 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     parts = [c_prelude(), ""]
     if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
         parts += [RUNTIME_HOOK, ""]
+    natives = {s.function for k in program.kernels for s in iter_stmts(k.body) if isinstance(s, NativeCall)}
+    if natives:
+        parts += [native_helpers(natives), ""]
     parts.append(f"/* ================= program {program.name}: {len(program.kernels)} kernel(s)"
                  f"{' (debug: bounds checks on)' if debug else ''} ================= */")
     for kernel in program.kernels:

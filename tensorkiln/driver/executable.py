@@ -42,6 +42,7 @@ class KernelInfo:
     kind: str
     nodes: list[str]
     loop_ir: str
+    precision: str = "fp32"  # kernels/precision.py: "fp32", "bf16 (vdpbf16ps)", ...
 
 
 @dataclass
@@ -191,7 +192,7 @@ class CompiledGraph:
             module(*inputs, *outputs)
         seconds = module.kernel_seconds(len(kernels))
         ops = [[line.split("=", 1)[-1].strip().split("(")[0] for line in k.nodes] for k in kernels]
-        return KernelProfile([KernelTime(k.name, k.kind, o, s / max(repeat, 1))
+        return KernelProfile([KernelTime(k.name, k.kind, o, s / max(repeat, 1), k.precision)
                               for k, o, s in zip(kernels, ops, seconds)], repeat)
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:

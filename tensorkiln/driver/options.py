@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 OPT_LEVELS = (0, 1, 2, 3)
 BACKENDS = ("c", "interpreter")
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class CompileOptions:
     donate_argnums: positional arguments whose arrays the call may overwrite with outputs.
     dump_dir: write every stage's result there (the graph after each pass, the kernel grouping,
         the loop IR, the memory plan, the C source's path); None reads TENSORKILN_DUMP_IR.
+    precision: "fp32" (default) or "bf16": matmuls, convolutions and attention take bf16 operands
+        and accumulate in fp32; every other op stays fp32 (the rule: passes/precision.py).
     """
 
     opt_level: int = 2
@@ -43,6 +46,7 @@ class CompileOptions:
     backend: str = "c"
     donate_argnums: frozenset[int] = frozenset()
     dump_dir: str | None = None
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
@@ -60,6 +64,8 @@ class CompileOptions:
         object.__setattr__(self, "donate_argnums", frozenset(argnums))
         if self.dump_dir is not None and not isinstance(self.dump_dir, (str, os.PathLike)):
             raise TypeError(f"dump_dir must be a directory path or None, got {self.dump_dir!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
 
     def resolved(self) -> CompileOptions:
         """These options with debug and dump_dir taken from the environment where they were not given."""
@@ -91,7 +97,7 @@ class CompileOptions:
 
     def cache_text(self) -> str:
         """The options the generated code depends on, as a part of the compiled-graph cache key (resolved)."""
-        return f"opt={self.opt_level};fast_math={self.fast_math};debug={self.debug}"
+        return f"opt={self.opt_level};fast_math={self.fast_math};debug={self.debug};precision={self.precision}"
 
 
-__all__ = ["BACKENDS", "CompileOptions", "OPT_LEVELS"]
+__all__ = ["BACKENDS", "CompileOptions", "OPT_LEVELS", "PRECISIONS"]

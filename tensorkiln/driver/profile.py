@@ -3,7 +3,7 @@
 `f.profile(*args, repeat=20)` builds a variant of the signature's library whose
 entry reads the clock (omp_get_wtime) around every kernel, runs it `repeat`
 times after one warm-up call, and returns a `KernelProfile`: each kernel's
-name, kind, the graph ops it implements and its mean time per call. The
+name, kind, precision, the graph ops it implements and its mean time per call. The
 variant is a separate cached library; the function's own library is untouched.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ class KernelTime:
     kind: str
     ops: list[str]
     seconds: float
+    precision: str = "fp32"  # kernels/precision.py
 
 
 @dataclass
@@ -40,9 +41,9 @@ class KernelProfile:
         total = self.total_seconds or 1e-30
         lines = [f"{len(self.kernels)} kernels, {self.total_seconds * 1e3:.3f} ms per call "
                  f"(mean of {self.repeat} calls), slowest first:",
-                 f"{'kernel':<28} {'kind':<12} {'ms':>9} {'share':>6}  ops"]
+                 f"{'kernel':<28} {'kind':<12} {'precision':<22} {'ms':>9} {'share':>6}  ops"]
         for k in self.top(len(self.kernels)):
             ops = ", ".join(k.ops[:6]) + (", ..." if len(k.ops) > 6 else "")
-            lines.append(f"{k.name[:28]:<28} {k.kind[:12]:<12} {k.seconds * 1e3:9.3f} "
+            lines.append(f"{k.name[:28]:<28} {k.kind[:12]:<12} {k.precision[:22]:<22} {k.seconds * 1e3:9.3f} "
                          f"{100 * k.seconds / total:5.1f}%  {ops}")
         return "\n".join(lines)

@@ -43,6 +43,7 @@ from ..ir.fingerprint import fingerprint
 from ..ir.graph import Graph
 from ..kernels import lower as lowering_module
 from ..kernels.grouping import KernelGroup, format_grouping, partition
+from ..kernels.precision import kernel_precision
 from ..kernels.lower import LoweredGraph, buffer_constants
 from ..kernels.memory_plan import MemoryPlan, apply_plan, state_update_pairs
 from ..kernels import memory_plan as memory_module
@@ -133,7 +134,7 @@ def _compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[i
 def optimize(traced: Graph, options: CompileOptions):
     """Stage 1: the graph passes of options.opt_level; (optimized graph, per-pass statistics)."""
     return run_passes(traced, options.opt_level, options.fast_math, dump_dir=options.dump_dir,
-                      blocked_layouts=options.blocked_layouts)
+                      blocked_layouts=options.blocked_layouts, precision=options.precision)
 
 
 def group_kernels(graph: Graph, options: CompileOptions) -> list[KernelGroup]:
@@ -200,8 +201,12 @@ def _plan_updates(program: Program, updates: list[tuple[int, int]]) -> tuple[Pro
 
 def kernel_infos(lowered: LoweredGraph) -> list[KernelInfo]:
     """Each kernel's name, kind, graph nodes and loop IR, for the report."""
-    return [KernelInfo(k.name, lowered.kernel_groups[k.name].kind if k.name in lowered.kernel_groups else "copy",
-                       k.comment.splitlines(), str(k)) for k in lowered.program.kernels]
+    infos = []
+    for k in lowered.program.kernels:
+        group = lowered.kernel_groups.get(k.name)
+        precision = kernel_precision(k, group.nodes if group else [], group.root if group else None)
+        infos.append(KernelInfo(k.name, group.kind if group else "copy", k.comment.splitlines(), str(k), precision))
+    return infos
 
 
 def target_description() -> str:
@@ -306,6 +311,8 @@ def explain(compiled: CompiledGraph) -> str:
     parts.append(format_grouping(compiled.graph, lowering.grouping))
     parts.append(f"== lower: {len(report.kernels)} kernels as loop IR (default schedule applied while lowering)")
     parts += [k.loop_ir for k in report.kernels]
+    parts.append("== precision of each kernel (kernels/precision.py)")
+    parts += [f"{k.name}: {k.precision}" for k in report.kernels]
     parts.append(f"== plan memory: arena {report.arena_bytes} bytes, naive {report.naive_bytes} bytes, "
                  f"lower bound {report.lower_bound_bytes} bytes")
     parts.append(f"== generate C: {report.source_path}")

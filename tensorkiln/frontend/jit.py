@@ -460,7 +460,8 @@ def _unique_names(names: list[str]) -> list[str]:
 
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
-        backend: str = "c", donate_argnums: int | tuple[int, ...] = (), dump_dir: str | None = None):
+        backend: str = "c", donate_argnums: int | tuple[int, ...] = (), dump_dir: str | None = None,
+        precision: str = "fp32"):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
@@ -472,10 +473,12 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     a KV cache updated at one position is then written in place (one row stored, not the whole
     cache). A donated argument's tensor may hold the output's value after the call; do not reuse it.
     dump_dir writes every compile stage's result there (also TENSORKILN_DUMP_IR=dir).
+    precision="bf16": matmuls, convolutions and attention take bf16 operands and accumulate in fp32,
+    everything else stays fp32 (docs/precision.md); "fp32" is the default.
     The options are checked here, once (driver/options.py's CompileOptions).
     """
     options = CompileOptions(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
-                             donate_argnums=donate_argnums, dump_dir=dump_dir)
+                             donate_argnums=donate_argnums, dump_dir=dump_dir, precision=precision)
     if fn is None:
         return lambda f: JitFunction(f, options)
     return JitFunction(fn, options)

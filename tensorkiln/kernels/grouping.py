@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
 from .templates.attention import attention_parts
+from .templates.gemm_bf16 import PACKING_CONTRACTIONS, is_bf16_rounding
 
 # The longest chain of ops one kernel inlines (its root's inline depth). Lowering expands the
 # chain into one expression, and the loop-IR simplifier, the C printer and the C compiler walk
@@ -129,6 +130,10 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
         return None if _has_epilogue(node, users, users_of or {}) else "a contraction without an epilogue"
     if not _inlines_arithmetic(node, stored):
         return None  # pure index arithmetic over buffers: always inline
+    if is_bf16_rounding(node) and users and all(u.op in PACKING_CONTRACTIONS for u in users):
+        rounded = node.inputs[0].inputs[0]
+        if rounded.kind == OpKind.SOURCE or rounded.id in stored or not _inlines_arithmetic(rounded, stored):
+            return None  # precision="bf16": the GEMM rounds a stored operand while packing it
     if node.kind == OpKind.ELEMENTWISE and users_of is not None:
         # Look through reshapes and transposes: a bias add feeding q.reshape(...).transpose(...)
         # @ k is stored itself, and the reindexing is done by the GEMM's loads.

@@ -166,7 +166,8 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
 
 
 # The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.
-TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "conv2d": conv2d_body,
+TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "matmul_bf16_packed": matmul_body,
+             "conv2d": conv2d_body,
              "conv2d_nchwc": conv2d_nchwc_body, "conv2d_winograd": winograd_given_body}
 # The reductions `_reduction_body` accumulates (with `_reduce_init` and `_combine`).
 REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin"})

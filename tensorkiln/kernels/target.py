@@ -1,9 +1,12 @@
-"""What the GEMM and conv templates need to know about the CPU: vector width and cache sizes.
+"""What the GEMM and conv templates need to know about the CPU: vector width, cache sizes, bf16 dot products.
 
 Read once per process from /proc/cpuinfo (the widest vector extension the
 generated code can use with -march=native) and
 /sys/devices/system/cpu/cpu0/cache (per-core L1d and L2, shared L3); each
-value has a default for machines that expose neither.
+value has a default for machines that expose neither. `bf16_dot`: the CPU
+has AVX512-BF16 (`vdpbf16ps`), which the bf16 GEMM uses; without it the same
+kernels widen bf16 to float32. TENSORKILN_NO_BF16_DOT=1 describes the host
+without it (the tests run both paths on one machine).
 """
 from __future__ import annotations
 
@@ -17,13 +20,15 @@ DEFAULT_CACHES = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024 * 1024}
 
 @dataclass(frozen=True)
 class CpuTarget:
-    """Vector register width in bytes, vector register count, and data-cache sizes in bytes."""
+    """Vector register width in bytes, vector register count, data-cache sizes in bytes, and whether
+    the CPU computes bf16 dot products (AVX512-BF16)."""
 
     vector_bytes: int
     vector_registers: int
     l1d: int
     l2: int
     l3: int
+    bf16_dot: bool = False
 
 
 def _parse_size(text: str) -> int:
@@ -81,4 +86,5 @@ def cpu_target() -> CpuTarget:
     else:
         width, regs = 16, 16
     caches = read_cache_sizes()
-    return CpuTarget(width, regs, caches[1], caches[2], caches[3])
+    bf16_dot = "avx512_bf16" in flags and width >= 64 and os.environ.get("TENSORKILN_NO_BF16_DOT", "") in ("", "0")
+    return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot)

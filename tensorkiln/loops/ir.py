@@ -181,6 +181,40 @@ class RuntimeCall(Stmt):
         object.__setattr__(self, "reads", tuple(self.reads))
 
 
+@dataclass(frozen=True)
+class Pointer:
+    """The address of `buffer[offset]`: an argument of a NativeCall."""
+
+    buffer: Buffer
+    offset: Expr
+
+
+@dataclass(frozen=True)
+class NativeCall(Stmt):
+    """`function(args...)`: a C helper for what loop IR cannot say, a micro-kernel of vector
+    intrinsics (codegen/c_native.py holds their C text and names them).
+
+    Each argument is an integer expression or a Pointer. A native call writes only local
+    buffers (it may read parameters: a packed weight), so the memory plan, which follows
+    stores, need not see inside it; the template that makes the call keeps its reads in range.
+    """
+
+    function: str
+    args: tuple
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        for a in self.args:
+            if not isinstance(a, Pointer) and not (isinstance(a, Expr) and is_int(a.dtype)):
+                raise LoopIRError(f"native call {self.function}: an argument must be a Pointer or an integer, "
+                                  f"got {a!r}")
+
+    def with_exprs(self, fn: Callable[[Expr], Expr]) -> "NativeCall":
+        """This call with fn applied to its integer arguments and pointer offsets."""
+        return NativeCall(self.function, tuple(Pointer(a.buffer, fn(a.offset)) if isinstance(a, Pointer)
+                                               else fn(a) for a in self.args))
+
+
 def block(*stmts: Stmt) -> Stmt:
     """A Block of `stmts`, flattening nested Blocks; a single statement is returned as is."""
     flat: list[Stmt] = []
@@ -242,6 +276,8 @@ def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.value,)
     if isinstance(stmt, If):
         return (stmt.cond,)
+    if isinstance(stmt, NativeCall):
+        return tuple(a.offset if isinstance(a, Pointer) else a for a in stmt.args)
     return ()
 
 
@@ -273,6 +309,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Ex
         return Block(tuple(map_exprs(s, fn, ranges) for s in stmt.stmts))
     if isinstance(stmt, RuntimeCall):
         return stmt
+    if isinstance(stmt, NativeCall):
+        return stmt.with_exprs(lambda e: fn(e, ranges))
     raise LoopIRError(f"not a statement: {stmt!r}")
 
 
@@ -362,6 +400,11 @@ class _Verifier:
         elif isinstance(stmt, RuntimeCall):
             for b in stmt.writes + stmt.reads:
                 self.check_buffer(b, buffers)
+        elif isinstance(stmt, NativeCall):
+            for a in stmt.args:
+                if isinstance(a, Pointer):
+                    self.check_buffer(a.buffer, buffers)
+                self.check_expr(a.offset if isinstance(a, Pointer) else a, buffers, scalars)
         else:
             self.fail(f"not a statement: {stmt!r}")
 
@@ -395,4 +438,8 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
     if isinstance(stmt, RuntimeCall):
         return [f"{pad}{', '.join(b.name for b in stmt.writes)} = runtime({stmt.what!r}; "
                 f"{', '.join(b.name for b in stmt.reads)})"]
+    if isinstance(stmt, NativeCall):
+        args = ", ".join(f"&{a.buffer.name}[{format_expr(a.offset)}]" if isinstance(a, Pointer) else format_expr(a)
+                         for a in stmt.args)
+        return [f"{pad}{stmt.function}({args})"]
     raise LoopIRError(f"not a statement: {stmt!r}")

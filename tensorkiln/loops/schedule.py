@@ -43,8 +43,8 @@ from tensorkiln.loops import expr as E
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, Stmt, Store, block, iter_stmts, simplify_kernel,
-    stmt_exprs, verify_kernel,
+    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, NativeCall, Stmt, Store, block, iter_stmts,
+    simplify_kernel, stmt_exprs, verify_kernel,
 )
 from tensorkiln.loops.simplify import build_linear, linear_form, simplify
 from tensorkiln.loops.types import STORAGE_ONLY, int_range, is_float
@@ -116,6 +116,8 @@ def _map_all_exprs(s: Stmt, fn: Callable[[E.Expr], Optional[E.Expr]]) -> Stmt:
         if isinstance(node, If):
             return If(m(node.cond), _map_all_exprs(node.then, fn),
                       None if node.else_ is None else _map_all_exprs(node.else_, fn))
+        if isinstance(node, NativeCall):
+            return node.with_exprs(m)
         return None
     return _rewrite(s, visit)
 

@@ -17,6 +17,9 @@ chains of convolutions in channel-blocked layout (layout.py), transform the
 constant weights of the convolutions that run as Winograd (winograd_weights.py)
 and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py).
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
+With precision="bf16" the precision pass (precision.py) rounds the contractions'
+operands to bf16 at every level, after the exact simplifications (batch norm
+folded into a convolution's weights first, so the folded weights are rounded).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from .dce import eliminate_dead_code
 from .layout import block_layouts
 from .rules import simplify_graph
 from .packed_weights import pack_matmul_weights
+from .precision import round_to_bf16
 from .winograd_weights import transform_winograd_weights
 
 PassFn = Callable[[Graph], tuple[Graph, Counter]]
@@ -55,7 +59,8 @@ class PassStats:
                 f"{self.seconds * 1e3:6.1f} ms  {what}")
 
 
-def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = True) -> list[tuple[str, PassFn]]:
+def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = True,
+             precision: str = "fp32") -> list[tuple[str, PassFn]]:
     """The passes of an optimization level, in order.
 
     blocked_layouts=False leaves out the layout pass (a graph for the reference
@@ -67,6 +72,11 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
         passes.append(("constant_fold", fold_constants))
     if opt_level >= 2:
         passes.append(("simplify", simplify))  # batch norm folds into conv2d before the layout changes
+    if precision == "bf16":
+        passes.append(("precision", round_to_bf16))
+        if opt_level >= 1:
+            passes.append(("constant_fold", fold_constants))  # weights the simplifier left as expressions
+    if opt_level >= 2:
         if blocked_layouts:
             passes.append(("layout", block_layouts))
         passes.append(("constant_fold", fold_constants))  # blocked weights and biases
@@ -83,7 +93,8 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
 
 
 def optimize(graph: Graph, opt_level: int = 2, fast_math: bool = False,
-             dump_dir: str | None = None, blocked_layouts: bool = True) -> tuple[Graph, list[PassStats]]:
+             dump_dir: str | None = None, blocked_layouts: bool = True,
+             precision: str = "fp32") -> tuple[Graph, list[PassStats]]:
     """Run the pipeline of `opt_level`; returns the optimized graph and per-pass statistics.
 
     dump_dir: write the traced graph and the graph after each pass there, one file each.
@@ -92,7 +103,7 @@ def optimize(graph: Graph, opt_level: int = 2, fast_math: bool = False,
     if dump_dir:
         os.makedirs(dump_dir, exist_ok=True)
         _dump(dump_dir, graph, 0, "traced")
-    for index, (name, run) in enumerate(pipeline(opt_level, fast_math, blocked_layouts), start=1):
+    for index, (name, run) in enumerate(pipeline(opt_level, fast_math, blocked_layouts, precision), start=1):
         before = len(graph)
         start = time.perf_counter()
         graph, fired = run(graph)

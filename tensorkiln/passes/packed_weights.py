@@ -22,10 +22,12 @@ from collections import Counter
 
 from ..ir.graph import Graph, Node, make_node
 from ..ir.ops import Attrs
-from ..ir.ops.gemm_panels import pack_panels
+from .. import dtypes as dt
+from ..ir.ops.gemm_panels import pack_bf16_pairs, pack_panels
 from ..ir.ops.registry import ConstantValue, TensorType
 from ..ir.rewrite import rewrite_graph, with_inputs
 from ..kernels.templates.gemm import gemm_blocking
+from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
 from ..kernels.templates.matmul import blis_gemm_applies, panel_order_applies
 from ..loops.types import compute_dtype
 
@@ -47,10 +49,26 @@ def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
         a, b = node.inputs
         k, n = b.shape
         nr = gemm_blocking(max(node.type.size // n, 1), n, k, dtype).nr
+        if is_bf16_rounding(a) and holds_bf16_values(b) and blis_gemm_applies(node, dtype):
+            fired["matmul -> matmul_bf16_packed"] += 1  # precision="bf16": half the bytes, packed once
+            return make_node("matmul_bf16_packed", [a, _bf16_pairs_node(b, nr)], Attrs(n=n, k=k), node.scope,
+                             node.location)
         fired["matmul -> matmul_packed"] += 1
         return make_node("matmul_packed", [a, _panels_node(b, nr)], Attrs(n=n), node.scope, node.location)
 
     return rewrite_graph(graph, visit), fired
+
+
+def _bf16_pairs_node(b: Node, nr: int) -> Node:
+    """A bfloat16 constant of b's bf16 pairs (gemm_panels.pack_bf16_pairs), shared like `_panels_node`'s."""
+    source = b.attrs["value"].digest
+    value = _PANELS.get((source, -nr))
+    if value is None:
+        digest = hashlib.sha1(f"gemm bf16 pairs {nr} of {source}".encode()).hexdigest()
+        value = ConstantValue(pack_bf16_pairs(b.attrs["value"].array, nr), digest)
+        _PANELS[(source, -nr)] = value
+    ttype = TensorType(tuple(value.array.shape), dt.bfloat16)
+    return Node("constant", (), Attrs(value=value, type=ttype), ttype, (), b.location)
 
 
 def _panels_node(b: Node, nr: int) -> Node:

@@ -10,6 +10,11 @@ PyTorch eager, torch.compile, ONNX Runtime (through torch.onnx.export, as
 many intra-op threads as --threads, with IOBinding), torch.compile with freezing
 and max-autotune, OpenVINO with its default settings (bf16 where the CPU has
 AVX512-BF16) and with f32 precision, each when installed.
+
+`--precision bf16` compiles tensorkiln with precision="bf16" and compares it,
+by default, with the peers of that precision class: OpenVINO's default and
+OpenVINO with INFERENCE_PRECISION_HINT=bf16; tensorkiln's fp32 compile is
+measured in the same turns ("tensorkiln-fp32").
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import time
 from typing import Callable
 
 from ..driver.progress import Progress
-from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
+from .bench_common import ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, timed_first
 from .bench_gpt2 import measure_gpt2
 from .timing import Timer, interleaved_medians
 
@@ -30,8 +35,10 @@ MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
 # Each peer at its strongest, and named with its settings: torch.compile by default and with freezing +
 # max-autotune; ONNX Runtime with IOBinding; OpenVINO with its defaults (bf16 on a CPU with AVX512-BF16)
 # and with f32 precision.
-ONNX_PEERS = ("onnxruntime", "openvino", "openvino-f32")
+ONNX_PEERS = ONNX_FILE_PEERS
 PEERS = ("torch", "torch.compile", "torch.compile-max") + ONNX_PEERS
+DEFAULT_PEERS = {"fp32": ("torch", "torch.compile", "torch.compile-max", "onnxruntime", "openvino", "openvino-f32"),
+                 "bf16": ("openvino", "openvino-bf16")}
 
 
 def build(name: str, batch: int):
@@ -53,10 +60,10 @@ def build(name: str, batch: int):
     raise SystemExit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
 
 
-def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5,
+def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 5, precision: str = "fp32",
             timer: Timer = interleaved_medians, progress: Callable[[str], None] = lambda message: None) -> dict:
-    """Compile tensorkiln and each available peer on one model, then time them in turns (with `timer`;
-    `progress` is told each stage)."""
+    """Compile tensorkiln (at `precision`) and each available peer on one model, then time them in turns
+    (with `timer`; `progress` is told each stage)."""
     import torch  # optional dependency, like the importer that needs it
     from ..importers.torch import from_torch
     model, inputs = build(name, batch)
@@ -65,16 +72,19 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
     runs, rows = {}, {}
 
     def record(framework, run, compile_seconds):
-        rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference, framework)}
+        held_to = "tensorkiln-bf16" if framework == "tensorkiln" and precision == "bf16" else framework
+        rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference, held_to)}
         runs[framework] = run
 
-    progress(f"{name}: compiling tensorkiln")
     import torch._dynamo  # noqa: F401  (torch.export's one-time import, ~1.5 s, is not compile time)
-    start = time.perf_counter()
-    compiled = from_torch(model, inputs)
     arrays = [t.numpy() for t in inputs]
-    compile_s = time.perf_counter() - start + timed_first(lambda: compiled(*arrays))
-    record("tensorkiln", lambda: compiled(*arrays), compile_s)
+    ours_at = (("tensorkiln", precision),) + ((("tensorkiln-fp32", "fp32"),) if precision != "fp32" else ())
+    for framework, at in ours_at:
+        progress(f"{name}: compiling tensorkiln ({at})")
+        start = time.perf_counter()
+        compiled = from_torch(model, inputs, precision=at)
+        compile_s = time.perf_counter() - start + timed_first(lambda: compiled(*arrays))
+        record(framework, lambda compiled=compiled: compiled(*arrays), compile_s)
     with torch.no_grad():
         if "torch" in peers:
             record("torch", lambda: model(*inputs), 0.0)
@@ -105,12 +115,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="threads for every framework")
-    parser.add_argument("--vs", default=",".join(PEERS), help="peers to measure: " + ",".join(PEERS))
+    defaults = "; ".join(f"{k}: {','.join(v)}" for k, v in DEFAULT_PEERS.items())
+    parser.add_argument("--vs", default=None, help=f"peers to measure: {','.join(PEERS)} (default: those of the "
+                                                   f"precision class, {defaults})")
+    parser.add_argument("--precision", default="fp32", choices=sorted(DEFAULT_PEERS),
+                        help="tensorkiln's compute precision (tk.jit's precision option)")
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per framework, at least")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of timing every framework in turn")
     parser.add_argument("--json", default=None, help="write the results to this file")
     args = parser.parse_args(argv)
-    peers = [p for p in args.vs.split(",") if p]
+    peers = [p for p in (args.vs or ",".join(DEFAULT_PEERS[args.precision])).split(",") if p]
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         parser.error(f"unknown peers {unknown}; choose from {', '.join(PEERS)}")
@@ -127,14 +141,16 @@ def main(argv: list[str]) -> int:
     with Progress("bench", delay=0.0) as tracker:  # every stage of a benchmark is long: shown from the start
         for name in args.models:
             if name == "gpt2":
-                results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(args.batch, peers, args.repeat,
-                                                                               tracker.stage, rounds=args.rounds)
+                results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(
+                    args.batch, peers, args.repeat, tracker.stage, rounds=args.rounds, precision=args.precision)
             else:
-                results[name] = measure(name, args.batch, peers, args.repeat, args.rounds, progress=tracker.stage)
+                results[name] = measure(name, args.batch, peers, args.repeat, args.rounds, args.precision,
+                                        progress=tracker.stage)
     _print_table(results, args.batch)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"batch": args.batch, "threads": args.threads, "results": results}, f, indent=2)
+            json.dump({"batch": args.batch, "threads": args.threads, "precision": args.precision,
+                       "results": results}, f, indent=2)
     return 0 if all(r["agrees"] for model in results.values() for r in model.values()) else 1
 
 

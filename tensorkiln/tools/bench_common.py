@@ -8,8 +8,10 @@ from typing import Callable
 import numpy as np
 
 TOLERANCE = 1e-3  # max |difference| relative to the largest |output| of PyTorch eager
-# A peer that computes in bf16 (8 significant bits) is held to bf16's precision, not float32's.
-PEER_TOLERANCE = {"openvino": 3e-2}
+# A framework that computes in bf16 (8 significant bits) is held to bf16's precision, not float32's.
+PEER_TOLERANCE = {"openvino": 3e-2, "openvino-bf16": 3e-2, "tensorkiln-bf16": 3e-2}
+ONNX_FILE_PEERS = ("onnxruntime", "openvino", "openvino-f32", "openvino-bf16")
+OPENVINO_HINTS = {"openvino": None, "openvino-f32": "f32", "openvino-bf16": "bf16"}  # INFERENCE_PRECISION_HINT
 
 
 def agreement(output, reference: np.ndarray, framework: str = "") -> dict:
@@ -69,16 +71,17 @@ def onnxruntime_runner(path: str, arrays: list[np.ndarray]) -> tuple[Callable[[]
     return run, seconds
 
 
-def openvino_runner(path: str, arrays: list[np.ndarray], f32: bool) -> tuple[Callable[[], np.ndarray], float]:
-    """OpenVINO on CPU: its default settings (on a CPU with AVX512-BF16 it computes in bf16) or with
-    INFERENCE_PRECISION_HINT=f32; intra-op threads as OMP_NUM_THREADS says; (run, compile seconds)."""
+def openvino_runner(path: str, arrays: list[np.ndarray], hint: str | None) -> tuple[Callable[[], np.ndarray], float]:
+    """OpenVINO on CPU: its default settings (hint None: on a CPU with AVX512-BF16 it computes in bf16)
+    or INFERENCE_PRECISION_HINT=hint ("f32", "bf16"); intra-op threads as OMP_NUM_THREADS says;
+    (run, compile seconds)."""
     import openvino  # optional dependency: only the openvino peers need it
     config = {}
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit():
         config["INFERENCE_NUM_THREADS"] = int(threads)
-    if f32:
-        config["INFERENCE_PRECISION_HINT"] = "f32"
+    if hint is not None:
+        config["INFERENCE_PRECISION_HINT"] = hint
     start = time.perf_counter()
     compiled = openvino.Core().compile_model(path, "CPU", config)
     request = compiled.create_infer_request()
@@ -94,15 +97,15 @@ def openvino_runner(path: str, arrays: list[np.ndarray], f32: bool) -> tuple[Cal
 
 def onnx_peers(path: str, arrays: list[np.ndarray], peers: list[str], progress: Callable[[str], None],
                record: Callable[[str, Callable, float], None]) -> None:
-    """Record every installed ONNX-file peer asked for (onnxruntime, openvino, openvino-f32) on one model."""
-    for peer in ("onnxruntime", "openvino", "openvino-f32"):
+    """Record every installed ONNX-file peer asked for (ONNX_FILE_PEERS) on one model."""
+    for peer in ONNX_FILE_PEERS:
         if peer not in peers:
             continue
         try:
             if peer == "onnxruntime":
                 run, seconds = onnxruntime_runner(path, arrays)
             else:
-                run, seconds = openvino_runner(path, arrays, f32=peer == "openvino-f32")
+                run, seconds = openvino_runner(path, arrays, OPENVINO_HINTS[peer])
         except ImportError:
             progress(f"{peer} is not installed: skipped")
             continue

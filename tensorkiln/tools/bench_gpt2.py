@@ -31,7 +31,7 @@ from ..frontend.autodiff import no_grad
 from ..frontend.creation import tensor
 from ..frontend.jit import jit
 from ..models import GPT2Config, GPT2LMHeadModel
-from .bench_common import agreement, compile_max_autotune, onnx_peers, timed_first
+from .bench_common import ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, timed_first
 from .timing import Timer, interleaved_medians
 
 GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
@@ -67,12 +67,32 @@ def _onnx_files(reference, ids, next_ids, presents) -> dict[str, tuple[str, list
     return files
 
 
+def _record_tensorkiln(ours, ids, next_ids, length: int, precision: str,
+                       record: Callable[[str, Callable, float], None]) -> None:
+    """Compile tensorkiln's prefill and decode step at `precision`; record(step, run, compile seconds)."""
+    # Inference, as for PyTorch: under no_grad the weights are constants of the compiled graphs.
+    with no_grad():
+        start = time.perf_counter()
+        # the decode step writes its token's keys and values into the caches in place (donated)
+        prefill = jit(ours.prefill, precision=precision)
+        step = jit(ours.decode_step, donate_argnums=2, precision=precision)
+        _, caches = prefill(tensor(ids.numpy()), length)
+        token, position = tensor(next_ids.numpy()), tensor(np.int64(GPT2_PROMPT))
+        step(token, position, caches)
+        compile_s = time.perf_counter() - start
+        record("prefill", lambda: prefill(tensor(ids.numpy()), length)[0], compile_s)
+        # each timed call writes the same token at position 128 of the caches: the same result every time
+        record("decode", lambda: step(token, position, caches)[0], 0.0)
+
+
 def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[str], None] = lambda m: None,
-                 config=None, rounds: int = 5, timer: Timer = interleaved_medians) -> tuple[dict, dict]:
+                 config=None, rounds: int = 5, timer: Timer = interleaved_medians,
+                 precision: str = "fp32") -> tuple[dict, dict]:
     """(prefill rows, decode rows): framework -> latency, compile time, agreement with PyTorch.
 
     Each step's frameworks are timed in turns (by `timer`: timing.interleaved_medians).
-    `config` (a GPT2Config) shrinks the model for tests; default GPT-2 small.
+    `config` (a GPT2Config) shrinks the model for tests; default GPT-2 small. tensorkiln computes at
+    `precision`; at "bf16" its fp32 compile is measured too ("tensorkiln-fp32").
     """
     import torch  # optional dependency: the reference model and its weights
     from . import torch_reference as ref  # imports torch
@@ -93,22 +113,14 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
 
     def record(step: str, framework: str, run: Callable, compile_s: float) -> None:
         rows, runs, want = steps[step]
-        rows[framework] = {"compile_s": compile_s, **agreement(run(), want, framework)}
+        held_to = "tensorkiln-bf16" if framework == "tensorkiln" and precision == "bf16" else framework
+        rows[framework] = {"compile_s": compile_s, **agreement(run(), want, held_to)}
         runs[framework] = run
 
-    progress("gpt2: compiling tensorkiln prefill and decode step")
-    # Inference, as for PyTorch below: under no_grad the weights are constants of the compiled graphs.
-    with no_grad():
-        start = time.perf_counter()
-        # the decode step writes its token's keys and values into the caches in place (donated)
-        prefill, step = jit(ours.prefill), jit(ours.decode_step, donate_argnums=2)
-        _, caches = prefill(tensor(ids.numpy()), length)
-        token, position = tensor(next_ids.numpy()), tensor(np.int64(GPT2_PROMPT))
-        step(token, position, caches)
-        compile_s = time.perf_counter() - start
-        record("prefill", "tensorkiln", lambda: prefill(tensor(ids.numpy()), length)[0], compile_s)
-        # each timed call writes the same token at position 128 of the caches: the same result every time
-        record("decode", "tensorkiln", lambda: step(token, position, caches)[0], 0.0)
+    ours_at = (("tensorkiln", precision),) + ((("tensorkiln-fp32", "fp32"),) if precision != "fp32" else ())
+    for framework, at in ours_at:
+        progress(f"gpt2: compiling tensorkiln ({at}) prefill and decode step")
+        _record_tensorkiln(ours, ids, next_ids, length, at, lambda s, run, c, f=framework: record(s, f, run, c))
     with torch.no_grad():
         # a static cache, as tensorkiln's: preallocated for the prompt and the new tokens, written in place
         static = [tuple(torch.cat([c, c.new_zeros(c.shape[:2] + (GPT2_NEW_TOKENS,) + c.shape[3:])], 2)
@@ -133,7 +145,7 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
             fast_static = torch.compile(reference.decode_static, dynamic=False)
             first = timed_first(lambda: fast_static(next_ids, static, GPT2_PROMPT))
             record("decode", "torch.compile static cache", lambda: fast_static(next_ids, static, GPT2_PROMPT), first)
-    onnx_file = [p for p in peers if p in ("onnxruntime", "openvino", "openvino-f32")]
+    onnx_file = [p for p in peers if p in ONNX_FILE_PEERS]
     if onnx_file:
         progress(f"gpt2: exporting prefill and decode to ONNX for {', '.join(onnx_file)}")
         for step_name, (path, arrays) in _onnx_files(reference, ids, next_ids, presents).items():

@@ -75,3 +75,16 @@ def test_alternating_blocks_pair_the_functions_and_reverse_their_order():
     runs_of = [name for k, name in enumerate(order) if k == 0 or order[k - 1] != name]
     assert runs_of == ["slow", "fast", "slow", "fast", "slow"]  # slow, fast | fast, slow | slow, fast | fast, slow
     assert order.count("slow") == 4 * 2  # an untimed call, then one that lasts the block's 0.004 s
+
+
+def test_bench_bf16_against_openvino_in_one_run(tmp_path, capsys):
+    """--precision bf16: tensorkiln in bf16 and in fp32, OpenVINO's default and its bf16 hint, one run."""
+    pytest.importorskip("openvino")
+    out = tmp_path / "bench.json"
+    assert main(["bench", "mlp", "--precision", "bf16", "--repeat", "2", "--rounds", "2", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = data["results"]["mlp"]
+    assert data["precision"] == "bf16"
+    assert set(rows) == {"tensorkiln", "tensorkiln-fp32", "openvino", "openvino-bf16"}
+    assert all(r["agrees"] and r["latency_s"] > 0 for r in rows.values()), rows
+    assert rows["tensorkiln"]["max_rel_error"] > rows["tensorkiln-fp32"]["max_rel_error"]  # it did round

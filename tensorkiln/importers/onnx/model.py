@@ -217,7 +217,8 @@ class OnnxModule:
     output name. `input_names`, `output_names`, `input_types` describe the model.
     """
 
-    def __init__(self, model, name: str, backend: str = "c", opt_level: int = 2, debug: bool | None = None):
+    def __init__(self, model, name: str, backend: str = "c", opt_level: int = 2, debug: bool | None = None,
+                 precision: str = "fp32"):
         self.model_name = name
         self.backend = backend
         graph = model.graph
@@ -250,7 +251,8 @@ class OnnxModule:
             raise UnsupportedModelError(self._unsupported, name)
         self.value_inputs = self._find_value_inputs(initializer_names)
         self._model = self._types = None  # not needed after loading
-        self._jit = jit(self._make_function(), opt_level=opt_level, debug=debug, backend=backend)
+        self._jit = jit(self._make_function(), opt_level=opt_level, debug=debug, backend=backend,
+                        precision=precision)
 
     # ---- checks ------------------------------------------------------------------------------
     def _value_type(self, value, kind: str):
@@ -633,7 +635,7 @@ def _inline_functions(model, name: str):
 
 
 def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c", opt_level: int = 2,
-         debug: bool | None = None) -> OnnxModule:
+         debug: bool | None = None, precision: str = "fp32") -> OnnxModule:
     """Load an ONNX model (path, bytes or onnx.ModelProto) as a callable compiled per input signature.
 
     backend="c" compiles each signature to C (the default); backend="interpreter"
@@ -644,19 +646,20 @@ def load(source, *, base_dir: str | os.PathLike | None = None, backend: str = "c
     External tensor data is read only from inside one directory: `base_dir`, or
     for a model given by path its own directory. A model given as bytes or as a
     ModelProto reads no external data unless `base_dir` is given.
+    precision="bf16" computes matmuls, convolutions and attention with bf16 operands (tk.jit's option).
     """
-    CompileOptions(opt_level=opt_level, debug=debug, backend=backend)  # checked before the model is read
+    CompileOptions(opt_level=opt_level, debug=debug, backend=backend, precision=precision)  # checked first
     with Progress("importing ONNX model") as progress:  # a large model takes seconds to read
         progress.stage("reading")
         model, name = _read_model(source, base_dir)
         progress.stage(f"importing {name}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} tensors")
-        return _module(model, name, backend, opt_level, debug)
+        return _module(model, name, backend, opt_level, debug, precision)
 
 
-def _module(model, name: str, backend: str, opt_level: int, debug: bool | None) -> OnnxModule:
+def _module(model, name: str, backend: str, opt_level: int, debug: bool | None, precision: str) -> OnnxModule:
     try:
         model = _inline_functions(model, name)
-        return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug)
+        return OnnxModule(model, name, backend=backend, opt_level=opt_level, debug=debug, precision=precision)
     except onnx_errors() as err:  # onnx's checker or shape inference, called on the way, found the model invalid
         raise OnnxImportError(f"invalid ONNX model {name!r}: {type(err).__name__}: {err}") from None
 

@@ -64,6 +64,7 @@ class BackendOptions:
     fallback: bool = False  # unsupported ops: False raises UnsupportedOpError, True runs eager PyTorch
     opt_level: int = 2
     debug: bool | None = None
+    precision: str = "fp32"  # tk.jit's option: "bf16" computes matmuls, convolutions and attention in bf16
 
     @classmethod
     def parse(cls, options: dict | None) -> "BackendOptions":
@@ -78,7 +79,8 @@ class BackendOptions:
 def tensorkiln_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None,
                        **kwargs) -> "TensorKilnGraph":
     """A torch.compile backend (registered as "tensorkiln"): returns a callable that runs `gm` compiled by
-    tensorkiln. `options`: fallback (bool), opt_level (0-3), debug (bool); see the module docstring."""
+    tensorkiln. `options`: fallback (bool), opt_level (0-3), debug (bool), precision ("fp32", "bf16"); see the
+    module docstring."""
     opts = BackendOptions.parse({**(options or {}), **{k: v for k, v in kwargs.items() if k != "mode"}})
     STATS["graphs"] += 1
     return TensorKilnGraph(gm, example_inputs, opts)
@@ -178,6 +180,7 @@ class TensorKilnGraph:
         traced.graph.eliminate_dead_code()  # e.g. the unused uint8 `empty` batch norm's decomposition makes
         converted = convert_graph(traced, what="torch.compile graph")
         STATS["compiles"] += 1
-        run = jit(converted.fn, opt_level=self.options.opt_level, debug=self.options.debug)
+        run = jit(converted.fn, opt_level=self.options.opt_level, debug=self.options.debug,
+                  precision=self.options.precision)
         baked = [(i, args[i], args[i]._version) for i in sorted(self.constant_positions)]
         return _Entry(run, converted.output_structure, baked)

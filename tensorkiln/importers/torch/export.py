@@ -35,11 +35,11 @@ class TorchProgram:
     """A PyTorch module imported by from_torch: call it with the user inputs (flattened in order)."""
 
     def __init__(self, exported, converted: ConvertedGraph, input_shapes: list[tuple], opt_level: int = 2,
-                 debug: bool | None = None):
+                 debug: bool | None = None, precision: str = "fp32"):
         self.exported_program = exported
         self.converted = converted
         self.input_shapes = input_shapes
-        self.jit = jit(converted.fn, opt_level=opt_level, debug=debug)
+        self.jit = jit(converted.fn, opt_level=opt_level, debug=debug, precision=precision)
         spec = exported.call_spec.out_spec
         self._single_output = spec is not None and spec.is_leaf()  # common case: skip the pytree rebuild
 
@@ -83,8 +83,11 @@ class TorchProgram:
 
 
 def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dict | None = None, *,
-               opt_level: int = 2, debug: bool | None = None, strict: bool = False) -> TorchProgram:
-    """Import `module` (in eval mode) via torch.export at the example inputs' shapes; returns a TorchProgram."""
+               opt_level: int = 2, debug: bool | None = None, strict: bool = False,
+               precision: str = "fp32") -> TorchProgram:
+    """Import `module` (in eval mode) via torch.export at the example inputs' shapes; returns a TorchProgram.
+
+    precision="bf16": matmuls, convolutions and attention take bf16 operands (tk.jit's option)."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
@@ -112,4 +115,4 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
     converted = convert_graph(exported.graph_module, constants, what="model")
     placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
     shapes = [tuple(placeholders[name].meta["val"].shape) for name in converted.input_names]
-    return TorchProgram(exported, converted, shapes, opt_level, debug)
+    return TorchProgram(exported, converted, shapes, opt_level, debug, precision)

@@ -52,7 +52,8 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ...loops.types import compute_dtype
 from .conv_shallow import shallow_conv_body
 from .depthwise import depthwise_body
-from .gemm import blis_gemm, gemm_blocking, gemm_needs_partial_sums
+from .gemm import gemm_blocking, gemm_needs_partial_sums
+from .gemm_bf16 import gemm_template
 from .matmul import BLIS_MIN_FLOPS
 from ..target import cpu_target
 from .winograd import winograd_conv
@@ -340,8 +341,8 @@ def _implicit_gemm(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> S
         img, g = (b // groups, b % groups) if groups > 1 else (b, E.const(0))
         return epilogue([img, g * og + row, col // ow, col % ow], acc)
 
-    return blis_gemm(out, dtype, n_img * groups, m, n, k, a_value, b_value,
-                     lambda b, row, col: (b * m + row) * n + col, epi)
+    return gemm_template(root)(out, dtype, n_img * groups, m, n, k, a_value, b_value,
+                               lambda b, row, col: (b * m + row) * n + col, epi)
 
 
 def _implicit_gemm_rows(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
@@ -396,8 +397,8 @@ def _implicit_gemm_rows(root: Node, out: Buffer, values: ValueBuilder, epilogue)
     # partial sums over K blocks need nothing of the output); one pass over
     # (y, x) then applies the epilogue and drops the junk columns.
     cbuf = Buffer("g_cbuf", dtype, (n_img * groups * m * n,), scope="local")
-    gemm = blis_gemm(cbuf, dtype, n_img * groups, m, n, k, a_value, b_value,
-                     lambda b, row, col: (b * m + row) * n + col, lambda b, row, col, acc: acc)
+    gemm = gemm_template(root)(cbuf, dtype, n_img * groups, m, n, k, a_value, b_value,
+                               lambda b, row, col: (b * m + row) * n + col, lambda b, row, col, acc: acc)
     bm, y, x = E.Var("g_bm"), E.Var("g_y"), E.Var("g_x")
     value = epilogue([bm // c_out, bm % c_out, y, x], E.Load(cbuf, bm * n + y * wp + x))
     kind = "parallel" if n_img * c_out * oh * ow >= PARALLEL_MIN_ELEMENTS and n_img * c_out > 1 else "serial"

@@ -26,7 +26,8 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ...loops.ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
-from .gemm import Panels, blis_gemm, gemm_blocking, gemm_needs_partial_sums
+from .gemm import Panels, gemm_blocking, gemm_needs_partial_sums
+from .gemm_bf16 import bf16_gemm, gemm_template
 
 
 def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
@@ -87,6 +88,8 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
     k = a_node.shape[-1]
     dtype = compute_dtype(root.dtype.name)
     batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    if root.op == "matmul_bf16_packed":  # B's bf16 pairs (passes/packed_weights.py), read in place
+        return _bf16_packed_matmul(root, out, values, epilogue)
     panels = None
     if root.op == "matmul_packed":  # B's panels (ceil(N/NR), K, NR), read in place: b_value is never asked
         panels = Panels(values.buffers[b_node.id], k * b_node.shape[2], b_node.shape[2])
@@ -108,8 +111,8 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         if panels is not None and blocking.nr != b_node.shape[2]:
             raise ValueError(f"matmul_packed: B's panels are {b_node.shape[2]} wide, this CPU's GEMM takes NR = "
                              f"{blocking.nr}")
-        return blis_gemm(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col, epi,
-                         blocking, b_panels=panels)
+        return gemm_template(root)(out, dtype, 1, batch * m, n, k, a_value, b_value, lambda b, row, col: row * n + col,
+                           epi, blocking, b_panels=panels)
 
     def a_value(b, row, kk):
         index = delinearize(b, batch_shape) if batch_shape else []
@@ -123,7 +126,30 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         index = delinearize(b, batch_shape) if batch_shape else []
         return epilogue(index + [row, col], acc)
 
-    return blis_gemm(out, dtype, batch, m, n, k, a_value, b_value, lambda b, row, col: (b * m + row) * n + col, epi)
+    return gemm_template(root)(out, dtype, batch, m, n, k, a_value, b_value, lambda b, row, col: (b * m + row) * n + col,
+                       epi)
+
+
+def _bf16_packed_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt:
+    """A (..., M, K) @ B given as bf16 pairs: the batch folded into the rows, as for matmul_packed."""
+    a_node, b_node = root.inputs
+    *batch_shape, m, n = root.shape
+    batch_shape = tuple(batch_shape)
+    k = a_node.shape[-1]
+    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+
+    def a_value(b, row, kk):
+        index = delinearize(row // m, batch_shape) if m > 1 else delinearize(row, batch_shape)
+        i = row % m if m > 1 else E.const(0)
+        return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [i, kk])
+
+    blocking = gemm_blocking(batch * m, n, k, "float32", True)
+    if 2 * blocking.nr != b_node.shape[2]:
+        raise ValueError(f"matmul_bf16_packed: B's pairs are {b_node.shape[2] // 2} columns wide, this CPU's GEMM "
+                         f"takes NR = {blocking.nr}")
+    return bf16_gemm(out, 1, batch * m, n, k, a_value, None, lambda b, row, col: row * n + col,
+                     lambda b, row, col, acc: epilogue(_out_index(row, col, batch_shape, m), acc), blocking,
+                     b_pairs=values.buffers[b_node.id])
 
 
 def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:

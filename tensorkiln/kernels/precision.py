@@ -1,0 +1,37 @@
+"""Each kernel's precision, as explain(), the compile report and f.profile() show it.
+
+A kernel computes in one of:
+
+- "bf16 (vdpbf16ps)": a GEMM on bf16 pairs with AVX512-BF16, float32 accumulation;
+- "bf16 (widened to fp32)": the same GEMM on a CPU without it, bf16 widened to float32;
+- "bf16 operands (fp32 kernel)": a contraction whose operands the precision pass rounded, run by a
+  float32 template (direct and depthwise convolutions, attention, small matmuls);
+- otherwise its compute dtype ("fp32", "fp64", "int64", ...).
+"""
+from __future__ import annotations
+
+from ..ir.graph import Node
+from ..ir.ops.registry import OpKind
+from ..loops.ir import Alloc, Kernel, NativeCall, iter_stmts
+from .templates.gemm_bf16 import holds_bf16_values
+
+SHORT_NAMES = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> str:
+    """How `kernel`, computing the graph `nodes` and storing `root` (None: a copy), computes."""
+    stmts = list(iter_stmts(kernel.body))
+    if any(isinstance(s, NativeCall) and s.function.startswith("tk_bf16_") for s in stmts):
+        return "bf16 (vdpbf16ps)"
+    if any(isinstance(s, Alloc) and s.buffer.dtype == "bfloat16" for s in stmts):
+        return "bf16 (widened to fp32)"
+    contractions = [n for n in nodes if n.kind == OpKind.CONTRACTION]
+    if any(any(holds_bf16_values(x) for x in c.inputs) for c in contractions):
+        return "bf16 operands (fp32 kernel)"
+    if root is None:
+        return "copy"
+    name = root.dtype.compute.name  # float16/bfloat16 storage computes in float32
+    return SHORT_NAMES.get(name, name)
+
+
+__all__ = ["kernel_precision"]
