@@ -60,7 +60,8 @@ from tensorkiln.loops.expr import (
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, Stmt, Store, iter_stmts, simplify_kernel, stmt_exprs,
+    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, NativeCall, Pointer, Stmt, Store, iter_stmts,
+    simplify_kernel, stmt_exprs,
 )
 from tensorkiln.loops.program import Program
 from tensorkiln.loops.simplify import linear_form, simplify as simplify_expr
@@ -210,6 +211,7 @@ class _KernelWriter:
         self.written = kernel.written_buffers()
         self.prefetch_at: dict[int, _RowPrefetch] = {}  # id of a pass -> the next rows it prefetches
         self.prefetching: Optional[_RowPrefetch] = None  # set while such a pass is written
+        self.native_sources: dict[str, str] = {}  # function -> C definition, of the NativeCalls written
         self.may_stream = not debug and streams(kernel.body)  # some loop is a stream copy (c_stream.py)
         self.streamed = False  # a loop became tk_stream_f32 calls: the file needs the helpers
 
@@ -399,8 +401,17 @@ class _KernelWriter:
             self.emit(depth, "}")
         elif isinstance(s, Alloc):
             self.alloc(s, depth, in_parallel, in_simd)
+        elif isinstance(s, NativeCall):
+            self.native_call(s, depth)
         else:
             raise TypeError(f"cannot generate C for {s!r}")
+
+    def native_call(self, s: NativeCall, depth: int) -> None:
+        """A C helper's call (its definition goes once into the file: `native_sources`)."""
+        args = [f"&{c_name(a.buffer.name)}[{self.expr(a.offset)[0]}]" if isinstance(a, Pointer)
+                else self.expr(a)[0] for a in s.args]
+        self.native_sources.setdefault(s.function, s.source)
+        self.emit(depth, f"{s.function}({', '.join(args)});")
 
     def store(self, s: Store, depth: int) -> None:
         buffer = s.buffer
@@ -823,6 +834,7 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     """
     signature = _signature(program)
     parts = [c_prelude(), ""]
+    natives: dict[str, str] = {}
     parts.append(f"/* ================= program {program.name}: {len(program.kernels)} kernel(s)"
                  f"{' (debug: bounds checks on)' if debug else ''} ================= */")
     for kernel in program.kernels:
@@ -834,6 +846,11 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
         parts.extend(writer.function())
         if writer.streamed and STREAM_HELPERS not in parts:
             parts.insert(1, STREAM_HELPERS)
+        for function, source in writer.native_sources.items():
+            if natives.setdefault(function, source) != source:
+                raise ValueError(f"two definitions of the native helper {function}")
+            elif source not in parts:
+                parts.insert(1, source)
     parts.append("")
     parts.extend(_entry(program, signature, profile))
     parts.append("")

@@ -21,6 +21,10 @@ nodes it implements. The statements are few:
 - `Alloc(buffer, body)`: a temporary buffer local to `body` (on the C stack
   when small, on the heap otherwise).
 - `If(cond, then, else_)` and `Block(stmts)`.
+- `NativeCall(function, args, writes, source)`: a call of a C helper that
+  loop IR cannot express (vector intrinsics such as `vpdpbusd`), on pointers
+  into buffers (`Pointer(buffer, offset)`) and scalar expressions; `source`
+  is the helper's C definition, which the C backend emits once per file.
 
 Index expressions are ordinary expressions of int64 loop variables; the
 simplifier (simplify.py) reduces them to a canonical affine form using the
@@ -167,6 +171,47 @@ class Block(Stmt):
         object.__setattr__(self, "stmts", tuple(self.stmts))
 
 
+@dataclass(frozen=True)
+class Pointer:
+    """An argument of a NativeCall: the address of `buffer[offset]`."""
+
+    buffer: Buffer
+    offset: Expr
+
+
+@dataclass(frozen=True)
+class NativeCall(Stmt):
+    """`function(args...)`: a C helper (defined by `source`) called on buffer pointers and scalars.
+
+    `writes` names the buffers the helper stores into (through their Pointer
+    arguments); it reads the other pointers' buffers. The helper must stay within
+    what its arguments describe: the IR cannot check inside it.
+    """
+
+    function: str
+    args: tuple
+    writes: tuple[str, ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        check_identifier(self.function, "native function")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "writes", tuple(self.writes))
+        pointers = {a.buffer.name for a in self.args if isinstance(a, Pointer)}
+        if not set(self.writes) <= pointers:
+            raise LoopIRError(f"{self.function}: writes {sorted(set(self.writes) - pointers)}, "
+                              f"which no pointer argument holds")
+        for a in self.args:
+            if isinstance(a, Pointer) and not is_int(a.offset.dtype):
+                raise LoopIRError(f"{self.function}: offset into {a.buffer.name} must be an integer")
+            if not isinstance(a, (Pointer, Expr)):
+                raise LoopIRError(f"{self.function}: argument {a!r} is neither a Pointer nor an expression")
+
+    def exprs(self) -> tuple[Expr, ...]:
+        """The offsets and scalar arguments, in order."""
+        return tuple(a.offset if isinstance(a, Pointer) else a for a in self.args)
+
+
 def block(*stmts: Stmt) -> Stmt:
     """A Block of `stmts`, flattening nested Blocks; a single statement is returned as is."""
     flat: list[Stmt] = []
@@ -197,7 +242,8 @@ class Kernel:
 
     def written_buffers(self) -> set[str]:
         """Names of the buffers this kernel stores into."""
-        return {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)}
+        names = {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)}
+        return names | {name for s in iter_stmts(self.body) if isinstance(s, NativeCall) for name in s.writes}
 
 
 # ---------------------------------------------------------------- traversal
@@ -227,6 +273,8 @@ def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.value,)
     if isinstance(stmt, If):
         return (stmt.cond,)
+    if isinstance(stmt, NativeCall):
+        return stmt.exprs()
     return ()
 
 
@@ -256,6 +304,10 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Ex
         return If(fn(stmt.cond, ranges), map_exprs(stmt.then, fn, ranges), else_)
     if isinstance(stmt, Block):
         return Block(tuple(map_exprs(s, fn, ranges) for s in stmt.stmts))
+    if isinstance(stmt, NativeCall):
+        args = tuple(Pointer(a.buffer, fn(a.offset, ranges)) if isinstance(a, Pointer) else fn(a, ranges)
+                     for a in stmt.args)
+        return NativeCall(stmt.function, args, stmt.writes, stmt.source)
     raise LoopIRError(f"not a statement: {stmt!r}")
 
 
@@ -342,6 +394,11 @@ class _Verifier:
             inner = dict(scalars)
             for s in stmt.stmts:
                 self.check(s, buffers, inner)
+        elif isinstance(stmt, NativeCall):
+            for a in stmt.args:
+                if isinstance(a, Pointer):
+                    self.check_buffer(a.buffer, buffers)
+                self.check_expr(a.offset if isinstance(a, Pointer) else a, buffers, scalars)
         else:
             self.fail(f"not a statement: {stmt!r}")
 
@@ -372,4 +429,8 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
     if isinstance(stmt, Block):
         lines = [line for s in stmt.stmts for line in format_stmt(s, depth)]
         return lines or [f"{pad}pass"]
+    if isinstance(stmt, NativeCall):
+        args = ", ".join(f"&{a.buffer.name}[{format_expr(a.offset)}]" if isinstance(a, Pointer) else format_expr(a)
+                         for a in stmt.args)
+        return [f"{pad}native {stmt.function}({args})"]
     raise LoopIRError(f"not a statement: {stmt!r}")

@@ -15,7 +15,8 @@ The level and the other values come from the pipeline's CompileOptions
 Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
 chains of convolutions in channel-blocked layout (layout.py), transform the
 constant weights of the convolutions that run as Winograd (winograd_weights.py)
-and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py).
+and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py; int8
+ones for the u8 x s8 GEMM: int8_weights.py).
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .layout import block_layouts
 from .rules import simplify_graph
+from .int8_weights import pack_int8_weights
 from .packed_weights import pack_matmul_weights
 from .winograd_weights import transform_winograd_weights
 
@@ -73,6 +75,7 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
         if blocked_layouts:
             passes.append(("winograd_weights", transform_winograd_weights))
             passes.append(("packed_weights", pack_matmul_weights))
+            passes.append(("int8_weights", pack_int8_weights))
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:
