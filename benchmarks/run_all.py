@@ -32,6 +32,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "conv_algorithms": ([sys.executable, os.path.join(HERE, "conv_algorithms.py")], True),
     "resnet_convs": ([sys.executable, os.path.join(HERE, "resnet_convs.py")], True),
     "accel": ([sys.executable, os.path.join(HERE, "accel.py")], False),
+    "int8_gemm": ([sys.executable, os.path.join(HERE, "int8_gemm.py")], True),
+    "int8_models": ([sys.executable, os.path.join(HERE, "int8_models.py")], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),

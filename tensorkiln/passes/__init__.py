@@ -35,6 +35,7 @@ from .layout import block_layouts
 from .rules import simplify_graph
 from .int8_weights import pack_int8_weights
 from .packed_weights import pack_matmul_weights
+from .qdq_integer import integer_qdq_products
 from .winograd_weights import transform_winograd_weights
 
 PassFn = Callable[[Graph], tuple[Graph, Counter]]
@@ -65,6 +66,8 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
     """
     simplify = lambda g: simplify_graph(g, fast_math=fast_math, fold_weights=True)  # noqa: E731
     passes: list[tuple[str, PassFn]] = []
+    if opt_level >= 2:
+        passes.append(("qdq_integer", integer_qdq_products))  # before folding turns DQ(weights) into floats
     if opt_level >= 1:
         passes.append(("constant_fold", fold_constants))
     if opt_level >= 2:
