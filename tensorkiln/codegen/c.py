@@ -593,6 +593,8 @@ class _KernelWriter:
         self.emit(0, "{")
         used = {n.buffer.name for s in iter_stmts(k.body) for e in stmt_exprs(s) for n in walk(e)
                 if isinstance(n, Load)} | {s.buffer.name for s in iter_stmts(k.body) if isinstance(s, Store)}
+        used |= {a.buffer.name for s in iter_stmts(k.body) if isinstance(s, NativeCall) for a in s.args
+                 if isinstance(a, Pointer)}
         for p in k.params:
             if p.name not in used:
                 self.emit(1, f"(void){c_name(p.name)};  /* unused */")
