@@ -16,7 +16,8 @@ Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
 chains of convolutions in channel-blocked layout (layout.py), transform the
 constant weights of the convolutions that run as Winograd (winograd_weights.py)
 and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py; int8
-ones for the u8 x s8 GEMM: int8_weights.py).
+ones for the u8 x s8 GEMM: int8_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
+matmuls and convolutions of dequantized 8-bit values on integers before folding makes float weights.
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
 """
 from __future__ import annotations
