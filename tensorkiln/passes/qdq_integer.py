@@ -96,9 +96,14 @@ def _integer_product(node: Node, columns: Node, x, w) -> Node:
 
 def _integer_conv(node: Node, x, w) -> Node:
     """conv2d as the integer product of x_q's windows (padded with x's zero point) and the filter."""
-    xq, x_zero, _ = x
+    xq, x_zero, x_scale = x
     weights, w_scale = w  # (C*KH*KW, O)
     where = (node.scope, node.location)
+    if xq.dtype.name == "int8":
+        # uint8 before the windows, not after: x_q - zx = (x_q + 128) - (zx + 128), and the windows stay
+        # index arithmetic the GEMM packs from, instead of a shifted copy of every window
+        xq, x_zero = _as_uint8(xq, x_zero, where)
+        x = (xq, x_zero, x_scale)
     n, c, h, wd = xq.shape
     _, o, oh, ow = node.shape
     kh, kw = node.inputs[1].shape[2:]
@@ -120,6 +125,16 @@ def _integer_conv(node: Node, x, w) -> Node:
     product = _integer_product(node, columns, x, (weights, w_scale))  # (N, OH*OW, O)
     image = make_node("reshape", [product], Attrs(shape=(n, oh, ow, o)), *where)
     return make_node("permute", [image], Attrs(perm=(0, 3, 1, 2)), *where)
+
+
+def _as_uint8(xq: Node, zero, where) -> tuple[Node, object]:
+    """int8 x_q and its zero point shifted by +128 into uint8 (a wrapping cast and add: exact)."""
+    shift = constant_node(np.array(128, np.uint8), dt.uint8, where[1])
+    shifted = make_node("add", [make_node("cast", [xq], Attrs(dtype=dt.uint8), *where), shift], None, *where)
+    if isinstance(zero, Node):
+        return shifted, make_node("add", [zero, constant_node(np.array(128, zero.dtype.storage), zero.dtype,
+                                                                 where[1])], None, *where)
+    return shifted, zero.astype(np.float64) + 128
 
 
 def _scalar(value) -> bool:
