@@ -41,6 +41,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                      os.path.join(os.path.dirname(HERE), "docs", "distributed_scaling.png")], True),
     # the first float32 sample of every OpInfo, tensorkiln and Inductor (`make opinfo` runs every sample)
     "opinfo": ([sys.executable, "-m", "tensorkiln.tools.opinfo_conformance", "--samples", "1", "--inductor"], True),
+    "int8_gemm": ([sys.executable, os.path.join(HERE, "int8_gemm.py")], True),
+    "int8_models": ([sys.executable, os.path.join(HERE, "int8_models.py")], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),

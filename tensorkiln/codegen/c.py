@@ -216,6 +216,7 @@ class _KernelWriter:
         self.written = kernel.written_buffers()
         self.prefetch_at: dict[int, _RowPrefetch] = {}  # id of a pass -> the next rows it prefetches
         self.prefetching: Optional[_RowPrefetch] = None  # set while such a pass is written
+        self.native_sources: dict[str, str] = {}  # function -> C definition, of the NativeCalls written
         self.may_stream = not debug and streams(kernel.body)  # some loop is a stream copy (c_stream.py)
         self.streamed = False  # a loop became tk_stream_f32 calls: the file needs the helpers
 
@@ -408,9 +409,7 @@ class _KernelWriter:
         elif isinstance(s, RuntimeCall):
             self.runtime_call(s, depth)
         elif isinstance(s, NativeCall):
-            args = ", ".join(f"{c_name(a.buffer.name)} + {self.expr(a.offset)[0]}" if isinstance(a, Pointer)
-                             else self.expr(a)[0] for a in s.args)
-            self.emit(depth, f"{s.function}({args});")
+            self.native_call(s, depth)
         else:
             raise TypeError(f"cannot generate C for {s!r}")
 
@@ -423,6 +422,14 @@ class _KernelWriter:
         source = c_name(s.reads[0].name) if s.reads else "0"
         self.emit(depth, f'if (tk_runtime_hook == 0 || tk_runtime_hook("{what}", {out}, {source}) != 0)')
         self.emit(depth + 1, f'tk_fail(TK_ERR_RUNTIME, "runtime call failed: {what}");')
+
+    def native_call(self, s: NativeCall, depth: int) -> None:
+        """A C helper's call (its definition goes once into the file: `native_sources`): the call's
+        own source, or the helper of that name in codegen/c_native.py."""
+        args = [f"&{c_name(a.buffer.name)}[{self.expr(a.offset)[0]}]" if isinstance(a, Pointer)
+                else self.expr(a)[0] for a in s.args]
+        self.native_sources.setdefault(s.function, s.source or native_helpers({s.function}))
+        self.emit(depth, f"{s.function}({', '.join(args)});")
 
     def store(self, s: Store, depth: int) -> None:
         buffer = s.buffer
@@ -605,6 +612,8 @@ class _KernelWriter:
         used = {n.buffer.name for s in iter_stmts(k.body) for e in stmt_exprs(s) for n in walk(e)
                 if isinstance(n, Load)} | {s.buffer.name for s in iter_stmts(k.body) if isinstance(s, Store)} | \
             {b.name for s in iter_stmts(k.body) if isinstance(s, RuntimeCall) for b in s.writes + s.reads}
+        used |= {a.buffer.name for s in iter_stmts(k.body) if isinstance(s, NativeCall) for a in s.args
+                 if isinstance(a, Pointer)}
         for p in k.params:
             if p.name not in used:
                 self.emit(1, f"(void){c_name(p.name)};  /* unused */")
@@ -860,9 +869,7 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     parts = [c_prelude(), ""]
     if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
         parts += [RUNTIME_HOOK, ""]
-    natives = {s.function for k in program.kernels for s in iter_stmts(k.body) if isinstance(s, NativeCall)}
-    if natives:
-        parts += [native_helpers(natives), ""]
+    natives: dict[str, str] = {}
     parts.append(f"/* ================= program {program.name}: {len(program.kernels)} kernel(s)"
                  f"{' (debug: bounds checks on)' if debug else ''} ================= */")
     for kernel in program.kernels:
@@ -874,6 +881,11 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
         parts.extend(writer.function())
         if writer.streamed and STREAM_HELPERS not in parts:
             parts.insert(1, STREAM_HELPERS)
+        for function, source in writer.native_sources.items():
+            if natives.setdefault(function, source) != source:
+                raise ValueError(f"two definitions of the native helper {function}")
+            elif source not in parts:
+                parts.insert(1, source)
     parts.append("")
     parts.extend(_entry(program, signature, profile))
     parts.append("")

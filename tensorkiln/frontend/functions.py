@@ -39,6 +39,11 @@ def matmul(a, b) -> Tensor:
     return out
 
 
+def matmul_integer(a, b) -> Tensor:
+    """Exact int32 product (..., M, K) @ (K, N) of int8/uint8 tensors (the `matmul_integer` op)."""
+    return apply("matmul_integer", [as_tensor(a), as_tensor(b)])
+
+
 def reshape(x: Tensor, *shape) -> Tensor:
     """Reshape with at most one -1 (inferred size)."""
     x = as_tensor(x)

@@ -1,4 +1,5 @@
-"""What the GEMM and conv templates need to know about the CPU: vector width, cache sizes, bf16 dot products.
+"""What the GEMM and conv templates need to know about the CPU: vector width, cache sizes, bf16 and int8
+dot products.
 
 Read once per process from /proc/cpuinfo (the widest vector extension the
 generated code can use with -march=native) and
@@ -20,8 +21,9 @@ DEFAULT_CACHES = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024 * 1024}
 
 @dataclass(frozen=True)
 class CpuTarget:
-    """Vector register width in bytes, vector register count, data-cache sizes in bytes, and whether
-    the CPU computes bf16 dot products (AVX512-BF16)."""
+    """Vector register width in bytes, vector register count, data-cache sizes in bytes, whether
+    the CPU computes bf16 dot products (AVX512-BF16), and how int8 products are summed
+    (`INT8_DOT_KINDS`)."""
 
     vector_bytes: int
     vector_registers: int
@@ -29,6 +31,21 @@ class CpuTarget:
     l2: int
     l3: int
     bf16_dot: bool = False
+    int8_dot: str = "portable"
+
+
+# How the u8 x s8 GEMM (templates/gemm_u8s8.py) sums byte products, best first: vpdpbusd
+# (AVX512-VNNI), bytes widened to 16 bits for vpmaddwd (AVX-512BW), or plain C.
+INT8_DOT_KINDS = ("vnni", "avx512bw", "portable")
+
+
+def int8_dot_kind(flags: set[str]) -> str:
+    """The best int8 dot product the CPU flags allow; TENSORKILN_INT8_DOT forces a slower one (tests)."""
+    best = "vnni" if {"avx512_vnni", "avx512bw"} <= flags else "avx512bw" if "avx512bw" in flags else "portable"
+    forced = os.environ.get("TENSORKILN_INT8_DOT")
+    if forced in INT8_DOT_KINDS and INT8_DOT_KINDS.index(forced) >= INT8_DOT_KINDS.index(best):
+        return forced
+    return best
 
 
 def _parse_size(text: str) -> int:
@@ -87,4 +104,4 @@ def cpu_target() -> CpuTarget:
         width, regs = 16, 16
     caches = read_cache_sizes()
     bf16_dot = "avx512_bf16" in flags and width >= 64 and os.environ.get("TENSORKILN_NO_BF16_DOT", "") in ("", "0")
-    return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot)
+    return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot, int8_dot_kind(flags))

@@ -21,6 +21,10 @@ nodes it implements. The statements are few:
 - `Alloc(buffer, body)`: a temporary buffer local to `body` (on the C stack
   when small, on the heap otherwise).
 - `If(cond, then, else_)` and `Block(stmts)`.
+- `NativeCall(function, args, writes, source)`: a call of a C helper that
+  loop IR cannot express (vector intrinsics such as `vpdpbusd`), on pointers
+  into buffers (`Pointer(buffer, offset)`) and scalar expressions; `source`
+  is the helper's C definition, which the C backend emits once per file.
 
 Index expressions are ordinary expressions of int64 loop variables; the
 simplifier (simplify.py) reduces them to a canonical affine form using the
@@ -191,28 +195,43 @@ class Pointer:
 
 @dataclass(frozen=True)
 class NativeCall(Stmt):
-    """`function(args...)`: a C helper for what loop IR cannot say, a micro-kernel of vector
-    intrinsics (codegen/c_native.py holds their C text and names them).
+    """`function(args...)`: a C helper for what loop IR cannot say (a micro-kernel of vector
+    intrinsics: vdpbf16ps, vpdpbusd), called on buffer pointers and scalars.
 
-    Each argument is an integer expression or a Pointer. A native call writes only local
-    buffers (it may read parameters: a packed weight), so the memory plan, which follows
-    stores, need not see inside it; the template that makes the call keeps its reads in range.
+    Its C text is `source`, or, where that is empty, the helper of that name in
+    codegen/c_native.py. `writes` names the buffers it stores into through their
+    Pointer arguments (none: it writes only local buffers); it reads the other
+    pointers' buffers. The IR cannot check inside the helper: the template that makes
+    the call keeps it within what its arguments describe.
     """
 
     function: str
     args: tuple
+    writes: tuple[str, ...] = ()
+    source: str = ""
 
     def __post_init__(self) -> None:
+        check_identifier(self.function, "native function")
         object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "writes", tuple(self.writes))
+        pointers = {a.buffer.name for a in self.args if isinstance(a, Pointer)}
+        if not set(self.writes) <= pointers:
+            raise LoopIRError(f"{self.function}: writes {sorted(set(self.writes) - pointers)}, "
+                              f"which no pointer argument holds")
         for a in self.args:
-            if not isinstance(a, Pointer) and not (isinstance(a, Expr) and is_int(a.dtype)):
-                raise LoopIRError(f"native call {self.function}: an argument must be a Pointer or an integer, "
-                                  f"got {a!r}")
+            if isinstance(a, Pointer) and not is_int(a.offset.dtype):
+                raise LoopIRError(f"{self.function}: offset into {a.buffer.name} must be an integer")
+            if not isinstance(a, (Pointer, Expr)):
+                raise LoopIRError(f"{self.function}: argument {a!r} is neither a Pointer nor an expression")
+
+    def exprs(self) -> tuple[Expr, ...]:
+        """The offsets and scalar arguments, in order."""
+        return tuple(a.offset if isinstance(a, Pointer) else a for a in self.args)
 
     def with_exprs(self, fn: Callable[[Expr], Expr]) -> "NativeCall":
-        """This call with fn applied to its integer arguments and pointer offsets."""
+        """This call with fn applied to its scalar arguments and pointer offsets."""
         return NativeCall(self.function, tuple(Pointer(a.buffer, fn(a.offset)) if isinstance(a, Pointer)
-                                               else fn(a) for a in self.args))
+                                               else fn(a) for a in self.args), self.writes, self.source)
 
 
 def block(*stmts: Stmt) -> Stmt:
@@ -245,8 +264,9 @@ class Kernel:
 
     def written_buffers(self) -> set[str]:
         """Names of the buffers this kernel stores into."""
-        return {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)} | \
-            {b.name for s in iter_stmts(self.body) if isinstance(s, RuntimeCall) for b in s.writes}
+        names = {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)}
+        names |= {name for s in iter_stmts(self.body) if isinstance(s, NativeCall) for name in s.writes}
+        return names | {b.name for s in iter_stmts(self.body) if isinstance(s, RuntimeCall) for b in s.writes}
 
 
 # ---------------------------------------------------------------- traversal
@@ -277,7 +297,7 @@ def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
     if isinstance(stmt, If):
         return (stmt.cond,)
     if isinstance(stmt, NativeCall):
-        return tuple(a.offset if isinstance(a, Pointer) else a for a in stmt.args)
+        return stmt.exprs()
     return ()
 
 
@@ -441,5 +461,5 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
     if isinstance(stmt, NativeCall):
         args = ", ".join(f"&{a.buffer.name}[{format_expr(a.offset)}]" if isinstance(a, Pointer) else format_expr(a)
                          for a in stmt.args)
-        return [f"{pad}{stmt.function}({args})"]
+        return [f"{pad}native {stmt.function}({args})"]
     raise LoopIRError(f"not a statement: {stmt!r}")

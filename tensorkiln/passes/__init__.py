@@ -15,7 +15,9 @@ The level and the other values come from the pipeline's CompileOptions
 Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
 chains of convolutions in channel-blocked layout (layout.py), transform the
 constant weights of the convolutions that run as Winograd (winograd_weights.py)
-and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py).
+and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py; int8
+ones for the u8 x s8 GEMM: int8_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
+matmuls and convolutions of dequantized 8-bit values on integers before folding makes float weights.
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
 With precision="bf16" the precision pass (precision.py) rounds the contractions'
 operands to bf16 at every level, after the exact simplifications (batch norm
@@ -35,8 +37,10 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .layout import block_layouts
 from .rules import simplify_graph
+from .int8_weights import pack_int8_weights
 from .packed_weights import pack_matmul_weights
 from .precision import round_to_bf16
+from .qdq_integer import integer_qdq_products
 from .winograd_weights import transform_winograd_weights
 
 PassFn = Callable[[Graph], tuple[Graph, Counter]]
@@ -68,6 +72,8 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
     """
     simplify = lambda g: simplify_graph(g, fast_math=fast_math, fold_weights=True)  # noqa: E731
     passes: list[tuple[str, PassFn]] = []
+    if opt_level >= 2:
+        passes.append(("qdq_integer", integer_qdq_products))  # before folding turns DQ(weights) into floats
     if opt_level >= 1:
         passes.append(("constant_fold", fold_constants))
     if opt_level >= 2:
@@ -83,6 +89,7 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
         if blocked_layouts:
             passes.append(("winograd_weights", transform_winograd_weights))
             passes.append(("packed_weights", pack_matmul_weights))
+            passes.append(("int8_weights", pack_int8_weights))
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:

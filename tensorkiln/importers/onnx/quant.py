@@ -7,9 +7,12 @@ arithmetic runs on floats, as a QDQ model's float graph does:
     DequantizeLinear   y = (x - zero_point) * scale
     QuantizeLinear     y = clamp(round_half_even(x / scale) + zero_point, type's range)
 
-The integer products of MatMulInteger and the QLinear ops are computed in float64, which holds
-every sum of products of 8- and 16-bit integers exactly (up to 2^53), and then requantized
-as onnx's reference does (the scale ratio in the scales' type, the product in float64).
+MatMulInteger and QLinearMatMul with 8-bit operands and a 2-D B run on `matmul_integer` (exact
+int32 sums; a constant B then runs on the u8 x s8 GEMM, passes/int8_weights.py), the zero points
+subtracted as column and row sums around it. Other integer products (16-bit types, batched B,
+the convolutions) are computed in float64, which holds every sum of products of 8- and 16-bit
+integers exactly (up to 2^53). Results are requantized as onnx's reference does (the scale ratio
+in the scales' type, the product in float64).
 
 Scales and zero points are per tensor (a scalar), per axis (1-D along `axis`) or blocked
 (`block_size`: each scale covers `block_size` consecutive elements along `axis`).
@@ -17,8 +20,9 @@ Scales and zero points are per tensor (a scalar), per axis (1-D along `axis`) or
 from __future__ import annotations
 
 from ... import dtypes as dt
-from ...frontend.functions import matmul
+from ...frontend.functions import matmul, matmul_integer
 from ...frontend.tensor import Tensor
+from ...frontend.trace import current_trace
 from .conv import convolution
 from .element_types import tk_dtype
 from .helpers import normalize_axis
@@ -100,9 +104,19 @@ def _quantize_linear(ctx, inputs, attrs):
     return quantize(ctx, x, scale, zero_point, dtype, attrs.get("axis", 1), attrs.get("block_size", 0))
 
 
+def _kept_in_graph(x: Tensor) -> Tensor:
+    """A constant 8-bit tensor as a node of the graph being traced, so that its dequantization is
+    graph ops too, which the qdq_matmul pass (passes/qdq_matmul.py) finds before constant folding
+    would make float weights of it (as it still does where no integer kernel takes them)."""
+    trace = current_trace()
+    if trace is None or x.is_traced or x.dtype.name not in ("int8", "uint8"):
+        return x
+    return Tensor._from_node(trace.constant_for(x), trace)
+
+
 @converter("DequantizeLinear")
 def _dequantize_linear(ctx, inputs, attrs):
-    x, scale = inputs[0], inputs[1]
+    x, scale = _kept_in_graph(inputs[0]), inputs[1]
     zero_point = inputs[2] if len(inputs) > 2 else None
     axis, block_size = attrs.get("axis", 1), attrs.get("block_size", 0)
     shape = tuple(x.shape)
@@ -139,11 +153,40 @@ def _channel_zero_point(zero_point: Tensor | None, rank: int) -> Tensor | None:
     return zero_point.reshape((zero_point.shape[0],) + (1,) * (rank - 1))
 
 
+def _known_zero(t: Tensor | None) -> bool:
+    """No zero point, or one known at compile time to be all zeros (its terms then vanish)."""
+    return t is None or (not t.is_traced and not t.numpy().any())
+
+
+def _integer_matmul(a: Tensor, b: Tensor, a_zero: Tensor | None, b_zero: Tensor | None) -> Tensor | None:
+    """(a - a_zero) @ (b - b_zero) exactly in int32 on matmul_integer, or None where that does not apply.
+
+    (A - za)(B - zb) = A @ B - za * colsum(B) - rowsum(A) * zb + K za zb: with B constant, colsum(B)
+    folds at compile time, and the usual symmetric weights (zb = 0) need no row sums at all.
+    """
+    eight_bit = ("int8", "uint8")
+    if a.ndim < 2 or b.ndim != 2 or a.dtype.name not in eight_bit or b.dtype.name not in eight_bit:
+        return None
+    acc = matmul_integer(a, b)
+    a_zero = None if _known_zero(a_zero) else a_zero.to(dt.int32)
+    b_zero = None if _known_zero(b_zero) else b_zero.to(dt.int32)
+    if a_zero is not None:
+        acc = acc - a_zero * b.to(dt.int32).sum(0).to(dt.int32)
+    if b_zero is not None:
+        acc = acc - a.to(dt.int32).sum(-1, keepdim=True).to(dt.int32) * b_zero
+        if a_zero is not None:
+            acc = acc + a_zero * b_zero * b.shape[0]
+    return acc.to(dt.int32)
+
+
 @converter("MatMulInteger")
 def _matmul_integer(ctx, inputs, attrs):
     a, b = inputs[0], inputs[1]
     a_zero = _row_zero_point(inputs[2] if len(inputs) > 2 else None)
     b_zero = inputs[3] if len(inputs) > 3 else None  # a scalar or one per column: broadcasts as is
+    exact = _integer_matmul(a, b, a_zero, b_zero)
+    if exact is not None:
+        return exact
     return matmul(_shifted(a, a_zero), _shifted(b, b_zero)).to(dt.int32)
 
 
@@ -151,15 +194,20 @@ def _matmul_integer(ctx, inputs, attrs):
 def _qlinear_matmul(ctx, inputs, attrs):
     a, a_scale, a_zero, b, b_scale, b_zero, y_scale = inputs[:7]
     y_zero = inputs[7] if len(inputs) > 7 else None
-    acc = matmul(_shifted(a, _row_zero_point(a_zero)), _shifted(b, b_zero))
+    acc = _integer_matmul(a, b, _row_zero_point(a_zero), b_zero)
+    if acc is not None:
+        acc = acc.to(dt.float64)
+    else:
+        acc = matmul(_shifted(a, _row_zero_point(a_zero)), _shifted(b, b_zero))
     ratio = a_scale.reshape((-1, 1)) * b_scale / y_scale if a_scale.numel() > 1 else a_scale * b_scale / y_scale
     return _requantize(ctx, acc, ratio, y_zero, y_zero.dtype if y_zero is not None else a.dtype)
 
 
 def _integer_conv(ctx: NodeContext, x: Tensor, x_zero: Tensor | None, w: Tensor, w_zero: Tensor | None,
                   bias: Tensor | None, attrs: dict) -> Tensor:
-    """The convolution of (x - x_zero) and (w - w_zero) (plus an int32 bias), exact in float64."""
-    shifted_w = _shifted(w, _channel_zero_point(w_zero, w.ndim))
+    """The convolution of (x - x_zero) and (w - w_zero) (plus an int32 bias), exact in float64; with a
+    constant 8-bit filter the qdq_integer pass (passes/qdq_integer.py) runs it on integers."""
+    shifted_w = _shifted(_kept_in_graph(w), _channel_zero_point(w_zero, w.ndim))
     inputs = [_shifted(x, None if x_zero is None else x_zero.reshape(())), shifted_w,
               None if bias is None else bias.to(dt.float64)]
     return convolution(ctx, inputs, attrs)

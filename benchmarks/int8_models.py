@@ -1,0 +1,104 @@
+"""Quantized models: tensorkiln's int8 kernels against ONNX Runtime and OpenVINO on the same int8 ONNX file.
+
+    python benchmarks/int8_models.py [resnet18 mobilenetv2 bert] [--json out.json] [--threads 2]
+
+Each model (the ones `tensorkiln bench` builds, batch 1; BERT-base at
+sequence 128) is exported to ONNX and quantized by ONNX Runtime the way its
+users do: ResNet-18 and MobileNetV2 with `quantize_static` (QDQ, per-channel
+int8 weights, uint8 activations, calibrated on 4 random images: the timing
+does not depend on the calibration), BERT with `quantize_dynamic` (int8
+weights, MatMulInteger). The same file is run by tensorkiln (`tk.onnx.load`),
+ONNX Runtime (IOBinding, all graph optimizations) and OpenVINO (default
+settings), timed in turns (interleaved_medians), medians in ms; tensorkiln's
+fp32 run of the float file is the baseline its int8 speed-up is measured
+against. The last column is the largest difference of tensorkiln's int8
+output from ONNX Runtime's on the same model.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+import numpy as np
+
+MODELS = ("resnet18", "mobilenetv2", "bert")
+
+
+def _quantized(name: str, model, inputs, folder: str) -> tuple[str, str]:
+    """(float ONNX path, int8 ONNX path) of one model."""
+    import torch
+    from onnxruntime import quantization as q
+    float_path, int8_path = os.path.join(folder, f"{name}.onnx"), os.path.join(folder, f"{name}.int8.onnx")
+    torch.onnx.export(model, inputs, float_path, dynamo=False)
+    if name == "bert":
+        q.quantize_dynamic(float_path, int8_path, weight_type=q.QuantType.QInt8)
+        return float_path, int8_path
+
+    class Images(q.CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.batches = iter([{_input_name(float_path): rng.standard_normal(
+                tuple(inputs[0].shape)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    q.quantize_static(float_path, int8_path, Images(), quant_format=q.QuantFormat.QDQ, per_channel=True)
+    return float_path, int8_path
+
+
+def _input_name(path: str) -> str:
+    import onnx
+    return onnx.load(path, load_external_data=False).graph.input[0].name
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(MODELS))
+    parser.add_argument("--json")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    import logging
+    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice on pre-processing
+
+    import tensorkiln as tk
+    from tensorkiln.kernels.target import cpu_target
+    from tensorkiln.tools.bench import build
+    from tensorkiln.tools.bench_common import onnxruntime_runner, openvino_runner
+    from tensorkiln.tools.timing import interleaved_medians
+
+    print(f"int8 models, batch 1, {args.threads} threads, int8 dot product {cpu_target().int8_dot}; "
+          f"medians of turns in ms")
+    print(f"{'model':>12} {'tk int8':>8} {'ORT int8':>9} {'OV int8':>8} {'tk fp32':>8} "
+          f"{'ORT/tk':>7} {'OV/tk':>6} {'fp32/int8':>9} {'max |tk - ORT|':>15}")
+    results = {}
+    folder = tempfile.mkdtemp(prefix="tensorkiln-int8-")
+    for name in args.models:
+        model, inputs = build(name, 1)
+        arrays = [t.numpy() for t in inputs]
+        float_path, int8_path = _quantized(name, model, inputs, folder)
+        names = [i.name for i in __import__("onnx").load(int8_path, load_external_data=False).graph.input]
+        feeds = dict(zip(names, arrays))
+        tk_int8, tk_fp32 = tk.onnx.load(int8_path), tk.onnx.load(float_path)
+        ort_run, _ = onnxruntime_runner(int8_path, arrays)
+        ov_run, _ = openvino_runner(int8_path, arrays, f32=False)
+        first = lambda out: out[0] if isinstance(out, (list, tuple)) else out  # noqa: E731
+        difference = float(np.max(np.abs(first(tk_int8(**feeds)) - ort_run())))
+        seconds = interleaved_medians({"tk int8": lambda: tk_int8(**feeds), "ORT int8": ort_run,
+                                       "OV int8": ov_run, "tk fp32": lambda: tk_fp32(**feeds)})
+        ms = {k: v * 1e3 for k, v in seconds.items()}
+        results[name] = {"ms": ms, "max_abs_difference_from_ort": difference}
+        print(f"{name:>12} {ms['tk int8']:8.2f} {ms['ORT int8']:9.2f} {ms['OV int8']:8.2f} {ms['tk fp32']:8.2f} "
+              f"{ms['ORT int8'] / ms['tk int8']:6.2f}x {ms['OV int8'] / ms['tk int8']:5.2f}x "
+              f"{ms['tk fp32'] / ms['tk int8']:8.2f}x {difference:15.3g}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "int8_dot": cpu_target().int8_dot, "models": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""Quantized matmuls and convolutions run on integers: matmul(DQ(x_q), DQ(W_q)) becomes
+scale * float(matmul_integer(x_q, W_q) - c), and conv2d(DQ(x_q), DQ(W_q)) the same over x_q's windows.
+
+A QDQ model (ONNX Runtime's `quantize_static` / `quantize_dynamic` in QDQ
+form) keeps its quantized tensors as int8/uint8 and dequantizes them right
+before each MatMul, Gemm or Conv; the importer writes DequantizeLinear as
+`(float(q) - zero) * scale`, and ConvInteger / QLinearConv / MatMulInteger of
+other forms as products of `float(q) - zero` (importers/onnx/quant.py). With
+a per-tensor activation scale sx and zero zx, and a constant weight W_q with
+one scale sw per output column or channel (or one in all) and zero zw:
+
+    (float(x_q) - zx) sx @ (float(W_q) - zw) sw
+        = float(x_q @ (W_q - zw) - zx * colsum(W_q - zw)) * sx sw
+
+so the product is exact in int32 on matmul_integer (and then the u8 x s8
+GEMM: int8_weights.py), the column-sum term and the scales are constants
+folded now, and the rest is an epilogue; a QuantizeLinear after it fuses as
+well. A convolution (groups 1) is the same product over im2col windows of
+x_q padded with zx, whose padding then contributes nothing, as zeros do to
+the float convolution. This pass runs before constant folding, which would
+otherwise turn DQ(W_q) into a float weight and lose the integers.
+
+Left as they are: a weight zero that takes W_q - zw out of int8's range, a
+per-row weight scale, a per-channel activation scale, a non-constant weight,
+grouped (depthwise) convolutions.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ir.graph import Graph, Node, constant_node, make_node
+from ..ir.ops import Attrs
+from ..ir.rewrite import rewrite_graph, with_inputs
+from .pattern import constant_array
+
+EIGHT_BIT = ("int8", "uint8")
+
+
+def integer_qdq_products(graph: Graph) -> tuple[Graph, Counter]:
+    """Rewrite each matmul and conv2d of dequantized 8-bit operands (the weight a constant) on matmul_integer."""
+    fired: Counter = Counter()
+
+    def visit(node: Node, inputs: list[Node]) -> Node:
+        node = with_inputs(node, inputs)
+        if node.op not in ("matmul", "conv2d") or node.dtype.name not in ("float32", "float64"):
+            return node
+        x = dequantized(node.inputs[0], runtime=True)
+        if x is None or not _scalar(x[1]) or not _scalar(x[2]):
+            return node  # the activation needs one zero and one scale (known, or computed: dynamic)
+        if node.op == "matmul":
+            w = _dequantized_weight(node.inputs[1]) if node.inputs[1].ndim == 2 else None
+            if w is None or w[0].shape[0] != x[0].shape[-1]:
+                return node
+            fired["matmul(DQ, DQ) -> matmul_integer"] += 1
+            return _integer_product(node, x[0], x, w)
+        w = _dequantized_filter(node.inputs[1]) if node.attrs["groups"] == 1 else None
+        if w is None:
+            return node
+        fired["conv2d(DQ, DQ) -> im2col matmul_integer"] += 1
+        return _integer_conv(node, x, w)
+
+    return rewrite_graph(graph, visit), fired
+
+
+def _integer_product(node: Node, columns: Node, x, w) -> Node:
+    """float(columns @ W - zx colsum(W)) * sx sw, in node's dtype: columns (..., K) int8/uint8, W (K, N).
+    zx and sx are constants, or scalars computed at run time (dynamic quantization)."""
+    (_, x_zero, x_scale), (weights, w_scale) = x, w
+    where = (node.scope, node.location)
+    acc = make_node("matmul_integer", [columns, constant_node(weights, dt.int8, node.location)], None, *where)
+    column_sums = weights.astype(np.int64).sum(axis=0)
+    if isinstance(x_zero, Node):
+        zero = make_node("cast", [x_zero], Attrs(dtype=dt.int32), *where)
+        term = make_node("mul", [zero, constant_node(column_sums.astype(np.int32), dt.int32, node.location)],
+                         None, *where)
+        acc = make_node("sub", [acc, term], None, *where)
+    elif int(np.rint(x_zero.reshape(-1)[0])):
+        column_term = (int(np.rint(x_zero.reshape(-1)[0])) * column_sums).astype(np.int32)
+        acc = make_node("sub", [acc, constant_node(column_term, dt.int32, node.location)], None, *where)
+    storage = node.dtype.storage
+    w_scale = w_scale.astype(storage).reshape(-1)
+    w_scale = w_scale.reshape(()) if w_scale.size == 1 else w_scale
+    if isinstance(x_scale, Node):
+        x_scale = x_scale if x_scale.dtype == node.dtype else \
+            make_node("cast", [x_scale], Attrs(dtype=node.dtype), *where)
+        scale = make_node("mul", [x_scale, constant_node(w_scale, node.dtype, node.location)], None, *where)
+    else:
+        scale = constant_node((x_scale.reshape(-1)[0].astype(storage) * w_scale).astype(storage), node.dtype,
+                              node.location)
+    real = make_node("cast", [acc], Attrs(dtype=node.dtype), *where)
+    return make_node("mul", [real, scale], None, *where)
+
+
+def _integer_conv(node: Node, x, w) -> Node:
+    """conv2d as the integer product of x_q's windows (padded with x's zero point) and the filter."""
+    xq, x_zero, x_scale = x
+    weights, w_scale = w  # (C*KH*KW, O)
+    where = (node.scope, node.location)
+    if xq.dtype.name == "int8":
+        # uint8 before the windows, not after: x_q - zx = (x_q + 128) - (zx + 128), and the windows stay
+        # index arithmetic the GEMM packs from, instead of a shifted copy of every window
+        xq, x_zero = _as_uint8(xq, x_zero, where)
+        x = (xq, x_zero, x_scale)
+    n, c, h, wd = xq.shape
+    _, o, oh, ow = node.shape
+    kh, kw = node.inputs[1].shape[2:]
+    pt, pb, pl, pr = node.attrs["padding"]
+    if pt or pb or pl or pr:
+        pads = ((0, 0), (0, 0), (pt, pb), (pl, pr))
+        if isinstance(x_zero, Node):  # a zero point computed at run time: padded as 0, then replaced
+            padded = make_node("pad", [xq], Attrs(pads=pads, value=0), *where)
+            border = np.ones((1, 1, h + pt + pb, wd + pl + pr), dtype=bool)
+            border[:, :, pt:pt + h, pl:pl + wd] = False
+            zero = make_node("cast", [x_zero], Attrs(dtype=xq.dtype), *where)
+            xq = make_node("where", [constant_node(border, dt.bool_, node.location), zero, padded], None, *where)
+        else:
+            xq = make_node("pad", [xq], Attrs(pads=pads, value=int(np.rint(x_zero.reshape(-1)[0]))), *where)
+    windows = make_node("window", [xq], Attrs(kernel=(kh, kw), stride=tuple(node.attrs["stride"]),
+                                               dilation=tuple(node.attrs["dilation"])), *where)  # (N, C, OH, OW, KH, KW)
+    columns = make_node("permute", [windows], Attrs(perm=(0, 2, 3, 1, 4, 5)), *where)
+    columns = make_node("reshape", [columns], Attrs(shape=(n, oh * ow, c * kh * kw)), *where)
+    product = _integer_product(node, columns, x, (weights, w_scale))  # (N, OH*OW, O)
+    image = make_node("reshape", [product], Attrs(shape=(n, oh, ow, o)), *where)
+    return make_node("permute", [image], Attrs(perm=(0, 3, 1, 2)), *where)
+
+
+def _as_uint8(xq: Node, zero, where) -> tuple[Node, object]:
+    """int8 x_q and its zero point shifted by +128 into uint8 (a wrapping cast and add: exact)."""
+    shift = constant_node(np.array(128, np.uint8), dt.uint8, where[1])
+    shifted = make_node("add", [make_node("cast", [xq], Attrs(dtype=dt.uint8), *where), shift], None, *where)
+    if isinstance(zero, Node):
+        return shifted, make_node("add", [zero, constant_node(np.array(128, zero.dtype.storage), zero.dtype,
+                                                                 where[1])], None, *where)
+    return shifted, zero.astype(np.float64) + 128
+
+
+def _scalar(value) -> bool:
+    return value.ndim == 0 if isinstance(value, Node) else value.size == 1
+
+
+def dequantized(node: Node, runtime: bool = False) -> tuple[Node, object, object] | None:
+    """(q, zero, scale) of node = (float(q) - zero) * scale with q 8-bit and the zero and scale known
+    constants (no zero: 0; no scale: 1, an integer product's operand); None for anything else.
+    runtime=True: a zero or scale that is not known may be a scalar node (computed at run time)."""
+    def value(n: Node):
+        found = known(n)
+        return n if found is None and runtime and n.ndim == 0 and n.dtype.is_floating else found
+
+    one = np.ones((), node.dtype.storage)
+    pairs = list(zip(node.inputs, node.inputs[::-1])) if node.op == "mul" else []
+    for shifted, scale in [(a, value(b)) for a, b in pairs] + [(node, one)]:
+        if scale is None:
+            continue
+        zero = np.zeros((), np.float32)
+        if shifted.op == "sub":
+            shifted, zero = shifted.inputs[0], value(shifted.inputs[1])
+        if zero is None or shifted.op != "cast" or shifted.inputs[0].dtype.name not in EIGHT_BIT:
+            continue
+        return shifted.inputs[0], zero, scale
+    return None
+
+
+def _dequantized_weight(node: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """(W_q - zw as int8, its scale) of a dequantized constant weight, perhaps transposed (Gemm's transB).
+
+    The zero point, whatever its layout, is subtracted into the integers here; the scale must be one
+    per column of the product (or one in all) to factor out of the sums.
+    """
+    transposed = node.op == "permute" and tuple(node.attrs["perm"]) == (1, 0)
+    found = dequantized(node.inputs[0] if transposed else node)
+    if found is None or found[0].op != "constant" or found[0].ndim != 2:
+        return None
+    q, zero, scale = found
+    rows, cols = q.shape
+    if np.broadcast_shapes(zero.shape, q.shape) != q.shape:
+        return None
+    shifted = constant_array(q).astype(np.int64) - np.rint(zero).astype(np.int64)
+    if shifted.size and (shifted.min() < -128 or shifted.max() > 127):
+        return None
+    if transposed:  # W_q is stored (N, K): a scale per row of it is one per column of the product
+        if scale.size != 1 and scale.shape != (rows, 1):
+            return None
+        shifted = shifted.T
+    elif scale.size != 1 and scale.shape not in ((cols,), (1, cols)):
+        return None
+    return np.ascontiguousarray(shifted.astype(np.int8)), scale.reshape(-1)
+
+
+def _dequantized_filter(node: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """(W_q - zw as an int8 (C*KH*KW, O) matrix, its scale per output channel) of a dequantized
+    constant conv2d filter (O, C, KH, KW)."""
+    found = dequantized(node)
+    if found is None or found[0].op != "constant":
+        return None
+    q, zero, scale = found
+    o = q.shape[0]
+    if np.broadcast_shapes(zero.shape, q.shape) != q.shape or \
+            scale.size != 1 and scale.shape not in ((o,), (o, 1, 1, 1)):
+        return None
+    shifted = constant_array(q).astype(np.int64) - np.rint(zero).astype(np.int64)
+    if shifted.size and (shifted.min() < -128 or shifted.max() > 127):
+        return None
+    return np.ascontiguousarray(shifted.reshape(o, -1).T.astype(np.int8)), scale.reshape(-1)
+
+
+def known(node: Node) -> np.ndarray | None:
+    """The value of a constant, or of casts and reshapes of one (the importer's `zero.to(float32)`,
+    a scalar scale's reshape), else None."""
+    if node.op == "constant":
+        return constant_array(node)
+    if node.op in ("cast", "reshape"):
+        inner = known(node.inputs[0])
+        if inner is None:
+            return None
+        if node.op == "reshape":
+            return inner.reshape(node.shape)
+        return dt.to_compute(dt.to_storage(inner, node.dtype), node.dtype)
+    return None
