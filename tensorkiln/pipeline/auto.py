@@ -4,7 +4,9 @@ The candidates are those of the classic hand schedule: the output tiled
 (tile sizes from a small grid), its inner tile loop vectorized at the
 machine's vector width, its tile rows parallel; every stencil producer (a Func
 read at two or more different points by one consumer) computed at the
-output's tile; pointwise Funcs inlined; Funcs with update definitions, and
+output's tile, and so is a Func several others read (computed once, not per
+reader); pointwise Funcs and boundary conditions inlined; Funcs with update
+definitions, and
 those read at data-dependent points, computed at the root with their pure
 loop vectorized.
 
@@ -63,7 +65,7 @@ def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
     at_tile = {output.name}  # Funcs whose points are computed inside the output's tiles
     for f in reversed(funcs):  # consumers first: a producer goes in a tile only if all its readers are there
         readers = consumers.get(f.name, set())
-        if f is not output and not f.updates and f.name not in gathered and readers <= at_tile:
+        if f is not output and not f.updates and f.name not in gathered and readers and readers <= at_tile:
             at_tile.add(f.name)
     for f in funcs:
         stages = [{"compute": "inline", "store": None, "steps": []} for _ in f.schedules]
@@ -80,7 +82,9 @@ def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
         elif f.updates or f.name in gathered or f.name not in at_tile:
             stages[0] = {"compute": "root", "store": None, "steps": [["split", first, first, f"{first}_v", vector],
                                                                      ["vectorize", f"{first}_v"]]}
-        elif f.name in stencil and y is not None and not output.updates:
+        elif isinstance(f.value, P.Call) and not isinstance(f.value.target, Func):
+            pass  # a boundary condition: one clamped read of an input, inlined where it is read
+        elif (f.name in stencil or len(consumers.get(f.name, ())) > 1) and y is not None and not output.updates:
             stages[0] = {"compute": [output.name, x], "store": None,
                          "steps": [["split", first, first, f"{first}_v", vector], ["vectorize", f"{first}_v"]]}
         data[f.name] = stages

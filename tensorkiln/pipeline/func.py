@@ -245,16 +245,23 @@ def apply_schedule(output: Func, data: dict) -> None:
 
 
 def pipeline_funcs(output: Func) -> list[Func]:
-    """Every Func `output` reads, directly or not, producers first, and `output` last."""
-    found: list[Func] = []
-    stack, seen = [output], {id(output)}
-    while stack:
-        f = stack.pop()
-        found.append(f)
+    """Every Func `output` reads, directly or not, each after all the Funcs it reads; `output` last."""
+    order: list[Func] = []
+    done: set[int] = set()
+    stack: list[tuple[Func, bool]] = [(output, False)]
+    while stack:  # depth-first, a Func appended once all its producers are
+        f, expanded = stack.pop()
+        if id(f) in done:
+            continue
+        if expanded:
+            done.add(id(f))
+            order.append(f)
+            continue
+        stack.append((f, True))
         exprs = ([f.value] if f.value is not None else []) + [e for u in f.updates for e in (*u.args, u.value)]
         for e in exprs:
             for node in walk(e):
-                if isinstance(node, Call) and isinstance(node.target, Func) and id(node.target) not in seen:
-                    seen.add(id(node.target))
-                    stack.append(node.target)
-    return list(reversed(found))
+                if isinstance(node, Call) and isinstance(node.target, Func) and node.target is not f \
+                        and id(node.target) not in done:
+                    stack.append((node.target, False))
+    return order
