@@ -240,20 +240,25 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     total = windows.sum((-2, -1))
     if divisor_override:
         return total * (1.0 / divisor_override)
-    # The divisor of each window is known at compile time: count the cells it covers.
-    counts = []
-    for n, size, k, s, p in zip(outs, x.shape[-2:], kernel, stride, padding):
+    divisor = pool_divisors(outs, x.shape[-2:], kernel, stride, padding, count_include_pad)
+    return total / as_tensor(divisor, x.dtype)
+
+
+def pool_divisors(outs, sizes, kernel, stride, padding, count_include_pad: bool) -> np.ndarray:
+    """The divisor of each average-pooling window (one axis per pooled axis), known at compile time:
+    the cells it covers, padding included when `count_include_pad` (PyTorch's rule)."""
+    divisor = np.ones((), dtype=np.float64)
+    for n, size, k, s, p in zip(outs, sizes, kernel, stride, padding):
         start = np.arange(n) * s - p
         end = np.minimum(start + k, size + p)
         if not count_include_pad:
             start, end = np.maximum(start, 0), np.minimum(end, size)
-        counts.append(end - np.maximum(start, -p))
-    divisor = np.outer(counts[0], counts[1]).astype(np.float64)
-    return total / as_tensor(divisor, x.dtype)
+        divisor = np.multiply.outer(divisor, end - np.maximum(start, -p))
+    return divisor
 
 
-def _adaptive_matrix(size: int, out: int) -> np.ndarray:
-    """Row i averages input cells floor(i*size/out) .. ceil((i+1)*size/out)."""
+def adaptive_pool_matrix(size: int, out: int) -> np.ndarray:
+    """(out, size): row i averages input cells floor(i*size/out) .. ceil((i+1)*size/out) (PyTorch's windows)."""
     m = np.zeros((out, size))
     for i in range(out):
         start, end = (i * size) // out, -(-((i + 1) * size) // out)
@@ -273,8 +278,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         return x.mean((-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:
         return avg_pool2d(x, (h // oh, w // ow))
-    rows = as_tensor(_adaptive_matrix(h, oh), x.dtype)
-    cols = as_tensor(_adaptive_matrix(w, ow).T, x.dtype)
+    rows = as_tensor(adaptive_pool_matrix(h, oh), x.dtype)
+    cols = as_tensor(adaptive_pool_matrix(w, ow).T, x.dtype)
     return matmul(matmul(rows, x), cols)
 
 

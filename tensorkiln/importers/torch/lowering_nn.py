@@ -259,24 +259,8 @@ def avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
     total = _windows(x, 0.0, kernel, stride, padding, (1, 1, 1), extra).sum((-3, -2, -1))
     if divisor_override:
         return total * (1.0 / divisor_override)
-    # Each window's divisor is known at compile time: the cells it covers (padding too, if counted).
-    divisor = np.ones((), dtype=np.float64)
-    for n, size, k, s, p in zip(outs, x.shape[-3:], kernel, stride, padding):
-        start = np.arange(n) * s - p
-        end = np.minimum(start + k, size + p)
-        if not count_include_pad:
-            start, end = np.maximum(start, 0), np.minimum(end, size)
-        divisor = np.multiply.outer(divisor, end - np.maximum(start, -p))
+    divisor = F.pool_divisors(outs, x.shape[-3:], kernel, stride, padding, count_include_pad)
     return total / as_tensor(divisor, x.dtype)
-
-
-def _adaptive_matrix(size: int, out: int) -> np.ndarray:
-    """Row i averages input cells floor(i*size/out) .. ceil((i+1)*size/out) (PyTorch's windows)."""
-    m = np.zeros((out, size))
-    for i in range(out):
-        start, end = (i * size) // out, -(-((i + 1) * size) // out)
-        m[i, start:end] = 1.0 / (end - start)
-    return m
 
 
 @register_lowering(aten._adaptive_avg_pool3d.default, aten.adaptive_avg_pool3d.default)
@@ -285,7 +269,7 @@ def adaptive_avg_pool3d(x, output_size):
     sizes = _triple(output_size)
     for axis, out in enumerate(sizes):
         d = x.ndim - 3 + axis
-        matrix = as_tensor(_adaptive_matrix(x.shape[d], out).T, x.dtype)  # (size, out)
+        matrix = as_tensor(F.adaptive_pool_matrix(x.shape[d], out).T, x.dtype)  # (size, out)
         x = (x.transpose(d, -1) @ matrix).transpose(d, -1)
     return x
 
