@@ -310,27 +310,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
         For(p, kc, For(i, E.const(mr), For(j, E.const(nr), Store(acc, i * nr + j, update), "vectorized"),
                        "unrolled")))
-    r0, c0 = row_base + iq * mr, col_base + jq * nr
-    out_row, out_col = r0 + wi, c0 + wj
-    flat = out_index(bi, out_row, out_col)
-    tile_sum: E.Expr = E.Load(acc, wi * nr + wj)
-    last_sum = tile_sum  # the sum on the last K block, where the epilogue applies
-    if n_k > 1:
-        if out.dtype != dtype:
-            raise ValueError("blis_gemm: partial sums over K blocks need an output of the compute dtype")
-        last_sum = E.Load(out, flat) + tile_sum  # pc > 0 there: a plain load, so the epilogue vectorizes
-        tile_sum = E.Select(E.eq(pc, 0), zero, E.Load(out, flat)) + tile_sum
-    rows_left = E.minimum(E.const(mr), m - r0) if m % mr else E.const(mr)
-    cols_left = E.minimum(E.const(nr), n - c0) if n % nr else E.const(nr)
-
-    def write(value: E.Expr) -> Stmt:
-        store: Stmt = Store(out, flat, value)
-        if col_valid is not None:
-            store = If(col_valid(out_col), store)
-        return For(wi, rows_left, For(wj, cols_left, store, "vectorized"))
-
-    final = write(epilogue(bi, out_row, out_col, last_sum))
-    writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
+    writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,
+                               (wi, wj), (m, n), (mr, nr), pc, n_k, dtype, zero)
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
     row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, tiles if pack_a is None else block(pack_a, tiles))
     depth = For(pc, E.const(n_k), row_blocks if pack_b is None else block(pack_b, row_blocks))
@@ -408,3 +389,35 @@ def _block_extent(block_size: int, chunk_extent: E.Expr, index: E.Expr) -> E.Exp
     if isinstance(chunk_extent, E.Const) and int(chunk_extent.value) % block_size == 0:
         return E.const(block_size)
     return E.minimum(E.const(block_size), chunk_extent - index * block_size)
+
+
+def tile_writeback(out: Buffer, acc: Buffer, out_index: IndexFn, epilogue, col_valid, bi: E.Expr, r0: E.Expr,
+                   c0: E.Expr, tile_vars: tuple[E.Var, E.Var], sizes: tuple[int, int], tile: tuple[int, int],
+                   pc: E.Var, n_k: int, dtype: str, zero: E.Const) -> Stmt:
+    """Store a micro-tile's sums (`acc`, MR x NR row-major) at rows r0.., columns c0.. of `out`.
+
+    Over several K blocks (n_k > 1) `out` holds the partial sums: block pc adds its tile to
+    them (the first block starts from zero), and the last one applies the epilogue. Rows and
+    columns past m and n (tails) are not stored; `col_valid` can drop more columns.
+    """
+    (wi, wj), (m, n), (mr, nr) = tile_vars, sizes, tile
+    out_row, out_col = r0 + wi, c0 + wj
+    flat = out_index(bi, out_row, out_col)
+    tile_sum: E.Expr = E.Load(acc, wi * nr + wj)
+    last_sum = tile_sum  # the sum on the last K block, where the epilogue applies
+    if n_k > 1:
+        if out.dtype != dtype:
+            raise ValueError("blis_gemm: partial sums over K blocks need an output of the compute dtype")
+        last_sum = E.Load(out, flat) + tile_sum  # pc > 0 there: a plain load, so the epilogue vectorizes
+        tile_sum = E.Select(E.eq(pc, 0), zero, E.Load(out, flat)) + tile_sum
+    rows_left = E.minimum(E.const(mr), m - r0) if m % mr else E.const(mr)
+    cols_left = E.minimum(E.const(nr), n - c0) if n % nr else E.const(nr)
+
+    def write(value: E.Expr) -> Stmt:
+        store: Stmt = Store(out, flat, value)
+        if col_valid is not None:
+            store = If(col_valid(out_col), store)
+        return For(wi, rows_left, For(wj, cols_left, store, "vectorized"))
+
+    final = write(epilogue(bi, out_row, out_col, last_sum))
+    return If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final

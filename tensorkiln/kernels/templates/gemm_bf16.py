@@ -30,11 +30,11 @@ from ...codegen.c_native import BF16_TILE_NR
 from ...ir.graph import Node
 from ...loops import expr as E
 from ...loops.buffer import Buffer
-from ...loops.ir import Alloc, For, If, NativeCall, Pointer, Stmt, Store, block
+from ...loops.ir import Alloc, For, NativeCall, Pointer, Stmt, Store, block
 from ...loops.schedule import substitute
 from ..target import cpu_target
-from .gemm import (GemmBlocking, IndexFn, Panels, _block_extent, _chunk_extent, _round_up, blis_gemm,
-                   gemm_blocking, gemm_thread_split)
+from .gemm import (GemmBlocking, IndexFn, Panels, _block_extent, _chunk_extent, _round_up, blis_gemm, gemm_blocking,
+                   gemm_thread_split, tile_writeback)
 
 NATIVE_MR = 8  # the rows of the intrinsics tile
 
@@ -190,25 +190,8 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
         products = For(q, pairs, For(i, E.const(mr), For(j, E.const(nr), block(*steps), "vectorized"),
                                      "unrolled"))
     micro_kernel = block(For(zq, E.const(mr * nr), Store(acc, zq, zero), "vectorized"), products)
-    r0, c0 = row_base + iq * mr, col_base + jq * nr
-    out_row, out_col = r0 + wi, c0 + wj
-    flat = out_index(bi, out_row, out_col)
-    tile_sum: E.Expr = E.Load(acc, wi * nr + wj)
-    last_sum = tile_sum
-    if n_k > 1:
-        last_sum = E.Load(out, flat) + tile_sum
-        tile_sum = E.Select(E.eq(pc, 0), zero, E.Load(out, flat)) + tile_sum
-    rows_left = E.minimum(E.const(mr), m - r0) if m % mr else E.const(mr)
-    cols_left = E.minimum(E.const(nr), n - c0) if n % nr else E.const(nr)
-
-    def write(value: E.Expr) -> Stmt:
-        store: Stmt = Store(out, flat, value)
-        if col_valid is not None:
-            store = If(col_valid(out_col), store)
-        return For(wi, rows_left, For(wj, cols_left, store, "vectorized"))
-
-    final = write(epilogue(bi, out_row, out_col, last_sum))
-    writeback: Stmt = If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
+    writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,
+                               (wi, wj), (m, n), (mr, nr), pc, n_k, "float32", zero)
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
     row_blocks = For(ib, (rows + (mc_max - 1)) // mc_max, block(pack_a, tiles))
     depth_blocks = For(pc, E.const(n_k), row_blocks if pack_b is None else block(pack_b, row_blocks))
