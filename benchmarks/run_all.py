@@ -50,6 +50,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "md_skin": ([sys.executable, os.path.join(HERE, "md_skin.py")], True),
     "models_bf16": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "--precision", "bf16",
                                   "--threads", "2"], True),
+    "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
 }
 

@@ -1,0 +1,78 @@
+"""bf16 GEMM (vdpbf16ps) against tensorkiln's fp32 GEMM and torch.matmul, on the same shapes, in one run.
+
+    python benchmarks/bf16_gemm.py [--threads 2] [--json out.json]
+
+Each case is `x @ W` with W a constant (a linear layer's weight), compiled by
+tk.jit twice: with precision="fp32" and with precision="bf16" (operands
+rounded to bfloat16, float32 accumulation; W packed once at compile time as
+bf16 pairs). torch.matmul in float32 and in bfloat16 (its own CPU kernels)
+is the peer. Timed in turns (tensorkiln.tools.timing.interleaved_medians),
+medians; figures are GFLOP/s (2 flops per multiply-add). The bf16 result is
+checked against a float64 product of the bf16-rounded operands.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# BERT-base's projections at sequence 128, its FFN, and a square case.
+SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (512, 512, 512)]
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    """`a` rounded to bfloat16 (to nearest even), as float32."""
+    from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
+    return f32_from_bf16_bits(bf16_bits_from_f32(a.astype(np.float32)))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
+    import torch
+
+    import tensorkiln as tk
+    from tensorkiln.kernels.target import cpu_target
+    from tensorkiln.tools.timing import interleaved_medians
+    torch.set_num_threads(args.threads)
+    print(f"bf16 GEMM, {args.threads} threads, vdpbf16ps: {'yes' if cpu_target().bf16_dot else 'no (widened)'}; "
+          f"GFLOP/s, medians of turns")
+    print(f"{'M x K x N':>18} {'tk bf16':>8} {'tk fp32':>8} {'torch bf16':>10} {'torch fp32':>10} "
+          f"{'bf16/fp32':>9} {'max rel err':>11}")
+    rng = np.random.default_rng(0)
+    results = []
+    for m, k, n in SHAPES:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = tk.tensor((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32))
+        fp32, bf16 = tk.jit(lambda a: a @ w), tk.jit(lambda a: a @ w, precision="bf16")
+        got = bf16(x).numpy()
+        want = _bf16(x).astype(np.float64) @ _bf16(w.numpy()).astype(np.float64)
+        error = float(np.abs(got - want).max() / np.abs(want).max())
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w.numpy())
+        bx, bw = tx.to(torch.bfloat16), tw.to(torch.bfloat16)
+        fp32(x)
+        seconds = interleaved_medians({"tk bf16": lambda: bf16(x), "tk fp32": lambda: fp32(x),
+                                       "torch bf16": lambda: torch.matmul(bx, bw),
+                                       "torch fp32": lambda: torch.matmul(tx, tw)}, repeat=20, rounds=5)
+        gflops = {name: 2 * m * k * n / s / 1e9 for name, s in seconds.items()}
+        print(f"{f'{m} x {k} x {n}':>18} {gflops['tk bf16']:8.1f} {gflops['tk fp32']:8.1f} "
+              f"{gflops['torch bf16']:10.1f} {gflops['torch fp32']:10.1f} "
+              f"{seconds['tk fp32'] / seconds['tk bf16']:8.2f}x {error:11.1e}")
+        results.append({"shape": [m, k, n], "gflops": gflops, "bf16_over_fp32": seconds["tk fp32"] / seconds["tk bf16"],
+                        "max_rel_error": error})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "results": results}, f, indent=2)
+    return 0 if all(r["max_rel_error"] < 1e-3 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
