@@ -21,13 +21,17 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import tensorkiln as tk  # noqa: E402
+from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits  # noqa: E402
+from tensorkiln.kernels.target import cpu_target  # noqa: E402
+from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
+
 # BERT-base's projections at sequence 128, its FFN, and a square case.
 SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (512, 512, 512)]
 
 
 def _bf16(a: np.ndarray) -> np.ndarray:
     """`a` rounded to bfloat16 (to nearest even), as float32."""
-    from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
     return f32_from_bf16_bits(bf16_bits_from_f32(a.astype(np.float32)))
 
 
@@ -37,11 +41,7 @@ def main() -> int:
     parser.add_argument("--json")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
-    import torch
-
-    import tensorkiln as tk
-    from tensorkiln.kernels.target import cpu_target
-    from tensorkiln.tools.timing import interleaved_medians
+    import torch  # the peer; optional, like every benchmark's peers
     torch.set_num_threads(args.threads)
     print(f"bf16 GEMM, {args.threads} threads, vdpbf16ps: {'yes' if cpu_target().bf16_dot else 'no (widened)'}; "
           f"GFLOP/s, medians of turns")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tensorkiln.loops.schedule as S
+import tensorkiln.loops.tensorize as tensorize_module
 from tensorkiln.driver.build import build
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.buffer import Buffer
@@ -33,6 +34,8 @@ def test_doctests():
     """The before/after IR in every primitive's docstring is what the primitive produces."""
     result = doctest.testmod(S, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 10 and result.failed == 0
+    result = doctest.testmod(tensorize_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
 
 
 # ---- kernels, parameterized by the name of their output (two copies go into one program)
