@@ -463,20 +463,27 @@ class Lowering:
         return self._allocate(f, box, body, where), needs
 
     def _allocate(self, f, box: Box, body: Stmt, where: str) -> Stmt:
+        buffer, values = self._buffer_over(f, box, f"stored at {where}")
+        return finalize(Alloc(buffer, body), values, buffer)
+
+    def _buffer_over(self, f, box: Box, what: str) -> tuple[Buffer, dict]:
+        """f's local buffer over `box` (each extent at its largest), and the values of f's placeholder
+        variables (its first point and strides) that address it."""
         extents, values = [], {}
         placeholder = self.realized[f.name]
         for d, (lo, hi) in enumerate(box):
             extent = simplify(hi - lo + 1, self.ranges)
             top = Bounds(self.ranges)(extent)[1]
             if math.isinf(top):
-                raise PipelineError(f"the region of {f.name} stored at {where} has no bound in dimension {d} "
+                raise PipelineError(f"the region of {f.name} {what} has no bound in dimension {d} "
                                     f"(extent {L.format_expr(extent)}); clamp the coordinates that read it")
             extents.append(max(int(top), 1))
+            # the first point is substituted, not bound by a Let: a consumer's index then
+            # simplifies (its own tile origin minus the producer's cancels to a constant)
             values[placeholder.mins[d].name] = lo
         for stride_var, stride in zip(placeholder.strides[1:], _strides(extents)[1:]):
             values[stride_var.name] = L.const(stride)
-        buffer = Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local")
-        return finalize(Alloc(buffer, body), values, buffer)
+        return Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local"), values
 
     def realize_here(self, f, body: Stmt, needs: dict, where: str, loop_var: str = "") -> tuple[Stmt, dict]:
         """Allocate f around `body`, compute it over the region `needs` asks for, and return what it needs.
@@ -490,21 +497,7 @@ class Lowering:
                 needs.setdefault(name, []).extend(bs)
             needs.setdefault(f"#store:{f.name}", []).append(box)
             return block(stmt, body), needs
-        extents, values = [], {}
-        placeholder = self.realized[f.name]
-        for d, (lo, hi) in enumerate(box):
-            extent = simplify(hi - lo + 1, self.ranges)
-            top = Bounds(self.ranges)(extent)[1]
-            if math.isinf(top):
-                raise PipelineError(f"the region of {f.name} computed at {where} has no bound in dimension {d} "
-                                    f"(extent {L.format_expr(extent)}); clamp the coordinates that read it")
-            extents.append(max(int(top), 1))
-            # the first point is substituted, not bound by a Let: a consumer's index then
-            # simplifies (its own tile origin minus the producer's cancels to a constant)
-            values[placeholder.mins[d].name] = lo
-        for stride_var, stride in zip(placeholder.strides[1:], _strides(extents)[1:]):
-            values[stride_var.name] = L.const(stride)
-        buffer = Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local")
+        buffer, values = self._buffer_over(f, box, f"computed at {where}")
         stmt, produced_needs = self.lower_func(f, box)
         produced_needs = {n: [_substitute_box(b, values, self.ranges) for b in bs] for n, bs in produced_needs.items()}
         for name, bs in produced_needs.items():
