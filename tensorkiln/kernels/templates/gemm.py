@@ -250,18 +250,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     apack = Buffer(f"{prefix}_apack", dtype, (kc_max * mc_max,), scope="local")
     acc = Buffer(f"{prefix}_acc", dtype, (mr * nr,), scope="local")
 
-    # The task's chunk: rows [row0, row0 + rows), columns [col0, col0 + cols) of matrix bi.
-    chunks = split.row_chunks * split.col_chunks
-    chunk = task % chunks if chunks > 1 else E.const(0)
-    row0 = (chunk // split.col_chunks) * m_chunk if split.row_chunks > 1 else E.const(0)
-    col0 = (chunk % split.col_chunks) * n_chunk if split.col_chunks > 1 else E.const(0)
-    # Chunks rounded up to the register tile may cover the matrix in fewer than the tasks made for it
-    # (64 rows on 7 threads: 4 chunks of 16): the tasks past its end get a negative extent, no work.
-    rows = _chunk_extent(m_chunk, split.row_chunks, m, row0)
-    cols = _chunk_extent(n_chunk, split.col_chunks, n, col0)
-    col_base, row_base = col0 + jc * nc_max, row0 + ib * mc_max
-    nc = _block_extent(nc_max, cols, jc)
-    mc = _block_extent(mc_max, rows, ib)
+    chunk, rows, cols, row_base, col_base, mc, nc = task_blocks(task, split, (m_chunk, n_chunk), (m, n), (ib, jc),
+                                                                (mc_max, nc_max))
     kc = _chunk_extent(kc_max, n_k, k, pc * kc_max)
     k_at = lambda pv: pc * kc_max + pv  # noqa: E731
     clamp = lambda x, size: E.minimum(x, size - 1)  # noqa: E731
@@ -320,6 +310,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         matrix = Alloc(apack, matrix)
     if b_panels is None:
         matrix = Alloc(bpack, matrix)
+    chunks = split.row_chunks * split.col_chunks
     tasks = batch * chunks
     if tasks == 1:
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
@@ -421,3 +412,24 @@ def tile_writeback(out: Buffer, acc: Buffer, out_index: IndexFn, epilogue, col_v
 
     final = write(epilogue(bi, out_row, out_col, last_sum))
     return If(E.eq(pc, n_k - 1), final, write(tile_sum)) if n_k > 1 else final
+
+
+def task_blocks(task: E.Expr, split, chunk_sizes: tuple[int, int], sizes: tuple[int, int],
+                block_vars: tuple[E.Var, E.Var], block_sizes: tuple[int, int]):
+    """Where a GEMM task works: (its chunk index, the chunk's rows and columns, the first row and
+    column of cache block (ib, jc) in it, and that block's rows mc and columns nc).
+
+    Task `task` takes chunk task % chunks: rows [row0, row0 + rows), columns [col0, col0 + cols)
+    of its matrix. Chunks rounded up to the register tile may cover the matrix in fewer than the
+    tasks made for it (64 rows on 7 threads: 4 chunks of 16): the tasks past its end get a
+    negative extent, no work.
+    """
+    (m_chunk, n_chunk), (m, n), (ib, jc), (mc_max, nc_max) = chunk_sizes, sizes, block_vars, block_sizes
+    chunks = split.row_chunks * split.col_chunks
+    chunk = task % chunks if chunks > 1 else E.const(0)
+    row0 = (chunk // split.col_chunks) * m_chunk if split.row_chunks > 1 else E.const(0)
+    col0 = (chunk % split.col_chunks) * n_chunk if split.col_chunks > 1 else E.const(0)
+    rows = _chunk_extent(m_chunk, split.row_chunks, m, row0)
+    cols = _chunk_extent(n_chunk, split.col_chunks, n, col0)
+    return (chunk, rows, cols, row0 + ib * mc_max, col0 + jc * nc_max, _block_extent(mc_max, rows, ib),
+            _block_extent(nc_max, cols, jc))

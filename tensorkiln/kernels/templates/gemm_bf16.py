@@ -33,8 +33,8 @@ from ...loops.buffer import Buffer
 from ...loops.ir import Alloc, For, NativeCall, Pointer, Stmt, Store, block
 from ...loops.schedule import substitute
 from ..target import cpu_target
-from .gemm import (GemmBlocking, IndexFn, Panels, _block_extent, _chunk_extent, _round_up, blis_gemm, gemm_blocking,
-                   gemm_thread_split, tile_writeback)
+from .gemm import (GemmBlocking, IndexFn, Panels, _chunk_extent, _round_up, blis_gemm, gemm_blocking,
+                   gemm_thread_split, task_blocks, tile_writeback)
 
 NATIVE_MR = 8  # the rows of the intrinsics tile
 
@@ -122,15 +122,8 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     apack = Buffer(f"{prefix}_apack", "bfloat16", (kc_max * mc_max,), scope="local")
     acc = Buffer(f"{prefix}_acc", dtype, (mr * nr,), scope="local")
 
-    chunks = split.row_chunks * split.col_chunks
-    chunk = task % chunks if chunks > 1 else E.const(0)
-    row0 = (chunk // split.col_chunks) * m_chunk if split.row_chunks > 1 else E.const(0)
-    col0 = (chunk % split.col_chunks) * n_chunk if split.col_chunks > 1 else E.const(0)
-    rows = _chunk_extent(m_chunk, split.row_chunks, m, row0)
-    cols = _chunk_extent(n_chunk, split.col_chunks, n, col0)
-    col_base, row_base = col0 + jc * nc_max, row0 + ib * mc_max
-    nc = _block_extent(nc_max, cols, jc)
-    mc = _block_extent(mc_max, rows, ib)
+    chunk, rows, cols, row_base, col_base, mc, nc = task_blocks(task, split, (m_chunk, n_chunk), (m, n), (ib, jc),
+                                                                (mc_max, nc_max))
     kc = _chunk_extent(kc_max, n_k, k, pc * kc_max)
     pairs = (kc + 1) // 2
     clamp = lambda x, size: E.minimum(x, size - 1)  # noqa: E731
@@ -198,6 +191,7 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     matrix: Stmt = Alloc(apack, For(jc, (cols + (nc_max - 1)) // nc_max, depth_blocks))
     if pack_b is not None:
         matrix = Alloc(bpack, matrix)
+    chunks = split.row_chunks * split.col_chunks
     tasks = batch * chunks
     if tasks == 1:
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
