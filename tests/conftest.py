@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 import zlib
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tensorkiln.driver.executable import FallbackWarning
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,8 +42,9 @@ def reference_backend():
     if os.environ.get("TK_TEST_BACKEND", "interpreter") == "c":
         yield "c"
         return
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
         patch.setattr("tensorkiln.runtime.c_compiler.find_c_compiler", lambda: None)
+        warnings.simplefilter("ignore", FallbackWarning)  # the fallback is what the test asked for
         yield "interpreter"
 
 

@@ -172,6 +172,15 @@ class CompiledGraph:
     def compiled(self) -> bool:
         return self.module is not None
 
+    def release(self) -> None:
+        """Unload this graph's libraries (its module and any profiling build) and free their memory;
+        a later call raises TensorKilnError. For caches that bound the programs a process holds."""
+        for module in (self.module, self._profiled):
+            if module is not None:
+                module.release()
+        self._recycled = [None] * len(self._recycled)
+        self._lowering = None
+
     def profile(self, arrays: list[np.ndarray], repeat: int = 20) -> KernelProfile:
         """Mean time per call of each kernel over `repeat` calls (after one warm-up) on these inputs."""
         if self.module is None:

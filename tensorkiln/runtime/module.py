@@ -34,6 +34,7 @@ lock, because they share the pointer array and the arena.
 """
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import threading
 from typing import Mapping, Optional, Sequence
@@ -82,12 +83,27 @@ def _address(array: np.ndarray) -> int:
         return array.ctypes.data
 
 
+_pinned: list[ctypes.CDLL] = []  # the OpenMP runtime, held open for the life of the process
+
+
 def _load_library(path: str) -> ctypes.CDLL:
     """dlopen `path`; a file the loader rejects ("file too short", bad ELF) is a LibraryLoadError."""
     try:
-        return ctypes.CDLL(path)
+        library = ctypes.CDLL(path)
     except OSError as exc:
         raise LibraryLoadError(f"cannot load {path}: {exc}") from exc
+    if not _pinned:
+        _pin_openmp_runtime()
+    return library
+
+
+def _pin_openmp_runtime() -> None:
+    """Open libgomp once more, so unloading a released library never unloads it: its idle
+    worker threads wait inside it, and would crash if its code were unmapped under them."""
+    try:
+        _pinned.append(ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL))
+    except OSError:  # not linked against libgomp (a build without OpenMP): nothing to keep open
+        _pinned.append(None)
 
 
 class CompiledModule:
@@ -332,6 +348,34 @@ class CompiledModule:
         outputs = tuple(np.empty(spec.shape, dtype=numpy_dtypes(spec.dtype)[0]) for spec in self.signature.outputs)
         self(*inputs, *outputs)
         return outputs
+
+    def release(self) -> None:
+        """Unload the library and free the arena; a later call raises TensorKilnError, never crashes.
+
+        For caches that bound how many compiled programs a process holds (tk.jit's cache_limit).
+        """
+        with self._lock:
+            if self._lib is None:
+                return
+            handle = self._lib._handle
+            name = self.name
+
+            def released(*_args):
+                raise TensorKilnError(f"{name} was released (evicted from its function's cache of "
+                                      "compiled programs) and cannot run any more")
+
+            self._entry = released
+            self._lib = self._last_error = None
+            self._slot_arrays = [None] * len(self._slot_arrays)
+            self._constants = {}
+            self._arena_raw = self._arena = None
+            self._arena_pointer = ctypes.c_void_p(0)
+            _ctypes.dlclose(handle)
+
+    @property
+    def released(self) -> bool:
+        """True once `release` has unloaded the library."""
+        return self._lib is None
 
     def __repr__(self) -> str:
         ins = ", ".join(a.describe() for a in self.signature.inputs)
