@@ -26,7 +26,7 @@ from ..ir.graph import Graph, Node, input_node, verify
 from ..driver.profile import KernelProfile
 from ..driver.export import ExportError, ExportedLibrary, export_graph
 from ..runtime.export_format import model_name_from
-from .writes import count_write, write_count
+from .writes import count_write, write_count, write_counts
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
@@ -132,6 +132,7 @@ class TracedFunction:
     key: tuple = ()  # the signature it was traced for (JitFunction._bind)
     leaf_names: list = field(default_factory=list)  # names of the tensor arguments, for messages
     last_used: int = 0  # a tick of _ticks: the call that used it last
+    native: Any = None  # the C caller of warm calls (runtime/fastcall.py), when the trace allows one
 
     def __post_init__(self) -> None:
         # Fixed for the trace, read by every fast call (JitFunction.__call__): worked out once.
@@ -168,6 +169,8 @@ class JitFunction:
         self._variants: dict[tuple, list[TracedFunction]] = {}
         self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
         self._compiles = 0  # programs compiled so far, evicted ones included
+        # (C caller, trace, grad mode, training flag) of the last warm call that could use one
+        self._native: tuple | None = None
 
     # ---- tracing --------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -232,6 +235,11 @@ class JitFunction:
             entry.key, entry.leaf_names = key, [n for n in names]
             entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
             entry.compiled.report.trace_seconds = entry.trace_seconds
+            if not (entry.state_sources or entry.mutations):
+                entry.native = entry.compiled.native_caller(Tensor)
+                if entry.native is not None and entry.checked:
+                    entry.native.set_checks(tuple((t, array, id(array), writes) for t, array, writes in entry.baked),
+                                            tuple((t, bool(had)) for t, had in entry.guards), write_counts())
             entries.append(entry)
             self._compiles += 1
             if self._compiles > self.options.recompile_limit and held:
@@ -262,6 +270,8 @@ class JitFunction:
             return
         victims = sorted((e for e in programs if e is not keep), key=lambda e: e.last_used)
         for victim in victims[:len(programs) - limit]:
+            if self._native is not None and self._native[1] is victim:
+                self._native = None
             self._variants[victim.key].remove(victim)
             for table in (self._cache, self._fast):
                 for k in [k for k, e in table.items() if e is victim]:
@@ -291,6 +301,16 @@ class JitFunction:
         return tuple(key), arrays
 
     def __call__(self, *args, **kwargs):
+        native = self._native
+        if native is not None and not kwargs and current_trace() is None and is_grad_enabled() is native[2] \
+                and (self._module is None or self._module.training is native[3]):
+            outputs = native[0](*args)  # None: not the arguments that program was bound for
+            if outputs is not None:
+                entry = native[1]
+                entry.last_used = next(_ticks)
+                if entry.single_output:
+                    return Tensor._from_value(outputs[0], entry.output_dtypes[0])
+                return _results(entry, list(outputs))
         if kwargs or current_trace() is not None:
             return self._call(args, kwargs)
         fast = self._fast_arguments(args)
@@ -301,6 +321,9 @@ class JitFunction:
         if entry is None or not entry.current():
             return self._call(args, kwargs, key)
         entry.last_used = next(_ticks)
+        if entry.native is not None:
+            self._native = (entry.native, entry, is_grad_enabled(),
+                            None if self._module is None else self._module.training)
         # the common case: same signature as before, no flattening, no key of the whole structure
         if entry.state_sources:
             arrays += [read() for read in entry.state_sources]
