@@ -52,6 +52,9 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                                   "--threads", "2"], True),
     "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
+    "kernel_profiles": ([sys.executable, os.path.join(HERE, "kernel_profiles.py")], True),
+    "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),
+    "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),
 }
 
 

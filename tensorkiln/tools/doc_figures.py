@@ -19,8 +19,8 @@ The rules, kept simple on purpose:
 4. A block holding a figure passes if any of these holds:
    - it names a command itself;
    - it is history: its text starts with `History:` (emphasis allowed);
-   - it is a list item, table or code block and its lead-in (the paragraph just before
-     the list, table or code block) names a command or is history;
+   - it is a list item, table or code block and its lead-in (the nearest paragraph above it,
+     with only lists, tables and code blocks between) names a command or is history;
    - it is a paragraph ending with `:` and the code block right after it names a command
      ("Reproduce (about 25 s):" above the command);
    - its section is covered: the section's first paragraph (its *opener*) names a command and
@@ -48,6 +48,7 @@ COMMAND = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S+\s+)*(?:python3?\s+(?:benchmarks/
 INLINE_CODE = re.compile(r"`([^`]+)`")
 HISTORY = re.compile(r"^[*_\s]*History:", re.IGNORECASE)
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+NUMBERED = re.compile(r"^\s*(\d+)[.)]\s")
 HEADING = re.compile(r"^(#{1,6})\s+(.*)")
 PAGES = ("README.md", "docs")
 
@@ -121,7 +122,7 @@ def split_page(text: str) -> tuple[list[Heading], list[Block]]:
         elif current is None and line.startswith("    ") and blocks and blocks[-1].kind == "paragraph":
             current = Block("code", number, [line], section)
             blocks.append(current)
-        elif LIST_ITEM.match(line):
+        elif LIST_ITEM.match(line) and _starts_item(line, current):
             current = Block("item", number, [line], section)
             blocks.append(current)
         elif current is None or current.kind == "table":
@@ -130,6 +131,13 @@ def split_page(text: str) -> tuple[list[Heading], list[Block]]:
         else:
             current.lines.append(line)
     return headings, blocks
+
+
+def _starts_item(line: str, current: Block | None) -> bool:
+    """Whether a line that looks like a list marker starts an item: a numbered marker other than 1 does not
+    interrupt a paragraph (as in CommonMark: a wrapped line may begin "1024) is ...")."""
+    numbered = NUMBERED.match(line)
+    return numbered is None or current is None or current.kind != "paragraph" or numbered.group(1) == "1"
 
 
 def figures_in(block: Block) -> list[str]:
@@ -159,12 +167,11 @@ def _accounts_for(block: Block) -> bool:
 
 
 def _lead_in(blocks: list[Block], index: int) -> Block | None:
-    """The paragraph that introduces a list item, table or code block."""
-    kind = blocks[index].kind
+    """The paragraph that introduces a list item, table or code block: the nearest paragraph above it
+    in its section with only list items, tables and code blocks between."""
     at = index - 1
-    if kind == "item":
-        while at >= 0 and blocks[at].kind == "item":
-            at -= 1
+    while at >= 0 and blocks[at].kind in ("item", "table", "code") and blocks[at].section == blocks[index].section:
+        at -= 1
     if at >= 0 and blocks[at].kind == "paragraph" and blocks[at].section == blocks[index].section:
         return blocks[at]
     return None

@@ -62,6 +62,11 @@ def test_a_cited_benchmark_script_must_exist():
     assert [f.reason for f in findings] == ["cites benchmarks/no_such_script.py, which does not exist"]
 
 
+def test_every_figure_in_this_repository_names_its_command_or_is_history():
+    findings = check(ROOT)
+    assert findings == [], "\n".join(map(str, findings))
+
+
 def test_make_bench_runs_every_benchmark_script():
     with open(os.path.join(ROOT, "benchmarks", "run_all.py")) as f:
         run_all = f.read()
