@@ -7,7 +7,8 @@ for every model against the installed peers (PyTorch, torch.compile, ONNX
 Runtime; `make bench` installs them through the project's `bench` extra).
 Scripts with a --json option write their figures into the combined file;
 for the others the file holds what they printed. Every figure in docs/ names
-one of these commands.
+one of these commands (tensorkiln/tools/doc_figures.py checks that a figure names
+a command; tests/tools/test_doc_figures.py that every script here is registered).
 """
 from __future__ import annotations
 

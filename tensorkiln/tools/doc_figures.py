@@ -5,17 +5,17 @@
 The rules, kept simple on purpose:
 
 1. The pages are README.md and docs/*.md. A page splits into blocks: a paragraph
-   (lines up to a blank line), a list item (with its continuation lines), a table
-   (consecutive lines starting with `|`), a code block (fenced, or indented by four spaces
-   under a paragraph). Headings split sections.
+   (lines up to a blank line), a list item (with its continuation lines; as in CommonMark, only
+   a numbered marker "1." interrupts a paragraph), a table (consecutive lines starting with `|`),
+   a code block (fenced, or indented by four spaces under a paragraph). Headings split sections.
 2. A *figure* is a number followed by a unit of time, throughput or bandwidth
    (ns, us, µs, ms, s, GFLOP/s, TFLOP/s, GOP/s, GB/s, ...) or a ratio written `1.15x` / `1.15×`.
    Numbers inside inline code (`--repeat 20`) do not count, nor do sizes (KiB, MiB): a size in
    these pages is a configuration (a cache, an SRAM, a buffer), not something timed.
 3. A *command* is inline code (or a line of a fenced block) that starts with
    `python benchmarks/SCRIPT.py`, `python -m tensorkiln...`, `python -m pytest`, `tensorkiln WORD`
-   or `make WORD`,
-   optionally after `NAME=value` environment settings. A cited benchmark script must exist.
+   or `make WORD`, optionally after `NAME=value` environment settings. A cited benchmark script
+   must exist.
 4. A block holding a figure passes if any of these holds:
    - it names a command itself;
    - it is history: its text starts with `History:` (emphasis allowed);
@@ -43,14 +43,14 @@ _UNITS = ("ns", "us", "µs", "μs", "ms", "s", "sec", "seconds", "GFLOP/s", "TFL
           "GOP/s", "TOP/s", "GB/s", "MB/s", "TB/s", "GiB/s", "MiB/s")
 FIGURE = re.compile(_NUMBER + r"\s?(?:" + "|".join(re.escape(u) for u in _UNITS) + r")(?![\w/])"
                     + "|" + _NUMBER + r"\s?×|" + _NUMBER + r"x(?!\w)")
-COMMAND = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S+\s+)*(?:python3?\s+(?:benchmarks/(?P<script>[\w./-]+\.py)|-m\s+(?:tensorkiln|pytest))"
+COMMAND = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S+\s+)*"  # environment settings
+                     r"(?:python3?\s+(?:benchmarks/(?P<script>[\w./-]+\.py)|-m\s+(?:tensorkiln|pytest))"
                      r"|tensorkiln\s+[a-z]|make\s+[a-z])")
 INLINE_CODE = re.compile(r"`([^`]+)`")
 HISTORY = re.compile(r"^[*_\s]*History:", re.IGNORECASE)
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 NUMBERED = re.compile(r"^\s*(\d+)[.)]\s")
 HEADING = re.compile(r"^(#{1,6})\s+(.*)")
-PAGES = ("README.md", "docs")
 
 
 @dataclass
@@ -100,7 +100,7 @@ def split_page(text: str) -> tuple[list[Heading], list[Block]]:
                 fence = None
             continue
         if line.lstrip().startswith("```"):
-            fence = current = Block("code", number, [line], section)
+            fence = Block("code", number, [line], section)
             blocks.append(fence)
             current = None
             continue
@@ -196,8 +196,8 @@ def covered_sections(headings: list[Heading], blocks: list[Block]) -> set[int]:
         opener = openers.get(index)
         if "history" in heading.title.lower():
             own.add(index)
-        elif opener is not None and opener.line < _next_heading_line(headings, index) \
-                and "this section" in " ".join(opener.text.lower().split()) and _accounts_for(opener):
+        elif opener is not None and "this section" in " ".join(opener.text.lower().split()) \
+                and _accounts_for(opener):
             own.add(index)
     covered = set()
     for index, heading in enumerate(headings):
@@ -208,10 +208,6 @@ def covered_sections(headings: list[Heading], blocks: list[Block]) -> set[int]:
                 break
             at = headings[at].parent
     return covered
-
-
-def _next_heading_line(headings: list[Heading], index: int) -> int:
-    return headings[index + 1].line if index + 1 < len(headings) else 1 << 30
 
 
 def check_page(path: str, text: str, root: str) -> list[Finding]:

@@ -57,6 +57,12 @@ def test_a_section_opener_covers_the_section_and_its_subsections_only():
     assert _findings(history) == []
 
 
+def test_a_wrapped_line_starting_with_a_number_continues_its_paragraph():
+    _, blocks = split_page("History: the GEMM (144 x 32 x\n1024) took 0.5 ms.\n\n1. an item\n2. another\n")
+    assert [(b.kind, b.line) for b in blocks] == [("paragraph", 1), ("item", 4), ("item", 5)]
+    assert _findings("# P\n\nHistory: the GEMM (144 x 32 x\n1024) took 0.5 ms.\n") == []
+
+
 def test_a_cited_benchmark_script_must_exist():
     findings = _findings("# P\n\n0.25 ms (`python benchmarks/no_such_script.py`).\n")
     assert [f.reason for f in findings] == ["cites benchmarks/no_such_script.py, which does not exist"]
