@@ -206,7 +206,8 @@ def case_lm_head(args) -> list[dict]:
     kernels, times = profile_rounds(prefill, prefill_args, args.repeat, args.rounds)
     rows = []
     for kernel, seconds in zip(kernels, times):
-        logits = [shape for _, _, shape in map(parse_node, kernel.nodes) if shape[-1:] == (config.vocab_size,)]
+        logits = [shape for op, _, shape in map(parse_node, kernel.nodes)
+                  if op in GEMMS and shape[-1:] == (config.vocab_size,)]  # the product, not the weight's permute
         if logits and kernel.kind == "contraction":
             tokens = math.prod(logits[0][:-1])
             flops = 2.0 * tokens * config.n_embd * config.vocab_size
