@@ -143,7 +143,7 @@ def _bf16_packed_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue)
         i = row % m if m > 1 else E.const(0)
         return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [i, kk])
 
-    blocking = gemm_blocking(batch * m, n, k, "float32", True)
+    blocking = gemm_blocking(batch * m, n, k, "float32", True, template="gemm_bf16")
     if 2 * blocking.nr != b_node.shape[2]:
         raise ValueError(f"matmul_bf16_packed: B's pairs are {b_node.shape[2] // 2} columns wide, this CPU's GEMM "
                          f"takes NR = {blocking.nr}")
