@@ -8,7 +8,8 @@
    machine (same template, shapes closest in log scale), made legal here:
    it is taken only if it measures faster, like any other candidate;
 3. lets the strategy propose candidates, a few at a time, until `trials`
-   candidates were measured or `seconds` passed;
+   candidates were measured or another trial and the confirmation would
+   not fit in `seconds`;
 4. measures the best candidate again against the default with twice the
    rounds; it wins only if it is faster by more than `noise` in both
    measurements (the default wins ties), and then its record is appended.
@@ -132,7 +133,15 @@ def tune_workload(workload: str, trials: int = 64, seconds: float | None = None,
         return trial
 
     def time_left() -> bool:
-        return len(result.trials) < trials and (seconds is None or time.monotonic() - start < seconds)
+        """Another trial fits: under `trials`, and within `seconds` with room left for the confirmation
+        (about two trials' time) after it."""
+        if len(result.trials) >= trials:
+            return False
+        if seconds is None:
+            return True
+        elapsed = time.monotonic() - start
+        per_trial = elapsed / max(len(result.trials), 1)
+        return elapsed + 3 * per_trial <= seconds
 
     try:
         first = run(None)  # the default: trial 1, and the reference of every later one

@@ -30,7 +30,7 @@ import numpy as np
 
 from .workloads import Benchmark, benchmark_of
 
-HOPELESS = 1.3  # a candidate this much slower than the default in the first round is not timed again
+HOPELESS = 1.15  # a candidate this much slower than the default in the first round is not timed again
 
 
 def _block(fn: Callable, inputs: list[np.ndarray], calls: int) -> float:
