@@ -75,7 +75,7 @@ def convergence_plot(result: TuneResult, path: str) -> str:
     for kernel in result.kernels:
         points = kernel.result.convergence()
         ax.step([p[0] for p in points], [p[1] / kernel.default_seconds for p in points], where="post",
-                label=f"{kernel.kernel} ({kernel.workload.split(':', 1)[1][:40]})")
+                label=f"{kernel.kernel} ({kernel.workload})")
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xlabel("trials")
     ax.set_ylabel("best time / default time")
