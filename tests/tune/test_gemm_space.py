@@ -33,6 +33,8 @@ def test_samples_mutations_and_crossovers_are_legal(m, n, k, panels):
     points += [space.mutate(p, rng) for p in points[:10]] + [space.crossover(points[0], p, rng) for p in points[1:10]]
     assert all(space.contains(p) for p in points)
     assert len({space.key(p) for p in points}) > 5
+    if k <= space.default["kc"]:  # one depth block stays one: no partial sums through the output
+        assert all(p["kc"] >= k for p in points)
     if panels:  # a B laid out in panels keeps its tile
         assert {(p["mr"], p["nr"]) for p in points} == {(space.default["mr"], space.default["nr"])}
 

@@ -125,6 +125,8 @@ def blocking_legal(bl: GemmBlocking, m: int, n: int, k: int, dtype: str, panels_
         return False  # the operand's layout fixed the tile
     if bl.kc % 8 or not 8 <= bl.kc <= max(_round_up(k, 8), analytic.kc):
         return False
+    if gemm_needs_partial_sums(k, bl) and not gemm_needs_partial_sums(k, analytic):
+        return False  # callers chose the output's dtype on the analytic depth blocks (blis_gemm_applies)
     if bl.mc % bl.mr or not bl.mr <= bl.mc <= max(_round_up(m, bl.mr), analytic.mc):
         return False
     if bl.nc % bl.nr or not bl.nr <= bl.nc <= max(_round_up(n, bl.nr), analytic.nc):
