@@ -42,7 +42,8 @@ from .cache_usage import FAILED, GRAPHS, touch
 from .signature import Signature
 
 ENTRY_FORMAT = "1"  # bump when the entry's fields change
-KERNEL_FIELDS = {"name": str, "kind": str, "nodes": list, "loop_ir": str, "precision": str, "tuning": list}  # driver.executable.KernelInfo
+# driver.executable.KernelInfo
+KERNEL_FIELDS = {"name": str, "kind": str, "nodes": list, "loop_ir": str, "precision": str, "tuning": list}
 
 
 @dataclass
