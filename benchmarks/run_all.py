@@ -56,6 +56,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "kernel_profiles": ([sys.executable, os.path.join(HERE, "kernel_profiles.py")], True),
     "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),
     "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),
+    "tuning": ([sys.executable, os.path.join(HERE, "tuning.py")], True),
 }
 
 

@@ -29,6 +29,7 @@ from .frontend.autodiff.functional import grad, value_and_grad, vjp
 from .frontend.autodiff.function import Function, FunctionCtx
 from . import optim  # noqa: E402  (after Tensor: optimizers build on it)
 from . import onnx  # noqa: E402  (tk.onnx.load; the onnx package is imported only on load)
+from .tune import tune  # noqa: E402  (tk.tune: search kernel configurations, keep the records)
 from .frontend.tensor import Tensor, as_tensor
 
 float = float32  # noqa: A001

@@ -40,6 +40,7 @@ from .templates.matmul import matmul_body
 from .templates.matmul_integer import matmul_integer_body
 from .templates.pool import pool_body
 from .templates.rows import row_body
+from .tuned import tuning_log
 from ..loops.types import compute_dtype
 
 C_RESERVED = set(keyword.kwlist) | {
@@ -357,7 +358,11 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
                 kernels.append(kernel)
                 kernel_groups[kernel.name] = group
             continue
-        kernel = lower_group(group, buffers, params, name, comment)
+        with tuning_log() as uses:  # the configurations the templates asked for: named in the comment
+            kernel = lower_group(group, buffers, params, name, comment)
+        if kernel is not None and uses:
+            kernel = Kernel(kernel.name, kernel.params, kernel.body,
+                            "\n".join([kernel.comment] + [use.comment_line() for use in uses]))
         if kernel is not None:
             kernels.append(kernel)
             kernel_groups[name] = group

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("image pipelines", ("tensorkiln.pipeline",)),
     ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim", "tensorkiln.distributed")),
     ("importers", ("tensorkiln.importers", "tensorkiln.onnx")),
+    ("tuning", ("tensorkiln.tune",)),
     ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.md", "tensorkiln.tools", "tensorkiln")),
 ]
 

@@ -556,6 +556,10 @@ class OnnxModule:
         """Graph after each pass, kernels and generated source for these inputs' signature."""
         return self._jit.explain(*self._arguments(args, kwargs))
 
+    def clear_cache(self) -> None:
+        """Forget the compiled signatures (the next call compiles again: after tk.tune, with its records)."""
+        self._jit.clear_cache()
+
     def export(self, directory, *args, name: str | None = None, input_shapes: dict | None = None,
                weights: str = "auto", openmp: bool = True, **kwargs):
         """Export the model as a standalone C library in `directory` (tk.load_compiled reads it back).
