@@ -16,6 +16,7 @@ from .. import dtypes as dt
 from ..errors import TensorKilnError, VerifyError
 from .ops import Attrs, ConstantValue, TensorType, get_op, infer_type
 from .ops.registry import OpKind
+from .ops.control import CONTROL_OPS, run_control
 
 _node_ids = itertools.count()
 
@@ -231,7 +232,14 @@ def verify(graph: Graph) -> None:
 
 def evaluate(op: str, attrs: Attrs, inputs: list[np.ndarray], input_types: list[TensorType],
              out_type: TensorType) -> np.ndarray:
-    """Run one op's numpy reference on storage arrays; returns a storage array of out_type."""
+    """Run one op's numpy reference on storage arrays; returns a storage array of out_type.
+
+    A control-flow op returns the tuple of its results (ops/control.py); `result` picks one.
+    """
+    if op in CONTROL_OPS:
+        return run_control(op, attrs, inputs, interpret)
+    if op == "result":
+        return inputs[0][attrs["index"]]
     compute_inputs = [dt.to_compute(a, t.dtype) for a, t in zip(inputs, input_types)]
     result = get_op(op).reference(compute_inputs, attrs, out_type)
     result = dt.to_storage(np.asarray(result), out_type.dtype)

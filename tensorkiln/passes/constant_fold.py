@@ -21,8 +21,8 @@ def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         node = with_inputs(node, inputs)
-        if node.kind == OpKind.SOURCE or not node.inputs:
-            return node
+        if node.kind in (OpKind.SOURCE, OpKind.CONTROL) or not node.inputs:
+            return node  # (a loop over constants may not end: control flow runs at run time)
         if not all(i.op == "constant" for i in node.inputs):
             return node
         input_size = sum(i.type.size for i in node.inputs)
