@@ -75,14 +75,18 @@ def _types(tensors: list[Tensor]) -> list[TensorType]:
     return [t.type for t in tensors]
 
 
+class BranchTypeError(ShapeError):
+    """The two branches of a cond return different structures, shapes or dtypes."""
+
+
 def _check_same(what: str, first: str, first_types, second: str, second_types,
-                first_structure=None, second_structure=None) -> None:
-    """Raise ShapeError naming both sides unless their structures and types match."""
+                first_structure=None, second_structure=None, error: type = ShapeError) -> None:
+    """Raise `error` naming both sides unless their structures and types match."""
     if first_structure is not None and first_structure != second_structure:
-        raise ShapeError(at_user_line(f"{what}: {first} and {second} have different structures: "
+        raise error(at_user_line(f"{what}: {first} and {second} have different structures: "
                                       f"{first_structure} vs {second_structure}"))
     if list(first_types) != list(second_types):
-        raise ShapeError(at_user_line(f"{what}: {first} has types {describe_types(first_types)} but {second} "
+        raise error(at_user_line(f"{what}: {first} has types {describe_types(first_types)} but {second} "
                                       f"has {describe_types(second_types)}"))
 
 
@@ -185,7 +189,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
     else_body, else_out, else_structure = _trace_body(lambda ts: false_fn(*tree_unflatten(structure, ts)), types,
                                                       "cond_else", trace)
     _check_same("cond", "true_fn's result", [n.type for n in then_out], "false_fn's result",
-                [n.type for n in else_out], then_structure, else_structure)
+                [n.type for n in else_out], then_structure, else_structure, BranchTypeError)
     graphs, captured = _sub_graph([then_body, else_body], [then_out, else_out])
     pred_node = trace.node_of(pred_t)
     if not pred_t.dtype.is_bool:
@@ -296,4 +300,4 @@ def _eager_scan(f, carry, carry_structure, x_tensors, x_structure, length, rever
     return value, tree_unflatten(y_structure, stacked)
 
 
-__all__ = ["cond", "scan", "tree_flatten", "tree_unflatten", "while_loop"]
+__all__ = ["BranchTypeError", "cond", "scan", "tree_flatten", "tree_unflatten", "while_loop"]

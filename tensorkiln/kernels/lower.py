@@ -392,14 +392,14 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
             kernels.append(lowered.kernel)
             kernel_groups[name] = group
             for src, dst in duplicates:
-                kernels += [k for k in [_copy_kernel(_identifier(f"copy_{dst.name}", taken, "k"), src, dst)] if k]
+                kernels += [k for k in [_copy_kernel(_identifier(f"{prefix}copy_{dst.name}", taken, "k"), src, dst)] if k]
             continue
         kernel = lower_group(group, buffers, params, name, comment)
         if kernel is not None:
             kernels.append(kernel)
             kernel_groups[name] = group
     for src, dst in copies:
-        kernel = _copy_kernel(_identifier(f"copy_{dst.name}", taken, "k"), src, dst)
+        kernel = _copy_kernel(_identifier(f"{prefix}copy_{dst.name}", taken, "k"), src, dst)
         if kernel is not None:
             kernels.append(kernel)
     kernels = overlapped_order(kernels)

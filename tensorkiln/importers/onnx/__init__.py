@@ -19,7 +19,8 @@ and register themselves when imported, which this package does here:
     resize         Resize, Upsample
     quant          QuantizeLinear, DequantizeLinear and the integer matmul/conv ops
     rnn            RNN, GRU, LSTM
+    control        If, Loop, Scan (tk.cond, tk.while_loop, tk.scan)
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter
 """
-from . import (activations, constants, contractions, conv, elementwise, indexing, movement,  # noqa: F401
+from . import (activations, constants, contractions, control, conv, elementwise, indexing, movement,  # noqa: F401
                normalization, pooling, quant, reductions, resize, rnn, scatter)
