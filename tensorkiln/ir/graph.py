@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..errors import TensorKilnError, VerifyError
 from .ops import Attrs, ConstantValue, TensorType, get_op, infer_type
 from .ops.registry import OpKind
-from .ops.control import CONTROL_OPS, run_control
+from .ops.control import CONTROL_OPS, run_control, sub_graphs
 
 _node_ids = itertools.count()
 
@@ -145,6 +145,8 @@ def _short_location(location: str | None) -> str:
 
 
 def _format_attr(key: str, value) -> str:
+    if isinstance(value, TensorType):
+        return f"{key}={value}"
     if isinstance(value, dt.DType):
         return f"{key}={value.name}"
     if isinstance(value, float):
@@ -199,6 +201,10 @@ def format_graph(graph: Graph) -> str:
     outs = ", ".join(names[n.id] for n in graph.outputs)
     lines.append(f"  return {outs}")
     lines.append("}")
+    for node in graph.nodes:  # branches and loop bodies of control-flow ops, below their graph
+        for role, sub in sub_graphs(node.attrs) if node.op in CONTROL_OPS else ():
+            lines.append(f"  {names[node.id]}.{role}:")
+            lines += ["    " + line for line in format_graph(sub.graph).splitlines()]
     return "\n".join(lines)
 
 
