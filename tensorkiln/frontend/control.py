@@ -6,7 +6,10 @@ arguments become the sub-graph's inputs, and tensors of the enclosing traces it
 reads become extra inputs too ("captured"), passed to the control-flow node as
 operands. The call becomes one graph op holding its sub-graphs
 (ir/ops/control.py), read by one `result` node per value, which the compiler
-turns into C `if`/`for`/`while` statements (docs/control_flow.md).
+turns into C `if`/`for`/`while` statements (docs/control_flow.md). Traced cond
+and scan results that need gradients get tape nodes from control_grad.py (a cond
+of the branches' gradients, a reverse scan over the saved carries); while_loop
+is forward-only.
 
 Operands and carries are pytrees: tuples, lists and dicts of tensors (None for
 nothing); numpy arrays and Python scalars are made tensors.
@@ -19,9 +22,10 @@ import numpy as np
 
 from ..errors import ShapeError, TraceError, UnsupportedOpError, at_user_line, user_location
 from ..ir.graph import Graph, Node, input_node, make_node
-from ..ir.ops.control import SubGraph, describe_types, result_types
+from ..ir.ops.control import SubGraph, describe_types, result_types, sub_graphs
 from ..ir.ops.registry import TensorType
 from .autodiff.mode import is_grad_enabled
+from .control_grad import attach_cond_gradient, attach_scan_gradient, replay
 from .functions import stack
 from .tensor import Tensor, as_tensor
 from .trace import Trace, current_trace, substitute, tracing
@@ -100,6 +104,7 @@ class BodyTrace(Trace):
         self.scope = parent.scope
         self.inputs = [input_node(f"a{k}", k, t) for k, t in enumerate(types)]
         self.captured: dict[int, tuple[Node, Node]] = {}  # outer node id -> (outer node, input here)
+        self.captured_tensors: dict[int, Tensor] = {}  # outer node id -> the tensor read (for gradients)
 
     def reaches(self, other: Trace) -> bool:
         return other is self.parent or self.parent.reaches(other)
@@ -113,6 +118,7 @@ class BodyTrace(Trace):
         if outer.id not in self.captured:
             inner = input_node(f"cap{len(self.captured)}", len(self.inputs) + len(self.captured), outer.type)
             self.captured[outer.id] = (outer, inner)
+            self.captured_tensors[outer.id] = tensor
         return self.captured[outer.id][1]
 
     def record_write(self, tensor, node: Node) -> None:
@@ -133,12 +139,16 @@ def _trace_body(call: Callable[[list[Tensor]], Any], types: list[TensorType], na
     return body, nodes, structure
 
 
-def _sub_graph(bodies: list[BodyTrace], outputs: list[list[Node]]) -> tuple[list[SubGraph], list[Node]]:
-    """Sub-graphs of bodies that share one input list: their arguments, then every capture of any of them."""
+def _sub_graph(bodies: list[BodyTrace], outputs: list[list[Node]]
+               ) -> tuple[list[SubGraph], list[Node], list[Tensor]]:
+    """Sub-graphs of bodies that share one input list: their arguments, then every capture of any of them;
+    with the captured nodes and the tensors they were read from."""
     captured: dict[int, Node] = {}
+    tensors: dict[int, Tensor] = {}
     for body in bodies:
         for outer, _ in body.captured.values():
             captured.setdefault(outer.id, outer)
+            tensors.setdefault(outer.id, body.captured_tensors[outer.id])
     graphs = []
     for body, outs in zip(bodies, outputs):
         n = len(body.inputs)
@@ -146,7 +156,7 @@ def _sub_graph(bodies: list[BodyTrace], outputs: list[list[Node]]) -> tuple[list
         position = {oid: k for k, oid in enumerate(captured)}
         mapping = {inner.id: shared[position[oid]] for oid, (_, inner) in body.captured.items()}
         graphs.append(SubGraph(Graph(body.inputs + shared, substitute(list(outs), mapping), body.name)))
-    return graphs, list(captured.values())
+    return graphs, list(captured.values()), list(tensors.values())
 
 
 def _control_results(op: str, operands: list[Node], attrs: dict, trace: Trace) -> list[Tensor]:
@@ -164,11 +174,32 @@ def _active_trace(tensors: list[Tensor]) -> Trace | None:
     return trace
 
 
-def _refuse_grad(what: str, tensors: list[Tensor]) -> None:
-    if is_grad_enabled() and any(t._requires_grad for t in tensors):
-        raise TraceError(at_user_line(
-            f"{what}: inside tk.jit the compiled op has no gradient rule; differentiate the eager function "
-            "(tk.grad outside tk.jit, where it runs as Python) or wrap the call in tk.no_grad()"))
+def _wants_grad(tensors: list[Tensor]) -> bool:
+    return is_grad_enabled() and any(t._requires_grad for t in tensors)
+
+
+def _replay_control(node: Node, operands: list[Tensor]) -> tuple:
+    """A control-flow node of a sub-graph recomputed by front-end calls (control_grad.replay)."""
+    graphs = dict(sub_graphs(node.attrs))
+
+    def run(role: str):
+        return lambda *args: tuple(replay(graphs[role].graph, list(args), _replay_control))
+    if node.op == "cond":
+        return tuple(cond(operands[0], run("branches0"), run("branches1"), *operands[1:]))
+    carried = node.attrs["carried"]
+    carry = tuple(operands[:carried])
+    if node.op == "while_loop":
+        captured = operands[carried:]
+        return tuple(while_loop(lambda c: run("cond")(*c, *captured)[0], lambda c: run("body")(*c, *captured),
+                                carry))
+    scanned = node.attrs["scanned"]
+    xs, captured = tuple(operands[carried:carried + scanned]), operands[carried + scanned:]
+
+    def step(c, x):
+        out = run("body")(*c, *x, *captured)
+        return tuple(out[:carried]), tuple(out[carried:])
+    final, ys = scan(step, carry, xs, length=node.attrs["length"], reverse=node.attrs["reverse"])
+    return tuple(final) + tuple(ys)
 
 
 # ---- the API ------------------------------------------------------------------------------------------
@@ -180,7 +211,6 @@ def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
     trace = _active_trace(tensors + [pred_t])
     if trace is None:
         return true_fn(*operands) if bool(pred_t) else false_fn(*operands)
-    _refuse_grad("cond", tensors + [pred_t])
     if pred_t.ndim != 0:
         raise ShapeError(at_user_line(f"cond: the predicate must be a scalar, got shape {pred_t.shape}"))
     types = _types(tensors)
@@ -190,12 +220,14 @@ def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
                                                       "cond_else", trace)
     _check_same("cond", "true_fn's result", [n.type for n in then_out], "false_fn's result",
                 [n.type for n in else_out], then_structure, else_structure, BranchTypeError)
-    graphs, captured = _sub_graph([then_body, else_body], [then_out, else_out])
+    graphs, captured, captured_tensors = _sub_graph([then_body, else_body], [then_out, else_out])
     pred_node = trace.node_of(pred_t)
     if not pred_t.dtype.is_bool:
         pred_node = make_node("ne", [pred_node, trace.constant_for(as_tensor(np.zeros((), pred_t.dtype.storage)))])
     results = _control_results("cond", [pred_node] + [trace.node_of(t) for t in tensors] + captured,
                                {"branches": tuple(graphs)}, trace)
+    if _wants_grad(tensors + captured_tensors):
+        attach_cond_gradient(results, pred_t, tensors + captured_tensors, graphs, cond, _replay_control)
     return tree_unflatten(then_structure, results)
 
 
@@ -229,7 +261,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     if not cond_out[0].dtype.is_bool:
         zero = cond_body.constant_for(as_tensor(np.zeros((), cond_out[0].dtype.storage)))
         cond_out = [make_node("ne", [cond_out[0], zero])]
-    graphs, captured = _sub_graph([cond_body, body], [cond_out, body_out])
+    graphs, captured, captured_tensors = _sub_graph([cond_body, body], [cond_out, body_out])
+    if _wants_grad(captured_tensors):
+        raise UnsupportedOpError(at_user_line(
+            "while_loop is forward-only: its trip count is known only at run time, so reverse mode has no "
+            "values to save; use tk.scan with a fixed length to differentiate, or wrap the call in tk.no_grad()"))
     results = _control_results("while_loop", [trace.node_of(t) for t in tensors] + captured,
                                {"cond": graphs[0], "body": graphs[1], "carried": len(tensors)}, trace)
     return tree_unflatten(structure, results)
@@ -252,8 +288,6 @@ def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False
     trace = _active_trace(carry + x_tensors)
     if trace is None and length > 0:
         return _eager_scan(f, carry, carry_structure, x_tensors, x_structure, length, reverse)
-    if trace is not None:
-        _refuse_grad("scan", carry + x_tensors)
     outer = trace or Trace("eager_scan")
     carry_types = _types(carry)
     slice_types = [TensorType(t.shape[1:], t.dtype) for t in x_tensors]
@@ -270,11 +304,21 @@ def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False
     if trace is None:  # length 0, eager: nothing runs, the ys are empty
         ys = [Tensor._from_value(np.zeros((0,) + n.shape, n.dtype.storage), n.dtype) for n in out[len(carry):]]
         return tree_unflatten(carry_structure, carry), tree_unflatten(y_structure, ys)
-    graphs, captured = _sub_graph([body], [out])
+    graphs, captured, captured_tensors = _sub_graph([body], [out])
+    operands = carry + x_tensors + captured_tensors
+    wants_grad = _wants_grad(operands)
+    body_graph = graphs[0]
+    if wants_grad:  # the forward also stacks the carry each step starts from: reverse mode's saved values
+        g = body_graph.graph
+        body_graph = SubGraph(Graph(g.inputs, g.outputs + g.inputs[:n], g.name))
     results = _control_results("scan", [trace.node_of(t) for t in carry + x_tensors] + captured,
-                               {"body": graphs[0], "carried": len(carry), "scanned": len(x_tensors),
+                               {"body": body_graph, "carried": n, "scanned": len(x_tensors),
                                 "length": length, "reverse": bool(reverse)}, trace)
-    return tree_unflatten(carry_structure, results[:len(carry)]), tree_unflatten(y_structure, results[len(carry):])
+    results, saved = results[:len(out)], results[len(out):]
+    if wants_grad:
+        attach_scan_gradient(results, saved, operands, graphs[0], n, len(x_tensors), length, bool(reverse),
+                             scan, _replay_control)
+    return tree_unflatten(carry_structure, results[:n]), tree_unflatten(y_structure, results[n:])
 
 
 def _eager_scan(f, carry, carry_structure, x_tensors, x_structure, length, reverse):

@@ -170,22 +170,24 @@ def _not_differentiable_while(grad, inputs, output, attrs, needs, build):
                              "reverse mode has no values to save; use scan with a fixed length to differentiate")
 
 
-def _in_trace_gradient(name: str):
+def _attached_by_the_front_end(name: str):
+    """The tape never reaches this rule: tk.cond and tk.scan attach their own tape nodes when traced
+    (frontend/control_grad.py: a cond of the branches' gradients, a reverse scan over saved carries)."""
     def rule(grad, inputs, output, attrs, needs, build):
-        raise UnsupportedOpError(f"{name}: gradients are taken of the eager program (tk.grad outside tk.jit), "
-                                 f"where {name} runs as Python; differentiating the compiled op is not supported")
+        raise UnsupportedOpError(f"{name}: its gradient is built by tk.{name} when traced "
+                                 "(frontend/control_grad.py), not from a recorded node")
     return rule
 
 
 register("cond", OpKind.CONTROL, MappingType.MANY_TO_MANY, _cond_infer, _no_direct_reference, None,
          "cond(pred, *operands; branches): the results of branches[0] if pred else branches[1]",
-         gradient=_in_trace_gradient("cond"))
+         gradient=_attached_by_the_front_end("cond"))
 register("while_loop", OpKind.CONTROL, MappingType.MANY_TO_MANY, _while_infer, _no_direct_reference, None,
          "while_loop(*carry, *captured; cond, body, carried): carry = body(carry) while cond(carry)",
          gradient=_not_differentiable_while)
 register("scan", OpKind.CONTROL, MappingType.MANY_TO_MANY, _scan_infer, _no_direct_reference, None,
          "scan(*carry, *xs, *captured; body, carried, scanned, length, reverse): carry, y[t] = body(carry, x[t])",
-         gradient=_in_trace_gradient("scan"))
+         gradient=_attached_by_the_front_end("scan"))
 register("result", OpKind.CONTROL, MappingType.ONE_TO_ONE, _result_infer, _no_direct_reference, 1,
          "result(control; index, type): one result of a control-flow op",
-         gradient=_in_trace_gradient("result"))
+         gradient=_attached_by_the_front_end("result"))
