@@ -209,7 +209,8 @@ def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
     tensors = _tensors(leaves)
     pred_t = as_tensor(pred)
     trace = _active_trace(tensors + [pred_t])
-    if trace is None:
+    if trace is None or (pred_t._node is None and not trace.is_state(pred_t)):
+        # eager, or a predicate known while tracing (a constant, a shape): only the branch taken is traced
         return true_fn(*operands) if bool(pred_t) else false_fn(*operands)
     if pred_t.ndim != 0:
         raise ShapeError(at_user_line(f"cond: the predicate must be a scalar, got shape {pred_t.shape}"))

@@ -52,7 +52,7 @@ def _apply(op: str, inputs: Sequence["Tensor"], attrs_: Attrs) -> "Tensor":
     # so a compiled function reads its value on every call instead of baking it in.
     if any(t._node is not None for t in inputs) or (trace is not None and any(trace.is_state(t) for t in inputs)):
         for t in inputs:
-            if t._node is not None and t._trace is not trace and not trace.reaches(t._trace):
+            if t._node is not None and t._trace is not trace and (trace is None or not trace.reaches(t._trace)):
                 raise TraceError(at_user_line(
                     f"{op}: a traced tensor was used outside the tk.jit function that created it"))
         nodes = [trace.node_of(t) for t in inputs]

@@ -25,7 +25,7 @@ import inspect
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -397,11 +397,12 @@ class OnnxModule:
     def _find_value_inputs(self, initializer_names) -> set[str]:
         """Graph inputs whose values (not just shapes) decide shapes: they are specialized per value."""
         producer = {}
-        for node in self._nodes:
+        nodes = list(_with_bodies(self._nodes))  # a branch's shapes may come from the model's inputs too
+        for node in nodes:
             for out in node.outputs:
                 producer[out] = node
         needed, result, seen = [], set(), set()
-        for node in self._nodes:
+        for node in nodes:
             positions = VALUE_INPUTS.get(node.op_type, lambda opset: set())(node.opset)
             positions = positions | value_positions(node.op_type, node.inputs, node.outputs)
             needed += [name for i, name in enumerate(node.inputs) if i in positions and name]
@@ -414,6 +415,10 @@ class OnnxModule:
                 result.add(name)
             elif name in producer and producer[name].op_type in SHAPE_ARITHMETIC:
                 needed += [i for i in producer[name].inputs if i]
+            elif name in producer and producer[name].op_type == "If":  # through the branches' results
+                branches = [v for v in producer[name].attrs.values() if isinstance(v, SubGraphBody)]
+                needed += [i for i in producer[name].inputs if i]
+                needed += [o.name for b in branches for o in b.graph.output]
         return result
 
     # ---- the traced function -------------------------------------------------------------------
@@ -599,6 +604,15 @@ class OnnxModule:
         ins = ", ".join(f"{n}: {self.input_types[n][0].name}{list(self.input_types[n][1] or [])}"
                         for n in self.input_names)
         return f"<OnnxModule {self.model_name!r} ({ins}) -> {', '.join(self.output_names)}; {self.backend}>"
+
+
+def _with_bodies(nodes: list) -> Iterator:
+    """The nodes, and the nodes of their branches and loop bodies at every depth."""
+    for node in nodes:
+        yield node
+        for value in node.attrs.values():
+            if isinstance(value, SubGraphBody):
+                yield from _with_bodies(value.nodes)
 
 
 @dataclass(frozen=True)
