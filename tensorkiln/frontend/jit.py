@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import time
 import types
 import warnings
@@ -25,17 +26,13 @@ from ..ir.graph import Graph, Node, input_node, verify
 from ..driver.profile import KernelProfile
 from ..driver.export import ExportError, ExportedLibrary, export_graph
 from ..runtime.export_format import model_name_from
-from .writes import count_write, write_count
+from .writes import count_write, write_count, write_counts
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
+from .recompiles import RecompileWarning, closest, describe_change, ordinal
 
-
-RECOMPILE_WARNING = 8  # traces of one tensor signature for this many static values: warn (torch's recompile_limit)
-
-
-class RecompileWarning(UserWarning):
-    """A tk.jit function keeps compiling for new values of its non-tensor arguments."""
+_ticks = itertools.count(1)  # a clock for "least recently used": one tick per call of a program
 
 
 @dataclass
@@ -132,6 +129,10 @@ class TracedFunction:
     # (output, input) positions where an output is the new value of the tensor that input reads:
     # the compiled code may write it into that input's array (see CompiledGraph)
     updates: list = field(default_factory=list)
+    key: tuple = ()  # the signature it was traced for (JitFunction._bind)
+    leaf_names: list = field(default_factory=list)  # names of the tensor arguments, for messages
+    last_used: int = 0  # a tick of _ticks: the call that used it last
+    native: Any = None  # the C caller of warm calls (runtime/fastcall.py), when the trace allows one
 
     def __post_init__(self) -> None:
         # Fixed for the trace, read by every fast call (JitFunction.__call__): worked out once.
@@ -167,8 +168,9 @@ class JitFunction:
         self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
         self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
-        self._static_values: dict[tuple, set] = {}  # tensor signature -> static keys traced with it
-        self._warned_recompiles = False
+        self._compiles = 0  # programs compiled so far, evicted ones included
+        # (C caller, trace, grad mode, training flag) of the last warm call that could use one
+        self._native: tuple | None = None
 
     # ---- tracing --------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -228,24 +230,54 @@ class JitFunction:
         entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
         entry = next((e for e in entries if e.guards_hold()), None)
         if entry is None:
-            self._warn_if_static_values_churn(key)
+            held = self._programs()
             entry = self._trace(tensors, names, structure, donated)
+            entry.key, entry.leaf_names = key, [n for n in names]
             entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
             entry.compiled.report.trace_seconds = entry.trace_seconds
+            if not (entry.state_sources or entry.mutations):
+                entry.native = entry.compiled.native_caller(Tensor)
+                if entry.native is not None and entry.checked:
+                    entry.native.set_checks(tuple((t, array, id(array), writes) for t, array, writes in entry.baked),
+                                            tuple((t, bool(had)) for t, had in entry.guards), write_counts())
             entries.append(entry)
+            self._compiles += 1
+            if self._compiles > self.options.recompile_limit and held:
+                self._warn_recompile(entry, held)
+            self._evict_beyond_limit(keep=entry)
+        entry.last_used = next(_ticks)
         self._cache[key] = entry
         return entry, tensors
 
-    def _warn_if_static_values_churn(self, key: tuple) -> None:
-        """Warn once when calls with one tensor signature keep bringing new non-tensor values: each compiles."""
-        values = self._static_values.setdefault((key[0],) + key[2:], set())
-        values.add(key[1])
-        if len(values) == RECOMPILE_WARNING and not self._warned_recompiles:
-            self._warned_recompiles = True
-            name = getattr(self.fn, "__name__", type(self.fn).__name__)
-            warnings.warn(f"tk.jit: {name} was traced and compiled for {len(values)} different values of its "
-                          f"non-tensor arguments with the same tensor shapes; every new value compiles again. "
-                          f"Pass values that change from call to call as tensors", RecompileWarning, stacklevel=4)
+    def _programs(self) -> list[TracedFunction]:
+        """Every compiled program held, across signatures."""
+        return [e for entries in self._variants.values() for e in entries]
+
+    def _warn_recompile(self, entry: TracedFunction, held: list[TracedFunction]) -> None:
+        """Each compile past recompile_limit warns, naming what differs from the closest program held."""
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        recent_first = [e.key for e in sorted(held, key=lambda e: -e.last_used)]
+        change = describe_change(closest(entry.key, recent_first), entry.key, entry.leaf_names)
+        warnings.warn(f"tk.jit: {name} compiled its {ordinal(self._compiles)} program (recompile_limit="
+                      f"{self.options.recompile_limit}) because {change}; every new signature traces and "
+                      "compiles again", RecompileWarning, stacklevel=5)
+
+    def _evict_beyond_limit(self, keep: TracedFunction) -> None:
+        """Past cache_limit, release the least recently used programs (their libraries are unloaded)."""
+        limit = self.options.cache_limit
+        programs = self._programs()
+        if limit is None or len(programs) <= limit:
+            return
+        victims = sorted((e for e in programs if e is not keep), key=lambda e: e.last_used)
+        for victim in victims[:len(programs) - limit]:
+            if self._native is not None and self._native[1] is victim:
+                self._native = None
+            self._variants[victim.key].remove(victim)
+            for table in (self._cache, self._fast):
+                for k in [k for k, e in table.items() if e is victim]:
+                    del table[k]
+            if victim.compiled is not None:
+                victim.compiled.release()
 
     # ---- public API -------------------------------------------------------------
     def _fast_arguments(self, args: tuple) -> tuple[tuple, list[np.ndarray]] | None:
@@ -269,6 +301,16 @@ class JitFunction:
         return tuple(key), arrays
 
     def __call__(self, *args, **kwargs):
+        native = self._native
+        if native is not None and not kwargs and current_trace() is None and is_grad_enabled() is native[2] \
+                and (self._module is None or self._module.training is native[3]):
+            outputs = native[0](*args)  # None: not the arguments that program was bound for
+            if outputs is not None:
+                entry = native[1]
+                entry.last_used = next(_ticks)
+                if entry.single_output:
+                    return Tensor._from_value(outputs[0], entry.output_dtypes[0])
+                return _results(entry, list(outputs))
         if kwargs or current_trace() is not None:
             return self._call(args, kwargs)
         fast = self._fast_arguments(args)
@@ -278,6 +320,10 @@ class JitFunction:
         entry = self._fast.get(key)
         if entry is None or not entry.current():
             return self._call(args, kwargs, key)
+        entry.last_used = next(_ticks)
+        if entry.native is not None:
+            self._native = (entry.native, entry, is_grad_enabled(),
+                            None if self._module is None else self._module.training)
         # the common case: same signature as before, no flattening, no key of the whole structure
         if entry.state_sources:
             arrays += [read() for read in entry.state_sources]
@@ -351,10 +397,9 @@ class JitFunction:
         return export_graph(entry.compiled, directory, name=name or model_name_from(default), input_names=input_names,
                             output_names=output_names, weights=weights, openmp=openmp)
 
-    @property
     def cache_size(self) -> int:
-        """Number of signatures traced so far."""
-        return len(self._cache)
+        """Number of compiled programs this function holds (at most its cache_limit)."""
+        return len(self._programs())
 
 
 def _results(entry: TracedFunction, results: list[np.ndarray]):
@@ -373,6 +418,8 @@ def _write_back(mutations: list, arrays: list, nodes: list) -> None:
             tensor._grad = None
             continue
         array, node = next(values)
+        if kind == "effect":  # the token that kept the messages in the graph
+            continue
         if kind == "data":
             if tensor._value is array:
                 count_write(array)  # updated in place by the compiled code
@@ -461,7 +508,7 @@ def _unique_names(names: list[str]) -> list[str]:
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
         backend: str = "c", donate_argnums: int | tuple[int, ...] = (), dump_dir: str | None = None,
-        precision: str = "fp32"):
+        precision: str = "fp32", recompile_limit: int = 8, cache_limit: int | None = 64):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
@@ -475,10 +522,14 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     dump_dir writes every compile stage's result there (also TENSORKILN_DUMP_IR=dir).
     precision="bf16": matmuls, convolutions and attention take bf16 operands and accumulate in fp32,
     everything else stays fp32 (docs/precision.md); "fp32" is the default.
+    recompile_limit: each compile after this many warns (RecompileWarning), naming the argument and
+    dimension that changed; cache_limit: compiled programs held at most (the least recently used is
+    released past it; None: no limit). f.cache_size() counts the programs held.
     The options are checked here, once (driver/options.py's CompileOptions).
     """
     options = CompileOptions(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
-                             donate_argnums=donate_argnums, dump_dir=dump_dir, precision=precision)
+                             donate_argnums=donate_argnums, dump_dir=dump_dir, precision=precision,
+                             recompile_limit=recompile_limit, cache_limit=cache_limit)
     if fn is None:
         return lambda f: JitFunction(f, options)
     return JitFunction(fn, options)
