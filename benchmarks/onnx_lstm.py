@@ -4,7 +4,7 @@
                                    [--rounds 5] [--repeat 200] [--json out.json]
 
 One LSTM node (ai.onnx opset 14, direction bidirectional, bias, float32 weights as initializers, X the
-only input) as docs/onnx.md describes it: tensorkiln unrolls the sequence into one compiled graph
+only input) as docs/onnx.md describes it: tensorkiln runs the sequence as one scan per direction
 (`tk.onnx.load`, C backend); ONNX Runtime runs the same file with IOBinding, its intra-op threads set to
 --threads. Outputs are checked against each other first; prints each median (ms), the ratio and
 tensorkiln's kernel count.

@@ -57,6 +57,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),
     "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),
     "tuning": ([sys.executable, os.path.join(HERE, "tuning.py")], True),
+    "onnx_lstm_scan": ([sys.executable, os.path.join(HERE, "onnx_lstm_scan.py")], True),
 }
 
 

@@ -21,6 +21,7 @@ from .frontend.functions import (cat, chunk, concat, concatenate, flip, matmul, 
                         reshape, split, stack, var, where)
 from .ir.graph import Graph, Node
 from .ir.ops import REGISTRY as _OP_TABLE
+from .frontend.control import cond, scan, while_loop
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
 from .driver.options import CompileOptions
 from .runtime.exported import load_compiled

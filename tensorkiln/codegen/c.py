@@ -64,8 +64,8 @@ from tensorkiln.loops.expr import (
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, NativeCall, Pointer, RuntimeCall, Stmt, Store,
-    iter_stmts, simplify_kernel, stmt_exprs,
+    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt,
+    Store, While, iter_stmts, simplify_kernel, stmt_exprs,
 )
 from tensorkiln.codegen.c_native import native_helpers
 from tensorkiln.loops.program import Program
@@ -126,6 +126,11 @@ def c_name(name: str) -> str:
             or (name[:1] == "_" and name[1:2].isupper())):
         return f"{name}_"
     return name
+
+
+def program_function_name(program: str) -> str:
+    """The static C entry of a sub-program (a branch or loop body of a control-flow op)."""
+    return f"tk_program_{program}"
 
 
 def kernel_function_name(kernel: Kernel) -> str:
@@ -410,8 +415,27 @@ class _KernelWriter:
             self.runtime_call(s, depth)
         elif isinstance(s, NativeCall):
             self.native_call(s, depth)
+        elif isinstance(s, ProgramCall):
+            self.program_call(s, depth)
+        elif isinstance(s, While):
+            self.emit(depth, f"while ({self.expr(s.cond)[0]}) {{")
+            self.stmt(s.body, depth + 1, in_parallel, in_simd)
+            self.emit(depth, "}")
         else:
             raise TypeError(f"cannot generate C for {s!r}")
+
+    def program_call(self, s: ProgramCall, depth: int) -> None:
+        """A call of a sub-program's entry (a branch or loop body); its failure is the kernel's."""
+        def address(a: Pointer) -> str:
+            offset = self.expr(a.offset)[0]
+            name = c_name(a.buffer.name)
+            return f"(void *){name}" if offset == "0" else f"(void *)&{name}[{offset}]"
+
+        arena = address(s.arena) if s.arena is not None else "0"
+        self.emit(depth, "{")
+        self.emit(depth + 1, f"void *tk_args[] = {{{', '.join(address(a) for a in s.args) or '0'}}};")
+        self.emit(depth + 1, f"if ({program_function_name(s.program)}(tk_args, {arena}) != TK_OK) return;")
+        self.emit(depth, "}")
 
     def runtime_call(self, s: RuntimeCall, depth: int) -> None:
         """A call of the runtime hook (RUNTIME_HOOK); a failure is the kernel's error."""
@@ -614,6 +638,7 @@ class _KernelWriter:
             {b.name for s in iter_stmts(k.body) if isinstance(s, RuntimeCall) for b in s.writes + s.reads}
         used |= {a.buffer.name for s in iter_stmts(k.body) if isinstance(s, NativeCall) for a in s.args
                  if isinstance(a, Pointer)}
+        used |= {a.buffer.name for s in iter_stmts(k.body) if isinstance(s, ProgramCall) for a in s.pointers()}
         for p in k.params:
             if p.name not in used:
                 self.emit(1, f"(void){c_name(p.name)};  /* unused */")
@@ -763,10 +788,12 @@ def _signature(program: Program) -> Signature:
                      specs(program.constants, "constant"), program.arena_bytes)
 
 
-def _entry(program: Program, signature: Signature, profile: bool = False) -> list[str]:
+def _entry(program: Program, signature: Signature, profile: bool = False, sub: bool = False) -> list[str]:
+    """The entry function of `program`: exported `tk_entry`, or, for a sub-program, its static
+    `tk_program_<name>` that a control-flow kernel calls."""
     _check_unique_c_names([b.name for b in program.buffers], f"program {program.name}")
     lines = _profile_counters(program) if profile else []
-    lines += ["/*", f" * entry for program {program.name}", " *   args, in order:"]
+    lines += ["/*", f" * entry for {'sub-' if sub else ''}program {program.name}", " *   args, in order:"]
     for i, arg in enumerate(signature.args):
         lines.append(_comment(f" *     [{i}] {arg.role} {arg.describe()}"))
     layout = program.arena_layout()
@@ -774,7 +801,8 @@ def _entry(program: Program, signature: Signature, profile: bool = False) -> lis
         lines.append(f" *   arena ({program.arena_bytes} bytes):")
         for t in program.temps:
             lines.append(_comment(f" *     +{layout[t.name]} {t}"))
-    lines += [" */", "TK_EXPORT int tk_entry(void *const *args, void *arena)", "{"]
+    head = f"static int {program_function_name(program.name)}" if sub else "TK_EXPORT int tk_entry"
+    lines += [" */", f"{head}(void *const *args, void *arena)", "{"]
     used = {p.name for k in program.kernels for p in k.params}
     for i, arg in enumerate(signature.args):
         buffer = next(b for b in program.buffers if b.name == arg.name)
@@ -870,23 +898,28 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
         parts += [RUNTIME_HOOK, ""]
     natives: dict[str, str] = {}
-    parts.append(f"/* ================= program {program.name}: {len(program.kernels)} kernel(s)"
-                 f"{' (debug: bounds checks on)' if debug else ''} ================= */")
-    for kernel in program.kernels:
-        if simplify:
-            kernel = simplify_kernel(kernel)
+    for part in program.all_programs():  # sub-programs (control-flow bodies) before their callers
+        outer = part is program
+        parts.append(f"/* ================= {'program' if outer else 'sub-program'} {part.name}: "
+                     f"{len(part.kernels)} kernel(s){' (debug: bounds checks on)' if debug else ''} ================= */")
+        for kernel in part.kernels:
+            if simplify:
+                kernel = simplify_kernel(kernel)
+            parts.append("")
+            aliased = frozenset(name for pair in part.aliases for name in pair)
+            writer = _KernelWriter(kernel, debug, aliased)
+            parts.extend(writer.function())
+            if writer.streamed and STREAM_HELPERS not in parts:
+                parts.insert(1, STREAM_HELPERS)
+            for function, source in writer.native_sources.items():
+                if natives.setdefault(function, source) != source:
+                    raise ValueError(f"two definitions of the native helper {function}")
+                elif source not in parts:
+                    parts.insert(1, source)
         parts.append("")
-        aliased = frozenset(name for pair in program.aliases for name in pair)
-        writer = _KernelWriter(kernel, debug, aliased)
-        parts.extend(writer.function())
-        if writer.streamed and STREAM_HELPERS not in parts:
-            parts.insert(1, STREAM_HELPERS)
-        for function, source in writer.native_sources.items():
-            if natives.setdefault(function, source) != source:
-                raise ValueError(f"two definitions of the native helper {function}")
-            elif source not in parts:
-                parts.insert(1, source)
-    parts.append("")
+        if not outer:
+            parts.extend(_entry(part, _signature(part), sub=True))
+            parts.append("")
     parts.extend(_entry(program, signature, profile))
     parts.append("")
     parts.extend(_exports(signature))

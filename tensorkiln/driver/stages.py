@@ -107,7 +107,7 @@ def _compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[i
         progress.stage("grouping kernels")
         grouping = group_kernels(graph, options)                                    # 2. group kernels
         progress.stage(f"lowering {len(grouping)} kernels")
-        lowered = lower(graph, grouping)                                            # 3. lower
+        lowered = lower(graph, grouping, options)                                   # 3. lower
         progress.stage("planning memory")
         program, memory, in_place = plan_memory(lowered, options, updates)          # 4. plan memory
         lower_seconds = time.perf_counter() - start
@@ -143,9 +143,21 @@ def group_kernels(graph: Graph, options: CompileOptions) -> list[KernelGroup]:
     return partition(graph, fuse=options.fuse)
 
 
-def lower(graph: Graph, grouping: list[KernelGroup]) -> LoweredGraph:
-    """Stage 3: one loop-IR kernel per group, with the default schedule, in one Program."""
-    return lowering_module.lower_graph(graph, grouping)
+def lower(graph: Graph, grouping: list[KernelGroup], options: CompileOptions | None = None) -> LoweredGraph:
+    """Stage 3: one loop-IR kernel per group, with the default schedule, in one Program; the
+    sub-graphs of control-flow ops become its sub-programs (lower_subgraph)."""
+    options = options or CompileOptions()
+    return lowering_module.lower_graph(graph, grouping, lambda sub: lower_subgraph(sub, options))
+
+
+def lower_subgraph(graph: Graph, options: CompileOptions):
+    """Stages 2-4 for a branch or loop body (already optimized with its graph in stage 1): its
+    planned sub-program, whose kernels are named after it, and its constant arrays."""
+    grouping = group_kernels(graph, options)
+    lowered = lowering_module.lower_graph(graph, grouping, lambda sub: lower_subgraph(sub, options),
+                                          prefix=graph.name + "_")
+    program, _, _ = plan_memory(lowered, options, [])
+    return program, lowered.constants
 
 
 def plan_memory(lowered: LoweredGraph, options: CompileOptions, updates: list[tuple[int, int]]):
@@ -181,7 +193,7 @@ def build(source, program: Program, lowered: LoweredGraph, options: CompileOptio
 def lower_stages(graph: Graph, options: CompileOptions, updates: list[tuple[int, int]]) -> Lowering:
     """Stages 2-4 again, for a graph whose library came from the cache (explain, profile, dumps)."""
     grouping = group_kernels(graph, options)
-    lowered = lower(graph, grouping)
+    lowered = lower(graph, grouping, options)
     lowered.program, memory, in_place = plan_memory(lowered, options, updates)
     return Lowering(grouping, lowered, memory, in_place)
 

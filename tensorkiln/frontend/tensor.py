@@ -52,10 +52,10 @@ def _apply(op: str, inputs: Sequence["Tensor"], attrs_: Attrs) -> "Tensor":
     # so a compiled function reads its value on every call instead of baking it in.
     if any(t._node is not None for t in inputs) or (trace is not None and any(trace.is_state(t) for t in inputs)):
         for t in inputs:
-            if t._node is not None and t._trace is not trace:
+            if t._node is not None and t._trace is not trace and (trace is None or not trace.reaches(t._trace)):
                 raise TraceError(at_user_line(
                     f"{op}: a traced tensor was used outside the tk.jit function that created it"))
-        nodes = [t._node if t._node is not None else trace.constant_for(t) for t in inputs]
+        nodes = [trace.node_of(t) for t in inputs]
         node = make_node(op, nodes, attrs_, trace.scope, user_location())
         return Tensor._from_node(node, trace)
     types = [t.type for t in inputs]

@@ -77,6 +77,14 @@ class Trace:
             self.mark_state(tensor)
         return entry[1]
 
+    def node_of(self, tensor) -> Node:
+        """The node a tensor read by this trace stands for: its own node, or its constant."""
+        return tensor._node if tensor._node is not None else self.constant_for(tensor)
+
+    def reaches(self, other: "Trace") -> bool:
+        """True when tensors of `other` may be read here (a control-flow body reads its enclosing traces)."""
+        return False
+
     # ---- state: eager tensors that become graph inputs, and in-place writes -------------
     @staticmethod
     def is_state(tensor) -> bool:

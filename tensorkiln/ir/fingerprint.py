@@ -13,6 +13,7 @@ import hashlib
 import numpy as np
 
 from .graph import Graph
+from .ops.control import SubGraph
 from .ops.registry import ConstantValue
 
 
@@ -20,6 +21,8 @@ def _attr_text(value) -> str:
     """A text that differs whenever the attribute's value differs (reprs of floats are exact)."""
     if isinstance(value, ConstantValue):
         return f"const:{value.digest}"
+    if isinstance(value, SubGraph):
+        return f"graph:{fingerprint(value.graph)}"
     if isinstance(value, np.ndarray):
         return f"array:{ConstantValue(value).digest}"
     if isinstance(value, (tuple, list)):

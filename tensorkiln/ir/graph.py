@@ -16,6 +16,7 @@ from .. import dtypes as dt
 from ..errors import TensorKilnError, VerifyError
 from .ops import Attrs, ConstantValue, TensorType, get_op, infer_type
 from .ops.registry import OpKind
+from .ops.control import CONTROL_OPS, run_control, sub_graphs
 
 _node_ids = itertools.count()
 
@@ -144,6 +145,8 @@ def _short_location(location: str | None) -> str:
 
 
 def _format_attr(key: str, value) -> str:
+    if isinstance(value, TensorType):
+        return f"{key}={value}"
     if isinstance(value, dt.DType):
         return f"{key}={value.name}"
     if isinstance(value, float):
@@ -198,6 +201,10 @@ def format_graph(graph: Graph) -> str:
     outs = ", ".join(names[n.id] for n in graph.outputs)
     lines.append(f"  return {outs}")
     lines.append("}")
+    for node in graph.nodes:  # branches and loop bodies of control-flow ops, below their graph
+        for role, sub in sub_graphs(node.attrs) if node.op in CONTROL_OPS else ():
+            lines.append(f"  {names[node.id]}.{role}:")
+            lines += ["    " + line for line in format_graph(sub.graph).splitlines()]
     return "\n".join(lines)
 
 
@@ -231,7 +238,14 @@ def verify(graph: Graph) -> None:
 
 def evaluate(op: str, attrs: Attrs, inputs: list[np.ndarray], input_types: list[TensorType],
              out_type: TensorType) -> np.ndarray:
-    """Run one op's numpy reference on storage arrays; returns a storage array of out_type."""
+    """Run one op's numpy reference on storage arrays; returns a storage array of out_type.
+
+    A control-flow op returns the tuple of its results (ops/control.py); `result` picks one.
+    """
+    if op in CONTROL_OPS:
+        return run_control(op, attrs, inputs, interpret)
+    if op == "result":
+        return inputs[0][attrs["index"]]
     compute_inputs = [dt.to_compute(a, t.dtype) for a, t in zip(inputs, input_types)]
     result = get_op(op).reference(compute_inputs, attrs, out_type)
     result = dt.to_storage(np.asarray(result), out_type.dtype)

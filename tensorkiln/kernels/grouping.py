@@ -55,7 +55,7 @@ class KernelGroup:
     root: Node
     nodes: list[Node]
     inputs: list[Node]
-    kind: str  # "injective" | "reduction" | "contraction" | "row" | "attention"
+    kind: str  # "injective" | "reduction" | "contraction" | "row" | "attention" | "control"
     name: str
     reason: str = ""  # why the root is materialized (stored in a buffer) rather than inlined
 
@@ -116,6 +116,10 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
     """Why `should_materialize` stores this node (a short phrase), or None when it is inlined."""
     if node.kind == OpKind.SOURCE:
         return "a source"
+    if node.kind == OpKind.CONTROL:  # its kernel writes every result (kernels/control.py)
+        return "a result of a control-flow op" if node.op == "result" else "a control-flow op"
+    if any(u.kind == OpKind.CONTROL for u in users):
+        return "an operand of a control-flow op"  # its sub-programs read whole buffers
     if is_output:
         return "a graph output"
     if any(get_op(u.op).runtime_call is not None for u in users):
@@ -518,14 +522,16 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
             why.setdefault(node_id, reason)
     groups = []
     for node in graph.nodes:
-        if node.id not in stored or node.kind == OpKind.SOURCE:
-            continue
+        if node.id not in stored or node.kind == OpKind.SOURCE or node.op == "result":
+            continue  # a result is stored by its control-flow node's kernel
         members, inputs = _collect(node, stored)
         contraction = next((n for n in members if n.kind == OpKind.CONTRACTION), None)
         inner_reductions = any(n.kind == OpKind.REDUCTION and n is not node for n in members)
         kind = "contraction" if contraction is not None else ("row" if inner_reductions else _kind(node))
         if node.id in attention:
             kind = "attention"
+        if node.kind == OpKind.CONTROL:
+            kind = "control"
         groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups)),
                                   why.get(node.id, "")))
     return groups

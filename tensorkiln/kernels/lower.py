@@ -23,6 +23,8 @@ from ..ir.graph import Graph, Node, format_node, node_names, node_notes
 from ..ir.ops.registry import OpDef, OpKind, get_op
 from ..ir.ops.collective import TOKEN
 from .grouping import KernelGroup
+from .control import LowerSubgraph, lower_control
+from ..ir.ops.control import CONTROL_OPS, result_types, sub_graphs
 from ..loops import expr as E
 from ..loops.buffer import Buffer
 from .overlap import overlapped_order
@@ -183,6 +185,8 @@ def lowering_of(op: OpDef) -> str | None:
         return "a buffer"
     if op.runtime_call is not None:
         return "runtime call (runtime/hooks.py)"
+    if op.kind == OpKind.CONTROL:
+        return "C if/for/while calling sub-programs (kernels/control.py)"
     if op.lower is not None:
         return "element expression (its row)"
     if op.kind == OpKind.MOVEMENT and hasattr(ValueBuilder, f"_{op.name}"):
@@ -307,14 +311,23 @@ def _copy_kernel(name: str, src: Buffer, dst: Buffer) -> Kernel | None:
 
 
 def buffer_constants(graph: Graph) -> list[Node]:
-    """The constants that become arrays passed to the program, in its order (the rest are inlined literals)."""
+    """The constants that become arrays passed to the program, in its order (the rest are inlined literals):
+    the graph's own, then those of its control-flow sub-graphs (kernels/control.py lifts them)."""
     outputs = {node.id for node in graph.outputs}
-    return [node for node in graph.nodes
-            if node.op == "constant" and (node.type.size > 1 or node.id in outputs)]
+    control_operands = {i.id for node in graph.nodes if node.op in CONTROL_OPS for i in node.inputs}
+    own = [node for node in graph.nodes
+           if node.op == "constant" and (node.type.size > 1 or node.id in outputs or node.id in control_operands)]
+    return own + [c for node in graph.nodes if node.op in CONTROL_OPS
+                  for _, sub in sub_graphs(node.attrs) for c in buffer_constants(sub.graph)]
 
 
-def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
-    """Lower a whole graph to one Program, one kernel per group of `groups` (grouping.partition(graph))."""
+def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSubgraph | None = None,
+                prefix: str = "") -> LoweredGraph:
+    """Lower a whole graph to one Program, one kernel per group of `groups` (grouping.partition(graph)).
+
+    A control-flow op's sub-graphs are lowered by `lower_subgraph` (the driver's stages 2-4) into
+    sub-programs; `prefix` starts every kernel name (a sub-program's kernels share the C file).
+    """
     taken: set[str] = set()
     buffers: dict[int, Buffer] = {}
     inputs = []
@@ -322,7 +335,11 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
         buffers[node.id] = _buffer(_identifier("in_" + node.attrs["name"], taken, "in"), node)
         inputs.append(buffers[node.id])
     constants, constant_arrays = [], []
+    sub_constants = {c.id for node in graph.nodes if node.op in CONTROL_OPS
+                     for _, sub in sub_graphs(node.attrs) for c in buffer_constants(sub.graph)}
     for node in buffer_constants(graph):
+        if node.id in sub_constants:
+            continue  # lifted from a sub-program while its control-flow op is lowered
         buffers[node.id] = _buffer(_identifier(f"c{len(constants)}", taken, "c"), node)
         constants.append(buffers[node.id])
         constant_arrays.append(np.asarray(node.attrs["value"].array, order="C"))
@@ -340,16 +357,26 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
             output_of[node.id] = out
             buffers[node.id] = out
     temps = []
+    results: dict[int, list[Node]] = {}  # control-flow node id -> its result nodes by index
+    for node in graph.nodes:
+        if node.op == "result":
+            results.setdefault(node.inputs[0].id, []).append(node)
+    for node in graph.nodes:
+        if node.op == "result" and node.id not in buffers:
+            buffers[node.id] = _buffer(_identifier(f"t{len(temps)}", taken, "t"), node)
+            temps.append(buffers[node.id])
     for group in groups:
+        if group.root.kind == OpKind.CONTROL:
+            continue  # writes its results' buffers
         if group.root.id not in buffers:
             buffers[group.root.id] = _buffer(_identifier(f"t{len(temps)}", taken, "t"), group.root)
             temps.append(buffers[group.root.id])
 
-    kernels, kernel_groups = [], {}
+    kernels, kernel_groups, subprograms = [], {}, []
     for index, group in enumerate(groups):
-        params = [buffers[group.root.id]] + [buffers[n.id] for n in group.inputs if n.id in buffers]
+        params = [buffers.get(group.root.id)] + [buffers[n.id] for n in group.inputs if n.id in buffers]
         params = list(dict.fromkeys(params))
-        name = _identifier(group.name, taken, "k")
+        name = _identifier(prefix + group.name, taken, "k")
         comment = "\n".join(format_node(n, names) + (f"   ({node_notes(n)})" if node_notes(n) else "")
                             for n in group.nodes if n.kind != OpKind.SOURCE)
         if get_op(group.root.op).runtime_call is not None:
@@ -357,6 +384,23 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
             for kernel in runtime_call_kernels(group, buffers, pair, comment):
                 kernels.append(kernel)
                 kernel_groups[kernel.name] = group
+            continue
+        if group.root.kind == OpKind.CONTROL:
+            if lower_subgraph is None:
+                raise UnsupportedOpError(f"{group.root.op}: lowering control flow needs the compile pipeline's "
+                                         "lower_subgraph")
+            duplicates: list[tuple[Buffer, Buffer]] = []
+            outs = _result_buffers(group.root, results.get(group.root.id, []), buffers, duplicates, taken, temps)
+            lowered = lower_control(group.root, [buffers[i.id] for i in group.root.inputs], outs, name, comment,
+                                    lambda n: _identifier(n, taken, "t"), lower_subgraph)
+            temps += lowered.temps
+            constants += lowered.constants
+            constant_arrays += lowered.constant_arrays
+            subprograms += lowered.subprograms
+            kernels.append(lowered.kernel)
+            kernel_groups[name] = group
+            for src, dst in duplicates:
+                kernels += [k for k in [_copy_kernel(_identifier(f"{prefix}copy_{dst.name}", taken, "k"), src, dst)] if k]
             continue
         with tuning_log() as uses:  # the configurations the templates asked for: named in the comment
             kernel = lower_group(group, buffers, params, name, comment)
@@ -367,13 +411,32 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
             kernels.append(kernel)
             kernel_groups[name] = group
     for src, dst in copies:
-        kernel = _copy_kernel(_identifier(f"copy_{dst.name}", taken, "k"), src, dst)
+        kernel = _copy_kernel(_identifier(f"{prefix}copy_{dst.name}", taken, "k"), src, dst)
         if kernel is not None:
             kernels.append(kernel)
     kernels = overlapped_order(kernels)
     program_name = _identifier(graph.name, set(), "graph")
-    program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps))
+    program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps),
+                      subprograms=tuple(subprograms))
     return LoweredGraph(program, constant_arrays, groups, kernel_groups)
+
+
+def _result_buffers(node: Node, readers: list[Node], buffers: dict[int, Buffer], copies: list,
+                    taken: set[str], temps: list[Buffer]) -> list[Buffer]:
+    """The buffer each result of control-flow `node` is written to: its result node's, or a scratch
+    temp for a result nobody reads; a second result node of one index gets a copy (`copies`)."""
+    outs: list[Buffer | None] = [None] * len(result_types(node.op, node.attrs))
+    for reader in readers:
+        k = reader.attrs["index"]
+        if outs[k] is None:
+            outs[k] = buffers[reader.id]
+        else:
+            copies.append((outs[k], buffers[reader.id]))
+    for k, t in enumerate(result_types(node.op, node.attrs)):
+        if outs[k] is None:
+            outs[k] = Buffer(_identifier(f"unused{k}", taken, "t"), t.dtype.name, t.shape)
+            temps.append(outs[k])
+    return outs
 
 
 __all__ = ["LoweredGraph", "buffer_constants", "lower_graph", "lower_group", "broadcast_index", "linear_index",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..loops.expr import Load, walk
-from ..loops.ir import Alloc, Kernel, Store, iter_stmts, stmt_exprs
+from ..loops.ir import Alloc, Kernel, ProgramCall, Store, iter_stmts, stmt_exprs
 from ..loops.program import ARENA_ALIGNMENT, Program
 
 
@@ -76,8 +76,8 @@ def inplace_pairs(program: Program, lives: list[Lifetime]) -> list[tuple[str, st
     taken: set[str] = set()
     for step, kernel in enumerate(program.kernels):
         stores = [s for s in iter_stmts(kernel.body) if isinstance(s, Store)]
-        if any(isinstance(s, Alloc) for s in iter_stmts(kernel.body)) or len(stores) != 1:
-            continue
+        if any(isinstance(s, (Alloc, ProgramCall)) for s in iter_stmts(kernel.body)) or len(stores) != 1:
+            continue  # (a sub-program call writes through pointers: not an elementwise update)
         out = stores[0].buffer
         if out.name not in temps or out.name in taken:
             continue
@@ -114,8 +114,8 @@ def state_update_pairs(program: Program, candidates: list[tuple[str, str]]) -> l
         step = writers[0]
         kernel = program.kernels[step]
         stores = [s for s in iter_stmts(kernel.body) if isinstance(s, Store)]
-        if any(isinstance(s, Alloc) for s in iter_stmts(kernel.body)) or len(stores) != 1:
-            continue
+        if any(isinstance(s, (Alloc, ProgramCall)) for s in iter_stmts(kernel.body)) or len(stores) != 1:
+            continue  # (a sub-program call writes through pointers: not an elementwise update)
         out = stores[0].buffer
         source = next((b for b in program.inputs if b.name == in_name), None)
         if source is None or source.nbytes != out.nbytes or source.dtype != out.dtype:
@@ -184,4 +184,4 @@ def plan_memory(program: Program, in_place: bool = True) -> MemoryPlan:
 def apply_plan(program: Program, plan: MemoryPlan) -> Program:
     """The same program with the plan's arena offsets."""
     return Program(program.name, program.kernels, program.inputs, program.outputs, program.constants,
-                   program.temps, tuple(sorted(plan.offsets.items())), plan.aliases)
+                   program.temps, tuple(sorted(plan.offsets.items())), plan.aliases, program.subprograms)

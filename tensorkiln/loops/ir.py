@@ -25,6 +25,11 @@ nodes it implements. The statements are few:
   loop IR cannot express (vector intrinsics such as `vpdpbusd`), on pointers
   into buffers (`Pointer(buffer, offset)`) and scalar expressions; `source`
   is the helper's C definition, which the C backend emits once per file.
+- `While(cond, body)`: `while (cond) body` (a while_loop's trip count is known
+  only at run time).
+- `ProgramCall(program, args, writes, arena)`: run the entry of a sub-program
+  (a branch or loop body of a control-flow op, program.py's `subprograms`) on
+  pointers into buffers, one per buffer of its signature, and its own arena.
 
 Index expressions are ordinary expressions of int64 loop variables; the
 simplifier (simplify.py) reduces them to a canonical affine form using the
@@ -234,6 +239,52 @@ class NativeCall(Stmt):
                                                else fn(a) for a in self.args), self.writes, self.source)
 
 
+@dataclass(frozen=True)
+class While(Stmt):
+    """`while cond: body`; `cond` is evaluated before every iteration."""
+
+    cond: Expr
+    body: Stmt
+
+    def __post_init__(self) -> None:
+        if not is_bool(self.cond.dtype):
+            raise LoopIRError(f"while condition must be bool, got {self.cond.dtype}: {format_expr(self.cond)}")
+
+
+@dataclass(frozen=True)
+class ProgramCall(Stmt):
+    """Run sub-program `program` (a Program of `Program.subprograms`) on `args`: one Pointer per
+    buffer of its signature (inputs, outputs, constants, in order), `arena` its intermediates'
+    memory (None when it has none). It writes the buffers named in `writes` (through the pointers
+    given for its outputs) and reads the others."""
+
+    program: str
+    args: tuple[Pointer, ...]
+    writes: tuple[str, ...]
+    arena: Optional[Pointer] = None
+
+    def __post_init__(self) -> None:
+        check_identifier(self.program, "program")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "writes", tuple(self.writes))
+        for a in self.pointers():
+            if not isinstance(a, Pointer) or not is_int(a.offset.dtype):
+                raise LoopIRError(f"call of {self.program}: argument {a!r} is not a Pointer with an integer offset")
+
+    def pointers(self) -> tuple[Pointer, ...]:
+        """The argument pointers and the arena pointer."""
+        return self.args + ((self.arena,) if self.arena is not None else ())
+
+    def exprs(self) -> tuple[Expr, ...]:
+        return tuple(a.offset for a in self.pointers())
+
+    def with_exprs(self, fn: Callable[[Expr], Expr]) -> "ProgramCall":
+        """This call with fn applied to its pointer offsets."""
+        def moved(a: Optional[Pointer]) -> Optional[Pointer]:
+            return None if a is None else Pointer(a.buffer, fn(a.offset))
+        return ProgramCall(self.program, tuple(moved(a) for a in self.args), self.writes, moved(self.arena))
+
+
 def block(*stmts: Stmt) -> Stmt:
     """A Block of `stmts`, flattening nested Blocks; a single statement is returned as is."""
     flat: list[Stmt] = []
@@ -265,7 +316,7 @@ class Kernel:
     def written_buffers(self) -> set[str]:
         """Names of the buffers this kernel stores into."""
         names = {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)}
-        names |= {name for s in iter_stmts(self.body) if isinstance(s, NativeCall) for name in s.writes}
+        names |= {name for s in iter_stmts(self.body) if isinstance(s, (NativeCall, ProgramCall)) for name in s.writes}
         return names | {b.name for s in iter_stmts(self.body) if isinstance(s, RuntimeCall) for b in s.writes}
 
 
@@ -275,7 +326,7 @@ class Kernel:
 def iter_stmts(stmt: Stmt) -> Iterator[Stmt]:
     """Every statement in `stmt`, parents before children."""
     yield stmt
-    if isinstance(stmt, (For, Alloc)):
+    if isinstance(stmt, (For, Alloc, While)):
         yield from iter_stmts(stmt.body)
     elif isinstance(stmt, If):
         yield from iter_stmts(stmt.then)
@@ -296,7 +347,9 @@ def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.value,)
     if isinstance(stmt, If):
         return (stmt.cond,)
-    if isinstance(stmt, NativeCall):
+    if isinstance(stmt, While):
+        return (stmt.cond,)
+    if isinstance(stmt, (NativeCall, ProgramCall)):
         return stmt.exprs()
     return ()
 
@@ -329,8 +382,10 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Ex
         return Block(tuple(map_exprs(s, fn, ranges) for s in stmt.stmts))
     if isinstance(stmt, RuntimeCall):
         return stmt
-    if isinstance(stmt, NativeCall):
+    if isinstance(stmt, (NativeCall, ProgramCall)):
         return stmt.with_exprs(lambda e: fn(e, ranges))
+    if isinstance(stmt, While):
+        return While(fn(stmt.cond, ranges), map_exprs(stmt.body, fn, ranges))
     raise LoopIRError(f"not a statement: {stmt!r}")
 
 
@@ -425,6 +480,16 @@ class _Verifier:
                 if isinstance(a, Pointer):
                     self.check_buffer(a.buffer, buffers)
                 self.check_expr(a.offset if isinstance(a, Pointer) else a, buffers, scalars)
+        elif isinstance(stmt, ProgramCall):
+            for a in stmt.pointers():
+                self.check_buffer(a.buffer, buffers)
+                self.check_expr(a.offset, buffers, scalars)
+            unknown = set(stmt.writes) - {a.buffer.name for a in stmt.args}
+            if unknown:
+                self.fail(f"call of {stmt.program} writes {sorted(unknown)}, which no argument holds")
+        elif isinstance(stmt, While):
+            self.check_expr(stmt.cond, buffers, scalars)
+            self.check(stmt.body, buffers, dict(scalars))
         else:
             self.fail(f"not a statement: {stmt!r}")
 
@@ -462,4 +527,10 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
         args = ", ".join(f"&{a.buffer.name}[{format_expr(a.offset)}]" if isinstance(a, Pointer) else format_expr(a)
                          for a in stmt.args)
         return [f"{pad}native {stmt.function}({args})"]
+    if isinstance(stmt, ProgramCall):
+        args = ", ".join(f"&{a.buffer.name}[{format_expr(a.offset)}]" for a in stmt.args)
+        arena = f"; arena &{stmt.arena.buffer.name}[{format_expr(stmt.arena.offset)}]" if stmt.arena else ""
+        return [f"{pad}call program {stmt.program}({args}{arena})"]
+    if isinstance(stmt, While):
+        return [f"{pad}while {format_expr(stmt.cond)}:"] + format_stmt(stmt.body, depth + 1)
     raise LoopIRError(f"not a statement: {stmt!r}")

@@ -12,6 +12,11 @@ entry function. Its buffers fall in four groups:
 
 Kernels run in order; each kernel parameter must be one of these buffers
 (matched by name). The entry passes every kernel its buffers by pointer.
+
+`subprograms` are the branches and loop bodies of control-flow ops: Programs
+of their own (own buffers, own arena plan), compiled into the same C file as
+static entry functions that a kernel of this program calls (`ProgramCall`,
+inside C `if`/`for`/`while` statements), on pointers into its buffers.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from tensorkiln.loops.buffer import Buffer, check_identifier
-from tensorkiln.loops.ir import Kernel, LoopIRError, verify_kernel
+from tensorkiln.loops.ir import Kernel, LoopIRError, ProgramCall, iter_stmts, verify_kernel
 from tensorkiln.loops.types import itemsize
 
 ARENA_ALIGNMENT = 64  # a cache line, and enough for any vector load
@@ -43,10 +48,11 @@ class Program:
     # Pairs of temps (written, read) that one elementwise kernel updates in place: they may share
     # arena bytes, and codegen drops `restrict` from their pointers.
     aliases: tuple[tuple[str, str], ...] = ()
+    subprograms: tuple["Program", ...] = ()  # bodies of control-flow ops, called by ProgramCall
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "program")
-        for field_name in ("kernels", "inputs", "outputs", "constants", "temps"):
+        for field_name in ("kernels", "inputs", "outputs", "constants", "temps", "subprograms"):
             object.__setattr__(self, field_name, tuple(getattr(self, field_name)))
         if self.arena_offsets is not None:
             object.__setattr__(self, "arena_offsets", tuple((str(n), int(o)) for n, o in self.arena_offsets))
@@ -85,7 +91,16 @@ class Program:
             lines.append(f"  arena: {self.arena_bytes} bytes")
         for kernel in self.kernels:
             lines += ["", *("  " + line for line in str(kernel).splitlines())]
+        for sub in self.subprograms:
+            lines += ["", *("  " + line for line in str(sub).splitlines())]
         return "\n".join(lines)
+
+    def all_programs(self) -> list["Program"]:
+        """This program and its sub-programs at every depth, callees before their callers."""
+        found: list[Program] = []
+        for sub in self.subprograms:
+            found += sub.all_programs()
+        return found + [self]
 
     def _verify(self) -> None:
         by_name: dict[str, Buffer] = {}
@@ -107,6 +122,11 @@ class Program:
                         f"program {self.name}: kernel {kernel.name} takes {param}, "
                         "which is not one of the program's buffers"
                     )
+            for call in (s for s in iter_stmts(kernel.body) if isinstance(s, ProgramCall)):
+                callee = next((p for p in self.subprograms if p.name == call.program), None)
+                if callee is None or len(call.args) != len(callee.buffers) - len(callee.temps):
+                    raise LoopIRError(f"program {self.name}: kernel {kernel.name} calls {call.program}, which is "
+                                      "not a sub-program taking that many arguments")
             written = kernel.written_buffers()
             for name in written:
                 if any(b.name == name for b in self.inputs + self.constants):

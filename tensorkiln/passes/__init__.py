@@ -18,6 +18,8 @@ constant weights of the convolutions that run as Winograd (winograd_weights.py)
 and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py; int8
 ones for the u8 x s8 GEMM: int8_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
 matmuls and convolutions of dequantized 8-bit values on integers before folding makes float weights.
+Last, sub_graphs.py runs the same pipeline inside the branches and loop bodies of
+control-flow ops, which every other pass treats as opaque boundaries.
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
 With precision="bf16" the precision pass (precision.py) rounds the contractions'
 operands to bf16 at every level, after the exact simplifications (batch norm
@@ -42,6 +44,7 @@ from .packed_weights import pack_matmul_weights
 from .precision import round_to_bf16
 from .qdq_integer import integer_qdq_products
 from .winograd_weights import transform_winograd_weights
+from .sub_graphs import has_control_flow, optimize_sub_graphs
 
 PassFn = Callable[[Graph], tuple[Graph, Counter]]
 
@@ -119,6 +122,12 @@ def optimize(graph: Graph, opt_level: int = 2, fast_math: bool = False,
                                graph if fired else None))
         if dump_dir:
             _dump(dump_dir, graph, index, name)
+    if opt_level >= 1 and has_control_flow(graph):  # the same pipeline inside every branch and loop body
+        before, start = len(graph), time.perf_counter()
+        graph, fired = optimize_sub_graphs(graph, lambda sub: optimize(
+            sub, opt_level, fast_math, blocked_layouts=blocked_layouts, precision=precision)[0])
+        verify(graph)
+        stats.append(PassStats("sub_graphs", before, len(graph), dict(fired), time.perf_counter() - start, graph))
     return graph, stats
 
 

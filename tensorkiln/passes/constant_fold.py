@@ -22,8 +22,10 @@ def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         node = with_inputs(node, inputs)
-        if node.kind == OpKind.SOURCE or not node.inputs or get_op(node.op).runtime_call is not None:
-            return node  # a runtime call (a collective, a message) happens at run time, on every call
+        if node.kind in (OpKind.SOURCE, OpKind.CONTROL) or not node.inputs or get_op(node.op).runtime_call is not None:
+            # a runtime call (a collective, a message) happens at run time, on every call; so does control
+            # flow (a loop over constants may not end)
+            return node
         if not all(i.op == "constant" for i in node.inputs):
             return node
         input_size = sum(i.type.size for i in node.inputs)

@@ -304,7 +304,7 @@ def test_sequence_lens_zero_and_full():
     assert not expected[1][:, 1].any() and not expected[2][:, 1].any()
 
 
-def test_sequence_lens_as_graph_input_is_specialized():
+def test_sequence_lens_is_read_at_run_time():
     op, rng = "GRU", np.random.default_rng(23)
     arrays = {"X": rng.standard_normal((4, 3, 2)).astype(np.float32),
               "W": rng.standard_normal((1, 9, 2)).astype(np.float32),
@@ -313,9 +313,11 @@ def test_sequence_lens_as_graph_input_is_specialized():
     m = model([node], [("X", TensorProto.FLOAT, (4, 3, 2)), ("L", TensorProto.INT32, (3,))],
               [("Y", TensorProto.FLOAT, None), ("Y_h", TensorProto.FLOAT, None)],
               {"W": arrays["W"], "R": arrays["R"]})
-    loaded = tk.onnx.load(m, backend="interpreter")
-    assert loaded.value_inputs == {"L"}
-    for lens in ([4, 2, 3], [1, 4, 4]):
+    loaded = tk.onnx.load(m)
+    assert loaded.value_inputs == set()  # one compiled scan serves every length
+    assert loaded.graph(arrays["X"], np.array([4, 2, 3], np.int32)) is \
+        loaded.graph(arrays["X"], np.array([0, 1, 1], np.int32))
+    for lens in ([4, 2, 3], [1, 4, 4], [0, 3, 1]):
         lens = np.asarray(lens, np.int32)
         expected = spec_recurrent(op, arrays["X"], arrays["W"], arrays["R"], lens=lens, direction="reverse")
         for out, ref in zip(loaded(arrays["X"], lens), expected):
@@ -363,19 +365,54 @@ def test_compiled_float16_lstm():
 
 # ---- errors -------------------------------------------------------------------------------------
 
-def test_runtime_sequence_lens_is_a_clear_error():
+def test_sequence_lens_computed_at_run_time():
     nodes = [helper.make_node("ReduceSum", ["mask", "axes"], ["total"], keepdims=0),
              helper.make_node("Cast", ["total"], ["lens"], to=TensorProto.INT32),
-             helper.make_node("RNN", ["X", "W", "R", "", "lens"], ["Y"], hidden_size=2)]
+             helper.make_node("RNN", ["X", "W", "R", "", "lens"], ["Y", "Y_h"], hidden_size=2,
+                              direction="bidirectional")]
     rng = np.random.default_rng(40)
+    arrays = {"W": rng.standard_normal((2, 2, 1)).astype(np.float32),
+              "R": rng.standard_normal((2, 2, 2)).astype(np.float32)}
     m = model(nodes, [("X", TensorProto.FLOAT, (3, 2, 1)), ("mask", TensorProto.FLOAT, (2, 3))],
-              [("Y", TensorProto.FLOAT, None)],
-              {"W": rng.standard_normal((1, 2, 1)).astype(np.float32),
-               "R": rng.standard_normal((1, 2, 2)).astype(np.float32), "axes": np.asarray([1], np.int64)},
-              opset=14)
-    loaded = tk.onnx.load(m, backend="interpreter")
-    with pytest.raises(tk.UnsupportedOpError, match="sequence_lens.*computed from runtime data"):
-        loaded(X=np.zeros((3, 2, 1), np.float32), mask=np.ones((2, 3), np.float32))
+              [("Y", TensorProto.FLOAT, None), ("Y_h", TensorProto.FLOAT, None)],
+              dict(arrays, axes=np.asarray([1], np.int64)), opset=14)
+    loaded = tk.onnx.load(m)
+    x = rng.standard_normal((3, 2, 1)).astype(np.float32)
+    for mask in ([[1, 1, 0], [1, 0, 0]], [[0, 0, 0], [1, 1, 1]]):
+        mask = np.asarray(mask, np.float32)
+        expected = spec_recurrent("RNN", x, arrays["W"], arrays["R"], lens=mask.sum(1).astype(np.int32),
+                                  direction="bidirectional")
+        for out, ref in zip(loaded(X=x, mask=mask), expected):
+            np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", list(GATES))
+def test_compiled_scan_with_sequence_lens_matches_onnxruntime(op):
+    """One compiled scan over time per direction; sequence_lens a graph input read at run time."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(70)
+    seq, batch, size, hidden, g = 7, 4, 5, 6, GATES[op]
+    arrays = {"W": (rng.standard_normal((2, g * hidden, size)) * 0.5).astype(np.float32),
+              "R": (rng.standard_normal((2, g * hidden, hidden)) * 0.5).astype(np.float32),
+              "B": (rng.standard_normal((2, 2 * g * hidden)) * 0.5).astype(np.float32)}
+    outputs = ["Y", "Y_h", "Y_c"] if op == "LSTM" else ["Y", "Y_h"]
+    node = helper.make_node(op, ["X", "W", "R", "B", "L", "H0"] + (["C0"] if op == "LSTM" else []), outputs,
+                            hidden_size=hidden, direction="bidirectional")
+    inputs = [("X", TensorProto.FLOAT, (seq, batch, size)), ("L", TensorProto.INT32, (batch,)),
+              ("H0", TensorProto.FLOAT, (2, batch, hidden))] + \
+        ([("C0", TensorProto.FLOAT, (2, batch, hidden))] if op == "LSTM" else [])
+    m = model([node], inputs, [(o, TensorProto.FLOAT, None) for o in outputs], arrays, opset=14)
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    loaded = tk.onnx.load(m)
+    for lens in ([7, 0, 3, 1], [2, 7, 7, 5]):
+        feeds = {"X": rng.standard_normal((seq, batch, size)).astype(np.float32),
+                 "L": np.asarray(lens, np.int32), "H0": rng.standard_normal((2, batch, hidden)).astype(np.float32)}
+        if op == "LSTM":
+            feeds["C0"] = rng.standard_normal((2, batch, hidden)).astype(np.float32)
+        for ours, theirs in zip(loaded(**feeds), session.run(None, feeds)):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+    kinds = [k.kind for k in loaded.report(**feeds).kernels]
+    assert kinds.count("control") == 2  # one scan per direction, not one cell per step
 
 
 def test_unknown_activation_and_bad_shapes():

@@ -19,9 +19,10 @@ and register themselves when imported, which this package does here:
     resize         Resize, Upsample
     quant          QuantizeLinear, DequantizeLinear and the integer matmul/conv ops
     rnn            RNN, GRU, LSTM
+    control        If, Loop, Scan (tk.cond, tk.while_loop, tk.scan)
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter
     data_dependent NonZero, Unique, Compress, NonMaxSuppression (output shapes from values;
                    staged.py runs such graphs as compiled stages)
 """
-from . import (activations, constants, contractions, conv, data_dependent, elementwise, indexing,  # noqa: F401
-               movement, normalization, pooling, quant, reductions, resize, rnn, scatter)
+from . import (activations, constants, contractions, control, conv, data_dependent, elementwise,  # noqa: F401
+               indexing, movement, normalization, pooling, quant, reductions, resize, rnn, scatter)

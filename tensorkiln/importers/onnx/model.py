@@ -25,7 +25,7 @@ import inspect
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from .functions import BodyError, NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, DataDependentOutput, NodeContext
 from .staged import StagedGraph
+from .control import SubGraphBody, static_refusal, value_positions
 from ...frontend.jit import jit
 from ...runtime.export_format import model_name_from
 
@@ -52,7 +53,7 @@ MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorc
 SHAPE_ARITHMETIC = {"Identity", "Cast", "CastLike", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Gather",
                     "Slice", "Split", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
                     "Round", "Equal", "Less", "Greater", "Not", "And", "Or", "Where", "Range", "Expand", "Tile",
-                    "ConstantOfShape", "Transpose", "Sqrt", "Pow", "Clip", "Sign"}
+                    "ConstantOfShape", "Transpose", "Sqrt", "Pow", "Clip", "Sign", "Relu"}
 
 
 @dataclass(frozen=True)
@@ -314,33 +315,51 @@ class OnnxModule:
         if problems:
             raise OnnxImportError(f"malformed ONNX model {self.model_name!r}:\n  - " + "\n  - ".join(problems))
         for index, node in ordered:
-            domain = node.domain or ""
-            label = _node_label(node, index)
-            opset = self.opsets.get("ai.onnx" if domain == "" else domain)
-            where = f"node '{label}' ({(domain or 'ai.onnx')}::{node.op_type}, opset {opset})"
-            if domain not in ONNX_DOMAINS:
-                self._unsupported.append(Unsupported(where, f"operator domain {domain!r} is not supported"))
-                continue
-            if opset is None:
-                raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: it imports no opset for "
-                                      f"the default domain, which node '{label}' uses")
-            if node.op_type not in CONVERTERS:
-                try:  # an operator the standard defines as a function of others: convert its body
-                    expanded = expand_node(node, opset, CONVERTERS.__contains__, self._inferred_type)
-                except NotExpandable as err:  # no body, or one using an unsupported operator
-                    self._unsupported.append(Unsupported(where, str(err)))
-                    continue
-                except BodyError as err:  # onnx rejects the node's attributes or input types
-                    raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: {where}: {err}") from None
-                # any other exception is tensorkiln's own failure: it propagates, it is not "unsupported"
-                for inner, inner_opset in expanded:
-                    nodes.append(_Node(inner.op_type, f"{label}/{inner.name.rsplit('__', 1)[-1]}",
-                                       list(inner.input), list(inner.output), _attributes(inner), inner_opset))
-                continue
-            _check_attribute_kinds(node, opset, f"malformed ONNX model {self.model_name!r}: {where}")
-            nodes.append(_Node(node.op_type, label, list(node.input), list(node.output), _attributes(node), opset))
+            nodes += self._prepare(node, index)
         for node in nodes:
             self._check_attribute_types(node)
+        return nodes
+
+    def _prepare(self, node, index: int, scope: str = "") -> list[_Node]:
+        """The _Nodes one ONNX node converts as (a function's body when the standard defines one), its
+        sub-graphs (If, Loop, Scan) prepared too; unsupported operators are noted, not raised."""
+        nodes: list[_Node] = []
+        domain = node.domain or ""
+        label = scope + _node_label(node, index)
+        opset = self.opsets.get("ai.onnx" if domain == "" else domain)
+        where = f"node '{label}' ({(domain or 'ai.onnx')}::{node.op_type}, opset {opset})"
+        if domain not in ONNX_DOMAINS:
+            self._unsupported.append(Unsupported(where, f"operator domain {domain!r} is not supported"))
+            return nodes
+        if opset is None:
+            raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: it imports no opset for "
+                                  f"the default domain, which node '{label}' uses")
+        if node.op_type not in CONVERTERS:
+            try:  # an operator the standard defines as a function of others: convert its body
+                expanded = expand_node(node, opset, CONVERTERS.__contains__, self._inferred_type)
+            except NotExpandable as err:  # no body, or one using an unsupported operator
+                self._unsupported.append(Unsupported(where, str(err)))
+                return nodes
+            except BodyError as err:  # onnx rejects the node's attributes or input types
+                raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: {where}: {err}") from None
+            # any other exception is tensorkiln's own failure: it propagates, it is not "unsupported"
+            for inner, inner_opset in expanded:
+                nodes.append(_Node(inner.op_type, f"{label}/{inner.name.rsplit('__', 1)[-1]}",
+                                   list(inner.input), list(inner.output), _attributes(inner), inner_opset))
+            return nodes
+        _check_attribute_kinds(node, opset, f"malformed ONNX model {self.model_name!r}: {where}")
+        attrs = _attributes(node)
+        refusal = static_refusal(node.op_type, attrs, list(node.input), list(node.output), opset)
+        if refusal:
+            self._unsupported.append(Unsupported(where, refusal))
+            return nodes
+        for key, value in attrs.items():
+            if type(value).__name__ == "GraphProto":  # a branch or loop body: its nodes, ready to convert
+                body = [inner for k, n in enumerate(value.node) for inner in self._prepare(n, k, f"{label}/")]
+                for inner in body:
+                    self._check_attribute_types(inner)
+                attrs[key] = SubGraphBody(value, body)
+        nodes.append(_Node(node.op_type, label, list(node.input), list(node.output), attrs, opset))
         return nodes
 
     def _check_attribute_types(self, node: _Node) -> None:
@@ -381,12 +400,14 @@ class OnnxModule:
     def _find_value_inputs(self, initializer_names) -> set[str]:
         """Graph inputs whose values (not just shapes) decide shapes: they are specialized per value."""
         producer = {}
-        for node in self._nodes:
+        nodes = list(_with_bodies(self._nodes))  # a branch's shapes may come from the model's inputs too
+        for node in nodes:
             for out in node.outputs:
                 producer[out] = node
         needed, result, seen = [], set(), set()
-        for node in self._nodes:
+        for node in nodes:
             positions = VALUE_INPUTS.get(node.op_type, lambda opset: set())(node.opset)
+            positions = positions | value_positions(node.op_type, node.inputs, node.outputs)
             needed += [name for i, name in enumerate(node.inputs) if i in positions and name]
         while needed:
             name = needed.pop()
@@ -397,6 +418,10 @@ class OnnxModule:
                 result.add(name)
             elif name in producer and producer[name].op_type in SHAPE_ARITHMETIC:
                 needed += [i for i in producer[name].inputs if i]
+            elif name in producer and producer[name].op_type == "If":  # through the branches' results
+                branches = [v for v in producer[name].attrs.values() if isinstance(v, SubGraphBody)]
+                needed += [i for i in producer[name].inputs if i]
+                needed += [o.name for b in branches for o in b.graph.output]
         return result
 
     # ---- the traced function -------------------------------------------------------------------
@@ -421,12 +446,24 @@ class OnnxModule:
         self._check_outputs(outputs)
         return outputs
 
+    def _run_graph(self, body: "SubGraphBody", args: list, outer: dict) -> list:
+        """A sub-graph's outputs for `args` (its inputs in order); names it does not define are read
+        from the enclosing scope `outer`, as ONNX says."""
+        env = dict(outer)
+        for init in body.graph.initializer:
+            env[init.name] = tensor_from_proto(init)
+        for value, arg in zip(body.graph.input, args):
+            env[value.name] = arg
+        self._run_nodes(body.nodes, env)
+        return [env[o.name] for o in body.graph.output]
+
     def _run_nodes(self, nodes: list, env: dict) -> None:
         """Convert `nodes` in order, reading and writing values by name in `env`."""
         for node in nodes:
             inputs = [env[i] for i in node.inputs]
             ctx = NodeContext(node.op_type, node.name, node.opset, len(node.outputs),
-                              [bool(o) for o in node.outputs])
+                              [bool(o) for o in node.outputs],
+                              run_graph=lambda body, args, env=env: self._run_graph(body, args, env))
             try:
                 result = CONVERTERS[node.op_type](ctx, inputs, node.attrs)
             except TensorKilnError as err:
@@ -602,6 +639,15 @@ class OnnxModule:
         return f"<OnnxModule {self.model_name!r} ({ins}) -> {', '.join(self.output_names)}; {self.backend}>"
 
 
+def _with_bodies(nodes: list) -> Iterator:
+    """The nodes, and the nodes of their branches and loop bodies at every depth."""
+    for node in nodes:
+        yield node
+        for value in node.attrs.values():
+            if isinstance(value, SubGraphBody):
+                yield from _with_bodies(value.nodes)
+
+
 @dataclass(frozen=True)
 class _Frozen:
     """A value-specialized input: hashable, so tk.jit makes its value part of the signature."""
@@ -612,7 +658,7 @@ class _Frozen:
 
     @staticmethod
     def of(array: np.ndarray, dtype: dt.DType) -> "_Frozen":
-        array = np.ascontiguousarray(array, dtype=dtype.storage)
+        array = np.array(array, dtype=dtype.storage, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
         return _Frozen(array.tobytes(), tuple(array.shape), dtype)
 
     @property

@@ -43,6 +43,8 @@ class NodeContext:
     opset: int
     n_outputs: int
     outputs_used: list[bool] = field(default_factory=list)
+    # run_graph(body, args) -> the outputs of a sub-graph (If, Loop, Scan) that reads this node's scope
+    run_graph: Callable | None = None
 
     def values(self, t: Tensor | None, what: str) -> np.ndarray | None:
         """The value of an input that must be known at compile time (shape, axes, pads, ...)."""

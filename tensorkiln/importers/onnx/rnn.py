@@ -1,19 +1,19 @@
-"""ONNX recurrent operators (RNN, GRU, LSTM) as unrolled compositions of front-end ops.
+"""ONNX recurrent operators (RNN, GRU, LSTM) as one tk.scan over time per direction.
 
-Shapes are specialized when a model is traced, so the sequence length is a
-constant and the recurrence is unrolled: one copy of the cell per time step.
 For each direction the input projection X @ W^T (plus every bias that does
-not depend on the state) is one matmul over all time steps; each step then
-adds H @ R^T, applies the gate activations and updates the state. The
-per-step hidden states are stacked into Y. The graph optimizer sees only
-matmuls, slices and elementwise ops, so each step's gate arithmetic fuses
-into a few kernels.
+not depend on the state) is one matmul over all time steps; the cell (H @ R^T,
+the gate activations, the state update) is the body of a scan over the
+projected steps, so the compiled code is one C loop over time whatever the
+sequence length, and the per-step hidden states are written straight into Y.
+The body's gate arithmetic fuses into a few kernels like any graph's.
 
-`sequence_lens` must be known at compile time (a constant, an initializer or
-a value-specialized graph input). Batch entry b then runs `len[b]` steps:
-its state is held after its end and its Y rows past the end are zero; the
-reverse direction starts at step `len[b] - 1`. A batch entry of length 0
-gets zero Y_h and Y_c, as onnxruntime gives.
+`sequence_lens` is read at run time (onnxruntime's semantics): batch entry b
+runs `len[b]` steps; at step k an entry with k >= len[b] keeps its state and
+writes zeros to Y. The reverse direction reads the projected steps reversed
+within each entry's length (a gather whose rows are computed from the lengths)
+and reverses its Y back the same way, so it starts at step `len[b] - 1`. A
+batch entry of length 0 gets zero Y_h and Y_c, as onnxruntime gives. Lengths
+outside [0, seq] are clamped to it.
 
 Behaviour that the ONNX text leaves open follows onnxruntime: `clip` bounds
 the gate pre-activations (after peephole terms and biases) and not the cell
@@ -30,9 +30,11 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...errors import ShapeError
-from ...frontend.functions import concat, matmul, stack, where
+from ...frontend.control import scan
+from ...frontend.creation import arange
+from ...frontend.functions import concat, flip, matmul, stack, where
 from ...nn import functional as F
-from ...frontend.tensor import Tensor, as_tensor
+from ...frontend.tensor import Tensor
 from ...frontend.trace import composite_scope
 from .helpers import filled
 from .registry import NodeContext, converter
@@ -104,7 +106,7 @@ class Recurrence:
     w: Tensor  # [directions, gates * hidden, input]
     r: Tensor  # [directions, gates * hidden, hidden]
     b: Tensor | None  # [directions, 2 * gates * hidden]
-    lengths: np.ndarray | None  # [batch] int, known at compile time
+    lengths: Tensor | None  # [batch] int64, read at run time
     initial: list[Tensor | None]  # initial_h (and initial_c): [directions, batch, hidden]
     directions: list[str]  # "forward" / "reverse", one per direction
     hidden: int
@@ -129,21 +131,18 @@ def _check_shape(t: Tensor | None, expected: tuple, what: str) -> None:
         raise ShapeError(f"input {what} has shape {list(t.shape)}, expected {list(expected)}")
 
 
-def sequence_lengths(ctx: NodeContext, t: Tensor | None, seq: int, batch: int) -> np.ndarray | None:
-    """sequence_lens as numpy ints (None when absent); it must be known at compile time."""
+def sequence_lengths(ctx: NodeContext, t: Tensor | None, seq: int, batch: int) -> Tensor | None:
+    """sequence_lens as an int64 tensor of [batch] (None when absent), read at run time; a known value is
+    checked now, a runtime one is clamped to [0, seq]."""
     if t is None:
         return None
-    if t.is_traced:
-        raise ctx.unsupported(
-            "input 'sequence_lens' is computed from runtime data; the recurrence is unrolled when the model "
-            "is compiled, so the sequence lengths must be known then (a constant, an initializer, or a graph "
-            "input, whose value is then part of the compiled signature)")
-    lengths = ctx.values(t, "sequence_lens").astype(np.int64).reshape(-1)
-    if lengths.shape != (batch,):
+    if tuple(t.shape) != (batch,):
         raise ShapeError(f"input sequence_lens has shape {list(t.shape)}, expected [{batch}]")
-    if lengths.min(initial=0) < 0 or lengths.max(initial=0) > seq:
-        raise ShapeError(f"sequence_lens {lengths.tolist()} must lie in [0, {seq}] (the sequence length)")
-    return lengths
+    if not t.is_traced:
+        lengths = t.numpy().astype(np.int64)
+        if lengths.min(initial=0) < 0 or lengths.max(initial=0) > seq:
+            raise ShapeError(f"sequence_lens {lengths.tolist()} must lie in [0, {seq}] (the sequence length)")
+    return t.to(dt.int64).clamp(0, seq)
 
 
 def parse_recurrence(ctx: NodeContext, inputs: list, attrs: dict, gates: int, states: int) -> Recurrence:
@@ -194,87 +193,55 @@ def input_projection(rec: Recurrence, bias: list[Tensor | None]) -> list[Tensor]
 
 # ---- time steps and sequence lengths -------------------------------------------------------
 
-@dataclass
-class Schedule:
-    """Which time step each batch entry reads at each unrolled step, and which entries are still running."""
-
-    seq: int
-    batch: int
-    lengths: np.ndarray | None  # None: every entry runs all `seq` steps
-
-    @property
-    def steps(self) -> int:
-        return self.seq if self.lengths is None else int(self.lengths.max(initial=0))
-
-    def active(self, k: int) -> np.ndarray | None:
-        """[batch, 1] bool mask of the entries that run step k; None when all do."""
-        if self.lengths is None or k < self.lengths.min(initial=0):
-            return None
-        return (k < self.lengths).reshape(-1, 1)
-
-    def reversed_rows(self, rows: int) -> np.ndarray:
-        """Row indices into a [rows * batch] flattening of [rows, batch]: time t of entry b maps to
-        len[b] - 1 - t within the entry's length and to itself past it."""
-        t = np.arange(rows).reshape(-1, 1)
-        lengths = self.lengths.reshape(1, -1)
-        source = np.where(t < lengths, lengths - 1 - t, t)
-        return (source * self.batch + np.arange(self.batch).reshape(1, -1)).reshape(-1).astype(np.int64)
-
-
-def _reverse_in_length(t: Tensor, schedule: Schedule) -> Tensor:
-    """Reverse [rows, batch, ...] along time within each batch entry's length (rows past it stay)."""
-    rows = t.shape[0]
-    flat = t.reshape((rows * schedule.batch,) + tuple(t.shape[2:]))
-    return flat.index_select(0, as_tensor(schedule.reversed_rows(rows))).reshape(tuple(t.shape))
+def _reverse_in_length(t: Tensor, lengths: Tensor) -> Tensor:
+    """Reverse [seq, batch, ...] along time within each batch entry's length (rows past it stay):
+    row t of entry b comes from row len[b] - 1 - t while t < len[b]."""
+    seq, batch = t.shape[0], t.shape[1]
+    time = arange(seq, dtype=dt.int64).reshape((seq, 1))
+    source = where(time < lengths.reshape((1, batch)), lengths.reshape((1, batch)) - 1 - time, time)
+    rows = (source * batch + arange(batch, dtype=dt.int64).reshape((1, batch))).reshape((seq * batch,))
+    flat = t.reshape((seq * batch,) + tuple(t.shape[2:]))
+    return flat.index_select(0, rows).reshape(tuple(t.shape))
 
 
 Step = Callable[[Tensor, tuple], tuple]  # (projected input [batch, gates * hidden], states) -> new states
 
 
-def run_direction(projected: Tensor, states: tuple, step: Step, schedule: Schedule, reverse: bool,
-                  want_y: bool) -> tuple[Tensor | None, tuple]:
-    """Unroll one direction: Y [seq, batch, hidden] (when wanted) and the final states."""
-    steps, seq = schedule.steps, schedule.seq
-    uniform = schedule.lengths is None or bool((schedule.lengths == seq).all())
-    if reverse and not uniform and steps:
-        projected = _reverse_in_length(projected[:steps], schedule)
-    outputs = []
-    for k in range(steps):
-        t = seq - 1 - k if reverse and uniform else k
-        new = step(projected[t], states)
-        active = None if uniform else schedule.active(k)
-        if active is not None:  # finished entries keep their state and output zeros
-            mask = as_tensor(active)
-            new = tuple(where(mask, n, s) for n, s in zip(new, states))
-            outputs.append(where(mask, new[0], 0.0))
-        else:
-            outputs.append(new[0])
-        states = new
-    if schedule.lengths is not None and (schedule.lengths == 0).any():
-        started = as_tensor((schedule.lengths > 0).reshape(-1, 1))
-        states = tuple(where(started, s, 0.0) for s in states)  # zero-length entries: zero state
-    if not want_y:
-        return None, states
-    dtype, hidden = projected.dtype, states[0].shape[-1]
-    if reverse and uniform:
-        outputs = outputs[::-1]
-    y = stack(outputs, 0) if outputs else filled((0, schedule.batch, hidden), 0, dtype)
-    if steps < seq:
-        y = concat([y, filled((seq - steps, schedule.batch, hidden), 0, dtype)], 0)
-    if reverse and not uniform:
-        y = _reverse_in_length(y, schedule)
-    return y, states
+def run_direction(projected: Tensor, states: tuple, step: Step, lengths: Tensor | None, reverse: bool
+                  ) -> tuple[Tensor, tuple]:
+    """One direction as a scan over time: Y [seq, batch, hidden] and the final states."""
+    seq, batch = projected.shape[0], projected.shape[1]
+    if reverse:
+        projected = flip(projected, 0) if lengths is None else _reverse_in_length(projected, lengths)
+    if lengths is None:
+        def body(carry, xw):
+            new = step(xw, tuple(carry))
+            return list(new), new[0]
+        final, y = scan(body, list(states), projected)
+    else:  # entries past their length keep their state and write zeros
+        running = arange(seq, dtype=dt.int64).reshape((seq, 1, 1)) < lengths.reshape((1, batch, 1))
+
+        def body(carry, x):
+            xw, active = x
+            new = step(xw, tuple(carry))
+            new = [where(active, n, c) for n, c in zip(new, carry)]
+            return new, where(active, new[0], 0.0)
+        final, y = scan(body, list(states), (projected, running))
+        started = (lengths > 0).reshape((batch, 1))
+        final = [where(started, s, 0.0) for s in final]  # zero-length entries: zero state
+    if reverse:
+        y = flip(y, 0) if lengths is None else _reverse_in_length(y, lengths)
+    return y, tuple(final)
 
 
 def run_recurrence(ctx: NodeContext, rec: Recurrence, projected: list[Tensor], steps: list[Step]) -> list:
     """Run every direction and assemble the outputs Y, Y_h (and Y_c) in the node's layout."""
     dtype = rec.x.dtype
-    schedule = Schedule(rec.seq, rec.batch, rec.lengths)
     want_y = ctx.n_outputs > 0 and ctx.outputs_used[0]
     ys, finals = [], []
     for d, direction in enumerate(rec.directions):
         states = tuple(filled((rec.batch, rec.hidden), 0, dtype) if h is None else h[d] for h in rec.initial)
-        y, final = run_direction(projected[d], states, steps[d], schedule, direction == "reverse", want_y)
+        y, final = run_direction(projected[d], states, steps[d], rec.lengths, direction == "reverse")
         ys.append(y)
         finals.append(final)
     y = stack(ys, 1) if want_y else None  # [seq, directions, batch, hidden]
@@ -295,7 +262,7 @@ def _bias_halves(rec: Recurrence, d: int) -> tuple[Tensor, Tensor] | None:
 
 # ---- the operators -------------------------------------------------------------------------
 
-@converter("RNN", values={4})
+@converter("RNN")
 def _rnn(ctx, inputs, attrs):
     """Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb)."""
     rec = parse_recurrence(ctx, inputs, attrs, gates=1, states=1)
@@ -317,7 +284,7 @@ def _rnn_step(r_t: Tensor, f: Activation, clip: float | None) -> Step:
     return step
 
 
-@converter("GRU", values={4})
+@converter("GRU")
 def _gru(ctx, inputs, attrs):
     """Gates z, r and candidate h; Ht = (1 - z) h + z Ht-1, with `linear_before_reset` choosing where r applies."""
     rec = parse_recurrence(ctx, inputs, attrs, gates=3, states=1)
@@ -366,7 +333,7 @@ def _gru_step(r_t: Tensor, rb_h: Tensor | None, acts: list[Activation], hidden: 
     return step
 
 
-@converter("LSTM", values={4})
+@converter("LSTM")
 def _lstm(ctx, inputs, attrs):
     """Gates i, o, f, c with optional peepholes P; Ct = f Ct-1 + i c, Ht = o h(Ct)."""
     rec = parse_recurrence(ctx, inputs, attrs, gates=4, states=2)

@@ -41,6 +41,7 @@ class OpKind(enum.Enum):
     REDUCTION = "reduction"
     MOVEMENT = "movement"
     CONTRACTION = "contraction"
+    CONTROL = "control"            # cond, while_loop, scan and their results (control.py): sub-graphs run in turn
 
 
 @dataclass(frozen=True)
