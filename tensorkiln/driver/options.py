@@ -18,6 +18,8 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
+from ..shapes import Dim
+
 OPT_LEVELS = (0, 1, 2, 3)
 BACKENDS = ("c", "interpreter")
 PRECISIONS = ("fp32", "bf16")
@@ -38,6 +40,11 @@ class CompileOptions:
         the loop IR, the memory plan, the C source's path); None reads TENSORKILN_DUMP_IR.
     precision: "fp32" (default) or "bf16": matmuls, convolutions and attention take bf16 operands
         and accumulate in fp32; every other op stays fp32 (the rule: passes/precision.py).
+    dynamic: which input dimensions are traced as size symbols (frontend/dynamic.py): None
+        (automatic: a dimension seen with a second size), True (every dimension of size >= 2),
+        False (none), or {argument name: {axis: name or tk.Dim}}; kept as a tuple of
+        (argument, ((axis, Dim), ...)) pairs. It decides the traced graph, not the generated code's
+        options: a symbolic graph's fingerprint names its symbols.
     """
 
     opt_level: int = 2
@@ -47,6 +54,7 @@ class CompileOptions:
     donate_argnums: frozenset[int] = frozenset()
     dump_dir: str | None = None
     precision: str = "fp32"
+    dynamic: object = None
 
     def __post_init__(self) -> None:
         if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
@@ -66,6 +74,7 @@ class CompileOptions:
             raise TypeError(f"dump_dir must be a directory path or None, got {self.dump_dir!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        object.__setattr__(self, "dynamic", _normalize_dynamic(self.dynamic))
 
     def resolved(self) -> CompileOptions:
         """These options with debug and dump_dir taken from the environment where they were not given."""
@@ -98,6 +107,26 @@ class CompileOptions:
     def cache_text(self) -> str:
         """The options the generated code depends on, as a part of the compiled-graph cache key (resolved)."""
         return f"opt={self.opt_level};fast_math={self.fast_math};debug={self.debug};precision={self.precision}"
+
+
+def _normalize_dynamic(dynamic):
+    """The `dynamic` option in one form: None, True, False, or ((argument, ((axis, Dim), ...)), ...)."""
+    if dynamic is None or isinstance(dynamic, (bool, tuple)):  # a tuple: normalized already
+        return dynamic
+    if not isinstance(dynamic, dict):
+        raise TypeError(f"dynamic must be True, False, None or a dict {{argument: {{axis: name or tk.Dim}}}}, "
+                        f"got {type(dynamic).__name__}")
+    result = []
+    for argument, axes in dynamic.items():
+        if not isinstance(argument, str) or not isinstance(axes, dict):
+            raise TypeError(f"dynamic: expected argument name -> {{axis: name or tk.Dim}}, got {argument!r}: {axes!r}")
+        entries = []
+        for axis, dim in axes.items():
+            if not isinstance(axis, int) or isinstance(axis, bool):
+                raise TypeError(f"dynamic[{argument!r}]: axis {axis!r} is not an int")
+            entries.append((axis, dim if isinstance(dim, Dim) else Dim(dim)))
+        result.append((argument, tuple(entries)))
+    return tuple(result)
 
 
 __all__ = ["BACKENDS", "CompileOptions", "OPT_LEVELS", "PRECISIONS"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import time
 import types
 import warnings
@@ -29,8 +30,10 @@ from .writes import count_write, write_count
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
+from .dynamic import SizeHistory, applies, pattern_of, symbol_plan, symbolic_types
 
 
+_log = logging.getLogger("tensorkiln")
 RECOMPILE_WARNING = 8  # traces of one tensor signature for this many static values: warn (torch's recompile_limit)
 
 
@@ -132,6 +135,7 @@ class TracedFunction:
     # (output, input) positions where an output is the new value of the tensor that input reads:
     # the compiled code may write it into that input's array (see CompiledGraph)
     updates: list = field(default_factory=list)
+    shape_env: Any = None  # the ShapeEnv of a trace with size symbols (frontend/dynamic.py), else None
 
     def __post_init__(self) -> None:
         # Fixed for the trace, read by every fast call (JitFunction.__call__): worked out once.
@@ -169,6 +173,9 @@ class JitFunction:
         self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
         self._static_values: dict[tuple, set] = {}  # tensor signature -> static keys traced with it
         self._warned_recompiles = False
+        self._symbolic: dict[tuple, list[TracedFunction]] = {}  # signature pattern -> traces with size symbols
+        self._sizes_seen: dict[tuple, SizeHistory] = {}  # signature pattern -> sizes seen (automatic dynamic)
+        self.compile_count = 0  # traces compiled so far (one symbolic trace serves many shapes)
 
     # ---- tracing --------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -192,11 +199,13 @@ class JitFunction:
                self._module.training if self._module is not None else None)
         return tensors, names, (tuple(structure), kw_structure), key, donated
 
-    def _trace(self, tensors: list[Tensor], names: list[str], structure, donated: list[int]) -> TracedFunction:
+    def _trace(self, tensors: list[Tensor], names: list[str], structure, donated: list[int],
+               plan: dict | None = None) -> TracedFunction:
         start = time.perf_counter()
         trace = Trace(getattr(self.fn, "__name__", type(self.fn).__name__))
         unique = _unique_names(names)
-        inputs = [input_node(n, i, t.type) for i, (n, t) in enumerate(zip(unique, tensors))]
+        types, shape_env = symbolic_types([t.type for t in tensors], unique, plan or {})
+        inputs = [input_node(n, i, ttype) for i, (n, ttype) in enumerate(zip(unique, types))]
         symbolic = [Tensor._from_node(node, trace) for node in inputs]
         for sym, t in zip(symbolic, tensors):  # arguments are values: they may require grad, never get written back
             sym._requires_grad = t._requires_grad
@@ -219,7 +228,7 @@ class JitFunction:
         updates = _state_updates(state, len(inputs), len(outputs)) + _donated_updates(graph, donated, len(outputs))
         return TracedFunction(graph, out_structure, time.perf_counter() - start, n_outputs=len(outputs),
                               state_sources=state.state_sources, mutations=state.mutations,
-                              guards=state.guards, baked=state.baked, updates=updates)
+                              guards=state.guards, baked=state.baked, updates=updates, shape_env=shape_env)
 
     def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
         tensors, names, structure, key, donated = self._bind(args, kwargs)
@@ -227,14 +236,52 @@ class JitFunction:
         entries = self._variants.setdefault(key, [])
         entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
         entry = next((e for e in entries if e.guards_hold()), None)
+        shapes = [tuple(t.shape) for t in tensors]
+        pattern = (pattern_of(shapes, [t.dtype.name for t in tensors]),) + key[1:]
+        if entry is None:
+            entry = self._symbolic_trace_for(pattern, shapes)
+            if entry is not None:
+                entries.append(entry)
         if entry is None:
             self._warn_if_static_values_churn(key)
-            entry = self._trace(tensors, names, structure, donated)
-            entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
-            entry.compiled.report.trace_seconds = entry.trace_seconds
+            history = self._sizes_seen.setdefault(pattern, SizeHistory())
+            plan = symbol_plan(self.options.dynamic, _unique_names(names), shapes, history)
+            history.add(shapes)
+            try:
+                entry = self._trace_and_compile(tensors, names, structure, donated, plan)
+            except Exception as err:  # noqa: BLE001  (any failure of the symbolic path, reported below)
+                if not plan or self.options.dynamic is not None:
+                    raise
+                # Automatic dynamic is an optimization: sizes this function cannot yet take symbolically
+                # trace static, as without it (a static trace raises the function's own errors again).
+                history.static_only = True
+                _log.info("tk.jit: %s traced static: its symbolic trace failed (%s: %s)",
+                          getattr(self.fn, "__name__", type(self.fn).__name__), type(err).__name__, err)
+                entry = self._trace_and_compile(tensors, names, structure, donated, {})
             entries.append(entry)
+            if entry.shape_env is not None:
+                self._symbolic.setdefault(pattern, []).append(entry)
         self._cache[key] = entry
         return entry, tensors
+
+    def _trace_and_compile(self, tensors: list[Tensor], names: list[str], structure, donated: list[int],
+                           plan: dict) -> TracedFunction:
+        """Trace with the input axes of `plan` as size symbols, and compile the graph."""
+        entry = self._trace(tensors, names, structure, donated, plan)
+        entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
+        entry.compiled.report.trace_seconds = entry.trace_seconds
+        self.compile_count += 1
+        return entry
+
+    def _symbolic_trace_for(self, pattern: tuple, shapes: list[tuple[int, ...]]) -> TracedFunction | None:
+        """The newest trace with size symbols of this pattern whose guards hold for these shapes."""
+        traces = self._symbolic.get(pattern, [])
+        traces[:] = [e for e in traces if e.constants_current()]
+        for entry in reversed(traces):
+            if entry.guards_hold() and applies(entry.shape_env, [n.type for n in entry.graph.inputs[:len(shapes)]],
+                                               shapes):
+                return entry
+        return None
 
     def _warn_if_static_values_churn(self, key: tuple) -> None:
         """Warn once when calls with one tensor signature keep bringing new non-tensor values: each compiles."""
@@ -325,8 +372,9 @@ class JitFunction:
         pipeline by name (driver/stages.py): the graph after each pass, the kernel grouping, the
         kernels as loop IR, the memory plan, the C source's path and the library."""
         entry, _ = self._lookup(args, kwargs)
+        shapes = [f"== size symbols and guards\n{entry.shape_env.describe()}"] if entry.shape_env is not None else []
         return "\n".join([f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
-                          str(entry.graph), explain(entry.compiled)])
+                          str(entry.graph), *shapes, explain(entry.compiled)])
 
     def export(self, directory, *args, name: str | None = None, input_names=None, output_names=None,
                weights: str = "auto", openmp: bool = True) -> ExportedLibrary:
@@ -461,7 +509,7 @@ def _unique_names(names: list[str]) -> list[str]:
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
         backend: str = "c", donate_argnums: int | tuple[int, ...] = (), dump_dir: str | None = None,
-        precision: str = "fp32"):
+        precision: str = "fp32", dynamic=None):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
@@ -475,10 +523,15 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     dump_dir writes every compile stage's result there (also TENSORKILN_DUMP_IR=dir).
     precision="bf16": matmuls, convolutions and attention take bf16 operands and accumulate in fp32,
     everything else stays fp32 (docs/precision.md); "fp32" is the default.
+    dynamic: which input sizes are traced as symbols, so one compiled program serves many sizes
+    (docs/dynamic_shapes.md): None (default) makes a dimension symbolic once a call brings a second
+    size of it; True makes every dimension of size >= 2 symbolic; {"x": {0: "batch"}} names the
+    symbolic axes (a tk.Dim("batch", min=.., max=..) may stand for the name); False never.
     The options are checked here, once (driver/options.py's CompileOptions).
     """
     options = CompileOptions(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
-                             donate_argnums=donate_argnums, dump_dir=dump_dir, precision=precision)
+                             donate_argnums=donate_argnums, dump_dir=dump_dir, precision=precision,
+                             dynamic=dynamic)
     if fn is None:
         return lambda f: JitFunction(f, options)
     return JitFunction(fn, options)

@@ -20,7 +20,8 @@ import math
 from typing import Mapping, Optional
 
 from tensorkiln.loops.bounds import Bounds
-from tensorkiln.loops.expr import BINARY_OPS, BinOp, Const, Expr, Unary, _binary, evaluate, format_expr, wrap_int
+from tensorkiln.loops.expr import (BINARY_OPS, BinOp, Const, Expr, Unary, Var, _binary, const, evaluate, format_expr,
+                                   is_size_var, walk, wrap_int)
 from tensorkiln.loops.pattern import Pat, Rule
 from tensorkiln.loops.types import int_range, is_int, is_unsigned
 
@@ -437,3 +438,20 @@ def simplify(expr: Expr, ranges: Mapping[str, tuple[int, int]] | None = None,
     When `trace` is a list, the identity of every rule that fired is appended to it.
     """
     return _Simplifier(Bounds(ranges), trace).visit(expr)
+
+
+def index_step(index: Expr, var: str, env: dict[str, int]) -> int | None:
+    """How much `index` grows when `var` grows by one from `env`; with a symbolic size (tensorkiln/shapes)
+    in it, the step when it is one constant, else None (unknown: nothing is decided from the hint)."""
+    if any(isinstance(x, Var) and is_size_var(x.name) for x in walk(index)):
+        step = simplify(_substitute_var(index, var, const(1)) - _substitute_var(index, var, const(0)))
+        return int(step.value) if isinstance(step, Const) else None
+    at = lambda v: evaluate(index, {**env, var: v})  # noqa: E731
+    return int(at(1)) - int(at(0))
+
+
+def _substitute_var(e: Expr, name: str, value: Expr) -> Expr:
+    if isinstance(e, Var):
+        return value if e.name == name else e
+    children = e.children
+    return e.with_children(tuple(_substitute_var(c, name, value) for c in children)) if children else e

@@ -1,0 +1,192 @@
+"""Symbolic (dynamic) sizes: SymInt and its guards, and tk.jit programs that serve many input sizes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import tensorkiln as tk
+from tensorkiln.errors import ShapeError
+from tensorkiln.shapes import ShapeEnv, SymInt, prod, sym_max, sym_min
+
+from helpers import assert_same_structure
+from strategies import RandomProgram, random_programs
+
+RNG = np.random.default_rng(7)
+
+
+def _symbol(hint: int = 7, name: str = "seq", env: ShapeEnv | None = None) -> SymInt:
+    env = env or ShapeEnv()
+    return env.symbol(name, hint, ("x", 0, 0))
+
+
+# ---- SymInt ------------------------------------------------------------------------------------------
+def test_arithmetic_stays_symbolic_and_text_never_shows_the_hint():
+    s = _symbol(7)
+    t = (s * 64 + 3 - 3) // 64
+    assert t.same_as(s) and str(t) == "seq"
+    assert str(4 * s * 2) == "8*seq" and repr(s + 1) == "seq + 1" and f"{s * 3}" == "3*seq"
+    assert "7" not in str(s * 5 + s) and str(s * 5 + s) == "6*seq"
+    assert s - s == 0 and isinstance(s - s, int)
+    assert prod([s, 4, s]).same_as(s * s * 4) and (s * 6) % 3 == 0
+    assert hash(s * 2) == hash(2 * s)
+    assert sym_min(s, 1) == 1 and sym_max(s, 1).same_as(s)  # decided by the bound s >= 2
+    assert not s.env.guards
+
+
+def test_every_conversion_records_a_guard():
+    s = _symbol(7)
+    env = s.env
+    assert int(s) == 7 and [g.text for g in env.guards] == ["seq == 7"]
+    u = _symbol(5, "batch")
+    assert (u * 64 <= 4096) is True and u.env.guards[-1].text == "64*batch <= 4096"
+    assert float(_symbol(3).env.symbol("n", 3, ("y", 1, 0))) == 3.0
+    v = _symbol(9, "v")
+    assert list(range(v)) == list(range(9)) and v.env.guards[-1].text == "v == 9"
+    w = _symbol(4, "w")
+    assert (w > 10) is False and w.env.guards[-1].text == "w <= 10"
+
+
+def test_decisions_the_bounds_make_record_no_guard():
+    s = _symbol(3)
+    assert s >= 2 and s != 0 and s != 1 and bool(s) and s == s and s * 2 > s and max(s, 1).same_as(s)
+    assert not s.env.guards
+
+
+def test_a_guard_pins_the_symbol_for_later_questions():
+    s = _symbol(7)
+    int(s)
+    assert s == 7 and s < 8 and len(s.env.guards) == 1 and s.env.specialized() == {"seq": 7}
+
+
+def test_guards_are_checked_against_new_values():
+    s = _symbol(12)
+    assert (s > 8) is True
+    env = s.env
+    assert env.check({"seq": 30}) and not env.check({"seq": 8})
+
+
+# ---- tk.jit -----------------------------------------------------------------------------------------
+def test_dynamic_true_compiles_once_for_many_sizes():
+    b = RNG.standard_normal(19).astype(np.float32)
+
+    @tk.jit(dynamic=True)
+    def f(x, b):
+        return ((x * 2 + b).relu() - 0.5).sum(-1)
+
+    for n in range(2, 36):  # odd sizes, and rows that are not a multiple of the vector width
+        x = RNG.standard_normal((n, 19)).astype(np.float32)
+        np.testing.assert_allclose(f(x, b).numpy(), (np.maximum(x * 2 + b, 0) - 0.5).sum(-1), rtol=1e-5, atol=1e-5)
+    assert f.compile_count == 1
+
+
+def test_symbolic_reductions_and_softmax_match_numpy_at_every_size():
+    @tk.jit(dynamic={"x": {0: "rows", 1: "cols"}})
+    def f(x):
+        return x.sum(0), x.softmax(-1), x.reshape(-1).sum()
+
+    # one size class: rows*cols >= 8 (a vectorized reduction) and cols < 128 (rows without lane blocks)
+    for rows, cols in [(3, 5), (17, 33), (4, 2), (40, 7), (5, 127), (2, 99)]:
+        x = RNG.standard_normal((rows, cols)).astype(np.float32)
+        total, soft, flat = f(x)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        np.testing.assert_allclose(total.numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(soft.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(flat.numpy(), x.sum(), rtol=1e-4, atol=1e-4)
+    assert f.compile_count == 1
+
+
+def test_automatic_dynamic_compiles_at_most_twice():
+    @tk.jit
+    def f(x):
+        return (x * x + 1).sum(-1)
+
+    for n in [4, 9, 2, 31, 17, 8, 25, 3]:
+        x = RNG.standard_normal((n, 12)).astype(np.float32)
+        np.testing.assert_allclose(f(x).numpy(), (x * x + 1).sum(-1), rtol=1e-5)
+    assert f.compile_count == 2
+
+
+def test_dynamic_false_keeps_one_program_per_shape():
+    f = tk.jit(lambda x: x + 1, dynamic=False)
+    for n in (3, 4, 5):
+        f(np.ones((n, 2), np.float32))
+    assert f.compile_count == 3
+
+
+def test_a_broken_guard_traces_again_with_the_right_answer():
+    @tk.jit(dynamic={"x": {0: "n"}})
+    def f(x):
+        return x * 2 if x.shape[0] > 8 else x + 100  # a Python branch on the size: a range guard
+
+    small, large = np.ones((4, 3), np.float32), np.ones((12, 3), np.float32)
+    np.testing.assert_array_equal(f(small).numpy(), small + 100)
+    np.testing.assert_array_equal(f(large).numpy(), large * 2)
+    np.testing.assert_array_equal(f(np.ones((6, 3), np.float32)).numpy(), np.full((6, 3), 101, np.float32))
+    assert f.compile_count == 2
+
+
+def test_a_specialized_size_is_guarded_not_baked_in():
+    @tk.jit(dynamic={"x": {0: "n"}})
+    def f(x):
+        return x * float(x.shape[0])  # a conversion: specializes n, with a guard
+
+    np.testing.assert_array_equal(f(np.ones((3, 2), np.float32)).numpy(), np.full((3, 2), 3.0))
+    np.testing.assert_array_equal(f(np.ones((5, 2), np.float32)).numpy(), np.full((5, 2), 5.0))
+    assert f.compile_count == 2
+    assert "n == 5" in f.explain(np.ones((5, 2), np.float32))
+
+
+def test_inputs_sharing_a_symbol_must_agree():
+    f = tk.jit(lambda x, y: x + y, dynamic={"x": {0: "n"}, "y": {0: "n"}})
+    np.testing.assert_array_equal(f(np.ones((5, 3), np.float32), np.ones((5, 3), np.float32)).numpy(), 2)
+    with pytest.raises(ShapeError, match="share the size n"):
+        f(np.ones((5, 3), np.float32), np.ones((6, 3), np.float32))
+    g = tk.jit(lambda x, y: x * y, dynamic={"x": {0: "n"}, "y": {0: "n"}})
+    with pytest.raises(ShapeError, match="x and y"):
+        g(np.ones((4, 3), np.float32), np.ones((7, 3), np.float32))
+
+
+def test_dim_bounds_are_enforced():
+    f = tk.jit(lambda x: x + 1, dynamic={"x": {0: tk.Dim("batch", max=16)}})
+    f(np.ones((8, 2), np.float32))
+    with pytest.raises(ShapeError, match="outside the bounds"):
+        f(np.ones((20, 2), np.float32))
+
+
+def test_mlp_with_symbolic_batch_compiles_once():
+    w1 = RNG.standard_normal((24, 40)).astype(np.float32)
+    b1 = RNG.standard_normal(40).astype(np.float32)
+    w2 = RNG.standard_normal((40, 10)).astype(np.float32)
+    tw1, tb1, tw2 = tk.tensor(w1), tk.tensor(b1), tk.tensor(w2)
+
+    @tk.jit(dynamic={"x": {0: "batch"}})
+    def mlp(x):
+        return ((x @ tw1 + tb1).relu() @ tw2).softmax(-1)
+
+    for n in range(40, 75, 3):  # one size class of the GEMM (its blocking's range guards hold)
+        x = RNG.standard_normal((n, 24)).astype(np.float32)
+        logits = np.maximum(x @ w1 + b1, 0) @ w2
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        np.testing.assert_allclose(mlp(x).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-5)
+    assert mlp.compile_count == 1
+
+
+def test_explain_lists_symbols_and_guards():
+    f = tk.jit(lambda x: (x @ x.transpose(0, 1)).relu(), dynamic={"x": {0: "rows"}})
+    text = f.explain(np.ones((6, 8), np.float32))
+    assert "size symbols:" in text and "rows = x.shape[0] (hint 6)" in text and "guards (" in text
+    assert "s_rows" in text  # the loop IR reads the symbol
+
+
+# ---- random programs: every input dimension symbolic, compiled to C --------------------------------
+@settings(max_examples=12, deadline=None)
+@given(program=random_programs(dtypes=(tk.float32,)))
+def test_random_programs_with_symbolic_dims_match_eager(program: RandomProgram):
+    """Traced with every dimension of size >= 2 a symbol: whatever the ops do with the sizes
+    (propagate them, or specialize with a guard), the compiled program matches eager mode."""
+    tensors = program.tensors()
+    jitted = tk.jit(program, dynamic=True, backend="c")
+    assert_same_structure(program(*tensors), jitted(*tensors), exact=False)
+    assert_same_structure(program(*tensors), jitted(*tensors), exact=False)
+    assert jitted.compile_count == 1
