@@ -1,6 +1,7 @@
 """Symbolic sizes: compilations, memory and latency of one program for many batch sizes.
 
-    OMP_WAIT_POLICY=passive python benchmarks/dynamic_shapes.py [--sizes 100] [--pairs 6] [--json FILE]
+    OMP_WAIT_POLICY=passive python benchmarks/dynamic_shapes.py [--sizes 100] [--pairs 6]
+        [--latency-sizes 7,64,333] [--parts compiles,latency] [--json FILE]
 
 Two functions, float32 (fp32 everywhere, 2 threads):
 - `small`: ((x * 2 + b).relu() - 0.5).sum(-1), x of shape (batch, 256);
@@ -155,16 +156,28 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, default=100, help="batch sizes each function is called at")
     parser.add_argument("--pairs", type=int, default=6, help="rounds of alternating blocks per latency row")
     parser.add_argument("--latency-sizes", default="7,64,333", help="batch sizes of the latency rows")
+    parser.add_argument("--parts", default="compiles,latency", help="which parts to run (comma-separated)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     print(f"machine: {machine_summary()} (shared with other jobs: read the ratios)\n")
-    compiles = compile_figures(args.sizes)
-    print(f"Part 1: called at {args.sizes} batch sizes (2..400), fresh compile cache, float32\n")
-    print_table(["function / mode", "programs", "seconds (all calls)", "RSS growth MiB", "max abs error"],
-                [[k, v["compiles"], f"{v['seconds']:.1f}", f"{v['rss_growth_mib']:.1f}", f"{v['max_abs_error']:.1e}"]
-                 for k, v in compiles.items()])
-    latency = latency_figures([int(s) for s in args.latency_sizes.split(",")], args.pairs)
+    compiles, latency = {}, {}
+    if "compiles" in args.parts:
+        compiles = compile_figures(args.sizes)
+        print(f"Part 1: called at {args.sizes} batch sizes (2..400), fresh compile cache, float32\n")
+        print_table(["function / mode", "programs", "seconds (all calls)", "RSS growth MiB", "max abs error"],
+                    [[k, v["compiles"], f"{v['seconds']:.1f}", f"{v['rss_growth_mib']:.1f}",
+                      f"{v['max_abs_error']:.1e}"] for k, v in compiles.items()])
+    if "latency" in args.parts:
+        latency = latency_figures([int(s) for s in args.latency_sizes.split(",")], args.pairs)
+        print_latency(latency)
+    if args.json:
+        write_json(args.json, {"compiles": compiles, "latency": latency, "machine": machine_summary()})
+    return 0
+
+
+def print_latency(latency: dict) -> None:
+    """Part 2's table."""
     print("\nPart 2: per-call latency (median of alternating blocks), float32, 2 threads\n")
     print_table(["function", "symbolic us", "specialized us", "numpy us", "torch eager us", "symbolic/specialized",
                  "GFLOP/s (% of peak)"],
@@ -172,9 +185,6 @@ def main() -> int:
                   f"{v['torch eager_us']:.1f}", f"{v['symbolic_over_specialized']:.2f}",
                   f"{v['symbolic_gflops']:.1f} ({100 * v['symbolic_gflops'] / v['peak_gflops']:.1f}%)"
                   if v["symbolic_gflops"] else "-"] for k, v in latency.items()])
-    if args.json:
-        write_json(args.json, {"compiles": compiles, "latency": latency, "machine": machine_summary()})
-    return 0
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ class SizeHistory:
     """Sizes seen per (input, axis) for one signature pattern: automatic dynamic's memory."""
 
     seen: dict[tuple[int, int], set[int]] = field(default_factory=dict)
-    static_only: bool = False  # a symbolic trace of this pattern failed: automatic dynamic stays off
+    static_only: bool = False  # a symbolic trace of this pattern failed: its later traces are static
 
     def add(self, shapes: list[tuple[int, ...]]) -> None:
         for i, shape in enumerate(shapes):
@@ -59,11 +59,11 @@ def symbol_plan(dynamic, names: list[str], shapes: list[tuple[int, ...]],
                 history: SizeHistory | None) -> dict[tuple[int, int], SymbolPlan]:
     """(input position, axis) -> SymbolPlan for the next trace of a call with these shapes."""
     plan: dict[tuple[int, int], SymbolPlan] = {}
-    if dynamic is False:
+    if dynamic is False or history is not None and history.static_only:
         return plan
     if dynamic is True or dynamic is None:
         axes = ({(i, a) for i, s in enumerate(shapes) for a in range(len(s))} if dynamic is True
-                else history.varying(shapes) if history is not None and not history.static_only else set())
+                else history.varying(shapes) if history is not None else set())
         for i, axis in sorted(axes):
             if shapes[i][axis] >= MIN_SIZE:
                 plan[(i, axis)] = SymbolPlan(f"{names[i]}_{axis}")
@@ -83,7 +83,20 @@ def symbol_plan(dynamic, names: list[str], shapes: list[tuple[int, ...]],
                                      f"of Dim {dim.name!r} [{dim.min}, {dim.max}]")
                 if size >= MIN_SIZE:
                     plan[(i, axis)] = SymbolPlan(dim.name, dim.min, dim.max)
+    _check_shared_sizes(plan, names, shapes)
     return plan
+
+
+def _check_shared_sizes(plan: dict[tuple[int, int], SymbolPlan], names: list[str],
+                        shapes: list[tuple[int, ...]]) -> None:
+    """A ShapeError when one symbol name stands for axes of different sizes in this call."""
+    first: dict[str, tuple[int, int]] = {}
+    for (i, axis), symbol in sorted(plan.items()):
+        j, other_axis = first.setdefault(symbol.name, (i, axis))
+        if shapes[j][other_axis] != shapes[i][axis]:
+            raise ShapeError(f"inputs {names[j]} and {names[i]} share the size {symbol.name} (their axes "
+                             f"{other_axis} and {axis}) but have sizes {shapes[j][other_axis]} and "
+                             f"{shapes[i][axis]}: {names[j]} has shape {shapes[j]}, {names[i]} has shape {shapes[i]}")
 
 
 def symbolic_types(types: list[TensorType], names: list[str],
@@ -97,7 +110,6 @@ def symbolic_types(types: list[TensorType], names: list[str],
         shape = tuple(env.symbol(plan[(i, a)].name, d, (names[i], i, a), plan[(i, a)].lo, plan[(i, a)].hi)
                       if (i, a) in plan else d for a, d in enumerate(t.shape))
         result.append(TensorType(shape, t.dtype))
-    env.values_from([t.shape for t in types])  # one name on two inputs of different sizes: ShapeError
     return result, env
 
 

@@ -250,10 +250,10 @@ class JitFunction:
             try:
                 entry = self._trace_and_compile(tensors, names, structure, donated, plan)
             except Exception as err:  # noqa: BLE001  (any failure of the symbolic path, reported below)
-                if not plan or self.options.dynamic is not None:
+                if not plan:
                     raise
-                # Automatic dynamic is an optimization: sizes this function cannot yet take symbolically
-                # trace static, as without it (a static trace raises the function's own errors again).
+                # Symbolic sizes are an optimization: sizes this function cannot yet take symbolically
+                # trace static, as without them (a static trace raises the function's own errors again).
                 history.static_only = True
                 _log.info("tk.jit: %s traced static: its symbolic trace failed (%s: %s)",
                           getattr(self.fn, "__name__", type(self.fn).__name__), type(err).__name__, err)

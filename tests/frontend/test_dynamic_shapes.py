@@ -190,3 +190,34 @@ def test_random_programs_with_symbolic_dims_match_eager(program: RandomProgram):
     assert_same_structure(program(*tensors), jitted(*tensors), exact=False)
     assert_same_structure(program(*tensors), jitted(*tensors), exact=False)
     assert jitted.compile_count == 1
+
+
+def test_onnx_dim_params_are_size_symbols():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    w = RNG.standard_normal((16, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Softmax", ["r"], ["y"], axis=-1)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch size", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch size", 8])], [numpy_helper.from_array(w, "W")])
+    model = tk.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    assert model.dim_params == {"x": {0: "batch_size"}}
+    for n in (4, 9, 17, 33):
+        x = RNG.standard_normal((n, 16)).astype(np.float32)
+        r = np.maximum(x @ w, 0)
+        e = np.exp(r - r.max(-1, keepdims=True))
+        np.testing.assert_allclose(model(x)[0], e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert model.compile_count == 1
+
+
+def test_attention_with_a_symbolic_sequence_length_compiles_once():
+    import tensorkiln.nn.functional as F
+    seq = {"q": {2: "seq"}, "k": {2: "seq"}, "v": {2: "seq"}}
+    attention = tk.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), dynamic=seq)
+    for s in (130, 128, 201, 64, 97):  # key blocks of 64: whole ones, and a last one of 0..63 keys
+        q, k, v = (RNG.standard_normal((1, 2, s, 16)).astype(np.float32) for _ in range(3))
+        expected = F.scaled_dot_product_attention(tk.tensor(q), tk.tensor(k), tk.tensor(v)).numpy()
+        np.testing.assert_allclose(attention(q, k, v).numpy(), expected, rtol=1e-4, atol=1e-5)
+    assert attention.compile_count == 1
+    assert [k.kind for k in attention.report(q, k, v).kernels] == ["attention"]  # the fused kernel

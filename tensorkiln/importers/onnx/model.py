@@ -6,8 +6,10 @@
 
 How it works: the ONNX graph becomes a Python function over tk Tensors (one
 converter per operator, registered in `registry.py` by the operator-family
-modules) that `tk.jit` traces once per input signature, so a dynamic batch
-dimension is specialized at call time. Before anything is traced the model is checked: every unsupported operator and
+modules) that `tk.jit` traces per input signature. An input dimension declared with a
+`dim_param` ("batch", "sequence") is a size symbol (docs/dynamic_shapes.md): one
+program serves its sizes as far as the operators keep them symbolic; the others
+specialize with guards. Before anything is traced the model is checked: every unsupported operator and
 element type is reported at once (UnsupportedOpError), and a malformed model
 (bad bytes, no graph or opset, dangling inputs) raises OnnxImportError naming the
 problem. External tensor data is read only from inside the model's directory or
@@ -250,9 +252,26 @@ class OnnxModule:
         if self._unsupported:
             raise UnsupportedModelError(self._unsupported, name)
         self.value_inputs = self._find_value_inputs(initializer_names)
+        self.dim_params = self._dim_params(graph)
         self._model = self._types = None  # not needed after loading
+        # dims named by a dim_param are size symbols (one name, one symbol); without any, automatic dynamic
         self._jit = jit(self._make_function(), opt_level=opt_level, debug=debug, backend=backend,
-                        precision=precision)
+                        precision=precision, dynamic=self.dim_params or None)
+
+    def _dim_params(self, graph) -> dict[str, dict[int, str]]:
+        """{input argument name: {axis: symbol name}} for every input axis declared with a dim_param."""
+        arguments = dict(zip(self.input_names, _identifiers(self.input_names)))
+        result: dict[str, dict[int, str]] = {}
+        for value in graph.input:
+            if value.name not in arguments or value.name in self.value_inputs:
+                continue
+            t = value.type
+            if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+                continue
+            for axis, d in enumerate(t.tensor_type.shape.dim):
+                if d.HasField("dim_param") and d.dim_param:
+                    result.setdefault(arguments[value.name], {})[axis] = _identifiers([d.dim_param])[0]
+        return result
 
     # ---- checks ------------------------------------------------------------------------------
     def _value_type(self, value, kind: str):
@@ -506,6 +525,11 @@ class OnnxModule:
         outputs = self._jit(*self._arguments(args, kwargs))
         arrays = [o.numpy() if isinstance(o, Tensor) else np.asarray(o) for o in outputs]
         return dict(zip(self.output_names, arrays)) if return_dict else arrays
+
+    @property
+    def compile_count(self) -> int:
+        """Programs compiled so far (one serves every size of its dim_params that its guards admit)."""
+        return self._jit.compile_count
 
     def graph(self, *args, **kwargs):
         """The traced tensorkiln graph for these inputs' signature."""

@@ -49,7 +49,7 @@ from ...loops.schedule import substitute
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ...loops.types import itemsize
 from ..target import cpu_target
-from ...shapes import prod
+from ...shapes import is_symbolic, prod
 from ...loops.simplify import index_step
 
 QUERY_BLOCK = 48  # queries sharing one packed block of keys and values (a multiple of every MR and vector)
@@ -294,8 +294,9 @@ class _AttentionKernel:
 
     @staticmethod
     def _extent(block_size: int, total: int, start: E.Expr) -> E.Expr:
-        """Elements of the block starting at `start` (a min() only when blocks do not divide total)."""
-        if total % block_size == 0:
+        """Elements of the block starting at `start` (a min() only when blocks do not divide total,
+        or may not: a symbolic total)."""
+        if not is_symbolic(total) and total % block_size == 0:
             return E.const(block_size)
         return E.minimum(E.const(block_size), total - start)
 
@@ -348,6 +349,10 @@ class _AttentionKernel:
         nk = self.bl.key_block
         if self.causal is None or not self.causal.skippable:
             whole = self.n // nk
+            if is_symbolic(self.n):  # a symbolic key count: whole blocks, then a last one of 0..nk-1 keys
+                last = substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)})
+                return block(For(self.kblock, E.const(whole), self._key_block(E.const(nk))),
+                             If(E.gt(E.const(self.n % nk), 0), last))
             parts = [_loop(self.kblock, whole, self._key_block(E.const(nk)))] if whole else []
             if self.n % nk:
                 parts.append(substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)}))
