@@ -176,6 +176,38 @@ def recombine_div_mod(e: Expr) -> Optional[Expr]:
     return None
 
 
+def recombine_runtime_div_mod(ctx: Bounds, e: Expr) -> Optional[Expr]:
+    """(x//k)*(k*m) + (x%k)*m -> x*m for a divisor k known only at run time (a size symbol), never 0.
+
+    A row index delinearized over symbolic sizes and linearized again has this form; the
+    product's second factor is matched by its linear form (k*m, m*k, k*c*m' ...)."""
+    terms, constant = linear_form(e)
+    for term, coeff in terms.items():
+        if not (isinstance(term, BinOp) and term.operator == "mul"):
+            continue
+        for quotient, factor in ((term.a, term.b), (term.b, term.a)):
+            if not (isinstance(quotient, BinOp) and quotient.operator == "floordiv"
+                    and not isinstance(quotient.b, Const)):
+                continue
+            k = quotient.b
+            lo, hi = ctx(k)
+            if lo <= 0 <= hi:  # x//0 and x%0 are 0: the identity needs k != 0
+                continue
+            partner = BinOp("mod", quotient.a, k)
+            m = terms.get(partner, 0)
+            k_terms, k_constant = linear_form(k)
+            f_terms, f_constant = linear_form(factor)
+            scaled = {t: c * m for t, c in k_terms.items()}
+            if m == 0 or {t: c * coeff for t, c in f_terms.items()} != scaled or f_constant * coeff != k_constant * m:
+                continue
+            rest = {t: c for t, c in terms.items() if t != term and t != partner}
+            inner, inner_c = linear_form(quotient.a)
+            for t, c in inner.items():
+                rest[t] = rest.get(t, 0) + m * c
+            return build_linear(rest, constant + m * inner_c, e.dtype)
+    return None
+
+
 def recombine_nested_div_mod(e: Expr) -> Optional[Expr]:
     """m*q*(x//(j*q)) + m*((x//j)%q) -> m*(x//j), wherever the pair appears in a sum.
 
@@ -390,6 +422,8 @@ RULES: list[Rule] = [
     # ** canonical affine form **
     Rule("(x//k)*k*m + (x%k)*m -> x*m", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
          recombine_div_mod),
+    Rule("(x//k)*(k*m) + (x%k)*m -> x*m for a run-time k != 0", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
+         recombine_runtime_div_mod),
     Rule("(x//(j*q))*q*m + ((x//j)%q)*m -> (x//j)*m", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
          recombine_nested_div_mod),
     Rule("((x%k)//j)*j*m + (x%j)*m -> (x%k)*m if j divides k", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),

@@ -324,7 +324,10 @@ def a_reads_rows(a_value: IndexFn, probe: E.Var) -> bool:
     """True when A's element (row, k) is a plain load whose index steps by one along k: A's rows
     lie contiguous in memory and the micro-kernel can broadcast from them directly."""
     value = a_value(E.const(0), E.Var(probe.name + "_row"), probe)
-    return isinstance(value, E.Load) and _unit_summand(value.index, probe.name)
+    # a division by a run-time size (a symbolic M) in the index: packing A pays it once per element
+    divides = any(isinstance(x, E.BinOp) and x.operator in ("floordiv", "mod") and not isinstance(x.b, E.Const)
+                  for x in E.walk(value.index)) if isinstance(value, E.Load) else False
+    return isinstance(value, E.Load) and _unit_summand(value.index, probe.name) and not divides
 
 
 def _unit_summand(index: E.Expr, var: str) -> bool:

@@ -28,7 +28,7 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
 from .gemm import Panels, gemm_blocking, gemm_needs_partial_sums
 from .gemm_bf16 import bf16_gemm, gemm_template
-from ...shapes import prod
+from ...shapes import is_symbolic, prod
 from ...loops.simplify import index_step
 
 
@@ -98,7 +98,8 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         # B is shared by every batch: fold the batch into the rows, so B is packed once.
         def a_value(b, row, kk):
             index = delinearize(row // m, batch_shape) if m > 1 else delinearize(row, batch_shape)
-            i = row % m if m > 1 else E.const(0)
+            # one matrix with a symbolic M: row < M, and a % by a run-time M would cost a division per load
+            i = (row if not batch_shape and is_symbolic(m) else row % m) if m > 1 else E.const(0)
             return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [i, kk])
 
         def b_value(b, kk, col):
