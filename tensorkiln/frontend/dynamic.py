@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..errors import ShapeError
 from ..ir.ops.registry import TensorType
 from ..shapes import Dim, ShapeEnv
-from ..shapes.env import MIN_SIZE
+from ..shapes.env import MAX_SIZE, MIN_SIZE
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def symbol_plan(dynamic, names: list[str], shapes: list[tuple[int, ...]],
         axes = ({(i, a) for i, s in enumerate(shapes) for a in range(len(s))} if dynamic is True
                 else history.varying(shapes) if history is not None else set())
         for i, axis in sorted(axes):
-            if shapes[i][axis] >= MIN_SIZE:
+            if MIN_SIZE <= shapes[i][axis] <= MAX_SIZE:
                 plan[(i, axis)] = SymbolPlan(f"{names[i]}_{axis}")
         return plan
     for argument, axes in dynamic:
@@ -81,7 +81,7 @@ def symbol_plan(dynamic, names: list[str], shapes: list[tuple[int, ...]],
                 if dim.min is not None and size < dim.min or dim.max is not None and size > dim.max:
                     raise ShapeError(f"tk.jit dynamic: {argument}.shape[{axis}] = {size} is outside the bounds "
                                      f"of Dim {dim.name!r} [{dim.min}, {dim.max}]")
-                if size >= MIN_SIZE:
+                if MIN_SIZE <= size <= MAX_SIZE:  # a size beyond a symbol's default bound stays static
                     plan[(i, axis)] = SymbolPlan(dim.name, dim.min, dim.max)
     _check_shared_sizes(plan, names, shapes)
     return plan

@@ -41,11 +41,10 @@ class SymInt:
         return poly.constant_term if poly.is_constant else SymInt(poly, hint, self.env)
 
     def _other(self, other) -> tuple[Poly, int] | None:
+        """(polynomial, hint) of an int or SymInt operand; None for anything else."""
         if isinstance(other, SymInt):
             return other.poly, other.hint
-        if isinstance(other, _INTS) and not isinstance(other, (bool, np.bool_)):
-            return Poly.constant(int(other)), int(other)
-        if isinstance(other, (bool, np.bool_)):
+        if isinstance(other, _INTS):  # bool is an int too
             return Poly.constant(int(other)), int(other)
         return None
 
