@@ -34,4 +34,4 @@ print("generated C:", report.source_path)
 eager = (F.gelu(tk.tensor(x) @ w1) @ w2).numpy()
 assert np.allclose(y.numpy(), eager, atol=1e-5)
 mlp(rng.standard_normal((5, 256)).astype(np.float32))   # a new batch size traces again
-print("signatures compiled:", mlp.cache_size)
+print("signatures compiled:", mlp.cache_size())

@@ -128,6 +128,8 @@ class CompiledGraph:
         self.report = CompileReport(backend="interpreter", passes=passes)
         self._plain = False  # bound to a module with nothing but inputs to check (see bind)
         self._sized = None  # a program with size symbols: how a call evaluates them (sized_call.py)
+        self._callers: list = []  # C callers of the module (native_caller), invalidated on release
+        self._native = None  # the last of them: calls go through it when their arrays pass as they are
 
     def interpreted(self, reason: str, warning: str | None = None) -> CompiledGraph:
         """Run with the reference interpreter from now on, because of `reason` (warned once, if given)."""
@@ -177,6 +179,29 @@ class CompiledGraph:
     def compiled(self) -> bool:
         return self.module is not None
 
+    def native_caller(self, tensor_type: type):
+        """A C caller for warm calls of this graph (runtime/fastcall.py), when its calls need nothing
+        but the inputs' check (no index to check, no output written into an input); else None."""
+        if self.module is None or not self._plain:
+            return None
+        caller = self.module.native_caller([dtype for dtype, _ in self._input_types], tensor_type)
+        if caller is not None:
+            self._callers.append(caller)
+            self._native = caller  # this graph's own calls use it too: one set of recycled outputs
+        return caller
+
+    def release(self) -> None:
+        """Unload this graph's libraries (its module and any profiling build) and free their memory;
+        a later call raises TensorKilnError. For caches that bound the programs a process holds."""
+        for caller in self._callers:
+            caller.invalidate()
+        self._native = None
+        for module in (self.module, self._profiled):
+            if module is not None:
+                module.release()
+        self._recycled = [None] * len(self._recycled)
+        self._lowering = None
+
     def profile(self, arrays: list[np.ndarray], repeat: int = 20) -> KernelProfile:
         """Mean time per call of each kernel over `repeat` calls (after one warm-up) on these inputs."""
         if self.module is None:
@@ -208,6 +233,11 @@ class CompiledGraph:
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Run on storage arrays of the graph's input types; returns storage arrays."""
+        native = self._native
+        if native is not None:
+            outputs = native(*arrays)  # None: an array to convert, or another thread is calling
+            if outputs is not None:
+                return list(outputs)
         if self._plain and len(arrays) == len(self._input_types):
             # The common call, kept flat (each Python call level costs about 0.1 us): inputs
             # exactly as checked before, no index to check, no output written in place.
@@ -224,6 +254,10 @@ class CompiledGraph:
         inputs = self._storage_inputs(arrays)
         if inputs is not arrays:
             self.module.check_inputs(inputs)  # converted: a wrong shape or count raises here
+            if native is not None:
+                outputs = native(*inputs)
+                if outputs is not None:
+                    return list(outputs)
         if self._index_checks:
             self._check_indices(inputs)
         lock = self._call_lock

@@ -40,6 +40,11 @@ class CompileOptions:
         the loop IR, the memory plan, the C source's path); None reads TENSORKILN_DUMP_IR.
     precision: "fp32" (default) or "bf16": matmuls, convolutions and attention take bf16 operands
         and accumulate in fp32; every other op stays fp32 (the rule: passes/precision.py).
+    recompile_limit: programs one jitted function may compile before each further compile warns
+        (RecompileWarning, naming the argument and dimension that changed), as torch's option.
+    cache_limit: compiled programs one jitted function holds at most; past it, the least recently
+        used one is released (its library unloaded) and compiled again (usually from the on-disk
+        cache) if it is called again. None: no limit.
     dynamic: which input dimensions are traced as size symbols (frontend/dynamic.py): None
         (automatic: a dimension seen with a second size), True (every dimension of size >= 2),
         False (none), or {argument name: {axis: name or tk.Dim}}; kept as a tuple of
@@ -54,6 +59,8 @@ class CompileOptions:
     donate_argnums: frozenset[int] = frozenset()
     dump_dir: str | None = None
     precision: str = "fp32"
+    recompile_limit: int = 8
+    cache_limit: int | None = 64
     dynamic: object = None
 
     def __post_init__(self) -> None:
@@ -74,6 +81,12 @@ class CompileOptions:
             raise TypeError(f"dump_dir must be a directory path or None, got {self.dump_dir!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        if isinstance(self.recompile_limit, bool) or not isinstance(self.recompile_limit, int) \
+                or self.recompile_limit < 1:
+            raise ValueError(f"recompile_limit must be a positive integer, got {self.recompile_limit!r}")
+        if self.cache_limit is not None and (isinstance(self.cache_limit, bool) or
+                                             not isinstance(self.cache_limit, int) or self.cache_limit < 1):
+            raise ValueError(f"cache_limit must be a positive integer or None, got {self.cache_limit!r}")
         object.__setattr__(self, "dynamic", _normalize_dynamic(self.dynamic))
 
     def resolved(self) -> CompileOptions:

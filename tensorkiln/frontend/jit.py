@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
 import time
 import types
@@ -26,19 +27,15 @@ from ..ir.graph import Graph, Node, input_node, verify
 from ..driver.profile import KernelProfile
 from ..driver.export import ExportError, ExportedLibrary, export_graph
 from ..runtime.export_format import model_name_from
-from .writes import count_write, write_count
+from .writes import count_write, write_count, write_counts
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
 from .dynamic import SizeHistory, applies, pattern_of, symbol_plan, symbolic_types
-
+from .recompiles import RecompileWarning, closest, describe_change, ordinal
 
 _log = logging.getLogger("tensorkiln")
-RECOMPILE_WARNING = 8  # traces of one tensor signature for this many static values: warn (torch's recompile_limit)
-
-
-class RecompileWarning(UserWarning):
-    """A tk.jit function keeps compiling for new values of its non-tensor arguments."""
+_ticks = itertools.count(1)  # a clock for "least recently used": one tick per call of a program
 
 
 @dataclass
@@ -135,6 +132,10 @@ class TracedFunction:
     # (output, input) positions where an output is the new value of the tensor that input reads:
     # the compiled code may write it into that input's array (see CompiledGraph)
     updates: list = field(default_factory=list)
+    key: tuple = ()  # the signature it was traced for (JitFunction._bind)
+    leaf_names: list = field(default_factory=list)  # names of the tensor arguments, for messages
+    last_used: int = 0  # a tick of _ticks: the call that used it last
+    native: Any = None  # the C caller of warm calls (runtime/fastcall.py), when the trace allows one
     shape_env: Any = None  # the ShapeEnv of a trace with size symbols (frontend/dynamic.py), else None
 
     def __post_init__(self) -> None:
@@ -171,11 +172,11 @@ class JitFunction:
         self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
         self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
-        self._static_values: dict[tuple, set] = {}  # tensor signature -> static keys traced with it
-        self._warned_recompiles = False
+        self._compiles = 0  # programs compiled so far, evicted ones included
+        # (C caller, trace, grad mode, training flag) of the last warm call that could use one
+        self._native: tuple | None = None
         self._symbolic: dict[tuple, list[TracedFunction]] = {}  # signature pattern -> traces with size symbols
         self._sizes_seen: dict[tuple, SizeHistory] = {}  # signature pattern -> sizes seen (automatic dynamic)
-        self.compile_count = 0  # traces compiled so far (one symbolic trace serves many shapes)
 
     # ---- tracing --------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -243,7 +244,7 @@ class JitFunction:
             if entry is not None:
                 entries.append(entry)
         if entry is None:
-            self._warn_if_static_values_churn(key)
+            held = self._programs()
             history = self._sizes_seen.setdefault(pattern, SizeHistory())
             plan = symbol_plan(self.options.dynamic, _unique_names(names), shapes, history)
             history.add(shapes)
@@ -258,9 +259,19 @@ class JitFunction:
                 _log.info("tk.jit: %s traced static: its symbolic trace failed (%s: %s)",
                           getattr(self.fn, "__name__", type(self.fn).__name__), type(err).__name__, err)
                 entry = self._trace_and_compile(tensors, names, structure, donated, {})
+            entry.key, entry.leaf_names = key, [n for n in names]
+            if not (entry.state_sources or entry.mutations):
+                entry.native = entry.compiled.native_caller(Tensor)  # None for a program with size symbols
+                if entry.native is not None and entry.checked:
+                    entry.native.set_checks(tuple((t, array, id(array), writes) for t, array, writes in entry.baked),
+                                            tuple((t, bool(had)) for t, had in entry.guards), write_counts())
             entries.append(entry)
             if entry.shape_env is not None:
                 self._symbolic.setdefault(pattern, []).append(entry)
+            if self._compiles > self.options.recompile_limit and held:
+                self._warn_recompile(entry, held)
+            self._evict_beyond_limit(keep=entry)
+        entry.last_used = next(_ticks)
         self._cache[key] = entry
         return entry, tensors
 
@@ -270,7 +281,7 @@ class JitFunction:
         entry = self._trace(tensors, names, structure, donated, plan)
         entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
         entry.compiled.report.trace_seconds = entry.trace_seconds
-        self.compile_count += 1
+        self._compiles += 1
         return entry
 
     def _symbolic_trace_for(self, pattern: tuple, shapes: list[tuple[int, ...]]) -> TracedFunction | None:
@@ -283,16 +294,42 @@ class JitFunction:
                 return entry
         return None
 
-    def _warn_if_static_values_churn(self, key: tuple) -> None:
-        """Warn once when calls with one tensor signature keep bringing new non-tensor values: each compiles."""
-        values = self._static_values.setdefault((key[0],) + key[2:], set())
-        values.add(key[1])
-        if len(values) == RECOMPILE_WARNING and not self._warned_recompiles:
-            self._warned_recompiles = True
-            name = getattr(self.fn, "__name__", type(self.fn).__name__)
-            warnings.warn(f"tk.jit: {name} was traced and compiled for {len(values)} different values of its "
-                          f"non-tensor arguments with the same tensor shapes; every new value compiles again. "
-                          f"Pass values that change from call to call as tensors", RecompileWarning, stacklevel=4)
+    @property
+    def compile_count(self) -> int:
+        """Programs compiled so far, released ones included (one with size symbols serves many shapes)."""
+        return self._compiles
+
+    def _programs(self) -> list[TracedFunction]:
+        """Every compiled program held, across signatures (one with size symbols serves several)."""
+        return list({id(e): e for entries in self._variants.values() for e in entries}.values())
+
+    def _warn_recompile(self, entry: TracedFunction, held: list[TracedFunction]) -> None:
+        """Each compile past recompile_limit warns, naming what differs from the closest program held."""
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        recent_first = [e.key for e in sorted(held, key=lambda e: -e.last_used)]
+        change = describe_change(closest(entry.key, recent_first), entry.key, entry.leaf_names)
+        warnings.warn(f"tk.jit: {name} compiled its {ordinal(self._compiles)} program (recompile_limit="
+                      f"{self.options.recompile_limit}) because {change}; every new signature traces and "
+                      "compiles again", RecompileWarning, stacklevel=5)
+
+    def _evict_beyond_limit(self, keep: TracedFunction) -> None:
+        """Past cache_limit, release the least recently used programs (their libraries are unloaded)."""
+        limit = self.options.cache_limit
+        programs = self._programs()
+        if limit is None or len(programs) <= limit:
+            return
+        victims = sorted((e for e in programs if e is not keep), key=lambda e: e.last_used)
+        for victim in victims[:len(programs) - limit]:
+            if self._native is not None and self._native[1] is victim:
+                self._native = None
+            for lists in (self._variants, self._symbolic):  # a symbolic program is listed per signature
+                for entries in lists.values():
+                    entries[:] = [e for e in entries if e is not victim]
+            for table in (self._cache, self._fast):
+                for k in [k for k, e in table.items() if e is victim]:
+                    del table[k]
+            if victim.compiled is not None:
+                victim.compiled.release()
 
     # ---- public API -------------------------------------------------------------
     def _fast_arguments(self, args: tuple) -> tuple[tuple, list[np.ndarray]] | None:
@@ -316,6 +353,16 @@ class JitFunction:
         return tuple(key), arrays
 
     def __call__(self, *args, **kwargs):
+        native = self._native
+        if native is not None and not kwargs and current_trace() is None and is_grad_enabled() is native[2] \
+                and (self._module is None or self._module.training is native[3]):
+            outputs = native[0](*args)  # None: not the arguments that program was bound for
+            if outputs is not None:
+                entry = native[1]
+                entry.last_used = next(_ticks)
+                if entry.single_output:
+                    return Tensor._from_value(outputs[0], entry.output_dtypes[0])
+                return _results(entry, list(outputs))
         if kwargs or current_trace() is not None:
             return self._call(args, kwargs)
         fast = self._fast_arguments(args)
@@ -325,6 +372,10 @@ class JitFunction:
         entry = self._fast.get(key)
         if entry is None or not entry.current():
             return self._call(args, kwargs, key)
+        entry.last_used = next(_ticks)
+        if entry.native is not None:
+            self._native = (entry.native, entry, is_grad_enabled(),
+                            None if self._module is None else self._module.training)
         # the common case: same signature as before, no flattening, no key of the whole structure
         if entry.state_sources:
             arrays += [read() for read in entry.state_sources]
@@ -399,10 +450,9 @@ class JitFunction:
         return export_graph(entry.compiled, directory, name=name or model_name_from(default), input_names=input_names,
                             output_names=output_names, weights=weights, openmp=openmp)
 
-    @property
     def cache_size(self) -> int:
-        """Number of signatures traced so far."""
-        return len(self._cache)
+        """Number of compiled programs this function holds (at most its cache_limit)."""
+        return len(self._programs())
 
 
 def _results(entry: TracedFunction, results: list[np.ndarray]):
@@ -509,7 +559,7 @@ def _unique_names(names: list[str]) -> list[str]:
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
         backend: str = "c", donate_argnums: int | tuple[int, ...] = (), dump_dir: str | None = None,
-        precision: str = "fp32", dynamic=None):
+        precision: str = "fp32", recompile_limit: int = 8, cache_limit: int | None = 64, dynamic=None):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
@@ -523,6 +573,9 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     dump_dir writes every compile stage's result there (also TENSORKILN_DUMP_IR=dir).
     precision="bf16": matmuls, convolutions and attention take bf16 operands and accumulate in fp32,
     everything else stays fp32 (docs/precision.md); "fp32" is the default.
+    recompile_limit: each compile after this many warns (RecompileWarning), naming the argument and
+    dimension that changed; cache_limit: compiled programs held at most (the least recently used is
+    released past it; None: no limit). f.cache_size() counts the programs held.
     dynamic: which input sizes are traced as symbols, so one compiled program serves many sizes
     (docs/dynamic_shapes.md): None (default) makes a dimension symbolic once a call brings a second
     size of it; True makes every dimension of size >= 2 symbolic; {"x": {0: "batch"}} names the
@@ -531,7 +584,7 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     """
     options = CompileOptions(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
                              donate_argnums=donate_argnums, dump_dir=dump_dir, precision=precision,
-                             dynamic=dynamic)
+                             recompile_limit=recompile_limit, cache_limit=cache_limit, dynamic=dynamic)
     if fn is None:
         return lambda f: JitFunction(f, options)
     return JitFunction(fn, options)

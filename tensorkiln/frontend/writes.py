@@ -22,3 +22,9 @@ def count_write(array: np.ndarray) -> None:
 def write_count(array: np.ndarray) -> int:
     """In-place writes to `array` so far."""
     return _writes.get(id(array), 0)
+
+
+def write_counts() -> dict[int, int]:
+    """The table itself (id(array) -> writes), for code that checks counts without a call per array
+    (the C fast path of warm calls, runtime/fastcall.c)."""
+    return _writes

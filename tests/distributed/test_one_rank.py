@@ -169,3 +169,17 @@ def test_launch_plan(tmp_path):
     assert spinning.environment.get("MPIR_CVAR_ENABLE_HEAVY_YIELD") == os.environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD")
     with pytest.raises(ValueError, match="at least one rank"):
         launcher.plan(0, ["train.py"], mpiexec="mpiexec")
+
+
+def test_sync_batch_norm_on_one_rank_is_batch_norm():
+    tk.manual_seed(0)
+    plain = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3, momentum=None))
+    tk.manual_seed(0)
+    synced = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3, momentum=None)))
+    assert isinstance(synced[1], nn.SyncBatchNorm) and synced[1].momentum is None
+    x = tk.tensor(np.random.default_rng(0).standard_normal((4, 2, 6, 6)).astype(np.float32))
+    for _ in range(2):
+        np.testing.assert_allclose(synced(x).numpy(), plain(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(synced[1].running_var.numpy(), plain[1].running_var.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="expects an"):
+        nn.SyncBatchNorm(3)(tk.tensor(np.ones(3, np.float32)))

@@ -32,6 +32,10 @@ def test_data_parallel_training_matches_one_process():
     assert_ok(launch(2, "data_parallel.py"), "data_parallel", 2)
 
 
+def test_sync_batch_norm_and_no_sync_match_one_process():
+    assert_ok(launch(2, "sync_batch_norm.py"), "sync_batch_norm", 2)
+
+
 def test_tensor_parallel_gpt2_and_bert_match_the_unsharded_models():
     assert_ok(launch(2, "tensor_parallel.py"), "tensor_parallel", 2)
 

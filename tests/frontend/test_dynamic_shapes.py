@@ -55,6 +55,13 @@ def test_automatic_dynamic_compiles_at_most_twice():
     assert f.compile_count == 2
 
 
+def test_a_symbolic_program_is_held_once_for_all_its_shapes():
+    f = tk.jit(lambda x: x * 2, dynamic={"x": {0: "n"}}, cache_limit=2)
+    for n in range(2, 12):
+        np.testing.assert_array_equal(f(np.ones((n, 3), np.float32)).numpy(), 2)
+    assert f.cache_size() == 1 and f.compile_count == 1
+
+
 def test_dynamic_false_keeps_one_program_per_shape():
     f = tk.jit(lambda x: x + 1, dynamic=False)
     for n in (3, 4, 5):

@@ -43,7 +43,7 @@ def test_traced_once_per_signature():
     x, y = tk.ones(2, 3), tk.ones(3)
     for _ in range(3):
         out = f(x, y)
-    assert body.calls == 1 and f.cache_size == 1
+    assert body.calls == 1 and f.cache_size() == 1
     assert out.tolist() == [[2.0] * 3] * 2
     f(tk.zeros(2, 3), tk.full((3,), 5.0))  # new values, same signature: no retrace
     assert body.calls == 1
@@ -59,9 +59,9 @@ def test_retraced_on_new_shapes_and_dtypes():
     f(tk.ones(2, 3, dtype=tk.float64))
     f(tk.ones(2, 3, dtype=tk.int32))
     f(tk.ones(2, 3))  # seen before
-    assert body.calls == 4 and f.cache_size == 4
+    assert body.calls == 4 and f.cache_size() == 4
     assert f(tk.ones(4, 3, dtype=tk.int32)).dtype is tk.int64
-    assert f.cache_size == 5
+    assert f.cache_size() == 5
 
 
 def test_static_python_arguments_are_part_of_the_key():
@@ -98,7 +98,7 @@ def test_unhashable_static_arguments_and_none():
     assert f(x, [2, 0, 1]).shape == (4, 2, 3)
     assert f(x, [1, 0, 2]).shape == (3, 2, 4)
     assert f(x, (2, 0, 1)).shape == (4, 2, 3)
-    assert f.cache_size == 3
+    assert f.cache_size() == 3
     assert f(x, [2, 0, 1], opt="x").shape == (2, 3, 4)
 
 
@@ -237,10 +237,10 @@ def test_calling_a_jit_function_inside_another_inlines_it():
     expected = inner_body.fn(x) + inner_body.fn(x * 3)
     assert_same_structure(expected, out, exact=EXACT)
     graph = outer.graph(x)
-    assert inner.cache_size == 0  # never traced on its own
+    assert inner.cache_size() == 0  # never traced on its own
     assert len(graph.inputs) == 1 and _ops(graph).count("erf") == 2  # both calls inlined
     assert inner_body.calls == 2  # twice while tracing outer, and never again
-    assert inner(x).shape == (1, 3) and inner.cache_size == 1  # still usable on its own
+    assert inner(x).shape == (1, 3) and inner.cache_size() == 1  # still usable on its own
 
 
 def test_jit_of_a_function_returning_the_same_tensor_twice():
@@ -270,7 +270,7 @@ def test_graph_explain_and_report():
     assert graph.name == "<lambda>" and len(graph.outputs) == 1
     text = f.explain(x)
     assert text.startswith("== traced graph (") and str(graph) in text
-    assert f.cache_size == 1
+    assert f.cache_size() == 1
     if JIT_BACKEND != "c":
         assert "reference interpreter" in text
         assert f.report(x).backend == "interpreter"

@@ -33,7 +33,7 @@ def test_a_new_shape_or_dtype_after_warm_up_compiles_its_own_signature():
     result = f(z)
     assert result.dtype == tk.float64
     np.testing.assert_array_equal(result.numpy(), z * 2 + 1)
-    assert f.cache_size == 3
+    assert f.cache_size() == 3
 
 
 def test_an_array_whose_shape_changes_in_place_is_rechecked():

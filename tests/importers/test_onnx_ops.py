@@ -160,7 +160,7 @@ def test_dynamic_batch_retraces():
     for n in (1, 4, 2):
         x = rng.standard_normal((n, 3)).astype(np.float32)
         np.testing.assert_array_equal(module(x)[0], np.maximum(x, 0))
-    assert module._jit.cache_size == 3
+    assert module.cache_size() == 3
 
 
 def test_shape_subgraph_is_eager():

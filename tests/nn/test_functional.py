@@ -229,7 +229,7 @@ def test_batch_norm_training_under_jit_updates_running_stats_like_eager(rng):
         np.testing.assert_array_equal(train_step(x).numpy(), expected.numpy())
         np.testing.assert_array_equal(jit_mean.numpy(), eager_mean.numpy())
         np.testing.assert_array_equal(jit_var.numpy(), eager_var.numpy())
-    assert train_step.cache_size == 1
+    assert train_step.cache_size() == 1
 
 
 # ---- scaled dot-product attention ----------------------------------------------------------------

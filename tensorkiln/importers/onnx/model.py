@@ -543,6 +543,10 @@ class OnnxModule:
         """The CompileReport for these inputs' signature (compiles it if needed)."""
         return self._jit.report(*self._arguments(args, kwargs))
 
+    def cache_size(self) -> int:
+        """Number of compiled programs this model holds (one per input signature called, at most 64)."""
+        return self._jit.cache_size()
+
     def explain(self, *args, **kwargs) -> str:
         """Graph after each pass, kernels and generated source for these inputs' signature."""
         return self._jit.explain(*self._arguments(args, kwargs))

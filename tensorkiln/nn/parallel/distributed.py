@@ -7,9 +7,14 @@ gradients are averaged over the ranks, bucket by bucket (buckets.py), so every
 replica takes the same optimizer step. Eagerly the buckets' all-reduces are all
 started before the first is waited for; inside a tk.jit training step each
 bucket is one all_reduce node of the step's graph, reading only its own
-gradients.
+gradients. `no_sync()` skips the averaging for the backward passes inside it
+(gradient accumulation): the gradients they add up locally are averaged with
+the first backward after it, as torch's.
 """
 from __future__ import annotations
+
+import contextlib
+from typing import Iterator
 
 import numpy as np
 
@@ -42,11 +47,23 @@ class DistributedDataParallel(Module):
         trainable = [p for p in module.parameters() if p.requires_grad]
         self.buckets = plan_buckets(trainable, int(bucket_cap_mb * 2 ** 20))
         self._sync_queued = False
+        self._require_sync = True  # False inside no_sync()
         tensors = list(module.parameters()) + (list(module.buffers()) if broadcast_buffers else [])
         broadcast_from_first_rank(tensors, _group(process_group))
 
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes of forwards run inside this block keep their gradients local (accumulated);
+        the first backward of a forward outside it averages the sum over the ranks."""
+        previous = self._require_sync
+        self._require_sync = False
+        try:
+            yield
+        finally:
+            self._require_sync = previous
+
     def forward(self, *args, **kwargs):
-        if is_grad_enabled() and self.buckets and not self._sync_queued:
+        if is_grad_enabled() and self.buckets and self._require_sync and not self._sync_queued:
             queue_after_backward(self._average_gradients)
             self._sync_queued = True
         return self.module(*args, **kwargs)

@@ -70,7 +70,7 @@ def test_compiled_training_step_matches_eager(make_opt, rng):
         le, lc = eager_step(x, y), compiled_step(x, y)
         np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5, atol=1e-5)
     assert compiled_step.report(x, y).backend == "c"
-    assert compiled_step.cache_size == 1
+    assert compiled_step.cache_size() == 1
     for (name, a), b in zip(eager_model.state_dict().items(), compiled_model.state_dict().values()):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
     for a, b in zip(eager_model.parameters(), compiled_model.parameters()):  # .grad written back too
@@ -100,7 +100,7 @@ def test_scheduler_changes_reach_the_compiled_step():
     sched.step()
     step(x)
     np.testing.assert_allclose(w.numpy(), [-0.5, 0.5])
-    assert step.cache_size == 1
+    assert step.cache_size() == 1
 
 
 def test_grad_accumulation_without_zero_grad_matches_eager():
