@@ -231,22 +231,24 @@ class JitFunction:
                               state_sources=state.state_sources, mutations=state.mutations,
                               guards=state.guards, baked=state.baked, updates=updates, shape_env=shape_env)
 
-    def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
+    def _lookup(self, args, kwargs, static: bool = False) -> tuple[TracedFunction, list[Tensor]]:
+        """The program for these arguments, traced and compiled if none applies; static=True: one
+        without size symbols (what an exported library needs)."""
         tensors, names, structure, key, donated = self._bind(args, kwargs)
         # Several traces may share a signature, told apart by their guards (see TracedFunction).
         entries = self._variants.setdefault(key, [])
         entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
-        entry = next((e for e in entries if e.guards_hold()), None)
+        entry = next((e for e in entries if e.guards_hold() and not (static and e.shape_env)), None)
         shapes = [tuple(t.shape) for t in tensors]
         pattern = (pattern_of(shapes, [t.dtype.name for t in tensors]),) + key[1:]
-        if entry is None:
+        if entry is None and not static:
             entry = self._symbolic_trace_for(pattern, shapes)
             if entry is not None:
                 entries.append(entry)
         if entry is None:
             held = self._programs()
             history = self._sizes_seen.setdefault(pattern, SizeHistory())
-            plan = symbol_plan(self.options.dynamic, _unique_names(names), shapes, history)
+            plan = {} if static else symbol_plan(self.options.dynamic, _unique_names(names), shapes, history)
             history.add(shapes)
             try:
                 entry = self._trace_and_compile(tensors, names, structure, donated, plan)
@@ -437,7 +439,7 @@ class JitFunction:
         the library's weights.
         """
         with no_grad():  # an inference library: parameters are baked in as constants, not graph inputs
-            entry, _ = self._lookup(args, {})
+            entry, _ = self._lookup(args, {}, static=True)  # its C API has static shapes
         if entry.state_sources:
             raise ExportError(f"{self.__name__ if self._module is None else type(self.fn).__name__} updates "
                               "parameters or state in place: only a function of its arguments can be exported")

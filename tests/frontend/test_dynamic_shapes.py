@@ -176,3 +176,11 @@ def test_attention_with_a_symbolic_sequence_length_compiles_once():
         np.testing.assert_allclose(attention(q, k, v).numpy(), expected, rtol=1e-4, atol=1e-5)
     assert attention.compile_count == 1
     assert [k.kind for k in attention.report(q, k, v).kernels] == ["attention"]  # the fused kernel
+
+
+def test_export_of_a_dynamic_function_builds_a_static_library(tmp_path):
+    f = tk.jit(lambda x: (x * 3).relu(), dynamic=True)
+    x = RNG.standard_normal((5, 4)).astype(np.float32)
+    f(x)
+    exported = f.export(tmp_path / "lib", x, name="relu3")  # an exported library's C API has static shapes
+    np.testing.assert_allclose(tk.load_compiled(exported.directory)(x)[0], np.maximum(x * 3, 0), rtol=1e-6)

@@ -43,6 +43,7 @@ from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
 from ...frontend.jit import jit
 from ...runtime.export_format import model_name_from
+from ...shapes import hint_of
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
@@ -470,7 +471,7 @@ class OnnxModule:
             if value.dtype != dtype:
                 raise OnnxImportError(f"ONNX model {self.model_name!r}: graph output {name!r} is declared "
                                       f"{dtype.name} but the model computes {value.dtype.name}")
-            shape = tuple(value.shape)
+            shape = tuple(hint_of(d) for d in value.shape)  # the sizes of this trace: a diagnostic, no guard
             if dims is not None and not _shape_matches(dims, shape):
                 declared_shape = [d if d is not None else "?" for d in dims]
                 warnings.warn(f"ONNX model {self.model_name!r}: graph output {name!r} is declared with shape "
