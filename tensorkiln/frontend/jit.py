@@ -473,6 +473,8 @@ def _write_back(mutations: list, arrays: list, nodes: list) -> None:
             tensor._grad = None
             continue
         array, node = next(values)
+        if kind == "effect":  # the token that kept the messages in the graph
+            continue
         if kind == "data":
             if tensor._value is array:
                 count_write(array)  # updated in place by the compiled code
