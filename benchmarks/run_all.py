@@ -58,6 +58,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),
     "tuning": ([sys.executable, os.path.join(HERE, "tuning.py")], True),
     "onnx_lstm_scan": ([sys.executable, os.path.join(HERE, "onnx_lstm_scan.py")], True),
+    "dynamic_shapes": ([sys.executable, os.path.join(HERE, "dynamic_shapes.py")], True),
 }
 
 

@@ -24,6 +24,7 @@ from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.control import cond, scan, while_loop
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
 from .driver.options import CompileOptions
+from .shapes import Dim, SymInt
 from .runtime.exported import load_compiled
 from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.autodiff.functional import grad, value_and_grad, vjp

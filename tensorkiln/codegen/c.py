@@ -60,7 +60,7 @@ from tensorkiln.codegen.c_stream import STREAM_HELPERS, stream_copy, streams
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (
-    BinOp, Call, Cast, Const, Expr, Load, Select, Unary, Var, walk,
+    BinOp, Call, Cast, Const, Expr, Load, Select, Unary, Var, is_size_var, lift, walk,
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
@@ -334,7 +334,7 @@ class _KernelWriter:
         """
         bounds = self.bounds()
         for x in walk(e):
-            if isinstance(x, Load) and not bounds.within(x.index, 0, x.buffer.size - 1):
+            if isinstance(x, Load) and not bounds.within(x.index, 0, _smallest_size(x.buffer) - 1):
                 return False
             if isinstance(x, BinOp) and x.operator in ("div", "floordiv", "mod") and not is_float(x.dtype) \
                     and not (_constant_divisor(x) and not self._clamped_load(e)):
@@ -353,19 +353,24 @@ class _KernelWriter:
         bounds = self.bounds()
         return bounds(e.a)[0] >= 0 and bounds(e.b)[0] > 0
 
+    def size_c(self, buffer: Buffer) -> str:
+        """C code for the element count of `buffer` (an expression over size symbols when symbolic)."""
+        size = buffer.size
+        return str(size) if isinstance(size, int) else self.expr(lift(size, Const(0)))[0]
+
     def index(self, buffer: Buffer, index: Expr) -> tuple[str, bool]:
         """C code for an index and whether it needs a runtime check (debug mode only)."""
         code = self.expr(index)[0]
         if not self.debug:
             return code, False
         lo, hi = self.bounds()(index)
-        return code, not (lo >= 0 and hi < buffer.size)
+        return code, not (lo >= 0 and hi < _smallest_size(buffer))
 
     def load(self, e: Load) -> str:
         buffer = e.buffer
         code, checked = self.index(buffer, e.index)
         if checked:
-            code = f'tk_checked_index({code}, {buffer.size}, "{self.kernel.name}", "{buffer.name}")'
+            code = f'tk_checked_index({code}, {self.size_c(buffer)}, "{self.kernel.name}", "{buffer.name}")'
         access = f"{c_name(buffer.name)}[{code}]"
         if checked and buffer.size == 0:  # nothing can be read: report, and yield 0
             access = f"({code}, ({C_TYPES[buffer.dtype]})0)"
@@ -465,7 +470,7 @@ class _KernelWriter:
         code, checked = self.index(buffer, s.index)
         target = f"{c_name(buffer.name)}[{code}] = {value};"
         if checked:
-            self.emit(depth, f'if (tk_in_bounds({code}, {buffer.size}, "{self.kernel.name}", '
+            self.emit(depth, f'if (tk_in_bounds({code}, {self.size_c(buffer)}, "{self.kernel.name}", '
                              f'"{buffer.name}", "store")) {{')
             self.emit(depth + 1, target)
             self.emit(depth, "}")
@@ -492,14 +497,17 @@ class _KernelWriter:
             # Accessed through a restrict pointer: with the array itself, GCC 12 loses track that two
             # local arrays are distinct once it vectorizes their accesses, and then keeps register
             # tiles (a micro-kernel's accumulators) in memory.
-            self.emit(depth + 1, f"{ctype} tk_local_{name}[{size}] __attribute__((aligned(64)));  /* {buffer} */")
+            count = size if isinstance(size, int) else self.size_c(buffer)
+            self.emit(depth + 1, f"{ctype} tk_local_{name}[{count}] __attribute__((aligned(64)));  /* {buffer} */")
             self.emit(depth + 1, f"{ctype} *restrict {name} = tk_local_{name};")
             self.stmt(s.body, depth + 1, in_parallel, in_simd)
             self.emit(depth, "}")
             return
         self.emit(depth, "{")
         self.emit(depth + 1, f"/* {buffer}: {buffer.nbytes} bytes, too large for the stack */")
-        self.emit(depth + 1, f'{ctype} *{name} = ({ctype} *)tk_alloc({buffer.nbytes}u, '
+        nbytes = f"{buffer.nbytes}u" if isinstance(buffer.nbytes, int) else \
+            f"(size_t)({self.size_c(buffer)}) * sizeof({ctype})"
+        self.emit(depth + 1, f'{ctype} *{name} = ({ctype} *)tk_alloc({nbytes}, '
                              f'"{self.kernel.name}", "{buffer.name}");')
         self.emit(depth + 1, f"if ({name} != NULL) {{")
         self.stmt(s.body, depth + 2, in_parallel, in_simd)
@@ -633,6 +641,8 @@ class _KernelWriter:
         else:
             self.emit(0, f"{head}{', '.join(params) or 'void'})")
         self.emit(0, "{")
+        for size in _kernel_size_vars(k):  # a local copy: the compiler sees it cannot change in the kernel
+            self.emit(1, f"const int64_t {c_name(size)} = tk_size_{size};")
         used = {n.buffer.name for s in iter_stmts(k.body) for e in stmt_exprs(s) for n in walk(e)
                 if isinstance(n, Load)} | {s.buffer.name for s in iter_stmts(k.body) if isinstance(s, Store)} | \
             {b.name for s in iter_stmts(k.body) if isinstance(s, RuntimeCall) for b in s.writes + s.reads}
@@ -780,12 +790,55 @@ def _reduction_clauses(body: Stmt, loop_vars: list[str]) -> tuple[str, Optional[
     return clauses, None
 
 
+def _smallest_size(buffer: Buffer) -> int:
+    """The fewest elements `buffer` can have: its size, or for a symbolic size its value with every
+    size symbol at its lower bound (what proofs of in-range indices may rely on)."""
+    size = buffer.size
+    if isinstance(size, int):
+        return size
+    return max(int(Bounds()(lift(size, Const(0)))[0]), 0)
+
+
+def _size_vars(e: Expr) -> set[str]:
+    return {n.name for n in walk(e) if isinstance(n, Var) and is_size_var(n.name)}
+
+
+def _kernel_size_vars(kernel: Kernel) -> list[str]:
+    """The size symbols a kernel reads (loop extents, indices, buffer sizes), sorted."""
+    names: set[str] = set()
+    for s in iter_stmts(kernel.body):
+        for e in stmt_exprs(s):
+            names |= _size_vars(e)
+    for b in kernel.params:
+        if not isinstance(b.size, int):
+            names |= _size_vars(lift(b.size, Const(0)))
+    return sorted(names)
+
+
+def _size_code(value) -> str:
+    """C code for a size outside any kernel (an arena offset): an int, or an expression over size symbols."""
+    if isinstance(value, int):
+        return str(value)
+    return _KernelWriter(Kernel("entry", (), Block(())), False).expr(lift(value, Const(0)))[0]
+
+
+def _size_globals(program: Program) -> list[str]:
+    """The size symbols' values of the current call, set by the entry, read by the kernels."""
+    if not program.sizes:
+        return []
+    return ["/* size symbols: set by tk_entry from its sizes argument on every call */"] + \
+        [f"static int64_t tk_size_{size};" for size in program.sizes] + [""]
+
+
 def _signature(program: Program) -> Signature:
     def specs(buffers: tuple[Buffer, ...], role: str) -> tuple[ArgSpec, ...]:
-        return tuple(ArgSpec(b.name, b.dtype, b.shape, role) for b in buffers)
+        return tuple(ArgSpec(b.name, b.dtype, tuple(d if isinstance(d, int) else str(d) for d in b.shape), role)
+                     for b in buffers)
 
+    # a symbolic program's arena size depends on the sizes: the caller computes it per call
+    arena = program.arena_bytes if not program.sizes else 0
     return Signature(specs(program.inputs, "input"), specs(program.outputs, "output"),
-                     specs(program.constants, "constant"), program.arena_bytes)
+                     specs(program.constants, "constant"), arena, sizes=program.sizes)
 
 
 def _entry(program: Program, signature: Signature, profile: bool = False, sub: bool = False) -> list[str]:
@@ -797,12 +850,21 @@ def _entry(program: Program, signature: Signature, profile: bool = False, sub: b
     for i, arg in enumerate(signature.args):
         lines.append(_comment(f" *     [{i}] {arg.role} {arg.describe()}"))
     layout = program.arena_layout()
+    if program.sizes:
+        lines.append(_comment(f" *     [{len(signature.args)}] sizes: int64[{len(program.sizes)}] "
+                              f"({', '.join(program.sizes)})"))
     if program.temps:
         lines.append(f" *   arena ({program.arena_bytes} bytes):")
         for t in program.temps:
             lines.append(_comment(f" *     +{layout[t.name]} {t}"))
     head = f"static int {program_function_name(program.name)}" if sub else "TK_EXPORT int tk_entry"
     lines += [" */", f"{head}(void *const *args, void *arena)", "{"]
+    if program.sizes:  # read once per call (a sub-program: from the outer entry's); kernels take local copies
+        if not sub:
+            lines.append(f"{INDENT}const int64_t *tk_sizes = (const int64_t *)args[{len(signature.args)}];")
+        for i, size in enumerate(program.sizes):
+            value = f"tk_size_{size}" if sub else f"tk_size_{size} = tk_sizes[{i}]"
+            lines.append(f"{INDENT}const int64_t {c_name(size)} = {value}; (void){c_name(size)};")
     used = {p.name for k in program.kernels for p in k.params}
     for i, arg in enumerate(signature.args):
         buffer = next(b for b in program.buffers if b.name == arg.name)
@@ -813,9 +875,11 @@ def _entry(program: Program, signature: Signature, profile: bool = False, sub: b
     for t in program.temps:
         ctype = C_TYPES[t.dtype]
         unused = "" if t.name in used else " (void)" + c_name(t.name) + ";"
-        lines.append(f"{INDENT}{ctype} *{c_name(t.name)} = ({ctype} *)((char *)arena + {layout[t.name]});{unused}")
+        offset = _size_code(layout[t.name])
+        lines.append(f"{INDENT}{ctype} *{c_name(t.name)} = ({ctype} *)((char *)arena + {offset});{unused}")
     if not program.temps:
         lines.append(f"{INDENT}(void)arena;")
+    lines += [f"{INDENT}(void){c_name(size)};" for size in program.sizes]
     lines.append(f"{INDENT}tk_status = TK_OK;")
     if profile:
         lines.append(f"{INDENT}double tk_clock = omp_get_wtime();")
@@ -898,6 +962,7 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
         parts += [RUNTIME_HOOK, ""]
     natives: dict[str, str] = {}
+    parts += _size_globals(program)
     for part in program.all_programs():  # sub-programs (control-flow bodies) before their callers
         outer = part is program
         parts.append(f"/* ================= {'program' if outer else 'sub-program'} {part.name}: "

@@ -23,6 +23,7 @@ from ..ir.graph import Graph, interpret
 from .profile import KernelProfile, KernelTime
 from ..runtime.signature import numpy_dtypes
 from .build import build
+from .sized_call import evaluate
 
 
 # References to a recycled output array that nobody outside holds: the recycling list, the
@@ -127,6 +128,7 @@ class CompiledGraph:
         self._call_lock = threading.Lock()
         self.report = CompileReport(backend="interpreter", passes=passes)
         self._plain = False  # bound to a module with nothing but inputs to check (see bind)
+        self._sized = None  # a program with size symbols: how a call evaluates them (sized_call.py)
         self._callers: list = []  # C callers of the module (native_caller), invalidated on release
         self._native = None  # the last of them: calls go through it when their arrays pass as they are
 
@@ -138,9 +140,12 @@ class CompiledGraph:
         return self
 
     def bind(self, module, kernels: list[KernelInfo], arena_bytes: int, naive_bytes: int,
-             lower_bound_bytes: int, lower_seconds: float, in_place: dict[int, int], lowering=None) -> None:
-        """Bind the loaded module and fill the report (the same for a fresh build and a cached one)."""
+             lower_bound_bytes: int, lower_seconds: float, in_place: dict[int, int], lowering=None,
+             sized=None) -> None:
+        """Bind the loaded module and fill the report (the same for a fresh build and a cached one);
+        `sized`: the SizedCall of a program with size symbols."""
         self.module = module
+        self._sized = sized
         self._lowering = lowering
         self._in_place = dict(in_place)
         self._output_specs = [(spec.shape, numpy_dtypes(spec.dtype)[0]) for spec in module.signature.outputs]
@@ -150,7 +155,7 @@ class CompiledGraph:
         # (numpy's dtypes of the built-in types are singletons); anything else is converted.
         self._input_types = [(np.dtype(dtype), tuple(n.shape)) for dtype, n in zip(self._input_dtypes, self.graph.inputs)]
         self._recycled = [None] * len(self._output_specs)
-        self._plain = not self._index_checks and not self._in_place
+        self._plain = not self._index_checks and not self._in_place and sized is None
         self._call_lock = module.lock  # one lock for recycling outputs and the module's pointer slots
         self.report = CompileReport(
             backend="c", kernels=kernels, passes=self.report.passes, source_path=module.source_path,
@@ -209,13 +214,19 @@ class CompiledGraph:
             self._profiled = build(program, constants, profile=True)
         module, kernels = self._profiled, self.report.kernels
         inputs = [np.array(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
-        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        if self._sized is not None:  # sizes from the inputs' shapes, as a call reads them
+            sizes, shapes, arena_bytes, _ = self._sized.prepare(inputs)
+            outputs = [np.empty(shape, dtype) for shape, (_, dtype) in zip(shapes, self._output_specs)]
+            run = lambda: module.call_sized(inputs + outputs, sizes, arena_bytes)  # noqa: E731
+        else:
+            outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+            run = lambda: module(*inputs, *outputs)  # noqa: E731
         for output, position in self._in_place.items():
             np.copyto(outputs[output], inputs[position])  # as the call would find it (loops/in_place.py)
-        module(*inputs, *outputs)
+        run()
         module.kernel_seconds(len(kernels))  # drop the warm-up call
         for _ in range(repeat):
-            module(*inputs, *outputs)
+            run()
         seconds = module.kernel_seconds(len(kernels))
         ops = [[line.split("=", 1)[-1].strip().split("(")[0] for line in k.nodes] for k in kernels]
         return KernelProfile([KernelTime(k.name, k.kind, o, s / max(repeat, 1), k.precision,
@@ -240,6 +251,8 @@ class CompiledGraph:
                     return self._run(arrays, arrays)
         if self.module is None:
             return interpret(self.graph, *arrays)
+        if self._sized is not None:
+            return self._run_sized(arrays)
         inputs = self._storage_inputs(arrays)
         if inputs is not arrays:
             self.module.check_inputs(inputs)  # converted: a wrong shape or count raises here
@@ -256,6 +269,27 @@ class CompiledGraph:
         finally:
             lock.release()
 
+    def _run_sized(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """A call of a program with size symbols: their values from the inputs' shapes, fresh outputs."""
+        if len(arrays) != len(self._input_dtypes):
+            raise TypeError(f"graph {self.graph.name} takes {len(self._input_dtypes)} arrays, got {len(arrays)}")
+        inputs = [a if type(a) is np.ndarray and a.dtype == d and a.flags.c_contiguous
+                  else np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
+        sizes, shapes, arena_bytes, values = self._sized.prepare(inputs)
+        if self._index_checks:
+            self._check_indices(inputs, values)
+        with self._call_lock:
+            # last call's output arrays when nobody else holds them and the shapes repeat (see _run)
+            recycled = self._recycled
+            outputs = []
+            for k, (shape, (_, dtype)) in enumerate(zip(shapes, self._output_specs)):
+                last = recycled[k]
+                outputs.append(last if last is not None and last.shape == shape
+                               and sys.getrefcount(last) <= _UNREACHABLE_REFS else np.empty(shape, dtype))
+            self.module.call_sized(inputs + outputs, sizes, arena_bytes)
+            self._recycled = outputs[:]
+        return outputs
+
     def _storage_inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """`arrays` itself when every one is a C-contiguous ndarray of its input's dtype and shape,
         else each converted to its storage dtype, C-contiguous (the module checks shapes)."""
@@ -267,9 +301,12 @@ class CompiledGraph:
                 return [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._input_dtypes)]
         return arrays
 
-    def _check_indices(self, inputs: list[np.ndarray]) -> None:
-        """IndexError, as the reference raises, for an index input out of its axis' range."""
+    def _check_indices(self, inputs: list[np.ndarray], values: dict[str, int] | None = None) -> None:
+        """IndexError, as the reference raises, for an index input out of its axis' range
+        (a symbolic axis size evaluated with this call's symbol `values`)."""
         for position, size, op in self._index_checks:
+            if values is not None:
+                size = evaluate(size, values)
             index = inputs[position]
             if index.size and (index.min() < -size or index.max() >= size):
                 bad = index[(index < -size) | (index >= size)].reshape(-1)[0]

@@ -93,6 +93,9 @@ def _export(compiled: CompiledGraph, out: Path, name: str, input_names: Sequence
         raise ExportError(f"graph {compiled.graph.name!r} writes outputs in place of its inputs (state updates or "
                           f"donated arguments): export a function without them")
     program, constants = lowering.lowered.program, lowering.lowered.constants
+    if program.sizes:  # the C API's shape queries and arena are static for now
+        raise ExportError(f"graph {compiled.graph.name!r} has symbolic sizes ({', '.join(program.sizes)}): an "
+                          f"exported library has static shapes for now; export with tk.jit(fn, dynamic=False)")
     progress.stage(f"generating C for {len(program.kernels)} kernels")
     source = build_module.generate(program)
     signature = source.signature

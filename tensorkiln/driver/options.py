@@ -18,6 +18,8 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
+from ..shapes import Dim
+
 OPT_LEVELS = (0, 1, 2, 3)
 BACKENDS = ("c", "interpreter")
 PRECISIONS = ("fp32", "bf16")
@@ -43,6 +45,11 @@ class CompileOptions:
     cache_limit: compiled programs one jitted function holds at most; past it, the least recently
         used one is released (its library unloaded) and compiled again (usually from the on-disk
         cache) if it is called again. None: no limit.
+    dynamic: which input dimensions are traced as size symbols (frontend/dynamic.py): None
+        (automatic: a dimension seen with a second size), True (every dimension of size >= 2),
+        False (none), or {argument name: {axis: name or tk.Dim}}; kept as a tuple of
+        (argument, ((axis, Dim), ...)) pairs. It decides the traced graph, not the generated code's
+        options: a symbolic graph's fingerprint names its symbols.
     """
 
     opt_level: int = 2
@@ -54,6 +61,7 @@ class CompileOptions:
     precision: str = "fp32"
     recompile_limit: int = 8
     cache_limit: int | None = 64
+    dynamic: object = None
 
     def __post_init__(self) -> None:
         if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
@@ -79,6 +87,7 @@ class CompileOptions:
         if self.cache_limit is not None and (isinstance(self.cache_limit, bool) or
                                              not isinstance(self.cache_limit, int) or self.cache_limit < 1):
             raise ValueError(f"cache_limit must be a positive integer or None, got {self.cache_limit!r}")
+        object.__setattr__(self, "dynamic", _normalize_dynamic(self.dynamic))
 
     def resolved(self) -> CompileOptions:
         """These options with debug and dump_dir taken from the environment where they were not given."""
@@ -111,6 +120,26 @@ class CompileOptions:
     def cache_text(self) -> str:
         """The options the generated code depends on, as a part of the compiled-graph cache key (resolved)."""
         return f"opt={self.opt_level};fast_math={self.fast_math};debug={self.debug};precision={self.precision}"
+
+
+def _normalize_dynamic(dynamic):
+    """The `dynamic` option in one form: None, True, False, or ((argument, ((axis, Dim), ...)), ...)."""
+    if dynamic is None or isinstance(dynamic, (bool, tuple)):  # a tuple: normalized already
+        return dynamic
+    if not isinstance(dynamic, dict):
+        raise TypeError(f"dynamic must be True, False, None or a dict {{argument: {{axis: name or tk.Dim}}}}, "
+                        f"got {type(dynamic).__name__}")
+    result = []
+    for argument, axes in dynamic.items():
+        if not isinstance(argument, str) or not isinstance(axes, dict):
+            raise TypeError(f"dynamic: expected argument name -> {{axis: name or tk.Dim}}, got {argument!r}: {axes!r}")
+        entries = []
+        for axis, dim in axes.items():
+            if not isinstance(axis, int) or isinstance(axis, bool):
+                raise TypeError(f"dynamic[{argument!r}]: axis {axis!r} is not an int")
+            entries.append((axis, dim if isinstance(dim, Dim) else Dim(dim)))
+        result.append((argument, tuple(entries)))
+    return tuple(result)
 
 
 __all__ = ["BACKENDS", "CompileOptions", "OPT_LEVELS", "PRECISIONS"]

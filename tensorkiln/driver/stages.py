@@ -47,6 +47,7 @@ from ..kernels.precision import kernel_precision
 from ..kernels.lower import LoweredGraph, buffer_constants
 from ..kernels.memory_plan import MemoryPlan, apply_plan, state_update_pairs
 from ..kernels import memory_plan as memory_module
+from ..kernels.memory_plan_symbolic import plan_symbolic_memory
 from ..loops.program import Program
 from ..runtime import c_compiler, graph_cache
 from . import build as build_module
@@ -61,6 +62,8 @@ from ..kernels.templates.conv import forced_algorithm
 from ..kernels.tuned import COMMENT_PREFIX, records_note, tuning_digest
 from ..runtime.module import ArenaAllocationError, CompiledModule, LibraryLoadError
 from ..runtime.signature import Signature
+from ..shapes import hint_of
+from .sized_call import SizedCall, shape_env_of
 
 STAGES = ("optimize", "group kernels", "lower", "plan memory", "generate C", "build")
 
@@ -98,9 +101,10 @@ def _compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[i
         reason = "no C compiler found (set CC or install gcc)"
         return compiled.interpreted(reason, f"tensorkiln: {reason}; tk.jit runs the reference interpreter instead")
     start = time.perf_counter()
+    symbolic = shape_env_of(traced) is not None  # sizes read per call: no compiled-graph cache entry yet
     try:
-        key = cache_key(graph, options, updates)
-        if load_cached(compiled, key, options, start):
+        key = cache_key(graph, options, updates) if not symbolic else None
+        if not symbolic and load_cached(compiled, key, options, start):
             if dump:
                 dump.write(graph, compiled.lowering, compiled.module)
             return compiled
@@ -121,6 +125,12 @@ def _compile_graph(traced: Graph, options: CompileOptions, updates: list[tuple[i
     lowered.program = program
     lowering = Lowering(grouping, lowered, memory, in_place)
     kernels = kernel_infos(lowered)
+    if symbolic:
+        compiled.bind(module, kernels, hint_of(program.arena_bytes), memory.naive_bytes, memory.lower_bound_bytes,
+                      lower_seconds, in_place, lowering, sized=SizedCall.of(graph, program))
+        if dump:
+            dump.write(graph, lowering, module)
+        return compiled
     compiled.bind(module, kernels, program.arena_bytes, memory.naive_bytes, memory.lower_bound_bytes,
                   lower_seconds, in_place, lowering)
     graph_cache.store_entry(key, graph_cache.CachedBuild(
@@ -168,6 +178,8 @@ def plan_memory(lowered: LoweredGraph, options: CompileOptions, updates: list[tu
     state or donated inputs overwrite them where memory_plan.state_update_pairs allows.
     """
     program = lowered.program
+    if program.sizes:  # symbolic sizes: slots chosen at the hints, offsets evaluated per call
+        return plan_symbolic(program, options.share_arena)
     memory = memory_module.plan_memory(program)
     if options.share_arena:
         program = apply_plan(program, memory)
@@ -190,6 +202,15 @@ def build(source, program: Program, lowered: LoweredGraph, options: CompileOptio
 
 
 # ---- helpers of the stages -------------------------------------------------------------------------
+def plan_symbolic(program: Program, share_arena: bool):
+    """Stage 4 for a program with size symbols (kernels/memory_plan_symbolic.py): temps share slots
+    chosen at the hints, whose symbolic offsets the entry evaluates per call; no in-place pairs."""
+    offsets, _, figures = plan_symbolic_memory(program)
+    if share_arena:
+        program = dataclasses.replace(program, arena_offsets=tuple(sorted(offsets.items())))
+    return program, figures, {}
+
+
 def lower_stages(graph: Graph, options: CompileOptions, updates: list[tuple[int, int]]) -> Lowering:
     """Stages 2-4 again, for a graph whose library came from the cache (explain, profile, dumps)."""
     grouping = group_kernels(graph, options)

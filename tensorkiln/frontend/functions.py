@@ -14,6 +14,7 @@ from .. import dtypes as dt
 from ..errors import ShapeError, at_user_line
 from .tensor import Tensor, _pick, apply, as_tensor, normalize_dim, normalize_dims, promote, tensor_methods
 from .trace import composite
+from ..shapes import prod
 
 
 def where(condition, x, y) -> Tensor:
@@ -53,7 +54,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
     if shape.count(-1) > 1:
         raise ShapeError(at_user_line(f"reshape: only one dimension can be -1, got {list(shape)}"))
     if -1 in shape:
-        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        known = prod([s for s in shape if s != -1])
         if known == 0 or x.numel() % known:
             raise ShapeError(at_user_line(f"reshape: cannot reshape {list(x.shape)} "
                                           f"({x.numel()} elements) to {list(shape)}"))

@@ -11,6 +11,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import ShapeError, TraceError, at_user_line
 from .tensor import Tensor, apply, as_tensor, tensor_methods
+from ..shapes import prod
 
 
 def _is_int(k) -> bool:
@@ -149,7 +150,7 @@ def _advanced(y: Tensor, positions: list[int], arrays: list[Tensor], adjacent: b
     rest = [i for i in range(y.ndim) if i not in positions]
     moved = y.permute(positions + rest)
     sizes = [y.shape[p] for p in positions]
-    merged = moved.reshape((int(np.prod(sizes, dtype=np.int64)),) + tuple(moved.shape[len(positions):]))
+    merged = moved.reshape((prod(sizes),) + tuple(moved.shape[len(positions):]))
     linear = None
     for index, size in zip(arrays, sizes):
         index = index.to(dt.int64)

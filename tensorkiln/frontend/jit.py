@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import logging
 import time
 import types
 import warnings
@@ -30,8 +31,10 @@ from .writes import count_write, write_count, write_counts
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
+from .dynamic import SizeHistory, applies, pattern_of, symbol_plan, symbolic_types
 from .recompiles import RecompileWarning, closest, describe_change, ordinal
 
+_log = logging.getLogger("tensorkiln")
 _ticks = itertools.count(1)  # a clock for "least recently used": one tick per call of a program
 
 
@@ -133,6 +136,7 @@ class TracedFunction:
     leaf_names: list = field(default_factory=list)  # names of the tensor arguments, for messages
     last_used: int = 0  # a tick of _ticks: the call that used it last
     native: Any = None  # the C caller of warm calls (runtime/fastcall.py), when the trace allows one
+    shape_env: Any = None  # the ShapeEnv of a trace with size symbols (frontend/dynamic.py), else None
 
     def __post_init__(self) -> None:
         # Fixed for the trace, read by every fast call (JitFunction.__call__): worked out once.
@@ -171,6 +175,8 @@ class JitFunction:
         self._compiles = 0  # programs compiled so far, evicted ones included
         # (C caller, trace, grad mode, training flag) of the last warm call that could use one
         self._native: tuple | None = None
+        self._symbolic: dict[tuple, list[TracedFunction]] = {}  # signature pattern -> traces with size symbols
+        self._sizes_seen: dict[tuple, SizeHistory] = {}  # signature pattern -> sizes seen (automatic dynamic)
 
     # ---- tracing --------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -194,11 +200,13 @@ class JitFunction:
                self._module.training if self._module is not None else None)
         return tensors, names, (tuple(structure), kw_structure), key, donated
 
-    def _trace(self, tensors: list[Tensor], names: list[str], structure, donated: list[int]) -> TracedFunction:
+    def _trace(self, tensors: list[Tensor], names: list[str], structure, donated: list[int],
+               plan: dict | None = None) -> TracedFunction:
         start = time.perf_counter()
         trace = Trace(getattr(self.fn, "__name__", type(self.fn).__name__))
         unique = _unique_names(names)
-        inputs = [input_node(n, i, t.type) for i, (n, t) in enumerate(zip(unique, tensors))]
+        types, shape_env = symbolic_types([t.type for t in tensors], unique, plan or {})
+        inputs = [input_node(n, i, ttype) for i, (n, ttype) in enumerate(zip(unique, types))]
         symbolic = [Tensor._from_node(node, trace) for node in inputs]
         for sym, t in zip(symbolic, tensors):  # arguments are values: they may require grad, never get written back
             sym._requires_grad = t._requires_grad
@@ -221,27 +229,47 @@ class JitFunction:
         updates = _state_updates(state, len(inputs), len(outputs)) + _donated_updates(graph, donated, len(outputs))
         return TracedFunction(graph, out_structure, time.perf_counter() - start, n_outputs=len(outputs),
                               state_sources=state.state_sources, mutations=state.mutations,
-                              guards=state.guards, baked=state.baked, updates=updates)
+                              guards=state.guards, baked=state.baked, updates=updates, shape_env=shape_env)
 
-    def _lookup(self, args, kwargs) -> tuple[TracedFunction, list[Tensor]]:
+    def _lookup(self, args, kwargs, static: bool = False) -> tuple[TracedFunction, list[Tensor]]:
+        """The program for these arguments, traced and compiled if none applies; static=True: one
+        without size symbols (what an exported library needs)."""
         tensors, names, structure, key, donated = self._bind(args, kwargs)
         # Several traces may share a signature, told apart by their guards (see TracedFunction).
         entries = self._variants.setdefault(key, [])
         entries[:] = [e for e in entries if e.constants_current()]  # stale: a baked-in parameter changed
-        entry = next((e for e in entries if e.guards_hold()), None)
+        entry = next((e for e in entries if e.guards_hold() and not (static and e.shape_env)), None)
+        shapes = [tuple(t.shape) for t in tensors]
+        pattern = (pattern_of(shapes, [t.dtype.name for t in tensors]),) + key[1:]
+        if entry is None and not static:
+            entry = self._symbolic_trace_for(pattern, shapes)
+            if entry is not None:
+                entries.append(entry)
         if entry is None:
             held = self._programs()
-            entry = self._trace(tensors, names, structure, donated)
+            history = self._sizes_seen.setdefault(pattern, SizeHistory())
+            plan = {} if static else symbol_plan(self.options.dynamic, _unique_names(names), shapes, history)
+            history.add(shapes)
+            try:
+                entry = self._trace_and_compile(tensors, names, structure, donated, plan)
+            except Exception as err:  # noqa: BLE001  (any failure of the symbolic path, reported below)
+                if not plan:
+                    raise
+                # Symbolic sizes are an optimization: sizes this function cannot yet take symbolically
+                # trace static, as without them (a static trace raises the function's own errors again).
+                history.static_only = True
+                _log.info("tk.jit: %s traced static: its symbolic trace failed (%s: %s)",
+                          getattr(self.fn, "__name__", type(self.fn).__name__), type(err).__name__, err)
+                entry = self._trace_and_compile(tensors, names, structure, donated, {})
             entry.key, entry.leaf_names = key, [n for n in names]
-            entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
-            entry.compiled.report.trace_seconds = entry.trace_seconds
             if not (entry.state_sources or entry.mutations):
-                entry.native = entry.compiled.native_caller(Tensor)
+                entry.native = entry.compiled.native_caller(Tensor)  # None for a program with size symbols
                 if entry.native is not None and entry.checked:
                     entry.native.set_checks(tuple((t, array, id(array), writes) for t, array, writes in entry.baked),
                                             tuple((t, bool(had)) for t, had in entry.guards), write_counts())
             entries.append(entry)
-            self._compiles += 1
+            if entry.shape_env is not None:
+                self._symbolic.setdefault(pattern, []).append(entry)
             if self._compiles > self.options.recompile_limit and held:
                 self._warn_recompile(entry, held)
             self._evict_beyond_limit(keep=entry)
@@ -249,9 +277,33 @@ class JitFunction:
         self._cache[key] = entry
         return entry, tensors
 
+    def _trace_and_compile(self, tensors: list[Tensor], names: list[str], structure, donated: list[int],
+                           plan: dict) -> TracedFunction:
+        """Trace with the input axes of `plan` as size symbols, and compile the graph."""
+        entry = self._trace(tensors, names, structure, donated, plan)
+        entry.compiled = compile_graph(entry.graph, self.options, entry.updates)
+        entry.compiled.report.trace_seconds = entry.trace_seconds
+        self._compiles += 1
+        return entry
+
+    def _symbolic_trace_for(self, pattern: tuple, shapes: list[tuple[int, ...]]) -> TracedFunction | None:
+        """The newest trace with size symbols of this pattern whose guards hold for these shapes."""
+        traces = self._symbolic.get(pattern, [])
+        traces[:] = [e for e in traces if e.constants_current()]
+        for entry in reversed(traces):
+            if entry.guards_hold() and applies(entry.shape_env, [n.type for n in entry.graph.inputs[:len(shapes)]],
+                                               shapes):
+                return entry
+        return None
+
+    @property
+    def compile_count(self) -> int:
+        """Programs compiled so far, released ones included (one with size symbols serves many shapes)."""
+        return self._compiles
+
     def _programs(self) -> list[TracedFunction]:
-        """Every compiled program held, across signatures."""
-        return [e for entries in self._variants.values() for e in entries]
+        """Every compiled program held, across signatures (one with size symbols serves several)."""
+        return list({id(e): e for entries in self._variants.values() for e in entries}.values())
 
     def _warn_recompile(self, entry: TracedFunction, held: list[TracedFunction]) -> None:
         """Each compile past recompile_limit warns, naming what differs from the closest program held."""
@@ -272,7 +324,9 @@ class JitFunction:
         for victim in victims[:len(programs) - limit]:
             if self._native is not None and self._native[1] is victim:
                 self._native = None
-            self._variants[victim.key].remove(victim)
+            for lists in (self._variants, self._symbolic):  # a symbolic program is listed per signature
+                for entries in lists.values():
+                    entries[:] = [e for e in entries if e is not victim]
             for table in (self._cache, self._fast):
                 for k in [k for k, e in table.items() if e is victim]:
                     del table[k]
@@ -371,8 +425,9 @@ class JitFunction:
         pipeline by name (driver/stages.py): the graph after each pass, the kernel grouping, the
         kernels as loop IR, the memory plan, the C source's path and the library."""
         entry, _ = self._lookup(args, kwargs)
+        shapes = [f"== size symbols and guards\n{entry.shape_env.describe()}"] if entry.shape_env is not None else []
         return "\n".join([f"== traced graph ({len(entry.graph)} nodes, traced in {entry.trace_seconds * 1e3:.1f} ms)",
-                          str(entry.graph), explain(entry.compiled)])
+                          str(entry.graph), *shapes, explain(entry.compiled)])
 
     def export(self, directory, *args, name: str | None = None, input_names=None, output_names=None,
                weights: str = "auto", openmp: bool = True) -> ExportedLibrary:
@@ -384,7 +439,7 @@ class JitFunction:
         the library's weights.
         """
         with no_grad():  # an inference library: parameters are baked in as constants, not graph inputs
-            entry, _ = self._lookup(args, {})
+            entry, _ = self._lookup(args, {}, static=True)  # its C API has static shapes
         if entry.state_sources:
             raise ExportError(f"{self.__name__ if self._module is None else type(self.fn).__name__} updates "
                               "parameters or state in place: only a function of its arguments can be exported")
@@ -516,7 +571,7 @@ def _unique_names(names: list[str]) -> list[str]:
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
         backend: str = "c", donate_argnums: int | tuple[int, ...] = (), dump_dir: str | None = None,
-        precision: str = "fp32", recompile_limit: int = 8, cache_limit: int | None = 64):
+        precision: str = "fp32", recompile_limit: int = 8, cache_limit: int | None = 64, dynamic=None):
     """Compile `fn` per input signature. Use as @tk.jit or @tk.jit(opt_level=..., debug=..., fast_math=...).
 
     opt_level 0..3 selects the graph-optimization pipeline (tensorkiln.passes);
@@ -533,11 +588,15 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     recompile_limit: each compile after this many warns (RecompileWarning), naming the argument and
     dimension that changed; cache_limit: compiled programs held at most (the least recently used is
     released past it; None: no limit). f.cache_size() counts the programs held.
+    dynamic: which input sizes are traced as symbols, so one compiled program serves many sizes
+    (docs/dynamic_shapes.md): None (default) makes a dimension symbolic once a call brings a second
+    size of it; True makes every dimension of size >= 2 symbolic; {"x": {0: "batch"}} names the
+    symbolic axes (a tk.Dim("batch", min=.., max=..) may stand for the name); False never.
     The options are checked here, once (driver/options.py's CompileOptions).
     """
     options = CompileOptions(opt_level=opt_level, debug=debug, fast_math=fast_math, backend=backend,
                              donate_argnums=donate_argnums, dump_dir=dump_dir, precision=precision,
-                             recompile_limit=recompile_limit, cache_limit=cache_limit)
+                             recompile_limit=recompile_limit, cache_limit=cache_limit, dynamic=dynamic)
     if fn is None:
         return lambda f: JitFunction(f, options)
     return JitFunction(fn, options)

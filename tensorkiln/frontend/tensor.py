@@ -26,6 +26,7 @@ from ..ir.ops import REGISTRY, Attrs, OpDef, TensorType, infer_type
 from .trace import Trace, current_trace
 from .autodiff.mode import is_grad_enabled
 from .autodiff.tape import record
+from ..shapes import prod
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
@@ -202,7 +203,7 @@ class Tensor:
         return self.shape if dim is None else self.shape[normalize_dim(dim, self.ndim, "size")]
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return prod(self.shape)
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -481,7 +482,7 @@ class Tensor:
         if s > e:
             raise ShapeError(at_user_line(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}"))
         shape = self.shape
-        return self.reshape(shape[:s] + (int(np.prod(shape[s:e + 1], dtype=np.int64)),) + shape[e + 1:])
+        return self.reshape(shape[:s] + (prod(shape[s:e + 1]),) + shape[e + 1:])
 
     def permute(self, *dims) -> "Tensor":
         """Reorder the dimensions."""

@@ -16,6 +16,7 @@ from ..errors import UnsupportedOpError
 from ..ir.graph import Node
 from ..ir.ops import get_op
 from ..loops import expr as E
+from ..shapes import is_symbolic, prod
 from ..loops.buffer import Buffer
 from ..loops.types import INDEX_DTYPE, compute_dtype
 from ..dtypes import f32_from_bf16_bits
@@ -35,11 +36,15 @@ def linear_index(index: list[E.Expr], shape: tuple[int, ...]) -> E.Expr:
 def delinearize(flat: E.Expr, shape: tuple[int, ...]) -> list[E.Expr]:
     """Multi-index of a row-major flat offset."""
     index: list[E.Expr] = []
-    stride = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    for size in shape:
+    stride = prod(shape) if shape else 1
+    for axis, size in enumerate(shape):
         stride //= max(size, 1)
         if size == 1:
             index.append(E.const(0))
+        elif axis == 0 and is_symbolic(size):
+            # the flat offset is in range, so the outermost index needs no modulo; with a symbolic
+            # size the simplifier could not prove that and would keep a division per element
+            index.append(flat // stride if stride != 1 else flat)
         else:
             index.append((flat // stride) % size if stride != 1 else flat % size)
     return index

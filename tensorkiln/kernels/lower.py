@@ -44,6 +44,7 @@ from .templates.pool import pool_body
 from .templates.rows import row_body
 from .tuned import tuning_log
 from ..loops.types import compute_dtype
+from ..shapes import prod
 
 C_RESERVED = set(keyword.kwlist) | {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
@@ -164,7 +165,7 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
         blocked = acc if op == "reduce_sum" else None  # a float sum adds in blocks (reduction.py)
         return block(init, scalar_nest(loops, step, src.ndim, vectorize=not arg, acc=blocked), store)
 
-    reduced = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
+    reduced = prod([src.shape[a] for a in axes])
     # One SIMD loop per nest: the reduction's innermost loop when it walks a long enough contiguous run,
     # else the output's columns (a column sum, or a few taps per output: lanes compute outputs)
     inner_vectorized = not arg and src.ndim - 1 in axes and loops[-1].extent >= LANES_MIN
@@ -295,7 +296,7 @@ def _piecewise_concat(root: Node, out: Buffer, values: ValueBuilder, buffers: di
     leaves = _concat_leaves(root, lambda index: index, buffers, root)
     if len(leaves) < MANY_PIECES:
         return None
-    strides = [int(np.prod(root.shape[a + 1:], dtype=np.int64)) for a in range(root.ndim)]
+    strides = [prod(root.shape[a + 1:]) for a in range(root.ndim)]
     nests = []
     for k, (piece, to_root) in enumerate(leaves):
         def body(index, flat, piece=piece, to_root=to_root):

@@ -40,6 +40,7 @@ from ..loops.ir import Alloc, Assign, For, Let, Stmt, Store, block
 from ..loops.schedule import substitute
 from ..loops.simplify import simplify
 from ..loops.types import is_float, is_int
+from ..shapes import hint_of, is_symbolic, prod, upper_bound
 
 # A lane accumulator pays when the innermost loop is at least this long (a vector's worth of lanes)
 # and at most this long (beyond it the per-row horizontal sum is amortized; the array stays small).
@@ -98,7 +99,7 @@ def reduce_loops(shape: tuple[int, ...], axes: tuple[int, ...], element: Callabl
             while size > 1 and not _merges(shape, axes, run[-size:], element):
                 size -= 1
             group = tuple(run[-size:])
-            extent = int(np.prod([shape[a] for a in group], dtype=np.int64))
+            extent = prod([shape[a] for a in group])
             loops.append(ReduceLoop(E.Var(f"k{group[0]}"), group, extent))
             run = run[:-size]
     return sorted(loops, key=lambda loop: loop.axes[0])
@@ -116,8 +117,8 @@ def _merges(shape: tuple[int, ...], axes: tuple[int, ...], group: list[int],
     index: list[E.Expr] = [E.Var(name) for name in names]
     for a, sub in zip(group, delinearize(var, tuple(shape[a] for a in group))):
         index[a] = sub
-    ranges = {name: (0, max(shape[a] - 1, 0)) for a, name in enumerate(names)}
-    ranges[var.name] = (0, int(np.prod([shape[a] for a in group], dtype=np.int64)) - 1)
+    ranges = {name: (0, max(upper_bound(shape[a]) - 1, 0)) for a, name in enumerate(names)}
+    ranges[var.name] = (0, upper_bound(prod([shape[a] for a in group])) - 1)
     return _affine_in(simplify(element(index), ranges), var.name)
 
 
@@ -135,7 +136,7 @@ def use_lanes(op: str, dtype: str, loops: list[ReduceLoop], ndim: int) -> bool:
     if op != "reduce_sum" or not (is_float(dtype) or is_int(dtype)) or len(loops) < 2:
         return False
     inner = loops[-1]
-    outer = int(np.prod([loop.extent for loop in loops[:-1]], dtype=np.int64))
+    outer = prod([loop.extent for loop in loops[:-1]])
     return inner.axes[-1] == ndim - 1 and LANES_MIN <= inner.extent <= LANES_MAX and outer > 1
 
 
@@ -237,7 +238,7 @@ def blocked_nest(loops: list[tuple[E.Var, int, str]], step: Step, sums: Partials
 
         if block_size is None or not sums.sums:
             return For(var, E.const(extent), inner(var, into), kind)
-        per_step = int(np.prod([e for _, e, _ in loops[i + 1:]], dtype=np.int64))
+        per_step = hint_of(prod([e for _, e, _ in loops[i + 1:]]))  # a block's length: a heuristic, no guard
         return blocked_loop(var, extent, kind, max(1, block_size // max(per_step, 1)), inner, into)
     return nest(0, {}, sums)
 
@@ -246,7 +247,12 @@ def blocked_loop(var: E.Var, extent: int, kind: str, leaf: int, step: Callable[[
                  sums: Partials, depth: int = 0, offset: Optional[E.Expr] = None) -> Stmt:
     """`for var in 0..extent: step(offset + var, sums)` adding in blocks: `leaf` steps go into a partial of
     their own, FAN_IN partials into one of the next level, ...; the remainder (fewer steps than a chunk)
-    adds into `sums` the same way. At most `leaf` steps are the plain loop."""
+    adds into `sums` the same way. At most `leaf` steps are the plain loop.
+
+    A symbolic extent (tensorkiln/shapes) is one level of blocks of `leaf` steps, the last one
+    shorter (`min`), each added into a partial of its own: no guard on the extent's size."""
+    if is_symbolic(extent):
+        return _symbolic_blocked_loop(var, extent, kind, leaf, step, sums, depth, offset)
     if extent <= leaf:
         return For(var, E.const(extent), step(var if offset is None else offset + var, sums), kind)
     size = leaf
@@ -262,6 +268,17 @@ def blocked_loop(var: E.Var, extent: int, kind: str, leaf: int, step: Callable[[
         after = E.const(chunks * size) if offset is None else offset + chunks * size
         stmts.append(blocked_loop(var, rest, kind, leaf, step, sums, depth, after))
     return block(*stmts)
+
+
+def _symbolic_blocked_loop(var: E.Var, extent, kind: str, leaf: int, step: Callable[[E.Expr, Partials], Stmt],
+                           sums: Partials, depth: int, offset: Optional[E.Expr]) -> Stmt:
+    """blocked_loop over a symbolic extent: ceil(extent / leaf) blocks, each its own partial sum."""
+    chunk = E.Var(f"{var.name}_c{depth}")
+    start = chunk * leaf if offset is None else offset + chunk * leaf
+    partial = sums.level(f"{var.name}{depth}")
+    length = E.minimum(E.const(leaf), E.const(extent) - chunk * leaf)  # the last block is shorter
+    inner = For(var, length, step(start + var, partial), kind)
+    return For(chunk, (extent + leaf - 1) // leaf, partial.around(inner, sums))
 
 
 def _at(value: E.Expr, index: dict[str, E.Expr]) -> E.Expr:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from tensorkiln.loops.expr import BinOp, Cast, Const, Expr, Load, Select, Unary, Var
+from tensorkiln.loops.expr import SIZE_VAR_RANGE, BinOp, Cast, Const, Expr, Load, Select, Unary, Var, is_size_var
 from tensorkiln.loops.types import int_range, is_bool, is_int
 
 INF = math.inf
@@ -58,7 +58,7 @@ class Bounds:
         if isinstance(expr, Const):
             return (int(expr.value), int(expr.value))
         if isinstance(expr, Var):
-            lo, hi = self.ranges.get(expr.name, (type_lo, type_hi))
+            lo, hi = self.ranges.get(expr.name, SIZE_VAR_RANGE if is_size_var(expr.name) else (type_lo, type_hi))
             return (max(lo, type_lo), min(hi, type_hi))
         if isinstance(expr, BinOp):
             result = self._binop(expr)

@@ -36,7 +36,8 @@ class Buffer:
     def __post_init__(self) -> None:
         check_identifier(self.name, "buffer")
         check_dtype(self.dtype)
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        # a symbolic size (tensorkiln.shapes SymInt) stays symbolic: the program reads it per call
+        object.__setattr__(self, "shape", tuple(d if hasattr(d, "symbolic_expr") else int(d) for d in self.shape))
         if any(d < 0 for d in self.shape):
             raise ValueError(f"buffer {self.name}: negative dimension in shape {self.shape}")
         if self.scope not in SCOPES:

@@ -40,6 +40,21 @@ UNARY_OPS = frozenset({"neg", "not"})
 
 Number = Union[int, float, bool]
 
+# Size symbols (tensorkiln/shapes): int64 variables named `s_<name>` that no loop or let binds;
+# the generated code reads their values per call (codegen/c.py). Sizes are >= 2.
+SIZE_VAR_PREFIX = "s_"
+SIZE_VAR_RANGE = (2, 2 ** 31 - 1)
+
+
+def is_size_var(name: str) -> bool:
+    """True for the name of a size symbol's variable (`s_batch`)."""
+    return name.startswith(SIZE_VAR_PREFIX)
+
+
+def symbolic_expr(value) -> "Expr | None":
+    """The int64 expression of a symbolic size (a tensorkiln.shapes SymInt), else None."""
+    return getattr(value, "symbolic_expr", None) if not isinstance(value, (int, Expr)) else None
+
 
 class Expr:
     """Base class of expression nodes; Python's arithmetic operators build trees."""
@@ -109,6 +124,9 @@ def lift(value: "Expr | Number", like: Expr) -> Expr:
     """Turn a Python number into a Const of `like`'s dtype; pass expressions through."""
     if isinstance(value, Expr):
         return value
+    sized = symbolic_expr(value)
+    if sized is not None:
+        return sized if like.dtype == INDEX_DTYPE else Cast(sized, like.dtype)
     if isinstance(value, (bool, np.bool_)):
         return Const(bool(value), "bool")
     if isinstance(value, (int, np.integer)):
@@ -387,8 +405,11 @@ class Load(Expr):
 # ---- constructors for the operators Python cannot overload without breaking `==`
 
 
-def const(value: Number, dtype: str = INDEX_DTYPE) -> Const:
-    """A constant of `dtype`."""
+def const(value: Number, dtype: str = INDEX_DTYPE) -> Expr:
+    """A constant of `dtype`; a symbolic size (tensorkiln.shapes) gives its expression instead."""
+    sized = symbolic_expr(value)
+    if sized is not None:
+        return sized if dtype == INDEX_DTYPE else Cast(sized, dtype)
     return Const(value, dtype)
 
 

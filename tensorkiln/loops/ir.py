@@ -61,7 +61,7 @@ from typing import Callable, Iterator, Mapping, Optional
 from tensorkiln.errors import TensorKilnError
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer, check_identifier
-from tensorkiln.loops.expr import Const, Expr, Load, Var, format_expr, walk
+from tensorkiln.loops.expr import Const, Expr, Load, Var, format_expr, is_size_var, symbolic_expr, walk
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.loops.types import INDEX_DTYPE, is_bool, is_int
 
@@ -93,6 +93,8 @@ class For(Stmt):
     def __post_init__(self) -> None:
         if isinstance(self.extent, int):
             object.__setattr__(self, "extent", Const(self.extent, INDEX_DTYPE))
+        elif symbolic_expr(self.extent) is not None:  # a symbolic size (tensorkiln.shapes)
+            object.__setattr__(self, "extent", symbolic_expr(self.extent))
         if self.kind not in LOOP_KINDS:
             raise LoopIRError(f"loop {self.var.name}: kind must be one of {LOOP_KINDS}, got {self.kind!r}")
         if self.var.dtype != INDEX_DTYPE or self.extent.dtype != INDEX_DTYPE:
@@ -422,6 +424,8 @@ class _Verifier:
         for node in walk(expr):
             if isinstance(node, Var):
                 bound = scalars.get(node.name)
+                if bound is None and is_size_var(node.name) and node.dtype == INDEX_DTYPE:
+                    continue  # a size symbol: the entry sets it per call
                 if bound is None:
                     self.fail(f"variable {node.name} is used outside any loop or let that defines it")
                 if bound.dtype != node.dtype:

@@ -20,12 +20,15 @@ inside C `if`/`for`/`while` statements), on pointers into its buffers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Optional
 
 from tensorkiln.loops.buffer import Buffer, check_identifier
-from tensorkiln.loops.ir import Kernel, LoopIRError, ProgramCall, iter_stmts, verify_kernel
+from tensorkiln.loops.expr import Var, is_size_var, symbolic_expr, walk
+from tensorkiln.loops.ir import Kernel, LoopIRError, ProgramCall, iter_stmts, stmt_exprs, verify_kernel
 from tensorkiln.loops.types import itemsize
+from tensorkiln.shapes.symint import sym_max
 
 ARENA_ALIGNMENT = 64  # a cache line, and enough for any vector load
 
@@ -49,13 +52,18 @@ class Program:
     # arena bytes, and codegen drops `restrict` from their pointers.
     aliases: tuple[tuple[str, str], ...] = ()
     subprograms: tuple["Program", ...] = ()  # bodies of control-flow ops, called by ProgramCall
+    # The size symbols' variables (`s_batch`) the kernels and buffer shapes read, sorted: the entry
+    # takes their values per call, in this order (derived from the kernels and buffers).
+    sizes: tuple[str, ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "program")
         for field_name in ("kernels", "inputs", "outputs", "constants", "temps", "subprograms"):
             object.__setattr__(self, field_name, tuple(getattr(self, field_name)))
         if self.arena_offsets is not None:
-            object.__setattr__(self, "arena_offsets", tuple((str(n), int(o)) for n, o in self.arena_offsets))
+            object.__setattr__(self, "arena_offsets", tuple((str(n), o if symbolic_expr(o) is not None else int(o))
+                                                            for n, o in self.arena_offsets))
+        object.__setattr__(self, "sizes", _size_vars(self))
         self._verify()
 
     @property
@@ -78,6 +86,10 @@ class Program:
         """Bytes the arena needs (0 when there are no temps)."""
         layout = self.arena_layout()
         ends = [layout[t.name] + t.nbytes for t in self.temps]
+        if self.sizes and ends:  # symbolic sizes: the largest end without comparing sizes (no guard)
+            if self.arena_offsets is None:
+                return _align(ends[-1])  # packed: the last temp ends last
+            return _align(functools.reduce(sym_max, ends))
         return _align(max(ends)) if ends else 0
 
     def __str__(self) -> str:
@@ -134,8 +146,8 @@ class Program:
         self._verify_arena()
 
     def _verify_arena(self) -> None:
-        if self.arena_offsets is None:
-            return
+        if self.arena_offsets is None or self.sizes:
+            return  # packed; or symbolic offsets, placed by a planner that keeps slots apart
         layout = dict(self.arena_offsets)
         for temp in self.temps:
             if temp.name not in layout:
@@ -159,3 +171,13 @@ class Program:
                 if start < end and frozenset((first, second)) not in allowed:
                     raise LoopIRError(f"program {self.name}: kernel {kernel.name} takes temps {first} and "
                                       f"{second}, which overlap in the arena plan")
+
+
+def _size_vars(program: Program) -> tuple[str, ...]:
+    """The size symbols' variables read by the program's kernels and buffer shapes (and its sub-programs'), sorted."""
+    exprs = [e for k in program.kernels for st in iter_stmts(k.body) for e in stmt_exprs(st)]
+    exprs += [symbolic_expr(d) for b in program.buffers for d in b.shape if symbolic_expr(d) is not None]
+    exprs += [symbolic_expr(o) for _, o in program.arena_offsets or () if symbolic_expr(o) is not None]
+    names = {n.name for e in exprs for n in walk(e) if isinstance(n, Var) and is_size_var(n.name)}
+    names.update(size for sub in program.subprograms for size in sub.sizes)  # set by the outer entry
+    return tuple(sorted(names))

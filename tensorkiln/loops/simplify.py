@@ -20,7 +20,8 @@ import math
 from typing import Mapping, Optional
 
 from tensorkiln.loops.bounds import Bounds
-from tensorkiln.loops.expr import BINARY_OPS, BinOp, Const, Expr, Unary, _binary, evaluate, format_expr, wrap_int
+from tensorkiln.loops.expr import (BINARY_OPS, BinOp, Const, Expr, Unary, Var, _binary, const, evaluate, format_expr,
+                                   is_size_var, walk, wrap_int)
 from tensorkiln.loops.pattern import Pat, Rule
 from tensorkiln.loops.types import int_range, is_int, is_unsigned
 
@@ -172,6 +173,38 @@ def recombine_div_mod(e: Expr) -> Optional[Expr]:
         for t, c in inner.items():
             rest[t] = rest.get(t, 0) + m * c
         return build_linear(rest, constant + m * inner_c, e.dtype)
+    return None
+
+
+def recombine_runtime_div_mod(ctx: Bounds, e: Expr) -> Optional[Expr]:
+    """(x//k)*(k*m) + (x%k)*m -> x*m for a divisor k known only at run time (a size symbol), never 0.
+
+    A row index delinearized over symbolic sizes and linearized again has this form; the
+    product's second factor is matched by its linear form (k*m, m*k, k*c*m' ...)."""
+    terms, constant = linear_form(e)
+    for term, coeff in terms.items():
+        if not (isinstance(term, BinOp) and term.operator == "mul"):
+            continue
+        for quotient, factor in ((term.a, term.b), (term.b, term.a)):
+            if not (isinstance(quotient, BinOp) and quotient.operator == "floordiv"
+                    and not isinstance(quotient.b, Const)):
+                continue
+            k = quotient.b
+            lo, hi = ctx(k)
+            if lo <= 0 <= hi:  # x//0 and x%0 are 0: the identity needs k != 0
+                continue
+            partner = BinOp("mod", quotient.a, k)
+            m = terms.get(partner, 0)
+            k_terms, k_constant = linear_form(k)
+            f_terms, f_constant = linear_form(factor)
+            scaled = {t: c * m for t, c in k_terms.items()}
+            if m == 0 or {t: c * coeff for t, c in f_terms.items()} != scaled or f_constant * coeff != k_constant * m:
+                continue
+            rest = {t: c for t, c in terms.items() if t != term and t != partner}
+            inner, inner_c = linear_form(quotient.a)
+            for t, c in inner.items():
+                rest[t] = rest.get(t, 0) + m * c
+            return build_linear(rest, constant + m * inner_c, e.dtype)
     return None
 
 
@@ -389,6 +422,8 @@ RULES: list[Rule] = [
     # ** canonical affine form **
     Rule("(x//k)*k*m + (x%k)*m -> x*m", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
          recombine_div_mod),
+    Rule("(x//k)*(k*m) + (x%k)*m -> x*m for a run-time k != 0", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
+         recombine_runtime_div_mod),
     Rule("(x//(j*q))*q*m + ((x//j)%q)*m -> (x//j)*m", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
          recombine_nested_div_mod),
     Rule("((x%k)//j)*j*m + (x%j)*m -> (x%k)*m if j divides k", Pat.node({"add", "sub"}, A, B, name="e", kind="int"),
@@ -437,3 +472,20 @@ def simplify(expr: Expr, ranges: Mapping[str, tuple[int, int]] | None = None,
     When `trace` is a list, the identity of every rule that fired is appended to it.
     """
     return _Simplifier(Bounds(ranges), trace).visit(expr)
+
+
+def index_step(index: Expr, var: str, env: dict[str, int]) -> int | None:
+    """How much `index` grows when `var` grows by one from `env`; with a symbolic size (tensorkiln/shapes)
+    in it, the step when it is one constant, else None (unknown: nothing is decided from the hint)."""
+    if any(isinstance(x, Var) and is_size_var(x.name) for x in walk(index)):
+        step = simplify(_substitute_var(index, var, const(1)) - _substitute_var(index, var, const(0)))
+        return int(step.value) if isinstance(step, Const) else None
+    at = lambda v: evaluate(index, {**env, var: v})  # noqa: E731
+    return int(at(1)) - int(at(0))
+
+
+def _substitute_var(e: Expr, name: str, value: Expr) -> Expr:
+    if isinstance(e, Var):
+        return value if e.name == name else e
+    children = e.children
+    return e.with_children(tuple(_substitute_var(c, name, value) for c in children)) if children else e

@@ -147,13 +147,16 @@ class CompiledModule:
         # Per-call arguments (inputs + outputs); constants follow them in the pointer array.
         self._call_specs: tuple[ArgSpec, ...] = signature.inputs + signature.outputs
         self._n_inputs = len(signature.inputs)
-        self._pointers = (ctypes.c_void_p * max(len(signature.args), 1))()
+        # a program with size symbols takes one more pointer: the int64 array of their values
+        self._pointers = (ctypes.c_void_p * max(len(signature.args) + bool(signature.sizes), 1))()
         self._slot_arrays: list[Optional[np.ndarray]] = [None] * len(self._call_specs)
         self._addresses: list[int] = [0] * len(self._call_specs)
-        self._nbytes = tuple(spec.size * numpy_dtypes(spec.dtype)[0].itemsize for spec in self._call_specs)
+        self._nbytes = tuple(spec.size * numpy_dtypes(spec.dtype)[0].itemsize
+                             if all(isinstance(d, int) for d in spec.shape) else 0 for spec in self._call_specs)
         self._dtypes = [numpy_dtypes(spec.dtype) for spec in self._call_specs]
         self._lock = threading.Lock()
         self._constants = self._bind_constants(constants or {})
+        self._sizes: Optional[np.ndarray] = None  # the sizes array last passed to call_sized (kept alive)
         self._arena_raw, self._arena, self._arena_pointer = self._allocate_arena(signature.arena_bytes)
 
     # ---- loading
@@ -292,6 +295,34 @@ class CompiledModule:
         status = self._entry(self._pointers, self._arena_pointer)
         if status:
             self._raise_failure(status)
+
+    def call_sized(self, arrays: Sequence[np.ndarray], sizes: np.ndarray, arena_bytes: int) -> None:
+        """Run a program with size symbols: `sizes` (int64, in signature.sizes order) are this call's
+        values, `arena_bytes` the arena they need (it grows when a call needs more).
+
+        As `call_checked`: the caller holds `lock` and has checked the arrays against the
+        shapes the sizes give; the outputs are fresh or recycled arrays of those shapes.
+        """
+        if self._lib is None:
+            self._entry()  # released: raises, naming the program
+        if arena_bytes > len(self._arena):
+            self._arena_raw, self._arena, self._arena_pointer = self._allocate_arena(arena_bytes)
+        slots = self._slot_arrays
+        for i, array in enumerate(arrays):
+            if array is not slots[i]:
+                self._set_pointers(arrays)
+                break
+        if sizes is not self._sizes:  # the same array for a shape seen before: its address is in place
+            self._sizes = sizes
+            self._pointers[len(self.signature.args)] = sizes.ctypes.data
+        status = self._entry(self._pointers, self._arena_pointer)
+        if status:
+            self._raise_failure(status)
+
+    @property
+    def arena_capacity(self) -> int:
+        """Bytes of the arena allocated now (a symbolic program's grows to the largest call's need)."""
+        return len(self._arena)
 
     def _set_pointers(self, arrays: Sequence[np.ndarray]) -> bool:
         """Write the address of each array not already in its slot; True when any was new."""

@@ -58,7 +58,8 @@ class ArgSpec:
     role: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        # a symbolic dimension is its text (`s_batch`): the caller evaluates it per call
+        object.__setattr__(self, "shape", tuple(d if isinstance(d, str) else int(d) for d in self.shape))
         if self.role not in ROLES:
             raise ValueError(f"argument {self.name}: role must be one of {ROLES}")
         numpy_dtypes(self.dtype)
@@ -81,8 +82,11 @@ class Signature:
     outputs: tuple[ArgSpec, ...]
     constants: tuple[ArgSpec, ...] = ()
     arena_bytes: int = 0
+    # size symbols whose values the entry reads per call from one int64 array after the arguments
+    sizes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", tuple(self.sizes))
         for field_name in ("inputs", "outputs", "constants"):
             object.__setattr__(self, field_name, tuple(getattr(self, field_name)))
 
@@ -94,7 +98,8 @@ class Signature:
     def encode(self) -> str:
         """A one-line text form, embedded in the library and compared on load."""
         parts = [f"{a.role}:{a.name}:{a.dtype}:{'x'.join(map(str, a.shape))}" for a in self.args]
-        return ";".join(["tk1", *parts, f"arena:{self.arena_bytes}"])
+        sizes = [f"sizes:{','.join(self.sizes)}"] if self.sizes else []
+        return ";".join(["tk1", *parts, *sizes, f"arena:{self.arena_bytes}"])
 
     @classmethod
     def decode(cls, text: str) -> "Signature":

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tensorkiln"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("tensorkiln.errors", "tensorkiln.dtypes")),
     ("runtime", ("tensorkiln.runtime",)),
-    ("loop IR", ("tensorkiln.loops",)),
+    ("loop IR", ("tensorkiln.loops", "tensorkiln.shapes")),
     ("codegen", ("tensorkiln.codegen",)),
     ("graph IR", ("tensorkiln.ir",)),
     ("kernels", ("tensorkiln.kernels",)),

@@ -21,7 +21,7 @@ def test_compiles_past_the_limit_warn_naming_argument_and_dimension():
     def scale(x, y):
         return x * 2 + y
 
-    f = tk.jit(scale, recompile_limit=2)
+    f = tk.jit(scale, recompile_limit=2, dynamic=False)  # one program per shape (no size symbols)
     y = np.ones(3, np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RecompileWarning)
@@ -50,7 +50,7 @@ def test_describe_change_names_every_kind_of_difference():
 
 
 def test_cache_limit_releases_the_least_recently_used_program():
-    f = tk.jit(lambda x: x * 3 - 1, cache_limit=2, recompile_limit=100)
+    f = tk.jit(lambda x: x * 3 - 1, cache_limit=2, recompile_limit=100, dynamic=False)
     arrays = {n: np.arange(n, dtype=np.float32) for n in (3, 4, 5)}
     f(arrays[3])
     f(arrays[4])
@@ -67,7 +67,7 @@ def test_cache_limit_releases_the_least_recently_used_program():
 
 
 def test_libraries_held_stay_bounded_over_many_shapes():
-    f = tk.jit(lambda x: (x + 1.5) * x, cache_limit=3, recompile_limit=1000)
+    f = tk.jit(lambda x: (x + 1.5) * x, cache_limit=3, recompile_limit=1000, dynamic=False)
     before = _loaded_libraries()
     for n in range(1, 21):
         x = np.linspace(-1, 1, n, dtype=np.float32)
@@ -77,7 +77,7 @@ def test_libraries_held_stay_bounded_over_many_shapes():
 
 
 def test_a_released_program_raises_instead_of_crashing():
-    f = tk.jit(lambda x: x + 1, cache_limit=1)
+    f = tk.jit(lambda x: x + 1, cache_limit=1, dynamic=False)
     x = np.ones(4, np.float32)
     f(x)
     compiled = f._programs()[0].compiled

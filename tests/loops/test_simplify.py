@@ -188,6 +188,9 @@ SHAPES: dict[str, st.SearchStrategy[Expr]] = {
     "(g*a + r) % (g*b) -> g*((a + r//g) % b) + r%g": scaled_combos().map(lambda t: t[0] % t[1]),
     "(x//k)*k*m + (x%k)*m -> x*m": st.tuples(int_exprs(5), st.integers(1, 12), st.integers(-4, 5), int_exprs(3)).map(
         lambda t: (t[0] // t[1]) * (t[1] * t[2]) + t[3] + (t[0] % t[1]) * t[2]),
+    "(x//k)*(k*m) + (x%k)*m -> x*m for a run-time k != 0": st.tuples(
+        int_exprs(5), st.sampled_from([INT_VARS[0] + 1, INT_VARS[1] + 2, INT_VARS[3] * INT_VARS[3] + 1, INT_VARS[0]]), st.integers(-4, 5), int_exprs(3)).map(
+        lambda t: (t[0] // t[1]) * (t[1] * t[2]) + t[3] + (t[0] % t[1]) * t[2]),
     "(x//(j*q))*q*m + ((x//j)%q)*m -> (x//j)*m": st.tuples(
         int_exprs(5), st.integers(1, 8), st.integers(1, 8), st.integers(-4, 5), int_exprs(3)).map(
         lambda t: (t[0] // (t[1] * t[2])) * (t[2] * t[3]) + t[4] + ((t[0] // t[1]) % t[2]) * t[3]),
@@ -242,6 +245,7 @@ FIRES: dict[str, Expr] = {
     "(g*a + r) // (g*b) -> (a + r//g) // b": (n * 4 + 2) // 8,
     "(g*a + r) % (g*b) -> g*((a + r//g) % b) + r%g": (n * 4 + 2) % 8,
     "(x//k)*k*m + (x%k)*m -> x*m": (n // 4) * 4 + n % 4,
+    "(x//k)*(k*m) + (x%k)*m -> x*m for a run-time k != 0": (n // (i + 1)) * ((i + 1) * 48) + n % (i + 1) * 48,
     "(x//(j*q))*q*m + ((x//j)%q)*m -> (x//j)*m": (n // 12) * 12 + (n // 3) % 4 * 3,
     "((x%k)//j)*j*m + (x%j)*m -> (x%k)*m if j divides k": (n % 12) // 3 * 3 + n % 3,
     "sum of c*term + c0, largest coefficient first": j + i * 3 - 2,

@@ -6,8 +6,10 @@
 
 How it works: the ONNX graph becomes a Python function over tk Tensors (one
 converter per operator, registered in `registry.py` by the operator-family
-modules) that `tk.jit` traces once per input signature, so a dynamic batch
-dimension is specialized at call time. Before anything is traced the model is checked: every unsupported operator and
+modules) that `tk.jit` traces per input signature. An input dimension declared with a
+`dim_param` ("batch", "sequence") is a size symbol (docs/dynamic_shapes.md): one
+program serves its sizes as far as the operators keep them symbolic; the others
+specialize with guards. Before anything is traced the model is checked: every unsupported operator and
 element type is reported at once (UnsupportedOpError), and a malformed model
 (bad bytes, no graph or opset, dangling inputs) raises OnnxImportError naming the
 problem. External tensor data is read only from inside the model's directory or
@@ -43,6 +45,7 @@ from .staged import StagedGraph
 from .control import SubGraphBody, static_refusal, value_positions
 from ...frontend.jit import jit
 from ...runtime.export_format import model_name_from
+from ...shapes import hint_of
 
 ONNX_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
@@ -252,11 +255,28 @@ class OnnxModule:
         if self._unsupported:
             raise UnsupportedModelError(self._unsupported, name)
         self.value_inputs = self._find_value_inputs(initializer_names)
+        self.dim_params = self._dim_params(graph)
         self._model = self._types = None  # not needed after loading
         options = dict(opt_level=opt_level, debug=debug, backend=backend, precision=precision)
-        self._jit = jit(self._make_function(), **options)
+        # dims named by a dim_param are size symbols (one name, one symbol); without any, automatic dynamic
+        self._jit = jit(self._make_function(), dynamic=self.dim_params or None, **options)
         self._make_jit = lambda fn: jit(fn, **options)
         self._staged: StagedGraph | None = None  # set when shapes depend on data (staged.py)
+
+    def _dim_params(self, graph) -> dict[str, dict[int, str]]:
+        """{input argument name: {axis: symbol name}} for every input axis declared with a dim_param."""
+        arguments = dict(zip(self.input_names, _identifiers(self.input_names)))
+        result: dict[str, dict[int, str]] = {}
+        for value in graph.input:
+            if value.name not in arguments or value.name in self.value_inputs:
+                continue
+            t = value.type
+            if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+                continue
+            for axis, d in enumerate(t.tensor_type.shape.dim):
+                if d.HasField("dim_param") and d.dim_param:
+                    result.setdefault(arguments[value.name], {})[axis] = _identifiers([d.dim_param])[0]
+        return result
 
     # ---- checks ------------------------------------------------------------------------------
     def _value_type(self, value, kind: str):
@@ -495,7 +515,7 @@ class OnnxModule:
             if value.dtype != dtype:
                 raise OnnxImportError(f"ONNX model {self.model_name!r}: graph output {name!r} is declared "
                                       f"{dtype.name} but the model computes {value.dtype.name}")
-            shape = tuple(value.shape)
+            shape = tuple(hint_of(d) for d in value.shape)  # the sizes of this trace: a diagnostic, no guard
             if dims is not None and not _shape_matches(dims, shape):
                 declared_shape = [d if d is not None else "?" for d in dims]
                 warnings.warn(f"ONNX model {self.model_name!r}: graph output {name!r} is declared with shape "
@@ -558,6 +578,11 @@ class OnnxModule:
             outputs = self._staged(arguments)
         arrays = [o.numpy() if isinstance(o, Tensor) else np.asarray(o) for o in outputs]
         return dict(zip(self.output_names, arrays)) if return_dict else arrays
+
+    @property
+    def compile_count(self) -> int:
+        """Programs compiled so far (one serves every size of its dim_params that its guards admit)."""
+        return self._jit.compile_count
 
     def graph(self, *args, **kwargs):
         """The traced tensorkiln graph for these inputs' signature."""

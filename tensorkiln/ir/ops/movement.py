@@ -14,13 +14,14 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError
 from .gradient import pad_axis, place, slice_axis, sum_to
 from .registry import Attrs, MappingType, OpKind, TensorType, register
+from ...shapes import prod
 
 
 def _reshape_infer(types, attrs):
     t, shape = types[0], tuple(attrs["shape"])
     if any(d < 0 for d in shape):
         raise ShapeError(f"negative size in target shape {list(shape)}")
-    if int(np.prod(shape, dtype=np.int64)) != t.size:
+    if prod(shape) != t.size:
         raise ShapeError(f"cannot reshape {t.size} elements to {list(shape)}")
     return TensorType(shape, t.dtype)
 
@@ -242,8 +243,8 @@ def _take_gradient(g, inputs, out, attrs, needs, build):
     n, k = shape[axis], index.numel()
     if k == 0:
         return build.zeros(shape, g.dtype), None
-    pre = int(np.prod(shape[:axis], dtype=np.int64))
-    post = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    pre = prod(shape[:axis])
+    post = prod(shape[axis + 1:])
     onehot = _one_hot(build, index.reshape(-1), n, g.dtype)  # (k, n)
     g3 = build.apply("permute", [g.reshape(pre, k, post)], perm=(0, 2, 1))  # (pre, post, k)
     scattered = build.apply("matmul", [g3, onehot])  # (pre, post, n)

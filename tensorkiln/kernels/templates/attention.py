@@ -49,6 +49,8 @@ from ...loops.schedule import substitute
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ...loops.types import itemsize
 from ..target import cpu_target
+from ...shapes import is_symbolic, prod
+from ...loops.simplify import index_step
 
 QUERY_BLOCK = 48  # queries sharing one packed block of keys and values (a multiple of every MR and vector)
 KEY_BLOCK = 64  # keys per block: one online-softmax step (rescale of O) per block
@@ -227,7 +229,7 @@ def attention_body(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> Stmt 
     first, x, _ = attention_parts(root)
     *batch_shape, m, n = x.shape
     dv = root.inputs[1].shape[-1]
-    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    batch = prod(batch_shape) if batch_shape else 1
     if batch * m * dv == 0:
         return None
     blocking = attention_blocking(m, dv, root.dtype.name)
@@ -245,7 +247,7 @@ class _AttentionKernel:
         self.batch_shape = tuple(x.shape[:-2])
         self.m, self.n = x.shape[-2:]
         self.d, self.dv = self.q_node.shape[-1], self.v_node.shape[-1]
-        self.batch = int(np.prod(self.batch_shape, dtype=np.int64)) if self.batch_shape else 1
+        self.batch = prod(self.batch_shape) if self.batch_shape else 1
         self.bl = blocking
         self.dtype = root.dtype.name
         self.buffers = buffers
@@ -292,8 +294,9 @@ class _AttentionKernel:
 
     @staticmethod
     def _extent(block_size: int, total: int, start: E.Expr) -> E.Expr:
-        """Elements of the block starting at `start` (a min() only when blocks do not divide total)."""
-        if total % block_size == 0:
+        """Elements of the block starting at `start` (a min() only when blocks do not divide total,
+        or may not: a symbolic total)."""
+        if not is_symbolic(total) and total % block_size == 0:
             return E.const(block_size)
         return E.minimum(E.const(block_size), total - start)
 
@@ -346,6 +349,10 @@ class _AttentionKernel:
         nk = self.bl.key_block
         if self.causal is None or not self.causal.skippable:
             whole = self.n // nk
+            if is_symbolic(self.n):  # a symbolic key count: whole blocks, then a last one of 0..nk-1 keys
+                last = substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)})
+                return block(For(self.kblock, E.const(whole), self._key_block(E.const(nk))),
+                             If(E.gt(E.const(self.n % nk), 0), last))
             parts = [_loop(self.kblock, whole, self._key_block(E.const(nk)))] if whole else []
             if self.n % nk:
                 parts.append(substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)}))
@@ -514,6 +521,4 @@ def _plain_load(node: Node, values: ValueBuilder, dtype: str, unit_stride: bool)
         return False
     if not unit_stride:
         return True
-    origin = {v.name: 0 for v in index}
-    step = E.evaluate(element.index, {**origin, index[-1].name: 1}) - E.evaluate(element.index, origin)
-    return step == 1
+    return index_step(element.index, index[-1].name, {v.name: 0 for v in index}) == 1

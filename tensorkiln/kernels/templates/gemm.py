@@ -61,6 +61,7 @@ from ..schedule_defaults import thread_count
 from ...loops.types import itemsize
 from ..target import cpu_target
 from ..tuned import configured, workload_key
+from ...shapes import is_symbolic
 
 IndexFn = Callable[..., E.Expr]
 
@@ -170,7 +171,8 @@ def analytic_gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: boo
     # B panels past ~1 MiB measured slower here than a shorter panel re-packed more often
     nc = _round_down(min(target.l3 // 2 // (kc * size), 1024 * 4 // size), nr)
     nc = min(nc, _round_up(n, nr))
-    mc = min(mc, _round_up(m, mr))
+    if not is_symbolic(m):  # a symbolic M keeps the cache-sized block: its last block is short (min())
+        mc = min(mc, _round_up(m, mr))
     return GemmBlocking(mr, nr, kc, mc, nc)
 
 
@@ -291,8 +293,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     # Each task owns a chunk of rows and a chunk of columns of one matrix of the batch.
     m_chunk = _round_up(-(-m // split.row_chunks), mr)
     n_chunk = _round_up(-(-n // split.col_chunks), nr)
-    mc_max = min(bl.mc, m_chunk)
-    nc_max = min(nc_max, n_chunk)
+    mc_max = bl.mc if is_symbolic(m_chunk) else min(bl.mc, m_chunk)  # local buffers keep a static size
+    nc_max = nc_max if is_symbolic(n_chunk) else min(nc_max, n_chunk)
     v = lambda name: E.Var(f"{prefix}_{name}")  # noqa: E731
     zero = E.Const(0.0, dtype)
     n_k = -(-k // kc_max)
@@ -315,7 +317,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     pack_b: Stmt | None = None
     if b_panels is None:
         col = col_base + jp * nr + jj
-        b_elem = E.Select(E.lt(col, n), b_value(bi, k_at(pp), clamp(col, n)), zero) if n % nr \
+        b_elem = E.Select(E.lt(col, n), b_value(bi, k_at(pp), clamp(col, n)), zero) if has_tail(n, nr) \
             else b_value(bi, k_at(pp), col)
         pack_b = For(jp, n_panels, For(pp, kc, For(jj, E.const(nr), Store(
             bpack, jp * (kc_max * nr) + pp * nr + jj, b_elem), "vectorized")))
@@ -326,7 +328,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     a_rows_in_place = a_panels is None and a_reads_rows(a_value, E.Var(f"{prefix}_probe"))
     if a_panels is None and not a_rows_in_place:
         row = row_base + ip * mr + ia
-        a_elem = E.Select(E.lt(row, m), a_value(bi, clamp(row, m), k_at(pa)), zero) if m % mr else \
+        a_elem = E.Select(E.lt(row, m), a_value(bi, clamp(row, m), k_at(pa)), zero) if has_tail(m, mr) else \
             a_value(bi, row, k_at(pa))
         pack_a = For(ip, m_panels, For(pa, kc, For(ia, E.const(mr), Store(
             apack, ip * (kc_max * mr) + pa * mr + ia, a_elem), "unrolled")))
@@ -341,7 +343,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     if a_rows_in_place:
         # MR rows of A read where they lie (rows past M repeat the last one; their sums are dropped)
         a_row = row_base + iq * mr + i
-        a_micro = a_value(bi, clamp(a_row, m) if m % mr else a_row, k_at(p))
+        a_micro = a_value(bi, clamp(a_row, m) if has_tail(m, mr) else a_row, k_at(p))
     elif a_panels is None:
         a_micro = E.Load(apack, iq * (kc_max * mr) + p * mr + i)
     else:
@@ -376,7 +378,10 @@ def a_reads_rows(a_value: IndexFn, probe: E.Var) -> bool:
     """True when A's element (row, k) is a plain load whose index steps by one along k: A's rows
     lie contiguous in memory and the micro-kernel can broadcast from them directly."""
     value = a_value(E.const(0), E.Var(probe.name + "_row"), probe)
-    return isinstance(value, E.Load) and _unit_summand(value.index, probe.name)
+    # a division by a run-time size (a symbolic M) in the index: packing A pays it once per element
+    divides = any(isinstance(x, E.BinOp) and x.operator in ("floordiv", "mod") and not isinstance(x.b, E.Const)
+                  for x in E.walk(value.index)) if isinstance(value, E.Load) else False
+    return isinstance(value, E.Load) and _unit_summand(value.index, probe.name) and not divides
 
 
 def _unit_summand(index: E.Expr, var: str) -> bool:
@@ -426,7 +431,14 @@ def _chunk_extent(chunk: int, chunks: int, total: int, start: E.Expr) -> E.Expr:
     a constant where the chunks tile `total` exactly."""
     if chunks == 1:
         return E.const(total)
-    return E.const(chunk) if chunk * chunks == total else E.minimum(E.const(chunk), total - start)
+    exact = not is_symbolic(total) and not is_symbolic(chunk) and chunk * chunks == total
+    return E.const(chunk) if exact else E.minimum(E.const(chunk), total - start)
+
+
+def has_tail(size, tile: int) -> bool:
+    """Whether loops over `size` in steps of `tile` end with a short step: always assumed for a
+    symbolic size (a min() or mask), never an equality guard on it."""
+    return is_symbolic(size) or size % tile != 0
 
 
 def _block_extent(block_size: int, chunk_extent: E.Expr, index: E.Expr) -> E.Expr:
@@ -455,8 +467,8 @@ def tile_writeback(out: Buffer, acc: Buffer, out_index: IndexFn, epilogue, col_v
             raise ValueError("blis_gemm: partial sums over K blocks need an output of the compute dtype")
         last_sum = E.Load(out, flat) + tile_sum  # pc > 0 there: a plain load, so the epilogue vectorizes
         tile_sum = E.Select(E.eq(pc, 0), zero, E.Load(out, flat)) + tile_sum
-    rows_left = E.minimum(E.const(mr), m - r0) if m % mr else E.const(mr)
-    cols_left = E.minimum(E.const(nr), n - c0) if n % nr else E.const(nr)
+    rows_left = E.minimum(E.const(mr), m - r0) if has_tail(m, mr) else E.const(mr)
+    cols_left = E.minimum(E.const(nr), n - c0) if has_tail(n, nr) else E.const(nr)
 
     def write(value: E.Expr) -> Stmt:
         store: Stmt = Store(out, flat, value)

@@ -28,6 +28,8 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
 from .gemm import Panels, analytic_gemm_blocking, gemm_blocking, gemm_needs_partial_sums
 from .gemm_bf16 import bf16_gemm, gemm_template
+from ...shapes import is_symbolic, prod
+from ...loops.simplify import index_step
 
 
 def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
@@ -35,9 +37,7 @@ def load_stride(value: E.Expr, var: str, env: dict[str, int]) -> int | None:
     loads = [e for e in E.walk(value) if isinstance(e, E.Load)]
     if not loads:
         return None
-    index = loads[0].index
-    at = lambda v: E.evaluate(index, {**env, var: v})  # noqa: E731
-    return int(at(1)) - int(at(0))
+    return index_step(loads[0].index, var, env)
 
 
 BLIS_MIN_FLOPS = 32 ** 3  # below this, packing costs more than the register tile saves
@@ -61,7 +61,7 @@ def blis_gemm_applies(root: Node, out_dtype: str) -> bool:
     dtype = compute_dtype(root.dtype.name)
     if dtype not in ("float32", "float64") or a_node.dtype.name != root.dtype.name:
         return False
-    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    batch = prod(batch_shape) if batch_shape else 1
     if m < 4 or n < 8 or k < 1 or batch * m * n * k < BLIS_MIN_FLOPS:
         return False
     # a tuned blocking never adds depth blocks to the analytic one's (gemm.blocking_legal)
@@ -88,7 +88,7 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
     batch_shape = tuple(batch_shape)
     k = a_node.shape[-1]
     dtype = compute_dtype(root.dtype.name)
-    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    batch = prod(batch_shape) if batch_shape else 1
     if root.op == "matmul_bf16_packed":  # B's bf16 pairs (passes/packed_weights.py), read in place
         return _bf16_packed_matmul(root, out, values, epilogue)
     panels = None
@@ -99,7 +99,8 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         # B is shared by every batch: fold the batch into the rows, so B is packed once.
         def a_value(b, row, kk):
             index = delinearize(row // m, batch_shape) if m > 1 else delinearize(row, batch_shape)
-            i = row % m if m > 1 else E.const(0)
+            # one matrix with a symbolic M: row < M, and a % by a run-time M would cost a division per load
+            i = (row if not batch_shape and is_symbolic(m) else row % m) if m > 1 else E.const(0)
             return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [i, kk])
 
         def b_value(b, kk, col):
@@ -137,7 +138,7 @@ def _bf16_packed_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue)
     *batch_shape, m, n = root.shape
     batch_shape = tuple(batch_shape)
     k = a_node.shape[-1]
-    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    batch = prod(batch_shape) if batch_shape else 1
 
     def a_value(b, row, kk):
         index = delinearize(row // m, batch_shape) if m > 1 else delinearize(row, batch_shape)
@@ -165,7 +166,7 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
         epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
     *batch_shape, m, n = root.shape
     k_extent = a_node.shape[-1]
-    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    batch = prod(batch_shape) if batch_shape else 1
     if batch * m * n == 0:
         return None
     if use_blis_gemm(root, out):

@@ -31,6 +31,7 @@ from ...loops.ir import Alloc, Assign, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ...loops.types import compute_dtype
 from .plane import fill_plane, phased_plane
+from ...shapes import prod
 
 POOL_OPS = ("reduce_max", "reduce_min", "reduce_sum")
 
@@ -61,7 +62,7 @@ def pool_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
     dh, dw = window.attrs["dilation"]
     lead = src.shape[:-2]
     oh, ow = window.shape[-4], window.shape[-3]
-    planes = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    planes = prod(lead) if lead else 1
     dtype = compute_dtype(root.dtype.name)
 
     plane, y, x = E.Var("pl_plane"), E.Var("pl_y"), E.Var("pl_x")

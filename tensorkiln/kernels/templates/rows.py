@@ -48,6 +48,7 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..stream import MIN_STREAM_BYTES, STAGE_BYTES, streams_output
 from ...loops.types import compute_dtype, is_float, itemsize
 from ..target import cpu_target
+from ...shapes import is_symbolic, prod
 
 LANE_VECTORS = 4  # independent vector accumulators per reduction: covers the add latency at 1-2 adds per cycle
 _LANE_OPS = ("add", "mul", "min", "max")
@@ -60,8 +61,8 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
     full = inner[0].inputs[0].shape
     lead, tail = full[:len(full) - k], full[len(full) - k:]
     row_shape = lead + (1,) * k
-    rows = int(np.prod(lead, dtype=np.int64)) if lead else 1
-    width = int(np.prod(tail, dtype=np.int64))
+    rows = prod(lead) if lead else 1
+    width = prod(tail)
     if rows * width == 0:
         return None
     r = E.Var("row")
@@ -178,7 +179,7 @@ def _lane_reduction(declarations: list[Stmt], body: Callable[[E.Expr], tuple[lis
                         LANE_BLOCK)
     inits = [For(lane, E.const(lanes), Store(partial[d.var.name], lane, d.value), "vectorized") for d in scalars]
     passes: list[Stmt] = [*inits, main]
-    if rest:
+    if is_symbolic(rest) or rest:  # a symbolic row length always gets the tail loop (it may run 0 times)
         tail = E.Var(f"{name}_tail")
         before, updates = body(E.const(blocks * lanes) + tail)
         passes.append(For(tail, E.const(rest), block(*before, *updates), "vectorized"))
@@ -247,7 +248,7 @@ def _element_pass(body: Callable[[E.Expr], Stmt], width: int, lanes: int, name: 
     outer, lane = E.Var(f"{name}_block"), E.Var(f"{name}_lane")
     loops: list[Stmt] = [For(outer, E.const(blocks), For(lane, E.const(lanes), body(outer * lanes + lane),
                                                           "vectorized"))]
-    if rest:
+    if is_symbolic(rest) or rest:  # a symbolic row length always gets the tail loop
         tail = E.Var(f"{name}_tail")
         loops.append(For(tail, E.const(rest), body(E.const(blocks * lanes) + tail), "vectorized"))
     return loops
