@@ -20,6 +20,7 @@ and register themselves when imported, which this package does here:
     quant          QuantizeLinear, DequantizeLinear and the integer matmul/conv ops
     rnn            RNN, GRU, LSTM
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter
+    losses         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 """
 from . import (activations, constants, contractions, conv, elementwise, indexing, movement,  # noqa: F401
-               normalization, pooling, quant, reductions, resize, rnn, scatter)
+               losses, normalization, pooling, quant, reductions, resize, rnn, scatter)
