@@ -113,6 +113,7 @@ def main() -> int:
     args = parser.parse_args()
     cases = [c for c in all_cases() if (args.suite is None or c.suite == args.suite) and (args.k is None or args.k in c.id)]
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    os.environ.setdefault("TENSORKILN_VERBOSE", "0")  # no compile progress lines between the results
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(_count_case_star, [(c, args.backend) for c in cases], chunksize=4))
     print(f"ONNX backend conformance, tensorkiln backend={args.backend}, onnxruntime CPUExecutionProvider")

@@ -21,6 +21,13 @@ and register themselves when imported, which this package does here:
     rnn            RNN, GRU, LSTM
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter
     losses         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+    sampling       GridSample, AffineGrid
+    col2im         Col2Im
+    deform_conv    DeformConv (2 spatial axes)
+    linalg         Det
+    tfidf          TfIdfVectorizer (integer tokens)
+    linear_attention  LinearAttention (the recurrence unrolled over the sequence)
 """
 from . import (activations, constants, contractions, conv, elementwise, indexing, movement,  # noqa: F401
-               losses, normalization, pooling, quant, reductions, resize, rnn, scatter)
+               col2im, deform_conv, linalg, linear_attention, losses, normalization, pooling, quant, reductions,
+               resize, rnn, sampling, scatter, tfidf)
