@@ -57,8 +57,8 @@ def onnxruntime_outcome(case) -> tuple[str, str]:
     import onnxruntime as ort
     model, rtol, atol, sets = load_case_data(case)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
-    ort.set_default_logger_severity(3)
+    options.log_severity_level = 4  # its expected failures are counted, not logged
+    ort.set_default_logger_severity(4)
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as err:

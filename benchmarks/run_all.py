@@ -52,6 +52,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                                   "--threads", "2"], True),
     "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
+    # every ONNX backend conformance case through the generated C and through ONNX Runtime
+    "onnx_conformance_counts": ([sys.executable, os.path.join(HERE, "onnx_conformance_counts.py")], True),
 }
 
 

@@ -26,8 +26,9 @@ and register themselves when imported, which this package does here:
     deform_conv    DeformConv (2 spatial axes)
     linalg         Det
     tfidf          TfIdfVectorizer (integer tokens)
+    ml             ai.onnx.ml: Binarizer, ArrayFeatureExtractor, LabelEncoder (numbers), TreeEnsemble
     linear_attention  LinearAttention (the recurrence unrolled over the sequence)
 """
 from . import (activations, constants, contractions, conv, elementwise, indexing, movement,  # noqa: F401
-               col2im, deform_conv, linalg, linear_attention, losses, normalization, pooling, quant, reductions,
-               resize, rnn, sampling, scatter, tfidf)
+               col2im, deform_conv, linalg, linear_attention, losses, ml, normalization, pooling, quant,
+               reductions, resize, rnn, sampling, scatter, tfidf)

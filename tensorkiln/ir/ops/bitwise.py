@@ -91,7 +91,8 @@ def _bitcast_infer(types: list[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _bitcast_reference(inputs, attrs, out):
-    return np.ascontiguousarray(inputs[0]).view(attrs["dtype"].storage)
+    x = inputs[0]
+    return np.ascontiguousarray(x).reshape(x.shape).view(attrs["dtype"].storage)  # (ascontiguousarray makes 0-d 1-d)
 
 
 def _lower_bitcast(args, node):

@@ -70,7 +70,7 @@ def _bit_patterns(dtype: str, shape) -> np.ndarray:
     if dtype.startswith("float"):
         values = RNG.standard_normal(shape).astype(dtype) * 1e3
         tiny = np.finfo(dtype).smallest_subnormal
-        values.flat[:6] = [-0.0, np.inf, -np.inf, np.nan, tiny, -tiny]
+        values.flat[:6] = [-0.0, np.inf, -np.inf, np.nan, tiny, -tiny][:values.size]
         return values
     info = np.iinfo(dtype)
     return RNG.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
@@ -78,7 +78,7 @@ def _bit_patterns(dtype: str, shape) -> np.ndarray:
 
 @pytest.mark.parametrize("source,target", BITCASTS)
 def test_bitcast_keeps_every_bit(source, target):
-    x = _bit_patterns(source, (3, 7))
+    x = _bit_patterns(source, (3, 7) if source != "int32" else ())  # a 0-d tensor too
 
     def reinterpret(v):
         return apply("bitcast", [v], dtype=getattr(tk, target if target != "bool" else "bool"))
@@ -87,7 +87,8 @@ def test_bitcast_keeps_every_bit(source, target):
     for runner in (compiled, reference):
         got = runner(x).numpy()
         assert got.dtype == np.dtype(target)
-        np.testing.assert_array_equal(got.view(np.uint8), x.view(np.uint8))  # bytes, so NaNs compare too
+        assert got.shape == x.shape
+        np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), x.reshape(-1).view(np.uint8))  # bytes: NaNs too
     assert compiled.report(x).backend == "c"
 
 
