@@ -372,7 +372,7 @@ _BITCAST = """
 static inline {to_t} tk_bitcast_{to}_{src}({src_t} x)
 {{
     {to_t} bits;
-    memcpy(&bits, &x, sizeof bits);  /* the same bytes read as another type; compiles to a register move */
+    memcpy(&bits, &x, sizeof bits);  /* the same bytes read as another type (a register move, no call) */
     return bits;
 }}
 """
