@@ -13,7 +13,7 @@ from . import nn
 from .frontend.creation import (arange, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, promote_types,
-                     uint8)
+                     uint8, uint16, uint32, uint64)
 from .dtypes import bool_ as bool  # noqa: A001  (tk.bool, as torch.bool)
 from .errors import (AxisError, CompileError, DTypeError, ShapeError, TensorKilnError, TraceError,
                      UnsupportedOpError)

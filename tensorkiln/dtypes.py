@@ -51,7 +51,7 @@ class DType:
 
     @property
     def is_unsigned(self) -> bool:
-        """True for unsigned integers (uint8); bfloat16's uint16 storage does not count."""
+        """True for unsigned integers (uint8 ... uint64); bfloat16's uint16 storage does not count."""
         return self.is_integer and self.storage.kind == "u"
 
     @property
@@ -65,6 +65,9 @@ class DType:
 
 bool_ = DType("bool", 0, 8, np.dtype(np.bool_), "bool")
 uint8 = DType("uint8", 1, 8, np.dtype(np.uint8), "u8")
+uint16 = DType("uint16", 1, 16, np.dtype(np.uint16), "u16")
+uint32 = DType("uint32", 1, 32, np.dtype(np.uint32), "u32")
+uint64 = DType("uint64", 1, 64, np.dtype(np.uint64), "u64")
 int8 = DType("int8", 1, 8, np.dtype(np.int8), "i8")
 int16 = DType("int16", 1, 16, np.dtype(np.int16), "i16")
 int32 = DType("int32", 1, 32, np.dtype(np.int32), "i32")
@@ -74,9 +77,9 @@ bfloat16 = DType("bfloat16", 2, 16, np.dtype(np.uint16), "bf16")
 float32 = DType("float32", 2, 32, np.dtype(np.float32), "f32")
 float64 = DType("float64", 2, 64, np.dtype(np.float64), "f64")
 
-ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, uint16, uint32, uint64)
 FLOAT_DTYPES = (float16, bfloat16, float32, float64)
-INT_DTYPES = (uint8, int8, int16, int32, int64)
+INT_DTYPES = (uint8, int8, int16, int32, int64, uint16, uint32, uint64)
 _SIGNED_BY_BITS = {d.bits: d for d in INT_DTYPES if not d.is_unsigned}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16, "byte": uint8,
@@ -115,12 +118,10 @@ def as_dtype(value) -> DType:
 
 
 def from_numpy_dtype(np_dtype: np.dtype) -> DType:
-    """The DType for a numpy array; uint16/32/64 map to a wider signed type (int32, int64, int64)."""
+    """The DType for a numpy array (each numpy integer and float type has its own)."""
     np_dtype = np.dtype(np_dtype)
     if np_dtype.name in _BY_NAME:
         return _BY_NAME[np_dtype.name]
-    if np_dtype.kind == "u":
-        return int64 if np_dtype.itemsize >= 4 else int32
     if np_dtype.kind == "i":
         return int32 if np_dtype.itemsize <= 4 else int64
     if np_dtype.kind == "f":
@@ -142,7 +143,8 @@ def _promote_two(a: DType, b: DType) -> DType:
 
 def _promote_mixed_sign(a: DType, b: DType) -> DType:
     """An unsigned with a signed integer: the narrowest signed type holding both ranges
-    (uint8 with int8 gives int16, as torch.promote_types does)."""
+    (uint8 with int8 gives int16, as torch.promote_types does); uint64 with a signed type gives
+    int64, the widest there is, which does not hold uint64's upper half."""
     unsigned, signed = (a, b) if a.is_unsigned else (b, a)
     return _SIGNED_BY_BITS[min(max(signed.bits, 2 * unsigned.bits), 64)]
 

@@ -160,7 +160,7 @@ def test_as_dtype_rejects_unknown(bad):
 
 
 @pytest.mark.parametrize("np_dtype, expected", [
-    (np.uint8, U8), (np.uint16, I32), (np.uint32, I64), (np.uint64, I64), (np.int16, I16),
+    (np.uint8, U8), (np.uint16, tk.uint16), (np.uint32, tk.uint32), (np.uint64, tk.uint64), (np.int16, I16),
     (np.float16, F16), (np.float32, F32), (np.float64, F64), (np.bool_, B), (np.int8, I8),
 ])
 def test_from_numpy_dtype(np_dtype, expected):

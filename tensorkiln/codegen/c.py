@@ -60,7 +60,7 @@ from tensorkiln.codegen.c_stream import STREAM_HELPERS, stream_copy, streams
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (
-    BinOp, Call, Cast, Const, Expr, Load, Select, Unary, Var, is_size_var, lift, walk,
+    BinOp, Bitcast, Call, Cast, Const, Expr, Load, Select, Unary, Var, is_size_var, lift, walk,
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
@@ -89,7 +89,7 @@ _INFIX = {
     "add": ("+", 12), "sub": ("-", 12), "mul": ("*", 13), "div": ("/", 13),
     "lt": ("<", 10), "le": ("<=", 10), "eq": ("==", 9), "ne": ("!=", 9),
     "and": ("&&", 5), "or": ("||", 4),
-    "bitand": ("&", 8), "bitxor": ("^", 7), "bitor": ("|", 6),
+    "bitand": ("&", 8), "bitxor": ("^", 7), "bitor": ("|", 6), "shl": ("<<", 11), "shr": (">>", 11),
 }
 _ATOM, _UNARY, _TERNARY = 16, 15, 3
 _REDUCTION_OPS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
@@ -176,6 +176,8 @@ def format_c_const(value: object, dtype: str) -> str:
         return "INT32_MIN"  # -2147483648 would be a long in C
     if dtype == "int64" and not -(2**31) < v < 2**31:
         return f"INT64_C({v})"
+    if dtype == "uint64" and v >= 2**31:
+        return f"UINT64_C({v})"  # above INT64_MAX a plain literal would not fit any signed type
     return str(v)
 
 
@@ -268,6 +270,8 @@ class _KernelWriter:
                 # truncate, saturate, NaN to 0: one inline helper, its operand evaluated once
                 return f"tk_to_{e.dtype}_{e.x.dtype}({inner})", _ATOM
             return f"({C_TYPES[e.dtype]}){_paren(inner, prec, _UNARY)}", _UNARY
+        if isinstance(e, Bitcast):
+            return f"tk_bitcast_{e.dtype}_{e.x.dtype}({self.expr(e.x)[0]})", _ATOM
         if isinstance(e, Load):
             return self.load(e), _ATOM
         raise TypeError(f"cannot generate C for {e!r}")
@@ -298,6 +302,11 @@ class _KernelWriter:
         if dtype == "int64" and op in ("add", "sub", "mul", "floordiv", "mod") and _int_literal(e.a) \
                 and _int_literal(e.b):
             left = f"(int64_t){_paren(a, ap, _UNARY)}"  # else C would compute in (32-bit) int
+        if op == "shl":
+            # shifted as unsigned (a negative or overflowing signed left shift is undefined in C) and
+            # wrapped back to the type, as numpy's left_shift wraps
+            wide = "uint64_t" if itemsize(dtype) == 8 else "uint32_t"
+            return f"({C_TYPES[dtype]})(({wide}){_paren(a, ap, _UNARY)} << {right})", _UNARY
         code = f"{left} {symbol} {right}"
         if dtype in PROMOTED_INTS and op in ("add", "sub", "mul"):
             return f"({C_TYPES[dtype]})({code})", _UNARY  # C computes in int; wrap to the storage type

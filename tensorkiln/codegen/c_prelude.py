@@ -8,6 +8,7 @@ so unused helpers cost nothing.
 """
 from __future__ import annotations
 
+from ..loops.expr import BITCAST_PAIRS
 from ..loops.types import int_range
 
 C_TYPES: dict[str, str] = {
@@ -18,6 +19,7 @@ C_TYPES: dict[str, str] = {
     "uint8": "uint8_t",
     "uint16": "uint16_t",
     "uint32": "uint32_t",
+    "uint64": "uint64_t",
     "int8": "int8_t",
     "int16": "int16_t",
     "int32": "int32_t",
@@ -26,7 +28,7 @@ C_TYPES: dict[str, str] = {
 }
 
 SIGNED_INTS = ("int8", "int16", "int32", "int64")
-UNSIGNED_INTS = ("uint8", "uint16", "uint32")
+UNSIGNED_INTS = ("uint8", "uint16", "uint32", "uint64")
 # C computes these in `int` (the integer promotions): arithmetic on them is cast back to wrap
 PROMOTED_INTS = frozenset({"uint8", "uint16", "int8", "int16"})
 
@@ -366,10 +368,22 @@ static inline {t} tk_to_{name}_{src}({f} x)
 """
 
 
+_BITCAST = """
+static inline {to_t} tk_bitcast_{to}_{src}({src_t} x)
+{{
+    {to_t} bits;
+    memcpy(&bits, &x, sizeof bits);  /* the same bytes read as another type (a register move, no call) */
+    return bits;
+}}
+"""
+
+
 def _int_literal(value: int) -> str:
     """A C literal of an integer type's bound (INT64_MIN has no literal of its own)."""
     if value == -2**63:
         return "INT64_MIN"
+    if value > 2**63 - 1:
+        return f"{value}ULL"  # uint64's upper half
     return f"{value}LL" if abs(value) > 2**31 - 1 else str(value)
 
 
@@ -396,4 +410,8 @@ def c_prelude() -> str:
         parts.append(_FLOAT_MIN_MAX.format(t=C_TYPES[name], name=name))
     for name in UNSIGNED_INTS + SIGNED_INTS:
         parts.append(_INT_MIN_MAX.format(t=C_TYPES[name], name=name))
+    parts.append("\n/* ---- bit casts: a float's bits as an integer of its width, and back ---- */")
+    for a, b in sorted(BITCAST_PAIRS):
+        for to, src in ((a, b), (b, a)):
+            parts.append(_BITCAST.format(to=to, src=src, to_t=C_TYPES[to], src_t=C_TYPES[src]))
     return "".join(parts)

@@ -33,7 +33,9 @@ from tensorkiln.loops.types import INDEX_DTYPE, STORAGE_ONLY, check_dtype, int_r
 ARITHMETIC_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "min", "max"})
 COMPARISON_OPS = frozenset({"lt", "le", "eq", "ne"})
 LOGICAL_OPS = frozenset({"and", "or"})
-BITWISE_OPS = frozenset({"bitand", "bitor", "bitxor"})  # on integers
+# on integers; a shift's count (b) must lie in [0, bits of the dtype): C leaves other counts undefined,
+# so the graph's shift ops clamp it and choose the out-of-range result themselves (ir/ops/bitwise.py)
+BITWISE_OPS = frozenset({"bitand", "bitor", "bitxor", "shl", "shr"})
 BINARY_OPS = ARITHMETIC_OPS | COMPARISON_OPS | LOGICAL_OPS | BITWISE_OPS
 COMMUTATIVE_OPS = frozenset({"add", "mul", "min", "max", "eq", "ne", "and", "or", "bitand", "bitor", "bitxor"})
 UNARY_OPS = frozenset({"neg", "not"})
@@ -375,6 +377,37 @@ class Cast(Expr):
 
 
 @dataclass(frozen=True, eq=True)
+class Bitcast(Expr):
+    """The bits of a float value read as an integer of the same width, or the reverse (float32 with
+    int32/uint32, float64 with int64/uint64): no value is converted."""
+
+    x: Expr
+    dtype: str
+
+    def __post_init__(self) -> None:
+        pair = tuple(sorted((self.x.dtype, self.dtype)))
+        if pair not in BITCAST_PAIRS:
+            raise DTypeError(f"bitcast from {self.x.dtype} to {self.dtype}: only float32 with int32/uint32 and "
+                             "float64 with int64/uint64 are reinterpreted (integers of one width convert by cast)")
+
+    @property
+    def op(self) -> str:
+        return "bitcast"
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.x,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (x,) = children
+        return self if x is self.x else Bitcast(x, self.dtype)
+
+
+# the dtype pairs Bitcast reinterprets (each sorted by name)
+BITCAST_PAIRS = frozenset({("float32", "int32"), ("float32", "uint32"), ("float64", "int64"), ("float64", "uint64")})
+
+
+@dataclass(frozen=True, eq=True)
 class Load(Expr):
     """Element `index` (flat, row-major) of `buffer`; float16/bfloat16 load as float32."""
 
@@ -517,7 +550,7 @@ _INFIX = {
     "floordiv": ("//", 6), "mod": ("%", 6),
     "lt": ("<", 4), "le": ("<=", 4), "eq": ("==", 4), "ne": ("!=", 4),
     "and": ("and", 2), "or": ("or", 1),
-    "bitand": ("&", 4), "bitor": ("|", 4), "bitxor": ("^", 4),
+    "bitand": ("&", 4), "bitor": ("|", 4), "bitxor": ("^", 4), "shl": ("<<", 4), "shr": (">>", 4),
 }
 _ATOM = 9
 
@@ -562,6 +595,8 @@ def _format(expr: Expr) -> tuple[str, int]:
         return f"where({_format(expr.cond)[0]}, {_format(expr.a)[0]}, {_format(expr.b)[0]})", _ATOM
     if isinstance(expr, Cast):
         return f"{expr.dtype}({_format(expr.x)[0]})", _ATOM
+    if isinstance(expr, Bitcast):
+        return f"bitcast_{expr.dtype}({_format(expr.x)[0]})", _ATOM
     if isinstance(expr, Load):
         return f"{expr.buffer.name}[{_format(expr.index)[0]}]", _ATOM
     raise TypeError(f"not an expression: {expr!r}")
@@ -598,7 +633,10 @@ def _binary(op: str, a: Number, b: Number, dtype: str) -> Number:
         return bool(a) or bool(b)
     if op in BITWISE_OPS:
         a, b = int(a), int(b)
-        return wrap_int({"bitand": a & b, "bitor": a | b, "bitxor": a ^ b}[op], dtype)
+        if op in ("shl", "shr") and not 0 <= b < 64:
+            raise ValueError(f"shift count {b} is out of range")  # undefined in C as well
+        return wrap_int({"bitand": a & b, "bitor": a | b, "bitxor": a ^ b, "shl": a << b if op == "shl" else 0,
+                         "shr": a >> b if op == "shr" else 0}[op], dtype)
     # min/max propagate NaN from either side, like numpy.minimum/maximum
     if op == "min":
         return a if (a < b or a != a) else b
@@ -662,6 +700,9 @@ def evaluate(expr: Expr, env: Mapping[str, Number], buffers: Mapping[str, np.nda
             # one rounding, int64 -> float, as C does (not int -> float64 -> float32)
             return float(np.array(x, dtype=np.int64).astype(np.float32 if expr.dtype == "float32" else np.float64))
         return _normalize(x, expr.dtype)
+    if isinstance(expr, Bitcast):
+        value = np.array(evaluate(expr.x, env, buffers), dtype=expr.x.dtype)
+        return value.view(expr.dtype).item()
     if isinstance(expr, Call):
         args = [_np_scalar(evaluate(a, env, buffers), expr.dtype) for a in expr.args]
         with np.errstate(all="ignore"):

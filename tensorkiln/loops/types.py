@@ -5,8 +5,8 @@ so the lowering pass can pass `dtype.name` straight through. This module only
 answers the questions the loop IR and the C backend ask about a dtype name;
 when `tensorkiln.dtypes` grows the same answers this table can defer to it.
 
-uint16 and uint32 are here for the image pipelines (tensorkiln/pipeline/: a
-uint16 image wraps as Halide's does); the graph's tensors do not use them.
+uint16 and uint32 serve the image pipelines too (tensorkiln/pipeline/: a
+uint16 image wraps as Halide's does).
 
 float16 and bfloat16 are *storage* types: a buffer may hold them, but an
 expression never computes in them. Loading from such a buffer yields a
@@ -23,6 +23,7 @@ _DTYPES: dict[str, tuple[int, str]] = {
     "uint8": (1, "int"),
     "uint16": (2, "int"),
     "uint32": (4, "int"),
+    "uint64": (8, "int"),
     "int8": (1, "int"),
     "int16": (2, "int"),
     "int32": (4, "int"),
@@ -32,7 +33,7 @@ _DTYPES: dict[str, tuple[int, str]] = {
 
 DTYPE_NAMES: tuple[str, ...] = tuple(_DTYPES)
 STORAGE_ONLY: frozenset[str] = frozenset({"float16", "bfloat16"})
-UNSIGNED: frozenset[str] = frozenset({"uint8", "uint16", "uint32"})
+UNSIGNED: frozenset[str] = frozenset({"uint8", "uint16", "uint32", "uint64"})
 INDEX_DTYPE = "int64"  # loop variables and index arithmetic
 
 
@@ -59,7 +60,7 @@ def is_int(dtype: str) -> bool:
 
 
 def is_unsigned(dtype: str) -> bool:
-    """True for unsigned integer dtypes (uint8, uint16, uint32)."""
+    """True for unsigned integer dtypes (uint8, uint16, uint32, uint64)."""
     return check_dtype(dtype) in UNSIGNED
 
 

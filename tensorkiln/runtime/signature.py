@@ -20,6 +20,7 @@ _NUMPY_DTYPES = {
     "uint8": np.dtype(np.uint8),
     "uint16": np.dtype(np.uint16),
     "uint32": np.dtype(np.uint32),
+    "uint64": np.dtype(np.uint64),
     "int8": np.dtype(np.int8),
     "int16": np.dtype(np.int16),
     "int32": np.dtype(np.int32),

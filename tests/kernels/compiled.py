@@ -12,7 +12,7 @@ from tensorkiln.ir.graph import interpret
 BACKEND_TOLERANCE = {
     "float64": (1e-9, 1e-10), "float32": (2e-5, 2e-5), "float16": (4e-3, 4e-3),
     "bfloat16": (3e-2, 3e-2), "uint8": (0, 0), "int8": (0, 0), "int16": (0, 0), "int32": (0, 0), "int64": (0, 0),
-    "bool": (0, 0),
+    "uint16": (0, 0), "uint32": (0, 0), "uint64": (0, 0), "bool": (0, 0),
 }
 
 

@@ -41,7 +41,7 @@ def test_unary_float_ops(dtype):
     check_compiled(fn, x, positive, unit)
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"])
 def test_integer_ops(dtype):
     info = np.iinfo(dtype)  # the type's full range: arithmetic wraps, as numpy's does
     a = tk.tensor(RNG.integers(info.min, info.max, (4, 9), dtype=dtype, endpoint=True), dtype=dtype)

@@ -23,6 +23,15 @@ and register themselves when imported, which this package does here:
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter
     data_dependent NonZero, Unique, Compress, NonMaxSuppression (output shapes from values;
                    staged.py runs such graphs as compiled stages)
+    losses         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+    sampling       GridSample, AffineGrid
+    col2im         Col2Im
+    deform_conv    DeformConv (2 spatial axes)
+    linalg         Det
+    tfidf          TfIdfVectorizer (integer tokens)
+    ml             ai.onnx.ml: Binarizer, ArrayFeatureExtractor, LabelEncoder (numbers), TreeEnsemble
+    linear_attention  LinearAttention (the recurrence unrolled over the sequence)
 """
-from . import (activations, constants, contractions, control, conv, data_dependent, elementwise,  # noqa: F401
-               indexing, movement, normalization, pooling, quant, reductions, resize, rnn, scatter)
+from . import (activations, col2im, constants, contractions, control, conv, data_dependent,  # noqa: F401
+               deform_conv, elementwise, indexing, linalg, linear_attention, losses, ml, movement,
+               normalization, pooling, quant, reductions, resize, rnn, sampling, scatter, tfidf)

@@ -11,9 +11,9 @@ from ...frontend.tensor import Tensor, as_tensor
 from .errors import OnnxImportError
 
 
-# ONNX TensorProto element types tensorkiln holds (the others: uint16/32/64, string, complex, float8, 4-bit...).
-ONNX_DTYPES = {1: dt.float32, 2: dt.uint8, 3: dt.int8, 5: dt.int16, 6: dt.int32, 7: dt.int64, 9: dt.bool_,
-               10: dt.float16, 11: dt.float64, 16: dt.bfloat16}
+# ONNX TensorProto element types tensorkiln holds (the others: string, complex, float8, 4-bit...).
+ONNX_DTYPES = {1: dt.float32, 2: dt.uint8, 3: dt.int8, 4: dt.uint16, 5: dt.int16, 6: dt.int32, 7: dt.int64,
+               9: dt.bool_, 10: dt.float16, 11: dt.float64, 12: dt.uint32, 13: dt.uint64, 16: dt.bfloat16}
 
 
 def tk_dtype(elem_type: int) -> dt.DType:

@@ -14,7 +14,7 @@ from typing import Callable
 
 from ... import dtypes as dt
 from ...frontend.functions import where
-from ...frontend.tensor import Tensor
+from ...frontend.tensor import Tensor, apply, promote
 from ...ir.ops import REGISTRY
 from .element_types import tk_dtype
 from .helpers import filled, normalize_axis
@@ -66,6 +66,15 @@ def _mod(ctx, inputs, attrs):
     if attrs.get("fmod", 0):  # C fmod: the sign of the dividend
         r = where((r != 0) & ((r < 0) != (a < 0)), r - b, r)
     return r
+
+
+@converter("BitShift")
+def _bit_shift(ctx, inputs, attrs):
+    x, count = inputs
+    direction = attrs.get("direction", "")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.unsupported(f"direction must be LEFT or RIGHT, got {direction!r}")
+    return apply("shift_left" if direction == "LEFT" else "shift_right", list(promote(x, count)[0]))
 
 
 @converter("Pow")
@@ -160,6 +169,11 @@ def _where(ctx, inputs, attrs):
 @converter("Cast")
 def _cast(ctx, inputs, attrs):
     return inputs[0].to(tk_dtype(attrs["to"]))
+
+
+@converter("BitCast")
+def _bit_cast(ctx, inputs, attrs):
+    return apply("bitcast", [inputs[0]], dtype=tk_dtype(attrs["to"]))
 
 
 @converter("CastLike")

@@ -47,7 +47,7 @@ from ...frontend.jit import jit
 from ...runtime.export_format import model_name_from
 from ...shapes import hint_of
 
-ONNX_DOMAINS = ("", "ai.onnx")
+ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")  # ai.onnx.ml's converters are keyed "ai.onnx.ml::Op"
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
 
 
@@ -354,6 +354,14 @@ class OnnxModule:
         if opset is None:
             raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: it imports no opset for "
                                   f"the default domain, which node '{label}' uses")
+        if domain == "ai.onnx.ml":  # its converters are keyed "ai.onnx.ml::Op"; it defines no function bodies
+            key = f"{domain}::{node.op_type}"
+            if key not in CONVERTERS:
+                self._unsupported.append(Unsupported(where, "operator not supported"))
+                return nodes
+            _check_attribute_kinds(node, opset, f"malformed ONNX model {self.model_name!r}: {where}")
+            nodes.append(_Node(key, label, list(node.input), list(node.output), _attributes(node), opset))
+            return nodes
         if node.op_type not in CONVERTERS:
             try:  # an operator the standard defines as a function of others: convert its body
                 expanded = expand_node(node, opset, CONVERTERS.__contains__, self._inferred_type)

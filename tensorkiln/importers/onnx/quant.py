@@ -29,7 +29,7 @@ from .helpers import normalize_axis
 from .registry import NodeContext, converter
 
 ONNX_UINT8 = 2  # TensorProto.UINT8: QuantizeLinear's type when neither a zero point nor output_dtype names one
-_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
 
 
 def _range(ctx: NodeContext, dtype: dt.DType) -> tuple[int, int]:

@@ -1,4 +1,5 @@
-"""The table of ONNX operator converters (domain ai.onnx) and what a converter is given.
+"""The table of ONNX operator converters (domain ai.onnx, and ai.onnx.ml as "ai.onnx.ml::Op") and what a
+converter is given.
 
 Each converter is `fn(ctx, inputs, attrs) -> Tensor | list[Tensor | None]`:
 `inputs` holds one Tensor per node input (None for an omitted optional one),
@@ -83,5 +84,5 @@ def converter(*names: str, values: Callable[[int], set[int]] | set[int] | None =
 
 
 def supported_ops() -> list[str]:
-    """The ONNX operators (domain ai.onnx) the importer converts."""
+    """The ONNX operators the importer converts (domain ai.onnx; ai.onnx.ml ones as "ai.onnx.ml::Op")."""
     return sorted(CONVERTERS)

@@ -146,9 +146,9 @@ def _cast_reference(inputs, attrs, out):
         # saturates at the integer range and maps NaN to 0, here and in generated code.
         info = np.iinfo(target.storage)
         wide = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=np.inf, neginf=-np.inf)
-        inside = np.clip(wide, -2.0 ** 62, 2.0 ** 62).astype(np.int64)
-        return np.where(wide >= float(info.max), info.max,
-                        np.where(wide <= float(info.min), info.min, inside)).astype(target.storage)
+        high, low = wide >= float(info.max), wide <= float(info.min)
+        inside = np.where(high | low, 0.0, wide).astype(target.storage)  # exact: every such value fits
+        return np.where(high, info.max, np.where(low, info.min, inside)).astype(target.storage)
     with np.errstate(all="ignore"):
         return x.astype(target.storage)
 
