@@ -649,3 +649,6 @@ class TensorNN:
 
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         return softplus(self, beta, threshold)
+
+
+from .sampling import affine_grid, grid_sample  # noqa: E402,F401  (torch.nn.functional's spatial sampling)

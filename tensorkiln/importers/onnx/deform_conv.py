@@ -15,7 +15,7 @@ from ...errors import ShapeError
 from ...frontend.functions import concat, matmul
 from ...frontend.tensor import Tensor, as_tensor
 from .registry import converter
-from .sampling import sample_points
+from ...nn.sampling import sample_points
 
 
 def _base_positions(out: int, kernel: int, stride: int, pad: int, dilation: int) -> np.ndarray:

@@ -340,3 +340,20 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
         if mode == 1:
             out = out / count.clamp(1, None).to(rows.dtype)
     return out, None, None, None
+
+
+# ---- spatial sampling ------------------------------------------------------------------------------
+
+_SAMPLING_MODES = ("bilinear", "nearest", "bicubic")  # aten's interpolation_mode numbers
+_PADDING_MODES = ("zeros", "border", "reflection")  # aten's padding_mode numbers
+
+
+@register_lowering(aten.grid_sampler_2d.default)
+def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
+    return F.grid_sample(x, grid, _SAMPLING_MODES[interpolation_mode], _PADDING_MODES[padding_mode],
+                         bool(align_corners))
+
+
+@register_lowering(aten.affine_grid_generator.default)
+def affine_grid_generator(theta, size, align_corners):
+    return F.affine_grid(theta, size, bool(align_corners))

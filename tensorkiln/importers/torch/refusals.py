@@ -28,8 +28,6 @@ REFUSED: dict[str, str] = {
     "aten.sym_storage_offset.default": LAYOUT,
     "aten.resize_.default": "resizes a tensor's storage in place; functionalized graphs carry no resize_",
     "aten.atan2.out": "an out= overload writes its argument in place; graphs carry the functional atan2",
-    "aten.grid_sampler_2d.default": "not lowered yet: bilinear, nearest and bicubic sampling at "
-                                    "data-dependent coordinates with three padding modes",
 }
 
 
