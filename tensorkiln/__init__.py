@@ -22,6 +22,7 @@ from .frontend.functions import (cat, chunk, concat, concatenate, flip, matmul, 
 from .ir.graph import Graph, Node
 from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
+from .quantization import quantize
 from .driver.options import CompileOptions
 from .runtime.exported import load_compiled
 from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

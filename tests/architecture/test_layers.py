@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("graph passes", ("tensorkiln.passes",)),
     ("driver", ("tensorkiln.driver",)),
     ("image pipelines", ("tensorkiln.pipeline",)),
-    ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim", "tensorkiln.distributed")),
+    ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim", "tensorkiln.distributed",
+                   "tensorkiln.quantization")),
     ("importers", ("tensorkiln.importers", "tensorkiln.onnx")),
     ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.md", "tensorkiln.tools", "tensorkiln")),
 ]
