@@ -52,6 +52,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                                   "--threads", "2"], True),
     "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
+    "ptq_accuracy": ([sys.executable, os.path.join(HERE, "ptq_accuracy.py")], True),
 }
 
 
