@@ -29,8 +29,8 @@ from ..ir.graph import Graph, Node
 from ..passes.quantize_layers import (LayerQuantization, insert_qdq, quantizable_layers, quantized_layer,
                                       weight_constant, weight_value, with_extra_outputs)
 from .calibration import METHODS, ActivationStats, clip_range, threshold
-from .params import ACTIVATION_RANGES, symmetric_weights
-from .params import affine_params
+from .params import ACTIVATION_RANGES, affine_params
+from .params import symmetric_weights as symmetric_int8_weights  # quantize's keyword takes the plain name
 from .report import ErrorMeter, LayerReport, QuantizationReport
 
 
@@ -99,7 +99,7 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
         low, high = clip_range(stats[layer.index], threshold(stats[layer.index], method, percentile))
         scale, zero = affine_params(low, high, activations)
         channel_axis = (1 if layer.op == "matmul" else 0) if per_channel else None
-        weight_q, weight_scale = symmetric_weights_of(weight_value(layer.node), channel_axis)
+        weight_q, weight_scale = symmetric_int8_weights(weight_value(layer.node), channel_axis)
         plans[layer.index] = LayerQuantization(scale, zero, activations, weight_q, weight_scale)
         reports[layer.index] = LayerReport(layer.index, layer.name, layer.op, True, method, low, high, scale, zero,
                                            activations, (float(weight_scale.min()), float(weight_scale.max())))
@@ -109,9 +109,6 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
     _measure(graph, chosen, plans, report, samples, arrays_of, quantized, options)
     quantized._report = report
     return quantized
-
-
-symmetric_weights_of = symmetric_weights  # the keyword argument of quantize shadows the function's name
 
 
 def _check_options(method: str, activations: str, percentile: float, symmetric: bool) -> None:

@@ -168,5 +168,9 @@ def test_errors_name_the_problem(rng):
         tk.quantize(mlp(), data, keep_float=5)
     with pytest.raises(ValueError, match="activations='int4'"):
         tk.quantize(mlp(), data, activations="int4")
+    with pytest.raises(ValueError, match=r"percentile=0 is not in \(0, 100\]"):
+        tk.quantize(mlp(), data, method="percentile", percentile=0)
+    with pytest.raises(ValueError, match="symmetric_weights=False is not supported"):
+        tk.quantize(mlp(), data, symmetric_weights=False)
     with pytest.raises(ShapeError):  # the function itself refuses the calibration shape
         tk.quantize(mlp(), calibration(rng, (4, 18), 1))
