@@ -7,7 +7,8 @@ for every model against the installed peers (PyTorch, torch.compile, ONNX
 Runtime; `make bench` installs them through the project's `bench` extra).
 Scripts with a --json option write their figures into the combined file;
 for the others the file holds what they printed. Every figure in docs/ names
-one of these commands.
+one of these commands (tensorkiln/tools/doc_figures.py checks that a figure names
+a command; tests/tools/test_doc_figures.py that every script here is registered).
 """
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                                   "--threads", "2"], True),
     "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
+    "kernel_profiles": ([sys.executable, os.path.join(HERE, "kernel_profiles.py")], True),
+    "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),
+    "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),
+    "tuning": ([sys.executable, os.path.join(HERE, "tuning.py")], True),
     "ptq_accuracy": ([sys.executable, os.path.join(HERE, "ptq_accuracy.py")], True),
 }
 

@@ -26,10 +26,11 @@ from .quantization import quantize
 from .driver.options import CompileOptions
 from .runtime.exported import load_compiled
 from .frontend.autodiff.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .frontend.autodiff.functional import grad, value_and_grad
+from .frontend.autodiff.functional import grad, value_and_grad, vjp
 from .frontend.autodiff.function import Function, FunctionCtx
 from . import optim  # noqa: E402  (after Tensor: optimizers build on it)
 from . import onnx  # noqa: E402  (tk.onnx.load; the onnx package is imported only on load)
+from .tune import tune  # noqa: E402  (tk.tune: search kernel configurations, keep the records)
 from .frontend.tensor import Tensor, as_tensor
 
 float = float32  # noqa: A001

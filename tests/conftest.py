@@ -25,6 +25,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The suite never reads the user's tuning records: a tuned blocking would change the kernels it checks.
+os.environ.setdefault("TENSORKILN_TUNING_RECORDS", os.path.join(
+    os.environ.get("TMPDIR", "/tmp"), f"tensorkiln-test-records-{os.getpid()}.jsonl"))
 
 settings.register_profile("default", deadline=None, max_examples=40, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

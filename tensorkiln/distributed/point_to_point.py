@@ -1,8 +1,12 @@
 """Point-to-point messages between two ranks: send, recv, isend, irecv, sendrecv.
 
-They run eagerly (a message is an effect, not a value of the graph) on
-tensors or numpy arrays; the receiver names the shape and dtype by the buffer
-it passes, as with MPI and torch.distributed. `sendrecv` exchanges with two
+Eagerly they run at once on tensors or numpy arrays; the receiver names the
+shape and dtype by the buffer it passes, as with MPI and torch.distributed.
+Inside tk.jit, `send` and `recv` become graph ops (ir/ops/collective.py)
+chained by effect tokens (frontend/trace.py), so the compiled code sends and
+receives every call, in the order the function does; `recv` writes the
+received value into its tensor as an in-place update would. The nonblocking
+forms and sendrecv run eagerly only. `sendrecv` exchanges with two
 neighbours in one call without deadlock (a halo exchange). Ranks are world
 ranks; `tag` tells apart messages between the same two ranks.
 """
@@ -11,7 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DistributedError
-from ..frontend.tensor import Tensor
+from ..frontend.tensor import Tensor, apply, as_tensor
+from ..frontend.trace import current_trace
+from ..ir.graph import constant_node
+from ..ir.ops.collective import TOKEN, next_message
 from ..runtime import communicator
 from .process import ProcessGroup, _group
 
@@ -49,13 +56,33 @@ class Work:
         return self._pending.done()
 
 
+def _token(trace) -> Tensor:
+    """The traced token the next message comes after."""
+    node = trace.effect_token(lambda: constant_node(np.zeros((), np.int32), TOKEN.dtype))
+    return Tensor._from_node(node, trace)
+
+
 def send(tensor, dst: int, tag: int = 0, group: ProcessGroup | None = None) -> None:
     """Send to world rank `dst`; returns when the buffer may be changed again."""
+    trace = current_trace()
+    if trace is not None:  # a graph op after the previous message, before the next
+        token = apply("send", [as_tensor(tensor), _token(trace)], peer=int(dst), tag=int(tag), group=_group(group),
+                      sequence=next_message())
+        trace.record_effect(token._node)
+        return None
     communicator.send(_array(tensor, "send"), dst, tag, _group(group))
 
 
 def recv(tensor, src: int, tag: int = 0, group: ProcessGroup | None = None):
     """Receive from world rank `src` into `tensor` (a Tensor or array, overwritten); returns it."""
+    trace = current_trace()
+    if trace is not None and isinstance(tensor, Tensor):
+        received = apply("recv", [_token(trace)], peer=int(src), tag=int(tag), group=_group(group),
+                         shape=tuple(tensor.shape), dtype=tensor.dtype.name, sequence=next_message())
+        # a token that depends on the received value: the next message comes after this one
+        trace.record_effect(apply("cast", [received.reshape(-1)[:1].sum()], dtype=TOKEN.dtype)._node)
+        tensor.copy_(received)
+        return tensor
     communicator.recv(_writable(tensor, "recv"), src, tag, _group(group))
     return tensor
 

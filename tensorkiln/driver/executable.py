@@ -43,6 +43,7 @@ class KernelInfo:
     nodes: list[str]
     loop_ir: str
     precision: str = "fp32"  # kernels/precision.py: "fp32", "bf16 (vdpbf16ps)", ...
+    tuning: list[str] = field(default_factory=list)  # kernels/tuned.py: "<workload> tuned: mr=8 ..."
 
 
 @dataclass
@@ -217,7 +218,8 @@ class CompiledGraph:
             module(*inputs, *outputs)
         seconds = module.kernel_seconds(len(kernels))
         ops = [[line.split("=", 1)[-1].strip().split("(")[0] for line in k.nodes] for k in kernels]
-        return KernelProfile([KernelTime(k.name, k.kind, o, s / max(repeat, 1), k.precision)
+        return KernelProfile([KernelTime(k.name, k.kind, o, s / max(repeat, 1), k.precision,
+                                         any(" tuned: " in use for use in k.tuning))
                               for k, o, s in zip(kernels, ops, seconds)], repeat)
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:

@@ -20,6 +20,7 @@ class KernelTime:
     ops: list[str]
     seconds: float
     precision: str = "fp32"  # kernels/precision.py
+    tuned: bool = False  # its blocking came from a tuning record (kernels/tuned.py)
 
 
 @dataclass
@@ -45,5 +46,5 @@ class KernelProfile:
         for k in self.top(len(self.kernels)):
             ops = ", ".join(k.ops[:6]) + (", ..." if len(k.ops) > 6 else "")
             lines.append(f"{k.name[:28]:<28} {k.kind[:12]:<12} {k.precision[:22]:<22} {k.seconds * 1e3:9.3f} "
-                         f"{100 * k.seconds / total:5.1f}%  {ops}")
+                         f"{100 * k.seconds / total:5.1f}%  {ops}{'  [tuned]' if k.tuned else ''}")
         return "\n".join(lines)

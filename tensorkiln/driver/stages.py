@@ -58,6 +58,7 @@ from ..loops.in_place import skip_unchanged_stores
 from ..kernels.schedule_defaults import thread_count
 from ..kernels.target import cpu_target
 from ..kernels.templates.conv import forced_algorithm
+from ..kernels.tuned import COMMENT_PREFIX, records_note, tuning_digest
 from ..runtime.module import ArenaAllocationError, CompiledModule, LibraryLoadError
 from ..runtime.signature import Signature
 
@@ -205,13 +206,17 @@ def kernel_infos(lowered: LoweredGraph) -> list[KernelInfo]:
     for k in lowered.program.kernels:
         group = lowered.kernel_groups.get(k.name)
         precision = kernel_precision(k, group.nodes if group else [], group.root if group else None)
-        infos.append(KernelInfo(k.name, group.kind if group else "copy", k.comment.splitlines(), str(k), precision))
+        lines = k.comment.splitlines()
+        nodes = [line for line in lines if not line.startswith(COMMENT_PREFIX)]
+        tuning = [line[len(COMMENT_PREFIX):] for line in lines if line.startswith(COMMENT_PREFIX)]
+        infos.append(KernelInfo(k.name, group.kind if group else "copy", nodes, str(k), precision, tuning))
     return infos
 
 
 def target_description() -> str:
-    """What the kernel templates read of the machine: CPU target, thread count, a forced conv algorithm."""
-    return f"{cpu_target()!r};threads={thread_count()};conv={forced_algorithm()}"
+    """What the kernel templates read of the machine: CPU target, thread count, a forced conv algorithm,
+    and the tuned configurations in use (kernels/tuned.py)."""
+    return f"{cpu_target()!r};threads={thread_count()};conv={forced_algorithm()};tuning={tuning_digest()}"
 
 
 def cache_key(graph: Graph, options: CompileOptions, updates: list[tuple[int, int]]) -> str:
@@ -313,6 +318,9 @@ def explain(compiled: CompiledGraph) -> str:
     parts += [k.loop_ir for k in report.kernels]
     parts.append("== precision of each kernel (kernels/precision.py)")
     parts += [f"{k.name}: {k.precision}" for k in report.kernels]
+    parts.append("== tuned configurations (kernels/tuned.py)")
+    parts += [f"{k.name}: {use}" for k in report.kernels for use in k.tuning] or ["no kernel asks for one"]
+    parts.append(records_note())
     parts.append(f"== plan memory: arena {report.arena_bytes} bytes, naive {report.naive_bytes} bytes, "
                  f"lower bound {report.lower_bound_bytes} bytes")
     parts.append(f"== generate C: {report.source_path}")

@@ -397,6 +397,14 @@ class JitFunction:
         return export_graph(entry.compiled, directory, name=name or model_name_from(default), input_names=input_names,
                             output_names=output_names, weights=weights, openmp=openmp)
 
+    def clear_cache(self) -> None:
+        """Forget every compiled signature: the next call traces and compiles again (after tk.tune
+        wrote records, so that this function uses them too)."""
+        self._cache.clear()
+        self._fast.clear()
+        self._variants.clear()
+        self._native = None
+
     def cache_size(self) -> int:
         """Number of compiled programs this function holds (at most its cache_limit)."""
         return len(self._programs())
@@ -418,6 +426,8 @@ def _write_back(mutations: list, arrays: list, nodes: list) -> None:
             tensor._grad = None
             continue
         array, node = next(values)
+        if kind == "effect":  # the token that kept the messages in the graph
+            continue
         if kind == "data":
             if tensor._value is array:
                 count_write(array)  # updated in place by the compiled code

@@ -8,7 +8,10 @@ that require grad (read while grad mode is on), those marked with
 `p.data = ...`, optimizer updates, `.grad`). A write is recorded, not done:
 the tensor shows the new traced value until the trace ends, and `finish()`
 turns each write into an extra graph output that tk.jit writes back after
-every call (see docs/autodiff.md). Composite ops
+every call (see docs/autodiff.md). Effects (point-to-point messages) are
+chained: each takes the token of the one before (`effect_token`) and leaves
+its own (`record_effect`), and `finish()` makes the last token an output, so
+the graph keeps every message in program order. Composite ops
 (softmax, layer_norm, ...) push their name on the scope stack so every node
 they create records where it came from.
 """
@@ -50,6 +53,17 @@ class Trace:
         self._written: dict[int, object] = {}  # eager tensors written in place (now showing a traced node)
         self._grad_written: dict[int, tuple[object, object]] = {}  # id(tensor) -> (tensor, .grad before)
         self._guards: dict[int, tuple[object, bool]] = {}  # id(tensor) -> (tensor, had a .grad)
+        self._effect: Node | None = None  # the token of the last effect recorded
+
+    def effect_token(self, make_first: Callable[[], Node]) -> Node:
+        """The token the next effect must come after (`make_first()`'s node before the first effect)."""
+        if self._effect is None:
+            self._effect = make_first()
+        return self._effect
+
+    def record_effect(self, token: Node) -> None:
+        """An effect happened; `token` (its node, or one that depends on it) orders the next one."""
+        self._effect = token
 
     def constant_for(self, tensor) -> Node:
         """The node of an eager tensor read by the trace: a constant, created once per tensor per trace."""
@@ -127,6 +141,9 @@ class Trace:
         for tensor in self._written.values():
             mutations.append((tensor, "data", False))
             extra.append(tensor._node)
+        if self._effect is not None and self._effect.op != "constant":  # keeps every effect, in order
+            mutations.append((None, "effect", False))
+            extra.append(self._effect)
         self.restore()
         inputs, sources, mapping, read_values = [], [], {}, []
         for key, source in self._state.items():
@@ -152,8 +169,9 @@ class Trace:
 class TraceState:
     """What a finished trace adds to its graph: state inputs, in-place writes to replay, guards.
 
-    `mutations` lists (tensor, "data" | "grad", set_to_none) in the order of the
-    extra outputs (none for a .grad set to None); `guards` lists (tensor, had_grad):
+    `mutations` lists (tensor, "data" | "grad" | "effect", set_to_none) in the order of
+    the extra outputs (none for a .grad set to None; "effect": the last effect's token,
+    kept so the graph keeps the effects, written nowhere); `guards` lists (tensor, had_grad):
     the trace is valid only while `(tensor.grad is not None) == had_grad`;
     `baked` lists (tensor, array, write count) of values baked in as constants.
     """

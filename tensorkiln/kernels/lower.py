@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..ir.graph import Graph, Node, format_node, node_names, node_notes
 from ..ir.ops.registry import OpDef, OpKind, get_op
+from ..ir.ops.collective import TOKEN
 from .grouping import KernelGroup
 from ..loops import expr as E
 from ..loops.buffer import Buffer
@@ -39,6 +40,7 @@ from .templates.matmul import matmul_body
 from .templates.matmul_integer import matmul_integer_body
 from .templates.pool import pool_body
 from .templates.rows import row_body
+from .tuned import tuning_log
 from ..loops.types import compute_dtype
 
 C_RESERVED = set(keyword.kwlist) | {
@@ -235,11 +237,17 @@ def runtime_call_kernels(group: KernelGroup, buffers: dict[int, Buffer], names: 
     operand's buffer, one that waits for it and stores the result; kernels/overlap.py moves them apart."""
     root = group.root
     operand = root.inputs[0]
-    if operand.id not in buffers:  # grouping stores the operand; a literal constant is not stored
+    is_token = operand.type == TOKEN  # recv's only operand: an order, not data the runtime reads
+    if operand.id not in buffers and not is_token:  # grouping stores operands; a literal constant is not
         raise UnsupportedOpError(f"{root.op}: the C backend passes only stored operands to the runtime")
     what = get_op(root.op).runtime_call(root.attrs, operand.type, root.type)
-    source, out = buffers[operand.id], buffers[root.id]
-    return (Kernel(names[0], (source,), RuntimeCall(f"{what} phase=start", (), (source,)), comment),
+    source = () if is_token else (buffers[operand.id],)
+    out = buffers[root.id]
+    # Tokens (a message's place in the order of messages) are not passed to the runtime: as the start
+    # kernel's parameters they only order it after their writers (kernels/overlap.py).
+    after = tuple(buffers[i.id] for i in root.inputs[int(not is_token):] if i.id in buffers
+                  and i.type == TOKEN)
+    return (Kernel(names[0], source + after, RuntimeCall(f"{what} phase=start", (), source), comment),
             Kernel(names[1], (out,), RuntimeCall(f"{what} phase=wait", (out,), ()), comment))
 
 
@@ -350,7 +358,11 @@ def lower_graph(graph: Graph, groups: list[KernelGroup]) -> LoweredGraph:
                 kernels.append(kernel)
                 kernel_groups[kernel.name] = group
             continue
-        kernel = lower_group(group, buffers, params, name, comment)
+        with tuning_log() as uses:  # the configurations the templates asked for: named in the comment
+            kernel = lower_group(group, buffers, params, name, comment)
+        if kernel is not None and uses:
+            kernel = Kernel(kernel.name, kernel.params, kernel.body,
+                            "\n".join([kernel.comment] + [use.comment_line() for use in uses]))
         if kernel is not None:
             kernels.append(kernel)
             kernel_groups[name] = group

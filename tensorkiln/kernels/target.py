@@ -105,3 +105,16 @@ def cpu_target() -> CpuTarget:
     caches = read_cache_sizes()
     bf16_dot = "avx512_bf16" in flags and width >= 64 and os.environ.get("TENSORKILN_NO_BF16_DOT", "") in ("", "0")
     return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot, int8_dot_kind(flags))
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown CPU" where it says none); keys tuning records."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split()) or "unknown CPU"
+    except OSError:
+        pass
+    return "unknown CPU"

@@ -2,14 +2,15 @@
 
 Folding must not blow up memory: a broadcast of a scalar to a large shape
 stays an `expand` of the scalar (it costs nothing at run time), so a node is
-folded only when its result is not much larger than its inputs.
+folded only when its result is not much larger than its inputs. Runtime calls
+(collectives, messages) are never folded: they communicate on every call.
 """
 from __future__ import annotations
 
 from collections import Counter
 
 from ..ir.graph import Graph, Node, constant_node, evaluate
-from ..ir.ops.registry import OpKind
+from ..ir.ops.registry import OpKind, get_op
 from ..ir.rewrite import with_inputs, rewrite_graph
 
 MAX_GROWTH_ELEMENTS = 4096  # a folded result may exceed its inputs' total size by at most this much
@@ -21,8 +22,8 @@ def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         node = with_inputs(node, inputs)
-        if node.kind == OpKind.SOURCE or not node.inputs:
-            return node
+        if node.kind == OpKind.SOURCE or not node.inputs or get_op(node.op).runtime_call is not None:
+            return node  # a runtime call (a collective, a message) happens at run time, on every call
         if not all(i.op == "constant" for i in node.inputs):
             return node
         input_size = sum(i.type.size for i in node.inputs)

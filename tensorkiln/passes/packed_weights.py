@@ -26,7 +26,7 @@ from .. import dtypes as dt
 from ..ir.ops.gemm_panels import pack_bf16_pairs, pack_panels
 from ..ir.ops.registry import ConstantValue, TensorType
 from ..ir.rewrite import rewrite_graph, with_inputs
-from ..kernels.templates.gemm import gemm_blocking
+from ..kernels.templates.gemm import analytic_gemm_blocking
 from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
 from ..kernels.templates.matmul import blis_gemm_applies, panel_order_applies
 from ..loops.types import compute_dtype
@@ -48,7 +48,7 @@ def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
             return node
         a, b = node.inputs
         k, n = b.shape
-        nr = gemm_blocking(max(node.type.size // n, 1), n, k, dtype).nr
+        nr = analytic_gemm_blocking(max(node.type.size // n, 1), n, k, dtype).nr  # tuning keeps a panel's tile
         if is_bf16_rounding(a) and holds_bf16_values(b) and blis_gemm_applies(node, dtype):
             fired["matmul -> matmul_bf16_packed"] += 1  # precision="bf16": half the bytes, packed once
             return make_node("matmul_bf16_packed", [a, _bf16_pairs_node(b, nr)], Attrs(n=n, k=k), node.scope,

@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from . import communicator, hooks
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
 
 
 _started: dict[str, communicator.PendingCollective] = {}  # the collectives started and not yet waited for, by description
@@ -59,7 +59,23 @@ def _start(op: str, x: np.ndarray, f: dict[str, str]) -> communicator.PendingCol
         return communicator.start_reduce_scatter(x, f["reduction"], int(f["axis"]), group)
     if op == "broadcast":
         return communicator.start_broadcast(x, int(f["root"]), group)
+    if op == "send":  # its result is the message's token (0)
+        return _Message(communicator.start_send(x, int(f["peer"]), int(f["tag"]), group), np.zeros((), np.int32))
+    if op == "recv":  # the operand is the previous message's token; the result arrives in a new array
+        out = np.empty(_shape(f["out"]), dt.as_dtype(f["dtype"]).storage)
+        return _Message(communicator.start_recv(out, int(f["peer"]), int(f["tag"]), group), out)
     raise RuntimeError(f"unknown collective {op!r}")
+
+
+class _Message:
+    """A started send or receive, finished like a collective: wait() returns its result."""
+
+    def __init__(self, pending: communicator.Pending, result: np.ndarray):
+        self._pending, self._result = pending, result
+
+    def wait(self) -> np.ndarray:
+        self._pending.wait()
+        return self._result
 
 
 def run(what: str, out_address: int, in_address: int) -> None:
@@ -67,11 +83,12 @@ def run(what: str, out_address: int, in_address: int) -> None:
     op, key, f = parse(what)
     dtype = dt.as_dtype(f["dtype"])
     if f["phase"] == "start":
-        x = np.array(dt.to_compute(_view(in_address, dtype, _shape(f["in"])), dtype))  # a copy: see above
+        # a copy (see above); recv's operand is only its place in the order of messages: not read
+        x = None if op == "recv" else np.array(dt.to_compute(_view(in_address, dtype, _shape(f["in"])), dtype))
         _started[key] = _start(op, x, f)
         return
     result = _started.pop(key).wait()
-    out = _view(out_address, dtype, _shape(f["out"]))
+    out = _view(out_address, dt.int32 if op == "send" else dtype, _shape(f["out"]))
     out[...] = dt.to_storage(np.asarray(result), dtype)
 
 

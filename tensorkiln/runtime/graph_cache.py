@@ -42,7 +42,8 @@ from .cache_usage import FAILED, GRAPHS, touch
 from .signature import Signature
 
 ENTRY_FORMAT = "1"  # bump when the entry's fields change
-KERNEL_FIELDS = {"name": str, "kind": str, "nodes": list, "loop_ir": str, "precision": str}  # driver.executable.KernelInfo
+# driver.executable.KernelInfo
+KERNEL_FIELDS = {"name": str, "kind": str, "nodes": list, "loop_ir": str, "precision": str, "tuning": list}
 
 
 @dataclass
@@ -110,6 +111,7 @@ def _check_kernel(kernel: object) -> None:
     for name, kind in KERNEL_FIELDS.items():
         _require(isinstance(kernel[name], kind), f"kernel field {name}")
     _require(all(isinstance(node, str) for node in kernel["nodes"]), "a kernel's nodes")
+    _require(all(isinstance(use, str) for use in kernel["tuning"]), "a kernel's tuned configurations")
 
 
 def parse_entry(data: object) -> CachedBuild:

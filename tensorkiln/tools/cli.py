@@ -1,6 +1,6 @@
 """The `tensorkiln` command: demo, run (ONNX models), export (a standalone C library), bench (against
 peers), ops (the op table), cache (the compile cache), accel (systolic-array model), md (LAMMPS input
-scripts), launch (MPI ranks)."""
+scripts), launch (MPI ranks), tune (search kernel configurations)."""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     commands.add_parser("export", help="export an ONNX model as a standalone C library (tensorkiln export --help)",
                         add_help=False)
+    commands.add_parser("tune", help="tune a model's kernels on this machine (tensorkiln tune --help)",
+                        add_help=False)
     # A subcommand's module (and the optional packages it uses) loads only when it runs.
     if argv[:1] == ["accel"]:
         from ..hw.cli import main as accel_main
@@ -51,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["run"]:
         from .run_onnx import main as run_main
         return run_main(argv[1:])
+    if argv[:1] == ["tune"]:
+        from .tune_cli import main as tune_main
+        return tune_main(argv[1:])
     if argv[:1] == ["launch"]:
         from .launch import main as launch_main
         return launch_main(argv[1:])

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("front-end", ("tensorkiln.frontend", "tensorkiln.nn", "tensorkiln.optim", "tensorkiln.distributed",
                    "tensorkiln.quantization")),
     ("importers", ("tensorkiln.importers", "tensorkiln.onnx")),
+    ("tuning", ("tensorkiln.tune",)),
     ("applications", ("tensorkiln.models", "tensorkiln.hw", "tensorkiln.md", "tensorkiln.tools", "tensorkiln")),
 ]
 

@@ -100,8 +100,10 @@ def test_bad_calls_name_op_shapes_and_line(dist):
         dist.send(tk.ones(2), 0)
     with pytest.raises(dist.DistributedError, match="distinct ranks"):
         dist.new_group([0, 0])
-    with pytest.raises(dist.DistributedError, match="runs eagerly"):
+    with pytest.raises(dist.DistributedError, match="rank 0 of 1: cannot send to rank 1"):  # compiled, too
         tk.jit(lambda x: dist.send(x, 1))(np.ones(2, np.float32))
+    with pytest.raises(dist.DistributedError, match="runs eagerly"):
+        tk.jit(lambda x: dist.isend(x, 1))(np.ones(2, np.float32))
 
 
 def test_data_parallel_on_one_rank_leaves_training_unchanged(dist):

@@ -32,6 +32,10 @@ def test_data_parallel_training_matches_one_process():
     assert_ok(launch(2, "data_parallel.py"), "data_parallel", 2)
 
 
+def test_send_and_recv_inside_compiled_functions_keep_their_order():
+    assert_ok(launch(2, "compiled_messages.py"), "compiled_messages", 2)
+
+
 def test_sync_batch_norm_and_no_sync_match_one_process():
     assert_ok(launch(2, "sync_batch_norm.py"), "sync_batch_norm", 2)
 

@@ -56,30 +56,70 @@ def test_a_training_loop_gives_eagers_losses():
 
 
 class ConvNet(torch.nn.Module):
+    """Every backward op a CNN needs: strided, padded, grouped convolutions, max pooling (its ties after
+    ReLU routed as PyTorch's indices say), average and adaptive average pooling."""
+
     def __init__(self):
         super().__init__()
-        self.conv = torch.nn.Conv2d(2, 3, 3)
+        self.c1 = torch.nn.Conv2d(2, 4, 3, padding=1, stride=2)
+        self.c2 = torch.nn.Conv2d(4, 4, 3, padding=2, dilation=2, groups=2)
+        self.fc = torch.nn.Linear(4 * 2 * 2, 3)
 
     def forward(self, x):
-        return self.conv(x).relu().mean()
+        x = torch.nn.functional.max_pool2d(self.c1(x).relu(), 3, 2, 1)
+        x = torch.nn.functional.avg_pool2d(self.c2(x), 2, 1, ceil_mode=True)
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, (2, 2)).flatten(1))
+
+
+def test_a_cnn_trains_as_in_eager_pytorch():
+    torch.manual_seed(0)
+    model = ConvNet()
+    reference = copy.deepcopy(model)
+    batches = [(torch.randn(3, 2, 9, 9), torch.randint(0, 3, (3,))) for _ in range(6)]
+    torch._dynamo.reset()
+    compiled_losses = _losses(model, torch.compile(model, backend="tensorkiln"),
+                              torch.optim.SGD(model.parameters(), lr=0.1), batches)
+    eager_losses = _losses(reference, reference, torch.optim.SGD(reference.parameters(), lr=0.1), batches)
+    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-4, atol=1e-5)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_max_pool_gradients_follow_pytorchs_indices_on_ties():
+    torch._dynamo.reset()
+    x = torch.tensor([[[[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]]], requires_grad=True)
+    pool = torch.compile(lambda t: torch.nn.functional.max_pool2d(t, 2, 1).sum(), backend="tensorkiln")
+    pool(x).backward()
+    y = x.detach().clone().requires_grad_()
+    torch.nn.functional.max_pool2d(y, 2, 1).sum().backward()
+    torch.testing.assert_close(x.grad, y.grad)  # each window's gradient goes to one of its tied maxima
+
+
+class Pool3d(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.nn.functional.max_pool3d(self.linear(x), 2).sum()
 
 
 def test_an_unlowered_backward_op_is_named():
     torch._dynamo.reset()
-    compiled = torch.compile(ConvNet(), backend="tensorkiln")
-    with pytest.raises(Exception, match="convolution_backward") as info:
-        compiled(torch.randn(1, 2, 6, 6)).backward()
+    compiled = torch.compile(Pool3d(), backend="tensorkiln")
+    with pytest.raises(Exception, match="max_pool3d_with_indices_backward") as info:
+        compiled(torch.randn(1, 2, 4, 4, 4)).backward()
     assert "UnsupportedOpError" in repr(info.value) or isinstance(info.value, tk.UnsupportedOpError)
 
 
 def test_an_unlowered_backward_op_falls_back_with_the_option():
     torch._dynamo.reset()
-    model = ConvNet()
+    model = Pool3d()
     compiled = torch.compile(model, backend="tensorkiln", options={"fallback": True})
-    x = torch.randn(1, 2, 6, 6)
+    x = torch.randn(1, 2, 4, 4, 4)
     with pytest.warns(TorchFallbackWarning, match="backward graph"):
         compiled(x).backward()
-    grad = model.conv.weight.grad.clone()
+    grad = model.linear.weight.grad.clone()
     model.zero_grad()
     model(x).backward()
-    torch.testing.assert_close(grad, model.conv.weight.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grad, model.linear.weight.grad, rtol=1e-4, atol=1e-5)

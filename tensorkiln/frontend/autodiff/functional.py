@@ -1,4 +1,5 @@
-"""Functional gradients (jax-style): tk.grad(fn) and tk.value_and_grad(fn) return new functions.
+"""Functional gradients (jax-style): tk.grad(fn) and tk.value_and_grad(fn) return new functions;
+tk.vjp(fn, *primals) returns fn's value and its vector-Jacobian product.
 
 They compose: tk.grad(tk.grad(f)) is the second derivative, because when an
 argument is itself on the tape the gradient is computed with create_graph.
@@ -69,3 +70,30 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     def wrapper(*args, **kwargs):
         return vg(*args, **kwargs)[1]
     return wrapper
+
+
+def vjp(fn: Callable, *primals) -> tuple:
+    """(fn(*primals), pullback) as JAX's jax.vjp: pullback(cotangent) is the tuple of gradients of
+    sum(fn(*primals) * cotangent) with respect to each primal (zeros where fn does not depend on it).
+    fn returns one tensor; primals are floating tensors. Eager or inside tk.jit."""
+    leaves = []
+    for p in primals:
+        leaf, _ = _differentiable_argument(p)
+        leaves.append(leaf)
+    with enable_grad():
+        out = fn(*leaves)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"tk.vjp: the function must return one tensor, got {type(out).__name__}")
+
+    def pullback(cotangent) -> tuple:
+        cotangent = as_tensor(cotangent)
+        if tuple(cotangent.shape) != tuple(out.shape):
+            raise ValueError(f"tk.vjp: the cotangent has shape {list(cotangent.shape)}, the output "
+                             f"{list(out.shape)}")
+        if not out._requires_grad:
+            return tuple(zeros_like(x) for x in leaves)
+        with enable_grad():
+            grads = backward([out], [cotangent.to(out.dtype)], retain_graph=True, inputs=leaves,
+                             build=TENSOR_BUILD)
+        return tuple(zeros_like(x) if g is None else g for g, x in zip(grads, leaves))
+    return out.detach(), pullback

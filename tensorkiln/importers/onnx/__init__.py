@@ -20,6 +20,8 @@ and register themselves when imported, which this package does here:
     quant          QuantizeLinear, DequantizeLinear and the integer matmul/conv ops
     rnn            RNN, GRU, LSTM
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter
+    data_dependent NonZero, Unique, Compress, NonMaxSuppression (output shapes from values;
+                   staged.py runs such graphs as compiled stages)
 """
-from . import (activations, constants, contractions, conv, elementwise, indexing, movement,  # noqa: F401
-               normalization, pooling, quant, reductions, resize, rnn, scatter)
+from . import (activations, constants, contractions, conv, data_dependent, elementwise, indexing,  # noqa: F401
+               movement, normalization, pooling, quant, reductions, resize, rnn, scatter)

@@ -38,7 +38,8 @@ from .errors import OnnxImportError, OnnxOutputShapeWarning, onnx_errors
 from .external_data import external_tensors, load_external_data
 from .functions import BodyError, NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
-from .registry import CONVERTERS, VALUE_INPUTS, NodeContext
+from .registry import CONVERTERS, VALUE_INPUTS, DataDependentOutput, NodeContext
+from .staged import StagedGraph
 from ...frontend.jit import jit
 from ...runtime.export_format import model_name_from
 
@@ -251,8 +252,10 @@ class OnnxModule:
             raise UnsupportedModelError(self._unsupported, name)
         self.value_inputs = self._find_value_inputs(initializer_names)
         self._model = self._types = None  # not needed after loading
-        self._jit = jit(self._make_function(), opt_level=opt_level, debug=debug, backend=backend,
-                        precision=precision)
+        options = dict(opt_level=opt_level, debug=debug, backend=backend, precision=precision)
+        self._jit = jit(self._make_function(), **options)
+        self._make_jit = lambda fn: jit(fn, **options)
+        self._staged: StagedGraph | None = None  # set when shapes depend on data (staged.py)
 
     # ---- checks ------------------------------------------------------------------------------
     def _value_type(self, value, kind: str):
@@ -413,7 +416,14 @@ class OnnxModule:
         env[""] = None
         for name, value in zip(self.input_names, args):
             env[name] = as_tensor(value.array, value.dtype) if isinstance(value, _Frozen) else value
-        for node in self._nodes:
+        self._run_nodes(self._nodes, env)
+        outputs = [env[name] for name in self.output_names]
+        self._check_outputs(outputs)
+        return outputs
+
+    def _run_nodes(self, nodes: list, env: dict) -> None:
+        """Convert `nodes` in order, reading and writing values by name in `env`."""
+        for node in nodes:
             inputs = [env[i] for i in node.inputs]
             ctx = NodeContext(node.op_type, node.name, node.opset, len(node.outputs),
                               [bool(o) for o in node.outputs])
@@ -435,9 +445,6 @@ class OnnxModule:
                 if out:
                     raise UnsupportedOpError(f"node '{node.name}' ({node.op_type}): output {out!r} is not "
                                              "supported by tensorkiln's converter")
-        outputs = [env[name] for name in self.output_names]
-        self._check_outputs(outputs)
-        return outputs
 
     def _check_outputs(self, outputs: list) -> None:
         """Computed outputs against the declared types: another element type is an error (the caller would
@@ -503,7 +510,15 @@ class OnnxModule:
 
     def __call__(self, *args, return_dict: bool = False, **kwargs):
         """Run the model: outputs as a list of numpy arrays (a dict by name with return_dict=True)."""
-        outputs = self._jit(*self._arguments(args, kwargs))
+        arguments = self._arguments(args, kwargs)
+        if self._staged is None:
+            try:
+                outputs = self._jit(*arguments)
+            except DataDependentOutput:  # some shape depends on data: compiled stages from now on
+                self._staged = StagedGraph(self, self._make_jit)
+                outputs = self._staged(arguments)
+        else:
+            outputs = self._staged(arguments)
         arrays = [o.numpy() if isinstance(o, Tensor) else np.asarray(o) for o in outputs]
         return dict(zip(self.output_names, arrays)) if return_dict else arrays
 
@@ -516,16 +531,34 @@ class OnnxModule:
         return self._jit.optimized_graph(*self._arguments(args, kwargs))
 
     def report(self, *args, **kwargs):
-        """The CompileReport for these inputs' signature (compiles it if needed)."""
-        return self._jit.report(*self._arguments(args, kwargs))
+        """The CompileReport for these inputs' signature (compiles it if needed); a model run in stages:
+        one report of all its segments (staged.py)."""
+        arguments = self._arguments(args, kwargs)
+        if self._staged is None:
+            try:
+                return self._jit.report(*arguments)
+            except DataDependentOutput:
+                self._staged = StagedGraph(self, self._make_jit)
+        return self._staged.report(arguments)
 
     def cache_size(self) -> int:
-        """Number of compiled programs this model holds (one per input signature called, at most 64)."""
-        return self._jit.cache_size()
+        """Number of compiled programs this model holds (one per input signature called, at most 64;
+        a model run in stages: those of every stage)."""
+        return self._jit.cache_size() + (self._staged.cache_size() if self._staged is not None else 0)
+
+    @property
+    def stages(self) -> str | None:
+        """How a model whose shapes depend on data runs: its compiled segments and the nodes run on
+        actual values between them (staged.py); None for a model that is one compiled program."""
+        return None if self._staged is None else self._staged.describe()
 
     def explain(self, *args, **kwargs) -> str:
         """Graph after each pass, kernels and generated source for these inputs' signature."""
         return self._jit.explain(*self._arguments(args, kwargs))
+
+    def clear_cache(self) -> None:
+        """Forget the compiled signatures (the next call compiles again: after tk.tune, with its records)."""
+        self._jit.clear_cache()
 
     def export(self, directory, *args, name: str | None = None, input_shapes: dict | None = None,
                weights: str = "auto", openmp: bool = True, **kwargs):

@@ -29,6 +29,11 @@ from ...errors import UnsupportedOpError
 from ...frontend.tensor import Tensor
 
 
+class DataDependentOutput(UnsupportedOpError):
+    """A node needs the value of a tensor the program computes (its output shape depends on data): inside
+    one compiled program it cannot be converted; the module runs the graph in stages instead (staged.py)."""
+
+
 @dataclass
 class NodeContext:
     """What a converter knows about the node it converts."""
@@ -44,10 +49,10 @@ class NodeContext:
         if t is None:
             return None
         if t.is_traced:
-            raise UnsupportedOpError(
+            raise DataDependentOutput(
                 f"node '{self.name}' ({self.op_type}): input '{what}' must be known when the model is "
                 "compiled (a constant, an initializer, a graph input, or computed from shapes); here it is "
-                "computed from runtime data, which would make the output shape data-dependent")
+                "computed from runtime data, which makes the output shape data-dependent")
         return t.numpy()
 
     def ints(self, t: Tensor | None, what: str) -> list[int] | None:

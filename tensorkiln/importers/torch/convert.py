@@ -18,7 +18,7 @@ import torch
 
 from ...errors import TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor
-from . import lowering_indexing, lowering_math, lowering_nn, lowering_scan  # noqa: F401  (registration)
+from . import lowering_backward, lowering_indexing, lowering_math, lowering_nn, lowering_scan  # noqa: F401  (registration)
 from .lowering import LOWERINGS
 from .refusals import refusal_reason
 from .tensors import _TORCH_TO_TK, tk_dtype, to_numpy, to_tk, to_torch, torch_dtype  # noqa: F401  (re-exported)

@@ -15,8 +15,6 @@ RANDOM = ("random numbers: tensorkiln's generator is not PyTorch's, so a fixed s
 DATA_DEPENDENT = "the output's shape depends on the input's values (needs dynamic shapes)"
 COMPLEX = "complex results: tensorkiln has no complex dtype"
 LAYOUT = "a memory-layout query: tensorkiln values have no strides or storage offsets"
-BACKWARD = ("a backward op: graphs that compute gradients run in eager PyTorch (the backend is "
-            "inference-only)")
 
 #: core ATen overload (as `str(torch.ops.aten.<op>.<overload>)`) -> why tensorkiln refuses it
 REFUSED: dict[str, str] = {
@@ -30,10 +28,6 @@ REFUSED: dict[str, str] = {
     "aten.sym_storage_offset.default": LAYOUT,
     "aten.resize_.default": "resizes a tensor's storage in place; functionalized graphs carry no resize_",
     "aten.atan2.out": "an out= overload writes its argument in place; graphs carry the functional atan2",
-    "aten.convolution_backward.default": BACKWARD,
-    "aten.avg_pool2d_backward.default": BACKWARD,
-    "aten._adaptive_avg_pool2d_backward.default": BACKWARD,
-    "aten.max_pool2d_with_indices_backward.default": BACKWARD,
     "aten.grid_sampler_2d.default": "not lowered yet: bilinear, nearest and bicubic sampling at "
                                     "data-dependent coordinates with three padding modes",
 }

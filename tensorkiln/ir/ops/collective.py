@@ -10,12 +10,22 @@ per op `reduction` (sum | mean | max | min | prod), `axis` or `root` (a world ra
 Compiled, each is one runtime call (`runtime_call=describe`): the generated
 C hands the operand's and result's buffers to runtime/collective_hook.py, which
 runs the same collective; the generated code never links MPI.
+
+Point-to-point messages (`send`, `recv`) are effects, not values: each takes
+an `after` operand, the token of the message before it in the traced function
+(frontend/trace.py chains them), so the graph keeps them and their order, and
+`send`'s result is such a token (0-d int32). They have no gradient.
 """
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
+
+from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, UnsupportedOpError
 from ...runtime import collective_hook, communicator
-from .gradient import mask
+from .gradient import NOT_DIFFERENTIABLE, mask
 from .registry import Attrs, MappingType, OpKind, TensorType, register
 
 
@@ -30,9 +40,10 @@ def describe(name: str):
                 return ",".join(str(int(v)) for v in value)
             return str(value)
 
-        fields = [name, f"seq={attrs['sequence']}", f"dtype={operand.dtype.name}", f"in={text(operand.shape)}",
+        data = result if name == "recv" else operand  # recv's operand is a token; its data is its result
+        fields = [name, f"seq={attrs['sequence']}", f"dtype={data.dtype.name}", f"in={text(operand.shape)}",
                   f"out={text(result.shape)}", f"group={text(attrs['group']) or 'world'}"]
-        fields += [f"{key}={text(attrs[key])}" for key in ("reduction", "axis", "root") if key in attrs]
+        fields += [f"{key}={text(attrs[key])}" for key in ("reduction", "axis", "root", "peer", "tag") if key in attrs]
         return " ".join(fields)
     return description
 
@@ -165,3 +176,44 @@ def _broadcast_gradient(g, inputs, out, attrs, needs, build):
 register("broadcast", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _broadcast_infer, _broadcast_reference, 1,
          "the tensor of rank `root` on every rank of a group", gradient=_broadcast_gradient,
          runtime_call=describe("broadcast"))
+
+
+# ---- point-to-point messages ------------------------------------------------------------------------
+
+TOKEN = TensorType((), dt.int32)  # what orders messages: send's result, recv's `after` operand
+_messages = itertools.count(1)  # numbers messages apart (not shared across ranks, unlike `sequence`)
+
+
+def next_message() -> int:
+    """A number for the next message recorded in a graph (keeps CSE from merging two of them)."""
+    return next(_messages)
+
+
+def _send_infer(types: list[TensorType], attrs: Attrs) -> TensorType:
+    if types[1] != TOKEN:
+        raise ShapeError(f"send's second operand is the previous message's token ({TOKEN}), got {types[1]}")
+    return TOKEN
+
+
+def _send_reference(inputs, attrs, out):
+    communicator.send(inputs[0], attrs["peer"], attrs["tag"], attrs["group"])
+    return np.zeros((), np.int32)
+
+
+def _recv_infer(types: list[TensorType], attrs: Attrs) -> TensorType:
+    if types[0] != TOKEN:
+        raise ShapeError(f"recv's operand is the previous message's token ({TOKEN}), got {types[0]}")
+    return TensorType(tuple(attrs["shape"]), dt.as_dtype(attrs["dtype"]))
+
+
+def _recv_reference(inputs, attrs, out):
+    buffer = np.empty(tuple(attrs["shape"]), dt.as_dtype(attrs["dtype"]).storage)
+    return communicator.recv(buffer, attrs["peer"], attrs["tag"], attrs["group"])
+
+
+register("send", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _send_infer, _send_reference, 2,
+         "sends a tensor to world rank `peer` (tag `tag`) after the message whose token it takes; "
+         "its result is this message's token", gradient=NOT_DIFFERENTIABLE, runtime_call=describe("send"))
+register("recv", OpKind.REDUCTION, MappingType.MANY_TO_MANY, _recv_infer, _recv_reference, 1,
+         "a tensor of `shape` and `dtype` received from world rank `peer` (tag `tag`) after the message "
+         "whose token it takes", gradient=NOT_DIFFERENTIABLE, runtime_call=describe("recv"))

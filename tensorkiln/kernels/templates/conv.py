@@ -52,7 +52,7 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ...loops.types import compute_dtype
 from .conv_shallow import shallow_conv_body
 from .depthwise import depthwise_body
-from .gemm import gemm_blocking, gemm_needs_partial_sums
+from .gemm import analytic_gemm_blocking, gemm_needs_partial_sums
 from .gemm_bf16 import gemm_template
 from .matmul import BLIS_MIN_FLOPS
 from ..target import cpu_target
@@ -184,7 +184,7 @@ def _gemm_applies(root: Node, out: Buffer) -> bool:
     c_out, c_group, kh, kw = root.inputs[1].shape
     m, n, k = c_out // root.attrs["groups"], root.shape[2] * root.shape[3], c_group * kh * kw
     dtype = compute_dtype(root.dtype.name)
-    return out.dtype == dtype or not gemm_needs_partial_sums(k, gemm_blocking(m, n, k, dtype))
+    return out.dtype == dtype or not gemm_needs_partial_sums(k, analytic_gemm_blocking(m, n, k, dtype))
 
 
 def _winograd_applies(root: Node) -> bool:

@@ -60,19 +60,26 @@ from ...loops.schedule import substitute
 from ..schedule_defaults import thread_count
 from ...loops.types import itemsize
 from ..target import cpu_target
+from ..tuned import configured, workload_key
 
 IndexFn = Callable[..., E.Expr]
 
 
 @dataclass(frozen=True)
 class GemmBlocking:
-    """Register tile (mr x nr) and cache blocks (mc x kc rows of A, kc x nc of B)."""
+    """Register tile (mr x nr), cache blocks (mc x kc rows of A, kc x nc of B) and how the threads
+    cut a matrix (`split`: "auto" is gemm_thread_split's rule, "rows" / "cols" force the cut)."""
 
     mr: int
     nr: int
     kc: int
     mc: int
     nc: int
+    split: str = "auto"
+
+
+THREAD_SPLITS = ("auto", "rows", "cols")
+MAX_LOCAL_BYTES = 64 << 20  # packed blocks of one task: more is no blocking a cache could hold
 
 
 def _round_down(x: int, k: int) -> int:
@@ -83,8 +90,52 @@ def _round_up(x: int, k: int) -> int:
     return -(-x // k) * k
 
 
-def gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: bool = False) -> GemmBlocking:
-    """Tile and block sizes for an m x n x k GEMM of `dtype` on this CPU.
+def gemm_workload(m: int, n: int, k: int, dtype: str, panels_given: bool = False, template: str = "gemm") -> str:
+    """The tuning workload key of a GEMM: what decides its blocking (tuned.py)."""
+    return workload_key(template, dtype=dtype, m=m, n=n, k=k, panels=int(panels_given))
+
+
+def gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: bool = False,
+                  template: str = "gemm") -> GemmBlocking:
+    """The blocking of an m x n x k GEMM of `dtype` here: a tuned record's (tuned.py), else analytic.
+
+    template: "gemm" (blis_gemm) or "gemm_bf16" (bf16_gemm): their records are kept apart.
+    """
+    analytic = analytic_gemm_blocking(m, n, k, dtype, panels_given)
+    return configured(gemm_workload(m, n, k, dtype, panels_given, template), analytic,
+                      lambda bl: blocking_legal(bl, m, n, k, dtype, panels_given, analytic))
+
+
+def blocking_legal(bl: GemmBlocking, m: int, n: int, k: int, dtype: str, panels_given: bool,
+                   analytic: GemmBlocking) -> bool:
+    """Whether `bl` is a blocking the template computes correctly and that fits this CPU.
+
+    The register tile must be whole vectors wide and leave room for B's vectors and a broadcast in
+    the vector registers; blocks are whole tiles and no larger than the matrix (rounded up to a
+    tile); a B or A given in panels (`analytic` says which tile they were laid out for) keeps its tile.
+    """
+    target = cpu_target()
+    lanes = max(target.vector_bytes // itemsize(dtype), 1)
+    vectors = bl.nr // lanes
+    if bl.nr % lanes or not 1 <= vectors <= 4 or not 1 <= bl.mr <= 16:
+        return False
+    if bl.mr * vectors + vectors + 1 > target.vector_registers:
+        return False  # accumulators + B's vectors + one broadcast
+    if panels_given and (bl.mr, bl.nr) != (analytic.mr, analytic.nr):
+        return False  # the operand's layout fixed the tile
+    if bl.kc % 8 or not 8 <= bl.kc <= max(_round_up(k, 8), analytic.kc):
+        return False
+    if gemm_needs_partial_sums(k, bl) and not gemm_needs_partial_sums(k, analytic):
+        return False  # callers chose the output's dtype on the analytic depth blocks (blis_gemm_applies)
+    if bl.mc % bl.mr or not bl.mr <= bl.mc <= max(_round_up(m, bl.mr), analytic.mc):
+        return False
+    if bl.nc % bl.nr or not bl.nr <= bl.nc <= max(_round_up(n, bl.nr), analytic.nc):
+        return False
+    return bl.split in THREAD_SPLITS and bl.kc * (bl.mc + bl.nc) * itemsize(dtype) <= MAX_LOCAL_BYTES
+
+
+def analytic_gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: bool = False) -> GemmBlocking:
+    """Tile and block sizes for an m x n x k GEMM of `dtype` on this CPU, from its cache sizes.
 
     panels_given: B (or both operands) comes already in panels and is read in
     place, so no KC x NC block of it has to fit anywhere: KC is then bounded by
@@ -158,6 +209,7 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
     Every chunk is a multiple of the register tile, so rounding may leave the last tasks
     without rows or columns (64 rows on 7 threads: 4 chunks of 16 and 3 idle tasks).
     depth_split=False: never cut K (`split_k_applies`), for a GEMM that cannot.
+    blocking.split "rows" / "cols" imposes the cut where the matrix is cut at all.
     """
     threads = threads or thread_count()
     if threads <= 1 or batch * m * n * k < PARALLEL_MIN_MACS:
@@ -169,6 +221,8 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
     cuts = threads // math.gcd(batch, threads)
     row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
     by_cols = (n >= 2 * m and col_units >= cuts) or row_units < cuts
+    if blocking.split != "auto":  # a tuned blocking chose the cut
+        by_cols = blocking.split == "cols"
     units = col_units if by_cols else row_units
     if units < cuts:
         return ThreadSplit(1, 1, batch > 1)

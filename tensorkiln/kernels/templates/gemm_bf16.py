@@ -102,7 +102,7 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     pass through it).
     """
     dtype = "float32"
-    bl = blocking or gemm_blocking(m, n, k, dtype, b_panels is not None)
+    bl = blocking or gemm_blocking(m, n, k, dtype, b_panels is not None, template="gemm_bf16")
     mr, nr = bl.mr, bl.nr
     kc_max = _round_up(bl.kc, 2)
     split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=False)

@@ -26,7 +26,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ...loops.ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
-from .gemm import Panels, gemm_blocking, gemm_needs_partial_sums
+from .gemm import Panels, analytic_gemm_blocking, gemm_blocking, gemm_needs_partial_sums
 from .gemm_bf16 import bf16_gemm, gemm_template
 
 
@@ -64,7 +64,8 @@ def blis_gemm_applies(root: Node, out_dtype: str) -> bool:
     batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
     if m < 4 or n < 8 or k < 1 or batch * m * n * k < BLIS_MIN_FLOPS:
         return False
-    blocking = gemm_blocking(m, n, k, dtype)
+    # a tuned blocking never adds depth blocks to the analytic one's (gemm.blocking_legal)
+    blocking = analytic_gemm_blocking(m, n, k, dtype)
     return out_dtype == dtype or not gemm_needs_partial_sums(k, blocking)
 
 
@@ -143,7 +144,7 @@ def _bf16_packed_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue)
         i = row % m if m > 1 else E.const(0)
         return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [i, kk])
 
-    blocking = gemm_blocking(batch * m, n, k, "float32", True)
+    blocking = gemm_blocking(batch * m, n, k, "float32", True, template="gemm_bf16")
     if 2 * blocking.nr != b_node.shape[2]:
         raise ValueError(f"matmul_bf16_packed: B's pairs are {b_node.shape[2] // 2} columns wide, this CPU's GEMM "
                          f"takes NR = {blocking.nr}")

@@ -72,7 +72,7 @@ from ..inline import ValueBuilder
 from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...ir.ops.winograd_math import WINOGRAD_POINTS, Matrix, WinogradTransforms, cook_toom, winograd_transforms  # noqa: F401
-from .gemm import GemmBlocking, Panels, blis_gemm, gemm_blocking
+from .gemm import GemmBlocking, Panels, analytic_gemm_blocking, blis_gemm, gemm_blocking
 
 Epilogue = Callable[[list, E.Expr], E.Expr]
 PREFIX = "wino"  # names of the kernel's buffers and loops
@@ -247,7 +247,7 @@ def winograd_plan(root: Node, m: int, threads: int | None = None) -> WinogradPla
     oh, ow = root.shape[2:]
     threads = threads or thread_count()
     q, pitch = n_img * -(-oh // m), -(-ow // m) + 1
-    nr = gemm_blocking(c_out, q * pitch, c_in, root.dtype.name).nr
+    nr = analytic_gemm_blocking(c_out, q * pitch, c_in, root.dtype.name).nr  # the tile is never tuned here
     most_tiles = max(CHUNK_BYTES // ((m + 2) ** 2 * (c_in + c_out) * 4), nr)
     best = None
     for rows in range(1, q + 1):

@@ -1,0 +1,98 @@
+"""Cold and cached compile times of ResNet-18 through `tk.from_torch` and `tk.onnx.load`.
+
+    python benchmarks/compile_time.py [--threads 2] [--json out.json]
+
+Each measurement is a fresh Python process with its own empty compile cache
+(`TENSORKILN_CACHE` pointing at a new folder): "cold" compiles everything, the C compiler
+included; "cached" runs the same import again in a new process over the cache the cold run
+filled. Each time runs from before `import tensorkiln` to the end of the first call (float32,
+batch 1); `tk.from_torch` also reports the part spent in torch.export. The ONNX file is
+exported once beforehand, outside the timings.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# Runs in the child process: prints {"seconds": ..., "export_seconds": ...} as its last line.
+CHILD = r"""
+import json, sys, time
+start = time.perf_counter()
+import tensorkiln as tk
+from tensorkiln.tools.bench import build
+how, onnx_path = sys.argv[1], sys.argv[2]
+model, inputs = build("resnet18", 1)
+arrays = [t.numpy() for t in inputs]
+export_seconds = None
+if how == "torch":
+    import torch.export
+    original = torch.export.export
+    spent = []
+    def timed_export(*args, **kwargs):
+        begin = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - begin)
+    torch.export.export = timed_export
+    tk.from_torch(model, inputs)(*arrays)
+    export_seconds = sum(spent)
+else:
+    module = tk.onnx.load(onnx_path)
+    module(*arrays)
+print(json.dumps({"seconds": time.perf_counter() - start, "export_seconds": export_seconds}))
+"""
+
+
+def child(how: str, onnx_path: str, cache: str, threads: int) -> dict:
+    env = dict(os.environ, TENSORKILN_CACHE=cache, OMP_NUM_THREADS=str(threads),
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", CHILD, how, onnx_path], env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"the {how} compile failed")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def export_onnx(path: str) -> None:
+    import torch
+    sys.path.insert(0, ROOT)
+    from tensorkiln.tools.bench import build
+    model, inputs = build("resnet18", 1)
+    with torch.no_grad():
+        torch.onnx.export(model, inputs, path, dynamo=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="tensorkiln-compile-time-") as scratch:
+        onnx_path = os.path.join(scratch, "resnet18.onnx")
+        export_onnx(onnx_path)
+        for how, label in (("torch", "tk.from_torch"), ("onnx", "tk.onnx.load")):
+            cache = os.path.join(scratch, f"cache-{how}")
+            os.makedirs(cache)
+            cold = child(how, onnx_path, cache, args.threads)
+            cached = child(how, onnx_path, cache, args.threads)
+            results[how] = {"cold": cold, "cached": cached}
+            export = (f" (torch.export {cold['export_seconds']:.2f} s / {cached['export_seconds']:.2f} s)"
+                      if how == "torch" else "")
+            print(f"ResNet-18 through {label:<14} cold {cold['seconds']:6.2f} s, cached {cached['seconds']:6.2f} s"
+                  f"{export}; float32, batch 1, {args.threads} thread(s), import and first call included")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

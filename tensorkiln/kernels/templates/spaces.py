@@ -1,0 +1,22 @@
+"""Which templates can be tuned, and each one's search space by workload key (template name first)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..knob_space import KnobSpace
+from ..tuned import parse_workload
+from .gemm_space import gemm_space
+
+SPACES: dict[str, Callable[[str], KnobSpace]] = {
+    "gemm": gemm_space,
+    "gemm_bf16": gemm_space,
+}
+
+
+def space_of(workload: str) -> KnobSpace | None:
+    """The search space of a workload key, or None for a template without one."""
+    make = SPACES.get(parse_workload(workload)[0])
+    return make(workload) if make is not None else None
+
+
+__all__ = ["SPACES", "space_of"]

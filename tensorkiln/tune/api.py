@@ -1,0 +1,119 @@
+"""tk.tune(fn, *example_args): tune every tunable kernel of a compiled function, keep the records.
+
+The function is compiled for the example arguments (tk.jit, or the object's
+own `report` for a JitFunction or a loaded ONNX model); each kernel's comment
+names the workloads its templates asked `kernels/tuned.py` about, and every
+workload with a search space is tuned (tuner.py), largest first. Records are
+appended to the records file, so the next compile, in this process or
+another, uses them; a JitFunction passed in forgets its compiled signatures.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..frontend.jit import jit
+from ..kernels.templates.spaces import space_of
+from ..kernels.tuned import parse_workload
+from .measure import Measurer
+from .tuner import WorkloadResult, tune_workload
+
+
+@dataclass
+class KernelTuning:
+    """One kernel's workload, what tuning it found, and the trials it took."""
+
+    kernel: str
+    workload: str
+    result: WorkloadResult
+
+    @property
+    def default_seconds(self) -> float:
+        return self.result.default_seconds
+
+    @property
+    def best_seconds(self) -> float:
+        return self.result.best_seconds
+
+    @property
+    def trials(self) -> int:
+        return len(self.result.trials)
+
+
+@dataclass
+class TuneResult:
+    """What tk.tune did: per kernel, the default and best time (seconds per call) and the trials."""
+
+    kernels: list[KernelTuning] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def trials(self) -> int:
+        return sum(k.trials for k in self.kernels)
+
+    def __str__(self) -> str:
+        lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials",
+                 f"{'kernel':<24} {'workload':<52} {'default ms':>10} {'best ms':>9} {'speedup':>7} {'trials':>6}"]
+        for k in self.kernels:
+            mark = "" if k.result.tuned else "  (default kept)"
+            lines.append(f"{k.kernel[:24]:<24} {k.workload[:52]:<52} {k.default_seconds * 1e3:10.3f} "
+                         f"{k.best_seconds * 1e3:9.3f} {k.result.speedup:6.2f}x {k.trials:6d}{mark}")
+        return "\n".join(lines)
+
+
+def kernel_workloads(fn, *example_args, **example_kwargs) -> list[tuple[str, str]]:
+    """(kernel name, workload key) of every tunable workload the compiled function's kernels use."""
+    compiled = fn if hasattr(fn, "report") else jit(fn)
+    report = compiled.report(*example_args, **example_kwargs)
+    found: dict[str, str] = {}
+    for kernel in report.kernels:
+        for use in kernel.tuning:
+            workload = use.split(" ", 1)[0]
+            if workload not in found and space_of(workload) is not None:
+                found[workload] = kernel.name
+    return [(kernel, workload) for workload, kernel in found.items()]
+
+
+def _work(workload: str) -> float:
+    facts = parse_workload(workload)[1]
+    return math.prod(int(facts.get(f, 1)) for f in ("m", "n", "k"))
+
+
+def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = None,
+         strategy: str = "evolutionary", progress: Callable | None = None, measurer: Measurer | None = None,
+         **example_kwargs) -> TuneResult:
+    """Tune fn's kernels for these example arguments; records are kept for every later compile.
+
+    trials: candidates measured per workload at most (the default counts as one).
+    seconds: the whole call's budget, shared out among the workloads still to tune.
+    strategy: random, genetic, annealing or evolutionary (cost-model guided; the default).
+    progress(kernel, workload, result, trial) is called after every trial.
+    """
+    start = time.monotonic()
+    found = sorted(kernel_workloads(fn, *example_args, **example_kwargs), key=lambda kw: -_work(kw[1]))
+    outcome = TuneResult()
+    owned = measurer is None
+    measurer = measurer or Measurer()
+    try:
+        for index, (kernel, workload) in enumerate(found):
+            budget = None
+            if seconds is not None:
+                left = seconds - (time.monotonic() - start)
+                if left <= 0:
+                    break
+                budget = left / (len(found) - index)
+            on_trial = (lambda result, trial, k=kernel, w=workload: progress(k, w, result, trial)) if progress else None
+            result = tune_workload(workload, trials, budget, strategy, measurer, on_trial=on_trial)
+            outcome.kernels.append(KernelTuning(kernel, workload, result))
+    finally:
+        if owned:
+            measurer.close()
+    outcome.seconds = time.monotonic() - start
+    if hasattr(fn, "clear_cache"):
+        fn.clear_cache()  # its signatures were compiled before the records existed
+    return outcome
+
+
+__all__ = ["KernelTuning", "TuneResult", "kernel_workloads", "tune"]

@@ -1,0 +1,193 @@
+"""Tuning one workload: search its space, measure candidates, confirm the winner, append a record.
+
+`tune_workload(key, trials, seconds)`:
+
+1. measures the default (the analytic configuration; it is trial 1 and
+   the reference every later candidate is timed against, in turns);
+2. tries the configuration of the nearest workload already tuned on this
+   machine (same template, shapes closest in log scale), made legal here:
+   it is taken only if it measures faster, like any other candidate;
+3. lets the strategy propose candidates, a few at a time, until `trials`
+   candidates were measured or another trial and the confirmation would
+   not fit in `seconds`;
+4. measures the best candidate again against the default with twice the
+   rounds; it wins only if it is faster by more than `noise` in both
+   measurements (the default wins ties), and then its record is appended.
+
+A candidate's score is its median per-round time ratio to the default, so a
+machine whose speed drifts does not pick the winner.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..kernels.knob_space import Config
+from ..kernels.templates.spaces import space_of
+from ..kernels.tuned import parse_workload, target_key
+from ..runtime import tuning_records
+from .measure import Measurement, Measurer
+from .strategies import EvolutionarySearch, make_strategy
+
+NOISE = 0.02  # a candidate must be faster than the default by more than this, twice
+
+
+@dataclass
+class Trial:
+    """One measured candidate."""
+
+    config: Config
+    measurement: Measurement
+    elapsed: float  # seconds since the search began
+    is_default: bool = False
+
+    @property
+    def score(self) -> float | None:
+        """Time relative to the default (the default itself is 1 by definition); None: failed."""
+        if not self.measurement.ok:
+            return None
+        return 1.0 if self.is_default else self.measurement.ratio
+
+
+@dataclass
+class WorkloadResult:
+    """What tuning one workload found: the default's and the best time (seconds per call), the trials."""
+
+    workload: str
+    default_seconds: float
+    best_seconds: float
+    best_config: Config
+    default_config: Config
+    trials: list[Trial] = field(default_factory=list)
+    tuned: bool = False  # a candidate beat the default (and its record was written)
+    strategy: str = ""
+    cost_model: str = ""
+    seconds_spent: float = 0.0
+
+    @property
+    def speedup(self) -> float:
+        return self.default_seconds / self.best_seconds if self.best_seconds > 0 else 1.0
+
+    @property
+    def failures(self) -> list[Trial]:
+        return [t for t in self.trials if not t.measurement.ok]
+
+    def convergence(self) -> list[tuple[int, float]]:
+        """(trial number, best time so far) after each trial: the convergence plot's points."""
+        points, best = [], math.inf
+        for number, trial in enumerate(self.trials, start=1):
+            if trial.measurement.ok:
+                best = min(best, trial.score * self.default_seconds)
+            points.append((number, best))
+        return points
+
+
+def _distance(a: dict[str, str], b: dict[str, str]) -> float:
+    """How far apart two workloads' shapes are (log scale); inf when not comparable."""
+    if set(a) != set(b) or any(a[f] != b[f] for f in a if f not in ("m", "n", "k")):
+        return math.inf
+    return sum(abs(math.log(int(a[f])) - math.log(int(b[f]))) for f in ("m", "n", "k") if f in a)
+
+
+def nearest_tuned(workload: str) -> tuple[str, Config] | None:
+    """The nearest other workload of the same template tuned on this machine, and its configuration."""
+    template, facts = parse_workload(workload)
+    best = None
+    target = target_key()
+    for record in tuning_records.read_records():
+        if record.target != target or record.workload == workload or record.seconds >= record.default_seconds:
+            continue
+        other_template, other = parse_workload(record.workload)
+        if other_template != template:
+            continue
+        distance = _distance(facts, other)
+        if distance < math.inf and (best is None or distance < best[0]):
+            best = (distance, record.workload, record.config)
+    return (best[1], best[2]) if best else None
+
+
+def tune_workload(workload: str, trials: int = 64, seconds: float | None = None, strategy: str = "evolutionary",
+                  measurer: Measurer | None = None, seed: int = 0, write_record: bool = True,
+                  on_trial: Callable[[WorkloadResult, Trial], None] | None = None) -> WorkloadResult:
+    """Search `workload`'s space (see the module docstring); the result says what was found and kept."""
+    space = space_of(workload)
+    if space is None:
+        raise ValueError(f"workload {workload!r} has no search space")
+    owned = measurer is None
+    measurer = measurer or Measurer()
+    search = make_strategy(strategy, space, seed)
+    start = time.monotonic()
+    result = WorkloadResult(workload, math.inf, math.inf, dict(space.default), dict(space.default),
+                            strategy=strategy, cost_model=search.model.name if isinstance(search,
+                                                                                           EvolutionarySearch) else "")
+
+    def run(config: Config | None) -> Trial:
+        trial = Trial(dict(config or space.default), measurer.measure(workload, config), time.monotonic() - start,
+                      is_default=config is None)
+        result.trials.append(trial)
+        search.observe(trial.config, trial.score)
+        if on_trial:
+            on_trial(result, trial)
+        return trial
+
+    def time_left() -> bool:
+        """Another trial fits: under `trials`, and within `seconds` with room left for the confirmation
+        (about two trials' time) after it."""
+        if len(result.trials) >= trials:
+            return False
+        if seconds is None:
+            return True
+        elapsed = time.monotonic() - start
+        per_trial = elapsed / max(len(result.trials), 1)
+        return elapsed + 3 * per_trial <= seconds
+
+    try:
+        first = run(None)  # the default: trial 1, and the reference of every later one
+        if not first.measurement.ok:
+            raise RuntimeError(f"{workload}: the default configuration failed: {first.measurement.error}")
+        result.default_seconds = result.best_seconds = first.measurement.default_seconds
+        near = nearest_tuned(workload)
+        if near is not None and time_left():
+            transferred = space.fix(dict(near[1]))
+            if transferred is not None and not search.seen(transferred):
+                run(transferred)
+        while time_left():
+            batch = search.propose(min(4, trials - len(result.trials)))
+            if not batch:
+                break  # the space is exhausted
+            for config in batch:
+                if not time_left():
+                    break
+                run(config)
+        _confirm(result, search, measurer, space.default)
+    finally:
+        if owned:
+            measurer.close()
+    result.seconds_spent = time.monotonic() - start
+    if result.tuned and write_record:
+        tuning_records.append_record(tuning_records.TuningRecord(
+            workload, target_key(), result.best_config, result.best_seconds, result.default_seconds,
+            len(result.trials)))
+    return result
+
+
+def _confirm(result: WorkloadResult, search, measurer: Measurer, default: Config) -> None:
+    """Measure the best candidate again with twice the rounds; keep it only if it wins again."""
+    ranked = [c for c in search.best(2) if c != default]
+    if not ranked:
+        return
+    best = ranked[0]
+    first = search.scores[search.space.key(best)]
+    if first is None or first >= 1 - NOISE:
+        return
+    again = measurer.measure(result.workload, best, rounds=2 * measurer.rounds)
+    if not again.ok or again.ratio >= 1 - NOISE:
+        return
+    ratio = max(first, again.ratio)  # the less flattering of the two
+    result.best_config, result.tuned = dict(best), True
+    result.best_seconds = ratio * result.default_seconds
+
+
+__all__ = ["NOISE", "Trial", "WorkloadResult", "nearest_tuned", "tune_workload"]

@@ -1,0 +1,120 @@
+"""The measuring process (`python -m tensorkiln.tune.worker`): builds, checks and times candidates.
+
+It reads one JSON request per line on stdin and answers one JSON line on the
+stdout it was started with (everything the compiler prints goes to stderr):
+
+    request  {"workload": KEY, "config": {...} or null, "rounds": 5, "block_seconds": 0.02}
+    answer   {"ok": true, "seconds": s, "default_seconds": s0, "ratio": r, "compile_seconds": c}
+             {"ok": false, "error": "why"}
+
+A candidate is compiled, run once and compared with the reference before
+anything is timed: a wrong answer is a failed candidate, never a fast one.
+It is then timed against the workload's default (the analytic
+configuration, built once per workload and kept) in alternating blocks,
+default-candidate then candidate-default, `rounds` times; each block repeats
+the call until it lasts `block_seconds`. `ratio` is the median of the
+rounds' candidate/default ratios, so a machine whose speed drifts over
+minutes shifts both sides of a round alike. A candidate `HOPELESS` times
+slower than the default in the first round is not timed further. A crash or a hang here costs
+only this process: the tuner (measure.py) kills it and starts another.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from .workloads import Benchmark, benchmark_of
+
+HOPELESS = 1.15  # a candidate this much slower than the default in the first round is not timed again
+
+
+def _block(fn: Callable, inputs: list[np.ndarray], calls: int) -> float:
+    """Mean seconds per call over `calls` calls."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*inputs)
+    return (time.perf_counter() - start) / calls
+
+
+def check(fn: Callable, bench: Benchmark) -> str | None:
+    """Why `fn`'s answer is wrong (None when it matches the reference within the tolerance)."""
+    out = np.asarray(fn(*bench.inputs).numpy(), dtype=np.float64)
+    if out.shape != bench.reference.shape:
+        return f"wrong shape {out.shape}, expected {bench.reference.shape}"
+    error = float(np.max(np.abs(out - bench.reference))) if out.size else 0.0
+    if not error <= bench.tolerance:  # NaN fails too
+        return f"wrong result: largest error {error:.3g} > tolerance {bench.tolerance:.3g}"
+    return None
+
+
+def compare(candidate: Callable, default: Callable, inputs: list[np.ndarray], rounds: int,
+            block_seconds: float) -> dict:
+    """Candidate and default timed in alternating blocks; medians and the median per-round ratio."""
+    single = max(_block(default, inputs, 1), _block(candidate, inputs, 1), 1e-7)
+    calls = max(1, int(block_seconds / single))
+    cand_times, default_times, ratios = [], [], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            d, c = _block(default, inputs, calls), _block(candidate, inputs, calls)
+        else:
+            c, d = _block(candidate, inputs, calls), _block(default, inputs, calls)
+        cand_times.append(c)
+        default_times.append(d)
+        ratios.append(c / d)
+        if r == 0 and c > HOPELESS * d:
+            break  # far slower: more rounds would only confirm it
+    return {"seconds": float(np.median(cand_times)), "default_seconds": float(np.median(default_times)),
+            "ratio": float(np.median(ratios))}
+
+
+class Worker:
+    """Benchmarks and default builds kept across requests."""
+
+    def __init__(self) -> None:
+        self.benchmarks: dict[str, Benchmark] = {}
+        self.defaults: dict[str, Callable] = {}
+
+    def answer(self, request: dict) -> dict:
+        workload = request["workload"]
+        if workload not in self.benchmarks:
+            self.benchmarks[workload] = benchmark_of(workload)
+        bench = self.benchmarks[workload]
+        if workload not in self.defaults:
+            default = bench.build(None)
+            wrong = check(default, bench)
+            if wrong:
+                return {"ok": False, "error": f"the default configuration is wrong: {wrong}"}
+            self.defaults[workload] = default
+        start = time.perf_counter()
+        candidate = bench.build(request["config"]) if request["config"] else self.defaults[workload]
+        compile_seconds = time.perf_counter() - start
+        wrong = check(candidate, bench)
+        if wrong:
+            return {"ok": False, "error": wrong}
+        timing = compare(candidate, self.defaults[workload], bench.inputs, int(request.get("rounds", 5)),
+                         float(request.get("block_seconds", 0.02)))
+        return {"ok": True, "compile_seconds": compile_seconds, **timing}
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    sys.stdout = sys.stderr  # the protocol owns the real stdout
+    os.environ.setdefault("TENSORKILN_VERBOSE", "0")
+    worker = Worker()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            reply = worker.answer(json.loads(line))
+        except Exception as err:  # noqa: BLE001  (any failure is this candidate's, reported, not fatal)
+            reply = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+        answers.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()

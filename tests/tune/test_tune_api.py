@@ -1,0 +1,49 @@
+"""tk.tune on a small GEMM: each kernel's default and best time, the trials spent, records kept."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+from tensorkiln.kernels.templates.gemm import gemm_workload
+from tensorkiln.runtime.tuning_records import read_records
+from tensorkiln.tune.tuner import nearest_tuned
+
+
+@pytest.fixture
+def records(tmp_path, monkeypatch):
+    path = tmp_path / "records.jsonl"
+    monkeypatch.setenv("TENSORKILN_TUNING_RECORDS", str(path))
+    return path
+
+
+def test_tune_a_small_gemm(records, rng):
+    a = rng.standard_normal((96, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 80)).astype(np.float32)
+    f = tk.jit(lambda x, y: (x @ y).relu())
+    f(a, b)
+    seen = []
+    result = tk.tune(f, a, b, trials=3, strategy="random", progress=lambda *event: seen.append(event))
+    assert len(result.kernels) == 1
+    kernel = result.kernels[0]
+    assert kernel.workload == gemm_workload(96, 80, 64, "float32")
+    assert kernel.trials == 3 == result.trials == len(seen)
+    assert all(t.measurement.ok for t in kernel.result.trials)  # each checked against the reference first
+    assert 0 < kernel.best_seconds <= kernel.default_seconds
+    assert kernel.result.trials[0].config == kernel.result.default_config  # the default is trial 1
+    assert kernel.workload in str(result)
+    written = read_records(records)
+    assert len(written) == int(kernel.result.tuned)
+    assert f.cache_size() == 0  # compiled again on the next call, with whatever was kept
+    np.testing.assert_allclose(f(a, b).numpy(), np.maximum(a.astype(np.float64) @ b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_nearest_tuned_workload(records):
+    from tensorkiln.kernels.tuned import target_key
+    from tensorkiln.runtime.tuning_records import TuningRecord, append_record
+    config = {"mr": 8, "nr": 32, "kc": 128, "mc": 96, "nc": 256, "split": "auto"}
+    for m, seconds in ((100, 1.0), (1000, 1.0), (120, 3.0)):
+        append_record(TuningRecord(gemm_workload(m, 64, 64, "float32"), target_key(), {**config, "mc": m // 4 * 4},
+                                   seconds, 2.0, 4))
+    assert nearest_tuned(gemm_workload(110, 64, 64, "float32"))[0] == gemm_workload(100, 64, 64, "float32")
+    assert nearest_tuned(gemm_workload(110, 64, 64, "float64")) is None  # another dtype is another kernel
