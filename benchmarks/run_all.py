@@ -61,6 +61,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "dynamic_shapes": ([sys.executable, os.path.join(HERE, "dynamic_shapes.py")], True),
     # every ONNX backend conformance case through the generated C and through ONNX Runtime
     "onnx_conformance_counts": ([sys.executable, os.path.join(HERE, "onnx_conformance_counts.py")], True),
+    "ptq_accuracy": ([sys.executable, os.path.join(HERE, "ptq_accuracy.py")], True),
 }
 
 

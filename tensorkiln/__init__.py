@@ -23,6 +23,7 @@ from .ir.graph import Graph, Node
 from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.control import cond, scan, while_loop
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
+from .quantization import quantize
 from .driver.options import CompileOptions
 from .shapes import Dim, SymInt
 from .runtime.exported import load_compiled

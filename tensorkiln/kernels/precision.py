@@ -6,6 +6,8 @@ A kernel computes in one of:
 - "bf16 (widened to fp32)": the same GEMM on a CPU without it, bf16 widened to float32;
 - "bf16 operands (fp32 kernel)": a contraction whose operands the precision pass rounded, run by a
   float32 template (direct and depthwise convolutions, attention, small matmuls);
+- "int8 (vnni)", "int8 (avx512bw)", "int8 (portable)": the u8 x s8 GEMM (gemm_u8s8.py) with int32
+  sums, named by its micro-kernel;
 - otherwise its compute dtype ("fp32", "fp64", "int64", ...).
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..ir.ops.registry import OpKind
 from ..loops.ir import Alloc, Kernel, NativeCall, iter_stmts
 from .templates.gemm_bf16 import holds_bf16_values
 
+_INT8_GEMM = "tk_gemm_u8s8_"  # gemm_u8s8.py's micro-kernel calls, suffixed by their kind
 SHORT_NAMES = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -23,6 +26,9 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
     stmts = list(iter_stmts(kernel.body))
     if any(isinstance(s, NativeCall) and s.function.startswith("tk_bf16_") for s in stmts):
         return "bf16 (vdpbf16ps)"
+    int8 = [s.function for s in stmts if isinstance(s, NativeCall) and s.function.startswith(_INT8_GEMM)]
+    if int8:
+        return f"int8 ({int8[0][len(_INT8_GEMM):]})"
     if any(isinstance(s, Alloc) and s.buffer.dtype == "bfloat16" for s in stmts):
         return "bf16 (widened to fp32)"
     contractions = [n for n in nodes if n.kind == OpKind.CONTRACTION]

@@ -1,0 +1,128 @@
+"""Post-training quantization's graph side: find the layers to quantize, expose their inputs for
+calibration, and rewrite them with quantize/dequantize ops.
+
+A quantizable layer is a float matmul whose right operand is a constant 2-D weight (a linear
+layer: the weight may be a permuted constant), or a conv2d with groups 1 and a constant filter.
+Depthwise and grouped convolutions and products of two activations stay float.
+
+The rewrite spells quantization as the ONNX importer does (importers/onnx/quant.py), so the
+qdq_integer pass (qdq_integer.py) finds the result and runs the layer on the integer kernels:
+
+    Q(x)   = cast(min(max(round(x / s) + z, lo), hi), uint8 or int8)
+    DQ(q)  = (float(q) - z) * s                     the activation: one scale s, one zero z
+    DQ(Wq) = float(Wq) * sw                         the weight: symmetric, sw per output channel
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ir.graph import Graph, Node, constant_node, interpret, make_node
+from ..ir.ops import Attrs
+from ..ir.rewrite import rewrite_graph, with_inputs
+
+_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+_WEIGHT_VIEWS = ("permute", "reshape", "cast")  # ops between a weight constant and the layer
+
+
+@dataclass(frozen=True, eq=False)
+class LayerQuantization:
+    """How one layer is quantized: its input's scale, zero point and type, and its weight as
+    int8 (matmul: (K, N); conv2d: (O, C, KH, KW)) with one scale per output channel (or one)."""
+
+    x_scale: float
+    x_zero: int
+    x_dtype: str
+    weight_q: np.ndarray
+    weight_scale: np.ndarray  # (N,) or (O,) per channel; () per tensor
+
+
+def is_quantizable(node: Node) -> bool:
+    """A float matmul by a constant 2-D weight, or a conv2d of groups 1 with a constant filter."""
+    if node.op not in ("matmul", "conv2d") or node.dtype.name not in ("float32", "float64"):
+        return False
+    if node.op == "conv2d" and node.attrs["groups"] != 1:
+        return False
+    weight = node.inputs[1]
+    return (node.op == "conv2d" or weight.ndim == 2) and weight_constant(weight) is not None
+
+
+def quantizable_layers(graph: Graph) -> list[Node]:
+    """The graph's quantizable layers in graph order (the order that numbers them)."""
+    return [node for node in graph.nodes if is_quantizable(node)]
+
+
+def weight_constant(node: Node) -> Node | None:
+    """The constant a weight is read from, through permutes, reshapes and casts; None if it is
+    computed from an input."""
+    while node.op in _WEIGHT_VIEWS:
+        node = node.inputs[0]
+    return node if node.op == "constant" else None
+
+
+def weight_value(layer: Node) -> np.ndarray:
+    """The layer's float weight as the product reads it: (K, N) for a matmul, (O, C, KH, KW) for conv2d."""
+    return interpret(Graph([], [layer.inputs[1]], "weight"))[0]
+
+
+def with_extra_outputs(graph: Graph, extra: list[Node]) -> Graph:
+    """The graph returning `extra` after its own outputs (calibration reads layer inputs so)."""
+    return Graph(graph.inputs, list(graph.outputs) + list(extra), graph.name)
+
+
+def quantize_node(x: Node, scale: float, zero: int, dtype_name: str) -> Node:
+    """Q(x): x rounded onto the 8-bit grid of `scale` and `zero`, saturated, as uint8 or int8."""
+    lo, hi = _RANGES[dtype_name]
+    where = (x.scope, x.location)
+    storage = x.dtype.storage
+
+    def const(value) -> Node:
+        return constant_node(np.array(value, storage), x.dtype, x.location)
+
+    scaled = make_node("round", [make_node("div", [x, const(scale)], None, *where)], None, *where)
+    shifted = make_node("add", [scaled, const(zero)], None, *where)
+    clamped = make_node("minimum", [make_node("maximum", [shifted, const(lo)], None, *where), const(hi)],
+                        None, *where)
+    return make_node("cast", [clamped], Attrs(dtype=dt.as_dtype(dtype_name)), *where)
+
+
+def dequantize_node(q: Node, scale, zero, dtype: dt.DType) -> Node:
+    """DQ(q) = (float(q) - zero) * scale in `dtype`; zero None leaves the subtraction out (a symmetric weight)."""
+    where = (q.scope, q.location)
+    real = make_node("cast", [q], Attrs(dtype=dtype), *where)
+    if zero is not None:
+        real = make_node("sub", [real, constant_node(np.array(zero, dtype.storage), dtype, q.location)], None, *where)
+    scale_node = constant_node(np.asarray(scale, dtype.storage), dtype, q.location)
+    return make_node("mul", [real, scale_node], None, *where)
+
+
+def quantized_layer(layer: Node, x: Node, plan: LayerQuantization) -> Node:
+    """The layer computed on DQ(Q(x)) and DQ(Wq): the form qdq_integer puts on integer kernels."""
+    dtype = layer.dtype
+    x_dq = dequantize_node(quantize_node(x, plan.x_scale, plan.x_zero, plan.x_dtype), plan.x_scale, plan.x_zero,
+                           dtype)
+    weight = constant_node(np.ascontiguousarray(plan.weight_q, np.int8), dt.int8, layer.location)
+    scale = plan.weight_scale
+    if layer.op == "conv2d" and scale.ndim == 1:
+        scale = scale.reshape(-1, 1, 1, 1)  # one per output channel, broadcast over (O, C, KH, KW)
+    w_dq = dequantize_node(weight, scale, None, dtype)
+    return make_node(layer.op, [x_dq, w_dq], layer.attrs, layer.scope, layer.location)
+
+
+def insert_qdq(graph: Graph, plans: dict[int, LayerQuantization]) -> Graph:
+    """Rewrite the layers numbered in `plans` (by quantizable_layers' order) with Q/DQ ops."""
+    order = {node.id: i for i, node in enumerate(quantizable_layers(graph))}
+
+    def visit(node: Node, inputs: list[Node]) -> Node:
+        index = order.get(node.id)
+        if index is None or index not in plans:
+            return with_inputs(node, inputs)
+        plan = plans[index]
+        if plan.weight_q.shape != node.inputs[1].shape:
+            raise ValueError(f"quantized layer {index} ({node.op}, {node.location}) was calibrated with a weight of "
+                             f"shape {plan.weight_q.shape}, but this trace's weight is {node.inputs[1].shape}")
+        return quantized_layer(node, inputs[0], plan)
+
+    return rewrite_graph(graph, visit)

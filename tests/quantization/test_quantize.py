@@ -1,0 +1,176 @@
+"""tk.quantize: calibrated models run on the integer kernels, match a numpy fake-quant simulation
+of the same quantization, stay close to float, and report per layer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tensorkiln as tk
+import tensorkiln.nn as nn
+from tensorkiln.errors import ShapeError
+
+
+def mlp() -> nn.Module:
+    tk.manual_seed(3)
+    return nn.Sequential(nn.Linear(19, 33), nn.ReLU(), nn.Linear(33, 7))
+
+
+def cnn() -> nn.Module:
+    """Odd sizes, a stride, a depthwise layer (stays float) and a linear head."""
+    tk.manual_seed(4)
+    return nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 6, 3, groups=6), nn.ReLU(),
+                         nn.Conv2d(6, 5, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(5 * 2 * 3, 4))
+
+
+def calibration(rng, shape, count=6):
+    return [rng.normal(size=shape).astype(np.float32) for _ in range(count)]
+
+
+def fake_quant(x: np.ndarray, scale: float, zero: int, dtype: str) -> np.ndarray:
+    """(clip(round(x / s) + z) - z) * s in float32, as the Q/DQ ops compute it."""
+    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    q = np.clip(np.rint(x / np.float32(scale)) + zero, lo, hi)
+    return ((q - zero) * np.float32(scale)).astype(np.float32)
+
+
+def simulate(model: nn.Module, plans: dict, x: np.ndarray) -> tuple[np.ndarray, float]:
+    """The quantized model in numpy/torch float64 (each layer's input and weight fake-quantized),
+    and the last layer's output quantum (input scale x weight scale)."""
+    layer_index, quantum = 0, 0.0
+    t = torch.from_numpy(x).double()
+    for module in model._modules.values():
+        name = type(module).__name__
+        plan = plans.get(layer_index)
+        if name in ("Linear", "Conv2d") and (name == "Linear" or module.groups == 1):
+            weight = module.weight.numpy().astype(np.float64)
+            if plan is not None:
+                t = torch.from_numpy(fake_quant(t.numpy().astype(np.float32), plan.x_scale, plan.x_zero,
+                                                plan.x_dtype)).double()
+                scale = plan.weight_scale.astype(np.float64)
+                if name == "Linear":
+                    weight = (plan.weight_q.astype(np.float64) * scale).T
+                else:
+                    weight = plan.weight_q.astype(np.float64) * scale.reshape(-1, 1, 1, 1)
+                quantum = plan.x_scale * float(scale.max())
+            layer_index += 1
+            bias = torch.from_numpy(module.bias.numpy().astype(np.float64))
+            t = torch.nn.functional.linear(t, torch.from_numpy(weight), bias) if name == "Linear" else \
+                torch.nn.functional.conv2d(t, torch.from_numpy(weight), bias, module.stride, module.padding,
+                                           groups=module.groups)
+        elif name == "Conv2d":
+            t = torch.nn.functional.conv2d(t, torch.from_numpy(module.weight.numpy().astype(np.float64)),
+                                           torch.from_numpy(module.bias.numpy().astype(np.float64)), module.stride,
+                                           module.padding, groups=module.groups)
+        elif name == "ReLU":
+            t = t.relu()
+        elif name == "Flatten":
+            t = t.flatten(1)
+    return t.numpy(), quantum
+
+
+def sqnr(reference: np.ndarray, approximation: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / np.sum((reference - approximation) ** 2)))
+
+
+def integer_products(qf, *args) -> int:
+    return sum(node.op == "matmul_u8s8" for node in qf.optimized_graph(*args).nodes)
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile", "kl", "mse"])
+def test_mlp_runs_on_integers_matches_fake_quant_and_float(rng, method):
+    model = mlp()
+    data = calibration(rng, (8, 19))
+    qf = tk.quantize(model, data, method=method)
+    x = rng.normal(size=(5, 19)).astype(np.float32)
+    assert integer_products(qf, x) == 2
+    assert [k.precision.startswith("int8") for k in qf.report(x).kernels].count(True) == 2
+    out = qf(x).numpy()
+    expected, quantum = simulate(model, qf.plans, x)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
+    with tk.no_grad():
+        reference = model(tk.tensor(x)).numpy()
+    assert sqnr(reference, out) > 25
+
+
+def test_cnn_quantized_layers_and_depthwise_float(rng):
+    model = cnn()
+    data = calibration(rng, (2, 3, 5, 7))
+    qf = tk.quantize(model, data)
+    x = rng.normal(size=(3, 3, 5, 7)).astype(np.float32)  # another batch size: traced again, same scales
+    graph = qf.optimized_graph(x)
+    assert [n.op for n in graph.nodes].count("matmul_u8s8") == 3
+    assert [n.attrs["groups"] for n in graph.nodes if n.op == "conv2d"] == [6]  # the depthwise layer
+    out = qf(x).numpy()
+    expected, quantum = simulate(model, qf.plans, x)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
+    with tk.no_grad():
+        reference = model(tk.tensor(x)).numpy()
+    assert sqnr(reference, out) > 30
+
+
+def test_report_lists_every_layer(rng):
+    model = cnn()
+    qf = tk.quantize(model, calibration(rng, (2, 3, 5, 7)), method="percentile", keep_float=["7"])
+    report = qf.quantization_report()
+    assert [(l.index, l.name, l.op, l.quantized) for l in report.layers] == [
+        (0, "0", "conv2d", True), (1, "4", "conv2d", True), (2, "7", "matmul", False)]
+    first = report.layer("0")
+    assert first.method == "percentile" and first.x_dtype == "uint8" and 0 <= first.x_zero <= 255
+    assert first.low < 0 < first.high and first.x_scale == pytest.approx((first.high - first.low) / 255, rel=1e-6)
+    assert report.layer(1).low == 0.0  # after a ReLU
+    assert all(l.sqnr_db > 30 for l in report.layers if l.quantized)
+    assert report.end_to_end_sqnr_db > 30 and report.samples == 6
+    text = str(report)
+    assert "kept float" in text and "end to end" in text and "method percentile" in text
+
+
+def test_keep_float_by_index_name_and_predicate(rng):
+    x = rng.normal(size=(4, 19)).astype(np.float32)
+    for keep in ([1], lambda layer: layer.name == "2"):
+        qf = tk.quantize(mlp(), calibration(rng, (4, 19), 2), keep_float=keep)
+        assert sorted(qf.plans) == [0]
+        assert integer_products(qf, x) == 1
+        assert [n.op for n in qf.optimized_graph(x).nodes].count("matmul") == 1
+
+
+def test_a_function_with_constant_weights_per_tensor_int8_activations(rng):
+    w1 = rng.normal(size=(12, 9)).astype(np.float32)
+    w2 = rng.normal(size=(9, 5)).astype(np.float32)
+
+    def f(x, y):
+        return (x @ w1).relu() @ w2 + (x @ y.T).mean()  # x @ y.T has no constant weight: float
+
+    data = [(rng.normal(size=(3, 12)).astype(np.float32), rng.normal(size=(4, 12)).astype(np.float32))
+            for _ in range(4)]
+    qf = tk.quantize(f, data, per_channel=False, activations="int8", method="kl")
+    assert [l.name for l in qf.quantization_report().layers] == ["matmul_0", "matmul_1"]
+    assert all(p.weight_scale.shape == () and p.x_dtype == "int8" for p in qf.plans.values())
+    assert integer_products(qf, *data[0]) == 2
+    x, y = data[0]
+    reference = np.maximum(x @ w1, 0) @ w2 + (x @ y.T).mean()
+    assert sqnr(reference, qf(x, y).numpy()) > 25
+
+
+def test_errors_name_the_problem(rng):
+    data = calibration(rng, (4, 19), 2)
+    with pytest.raises(ValueError, match="calibration data is empty"):
+        tk.quantize(mlp(), [])
+    with pytest.raises(ShapeError, match=r"calibration sample 1, argument 0, is float32\[4, 18\] but sample 0's "
+                                         r"is float32\[4, 19\]"):
+        tk.quantize(mlp(), [data[0], data[1][:, :18]])
+    with pytest.raises(ValueError, match="unknown method 'entropy'; expected one of minmax, percentile, kl, mse"):
+        tk.quantize(mlp(), data, method="entropy")
+    with pytest.raises(ValueError, match=r"keep_float names 'head', which matches no quantizable layer; the "
+                                         r"layers are 0: 0, 1: 2"):
+        tk.quantize(mlp(), data, keep_float="head")
+    with pytest.raises(ValueError, match="keep_float names 5"):
+        tk.quantize(mlp(), data, keep_float=5)
+    with pytest.raises(ValueError, match="activations='int4'"):
+        tk.quantize(mlp(), data, activations="int4")
+    with pytest.raises(ValueError, match=r"percentile=0 is not in \(0, 100\]"):
+        tk.quantize(mlp(), data, method="percentile", percentile=0)
+    with pytest.raises(ValueError, match="symmetric_weights=False is not supported"):
+        tk.quantize(mlp(), data, symmetric_weights=False)
+    with pytest.raises(ShapeError):  # the function itself refuses the calibration shape
+        tk.quantize(mlp(), calibration(rng, (4, 18), 1))
