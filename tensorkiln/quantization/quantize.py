@@ -53,9 +53,9 @@ class QuantizedFunction(JitFunction):
         self.plans = plans
         self._report: QuantizationReport | None = None
 
-    def _trace(self, tensors, names, structure, donated) -> TracedFunction:
+    def _trace(self, tensors, names, structure, donated, plan: dict | None = None) -> TracedFunction:
         with no_grad():  # parameters are read as constants, the weights the plans quantized
-            entry = super()._trace(tensors, names, structure, donated)
+            entry = super()._trace(tensors, names, structure, donated, plan)
         entry.graph = insert_qdq(entry.graph, self.plans)
         return entry
 
