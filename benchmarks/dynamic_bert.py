@@ -1,0 +1,83 @@
+"""BERT-base with a symbolic sequence length: programs compiled over many lengths, and latency against
+programs specialized to one length.
+
+    OMP_WAIT_POLICY=passive python benchmarks/dynamic_bert.py [--lengths 24] [--samples 16,128,384]
+        [--pairs 5] [--json FILE]
+
+tensorkiln's own BERT-base (tensorkiln.models.bert_base, float32, batch 1, random weights and
+tokens), tk.jit(model, dynamic={"input_ids": {1: "seq"}}) under no_grad, called once at each of
+`--lengths` distinct sequence lengths spread over [2, 512] (a size symbol is at least 2; length 1
+specializes): the programs it compiled (size classes where a kernel's blocking changes) and the
+seconds all calls took, compiling included. Then, at each sampled length, the per-call latency of
+that symbolic function against tk.jit(model, dynamic=False) specialized to the length, timed in
+alternating blocks (tools/timing.alternating_blocks: medians of the blocks and of the per-round
+ratios; ratio > 1: the symbolic program is slower).
+Threads: the OpenMP default (all cores). The machine's speed drifts, so read the ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import tensorkiln as tk  # noqa: E402
+from benchmarks.common import machine_summary, print_table, write_json  # noqa: E402
+from tensorkiln.models import bert_base  # noqa: E402
+from tensorkiln.tools.timing import alternating_blocks  # noqa: E402
+
+
+def lengths(count: int) -> list[int]:
+    """`count` distinct lengths spread over [2, 512], shuffled so sizes do not arrive in order."""
+    values = sorted({int(round(v)) for v in np.geomspace(2, 512, count)})
+    while len(values) < count:
+        values = sorted(set(values) | {values[-1] - len(values)})
+    return list(np.random.default_rng(0).permutation(values))
+
+
+def tokens(length: int) -> np.ndarray:
+    return np.random.default_rng(length).integers(0, 30522, (1, length)).astype(np.int64)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lengths", type=int, default=24)
+    parser.add_argument("--samples", default="16,128,384")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    print(machine_summary())
+    tk.manual_seed(0)
+    model = bert_base()
+    model.eval()
+    rows, results = [], {}
+    with tk.no_grad():
+        symbolic = tk.jit(model, dynamic={"input_ids": {1: "seq"}})
+        start = time.perf_counter()
+        for n in lengths(args.lengths):
+            symbolic(tokens(n))
+        seconds = time.perf_counter() - start
+        results["compiles"] = {"lengths": args.lengths, "programs": symbolic.compile_count, "seconds": seconds}
+        print(f"\n{args.lengths} distinct lengths in [2, 512]: {symbolic.compile_count} programs compiled, "
+              f"{seconds:.1f} s for all calls (compiling included)")
+        for n in [int(s) for s in args.samples.split(",")]:
+            x = tokens(n)
+            specialized = tk.jit(model, dynamic=False)
+            np.testing.assert_allclose(symbolic(x).numpy(), specialized(x).numpy(), rtol=2e-3, atol=2e-3)
+            times = alternating_blocks({"symbolic": lambda: symbolic(x), "specialized": lambda: specialized(x)},
+                                       pairs=args.pairs)
+            ratio = float(np.median([a / b for a, b in zip(times["symbolic"], times["specialized"])]))
+            sym, spec = float(np.median(times["symbolic"])), float(np.median(times["specialized"]))
+            rows.append([str(n), f"{sym * 1e3:.2f}", f"{spec * 1e3:.2f}", f"{ratio:.3f}"])
+            results[str(n)] = {"symbolic_s": sym, "specialized_s": spec, "ratio": ratio}
+    print_table(["seq", "symbolic ms", "specialized ms", "symbolic / specialized"], rows)
+    if args.json:
+        write_json(args.json, results)
+
+
+if __name__ == "__main__":
+    main()
