@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..shapes import is_symbolic
 from .tensor import Tensor, as_tensor
+from .trace import current_trace
 
 _generator = np.random.default_rng(0)
 
@@ -26,7 +28,7 @@ def _rng(seed: int | None) -> np.random.Generator:
 def _shape(size) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    return tuple(int(s) for s in size)
+    return tuple(s if is_symbolic(s) else int(s) for s in size)
 
 
 def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -51,6 +53,10 @@ def full(size, fill_value, dtype=None) -> Tensor:
     # Convert the one fill value, then allocate the result in its storage dtype: converting a
     # filled array would hold an int64 (or float64) copy of the whole tensor as well.
     fill = dt.to_storage(np.asarray(fill_value), dtype)
+    trace = current_trace()
+    if trace is not None and any(is_symbolic(d) for d in shape):  # a size symbol: the value broadcast
+        value = Tensor._from_node(trace.constant_for(Tensor._from_value(np.array(fill), dtype)), trace)
+        return value.expand(*shape)
     return Tensor._from_value(np.full(shape, fill, dtype=fill.dtype), dtype)
 
 

@@ -14,7 +14,7 @@ from .. import dtypes as dt
 from ..errors import ShapeError, at_user_line
 from .tensor import Tensor, _pick, apply, as_tensor, normalize_dim, normalize_dims, promote, tensor_methods
 from .trace import composite
-from ..shapes import prod
+from ..shapes import is_symbolic, prod
 
 
 def where(condition, x, y) -> Tensor:
@@ -50,7 +50,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
     x = as_tensor(x)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(s if is_symbolic(s) else int(s) for s in shape)
     if shape.count(-1) > 1:
         raise ShapeError(at_user_line(f"reshape: only one dimension can be -1, got {list(shape)}"))
     if -1 in shape:

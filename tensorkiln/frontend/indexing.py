@@ -11,7 +11,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import ShapeError, TraceError, at_user_line
 from .tensor import Tensor, apply, as_tensor, tensor_methods
-from ..shapes import prod
+from .trace import current_trace
+from ..shapes import is_symbolic, prod
 
 
 def _is_int(k) -> bool:
@@ -106,11 +107,11 @@ def getitem(x: Tensor, key) -> Tensor:
             value %= size
             starts.append(value), stops.append(value + 1), steps.append(1)
         elif kind == "slice":
-            start, stop, step = value.indices(size)
+            start, stop, step = _slice_bounds(value, size)
             if step == 0:
                 raise ValueError("slice step cannot be zero")
             starts.append(start), stops.append(stop), steps.append(step)
-            out_shape.append(len(range(start, stop, step)))
+            out_shape.append(len(range(start, stop, step)) if not is_symbolic(stop) else stop - start)
         else:
             starts.append(0), stops.append(size), steps.append(1)
             out_shape.append(size)
@@ -118,7 +119,10 @@ def getitem(x: Tensor, key) -> Tensor:
 
     y = x
     if any((a, b, c) != (0, n, 1) for a, b, c, n in zip(starts, stops, steps, x.shape)):
-        y = apply("slice", [x], starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+        if not x.is_traced and any(is_symbolic(b) for b in stops):  # a constant sliced to a symbolic length
+            trace = current_trace()
+            y = Tensor._from_node(trace.constant_for(x), trace)
+        y = apply("slice", [y], starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
     y = y.reshape(tuple(out_shape))
     if not advanced:
         return y
@@ -174,3 +178,20 @@ class TensorIndexing:
 
     def __getitem__(self, key) -> Tensor:
         return getitem(self, key)
+
+
+def _slice_bounds(value: slice, size):
+    """(start, stop, step) of a Python slice on an axis of `size`, as slice.indices; a forward slice
+    whose stop or size is a size symbol keeps it symbolic (guarded to lie within the axis), so
+    `positions[:seq]` serves every sequence length."""
+    start, stop, step = value.start, value.stop, value.step
+    symbolic = is_symbolic(stop) or is_symbolic(size)
+    if symbolic and step in (None, 1) and (start is None or (isinstance(start, int) and 0 <= start)) \
+            and (stop is None or is_symbolic(stop) or stop >= 0):
+        stop = size if stop is None else stop
+        start = 0 if start is None else start
+        if not (is_symbolic(stop) and stop is size):
+            stop = stop if stop <= size else size  # a range guard on the symbol, never its value
+        if start <= stop:
+            return start, stop, 1
+    return value.indices(size)

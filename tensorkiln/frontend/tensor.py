@@ -26,7 +26,7 @@ from ..ir.ops import REGISTRY, Attrs, OpDef, TensorType, infer_type
 from .trace import Trace, current_trace
 from .autodiff.mode import is_grad_enabled
 from .autodiff.tape import record
-from ..shapes import prod
+from ..shapes import is_symbolic, prod
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
@@ -51,7 +51,10 @@ def _apply(op: str, inputs: Sequence["Tensor"], attrs_: Attrs) -> "Tensor":
     trace = current_trace()
     # Inside a trace, eager state (parameters, buffers, optimizer state) is read symbolically too,
     # so a compiled function reads its value on every call instead of baking it in.
-    if any(t._node is not None for t in inputs) or (trace is not None and any(trace.is_state(t) for t in inputs)):
+    # So is an op on eager values whose attributes hold a size symbol (a constant sliced to a symbolic
+    # length): its result has a symbolic shape, which only the graph can hold.
+    if any(t._node is not None for t in inputs) or (trace is not None and (
+            any(trace.is_state(t) for t in inputs) or _symbolic_attrs(attrs_))):
         for t in inputs:
             if t._node is not None and t._trace is not trace and (trace is None or not trace.reaches(t._trace)):
                 raise TraceError(at_user_line(
@@ -63,6 +66,14 @@ def _apply(op: str, inputs: Sequence["Tensor"], attrs_: Attrs) -> "Tensor":
     out_type = infer_type(op, types, attrs_)
     value = evaluate(op, attrs_, [t._value for t in inputs], types, out_type)
     return Tensor._from_value(value, out_type.dtype)
+
+
+def _symbolic_attrs(attrs: Attrs) -> bool:
+    """Any attribute value (or element of a tuple of them) is a size symbol."""
+    for value in attrs.values():
+        if is_symbolic(value) or (isinstance(value, tuple) and any(is_symbolic(v) for v in value)):
+            return True
+    return False
 
 
 def normalize_dim(dim: int, ndim: int, op: str = "") -> int:
@@ -526,7 +537,8 @@ class Tensor:
         lead = len(sizes) - self.ndim
         if lead < 0:
             raise ShapeError(at_user_line(f"expand: cannot expand {list(self.shape)} to {list(sizes)}"))
-        shape = tuple(self.shape[i - lead] if s == -1 and i >= lead else int(s) for i, s in enumerate(sizes))
+        shape = tuple(self.shape[i - lead] if not is_symbolic(s) and s == -1 and i >= lead
+                      else (s if is_symbolic(s) else int(s)) for i, s in enumerate(sizes))
         return self if shape == self.shape else apply("expand", [self], shape=shape)
 
     def broadcast_to(self, shape) -> "Tensor":

@@ -30,9 +30,12 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        # as Hugging Face's: the positions of the longest sequence, sliced to each input's length (a
+        # slice keeps a symbolic sequence length symbolic; arange of it would need its value)
+        self.register_buffer("position_ids", arange(c.max_position_embeddings), persistent=False)
 
     def forward(self, input_ids, token_type_ids):
-        positions = arange(input_ids.shape[1])
+        positions = self.position_ids[:input_ids.shape[1]]
         x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
         return self.LayerNorm(x)
 

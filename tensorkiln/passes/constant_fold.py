@@ -12,6 +12,7 @@ from collections import Counter
 from ..ir.graph import Graph, Node, constant_node, evaluate
 from ..ir.ops.registry import OpKind, get_op
 from ..ir.rewrite import with_inputs, rewrite_graph
+from ..shapes import is_symbolic
 
 MAX_GROWTH_ELEMENTS = 4096  # a folded result may exceed its inputs' total size by at most this much
 
@@ -27,6 +28,8 @@ def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
             # flow (a loop over constants may not end)
             return node
         if not all(i.op == "constant" for i in node.inputs):
+            return node
+        if any(is_symbolic(d) for d in node.type.shape):  # a size symbol: its value comes with each call
             return node
         input_size = sum(i.type.size for i in node.inputs)
         if node.type.size > input_size + MAX_GROWTH_ELEMENTS:
