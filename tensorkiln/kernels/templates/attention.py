@@ -128,7 +128,9 @@ def attention_blocking(m: int, dv: int, dtype: str) -> AttentionBlocking:
     chunks = -(-dv_vectors // (budget // 4))
     cols_vectors = -(-dv_vectors // chunks)
     mr = max(1, min(8, budget // cols_vectors))
-    if m >= QUERY_BLOCK:
+    # A symbolic query count takes whole blocks with a tail, whatever its value: the short-block rule
+    # below asks divisibility questions of the count, each a size class of its own.
+    if is_symbolic(m) or m >= QUERY_BLOCK:
         mq = _round_up(QUERY_BLOCK, math.lcm(lanes, mr))
     else:  # few queries (decoding): one short block, and no more rows per tile than there are queries
         mq = _round_up(m, lanes)
