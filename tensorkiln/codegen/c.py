@@ -33,7 +33,7 @@ the source harder to read for no gain at this level); `unrolled` ->
 `acc = acc op x` (op: + * min max) becomes a `reduction(op:acc)` clause; any
 other loop-carried scalar makes that loop serial, with a comment saying why.
 
-Next-row prefetch (`_RowPrefetch`): in a loop over rows whose body makes
+Next-row prefetch (`RowPrefetch`): in a loop over rows whose body makes
 several passes over one row (a row kernel: softmax, layer norm), the second
 pass prefetches the next row of the buffers the first pass streamed, so the
 memory works while the cached row is computed on.
@@ -49,7 +49,6 @@ request: see tensorkiln/runtime/c_compiler.py for why ASan is opt-in.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -64,25 +63,18 @@ from tensorkiln.loops.expr import (
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt,
+    Alloc, Assign, Block, For, If, Kernel, Let, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt,
     Store, While, iter_stmts, simplify_kernel, stmt_exprs,
 )
+from tensorkiln.codegen.c_names import c_name, check_unique_c_names, kernel_function_name, program_function_name
 from tensorkiln.codegen.c_native import native_helpers
+from tensorkiln.codegen.c_prefetch import RowPrefetch, row_prefetch
 from tensorkiln.loops.program import Program
-from tensorkiln.loops.simplify import linear_form, simplify as simplify_expr
 from tensorkiln.loops.types import int_range, is_bool, is_float, itemsize
 from tensorkiln.runtime.signature import ArgSpec, Signature
 
 STACK_LIMIT_BYTES = 16 * 1024  # local buffers up to this size live on the stack
 INDENT = "    "
-CACHE_LINE_BYTES = 64
-PREFETCH_MIN_ROW_BYTES = 1024  # shorter rows: the hardware prefetcher runs ahead across them by itself
-
-C_KEYWORDS = frozenset("""
-auto break case char const continue default do double else enum extern float for goto if inline int
-long register restrict return short signed sizeof static struct switch typedef union unsigned void
-volatile while bool true false
-""".split())
 
 # Binary operators written infix in C: symbol and C precedence (higher binds tighter).
 _INFIX = {
@@ -103,49 +95,6 @@ class CSource:
     signature: Signature
     debug: bool
     program_name: str
-
-
-@functools.lru_cache(maxsize=None)
-def _reserved_names(math_functions: int) -> frozenset[str]:
-    """Identifiers the generated file uses itself: an IR name must not hide any of them.
-
-    Keyed by the number of math functions: an op module may add one after this module is imported.
-    """
-    math = {spelling.split("(")[0] for fn in MATH_FUNCTIONS.values() for spelling in fn.c.values()}
-    math |= {"sqrt", "sqrtf", "floor", "floorf", "fmod", "fmodf", "copysign", "copysignf", "rintf"}
-    libc = {"malloc", "free", "memcpy", "strncpy", "snprintf", "size_t", "NULL", "INFINITY", "NAN",
-            "INT64_C", "INT64_MIN", "INT32_MIN", "main", "errno", "args", "arena"}
-    return frozenset(C_KEYWORDS | math | libc)
-
-
-def c_name(name: str) -> str:
-    """The C spelling of an IR name: itself, or with a trailing underscore where it would hide
-    a C keyword, a libc/libm name (a buffer named `exp`), a `*_t` type or one of our `tk_`,
-    `kernel_`, `TK_` helpers."""
-    if (name in _reserved_names(len(MATH_FUNCTIONS)) or name.endswith("_t") or name.startswith(("tk_", "TK_", "kernel_", "__"))
-            or (name[:1] == "_" and name[1:2].isupper())):
-        return f"{name}_"
-    return name
-
-
-def program_function_name(program: str) -> str:
-    """The static C entry of a sub-program (a branch or loop body of a control-flow op)."""
-    return f"tk_program_{program}"
-
-
-def kernel_function_name(kernel: Kernel) -> str:
-    """The C function of a kernel: `kernel_<name>`, apart from buffer and variable names."""
-    return f"kernel_{kernel.name}"
-
-
-def _check_unique_c_names(names: list[str], where: str) -> None:
-    """Two IR names that map to one C name (`exp` and `exp_`) would silently merge: refuse."""
-    seen: dict[str, str] = {}
-    for name in names:
-        other = seen.setdefault(c_name(name), name)
-        if other != name:
-            raise LoopIRError(f"{where}: names {other!r} and {name!r} would both be {c_name(name)!r} in C; "
-                              "rename one")
 
 
 def _comment(text: str) -> str:
@@ -221,8 +170,8 @@ class _KernelWriter:
         self.lines: list[str] = []
         self.ranges: dict[str, tuple[int, int]] = {}
         self.written = kernel.written_buffers()
-        self.prefetch_at: dict[int, _RowPrefetch] = {}  # id of a pass -> the next rows it prefetches
-        self.prefetching: Optional[_RowPrefetch] = None  # set while such a pass is written
+        self.prefetch_at: dict[int, RowPrefetch] = {}  # id of a pass -> the next rows it prefetches
+        self.prefetching: Optional[RowPrefetch] = None  # set while such a pass is written
         self.native_sources: dict[str, str] = {}  # function -> C definition, of the NativeCalls written
         self.may_stream = not debug and streams(kernel.body)  # some loop is a stream copy (c_stream.py)
         self.streamed = False  # a loop became tk_stream_f32 calls: the file needs the helpers
@@ -584,7 +533,7 @@ class _KernelWriter:
             self.ranges[loop.var.name] = (0, max(hi - 1, 0))
         inner = nest[-1]
         if not self.debug:
-            plan = _row_prefetch(inner)
+            plan = row_prefetch(inner)
             if plan is not None:
                 self.prefetch_at[id(plan.pass_stmt)] = plan
             if self.prefetching is not None and kind == "serial":
@@ -628,7 +577,7 @@ class _KernelWriter:
                 declared.add(s.var.name)
             elif isinstance(s, Alloc):
                 declared.add(s.buffer.name)
-        _check_unique_c_names(sorted(declared), f"kernel {k.name}")
+        check_unique_c_names(sorted(declared), f"kernel {k.name}")
         params = []
         for p in k.params:
             const = "" if p.name in self.written else "const "
@@ -664,106 +613,6 @@ class _KernelWriter:
         self.stmt(k.body, 1, False, False)
         self.emit(0, "}")
         return self.lines
-
-
-@dataclass(frozen=True)
-class _RowPrefetch:
-    """Next-row prefetch for a loop over rows whose body makes several passes over one row.
-
-    The first pass streams the row from memory; the later passes find it in
-    the cache, and while they compute the memory would sit idle. So the
-    second pass prefetches row r+1 of every buffer the first pass streamed
-    (`streams`: buffer name -> row stride in elements), one cache line per
-    64 bytes, from its first block loop (a serial loop over blocks whose body
-    is a vectorized loop over the block: a prefetch inside a SIMD loop would
-    stop its vectorization).
-    """
-
-    row: Var
-    rows: int
-    pass_stmt: Stmt
-    streams: dict
-
-    def lines(self, block_loop: For, writer: "_KernelWriter") -> list[str]:
-        """`__builtin_prefetch` lines for one block of `block_loop`; [] when it is no block loop."""
-        inner = block_loop.body.stmts[0] if isinstance(block_loop.body, Block) and len(block_loop.body.stmts) == 1 \
-            else block_loop.body
-        if not (isinstance(inner, For) and inner.kind == "vectorized" and isinstance(inner.extent, Const)):
-            return []
-        following = BinOp("add", self.row, Const(1, self.row.dtype))
-        next_row = Select(BinOp("lt", following, Const(self.rows, self.row.dtype)), following, self.row)
-        out, seen = [], set()
-        for load in _loads_in(inner.body):
-            name = load.buffer.name
-            if name not in self.streams or name in seen:
-                continue
-            terms, _ = linear_form(load.index)
-            if (not _affine(terms) or _coefficient(terms, self.row.name) != self.streams[name]
-                    or _coefficient(terms, inner.var.name) != 1):
-                continue
-            seen.add(name)
-            step = max(CACHE_LINE_BYTES // itemsize(load.buffer.dtype), 1)
-            for offset in range(0, int(inner.extent.value), step):
-                index = simplify_expr(_substitute_vars(load.index, {self.row.name: next_row,
-                                                               inner.var.name: Const(offset, inner.var.dtype)}))
-                out.append(f"__builtin_prefetch(&{c_name(name)}[{writer.expr(index)[0]}]);")
-        return out
-
-
-def _row_prefetch(row: For) -> Optional[_RowPrefetch]:
-    """The next-row prefetch plan of loop `row` (see _RowPrefetch), or None."""
-    body = row.body
-    while isinstance(body, Alloc):  # a row staged in a local buffer (streaming stores)
-        body = body.body
-    if not isinstance(body, Block) or not isinstance(row.extent, Const) or int(row.extent.value) < 2:
-        return None
-    passes = [s for s in body.stmts if any(isinstance(x, For) for x in iter_stmts(s))]
-    if len(passes) < 2:
-        return None
-    streams = _row_streams(passes[0], row.var.name)
-    for later in passes[1:]:
-        shared = {name: stride for name, stride in _row_streams(later, row.var.name).items()
-                  if streams.get(name) == stride}
-        if shared:
-            return _RowPrefetch(row.var, int(row.extent.value), later, shared)
-    return None
-
-
-def _row_streams(s: Stmt, row: str) -> dict[str, int]:
-    """Buffers `s` reads a whole row of: name -> row stride (elements), rows of at least 1 KiB only."""
-    streams = {}
-    for load in _loads_in(s):
-        terms = linear_form(load.index)[0]
-        stride = _coefficient(terms, row)
-        if load.buffer.scope == "global" and _affine(terms) and \
-                stride * itemsize(load.buffer.dtype) >= PREFETCH_MIN_ROW_BYTES:
-            streams.setdefault(load.buffer.name, stride)
-    return streams
-
-
-def _loads_in(s: Stmt) -> list[Load]:
-    return [n for x in iter_stmts(s) for e in stmt_exprs(x) for n in walk(e) if isinstance(n, Load)]
-
-
-def _affine(terms: dict) -> bool:
-    """An index whose linear form has only loop variables as terms (no div/mod, no gathered index)."""
-    return all(isinstance(t, Var) for t in terms)
-
-
-def _coefficient(terms: dict, var: str) -> int:
-    """The coefficient of variable `var` in a linear form's terms (0 when absent)."""
-    return sum(c for t, c in terms.items() if isinstance(t, Var) and t.name == var)
-
-
-def _substitute_vars(e: Expr, values: dict[str, Expr]) -> Expr:
-    """Affine index `e` (variables, constants, + - * and negation) with the named variables replaced."""
-    if isinstance(e, Var):
-        return values.get(e.name, e)
-    if isinstance(e, BinOp):
-        return BinOp(e.operator, _substitute_vars(e.a, values), _substitute_vars(e.b, values))
-    if isinstance(e, Unary):
-        return Unary(e.operator, _substitute_vars(e.x, values))
-    return e
 
 
 def _reduction_clauses(body: Stmt, loop_vars: list[str]) -> tuple[str, Optional[str]]:
@@ -853,7 +702,7 @@ def _signature(program: Program) -> Signature:
 def _entry(program: Program, signature: Signature, profile: bool = False, sub: bool = False) -> list[str]:
     """The entry function of `program`: exported `tk_entry`, or, for a sub-program, its static
     `tk_program_<name>` that a control-flow kernel calls."""
-    _check_unique_c_names([b.name for b in program.buffers], f"program {program.name}")
+    check_unique_c_names([b.name for b in program.buffers], f"program {program.name}")
     lines = _profile_counters(program) if profile else []
     lines += ["/*", f" * entry for {'sub-' if sub else ''}program {program.name}", " *   args, in order:"]
     for i, arg in enumerate(signature.args):

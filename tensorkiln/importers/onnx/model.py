@@ -41,6 +41,7 @@ from .external_data import external_tensors, load_external_data
 from .functions import BodyError, NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, DataDependentOutput, NodeContext
+from .frozen import FrozenValue
 from .staged import StagedGraph
 from .control import SubGraphBody, static_refusal, value_positions
 from ...frontend.jit import jit
@@ -468,7 +469,7 @@ class OnnxModule:
         env: dict[str, Tensor | None] = dict(self._constants)
         env[""] = None
         for name, value in zip(self.input_names, args):
-            env[name] = as_tensor(value.array, value.dtype) if isinstance(value, _Frozen) else value
+            env[name] = as_tensor(value.array, value.dtype) if isinstance(value, FrozenValue) else value
         self._run_nodes(self._nodes, env)
         outputs = [env[name] for name in self.output_names]
         self._check_outputs(outputs)
@@ -568,7 +569,7 @@ class OnnxModule:
                     declared = [d if d is not None else "?" for d in dims]
                     raise ShapeError(f"model input {name!r} expects shape {declared}, got {list(shape)}")
             if name in self.value_inputs:
-                result.append(_Frozen.of(array, dtype))
+                result.append(FrozenValue.of(array, dtype))
             else:
                 result.append(tensor if tensor is not None else Tensor._from_value(array, dtype))
         return result
@@ -679,24 +680,6 @@ def _with_bodies(nodes: list) -> Iterator:
         for value in node.attrs.values():
             if isinstance(value, SubGraphBody):
                 yield from _with_bodies(value.nodes)
-
-
-@dataclass(frozen=True)
-class _Frozen:
-    """A value-specialized input: hashable, so tk.jit makes its value part of the signature."""
-
-    data: bytes
-    shape: tuple
-    dtype: dt.DType
-
-    @staticmethod
-    def of(array: np.ndarray, dtype: dt.DType) -> "_Frozen":
-        array = np.array(array, dtype=dtype.storage, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
-        return _Frozen(array.tobytes(), tuple(array.shape), dtype)
-
-    @property
-    def array(self) -> np.ndarray:
-        return np.frombuffer(self.data, dtype=self.dtype.storage).reshape(self.shape).copy()
 
 
 def _shape_matches(dims: tuple, shape: tuple) -> bool:

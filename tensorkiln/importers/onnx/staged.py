@@ -24,6 +24,8 @@ from typing import Callable
 from ...driver.executable import CompileReport
 from ...frontend.jit import JitFunction, jit
 from ...frontend.tensor import as_tensor
+from .control import SubGraphBody
+from .frozen import FrozenValue
 from .registry import DataDependentOutput
 
 
@@ -48,7 +50,7 @@ class StagedGraph:
         env[""] = None
         frozen = {}
         for name, value in zip(module.input_names, arguments):
-            if type(value).__name__ == "_Frozen":  # a value input: stays specialized in every segment
+            if isinstance(value, FrozenValue):  # a value input: stays specialized in every segment
                 frozen[name] = value
                 env[name] = as_tensor(value.array, value.dtype)
             else:
@@ -96,7 +98,7 @@ class StagedGraph:
             env = dict(module._constants)
             env[""] = None
             for name, value in zip(live_in, values):
-                env[name] = as_tensor(value.array, value.dtype) if type(value).__name__ == "_Frozen" else value
+                env[name] = as_tensor(value.array, value.dtype) if isinstance(value, FrozenValue) else value
             for position in range(start, end):
                 try:
                     module._run_nodes([nodes[position]], env)
@@ -146,9 +148,8 @@ def _names_read(node) -> list[str]:
     """The names `node` reads, including those its sub-graphs (If/Loop/Scan bodies) read from outside."""
     names = [i for i in node.inputs if i]
     for value in node.attrs.values():
-        inner = getattr(value, "nodes", None)  # a branch or loop body (control flow)
-        if isinstance(inner, list):
-            for sub in inner:
+        if isinstance(value, SubGraphBody):  # a branch or loop body (control flow)
+            for sub in value.nodes:
                 names += _names_read(sub)
     return names
 

@@ -25,7 +25,7 @@ dependency chain or of the arithmetic:
   element pays a division;
 - passes over long rows are block loops (blocks of `lanes` elements, then a
   tail), where the C backend prefetches the next row during the second pass
-  (codegen/c.py, `_RowPrefetch`);
+  (codegen/c_prefetch.py, `RowPrefetch`);
 - a float sum's lanes add in blocks of LANE_BLOCK steps (reduction.py's
   blocked_nest): rows up to LANE_BLOCK * lanes elements (16K float32 with
   AVX-512) are the loops they were, a longer row keeps the precision of a
