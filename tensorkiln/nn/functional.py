@@ -177,6 +177,43 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return out.squeeze(0) if unbatched else out
 
 
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+           dilation=1, groups: int = 1) -> Tensor:
+    """3-D convolution of an (N, C, D, H, W) input, as torch.nn.functional.conv3d; `padding` may also
+    be three (begin, end) pairs. Computed as KD 2-d convolutions, one per kernel depth tap, each over
+    the depth positions it reads folded into the batch, and summed."""
+    x, w = as_tensor(input), as_tensor(weight)
+    if x.dtype != w.dtype and x.dtype.is_floating and w.dtype.is_floating:
+        w = w.to(x.dtype)
+    triple = (lambda v, name: (v,) * 3 if isinstance(v, int) else tuple(v) * (3 // len(v)))
+    stride, dilation = triple(stride, "stride"), triple(dilation, "dilation")
+    pads = [tuple(p) if isinstance(p, (tuple, list)) else (p, p) for p in triple(padding, "padding")]
+    if x.ndim != 5 or w.ndim != 5:
+        raise ShapeError(at_user_line(f"conv3d: expects an (N, C, D, H, W) input and an (out, in/groups, kd, kh, "
+                                      f"kw) weight, got {list(x.shape)} and {list(w.shape)}"))
+    (dlo, dhi), (sd, dd) = pads[0], (stride[0], dilation[0])
+    if dlo or dhi:
+        x = apply("pad", [x], pads=((0, 0), (0, 0), (dlo, dhi), (0, 0), (0, 0)), value=0.0)
+    n, c, depth = x.shape[:3]
+    out_depth = (depth - dd * (w.shape[2] - 1) - 1) // sd + 1
+    if out_depth < 1:
+        raise ShapeError(at_user_line(f"conv3d: input depth {depth - dlo - dhi} (padded {depth}) is smaller than "
+                                      f"the kernel's {dd * (w.shape[2] - 1) + 1}"))
+    (pt, pb), (pl, pr) = pads[1:]
+    total = None
+    for tap in range(w.shape[2]):
+        start = tap * dd
+        planes = x[:, :, start:start + (out_depth - 1) * sd + 1:sd]  # (N, C, out_depth, H, W)
+        planes = planes.permute(0, 2, 1, 3, 4).reshape((n * out_depth, c) + tuple(x.shape[3:]))
+        term = apply("conv2d", [planes, w[:, :, tap]], stride=stride[1:], padding=(pt, pb, pl, pr),
+                     dilation=dilation[1:], groups=int(groups))
+        total = term if total is None else total + term
+    out = total.reshape((n, out_depth) + tuple(total.shape[1:])).permute(0, 2, 1, 3, 4)
+    if bias is not None:
+        out = out + as_tensor(bias).to(out.dtype).reshape(1, -1, 1, 1, 1)
+    return out
+
+
 # ---- pooling -----------------------------------------------------------------------------
 
 def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, op: str):

@@ -140,6 +140,30 @@ def _conv_reference():
 CASES["conv_same_upper_groups"] = CASES["conv_same_upper_groups"][:2] + (_conv_reference(),)
 
 
+def _conv3d_reference(x, w, pads, strides, dilations, group):
+    """Direct 3-d cross-correlation; pads as ONNX lists them (begins, then ends)."""
+    x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + 3]) for i in range(3)])
+    n, c, *size = x.shape
+    o, cg, *kernel = w.shape
+    outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(size, kernel, strides, dilations)]
+    out = np.zeros((n, o, *outs), np.float64)
+    for f in range(o):
+        g = f // (o // group)
+        for taps in np.ndindex(*kernel):
+            starts = [t * d for t, d in zip(taps, dilations)]
+            window = x[:, g * cg:(g + 1) * cg, starts[0]::strides[0], starts[1]::strides[1], starts[2]::strides[2]]
+            window = window[:, :, :outs[0], :outs[1], :outs[2]]
+            out[:, f] += np.einsum("ncdhw,c->ndhw", window, w[f, :, taps[0], taps[1], taps[2]])
+    return out.astype(np.float32)
+
+
+V5 = rng.standard_normal((2, 4, 5, 6, 7)).astype(np.float32)
+W5 = rng.standard_normal((6, 2, 3, 2, 3)).astype(np.float32)
+CASES["conv3d_pads_strides_groups"] = (
+    single("Conv", ["x", "w"], {"pads": [1, 0, 2, 0, 1, 1], "strides": [2, 1, 2], "dilations": [1, 2, 1], "group": 2},
+           initializers={"w": W5}), [V5], _conv3d_reference(V5, W5, [1, 0, 2, 0, 1, 1], [2, 1, 2], [1, 2, 1], 2))
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_interpreter(name):
     model, inputs, expected = CASES[name]
@@ -148,7 +172,7 @@ def test_op_interpreter(name):
 
 @pytest.mark.parametrize("name", ["softmax11_coerce", "slice_steps", "pad_reflect", "reducesum_attr_opset11",
                                   "gemm", "conv_same_upper_groups", "maxpool_ceil", "averagepool_exclude_pad",
-                                  "layernorm17"])
+                                  "layernorm17", "conv3d_pads_strides_groups"])
 def test_op_compiled(name):
     model, inputs, expected = CASES[name]
     check(model, inputs, expected, backend="c", rtol=1e-4, atol=1e-5)

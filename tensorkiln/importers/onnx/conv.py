@@ -49,21 +49,8 @@ def _conv_nd(x, w, pads, strides, dilations, group):
         return out.squeeze(2)
     if n == 2:
         return _conv2d(x, w, pads, strides, dilations, group)
-    if n == 3:  # sum over the depth taps of 2-D convolutions of depth slices
-        (dlo, dhi) = pads[0]
-        if dlo or dhi:
-            x = apply("pad", [x], pads=((0, 0), (0, 0), (dlo, dhi), (0, 0), (0, 0)), value=0.0)
-        nb, c, depth = x.shape[:3]
-        kd = w.shape[2]
-        od = (depth - dilations[0] * (kd - 1) - 1) // strides[0] + 1
-        total = None
-        for t in range(kd):
-            start = t * dilations[0]
-            xs = x[:, :, start:start + (od - 1) * strides[0] + 1:strides[0]]
-            xs = xs.permute(0, 2, 1, 3, 4).reshape((nb * od, c) + tuple(x.shape[3:]))
-            y = _conv2d(xs, w[:, :, t], pads[1:], strides[1:], dilations[1:], group)
-            total = y if total is None else total + y
-        return total.reshape((nb, od) + tuple(total.shape[1:])).permute(0, 2, 1, 3, 4)
+    if n == 3:
+        return F.conv3d(x, w, None, list(strides), [tuple(p) for p in pads], list(dilations), int(group))
     raise ShapeError(f"Conv over {n} spatial axes is not supported (1, 2 or 3)")
 
 

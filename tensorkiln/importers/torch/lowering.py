@@ -351,13 +351,16 @@ def linear(x, weight, bias=None):
 
 def _check_convolution(node):
     weight = _meta(node, 1)
-    if weight is None or weight.dim() not in (3, 4):
-        return "only 1-d and 2-d convolutions"
+    if weight is None or weight.dim() not in (3, 4, 5):
+        return "a convolution over more than three spatial axes (1-d, 2-d and 3-d are lowered)"
     return None
 
 
 @register_lowering(aten.convolution.default, check=_check_convolution)
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if weight.ndim == 5:
+        return _convolution3d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), transposed,
+                              tuple(output_padding), groups)
     one_d = weight.ndim == 3
     if one_d:  # (N, C, L) as (N, C, 1, L)
         x, weight = x.unsqueeze(2), weight.unsqueeze(2)
@@ -412,6 +415,29 @@ def _conv_transpose2d(x, weight, stride, padding, output_padding, dilation, grou
         pads += [edge, edge + op]
     x = F.pad(x, pads)
     return F.conv2d(x, wt, None, 1, 0, dilation, groups)
+
+
+def _convolution3d(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """A 3-d convolution (F.conv3d: 2-d convolutions summed over the kernel's depth taps); a transposed
+    one as a stride-1 convolution of the zero-stuffed input with the flipped weight (as
+    `_conv_transpose2d`)."""
+    if transposed:
+        n, c, d, h, w = x.shape
+        if any(s > 1 for s in stride):  # insert stride-1 zeros between input voxels
+            sd, sh, sw = stride
+            x = x.reshape(n, c, d, 1, h, 1, w, 1)
+            x = F.pad(x, (0, sw - 1, 0, 0, 0, sh - 1, 0, 0, 0, sd - 1))
+            x = x.reshape(n, c, d * sd, h * sh, w * sw)[:, :, :(d - 1) * sd + 1, :(h - 1) * sh + 1, :(w - 1) * sw + 1]
+        cin, cout_g, kd, kh, kw = weight.shape
+        wt = weight.reshape(groups, cin // groups, cout_g, kd, kh, kw).transpose(1, 2)
+        wt = wt.reshape(groups * cout_g, cin // groups, kd, kh, kw)[:, :, ::-1, ::-1, ::-1]
+        pads = []
+        for axis in (2, 1, 0):  # F.pad lists the last axis first
+            edge = dilation[axis] * (weight.shape[2 + axis] - 1) - padding[axis]
+            pads += [edge, edge + output_padding[axis]]
+        out = _convolution3d(F.pad(x, pads), wt, None, (1, 1, 1), (0, 0, 0), dilation, False, (0, 0, 0), groups)
+        return out if bias is None else out + bias.reshape(1, -1, 1, 1, 1)
+    return F.conv3d(x, weight, bias, stride, padding, dilation, groups)
 
 
 # ---- normalization -----------------------------------------------------------------------------------
