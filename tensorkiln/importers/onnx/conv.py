@@ -1,7 +1,7 @@
 """ONNX convolutions on the conv2d primitive: Conv over 1, 2 or 3 spatial axes (3-D as a sum of
 2-D convolutions over the depth taps; groups, dilations, strides, pads, `auto_pad`) and
-ConvTranspose over 1 or 2 (zero insertion and a flipped-kernel convolution; `output_padding`,
-`output_shape`, `auto_pad`).
+ConvTranspose over 1, 2 or 3 (F.conv_transpose: zero insertion and a flipped-kernel convolution;
+`output_padding`, `output_shape`, `auto_pad`).
 
 `conv_pads` (explicit pads or auto_pad) is shared with pooling.py; `convolution`, the Conv
 converter, is reused by quant.py's integer convolutions.
@@ -75,8 +75,8 @@ def _conv_transpose(ctx, inputs, attrs):
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     n = x.ndim - 2
-    if n not in (1, 2):
-        raise ctx.unsupported(f"ConvTranspose over {n} spatial axes is not supported (1 or 2)")
+    if n not in (1, 2, 3):
+        raise ctx.unsupported(f"ConvTranspose over {n} spatial axes is not supported (1, 2 or 3)")
     group = attrs.get("group", 1)
     kernel = attrs.get("kernel_shape") or list(w.shape[2:])
     strides = attrs.get("strides") or [1] * n
@@ -101,28 +101,9 @@ def _conv_transpose(ctx, inputs, attrs):
         pads_be = [(0, 0)] * n
     else:
         pads_be = [(pads[i], pads[i + n]) for i in range(n)]
-    if n == 1:
-        x, w = x.unsqueeze(2), w.unsqueeze(2)
-        kernel, strides, dilations, out_pad = [1] + list(kernel), [1] + list(strides), [1] + list(dilations), \
-            [0] + list(out_pad)
-        pads_be = [(0, 0)] + pads_be
     with composite_scope("conv_transpose"):
-        nb, c, h, wd = x.shape
-        sh, sw = strides
-        if sh > 1 or sw > 1:  # insert stride-1 zeros between input elements
-            z = x.reshape(nb, c, h, 1, wd, 1)
-            z = apply("pad", [z], pads=((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)), value=0.0)
-            x = z.reshape(nb, c, h * sh, wd * sw)[:, :, :(h - 1) * sh + 1, :(wd - 1) * sw + 1]
-        full = []
-        for i in range(2):
-            k = (kernel[i] - 1) * dilations[i]
-            full.append((k - pads_be[i][0], k - pads_be[i][1] + out_pad[i]))
-        torch_pads = [full[1][0], full[1][1], full[0][0], full[0][1]]
-        x = F.pad(x, torch_pads)  # negative values crop
-        cg, og = w.shape[0] // group, w.shape[1]
-        wt = w.to(x.dtype).reshape((group, cg, og) + tuple(w.shape[2:])).permute(0, 2, 1, 3, 4)
-        wt = wt.reshape((group * og, cg) + tuple(w.shape[2:])).flip((2, 3))
-        out = _conv2d(x, wt, [(0, 0), (0, 0)], [1, 1], list(dilations), group)
+        out = F.conv_transpose(x, w.to(x.dtype), None, list(strides), pads_be, list(out_pad), int(group),
+                               list(dilations))
         if b is not None:
-            out = out + b.to(out.dtype).reshape(1, -1, 1, 1)
-    return out.squeeze(2) if n == 1 else out
+            out = out + b.to(out.dtype).reshape((1, -1) + (1,) * n)
+    return out
