@@ -6,7 +6,6 @@ as "unsupported". Every other case must pass.
 """
 
 SKIPS = {
-    "node/test_einsum_batch_diagonal": "Einsum with a repeated index in one operand (a diagonal) is not implemented",
     "node/test_loop11": "the Loop body slices at the iteration number: a start known only at run time (a dynamic "
                         "slice of static size), which Slice does not take yet",
     "node/test_resize_downsample_scales_cubic_antialias": "Resize with antialias=1 is not implemented",

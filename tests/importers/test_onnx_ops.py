@@ -123,6 +123,8 @@ CASES = {
               np.arange(1, 2, 0.25, dtype=np.float32)),
     "einsum": (single("Einsum", ["a", "b"], {"equation": "bij,bjk->bik"}), [X[0], X[1].transpose(0, 2, 1).copy()],
                np.einsum("bij,bjk->bik", X[0], X[1].transpose(0, 2, 1))),
+    "einsum_repeated_index": (single("Einsum", ["a", "b"], {"equation": "bii,bij->bj"}), [X[:, 0, :3, :3], X[:, 1, :3]],
+                              np.einsum("bii,bij->bj", X[:, 0, :3, :3], X[:, 1, :3])),
     "upsample_nearest_opset7": (single("Upsample", ["x"], {"scales": [1.0, 1.0, 2.0, 2.0]}, opset=7), [X],
                                 X.repeat(2, 2).repeat(2, 3)),
 }
@@ -172,7 +174,8 @@ def test_op_interpreter(name):
 
 @pytest.mark.parametrize("name", ["softmax11_coerce", "slice_steps", "pad_reflect", "reducesum_attr_opset11",
                                   "gemm", "conv_same_upper_groups", "maxpool_ceil", "averagepool_exclude_pad",
-                                  "layernorm17", "conv3d_pads_strides_groups"])
+                                  "layernorm17", "conv3d_pads_strides_groups",
+                                  "einsum_repeated_index"])
 def test_op_compiled(name):
     model, inputs, expected = CASES[name]
     check(model, inputs, expected, backend="c", rtol=1e-4, atol=1e-5)
