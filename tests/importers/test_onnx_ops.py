@@ -230,3 +230,16 @@ def test_call_conventions():
         module(a)
     with pytest.raises(tk.DTypeError, match="expects float32"):
         module(a.astype(np.float64), b)
+
+
+@pytest.mark.parametrize("mode,coordinates,exclude_outside,shape,sizes", [
+    ("linear", "half_pixel", 0, (2, 3, 11, 7), (5, 3)), ("cubic", "pytorch_half_pixel", 1, (1, 2, 9, 13), (4, 17)),
+    ("linear", "align_corners", 1, (1, 1, 6, 16), (3, 5)), ("cubic", "asymmetric", 0, (1, 2, 15, 4), (7, 2))])
+def test_resize_antialias_matches_onnx_reference(mode, coordinates, exclude_outside, shape, sizes):
+    from onnx.reference import ReferenceEvaluator
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    model = single("Resize", ["x", "", "", "s"], {"mode": mode, "antialias": 1, "exclude_outside": exclude_outside,
+                                               "coordinate_transformation_mode": coordinates}, opset=18,
+                   initializers={"s": I64(*shape[:2], *sizes)})
+    expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    check(model, [x], expected, backend="c", rtol=1e-4, atol=1e-5)
