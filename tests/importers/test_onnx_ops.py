@@ -243,3 +243,17 @@ def test_resize_antialias_matches_onnx_reference(mode, coordinates, exclude_outs
                    initializers={"s": I64(*shape[:2], *sizes)})
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
     check(model, [x], expected, backend="c", rtol=1e-4, atol=1e-5)
+
+
+def test_repeated_plain_array_calls_keep_every_check():
+    module = tk.onnx.load(single("Relu", ["x"], shapes={"x": ["N", 3]}))
+    x = M.T.copy()
+    for _ in range(3):  # the second and third calls take the shortcut for the arguments accepted before
+        np.testing.assert_array_equal(module(x)[0], np.maximum(x, 0))
+    with pytest.raises(tk.DTypeError, match="expects float32"):
+        module(x.astype(np.float64))
+    with pytest.raises(tk.ShapeError, match="expects shape"):
+        module(np.ones((2, 4), np.float32))
+    y = -np.arange(12, dtype=np.float32).reshape(4, 3) + 5
+    np.testing.assert_array_equal(module(y)[0], np.maximum(y, 0))
+    np.testing.assert_array_equal(module(x, return_dict=True)["y0"], np.maximum(x, 0))
