@@ -112,6 +112,7 @@ def test_forward_only_returns_the_whole_output(dist):
     x = tk.randn(4, 5)
     out = pipeline.ScheduleGPipe(pipeline.PipelineStage(model, 0, 1), 2).step(x)
     np.testing.assert_allclose(out.numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert all(p.grad is None for p in model.parameters())  # nothing ran backward
 
 
 def test_bad_microbatch_counts_and_stages_are_named(dist):
@@ -127,3 +128,15 @@ def test_bad_microbatch_counts_and_stages_are_named(dist):
     with pytest.raises(tk.errors.ShapeError, match=r"pipeline stage 0 of 1 \(rank 0\): microbatch 0 "
                        r"of its batch, shape \[2, 3\] float32, does not fit this stage: matmul"):
         pipeline.ScheduleGPipe(stage, 2).step(tk.randn(4, 3))
+
+
+def test_the_alpha_beta_model_of_a_pipelined_step():
+    from tensorkiln.distributed.cost_model import Network, predict_pipeline_step
+    free = Network(0.0, 1e-15)
+    # one stage: the microbatches one after another; two: one more slot (the bubble)
+    assert predict_pipeline_step(0.01, 1, 4, 1e6, free) == pytest.approx(0.04)
+    assert predict_pipeline_step(0.01, 2, 4, 1e6, free) == pytest.approx(0.05)
+    link = Network(1e-5, 1e-9)  # 10 us, 1 GB/s: two messages of 1 MB on the critical path of 2 stages
+    assert predict_pipeline_step(0.01, 2, 4, 1e6, link) == pytest.approx(0.05 + 2 * (1e-5 + 1e-3))
+    ideal = 2 * 4 * 0.01 / predict_pipeline_step(0.01, 2, 4, 0, free)  # speedup over p m t_mb on one rank
+    assert ideal == pytest.approx(2 * (1 - pipeline.bubble_fraction(2, 4)))

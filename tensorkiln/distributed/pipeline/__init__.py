@@ -11,8 +11,8 @@
 
 The names follow torch.distributed.pipelining. See docs/distributed.md.
 """
-from .schedules import PipelineSchedule, Schedule1F1B, ScheduleGPipe, bubble_fraction, gpipe_actions, \
-    one_f_one_b_actions
+from ..cost_model import pipeline_bubble_fraction as bubble_fraction
+from .schedules import PipelineSchedule, Schedule1F1B, ScheduleGPipe, gpipe_actions, one_f_one_b_actions
 from .split import split_sequential
 from .stage import PipelineStage
 

@@ -46,11 +46,6 @@ def one_f_one_b_actions(stage_index: int, num_stages: int, microbatches: int) ->
     return actions + [(BACKWARD, i) for i in range(microbatches - warmup, microbatches)]
 
 
-def bubble_fraction(num_stages: int, microbatches: int) -> float:
-    """The share of an ideal pipelined step each stage spends idle: (p - 1) / (m + p - 1)."""
-    return (num_stages - 1) / (microbatches + num_stages - 1)
-
-
 class PipelineSchedule:
     """Runs one training step of a pipeline stage over `n_microbatches` microbatches of the batch.
 

@@ -74,6 +74,7 @@ class PipelineStage:
         self._input_header: Header | None = None
         self._output_type: tuple[tuple[int, ...], str] = ((), "float32")
         self._step_grads: list[np.ndarray | None] = []
+        self._backward_ran = False
         if data_parallel_group is not None:
             self._start_like_first_replica()
         if compiled:
@@ -101,13 +102,16 @@ class PipelineStage:
     # ---- a step --------------------------------------------------------------------------------
     def begin_step(self) -> None:
         self._step_grads = [None] * len(self.params)
-        self._input_header = None
+        self._input_header, self._backward_ran = None, False
+        self._stored.clear()  # what a step that raised left behind
 
     def finish_step(self) -> None:
         """Wait for the sends, average the step's gradients over the replicas, add them to `.grad`."""
         self._outbox.wait_all()
         if self._stored:
             raise DistributedError(f"{self.name}: microbatches {sorted(self._stored)} ran forward but not backward")
+        if not self._backward_ran:  # forward only: no gradients to add
+            return
         grads = [np.zeros(p.shape, p.numpy().dtype) if g is None else g for g, p in zip(self._step_grads, self.params)]
         if self.data_parallel_group is not None and grads:
             flat = all_reduce(tensor(np.concatenate([g.ravel() for g in grads])), "mean",
@@ -142,7 +146,8 @@ class PipelineStage:
         x = x if isinstance(x, Tensor) else tensor(x)
         try:
             if self.compiled:
-                out = self._forward_compiled(x, target)
+                with enable_grad():  # the trace then reads the parameters on every call, not as constants
+                    out = self._forward_compiled(x, target)
                 saved = (x, target)
             else:
                 with enable_grad() if keep else no_grad():
@@ -174,7 +179,8 @@ class PipelineStage:
             grad_out = tensor(receive(shape, dtype, self.next_rank, GRADIENT_TAG))
         if self.compiled:
             x, target = saved
-            grads = self._backward_compiled(x, grad_out, target)
+            with enable_grad():
+                grads = self._backward_compiled(x, grad_out, target)
         else:
             leaf, out = saved
             wanted = ([leaf] if leaf.requires_grad else []) + self.params
@@ -182,7 +188,7 @@ class PipelineStage:
                      for g, t in zip(backward([out], [grad_out.to(out.dtype)], inputs=wanted, build=TENSOR_BUILD),
                                      wanted)]
             x = leaf
-        grads = list(grads)
+        grads, self._backward_ran = list(grads), True
         if self._needs_input_grad(x):
             input_grad = grads.pop(0)
             if self.previous_rank is not None:
