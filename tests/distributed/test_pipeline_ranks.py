@@ -1,4 +1,4 @@
-"""Pipeline parallelism on 2 and 4 ranks through `tensorkiln launch`, each launch under a timeout.
+"""Pipeline parallelism on 2, 3 and 4 ranks through `tensorkiln launch`, each launch under a timeout.
 
 programs/pipeline_parallel.py checks its own results on every rank against one process
 training the whole model on the whole batch.
@@ -12,6 +12,10 @@ pytestmark = needs_mpi
 
 def test_gpipe_and_1f1b_on_two_stages_match_one_process():
     assert_ok(launch(2, "pipeline_parallel.py", "train"), "pipeline_parallel", 2)
+
+
+def test_three_stages_pass_activations_and_gradients_through_the_middle_one():
+    assert_ok(launch(3, "pipeline_parallel.py", "three_stages"), "pipeline_parallel", 3)
 
 
 def test_two_pipelines_of_two_stages_with_data_parallel_replicas():

@@ -4,6 +4,7 @@
 steps with GPipe and 1F1B, eager and compiled stages: the losses and every parameter equal one process's
 to 1e-5 (relative); GPipe keeps m microbatches' activations, 1F1B at most p - s; a batch the microbatch
 count does not divide raises on every rank, which then go on.
+`three_stages` (3 ranks): the MLP over 3 stages, both schedules, and the same error.
 `data_parallel` (4 ranks): 2 pipelines of 2 stages, each stage replicated over 2 ranks, against one process.
 `mismatch` (2 ranks): stage 1's first layer does not fit stage 0's output; the error names both stages.
 """
@@ -94,12 +95,13 @@ def pipelined(kind, batches, loss_fn, schedule_type, compiled, microbatches, pip
     """The same training, this rank holding one stage; returns its stage module, step losses, schedule."""
     tk.manual_seed(0)
     model = mlp() if kind == "mlp" else transformer()
-    stages = pipeline.split_sequential(model, 2, split_points=None if kind == "mlp" else [2])
+    num_stages = 2 if pipe_group is not None else SIZE
+    stages = pipeline.split_sequential(model, num_stages, split_points=None if kind == "mlp" else [2])
     index = dist.rank(pipe_group) if pipe_group is not None else RANK
     if dp_group is not None and dist.rank(dp_group) == 1:  # the replicas must start from the first's weights
         for p in stages[index].parameters():
             p.data = p.detach() + 1.0
-    stage = pipeline.PipelineStage(stages[index], index, 2, group=pipe_group, data_parallel_group=dp_group,
+    stage = pipeline.PipelineStage(stages[index], index, num_stages, group=pipe_group, data_parallel_group=dp_group,
                                    compiled=compiled)
     schedule = schedule_type(stage, microbatches, loss_fn=loss_fn)
     opt = tk.optim.SGD(stages[index].parameters(), lr=0.1, momentum=0.9)
@@ -124,10 +126,10 @@ def check(kind, schedule_type, compiled, microbatches, batch):
     what = f"rank {RANK}: {kind} {schedule_type.__name__} {'compiled' if compiled else 'eager'} m={microbatches}"
     if stage.is_last:
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, err_msg=what)
-    ref_stage = pipeline.split_sequential(reference, 2, split_points=None if kind == "mlp" else [2])[RANK]
+    ref_stage = pipeline.split_sequential(reference, SIZE, split_points=None if kind == "mlp" else [2])[RANK]
     for (name, p), q in zip(mine.named_parameters(), ref_stage.parameters()):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{what}: {name}")
-    expected_peak = microbatches if schedule_type is pipeline.ScheduleGPipe else min(2 - RANK, microbatches)
+    expected_peak = microbatches if schedule_type is pipeline.ScheduleGPipe else min(SIZE - RANK, microbatches)
     assert stage.peak_stored == expected_peak, (what, stage.peak_stored, expected_peak)
     return schedule, stage
 
@@ -138,7 +140,7 @@ def expect_indivisible_batch_error(schedule, stage):
         schedule.step(*([x] if stage.is_first else []), target=y if stage.is_last else None)
     except dist.DistributedError as err:
         text = str(err)
-        assert f"pipeline stage {RANK} of 2 (rank {RANK})" in text, text
+        assert f"pipeline stage {RANK} of {SIZE} (rank {RANK})" in text, text
         if RANK == 0:
             assert "[10, 7] does not split into 4 microbatches" in text, text
         return
@@ -156,6 +158,10 @@ if mode == "train":
     expect_indivisible_batch_error(schedule, stage)
     # after the error the ranks still agree on what comes next
     check("mlp", pipeline.ScheduleGPipe, True, microbatches=2, batch=4)
+elif mode == "three_stages":  # a middle stage receives and sends both ways
+    for schedule_type in (pipeline.ScheduleGPipe, pipeline.Schedule1F1B):
+        schedule, stage = check("mlp", schedule_type, True, microbatches=4, batch=8)
+    expect_indivisible_batch_error(schedule, stage)
 elif mode == "data_parallel":
     pipe_group_a, pipe_group_b = dist.new_group([0, 1]), dist.new_group([2, 3])
     dp_group_a, dp_group_b = dist.new_group([0, 2]), dist.new_group([1, 3])
