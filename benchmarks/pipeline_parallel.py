@@ -258,7 +258,8 @@ def main() -> int:
                      "bubble_analytic": pipeline_bubble_fraction(2, m), "idle_measured": 1 - m * t_mb / step,
                      "microbatch_ms": t_mb * 1e3, "model_step_ms": predicted * 1e3, "model_error": predicted / step - 1,
                      "gflops": flops / step / 1e9, "peak_stored_microbatches": runs[key][0]["peak_stored"],
-                     "torch_step_ms": torch_step * 1e3, "vs_torch": torch_step / step}
+                     **({"torch_step_ms": torch_step * 1e3, "vs_torch": torch_step / step}
+                        if torch_runs(schedule, m) else {})}
             results["pipelines"][f"{schedule} m={m}"] = entry
             rows.append([f"{schedule} m={m}", f"{step * 1e3:.1f}", f"{one / step:.2f}x",
                          f"{100 * entry['bubble_analytic']:.0f}%", f"{100 * entry['idle_measured']:.0f}%",
