@@ -33,6 +33,7 @@ from ..loops.ir import Assign, Kernel, Let, RuntimeCall, Store, block, simplify_
 from ..loops.program import Program
 from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
 from .schedule_defaults import output_nest
+from .transposed import tile_transposed_reads
 from .templates.attention import attention_body
 from .templates.conv import conv2d_body
 from .templates.conv_nchwc import conv2d_nchwc_body
@@ -231,6 +232,8 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
         if body is None:
             body = output_nest(root.shape, lambda index, flat: Store(
                 out, flat, E.cast(values.value(root, index), out.value_dtype)), "")
+            if body is not None:
+                return tile_transposed_reads(simplify_kernel(Kernel(name, tuple(params), body, comment)))
     if body is None:
         return None
     return simplify_kernel(Kernel(name, tuple(params), body, comment))
