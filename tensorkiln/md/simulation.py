@@ -64,6 +64,8 @@ class Simulation:
     """An NVE run of `system` under `pair`, with neighbour lists per `neighbor` and time step `dt`
     (debug=True: kernels compiled with bounds checks)."""
 
+    procs = 1  # MPI ranks running it (decomposed.py runs one part per rank)
+
     def __init__(self, system: System, pair: LJCut, neighbor: NeighborSettings = NeighborSettings(),
                  dt: float = 0.005, threads: Optional[int] = None, debug: bool = False):
         self.system = system
@@ -236,7 +238,7 @@ class Simulation:
                 rows.append(self.thermo())
                 emit(rows[-1].format())
         seconds = time.perf_counter() - start
-        emit(loop_line(seconds, 1, steps, self.system.atoms))
+        emit(loop_line(seconds, self.procs, steps, self.system.atoms))
         dangerous = self.dangerous_builds - first_dangerous
         if dangerous:
             message = (f"{dangerous} of {self.builds - first_builds} neighbour-list builds came after an atom had "
