@@ -6,11 +6,9 @@ list, forces (with energy and virial on thermo steps), second half of the
 integration, thermo output. Every one of these is a compiled program
 (programs.py); Python only decides which to call.
 
-Spatial decomposition later: the state is (x, v, f) of the atoms one process
-owns plus, in a decomposed run, ghost atoms appended after them; the force and
-neighbour kernels take the atom count and box as a Setup, so a rank would
-build its own Setup for its sub-box and exchange ghosts between the
-neighbour-build and force calls (`build_neighbor_list` and `compute_forces` are the two hooks).
+On several MPI ranks, decomposed.py's DecomposedSimulation runs one sub-box
+per rank through the same loop: its two hooks, `build_neighbor_list` and
+`compute_forces`, migrate atoms, exchange ghosts and send ghost forces back.
 """
 from __future__ import annotations
 
