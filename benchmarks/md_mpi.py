@@ -83,8 +83,9 @@ def _launch(config: dict) -> dict:
     cells = [str(c) for c in config["cells"]]
     tree = config.get("tree", ROOT)
     if config["kind"] == "lammps":
+        suffix = ["--suffix", config["suffix"]] if config["suffix"] else []
         command = [sys.executable, os.path.join(HERE, "md_lj.py"), "--worker", "lammps", "--threads",
-                   str(config["threads"]), "--cells", *cells] + (["--suffix", config["suffix"]] if config["suffix"] else [])
+                   str(config["threads"]), "--cells", *cells] + suffix
     elif config["ranks"] == 1 and not config.get("decomposed"):
         # the one-rank path through the tree's own md_lj.py worker, so a tree before the change runs as it was
         command = [sys.executable, os.path.join(tree, "benchmarks", "md_lj.py"), "--worker", "tensorkiln",

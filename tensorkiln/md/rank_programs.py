@@ -22,8 +22,8 @@ class RankPrograms:
     def __init__(self, setup: Setup, grid: shell.ShellGrid):
         self.setup, self.grid = setup, grid
         b = shell.ShellBuffers(setup.atoms, grid, setup.max_neighbors, setup.threads)
-        neighbor = Program("md_rank_neighbor",
-                           (shell.bin_all_atoms(b), shell.sort_by_cell(b), shell.build_neighbors(b, setup.neighbor_cutoff)),
+        kernels = (shell.bin_all_atoms(b), shell.sort_by_cell(b), shell.build_neighbors(b, setup.neighbor_cutoff))
+        neighbor = Program("md_rank_neighbor", kernels,
                            (b.x, b.counts, b.half_stencil, b.full_stencil),
                            b.sort_outputs() + (b.neighbors, b.neighbor_count, b.most_neighbors))
         self.programs: dict[str, Program] = {"neighbor": neighbor, **atom_programs(setup)}
