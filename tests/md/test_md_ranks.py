@@ -36,7 +36,7 @@ run 100
 ROW = re.compile(r"^\s*(\d+)((?:\s+-?[\d.e+-]+){5})\s*$")
 
 
-def _run(*program: str, ranks: int = 0, log_dir: Path | None = None) -> str:
+def _run(*program: str, ranks: int = 0, log_dir: Path | None = None, fails: bool = False):
     """`tensorkiln launch -n RANKS [--log-dir DIR] -- PROGRAM...` (or PROGRAM itself without ranks); its
     output."""
     tensorkiln = [sys.executable, "-m", "tensorkiln.tools.cli"]
@@ -47,6 +47,9 @@ def _run(*program: str, ranks: int = 0, log_dir: Path | None = None) -> str:
         command = [*tensorkiln, *program[1:]] if program[0] == "tensorkiln" else [sys.executable, *program]
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT + 30, env=environment(),
                             cwd=ROOT)
+    if fails:
+        assert result.returncode != 0, result.stdout[-3000:]
+        return result.stdout + result.stderr
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     return result.stdout
 
@@ -85,3 +88,12 @@ def test_pairs_forces_and_trajectory_on_ranks_match_one_process(ranks, cells, re
     output = _run(str(HERE / "programs" / "decomposed_run.py"), *map(str, cells), rebuild, ranks=ranks)
     for rank in range(ranks):
         assert f"OK decomposed_run rank {rank}" in output, output[-4000:]
+
+
+def test_too_many_ranks_for_the_box_is_an_error_on_every_rank(tmp_path):
+    script = tmp_path / "in.tiny"
+    script.write_text(IN_SMALL.replace("block 0 9 0 7 0 6", "block 0 4 0 4 0 4"))
+    output = _run("tensorkiln", "md", str(script), ranks=3, fails=True)
+    assert "in.tiny:15: run 100" in output  # the script's line
+    assert "3 ranks as a 1x1x3 grid make sub-boxes 2.23946 wide along z, narrower than the neighbour cutoff 2.8" \
+        in output
