@@ -63,6 +63,9 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
     """Build the mpiexec command for `program` (a script and its arguments, or `-m module ...`)."""
     if ranks < 1:
         raise ValueError(f"launch needs at least one rank, got {ranks}")
+    program = list(program[1:] if program[:1] == ["--"] else program)
+    if program[:1] == ["tensorkiln"]:  # the command itself: `launch -n 2 -- tensorkiln md in.lj`
+        program = ["-m", "tensorkiln.tools.cli"] + program[1:]
     if not program:
         raise ValueError("launch needs a program: tensorkiln launch -n 2 script.py")
     mpiexec = mpiexec or find_mpiexec()
@@ -88,7 +91,7 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
         command.append("--tag-output" if flavour == "openmpi" else "-prepend-rank")
         output = [f"rank {r}: this terminal, lines prefixed [{r}]" for r in range(ranks)]
     python = [sys.executable] if program[0] != sys.executable else []
-    return LaunchPlan(command + python + list(program), environment, output)
+    return LaunchPlan(command + python + program, environment, output)
 
 
 def launch(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,

@@ -9,9 +9,11 @@
 
 The force, neighbour-list and integrator kernels are loop IR compiled to C
 with OpenMP (force_kernels.py, neighbor_kernels.py, integrate_kernels.py,
-programs.py); `InputScript` reads LAMMPS input scripts (`tensorkiln md IN_FILE`).
+programs.py); `InputScript` reads LAMMPS input scripts (`tensorkiln md IN_FILE`);
+`DecomposedSimulation` runs one sub-box per MPI rank (decomposed.py).
 See docs/md.md.
 """
+from tensorkiln.md.decomposed import DecomposedSimulation
 from tensorkiln.md.input_script import InputScript
 from tensorkiln.md.lattice import Box, Lattice, MDInputError, block_region, create_atoms
 from tensorkiln.md.pair_lj import LJCut
@@ -19,5 +21,5 @@ from tensorkiln.md.simulation import DangerousBuildWarning, NeighborSettings, Ru
 from tensorkiln.md.system import System
 from tensorkiln.md.thermo import ThermoRow
 
-__all__ = ["Box", "DangerousBuildWarning", "InputScript", "LJCut", "Lattice", "MDInputError", "NeighborSettings",
-           "RunResult", "Simulation", "System", "ThermoRow", "block_region", "create_atoms"]
+__all__ = ["Box", "DangerousBuildWarning", "DecomposedSimulation", "InputScript", "LJCut", "Lattice", "MDInputError",
+           "NeighborSettings", "RunResult", "Simulation", "System", "ThermoRow", "block_region", "create_atoms"]

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from tensorkiln.md.decomposed import DecomposedSimulation
 from tensorkiln.md.lattice import Box, Lattice, MDInputError, block_region, create_atoms
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.simulation import DangerousBuildWarning, NeighborSettings, RunResult, Simulation
@@ -75,9 +76,10 @@ class InputScript:
     """Runs LAMMPS commands one line at a time; `out` receives every line of output."""
 
     def __init__(self, out: Callable[[str], None] = print, variables: Optional[dict[str, str]] = None,
-                 threads: Optional[int] = None):
+                 threads: Optional[int] = None, ranks: int = 1, rank: int = 0):
         self.out = out
         self.threads = threads
+        self.ranks, self.rank = ranks, rank  # several MPI ranks: each runs its sub-box (decomposed.py)
         self.state = ScriptState(variables=dict(variables or {}))
         self._fixed_variables = set(self.state.variables)  # set on the command line: `variable` does not override
 
@@ -309,7 +311,11 @@ class InputScript:
             system = s.system
             if sim is not None:  # carry the state of the last run over
                 system = System(system.box, sim.positions(), system.mass, sim.velocities())
-            s.simulation = sim = Simulation(system, s.pair, neighbor, s.dt, self.threads)
+            if self.ranks == 1:
+                s.simulation = sim = Simulation(system, s.pair, neighbor, s.dt, self.threads)
+            else:
+                s.simulation = sim = DecomposedSimulation(system, s.pair, neighbor, s.dt, self.threads,
+                                                          ranks=self.ranks, rank=self.rank)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DangerousBuildWarning)
             s.runs.append(sim.run(int(args[0]), s.thermo_every, self.out))

@@ -47,6 +47,36 @@ def _program(name: str, kernels, inputs: tuple[Buffer, ...], outputs: tuple[Buff
     return Program(name, tuple(kernels), inputs, outputs)
 
 
+def _force_program(s: Setup, fb: forces.ForceBuffers, energy: bool) -> Program:
+    kernel = forces.lj_force(fb, s.pair, s.box, energy)
+    extra = (fb.energy_virial,) if energy else ()
+    name = "md_force_energy" if energy else "md_force"
+    if s.threads == 1:
+        return _program(name, [kernel], (fb.x, fb.neighbors, fb.neighbor_count), (fb.f, *extra))
+    return _program(name, [kernel, forces.sum_force_copies(fb)], (fb.x, fb.neighbors, fb.neighbor_count),
+                    (fb.force_copies, fb.f, *extra))
+
+
+def atom_programs(s: Setup) -> dict[str, Program]:
+    """The programs that run over every row of the atom arrays whatever their neighbour list came from:
+    forces, integration, the kinetic sum and the displacement check."""
+    fb = forces.ForceBuffers(s.atoms, s.max_neighbors, s.threads)
+    x_hold = Buffer("x_hold", "float64", (s.atoms, 3))
+    return {
+        "force": _force_program(s, fb, energy=False),
+        "force_energy": _force_program(s, fb, energy=True),
+        "initial_integrate": _program("md_initial_integrate", [integrate.initial_integrate(s.atoms, s.dt, s.mass, s.threads)],
+                                      (fb.f,), (fb.x, Buffer("v", "float64", (s.atoms, 3)))),
+        "final_integrate": _program("md_final_integrate", [integrate.final_integrate(s.atoms, s.dt, s.mass, s.threads)],
+                                    (fb.f,), (Buffer("v", "float64", (s.atoms, 3)),
+                                              Buffer("kinetic", "float64", (1,)))),
+        "kinetic": _program("md_kinetic", [integrate.kinetic_sum(s.atoms, s.mass, s.threads)],
+                            (Buffer("v", "float64", (s.atoms, 3)),), (Buffer("kinetic", "float64", (1,)),)),
+        "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms, s.threads)],
+                                 (fb.x, x_hold), (Buffer("moved", "float64", (1,)),)),
+    }
+
+
 class Programs:
     """The compiled programs of a Setup, each called with numpy arrays (inputs, then outputs)."""
 
@@ -55,7 +85,6 @@ class Programs:
         s = setup
         self.grid = neighbors.CellGrid.for_cutoff(s.box, s.neighbor_cutoff, s.cells_per_cutoff)
         nb = neighbors.NeighborBuffers(s.atoms, self.grid, s.max_neighbors, s.threads)
-        fb = forces.ForceBuffers(s.atoms, s.max_neighbors, s.threads)
         self.programs: dict[str, Program] = {
             "sort": _program(
                 "md_sort_atoms",
@@ -69,29 +98,9 @@ class Programs:
                 "md_neighbor", [neighbors.build_neighbors(nb, s.neighbor_cutoff)],
                 (nb.x, nb.cell, nb.cell_start, nb.stencil),
                 (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
-            "force": self._force_program(fb, energy=False),
-            "force_energy": self._force_program(fb, energy=True),
-            "initial_integrate": _program("md_initial_integrate", [integrate.initial_integrate(s.atoms, s.dt, s.mass, s.threads)],
-                                          (fb.f,), (fb.x, Buffer("v", "float64", (s.atoms, 3)))),
-            "final_integrate": _program("md_final_integrate", [integrate.final_integrate(s.atoms, s.dt, s.mass, s.threads)],
-                                        (fb.f,), (Buffer("v", "float64", (s.atoms, 3)),
-                                                  Buffer("kinetic", "float64", (1,)))),
-            "kinetic": _program("md_kinetic", [integrate.kinetic_sum(s.atoms, s.mass, s.threads)],
-                                (Buffer("v", "float64", (s.atoms, 3)),), (Buffer("kinetic", "float64", (1,)),)),
-            "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms, s.threads)],
-                                     (nb.x, nb.x_hold), (Buffer("moved", "float64", (1,)),)),
+            **atom_programs(s),
         }
         self.modules: dict[str, CompiledModule] = {name: build(p, debug=s.debug) for name, p in self.programs.items()}
-
-    def _force_program(self, fb: forces.ForceBuffers, energy: bool) -> Program:
-        s = self.setup
-        kernel = forces.lj_force(fb, s.pair, s.box, energy)
-        extra = (fb.energy_virial,) if energy else ()
-        name = "md_force_energy" if energy else "md_force"
-        if s.threads == 1:
-            return _program(name, [kernel], (fb.x, fb.neighbors, fb.neighbor_count), (fb.f, *extra))
-        return _program(name, [kernel, forces.sum_force_copies(fb)], (fb.x, fb.neighbors, fb.neighbor_count),
-                        (fb.force_copies, fb.f, *extra))
 
     def source(self, name: str) -> str:
         """The generated C of program `name`."""

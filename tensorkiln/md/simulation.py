@@ -6,11 +6,9 @@ list, forces (with energy and virial on thermo steps), second half of the
 integration, thermo output. Every one of these is a compiled program
 (programs.py); Python only decides which to call.
 
-Spatial decomposition later: the state is (x, v, f) of the atoms one process
-owns plus, in a decomposed run, ghost atoms appended after them; the force and
-neighbour kernels take the atom count and box as a Setup, so a rank would
-build its own Setup for its sub-box and exchange ghosts between the
-neighbour-build and force calls (`build_neighbor_list` and `compute_forces` are the two hooks).
+On several MPI ranks, decomposed.py's DecomposedSimulation runs one sub-box
+per rank through the same loop: its two hooks, `build_neighbor_list` and
+`compute_forces`, migrate atoms, exchange ghosts and send ghost forces back.
 """
 from __future__ import annotations
 
@@ -63,6 +61,8 @@ class RunResult:
 class Simulation:
     """An NVE run of `system` under `pair`, with neighbour lists per `neighbor` and time step `dt`
     (debug=True: kernels compiled with bounds checks)."""
+
+    procs = 1  # MPI ranks running it (decomposed.py runs one part per rank)
 
     def __init__(self, system: System, pair: LJCut, neighbor: NeighborSettings = NeighborSettings(),
                  dt: float = 0.005, threads: Optional[int] = None, debug: bool = False):
@@ -236,7 +236,7 @@ class Simulation:
                 rows.append(self.thermo())
                 emit(rows[-1].format())
         seconds = time.perf_counter() - start
-        emit(loop_line(seconds, 1, steps, self.system.atoms))
+        emit(loop_line(seconds, self.procs, steps, self.system.atoms))
         dangerous = self.dangerous_builds - first_dangerous
         if dangerous:
             message = (f"{dangerous} of {self.builds - first_builds} neighbour-list builds came after an atom had "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -171,6 +172,15 @@ def test_launch_plan(tmp_path):
     assert spinning.environment.get("MPIR_CVAR_ENABLE_HEAVY_YIELD") == os.environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD")
     with pytest.raises(ValueError, match="at least one rank"):
         launcher.plan(0, ["train.py"], mpiexec="mpiexec")
+
+
+def test_launch_plan_runs_the_tensorkiln_command_after_a_double_dash():
+    plan = launcher.plan(2, ["--", "tensorkiln", "md", "in.lj"], mpiexec="/opt/mpi/bin/mpiexec")
+    assert plan.command[-5:] == [sys.executable, "-m", "tensorkiln.tools.cli", "md", "in.lj"]
+    assert launcher.plan(2, ["--", "train.py"], mpiexec="/opt/mpi/bin/mpiexec").command[-2:] == [sys.executable,
+                                                                                                 "train.py"]
+    with pytest.raises(ValueError, match="needs a program"):
+        launcher.plan(2, ["--"], mpiexec="mpiexec")
 
 
 def test_sync_batch_norm_on_one_rank_is_batch_norm():

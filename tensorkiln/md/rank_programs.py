@@ -1,0 +1,38 @@
+"""The compiled programs of one rank of a decomposed run: its neighbour build and the atom programs.
+
+The atom count of a Setup is here the capacity of the rank's arrays (own
+atoms, ghosts, unused rows), so the same libraries serve every
+re-neighbouring; they are built again only when the atoms and ghosts outgrow
+the capacity or a neighbour row its room.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorkiln.driver.build import build
+from tensorkiln.loops.program import Program
+from tensorkiln.md import domain_neighbor_kernels as shell
+from tensorkiln.md.programs import Setup, atom_programs
+from tensorkiln.runtime.module import CompiledModule
+
+
+class RankPrograms:
+    """Programs for a Setup (atoms = capacity) and the cell grid around the rank's sub-box."""
+
+    def __init__(self, setup: Setup, grid: shell.ShellGrid):
+        self.setup, self.grid = setup, grid
+        b = shell.ShellBuffers(setup.atoms, grid, setup.max_neighbors, setup.threads)
+        kernels = (shell.bin_all_atoms(b), shell.sort_by_cell(b), shell.build_neighbors(b, setup.neighbor_cutoff))
+        neighbor = Program("md_rank_neighbor", kernels,
+                           (b.x, b.counts, b.half_stencil, b.full_stencil),
+                           b.sort_outputs() + (b.neighbors, b.neighbor_count, b.most_neighbors))
+        self.programs: dict[str, Program] = {"neighbor": neighbor, **atom_programs(setup)}
+        self.modules: dict[str, CompiledModule] = {name: build(p, debug=setup.debug)
+                                                   for name, p in self.programs.items()}
+
+    def source(self, name: str) -> str:
+        """The generated C of program `name`."""
+        return self.modules[name].source.text
+
+    def __call__(self, name: str, *arrays: np.ndarray) -> None:
+        self.modules[name](*arrays)
