@@ -34,6 +34,7 @@ from ..loops.program import Program
 from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
 from .schedule_defaults import output_nest
 from .transposed import tile_transposed_reads
+from .parallel_blocks import parallelize_blocks
 from .templates.attention import attention_body
 from .templates.conv import conv2d_body
 from .templates.conv_nchwc import conv2d_nchwc_body
@@ -226,7 +227,11 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
             body = output_nest(root.shape, lambda index, flat: Store(out, flat, _reduce_init(
                 root.op, out.value_dtype)), "")
         else:
-            body = pool_body(root, out, values) or _reduction_body(root, out, values)
+            body = pool_body(root, out, values)
+            if body is None:
+                body = _reduction_body(root, out, values)
+                if body is not None:
+                    return parallelize_blocks(simplify_kernel(Kernel(name, tuple(params), body, comment)))
     else:
         body = _piecewise_concat(root, out, values, buffers)
         if body is None:
