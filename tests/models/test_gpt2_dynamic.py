@@ -31,7 +31,7 @@ def test_prefill_over_many_prompt_lengths(model):
         for n in (9, 17, 30, 41, 48):
             ids = RNG.integers(0, CONFIG.vocab_size, (1, n))
             logits = prefill(ids).numpy()
-            if n in (17, 48):
+            if n == 48:
                 assert _relative_error(logits, tk.jit(model, dynamic=False)(ids).numpy()) < 1e-5
             else:
                 assert _relative_error(logits, model(tk.tensor(ids)).numpy()) < 1e-5  # eager: the references
