@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..shapes import is_symbolic
-from .tensor import Tensor, as_tensor
+from .tensor import Tensor, apply, as_tensor
 from .trace import current_trace
 
 _generator = np.random.default_rng(0)
@@ -85,13 +85,35 @@ def full_like(x, fill_value, dtype=None) -> Tensor:
 
 
 def arange(start, end=None, step=1, dtype=None) -> Tensor:
-    """Values from start to end (exclusive) by step; int64 for ints, float32 if any is a float."""
+    """Values from start to end (exclusive) by step; int64 for ints, float32 if any is a float.
+
+    A size symbol for start or end (`arange(x.shape[1])` in a dynamic trace) gives the `iota` op
+    of a symbolic length; a float start, end or step beside a symbol pins the symbol (a guard).
+    """
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    if (is_symbolic(start) or is_symbolic(end)) and all(_is_integer(v) for v in (start, end, step)):
+        return _iota(start, end, step, dtype)
     values = np.arange(start, end, step)
     if dtype is None:
         dtype = dt.float32 if values.dtype.kind == "f" else dt.int64
     return as_tensor(values, dtype)
+
+
+def _is_integer(value) -> bool:
+    return is_symbolic(value) or (isinstance(value, (int, np.integer)) and not isinstance(value, bool))
+
+
+def _iota(start, end, step: int, dtype) -> Tensor:
+    """arange with a symbolic start or end: numpy's length rule, kept symbolic."""
+    step = int(step)
+    count = (end - start + step - 1) // step if step > 0 else (start - end - step - 1) // -step
+    if count < 0:  # decided by the symbols' bounds in the usual cases; otherwise a guard
+        count = 0
+    return apply("iota", [], length=count, start=start, step=step,
+                 dtype=dt.int64 if dtype is None else dt.as_dtype(dtype))
 
 
 def linspace(start: float, end: float, steps: int, dtype=dt.float32) -> Tensor:

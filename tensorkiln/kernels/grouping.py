@@ -84,6 +84,26 @@ def _inlines_arithmetic(node: Node, stored: set[int]) -> bool:
     return False
 
 
+def index_only(node: Node) -> bool:
+    """The value is computed from element indices alone: iotas (operand-free elementwise ops) and
+    scalar constants, through cheap elementwise and movement ops (a causal mask of a symbolic length).
+    Its readers recompute it: it reads no memory."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.op == "constant" and n.type.size == 1:
+            continue
+        if n.kind == OpKind.ELEMENTWISE and not get_op(n.op).cheap:
+            return False
+        if n.kind not in (OpKind.ELEMENTWISE, OpKind.MOVEMENT) or (n.kind == OpKind.MOVEMENT and not n.inputs):
+            return False
+        stack.extend(n.inputs)
+    return True
+
+
 def effective_readers(node: Node, users_of: dict[int, list[Node]]) -> list[tuple[Node, Node]]:
     """(reader, the value it reads) for each non-reindexing op reached from `node` through
     reshape/permute/slice/pad/concat, which read each element at most once."""
@@ -146,6 +166,8 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
                 return f"an operand of {reader.op} (through reindexing)"
             if replicates(reader) and reader.inputs[0] is value:
                 return f"replicated by {reader.op} (through reindexing)"
+    if index_only(node) and not any(u.kind == OpKind.CONTRACTION for u in users):
+        return None  # a function of the index alone (iota): computing it costs less than loading it
     for user in users:
         if user.kind == OpKind.CONTRACTION:
             return f"an operand of {user.op}"  # a GEMM reads each operand element many times
@@ -338,6 +360,8 @@ def cheap_to_recompute(node: Node, stored: set[int]) -> bool:
     cost a write, a read and a kernel (batch norm's x - mean, read by the
     variance and by the normalization).
     """
+    if index_only(node):
+        return True
     if node.kind != OpKind.ELEMENTWISE:
         return False
     ops, large = 0, set()
@@ -459,6 +483,7 @@ def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, s
             continue
         first, x, p = parts
         inside: set[int] = set()
+        masks: set[int] = set()  # index-only operands (a causal mask of iotas): computed inside, shared or not
         stack = [p]
         while stack:  # the nodes between the first matmul and the softmax output
             n = stack.pop()
@@ -467,7 +492,10 @@ def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, s
             inside.add(n.id)
             if n is not first:
                 stack.extend(i for i in n.inputs if i.shape == x.shape or i.kind == OpKind.REDUCTION)
+                masks.update(i.id for i in n.inputs if i.shape != x.shape and i.kind != OpKind.SOURCE
+                             and i.kind != OpKind.REDUCTION and index_only(i))
         private = all(all(u.id in inside or u is root for u in users[n]) for n in inside)
+        inside |= masks
         short = len(inside) <= MAX_INLINE_DEPTH  # the template inlines all of it into one expression
         if private and short and all(graph_node.id not in inside for graph_node in graph.outputs):
             found[root.id] = inside

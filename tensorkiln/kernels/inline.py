@@ -128,6 +128,8 @@ class ValueBuilder:
             return E.Load(self.buffers[node.id], linear_index(index, node.shape))
         lower = get_op(node.op).lower
         if lower is not None:  # elementwise: the op table's row says how
+            if not node.inputs:  # an element that is a function of its index alone (iota)
+                return lower(tuple(index), node)
             return lower(tuple(self._operand(node, k, index) for k in range(len(node.inputs))), node)
         handler = getattr(self, "_" + node.op, None)
         if handler is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import nn
+from ..errors import ShapeError, at_user_line
 from ..frontend.autodiff import no_grad
 from ..frontend.creation import arange, randn, tensor, zeros
 from ..frontend.functions import where
@@ -148,6 +149,8 @@ class GPT2LMHeadModel(nn.Module):
         """Logits of the prompt and the KV cache sized for `max_len` positions."""
         t = self.transformer
         s = input_ids.shape[1]
+        self._check_positions("prompt", s)
+        self._check_positions("KV cache", max_len)
         x = t.wte(input_ids) + t.wpe(arange(s))
         caches = []
         for block in t.h:
@@ -159,12 +162,19 @@ class GPT2LMHeadModel(nn.Module):
     def decode_step(self, token, pos, caches):
         """Logits (N, 1, vocab) of one new token at position `pos` (a 0-d int64 tensor), new caches."""
         t = self.transformer
+        self._check_positions("KV cache", caches[0].shape[2])
         x = t.wte(token) + t.wpe(pos.reshape(1))
         new = []
         for i, block in enumerate(t.h):
             x, k, v = block.step(x, pos, caches[2 * i], caches[2 * i + 1])
             new += [k, v]
         return self._logits(t.ln_f(x)), new
+
+    def _check_positions(self, what: str, length) -> None:
+        """A length past the position table is an error; a symbolic length keeps the guard length <= n_positions."""
+        if length > self.config.n_positions:
+            raise ShapeError(at_user_line(f"GPT-2: a {what} of {length} positions is longer than the model's "
+                                          f"{self.config.n_positions} (n_positions)"))
 
     def generate(self, input_ids, max_new_tokens: int, compiled: bool = True) -> np.ndarray:
         """Greedy decoding with the KV cache: prefill once, then one compiled step per token.

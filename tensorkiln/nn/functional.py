@@ -14,10 +14,11 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, at_user_line
 from ..frontend.autodiff.mode import no_grad
-from ..frontend.creation import randint
+from ..frontend.creation import arange, randint
 from ..frontend.functions import concat, flip, matmul, mean, var, where
 from ..frontend.tensor import Tensor, apply, as_tensor, normalize_dim, tensor_methods
 from ..frontend.trace import composite, mark_mutable
+from ..shapes import is_symbolic
 
 
 def _pair(value, name: str) -> tuple[int, int]:
@@ -459,12 +460,19 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     scores = matmul(q, k.transpose(-2, -1)) * scale
     length, source = q.shape[-2], k.shape[-2]
     if is_causal:
-        causal = as_tensor(np.tril(np.ones((length, source), dtype=bool)))
-        scores = where(causal, scores, float("-inf"))
+        scores = where(causal_mask(length, source), scores, float("-inf"))
     if attn_mask is not None:
         mask = as_tensor(attn_mask)
         scores = where(mask, scores, float("-inf")) if mask.dtype.is_bool else scores + mask
     return matmul(softmax(scores, -1), v)
+
+
+def causal_mask(length, source) -> Tensor:
+    """mask[i, j] = j <= i: a constant for static sizes, iota comparisons for symbolic ones (one
+    program serves every length; the attention kernel reads either as an index comparison)."""
+    if is_symbolic(length) or is_symbolic(source):
+        return arange(source).reshape(1, source) <= arange(length).reshape(length, 1)
+    return as_tensor(np.tril(np.ones((length, source), dtype=bool)))
 
 
 # ---- losses ------------------------------------------------------------------------------

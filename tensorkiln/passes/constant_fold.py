@@ -23,7 +23,8 @@ def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         node = with_inputs(node, inputs)
-        if node.kind in (OpKind.SOURCE, OpKind.CONTROL) or not node.inputs or get_op(node.op).runtime_call is not None:
+        if node.kind in (OpKind.SOURCE, OpKind.CONTROL) or get_op(node.op).runtime_call is not None \
+                or (not node.inputs and node.kind != OpKind.ELEMENTWISE):  # (iota: a function of its index)
             # a runtime call (a collective, a message) happens at run time, on every call; so does control
             # flow (a loop over constants may not end)
             return node

@@ -1,17 +1,21 @@
 """ONNX operators whose output is known when the model is traced: Constant, ConstantOfShape,
 EyeLike, Range, and the shape queries Shape and Size. They compute eagerly with numpy (Range's
 and ConstantOfShape's inputs must be values), so shape subgraphs are constants by the time
-Reshape or Slice read them."""
+Reshape or Slice read them. A symbolic size keeps its symbol (shape_values.py): Shape and Size
+give ShapeValues, ConstantOfShape of one fills a symbolic shape and Range of one is the iota op."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from ...frontend.creation import arange, full
 from ...frontend.tensor import as_tensor
+from ...shapes import is_symbolic
 from .element_types import tensor_from_proto, tk_dtype
 from .helpers import filled
 from .registry import converter
+from .shape_values import ShapeValue
 
 
 @converter("Constant")
@@ -31,8 +35,10 @@ def _constant(ctx, inputs, attrs):
 
 @converter("ConstantOfShape", values={0})
 def _constant_of_shape(ctx, inputs, attrs):
-    shape = ctx.ints(inputs[0], "input")
+    shape = ctx.sizes(inputs[0], "input")
     value = tensor_from_proto(attrs["value"]) if "value" in attrs else as_tensor(np.float32(0))
+    if any(is_symbolic(d) for d in shape):
+        return full(tuple(shape), value.numpy().reshape(-1)[0], value.dtype)
     return filled(shape, value.numpy().reshape(-1)[0], value.dtype)
 
 
@@ -40,12 +46,12 @@ def _constant_of_shape(ctx, inputs, attrs):
 def _shape(ctx, inputs, attrs):
     shape = inputs[0].shape
     start, end = attrs.get("start", 0), attrs.get("end", None)
-    return as_tensor(np.asarray(shape[start:end], dtype=np.int64))
+    return ShapeValue.of(np.array(list(shape[start:end]), dtype=object).reshape(-1))
 
 
 @converter("Size")
 def _size(ctx, inputs, attrs):
-    return as_tensor(np.int64(inputs[0].numel()))
+    return ShapeValue.of(np.array(inputs[0].numel(), dtype=object))
 
 
 @converter("EyeLike")
@@ -57,6 +63,10 @@ def _eye_like(ctx, inputs, attrs):
 
 @converter("Range", values={0, 1, 2})
 def _range(ctx, inputs, attrs):
+    if any(isinstance(t, ShapeValue) for t in inputs) and inputs[0].dtype.category == 1:
+        # a count from symbolic sizes: tk.arange keeps it symbolic (the iota op)
+        start, limit, delta = (ctx.sizes(t, n)[0] for t, n in zip(inputs, ("start", "limit", "delta")))
+        return arange(start, limit, int(delta), dtype=inputs[0].dtype)
     start, limit, delta = (ctx.values(t, n).reshape(-1)[0] for t, n in zip(inputs, ("start", "limit", "delta")))
     count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     values = start + np.arange(count).astype(start.dtype) * delta

@@ -41,6 +41,7 @@ from .external_data import external_tensors, load_external_data
 from .functions import BodyError, NotExpandable, expand_node
 from .element_types import tensor_from_proto, tk_dtype
 from .registry import CONVERTERS, VALUE_INPUTS, DataDependentOutput, NodeContext
+from .shape_values import shape_arithmetic
 from .frozen import FrozenValue
 from .staged import StagedGraph
 from .control import SubGraphBody, static_refusal, value_positions
@@ -500,7 +501,9 @@ class OnnxModule:
                               [bool(o) for o in node.outputs],
                               run_graph=lambda body, args, env=env: self._run_graph(body, args, env))
             try:
-                result = CONVERTERS[node.op_type](ctx, inputs, node.attrs)
+                result = shape_arithmetic(node.op_type, inputs, node.attrs, node.opset)  # sizes stay symbolic
+                if result is None:
+                    result = CONVERTERS[node.op_type](ctx, inputs, node.attrs)
             except TensorKilnError as err:
                 message = str(err)
                 if f"'{node.name}'" not in message:

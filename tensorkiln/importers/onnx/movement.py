@@ -14,7 +14,7 @@ from .registry import converter
 @converter("Reshape", values=lambda opset: {1} if opset >= 5 else set())
 def _reshape(ctx, inputs, attrs):
     x = inputs[0]
-    shape = attrs["shape"] if ctx.opset < 5 else ctx.ints(inputs[1], "shape")
+    shape = attrs["shape"] if ctx.opset < 5 else ctx.sizes(inputs[1], "shape")
     if not attrs.get("allowzero", 0):
         shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
     return x.reshape(tuple(shape))
@@ -91,7 +91,7 @@ def _split(ctx, inputs, attrs):
 @converter("Expand", values={1})
 def _expand(ctx, inputs, attrs):
     x = inputs[0]
-    shape = ctx.ints(inputs[1], "shape")
+    shape = ctx.sizes(inputs[1], "shape")
     rank = max(len(shape), x.ndim)
     a = (1,) * (rank - x.ndim) + tuple(x.shape)
     b = (1,) * (rank - len(shape)) + tuple(shape)

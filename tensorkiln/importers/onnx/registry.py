@@ -28,6 +28,7 @@ import numpy as np
 
 from ...errors import UnsupportedOpError
 from ...frontend.tensor import Tensor
+from .shape_values import ShapeValue
 
 
 class DataDependentOutput(UnsupportedOpError):
@@ -61,6 +62,12 @@ class NodeContext:
     def ints(self, t: Tensor | None, what: str) -> list[int] | None:
         v = self.values(t, what)
         return None if v is None else [int(i) for i in v.reshape(-1)]
+
+    def sizes(self, t: Tensor | None, what: str) -> list | None:
+        """Like `ints`, but a shape computed from symbolic sizes keeps its size symbols (shape_values.py)."""
+        if isinstance(t, ShapeValue):
+            return list(t.sizes.reshape(-1))
+        return self.ints(t, what)
 
     def unsupported(self, why: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"node '{self.name}' ({self.op_type}, opset {self.opset}): {why}")

@@ -21,12 +21,14 @@ import numpy as np
 import torch
 
 from ... import dtypes as dt
+from ...frontend.creation import arange as tk_arange
 from ...frontend.creation import full as tk_full
 from ...frontend.functions import cat, matmul, mean, var, where
 from ...frontend.functions import stack as tk_stack
 from ...nn import functional as F
 from ...frontend.tensor import Tensor, as_tensor, normalize_dim
 from ...ir.ops import REGISTRY
+from ...shapes import is_symbolic
 from .tensors import tk_dtype, to_tk
 
 aten = torch.ops.aten
@@ -794,6 +796,8 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     start, end, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
     if dtype is None:
         dtype = torch.float32 if any(isinstance(v, float) for v in (start, end, step)) else torch.int64
+    if any(is_symbolic(v) for v in (start, end, step)):  # a size symbol of the trace: the iota op
+        return tk_arange(start, end, step, dtype=_dtype(dtype))
     values = torch.arange(start, end, step, dtype=dtype)  # PyTorch's own length and rounding rules
     return to_tk(values, copy=True)
 

@@ -151,7 +151,8 @@ class OpDef:
     # or None per input; NOT_DIFFERENTIABLE for an op whose result carries none; None: not given (a gap).
     gradient: Any = None
     # Element expression in loop IR of an elementwise op: lower(args, node) -> Expr, from the operands'
-    # expressions at the same index (kernels/inline.py); movement and other ops are lowered by kernels/.
+    # expressions at the same index (kernels/inline.py); an op without operands (iota) receives the output
+    # index instead; movement and other ops are lowered by kernels/.
     lower: Callable | None = None
     cheap: bool = False  # one or two instructions per element: a reader recomputes it rather than load it
     # Where users and importers meet the op (elementwise rows): the Tensor method and tk.<name> that

@@ -50,6 +50,7 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ...loops.types import itemsize
 from ..target import cpu_target
 from ...shapes import is_symbolic, prod
+from ...shapes.symint import IntLike
 from ...loops.simplify import index_step
 
 QUERY_BLOCK = 48  # queries sharing one packed block of keys and values (a multiple of every MR and vector)
@@ -150,7 +151,8 @@ def _round_up(x: int, k: int) -> int:
 
 @dataclass(frozen=True)
 class CausalMask:
-    """A constant condition `key <= query + offset` in the scores.
+    """A condition `key <= query + offset` in the scores: a constant lower-triangular array, or a
+    comparison of two iotas (a symbolic length's mask), whose offset may then be a size symbol.
 
     skippable: masked scores are -inf in the softmax input itself (no other
     term can make them finite or NaN), so key blocks past the diagonal
@@ -158,12 +160,12 @@ class CausalMask:
     """
 
     mask: Node
-    offset: int
+    offset: IntLike
     skippable: bool
 
 
 def causal_mask(x: Node, first: Node) -> CausalMask | None:
-    """The lower-triangular constant condition of a `where` in x's expression, if there is one.
+    """The lower-triangular condition of a `where` in x's expression, if there is one.
 
     Only a condition used nowhere else in x's expression and indexed by
     (query, key) qualifies (it is then replaced by an index comparison).
@@ -174,15 +176,54 @@ def causal_mask(x: Node, first: Node) -> CausalMask | None:
         if node.op != "where" or node.shape != x.shape:
             continue
         cond = node.inputs[0]
-        if cond.op != "constant" or cond.dtype.name != "bool" or cond.shape[-2:] != (length, source) \
+        if cond.dtype.name != "bool" or cond.ndim < 2 or cond.shape[-2:] != (length, source) \
                 or any(size != 1 for size in cond.shape[:-2]):
             continue
         if any(cond in other.inputs for other in nodes if other is not node) or cond in node.inputs[1:]:
             continue
-        offset = _tril_offset(cond.attrs["value"].array.reshape(length, source))
+        if cond.op == "constant":
+            offset = _tril_offset(cond.attrs["value"].array.reshape(length, source))
+        else:
+            offset = _iota_offset(cond)
         if offset is not None:
             return CausalMask(cond, offset, _masks_to_minus_inf(x, node))
     return None
+
+
+# key <= query + offset, from a comparison of (left, right) with the key's sequence on the side given,
+# and what the comparison adds to the offset: key < query + c is key <= query + c - 1
+_COMPARISONS = {"le": ("left", 0), "lt": ("left", -1), "ge": ("right", 0), "gt": ("right", -1)}
+
+
+def _iota_offset(cond: Node) -> IntLike | None:
+    """k with cond[..., i, j] == (j <= i + k) when cond compares a key iota with a query iota, or None."""
+    if cond.op not in _COMPARISONS:
+        return None
+    side, shift = _COMPARISONS[cond.op]
+    keys, queries = cond.inputs if side == "left" else cond.inputs[::-1]
+    length, source = cond.shape[-2:]
+    key_start, query_start = _sequence_start(keys, -1, source), _sequence_start(queries, -2, length)
+    if key_start is None or query_start is None:
+        return None
+    return query_start - key_start + shift
+
+
+def _sequence_start(node: Node, axis: int, size: IntLike) -> IntLike | None:
+    """s when node's element at index (..., i, j) is s + (j for axis -1, i for axis -2): an integer iota
+    of step 1 and `size` elements, reshaped to lie along that axis."""
+    if node.ndim < -axis or not _same_size(node.shape[axis], size) \
+            or any(d != 1 for k, d in enumerate(node.shape) if k != node.ndim + axis):
+        return None
+    while node.op == "reshape":
+        node = node.inputs[0]
+    if node.op != "iota" or node.dtype.category != 1 or node.attrs["step"] != 1:
+        return None
+    return node.attrs["start"]
+
+
+def _same_size(a: IntLike, b: IntLike) -> bool:
+    """a and b are one size (the same polynomial), asked without recording a guard."""
+    return a.same_as(b) if is_symbolic(a) else (not is_symbolic(b) and a == b)
 
 
 def _expression_nodes(x: Node, first: Node) -> list[Node]:
