@@ -11,9 +11,9 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
   sums of a[k] * q[k][j] (bytes sign-extended to int32, converted to float32), then
   c += scale[g][j] * sum.
 - `tk_w4_matmul_<kind>`: int4 panels (P, K, 16): byte j of depth k holds column j in its low
-  nibble and column j + 16 in its high one, each stored as q + 8. The sums take the nibbles as they
-  are (0..15), and 8 * sum of a over the group is taken off before scaling: exact in real
-  arithmetic, and two integer subtractions fewer per 32 weights.
+  nibble and column j + 16 in its high one, each stored as q + 8. The 16 bytes are widened to
+  32-bit lanes, and `vpermps` looks each nibble up in a table of the 16 floats -8..7: it reads
+  only an index's low 4 bits, so the low nibbles need no mask and the high ones one shift.
 - `tk_bf16_matvec_<kind>`: bf16 pairs (P, ceil(K/2), 2 W) as the bf16 GEMM packs them
   (ir/ops/gemm_panels.py), A given as bf16 pairs too. `dpbf16`: vdpbf16ps adds both depths of a
   pair in one instruction; `avx512`: each bf16 widened to float32 by a shift or a mask (exact),
@@ -35,6 +35,7 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx512(
     float *restrict c, int64_t ldc, int64_t depth, int64_t group)
 {{
     const int chains = mr <= 2 ? 2 : 1;  /* independent sums per output: FMA latency, not throughput */
+    {table}
     __m512 acc[4][2];
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) {{
@@ -44,7 +45,6 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx512(
     for (int64_t g0 = 0, gi = 0; g0 < depth; g0 += group, gi++) {{
         const int64_t end = g0 + group < depth ? g0 + group : depth;
         __m512 sum[2][4][2];
-        float asum[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};  /* int4: the sum of a over the group, for the offset */
 #pragma GCC unroll 2
         for (int t = 0; t < chains; t++) {{
 #pragma GCC unroll 4
@@ -58,11 +58,9 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx512(
             {widen} \
             _Pragma("GCC unroll 4") \
             for (int i = 0; i < mr; i++) {{ \
-                const float ai = a[i * lda + (K)]; \
-                const __m512 av = _mm512_set1_ps(ai); \
+                const __m512 av = _mm512_set1_ps(a[i * lda + (K)]); \
                 sum[T][i][0] = _mm512_fmadd_ps(av, w0, sum[T][i][0]); \
                 sum[T][i][1] = _mm512_fmadd_ps(av, w1, sum[T][i][1]); \
-                {offset_sum} \
             }} \
         }} while (0)
         int64_t k = g0;
@@ -80,7 +78,6 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx512(
                 t0 = _mm512_add_ps(t0, sum[1][i][0]);
                 t1 = _mm512_add_ps(t1, sum[1][i][1]);
             }}
-            {offset_apply}
             acc[i][0] = _mm512_fmadd_ps(s0, t0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(s1, t1, acc[i][1]);
         }}
@@ -97,13 +94,12 @@ _WIDEN = {
     8: ("w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + (K) * 32)))); \\\n"
         "            w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + (K) * 32 + 16))));"),
     4: ("const __m512i nib = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + (K) * 16))); \\\n"
-        "            w0 = _mm512_cvtepi32_ps(_mm512_and_si512(nib, _mm512_set1_epi32(15))); \\\n"
-        "            w1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(nib, 4));"),
+        "            w0 = _mm512_permutexvar_ps(nib, values); \\\n"
+        "            w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(nib, 4), values);"),
 }
-_OFFSET_SUM = {8: "(void)ai;", 4: "asum[i] += ai;"}
-_OFFSET_APPLY = {8: "(void)asum;",
-                 4: "const __m512 off = _mm512_set1_ps(8.0f * asum[i]); t0 = _mm512_sub_ps(t0, off); "
-                    "t1 = _mm512_sub_ps(t1, off);"}
+_TABLE = {8: "",
+          4: ("const __m512 values = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f, "
+              "0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);  /* nibble -> q */")}
 
 _INT_TILE_PORTABLE = r"""
 /* int{bits} weights x float32 rows, plain C: the sums of tk_w{bits}_tile_avx512 (one chain) */
@@ -116,16 +112,14 @@ static inline void tk_w{bits}_tile_portable(
         for (int64_t g0 = 0, gi = 0; g0 < depth; g0 += group, gi++) {{
             const int64_t end = g0 + group < depth ? g0 + group : depth;
             float sum[32] = {{0.0f}};
-            float asum = 0.0f;
             for (int64_t k = g0; k < end; k++) {{
                 const float ai = a[i * lda + k];
-                asum += ai;
                 for (int j = 0; j < 32; j++) {{
                     sum[j] += ai * {portable_weight};
                 }}
             }}
             for (int j = 0; j < 32; j++) {{
-                acc[j] += s[gi * 32 + j] * ({portable_total});
+                acc[j] += s[gi * 32 + j] * sum[j];
             }}
         }}
         for (int j = 0; j < 32; j++) {{
@@ -135,8 +129,7 @@ static inline void tk_w{bits}_tile_portable(
 }}
 """
 _PORTABLE_WEIGHT = {8: "(float)q[k * 32 + j]",
-                    4: "(float)(j < 16 ? (q[k * 16 + j] & 15) : (q[k * 16 + j - 16] >> 4))"}
-_PORTABLE_TOTAL = {8: "(void)asum, sum[j]", 4: "sum[j] - 8.0f * asum"}
+                    4: "(float)((j < 16 ? (q[k * 16 + j] & 15) : (q[k * 16 + j - 16] >> 4)) - 8)"}
 
 _INT_DRIVER = r"""
 static void tk_w{bits}_matmul_{kind}(const float *restrict a, int64_t lda, int64_t rows,
@@ -168,11 +161,9 @@ def int_weight_source(bits: int, kind: str) -> str:
     qtype = "int8_t" if bits == 8 else "uint8_t"
     fields = dict(bits=bits, qtype=qtype, kind=kind, bytes_per_depth=32 if bits == 8 else 16)
     if kind == "avx512":
-        tile = _INCLUDE + _INT_TILE_AVX512.format(widen=_WIDEN[bits], offset_sum=_OFFSET_SUM[bits],
-                                                  offset_apply=_OFFSET_APPLY[bits], **fields)
+        tile = _INCLUDE + _INT_TILE_AVX512.format(widen=_WIDEN[bits], table=_TABLE[bits], **fields)
     else:
-        tile = _INT_TILE_PORTABLE.format(portable_weight=_PORTABLE_WEIGHT[bits], portable_total=_PORTABLE_TOTAL[bits],
-                                         **fields)
+        tile = _INT_TILE_PORTABLE.format(portable_weight=_PORTABLE_WEIGHT[bits], **fields)
     return tile + _INT_DRIVER.format(**fields)
 
 
