@@ -18,11 +18,12 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
+from ..passes.weight_only import weight_only_spec
 from ..shapes import Dim
 
 OPT_LEVELS = (0, 1, 2, 3)
 BACKENDS = ("c", "interpreter")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8w", "int4w")  # and "int8w-g<size>", "int4w-g<size>" (passes/weight_only.py)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class CompileOptions:
         the loop IR, the memory plan, the C source's path); None reads TENSORKILN_DUMP_IR.
     precision: "fp32" (default) or "bf16": matmuls, convolutions and attention take bf16 operands
         and accumulate in fp32; every other op stays fp32 (the rule: passes/precision.py).
+        "int8w" / "int4w" (optionally "-g<size>"): the constant weights of matmuls are quantized to
+        int8 / int4 at compile time, activations stay fp32 (passes/weight_only.py).
     recompile_limit: programs one jitted function may compile before each further compile warns
         (RecompileWarning, naming the argument and dimension that changed), as torch's option.
     cache_limit: compiled programs one jitted function holds at most; past it, the least recently
@@ -79,8 +82,9 @@ class CompileOptions:
         object.__setattr__(self, "donate_argnums", frozenset(argnums))
         if self.dump_dir is not None and not isinstance(self.dump_dir, (str, os.PathLike)):
             raise TypeError(f"dump_dir must be a directory path or None, got {self.dump_dir!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        if self.precision not in PRECISIONS and weight_only_spec(self.precision) is None:
+            raise ValueError(f"precision must be 'fp32' or 'bf16', or weight-only 'int8w' or 'int4w' (with "
+                             f"'-g<size>' for groups of that many depths: 'int4w-g128'), got {self.precision!r}")
         if isinstance(self.recompile_limit, bool) or not isinstance(self.recompile_limit, int) \
                 or self.recompile_limit < 1:
             raise ValueError(f"recompile_limit must be a positive integer, got {self.recompile_limit!r}")

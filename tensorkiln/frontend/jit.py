@@ -591,7 +591,9 @@ def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = 
     cache). A donated argument's tensor may hold the output's value after the call; do not reuse it.
     dump_dir writes every compile stage's result there (also TENSORKILN_DUMP_IR=dir).
     precision="bf16": matmuls, convolutions and attention take bf16 operands and accumulate in fp32,
-    everything else stays fp32 (docs/precision.md); "fp32" is the default.
+    everything else stays fp32 (docs/precision.md); "fp32" is the default. precision="int8w" / "int4w"
+    (or "int4w-g128": groups of 128 depths) quantizes the constant weights of matmuls to int8 / int4 at
+    compile time, activations stay fp32 (weight-only, for decoding).
     recompile_limit: each compile after this many warns (RecompileWarning), naming the argument and
     dimension that changed; cache_limit: compiled programs held at most (the least recently used is
     released past it; None: no limit). f.cache_size() counts the programs held.

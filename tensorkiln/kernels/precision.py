@@ -8,6 +8,9 @@ A kernel computes in one of:
   float32 template (direct and depthwise convolutions, attention, small matmuls);
 - "int8 (vnni)", "int8 (avx512bw)", "int8 (portable)": the u8 x s8 GEMM (gemm_u8s8.py) with int32
   sums, named by its micro-kernel;
+- "int8w", "int4w": float32 activations times int8 / int4 weights dequantized in registers, float32
+  sums (weight_only.py); "bf16 (matvec, vdpbf16ps)" and "bf16 (matvec, widened to fp32)": bf16
+  weights in the matrix-vector helper of the same file;
 - otherwise its compute dtype ("fp32", "fp64", "int64", ...).
 """
 from __future__ import annotations
@@ -18,12 +21,19 @@ from ..loops.ir import Alloc, Kernel, NativeCall, iter_stmts
 from .templates.gemm_bf16 import holds_bf16_values
 
 _INT8_GEMM = "tk_gemm_u8s8_"  # gemm_u8s8.py's micro-kernel calls, suffixed by their kind
+_WEIGHT_ONLY = {"tk_w8_matmul_": "int8w", "tk_w4_matmul_": "int4w",  # weight_only.py's helper calls
+                "tk_bf16_matvec_": "bf16 (matvec, vdpbf16ps)"}
 SHORT_NAMES = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> str:
     """How `kernel`, computing the graph `nodes` and storing `root` (None: a copy), computes."""
     stmts = list(iter_stmts(kernel.body))
+    calls = [s.function for s in stmts if isinstance(s, NativeCall)]
+    for prefix, name in _WEIGHT_ONLY.items():
+        if any(f.startswith(prefix) for f in calls):
+            widened = any(f.startswith("tk_bf16_matvec_") and not f.endswith("dpbf16") for f in calls)
+            return name.replace("vdpbf16ps", "widened to fp32") if widened else name
     if any(isinstance(s, NativeCall) and s.function.startswith("tk_bf16_") for s in stmts):
         return "bf16 (vdpbf16ps)"
     int8 = [s.function for s in stmts if isinstance(s, NativeCall) and s.function.startswith(_INT8_GEMM)]

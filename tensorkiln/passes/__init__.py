@@ -24,6 +24,8 @@ Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True)
 With precision="bf16" the precision pass (precision.py) rounds the contractions'
 operands to bf16 at every level, after the exact simplifications (batch norm
 folded into a convolution's weights first, so the folded weights are rounded).
+With precision="int8w"/"int4w" the weight_only pass (weight_only.py) quantizes the constant
+weights of matmuls at every level, at the same point.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from .int8_weights import pack_int8_weights
 from .packed_weights import pack_matmul_weights
 from .precision import round_to_bf16
 from .qdq_integer import integer_qdq_products
+from .weight_only import quantize_matmul_weights, weight_only_spec
 from .winograd_weights import transform_winograd_weights
 from .sub_graphs import has_control_flow, optimize_sub_graphs
 
@@ -85,6 +88,9 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
         passes.append(("precision", round_to_bf16))
         if opt_level >= 1:
             passes.append(("constant_fold", fold_constants))  # weights the simplifier left as expressions
+    weights = weight_only_spec(precision)
+    if weights is not None:  # after folding: transposed or folded weights are constants by now
+        passes.append(("weight_only", lambda g: quantize_matmul_weights(g, weights)))
     if opt_level >= 2:
         if blocked_layouts:
             passes.append(("layout", block_layouts))

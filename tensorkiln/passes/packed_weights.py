@@ -8,7 +8,9 @@ micro-kernel reads them in place. Matmuls that the GEMM rule
 (`blis_gemm_applies` in kernels/templates/matmul.py) runs as BLIS are packed,
 and so are the matrix-vector products below it (`panel_order_applies`),
 which then stream B panel by panel; the panel width NR is the one the GEMM
-uses on this machine, so both share one packed copy.
+uses on this machine, so both share one packed copy. With precision="bf16" both
+kinds get the bf16 pairs (`matmul_bf16_packed`): the GEMM's, or the
+matrix-vector helper's (kernels/templates/weight_only.py).
 
 Panels of one weight are shared by every graph compiled from it in this
 process (prefill and decode graphs of one model, or each batch size): they
@@ -49,9 +51,12 @@ def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
         a, b = node.inputs
         k, n = b.shape
         nr = analytic_gemm_blocking(max(node.type.size // n, 1), n, k, dtype).nr  # tuning keeps a panel's tile
-        if is_bf16_rounding(a) and holds_bf16_values(b) and blis_gemm_applies(node, dtype):
-            fired["matmul -> matmul_bf16_packed"] += 1  # precision="bf16": half the bytes, packed once
-            return make_node("matmul_bf16_packed", [a, _bf16_pairs_node(b, nr)], Attrs(n=n, k=k), node.scope,
+        if is_bf16_rounding(a) and holds_bf16_values(b):
+            # precision="bf16": half the bytes, packed once; the GEMM's pairs, or (too few rows for the
+            # GEMM) the same pairs read by the matrix-vector helper, whose vectors hold 16 columns
+            fired["matmul -> matmul_bf16_packed"] += 1
+            pairs_nr = nr if blis_gemm_applies(node, dtype) or nr % 16 == 0 else 16
+            return make_node("matmul_bf16_packed", [a, _bf16_pairs_node(b, pairs_nr)], Attrs(n=n, k=k), node.scope,
                              node.location)
         fired["matmul -> matmul_packed"] += 1
         return make_node("matmul_packed", [a, _panels_node(b, nr)], Attrs(n=n), node.scope, node.location)

@@ -14,7 +14,9 @@ AVX512-BF16) and with f32 precision, each when installed.
 `--precision bf16` compiles tensorkiln with precision="bf16" and compares it,
 by default, with the peers of that precision class: OpenVINO's default and
 OpenVINO with INFERENCE_PRECISION_HINT=bf16; tensorkiln's fp32 compile is
-measured in the same turns ("tensorkiln-fp32").
+measured in the same turns ("tensorkiln-fp32"). `--precision int8w` / `int4w` (or with a group size,
+`int4w-g128`) quantizes tensorkiln's matmul weights (weight-only; docs/precision.md) and compares it
+with OpenVINO's default, again with tensorkiln fp32 in the same turns.
 """
 from __future__ import annotations
 
@@ -26,8 +28,10 @@ import tempfile
 import time
 from typing import Callable
 
+from ..driver.options import CompileOptions
 from ..driver.progress import Progress
-from .bench_common import ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, timed_first
+from .bench_common import (ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, tensorkiln_held_to,
+                           timed_first)
 from .bench_gpt2 import measure_gpt2
 from .timing import Timer, interleaved_medians
 
@@ -38,7 +42,9 @@ MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
 ONNX_PEERS = ONNX_FILE_PEERS
 PEERS = ("torch", "torch.compile", "torch.compile-max") + ONNX_PEERS
 DEFAULT_PEERS = {"fp32": ("torch", "torch.compile", "torch.compile-max", "onnxruntime", "openvino", "openvino-f32"),
-                 "bf16": ("openvino", "openvino-bf16")}
+                 "bf16": ("openvino", "openvino-bf16"),
+                 # weight-only int8 / int4 (activations fp32): OpenVINO's default (bf16) as the fastest peer
+                 "int8w": ("openvino",), "int4w": ("openvino",)}
 
 
 def build(name: str, batch: int):
@@ -72,7 +78,7 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
     runs, rows = {}, {}
 
     def record(framework, run, compile_seconds):
-        held_to = "tensorkiln-bf16" if framework == "tensorkiln" and precision == "bf16" else framework
+        held_to = tensorkiln_held_to(precision) if framework == "tensorkiln" else framework
         rows[framework] = {"compile_s": compile_seconds, **agreement(run(), reference, held_to)}
         runs[framework] = run
 
@@ -109,6 +115,15 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
     return rows
 
 
+def _precision(text: str) -> str:
+    """--precision's value: a precision tk.jit accepts."""
+    try:
+        CompileOptions(precision=text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def main(argv: list[str]) -> int:
     """Entry point of `tensorkiln bench`."""
     parser = argparse.ArgumentParser(prog="tensorkiln bench", description=__doc__.splitlines()[0])
@@ -118,13 +133,14 @@ def main(argv: list[str]) -> int:
     defaults = "; ".join(f"{k}: {','.join(v)}" for k, v in DEFAULT_PEERS.items())
     parser.add_argument("--vs", default=None, help=f"peers to measure: {','.join(PEERS)} (default: those of the "
                                                    f"precision class, {defaults})")
-    parser.add_argument("--precision", default="fp32", choices=sorted(DEFAULT_PEERS),
-                        help="tensorkiln's compute precision (tk.jit's precision option)")
+    parser.add_argument("--precision", default="fp32", type=_precision,
+                        help=f"tensorkiln's precision (tk.jit's precision option): {', '.join(sorted(DEFAULT_PEERS))}, "
+                             f"or int8w-g<size> / int4w-g<size> (weights quantized in groups of that many depths)")
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per framework, at least")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of timing every framework in turn")
     parser.add_argument("--json", default=None, help="write the results to this file")
     args = parser.parse_args(argv)
-    peers = [p for p in (args.vs or ",".join(DEFAULT_PEERS[args.precision])).split(",") if p]
+    peers = [p for p in (args.vs or ",".join(DEFAULT_PEERS[args.precision.split("-", 1)[0]])).split(",") if p]
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         parser.error(f"unknown peers {unknown}; choose from {', '.join(PEERS)}")

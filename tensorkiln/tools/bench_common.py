@@ -8,8 +8,18 @@ from typing import Callable
 import numpy as np
 
 TOLERANCE = 1e-3  # max |difference| relative to the largest |output| of PyTorch eager
-# A framework that computes in bf16 (8 significant bits) is held to bf16's precision, not float32's.
-PEER_TOLERANCE = {"openvino": 3e-2, "openvino-bf16": 3e-2, "tensorkiln-bf16": 3e-2}
+# A framework that computes in bf16 (8 significant bits) is held to bf16's precision, not float32's;
+# tensorkiln with int8 / int4 weights (precision "int8w" / "int4w", any group size) to theirs.
+PEER_TOLERANCE = {"openvino": 3e-2, "openvino-bf16": 3e-2, "tensorkiln-bf16": 3e-2, "tensorkiln-int8w": 3e-2,
+                  "tensorkiln-int4w": 1e-1}
+
+
+def tensorkiln_held_to(precision: str) -> str:
+    """The PEER_TOLERANCE name tensorkiln's output is held to at `precision`: "tensorkiln-int4w" for
+    "int4w-g128", "tensorkiln" at fp32."""
+    if precision == "fp32":
+        return "tensorkiln"
+    return "tensorkiln-" + precision.split("-", 1)[0]
 ONNX_FILE_PEERS = ("onnxruntime", "openvino", "openvino-f32", "openvino-bf16")
 OPENVINO_HINTS = {"openvino": None, "openvino-f32": "f32", "openvino-bf16": "bf16"}  # INFERENCE_PRECISION_HINT
 

@@ -31,7 +31,8 @@ from ..frontend.autodiff import no_grad
 from ..frontend.creation import tensor
 from ..frontend.jit import jit
 from ..models import GPT2Config, GPT2LMHeadModel
-from .bench_common import ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, timed_first
+from .bench_common import (ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, tensorkiln_held_to,
+                           timed_first)
 from .timing import Timer, interleaved_medians
 
 GPT2_PROMPT, GPT2_NEW_TOKENS = 128, 16
@@ -113,7 +114,7 @@ def measure_gpt2(batch: int, peers: list[str], repeat: int, progress: Callable[[
 
     def record(step: str, framework: str, run: Callable, compile_s: float) -> None:
         rows, runs, want = steps[step]
-        held_to = "tensorkiln-bf16" if framework == "tensorkiln" and precision == "bf16" else framework
+        held_to = tensorkiln_held_to(precision) if framework == "tensorkiln" else framework
         rows[framework] = {"compile_s": compile_s, **agreement(run(), want, held_to)}
         runs[framework] = run
 

@@ -64,7 +64,8 @@ class BackendOptions:
     fallback: bool = False  # unsupported ops: False raises UnsupportedOpError, True runs eager PyTorch
     opt_level: int = 2
     debug: bool | None = None
-    precision: str = "fp32"  # tk.jit's option: "bf16" computes matmuls, convolutions and attention in bf16
+    precision: str = "fp32"  # tk.jit's option: "bf16" computes matmuls, convolutions and attention in bf16;
+    # "int8w" / "int4w" quantizes linear layers' weights
 
     @classmethod
     def parse(cls, options: dict | None) -> "BackendOptions":

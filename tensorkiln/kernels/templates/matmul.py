@@ -28,6 +28,7 @@ from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
 from .gemm import Panels, analytic_gemm_blocking, gemm_blocking, gemm_needs_partial_sums
 from .gemm_bf16 import bf16_gemm, gemm_template
+from .weight_only import bf16_matvec_body
 from ...shapes import is_symbolic, prod
 from ...loops.simplify import index_step
 
@@ -171,6 +172,8 @@ def matmul_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) ->
         return None
     if use_blis_gemm(root, out):
         return _blis_matmul(root, out, values, epilogue)
+    if root.op == "matmul_bf16_packed":  # too small for the GEMM: bf16 weights widened in registers
+        return bf16_matvec_body(root, out, values, epilogue)
     b_batch_shape = b_node.shape[:-2]
     dtype = compute_dtype(root.dtype.name)
     zero = E.Const(0.0 if dtype.startswith("float") else 0, dtype)

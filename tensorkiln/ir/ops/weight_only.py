@@ -1,0 +1,136 @@
+"""Weight-only quantized matmuls: `matmul_int8w` and `matmul_int4w`, float32 activations times a
+constant weight stored as 8- or 4-bit integers with one float32 scale per group of K.
+
+With precision="int8w" or "int4w" (passes/weight_only.py) a matmul by a constant (K, N) weight
+has its weight quantized once, at compile time, symmetrically, in groups of `group` consecutive
+depths of one column (one group per column: per-output-channel scales):
+
+    int8:  scale = max|w| / 127                 q = clip(round(w / scale), -127, 127)
+    int4:  scale = w* / -8, w* the w of max|w|  q = clip(round(w / scale), -8, 7)   (llama.cpp's Q4_0)
+    W[k, n] ~ q[k, n] * scale[k // group, n]
+
+and stored in panels of PANEL_COLUMNS columns, the layout the kernels stream
+(kernels/templates/weight_only.py):
+
+    int8:  q8[p, k, j]     = q[k, p*32 + j]                                 (P, K, 32) int8
+    int4:  q4[p, k, j]     = (q[k, p*32 + j] + 8) | (q[k, p*32 + 16 + j] + 8) << 4
+                                                                          (P, K, 16) uint8
+    both:  scales[p, g, j] = scale[g, p*32 + j]                             (P, G, 32) float32
+
+with zeros (nibble 8 for int4) past N. Decoding reads each weight once per token, so the 1 or
+1/2 byte per weight (plus a scale per group) is what sets its speed. Backend only: the pass
+builds them, never users or importers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import DTypeError, ShapeError
+from .gradient import NOT_DIFFERENTIABLE
+from .registry import MappingType, OpKind, TensorType, register
+
+PANEL_COLUMNS = 32  # columns of a panel: two 512-bit vectors of float32 sums
+INT4_OFFSET = 8  # a stored nibble is q + 8, in 0..15
+WEIGHT_BITS = {"matmul_int8w": 8, "matmul_int4w": 4}
+
+
+def quantize_groups(w: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, np.ndarray]:
+    """(q (K, N) int8, scales (ceil(K / group), N) float32) of a float (K, N) weight, as the module
+    docstring says; a group of zeros gets scale 0."""
+    k, n = w.shape
+    groups = -(-k // group)
+    padded = np.zeros((groups * group, n), dtype=np.float32)
+    padded[:k] = w
+    blocks = padded.reshape(groups, group, n)
+    if bits == 8:
+        scales = np.abs(blocks).max(axis=1) / np.float32(127)
+        low, high = -127, 127
+    elif bits == 4:
+        at_max = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=1)[:, None, :], axis=1)[:, 0, :]
+        scales = at_max / np.float32(-8)
+        low, high = -8, 7
+    else:
+        raise ValueError(f"weight-only quantization has 8 or 4 bits, got {bits}")
+    scales = scales.astype(np.float32)
+    safe = np.where(scales == 0, np.float32(1), scales)
+    q = np.clip(np.rint(blocks / safe[:, None, :]), low, high).astype(np.int8).reshape(groups * group, n)[:k]
+    return q, scales
+
+
+def _panels(x: np.ndarray, fill) -> np.ndarray:
+    """x (R, N) as (ceil(N / 32), R, 32) panels, `fill` past N."""
+    r, n = x.shape
+    count = -(-n // PANEL_COLUMNS)
+    padded = np.full((r, count * PANEL_COLUMNS), fill, dtype=x.dtype)
+    padded[:, :n] = x
+    return np.ascontiguousarray(padded.reshape(r, count, PANEL_COLUMNS).transpose(1, 0, 2))
+
+
+def _unpanel(panels: np.ndarray, n: int) -> np.ndarray:
+    count, r, width = panels.shape
+    return panels.transpose(1, 0, 2).reshape(r, count * width)[:, :n]
+
+
+def pack_weight_only(q: np.ndarray, scales: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(integer panels, scale panels) of q (K, N) and scales (G, N), the layouts above."""
+    scale_panels = _panels(scales.astype(np.float32), np.float32(0))
+    if bits == 8:
+        return _panels(q.astype(np.int8), np.int8(0)), scale_panels
+    nibbles = _panels((q.astype(np.int16) + INT4_OFFSET).astype(np.uint8), np.uint8(INT4_OFFSET))
+    half = PANEL_COLUMNS // 2
+    packed = nibbles[:, :, :half] | (nibbles[:, :, half:] << 4)
+    return np.ascontiguousarray(packed.astype(np.uint8)), scale_panels
+
+
+def unpack_weight_only(panels: np.ndarray, scale_panels: np.ndarray, bits: int, k: int, n: int,
+                       group: int) -> tuple[np.ndarray, np.ndarray]:
+    """(q (K, N) int8, scales (G, N)) from the panels `pack_weight_only` made."""
+    if bits == 4:
+        low, high = panels & 0x0F, panels >> 4
+        panels = (np.concatenate([low, high], axis=2).astype(np.int16) - INT4_OFFSET).astype(np.int8)
+    return _unpanel(panels, n)[:k], _unpanel(scale_panels, n)
+
+
+def dequantize(q: np.ndarray, scales: np.ndarray, group: int) -> np.ndarray:
+    """The float32 weight W[k, n] = q[k, n] * scales[k // group, n] that the kernels multiply by."""
+    return (q.astype(np.float32) * np.repeat(scales, group, axis=0)[:q.shape[0]]).astype(np.float32)
+
+
+def _infer(name: str):
+    bits = WEIGHT_BITS[name]
+    dtype = "int8" if bits == 8 else "uint8"
+    depth_width = PANEL_COLUMNS if bits == 8 else PANEL_COLUMNS // 2
+
+    def infer(types, attrs):
+        a, panels, scales = types
+        n, k, group = attrs["n"], attrs["k"], attrs["group"]
+        if a.dtype.name != "float32" or panels.dtype.name != dtype or scales.dtype.name != "float32":
+            raise DTypeError(f"{name} expects a float32 A, {dtype} weight panels and float32 scales, got "
+                             f"{a.dtype.name}, {panels.dtype.name} and {scales.dtype.name}")
+        count = -(-n // PANEL_COLUMNS)
+        if group < 1 or a.ndim < 2 or a.shape[-1] != k or panels.shape != (count, k, depth_width) or \
+                scales.shape != (count, -(-k // group), PANEL_COLUMNS):
+            raise ShapeError(f"{name} expects A (..., M, K), weight panels (ceil(N / 32), K, {depth_width}) and "
+                             f"scales (ceil(N / 32), ceil(K / group), 32) for K = {k}, N = {n}, group = {group}; "
+                             f"got {a.shape}, {panels.shape} and {scales.shape}")
+        return TensorType(a.shape[:-1] + (n,), a.dtype)
+    return infer
+
+
+def _reference(name: str):
+    bits = WEIGHT_BITS[name]
+
+    def reference(inputs, attrs, out):
+        a, panels, scale_panels = inputs
+        q, scales = unpack_weight_only(panels, scale_panels, bits, attrs["k"], attrs["n"], attrs["group"])
+        return np.matmul(a, dequantize(q, scales, attrs["group"]))
+    return reference
+
+
+for _name, _bits in WEIGHT_BITS.items():
+    register(_name, OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _infer(_name), _reference(_name), 3,
+             backend_only=True,
+             doc=f"float32 A (..., M, K) @ a weight of int{_bits} values in panels (ceil(N/32), K, "
+                 f"{32 if _bits == 8 else 16}) times float32 scales per group of K (ceil(N/32), ceil(K/group), "
+                 f"32); attrs n, k, group",
+             gradient=NOT_DIFFERENTIABLE)

@@ -1,0 +1,169 @@
+"""Weight-only matmuls (kernels/templates/weight_only.py): int8 / int4 weights with group scales, and
+bf16 weights in the matrix-vector helper, dequantized in registers with float32 sums.
+
+The reference dequantizes the same integers with the same scales (ir/ops/weight_only.py) and sums in
+float64; the kernels differ from it only by the order of float32 additions. Each case runs with the
+AVX-512 helpers and with the portable C ones (the target described with 256-bit vectors).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+from tensorkiln.driver.options import CompileOptions
+from tensorkiln.errors import ShapeError
+from tensorkiln.ir.ops import REGISTRY, TensorType, infer_type
+from tensorkiln.ir.ops.weight_only import dequantize, pack_weight_only, quantize_groups, unpack_weight_only
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.passes.weight_only import WeightOnlySpec, weight_only_spec
+from tensorkiln import dtypes as dt
+from tensorkiln.ir.ops import Attrs
+
+RNG = np.random.default_rng(0)
+HAS_AVX512 = cpu_target().vector_bytes >= 64
+
+
+@pytest.fixture(params=["avx512", "portable"])
+def kind(request, monkeypatch):
+    """Which helper variant the target asks for."""
+    if request.param == "avx512" and not HAS_AVX512:
+        pytest.skip("this CPU has no 512-bit vectors")
+    if request.param == "portable":
+        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    cpu_target.cache_clear()
+    yield request.param
+    monkeypatch.undo()
+    cpu_target.cache_clear()
+
+
+def assert_close(result: np.ndarray, expected: np.ndarray, k: int) -> None:
+    """float32 sums of k products of float32 numbers: a few ulps of the sum of magnitudes."""
+    scale = np.sqrt(max(k, 1)) * max(float(np.abs(expected).max()), 1.0)
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=4e-6 * scale)
+
+
+def dequantized(w: np.ndarray, bits: int, group: int | None) -> np.ndarray:
+    q, scales = quantize_groups(w, bits, min(group or w.shape[0], w.shape[0]))
+    return dequantize(q, scales, min(group or w.shape[0], w.shape[0])).astype(np.float64)
+
+
+# (rows, k, n): one row (decoding) and a few, a depth of one, depths that are not a multiple of the
+# group (a short last group) or of the two chains, columns past the last whole panel of 32, and many
+# rows (a prefill: 4-row tiles, a 1-3 row remainder, several row blocks of 32)
+SHAPES = [(1, 1, 4096), (1, 100, 77), (3, 257, 130), (2, 65, 96), (1, 768, 161), (5, 31, 200), (37, 129, 65),
+          (70, 64, 64)]
+
+
+@pytest.mark.parametrize("precision,bits,group", [("int8w", 8, None), ("int4w", 4, 32), ("int4w-g64", 4, 64),
+                                                  ("int8w-g32", 8, 32)])
+def test_matmul_by_quantized_weight(kind, precision, bits, group):
+    """Every shape of SHAPES in one compiled graph (one C compile)."""
+    if kind == "portable" and "-g" in precision:
+        pytest.skip("the portable helper with the default groups: the group loop is the same")
+    xs = [RNG.standard_normal((m, k)).astype(np.float32) for m, k, n in SHAPES]
+    ws = [RNG.standard_normal((k, n)).astype(np.float32) for m, k, n in SHAPES]
+    f = tk.jit(lambda *xs: tuple(x @ tk.tensor(w) for x, w in zip(xs, ws)), precision=precision)
+    for x, w, result in zip(xs, ws, f(*xs)):
+        assert_close(result.numpy(), x.astype(np.float64) @ dequantized(w, bits, group), x.shape[1])
+    assert {kernel.precision for kernel in f.report(*xs).kernels} == {f"int{bits}w"}
+
+
+@pytest.mark.parametrize("precision,bits", [("int8w", 8), ("int4w", 4)])
+def test_linear_layer_batch_and_epilogue(kind, precision, bits):
+    """A transposed weight (folded to a constant first), batch axes folded into the rows, and the bias
+    and activation fused after the helper."""
+    x = RNG.standard_normal((2, 3, 96)).astype(np.float32)
+    w = RNG.standard_normal((80, 96)).astype(np.float32)  # (out, in), as nn.Linear holds it
+    b = RNG.standard_normal(80).astype(np.float32)
+    f = tk.jit(lambda x: (x @ tk.tensor(w).permute(1, 0) + tk.tensor(b)).relu(), precision=precision)
+    want = np.maximum(x.astype(np.float64) @ dequantized(w.T.copy(), bits, 32 if bits == 4 else None) + b, 0)
+    assert_close(f(x).numpy(), want, 96)
+    assert len(f.report(x).kernels) == 1  # the epilogue fused
+
+
+def test_interpreter_runs_the_same_quantized_graph():
+    x = RNG.standard_normal((1, 200)).astype(np.float32)
+    w = RNG.standard_normal((200, 90)).astype(np.float32)
+    compiled = tk.jit(lambda x: x @ tk.tensor(w), precision="int4w")(x).numpy()
+    interpreted = tk.jit(lambda x: x @ tk.tensor(w), precision="int4w", backend="interpreter")(x).numpy()
+    assert_close(compiled, interpreted.astype(np.float64), 200)
+    assert not np.allclose(interpreted, x @ w, rtol=1e-4)  # quantized: not the float product
+
+
+def test_small_and_activation_products_stay_float():
+    x = RNG.standard_normal((1, 16)).astype(np.float32)
+    w = RNG.standard_normal((16, 16)).astype(np.float32)  # 256 weights: below weight_only.MIN_WEIGHTS
+    y = RNG.standard_normal((16, 300)).astype(np.float32)
+    f = tk.jit(lambda x, y: (x @ tk.tensor(w)) @ y, precision="int8w")
+    np.testing.assert_allclose(f(x, y).numpy(), x @ w @ y, rtol=1e-4, atol=1e-4)
+    assert all(k.precision == "fp32" for k in f.report(x, y).kernels)
+
+
+@pytest.mark.parametrize("bits,group", [(8, 7), (8, 50), (4, 32), (4, 5)])
+def test_quantization_grid(bits, group):
+    """Integers in range, each weight within half a step of its group's grid, the packing lossless."""
+    k, n = 50, 45
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    w[:, 3] = 0.0  # a column of zeros: scale 0, no division by it
+    q, scales = quantize_groups(w, bits, group)
+    low, high = (-127, 127) if bits == 8 else (-8, 7)
+    assert q.min() >= low and q.max() <= high and scales.shape == (-(-k // group), n)
+    steps = np.repeat(np.abs(scales), group, axis=0)[:k]
+    error = np.abs(dequantize(q, scales, group) - w)
+    # int4 maps the largest magnitude to -8: a weight of the other sign beyond 7 steps is clipped to 7
+    rounded = q != high if bits == 4 else np.ones_like(q, dtype=bool)
+    assert np.all(error[rounded] <= steps[rounded] / 2 + 1e-6) and np.all(error <= steps + 1e-6)
+    assert np.all(q[:, 3] == 0) and np.all(scales[:, 3] == 0)
+    panels, scale_panels = pack_weight_only(q, scales, bits)
+    q_back, scales_back = unpack_weight_only(panels, scale_panels, bits, k, n, group)
+    np.testing.assert_array_equal(q_back, q)
+    np.testing.assert_array_equal(scales_back, scales)
+
+
+@pytest.mark.parametrize("path", ["dpbf16", "widened", "portable"])
+def test_bf16_matrix_vector(monkeypatch, path):
+    """precision="bf16" with too few rows for the bf16 GEMM: bf16 weights in the matrix-vector helper
+    (odd depths: a zero-padded last pair)."""
+    if path == "dpbf16" and not cpu_target().bf16_dot:
+        pytest.skip("this CPU has no AVX512-BF16")
+    if path == "widened":
+        monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
+    if path == "portable":
+        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    cpu_target.cache_clear()
+    shapes = [(1, 100, 77), (3, 257, 130), (2, 65, 96), (1, 768, 161), (1, 1, 4096)]
+    xs = [RNG.standard_normal((m, k)).astype(np.float32) for m, k, n in shapes]
+    ws = [RNG.standard_normal((k, n)).astype(np.float32) for m, k, n in shapes]
+    try:
+        f = tk.jit(lambda *xs: tuple(x @ tk.tensor(w) + 1.0 for x, w in zip(xs, ws)), precision="bf16")
+        results = [r.numpy() for r in f(*xs)]
+        precisions = {k.precision for k in f.report(*xs).kernels}
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()
+    bf16 = lambda a: tk.dtypes.f32_from_bf16_bits(tk.dtypes.bf16_bits_from_f32(a)).astype(np.float64)  # noqa: E731
+    for x, w, result in zip(xs, ws, results):
+        assert_close(result, bf16(x) @ bf16(w) + 1.0, x.shape[1])
+    assert precisions == {{"dpbf16": "bf16 (matvec, vdpbf16ps)"}.get(path, "bf16 (matvec, widened to fp32)")}
+
+
+def test_precision_strings():
+    assert weight_only_spec("int8w") == WeightOnlySpec(8, None)
+    assert weight_only_spec("int4w") == WeightOnlySpec(4, 32)
+    assert weight_only_spec("int4w-g128") == WeightOnlySpec(4, 128)
+    assert weight_only_spec("bf16") is None and weight_only_spec("int3w") is None
+    for bad in ("int4w-g0", "int4w-g", "int8", "int16w"):
+        with pytest.raises(ValueError, match="int8w"):
+            CompileOptions(precision=bad)
+
+
+def test_bad_operands_are_named():
+    attrs = Attrs(n=40, k=64, group=32)
+    good = [TensorType((1, 64), dt.float32), TensorType((2, 64, 32), dt.int8), TensorType((2, 2, 32), dt.float32)]
+    assert infer_type("matmul_int8w", good, attrs).shape == (1, 40)
+    with pytest.raises(ShapeError, match="matmul_int8w"):
+        infer_type("matmul_int8w", [TensorType((1, 63), dt.float32)] + good[1:], attrs)
+    with pytest.raises(ShapeError, match="matmul_int4w"):  # int4 panels are 16 bytes wide
+        infer_type("matmul_int4w", [good[0], TensorType((2, 64, 32), dt.uint8), good[2]], attrs)
+    assert REGISTRY["matmul_int4w"].backend_only
