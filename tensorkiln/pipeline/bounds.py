@@ -45,6 +45,20 @@ def interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Optional[tuple]:
 
 
 def _interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
+    """Ends in int64 whatever e's type, so ends of different operands combine."""
+    if e.dtype == "int64" or not is_int(e.dtype):
+        return _interval_of(e, var, lo, hi)
+    if isinstance(e, L.BinOp) and e.operator in ("add", "sub", "mul") and var in L.free_vars(e):
+        return _type_range(e.dtype)  # narrow arithmetic wraps: only the type's range is certain
+    low, high = _interval_of(e, var, lo, hi)
+    return (_op(_index, low), _op(_index, high))
+
+
+def _index(x: L.Expr) -> L.Expr:
+    return x if x.dtype == "int64" else L.Cast(x, "int64")
+
+
+def _interval_of(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
     if var not in L.free_vars(e):
         return (e, e)
     if isinstance(e, L.Var):

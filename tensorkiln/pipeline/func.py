@@ -215,14 +215,15 @@ class Func:
         """Compute the Func over [0, sizes[0]) x [0, sizes[1]) ...: an array of shape reversed(sizes)."""
         return compile_func(self, sizes)()
 
-    def compile(self, sizes: Sequence[int], *, debug: bool = False):
+    def compile(self, sizes: Sequence[int], *, debug: bool = False, fold_storage: bool = True):
         """A callable `fn(**arrays)` (or positional, in `fn.inputs` order) that runs the pipeline on new
-        input arrays; output shape reversed(sizes). Input shapes may change between calls (recompiled, cached)."""
-        return compile_func(self, sizes, debug=debug)
+        input arrays; output shape reversed(sizes). Input shapes may change between calls (recompiled, cached).
+        `fold_storage=False` turns storage folding off (to compare against it)."""
+        return compile_func(self, sizes, debug=debug, fold_storage=fold_storage)
 
-    def explain(self, sizes: Sequence[int]) -> str:
-        """The algorithm, the schedule of each stage, and the loop nest the schedule produces."""
-        return explain(self, sizes)
+    def explain(self, sizes: Sequence[int], *, fold_storage: bool = True) -> str:
+        """The algorithm, the schedule of each stage, the loop nest the schedule produces, and its buffers."""
+        return explain(self, sizes, fold_storage=fold_storage)
 
 
 def schedule_data(output: Func) -> dict:

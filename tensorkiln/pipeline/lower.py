@@ -41,6 +41,7 @@ from tensorkiln.loops.ir import (
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.pipeline import expr as P
 from tensorkiln.pipeline.bounds import Box, tighten, union_boxes, widen_box
+from tensorkiln.pipeline.fold import Fold, StorageNote, fold_mask_name, merge_folds, unfold, window_fold
 from tensorkiln.pipeline.lower_expr import ExprLowering, loop_dtype
 from tensorkiln.pipeline.names import Buffer as InputBuffer
 from tensorkiln.pipeline.names import PipelineError
@@ -55,12 +56,16 @@ class Realization:
     buffer: Buffer
     mins: list[L.Expr]      # per dimension, x first
     strides: list[L.Expr]   # constants, or variables until the region is known (see realize_here)
+    masks: Optional[list[L.Var]] = None  # a Func that may be folded: each dimension's fold mask (fold.py)
 
     def index(self, args: Sequence[L.Expr]) -> L.Expr:
         """Flat element index of the point `args`."""
         index: L.Expr = L.const(0)
-        for arg, lo, stride in zip(args, self.mins, self.strides):
-            index = index + (arg - lo) * stride
+        for d, (arg, lo, stride) in enumerate(zip(args, self.mins, self.strides)):
+            offset = arg - lo
+            if self.masks is not None:
+                offset = L.BinOp("bitand", offset, self.masks[d])
+            index = index + offset * stride
         return index  # simplified once, with the whole kernel (Lowering.kernel)
 
 
@@ -89,8 +94,11 @@ def _callees(e: P.Expr) -> list[object]:
 class Lowering:
     """Lowers Func `output` over [0, sizes) with input arrays `arrays` (by Buffer name) to one Kernel."""
 
-    def __init__(self, output, sizes: Sequence[int], arrays: dict[str, np.ndarray]):
+    def __init__(self, output, sizes: Sequence[int], arrays: dict[str, np.ndarray], fold_storage: bool = True):
         self.output = output
+        self.fold_storage = fold_storage
+        self.folds: dict[str, Optional[Fold]] = {}   # by Func: the fold of its window (store_at ones)
+        self.storage: list[StorageNote] = []          # every buffer allocated, for explain()
         self.sizes = [int(s) for s in sizes]
         if len(self.sizes) != output.dimensions or any(s < 1 for s in self.sizes):
             raise PipelineError(f"{output.name} has {output.dimensions} dimension(s); realize it over as many "
@@ -463,12 +471,15 @@ class Lowering:
         return self._allocate(f, box, body, where), needs
 
     def _allocate(self, f, box: Box, body: Stmt, where: str) -> Stmt:
-        buffer, values = self._buffer_over(f, box, f"stored at {where}")
-        return finalize(Alloc(buffer, body), values, buffer)
+        fold = self.folds.get(f.name) if self.fold_storage else None
+        buffer, values = self._buffer_over(f, box, f"stored at {where}", fold)
+        masks = self.realized[f.name].masks or []
+        unfolded = {m.name for m in masks if m.name not in values}
+        return finalize(Alloc(buffer, body), values, buffer, unfolded)
 
-    def _buffer_over(self, f, box: Box, what: str) -> tuple[Buffer, dict]:
+    def _buffer_over(self, f, box: Box, what: str, fold: Optional[Fold] = None) -> tuple[Buffer, dict]:
         """f's local buffer over `box` (each extent at its largest), and the values of f's placeholder
-        variables (its first point and strides) that address it."""
+        variables (its first point and strides, the mask of a folded dimension) that address it."""
         extents, values = [], {}
         placeholder = self.realized[f.name]
         for d, (lo, hi) in enumerate(box):
@@ -481,9 +492,19 @@ class Lowering:
             # the first point is substituted, not bound by a Let: a consumer's index then
             # simplifies (its own tile origin minus the producer's cancels to a constant)
             values[placeholder.mins[d].name] = lo
+        unfolded_extent = 0
+        if fold is not None and fold.extent < extents[fold.dim]:
+            unfolded_extent, extents[fold.dim] = extents[fold.dim], fold.extent
+            values[placeholder.mins[fold.dim].name] = L.const(0)   # a row's slot is its coordinate & mask
+            values[fold_mask_name(f.name, fold.dim)] = L.const(fold.extent - 1)
+        else:
+            fold = None
         for stride_var, stride in zip(placeholder.strides[1:], _strides(extents)[1:]):
             values[stride_var.name] = L.const(stride)
-        return Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local"), values
+        buffer = Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local")
+        self.storage.append(StorageNote(f.name, what, buffer.shape,
+                                        np.dtype(buffer.dtype).itemsize, fold, unfolded_extent))
+        return buffer, values
 
     def realize_here(self, f, body: Stmt, needs: dict, where: str, loop_var: str = "") -> tuple[Stmt, dict]:
         """Allocate f around `body`, compute it over the region `needs` asks for, and return what it needs.
@@ -492,6 +513,8 @@ class Lowering:
         iteration did not compute, when the loop is serial), and allocated where it is stored."""
         box = self._required_box(f, needs, where)
         if self._store_level(f) is not None:
+            fold = window_fold(box, loop_var, self.ranges) if loop_var and not f.updates else None
+            self.folds[f.name] = merge_folds(self.folds[f.name], fold) if f.name in self.folds else fold
             stmt, produced_needs = self.lower_func(f, self._sliding(box, loop_var))
             for name, bs in produced_needs.items():
                 needs.setdefault(name, []).extend(bs)
@@ -522,7 +545,7 @@ class Lowering:
         self.realized[out.name] = Realization(out_buffer, [L.const(0)] * len(self.sizes), _strides(self.sizes))
         for f in self.funcs.values():
             if self.level[f.name] not in ("inline", "output"):
-                self.realized[f.name] = self._placeholder(f)
+                self.realized[f.name] = self._placeholder(f, foldable=self._store_level(f) is not None)
         box = [(L.const(0), L.const(s - 1)) for s in self.sizes]
         body, needs = self.lower_func(out, box)
         root = [f for f in self.funcs.values() if self.level[f.name] == "root"]
@@ -544,12 +567,14 @@ class Lowering:
         return kernel, out_buffer, inputs
 
     @staticmethod
-    def _placeholder(f) -> Realization:
-        """f's realization before its region is known: its first point and strides are variables."""
+    def _placeholder(f, foldable: bool = False) -> Realization:
+        """f's realization before its region is known: its first point and strides are variables (and, if
+        it may be folded, the mask of each dimension)."""
         storage = "int32" if f.type == "int32" else loop_dtype(f.type)
         mins = [L.Var(f"{f.name}_min_{d}") for d in range(f.dimensions)]
         strides = [L.const(1)] + [L.Var(f"{f.name}_stride_{d}") for d in range(1, f.dimensions)]
-        return Realization(Buffer(f.name, storage, (1,), "local"), mins, strides)
+        masks = [L.Var(fold_mask_name(f.name, d)) for d in range(f.dimensions)] if foldable else None
+        return Realization(Buffer(f.name, storage, (1,), "local"), mins, strides, masks)
 
     def _check_inputs(self, needs: dict) -> None:
         for name, boxes in needs.items():
@@ -585,9 +610,12 @@ def _substitute_box(box: Box, values: dict[str, L.Expr], ranges: dict) -> Box:
                                     tighten(S.substitute_expr(d[1], values), ranges)) for d in box]
 
 
-def finalize(stmt: Stmt, values: dict[str, L.Expr], buffer: Buffer) -> Stmt:
-    """`stmt` with the variables in `values` replaced and every access to `buffer`'s name using `buffer`."""
+def finalize(stmt: Stmt, values: dict[str, L.Expr], buffer: Buffer, unfolded: frozenset = frozenset()) -> Stmt:
+    """`stmt` with the variables in `values` replaced and every access to `buffer`'s name using `buffer`;
+    the masks named in `unfolded` (dimensions that are not folded) are dropped."""
     def expr(e: L.Expr) -> L.Expr:
+        e = unfold(e, set(unfolded)) if unfolded else e
+
         def visit(x: L.Expr) -> L.Expr:
             kids = tuple(visit(c) for c in x.children)
             if isinstance(x, L.Var) and x.name in values:

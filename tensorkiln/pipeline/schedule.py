@@ -168,6 +168,8 @@ class StageSchedule:
     def describe(self) -> list[str]:
         """Lines for explain(): level and steps."""
         level = self.compute if isinstance(self.compute, str) else f"compute_at({self.compute[0]}, {self.compute[1]})"
+        if self.stage:  # an update runs where its Func is computed
+            level = "where the pure definition is"
         lines = [f"{self._where()}: {level}" + (f", store_at({self.store[0]}, {self.store[1]})"
                                                 if isinstance(self.store, tuple) else "")]
         lines += [f"  .{s}" for s in self.steps]
