@@ -154,6 +154,11 @@ class Func:
         self._stage().tile(x, y, xo, yo, xi, yi, xf, yf)
         return self
 
+    def fuse(self, inner, outer, fused) -> "Func":
+        """One loop `fused` for the adjacent loops inner and outer (outer just outside inner), as in Halide."""
+        self._stage().fuse(inner, outer, fused)
+        return self
+
     def reorder(self, *vars) -> "Func":
         """Loop order, innermost first (Halide's convention)."""
         self._stage().reorder(*vars)

@@ -287,6 +287,8 @@ class Lowering:
                     this_tail = tail if isinstance(extent, L.Const) else "min"
                     kernel = S.split(kernel, prefix + a[0], a[3], tail=this_tail, outer=prefix + a[1],
                                      inner=prefix + a[2])
+                elif step.name == "fuse":
+                    kernel = S.fuse(kernel, prefix + a[1], prefix + a[0], fused=prefix + a[2])
                 elif step.name == "reorder":
                     kernel = S.reorder(kernel, *[prefix + n for n in reversed(a)])
                 elif step.name == "vectorize":
