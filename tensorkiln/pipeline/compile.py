@@ -32,9 +32,9 @@ def lower_pipeline(func, sizes: Sequence[int], arrays: Optional[dict] = None,
 
 def _lower(func, sizes: Sequence[int], arrays: Optional[dict], fold_storage: bool) -> tuple[Program, Lowering]:
     lowering = Lowering(func, sizes, dict(arrays or {}), fold_storage=fold_storage)
-    kernel, out, inputs = lowering.kernel(f"pipeline_{func.name}")
+    kernel, outs, inputs = lowering.kernel(f"pipeline_{func.name}")
     try:
-        program = Program(f"pipeline_{func.name}", (kernel,), tuple(inputs), (out,))
+        program = Program(f"pipeline_{func.name}", (kernel,), tuple(inputs), outs)
     except LoopIRError as err:
         raise PipelineError(f"the schedule of {func.name}'s pipeline reads a Func outside the loop it is computed "
                             f"in (every reader must be inside its compute_at loop): {err}") from None
@@ -90,13 +90,16 @@ class CompiledPipeline:
             self._built[key] = found
         return found
 
-    def __call__(self, *arrays: np.ndarray, out: Optional[np.ndarray] = None, **named: np.ndarray) -> np.ndarray:
-        """Run on these inputs; `out`, if given, is filled (shape reversed(sizes), the output's dtype) and returned."""
+    def __call__(self, *arrays: np.ndarray, out=None, **named: np.ndarray):
+        """Run on these inputs; `out`, if given, is filled (shape reversed(sizes), the output's dtype) and returned.
+        A Tuple Func gives (and `out` is) a tuple of arrays, one per value."""
         bound = self.arrays(*arrays, **named)
         module, _ = self._module(bound)
+        single = len(self.func.types) == 1
         if out is None:
-            return module.run(*(bound[n] for n in self.inputs))[0]
-        module(*(bound[n] for n in self.inputs), out)
+            results = module.run(*(bound[n] for n in self.inputs))
+            return results[0] if single else results
+        module(*(bound[n] for n in self.inputs), *((out,) if single else tuple(out)))
         return out
 
 
@@ -119,7 +122,7 @@ def explain(func, sizes: Sequence[int], fold_storage: bool = True) -> str:
             if sched.stage == 0 and level in ("output", "root") and sched.compute == "inline":
                 described[0] = described[0].replace("inline", str(level))
             if f is func and not sched.steps and not f.updates:
-                described += [f"  .{s}  (default)" for s in default_steps(sched.initial_loops, f.type)]
+                described += [f"  .{s}  (default)" for s in default_steps(sched.initial_loops, f.types[0])]
             lines += ["  " + line for line in described]
     lines.append("loop nest:")
     kernel: Kernel = program.kernels[0]
