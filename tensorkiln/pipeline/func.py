@@ -229,12 +229,11 @@ class Func:
         name = var if isinstance(var, str) else getattr(var, "name", None)
         if name is None:
             raise PipelineError(f"{self.name}.{what}: name a loop of {consumer.name} with a Var, got {var!r}")
-        if consumer.updates:
-            raise PipelineError(f"{self.name}.{what}({consumer.name}, {name}): {consumer.name} has update "
-                                "definitions; compute at a Func with a pure definition only, or compute_root")
-        if name not in consumer._stage().loops():
-            raise PipelineError(f"{self.name}.{what}({consumer.name}, {name}): {consumer.name} has no loop {name} "
-                                f"(its loops, innermost first: {', '.join(consumer._stage().loops())})")
+        last = consumer.schedules[-1]  # as in Halide, a loop of the consumer's last stage (its last update)
+        if name not in last.loops():
+            stage = f"{consumer.name}.update({last.stage - 1})" if last.stage else consumer.name
+            raise PipelineError(f"{self.name}.{what}({consumer.name}, {name}): {stage} has no loop {name} "
+                                f"(its loops, innermost first: {', '.join(last.loops())})")
         return (consumer.name, name)
 
     # ---- running

@@ -336,7 +336,7 @@ class Lowering:
             stage_needs = _distinct(stage_needs)
             for loop in reversed(loops):
                 self.loop_kinds[loop.var] = loop.kind
-                if k == 0:
+                if k == len(f.schedules) - 1:  # producers computed at f's loops go in its last stage
                     body, stage_needs = self._inject(f, loop.user_name, body, stage_needs, loop.var)
                 if loop.kind == "parallel" and any(n.startswith("#store:") for n in stage_needs):
                     names = [n[len("#store:"):] for n in stage_needs if n.startswith("#store:")]

@@ -57,3 +57,27 @@ def test_a_histogram_per_tile_computed_inside_the_tile(shape, tile):
             want[yy, xx] = np.count_nonzero(block == min(image[yy, xx], 7))
     np.testing.assert_array_equal(out.realize([w, h]), want)
     assert "hist: " in out.explain([w, h]).split("storage")[1]
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (11, 17)])
+def test_a_producer_computed_inside_the_consumers_update_loop(shape):
+    """Halide's rule: compute_at(f, v) names a loop of f's last stage; here a blurred row inside the
+    histogram's scatter over the rows."""
+    h, w = shape
+    image = RNG.integers(0, 250, shape, dtype=np.uint8)
+    inp = pl.Buffer(image, "image")
+    x, y, i = pl.Var("x"), pl.Var("y"), pl.Var("i")
+    c = pl.repeat_edge(inp)
+    row = pl.Func("row")
+    row[x, y] = pl.cast(pl.UInt(8), (pl.cast(pl.UInt(16), c[x - 1, y]) + c[x, y] + c[x + 1, y]) / 3)
+    r = pl.RDom(0, w, 0, h, name="r")
+    hist = pl.Func("hist")
+    hist[i] = 0
+    hist[pl.cast(pl.Int(32), row[r.x, r.y])] += 1
+    with pytest.raises(pl.PipelineError, match=r"hist.update\(0\) has no loop i \(its loops, innermost first: r_x, r_y\)"):
+        row.compute_at(hist, i)
+    row.compute_at(hist, r.y).vectorize(x, 8)
+    padded = np.pad(image.astype(np.uint16), ((0, 0), (1, 1)), mode="edge")
+    blurred = ((padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]) // 3).astype(np.uint8)
+    np.testing.assert_array_equal(hist.realize([256]), np.bincount(blurred.ravel(), minlength=256))
+    assert f"row: 1x{w} computed at hist.r_y" in hist.explain([256])
