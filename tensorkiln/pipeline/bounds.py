@@ -137,8 +137,8 @@ def widen_box(box: Box, var: str, lo: L.Expr, hi: L.Expr, ranges: dict) -> Box:
     """The region `box` covers while `var` runs over [lo, hi] (each end simplified with the loop ranges)."""
     out: Box = []
     for dim in box:
-        if dim is None:
-            out.append(None)
+        if dim is None or var not in L.free_vars(dim[0]) | L.free_vars(dim[1]):
+            out.append(dim)  # already simplified when it was made: simplifying again costs, on deep stencils
             continue
         low, high = interval(dim[0], var, lo, hi), interval(dim[1], var, lo, hi)
         if low is None or high is None:
