@@ -253,11 +253,12 @@ def tile(kernel: Kernel, i: str, j: str, fi: int, fj: int) -> Kernel:
     return reorder(kernel, f"{i}_o", f"{j}_o", f"{i}_i", f"{j}_i")
 
 
-def fuse(kernel: Kernel, outer: str, inner: str) -> Kernel:
-    """Fuse two perfectly nested loops into one loop `<outer>_<inner>` over the product of their extents.
+def fuse(kernel: Kernel, outer: str, inner: str, fused: Optional[str] = None) -> Kernel:
+    """Fuse two perfectly nested loops into one loop `<outer>_<inner>` (or `fused`) over the product of
+    their extents.
 
     Preconditions: `inner` is the only statement in `outer`'s body, and its
-    extent does not use `outer`.
+    extent does not use `outer`; `fused`, if given, names no other loop.
 
     >>> print(fuse(_example_kernel(), "i", "j"))
     kernel scale(out: float32[6, 10], a: float32[6, 10]):
@@ -270,7 +271,10 @@ def fuse(kernel: Kernel, outer: str, inner: str) -> Kernel:
         raise ScheduleError(f"fuse: loop {inner} is not the only statement in the body of loop {outer}")
     if outer in E.free_vars(body.extent):
         raise ScheduleError(f"fuse: the extent of loop {inner} ({E.format_expr(body.extent)}) depends on {outer}")
-    fused = E.Var(_fresh(kernel, f"{outer}_{inner}"))
+    if fused is not None and fused in _names(kernel) - {outer, inner}:
+        raise ScheduleError(f"fuse of loops {outer} and {inner}: the name {fused!r} is already used in kernel "
+                            f"{kernel.name}")
+    fused = E.Var(fused if fused is not None else _fresh(kernel, f"{outer}_{inner}"))
     ext_in = body.extent
     new_body = substitute(body.body, {outer: fused // ext_in, inner: fused % ext_in})
     kind = o.kind if o.kind == body.kind else "serial"

@@ -43,7 +43,7 @@ def _stencil_producers(funcs: list[Func]) -> tuple[set[str], set[str], dict[str,
     """(Funcs read at several points by one consumer, Funcs read at a data-dependent point, readers of each)."""
     stencil, gathered, consumers = set(), set(), {}
     for consumer in funcs:
-        exprs = [consumer.value] + [e for u in consumer.updates for e in (*u.args, u.value)]
+        exprs = list(consumer.values) + [e for u in consumer.updates for e in (*u.args, *u.values)]
         points: dict[str, set[str]] = {}
         for e in exprs:
             for node in P.walk(e):
@@ -70,7 +70,7 @@ def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
     for f in funcs:
         stages = [{"compute": "inline", "store": None, "steps": []} for _ in f.schedules]
         first = f.args[0].name
-        vector = vector_width(f.type)
+        vector = vector_width(f.types[0])
         if f is output:
             steps = []
             if y is not None:
@@ -82,7 +82,7 @@ def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
         elif f.updates or f.name in gathered or f.name not in at_tile:
             stages[0] = {"compute": "root", "store": None, "steps": [["split", first, first, f"{first}_v", vector],
                                                                      ["vectorize", f"{first}_v"]]}
-        elif isinstance(f.value, P.Call) and not isinstance(f.value.target, Func):
+        elif len(f.values) == 1 and isinstance(f.value, P.Call) and not isinstance(f.value.target, Func):
             pass  # a boundary condition: one clamped read of an input, inlined where it is read
         elif (f.name in stencil or len(consumers.get(f.name, ())) > 1) and y is not None and not output.updates:
             stages[0] = {"compute": [output.name, x], "store": None,

@@ -45,6 +45,20 @@ def interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Optional[tuple]:
 
 
 def _interval(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
+    """Ends in int64 whatever e's type, so ends of different operands combine."""
+    if e.dtype == "int64" or not is_int(e.dtype):
+        return _interval_of(e, var, lo, hi)
+    if isinstance(e, L.BinOp) and e.operator in ("add", "sub", "mul") and var in L.free_vars(e):
+        return _type_range(e.dtype)  # narrow arithmetic wraps: only the type's range is certain
+    low, high = _interval_of(e, var, lo, hi)
+    return (_op(_index, low), _op(_index, high))
+
+
+def _index(x: L.Expr) -> L.Expr:
+    return x if x.dtype == "int64" else L.Cast(x, "int64")
+
+
+def _interval_of(e: L.Expr, var: str, lo: L.Expr, hi: L.Expr) -> Interval:
     if var not in L.free_vars(e):
         return (e, e)
     if isinstance(e, L.Var):
@@ -123,8 +137,8 @@ def widen_box(box: Box, var: str, lo: L.Expr, hi: L.Expr, ranges: dict) -> Box:
     """The region `box` covers while `var` runs over [lo, hi] (each end simplified with the loop ranges)."""
     out: Box = []
     for dim in box:
-        if dim is None:
-            out.append(None)
+        if dim is None or var not in L.free_vars(dim[0]) | L.free_vars(dim[1]):
+            out.append(dim)  # already simplified when it was made: simplifying again costs, on deep stencils
             continue
         low, high = interval(dim[0], var, lo, hi), interval(dim[1], var, lo, hi)
         if low is None or high is None:

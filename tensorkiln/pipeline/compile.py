@@ -21,16 +21,24 @@ from tensorkiln.pipeline.names import PipelineError
 from tensorkiln.pipeline.schedule import default_steps
 
 
-def lower_pipeline(func, sizes: Sequence[int], arrays: Optional[dict] = None) -> tuple[Program, dict]:
-    """The Program computing `func` over `sizes`, and its input Buffers by name, in argument order."""
-    lowering = Lowering(func, sizes, dict(arrays or {}))
-    kernel, out, inputs = lowering.kernel(f"pipeline_{func.name}")
+def lower_pipeline(func, sizes: Sequence[int], arrays: Optional[dict] = None,
+                   fold_storage: bool = True) -> tuple[Program, dict]:
+    """The Program computing `func` over `sizes`, and its input Buffers by name, in argument order.
+
+    `fold_storage=False` keeps every buffer stored at an outer loop whole (for comparison; fold.py)."""
+    program, lowering = _lower(func, sizes, arrays, fold_storage)
+    return program, dict(lowering.inputs)
+
+
+def _lower(func, sizes: Sequence[int], arrays: Optional[dict], fold_storage: bool) -> tuple[Program, Lowering]:
+    lowering = Lowering(func, sizes, dict(arrays or {}), fold_storage=fold_storage)
+    kernel, outs, inputs = lowering.kernel(f"pipeline_{func.name}")
     try:
-        program = Program(f"pipeline_{func.name}", (kernel,), tuple(inputs), (out,))
+        program = Program(f"pipeline_{func.name}", (kernel,), tuple(inputs), outs)
     except LoopIRError as err:
         raise PipelineError(f"the schedule of {func.name}'s pipeline reads a Func outside the loop it is computed "
                             f"in (every reader must be inside its compute_at loop): {err}") from None
-    return program, dict(lowering.inputs)
+    return program, lowering
 
 
 class CompiledPipeline:
@@ -40,10 +48,11 @@ class CompiledPipeline:
     given keeps the array its Buffer wraps.
     """
 
-    def __init__(self, func, sizes: Sequence[int], debug: bool = False):
+    def __init__(self, func, sizes: Sequence[int], debug: bool = False, fold_storage: bool = True):
         self.func, self.sizes, self.debug = func, [int(s) for s in sizes], debug
+        self.fold_storage = fold_storage
         self._built: dict[tuple, tuple] = {}
-        program, buffers = lower_pipeline(func, self.sizes)  # checks the pipeline now, not at the first call
+        program, buffers = lower_pipeline(func, self.sizes, fold_storage=fold_storage)  # checks the pipeline now, not at the first call
         self.inputs: list[str] = list(buffers)
         self._buffers = buffers
         self._lowered = {tuple(b.array.shape for b in buffers.values()): program}
@@ -76,30 +85,32 @@ class CompiledPipeline:
         key = tuple(bound[n].shape for n in self.inputs)
         found = self._built.get(key)
         if found is None:
-            program = self._lowered.pop(key, None) or lower_pipeline(self.func, self.sizes, bound)[0]
+            program = self._lowered.pop(key, None) or lower_pipeline(self.func, self.sizes, bound, self.fold_storage)[0]
             found = (build(program, debug=self.debug), program)
             self._built[key] = found
         return found
 
-    def __call__(self, *arrays: np.ndarray, out: Optional[np.ndarray] = None, **named: np.ndarray) -> np.ndarray:
-        """Run on these inputs; `out`, if given, is filled (shape reversed(sizes), the output's dtype) and returned."""
+    def __call__(self, *arrays: np.ndarray, out=None, **named: np.ndarray):
+        """Run on these inputs; `out`, if given, is filled (shape reversed(sizes), the output's dtype) and returned.
+        A Tuple Func gives (and `out` is) a tuple of arrays, one per value."""
         bound = self.arrays(*arrays, **named)
         module, _ = self._module(bound)
+        single = len(self.func.types) == 1
         if out is None:
-            return module.run(*(bound[n] for n in self.inputs))[0]
-        module(*(bound[n] for n in self.inputs), out)
+            results = module.run(*(bound[n] for n in self.inputs))
+            return results[0] if single else results
+        module(*(bound[n] for n in self.inputs), *((out,) if single else tuple(out)))
         return out
 
 
-def compile_func(func, sizes: Sequence[int], debug: bool = False) -> CompiledPipeline:
+def compile_func(func, sizes: Sequence[int], debug: bool = False, fold_storage: bool = True) -> CompiledPipeline:
     """`func.compile(sizes)`."""
-    return CompiledPipeline(func, sizes, debug=debug)
+    return CompiledPipeline(func, sizes, debug=debug, fold_storage=fold_storage)
 
 
-def explain(func, sizes: Sequence[int]) -> str:
-    """The algorithm, each stage's schedule, and the loop nest they lower to."""
-    program, _ = lower_pipeline(func, sizes)
-    lowering = Lowering(func, sizes, {})
+def explain(func, sizes: Sequence[int], fold_storage: bool = True) -> str:
+    """The algorithm, each stage's schedule, the loop nest they lower to, and the buffers it allocates."""
+    program, lowering = _lower(func, sizes, None, fold_storage)
     lines = ["algorithm:"]
     for f in lowering.funcs.values():
         lines += ["  " + line for line in str(f).splitlines()]
@@ -111,9 +122,12 @@ def explain(func, sizes: Sequence[int]) -> str:
             if sched.stage == 0 and level in ("output", "root") and sched.compute == "inline":
                 described[0] = described[0].replace("inline", str(level))
             if f is func and not sched.steps and not f.updates:
-                described += [f"  .{s}  (default)" for s in default_steps(sched.initial_loops, f.type)]
+                described += [f"  .{s}  (default)" for s in default_steps(sched.initial_loops, f.types[0])]
             lines += ["  " + line for line in described]
     lines.append("loop nest:")
     kernel: Kernel = program.kernels[0]
     lines += ["  " + line for line in str(kernel).splitlines()]
+    lines.append(f"storage ({sum(n.bytes for n in lowering.storage)} bytes in buffers, each held once per "
+                 "iteration of the loop it lives in):")
+    lines += [f"  {note}" for note in lowering.storage] or ["  no buffer besides the output"]
     return "\n".join(lines)

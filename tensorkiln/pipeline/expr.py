@@ -10,7 +10,7 @@ width, integer `/` rounds toward negative infinity and `%` is never negative
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -78,10 +78,23 @@ class Call(Expr):
 
     target: object  # Func or Buffer (func.py); both have name, type and dimensions
     args: tuple[Expr, ...]
+    component: Optional[int] = None  # which value of a Tuple Func: `f[x, y][1]`
 
     @property
     def type(self) -> str:  # type: ignore[override]
-        return self.target.type  # type: ignore[attr-defined]
+        if self.component is None:
+            return self.target.type  # type: ignore[attr-defined]  (a Tuple Func refuses, naming the fix)
+        return self.target.types[self.component]  # type: ignore[attr-defined]
+
+    def __getitem__(self, k: int) -> "Call":
+        """Value k of a Tuple Func at this point."""
+        types = getattr(self.target, "types", None)
+        if types is None or len(types) < 2 or self.component is not None:
+            raise DTypeError(f"{self.target.name}(...)[{k}]: only a Tuple Func's call has values to index")  # type: ignore[attr-defined]
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(types):
+            raise DTypeError(f"{self.target.name} is a Tuple of {len(types)} values; index it with 0 to "  # type: ignore[attr-defined]
+                             f"{len(types) - 1}, got {k!r}")
+        return Call(self.target, self.args, k)
 
 
 @dataclass(eq=False, repr=False)
@@ -263,7 +276,8 @@ def format_expr(e: Expr) -> str:
     if isinstance(e, Const):
         return str(e.value) if e.type in ("int32", "float32", "bool") else f"{e.type}({e.value})"
     if isinstance(e, Call):
-        return f"{e.target.name}({', '.join(format_expr(a) for a in e.args)})"  # type: ignore[attr-defined]
+        text = f"{e.target.name}({', '.join(format_expr(a) for a in e.args)})"  # type: ignore[attr-defined]
+        return text if e.component is None else f"{text}[{e.component}]"
     if isinstance(e, Binary):
         if e.op in ("min", "max"):
             return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"

@@ -5,6 +5,12 @@
 A Func has one pure definition, `f[x, y] = expr` (its arguments distinct
 Vars), and any number of update definitions after it, `f[e0, e1] = expr`
 (arguments any expressions, usually of an RDom), applied in order.
+
+A Tuple Func is defined as a tuple of expressions, `f[x, y] = (a, b)`: its
+values are computed together, in one loop nest, each into its own buffer;
+`f[x, y][1]` reads one of them, an update gives every value (all of them
+read before any is written, as in Halide), and `realize` returns a tuple of
+arrays.
 """
 from __future__ import annotations
 
@@ -24,10 +30,11 @@ from tensorkiln.pipeline.schedule import StageSchedule
 class Update:
     """One update definition: `func[args] = value` (args are any integer expressions)."""
 
-    def __init__(self, args: tuple[Expr, ...], value: Expr, location: str):
-        self.args, self.value, self.location = args, value, location
+    def __init__(self, args: tuple[Expr, ...], values: tuple[Expr, ...], location: str):
+        self.args, self.values, self.location = args, values, location
+        self.value = values[0]
         rvars = {}
-        for e in list(args) + [value]:
+        for e in list(args) + list(values):
             for n in walk(e):
                 if isinstance(n, RVar):
                     rvars[n.name] = n
@@ -44,7 +51,8 @@ class Func:
     def __init__(self, name: Optional[str] = None):
         self.name = check_identifier(name or unique_name("f"), "Func")
         self.args: Optional[tuple[Var, ...]] = None
-        self.value: Optional[Expr] = None
+        self.value: Optional[Expr] = None        # the first (for most Funcs, the only) value
+        self.values: tuple[Expr, ...] = ()       # every value: more than one for a Tuple Func
         self.updates: list[Update] = []
         self.location = ""
         self.schedules: list[StageSchedule] = []
@@ -57,9 +65,18 @@ class Func:
 
     @property
     def type(self) -> str:
+        types = self.types
+        if len(types) > 1:
+            raise DTypeError(f"Func {self.name} is a Tuple of {len(types)} values ({', '.join(types)}); read one "
+                             f"of them with {self.name}[...][k]")
+        return types[0]
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """The type of each value (one for most Funcs)."""
         if self.value is None:
             raise PipelineError(f"Func {self.name} is used before it is defined")
-        return self.value.type
+        return tuple(v.type for v in self.values)
 
     @property
     def dimensions(self) -> int:
@@ -85,15 +102,15 @@ class Func:
             raise PipelineError(f"the pure definition of {self.name} at {location} needs distinct Vars as "
                                 f"arguments, got ({', '.join(map(str, args))}); define it on Vars first, "
                                 "then add update definitions")
-        value = as_expr(value)
-        free = {n.name for n in walk(value) if isinstance(n, Var)} - {a.name for a in args}
+        values = _values(value, location)
+        free = {n.name for v in values for n in walk(v) if isinstance(n, Var)} - {a.name for a in args}
         if free:
             raise PipelineError(f"the definition of {self.name} at {location} uses Var(s) {sorted(free)} that are "
                                 "not its arguments")
-        if any(isinstance(n, RVar) for n in walk(value)):
+        if any(isinstance(n, RVar) for v in values for n in walk(v)):
             raise PipelineError(f"the pure definition of {self.name} at {location} uses an RDom; "
                                 "reductions go in update definitions")
-        self.args, self.value, self.location = tuple(args), value, location
+        self.args, self.values, self.value, self.location = tuple(args), values, values[0], location
         self.schedules = [StageSchedule(self.name, 0, [a.name for a in args])]
 
     def _update(self, args: tuple, value, location: str) -> None:
@@ -104,12 +121,18 @@ class Func:
         exprs = tuple(cast("int32", as_expr(a)) for a in args)
         if any(not T.is_int(as_expr(a).type) for a in args):
             raise DTypeError(f"update of {self.name} at {location}: coordinates must be integers")
-        value = as_expr(value, self.value)
-        if value.type != self.type:
-            raise DTypeError(f"update of {self.name} at {location} has type {value.type}, but {self.name} is "
-                             f"{self.type}; use pl.cast")
+        raw = _values(value, location, like=self.values)
+        if len(raw) != len(self.values):
+            raise PipelineError(f"update of {self.name} at {location} gives {len(raw)} value(s); {self.name} has "
+                                f"{len(self.values)}")
+        values = tuple(as_expr(v, like) for v, like in zip(raw, self.values))
+        for k, (v, like) in enumerate(zip(values, self.values)):
+            if v.type != like.type:
+                which = f" value {k}" if len(values) > 1 else ""
+                raise DTypeError(f"update of {self.name} at {location} has{which} type {v.type}, but {self.name}"
+                                 f"{which} is {like.type}; use pl.cast")
         pure = {a.name for a in self.args}
-        free = {n.name for e in exprs + (value,) for n in walk(e) if isinstance(n, Var)}
+        free = {n.name for e in exprs + values for n in walk(e) if isinstance(n, Var)}
         bad = free - pure
         if bad:
             raise PipelineError(f"update of {self.name} at {location} uses Var(s) {sorted(bad)}, which are not "
@@ -118,7 +141,7 @@ class Func:
             if isinstance(a, Var) and a.name != self.args[k].name:
                 raise PipelineError(f"update of {self.name} at {location}: a pure Var may only appear in its own "
                                     f"position ({a.name} is argument {k})")
-        update = Update(exprs, value, location)
+        update = Update(exprs, values, location)
         self.updates.append(update)
         loops = [a.name for a in update.pure_vars]
         rnames = [r.name for r in update.rdom.dims] if update.rdom else []
@@ -127,9 +150,9 @@ class Func:
     def __str__(self) -> str:
         if self.value is None:
             return f"{self.name} (undefined)"
-        lines = [f"{self.name}({', '.join(a.name for a in self.args)}) = {format_expr(self.value)}"]
+        lines = [f"{self.name}({', '.join(a.name for a in self.args)}) = {_format_values(self.values)}"]
         for u in self.updates:
-            lines.append(f"{self.name}({', '.join(format_expr(a) for a in u.args)}) = {format_expr(u.value)}")
+            lines.append(f"{self.name}({', '.join(format_expr(a) for a in u.args)}) = {_format_values(u.values)}")
         return "\n".join(lines)
 
     # ---- the schedule (each method records a step in the pure stage's schedule and returns self)
@@ -152,6 +175,11 @@ class Func:
     def tile(self, x, y, xo, yo, xi=None, yi=None, xf=None, yf=None) -> "Func":
         """`tile(x, y, xi, yi, fx, fy)` or `tile(x, y, xo, yo, xi, yi, fx, fy)`, as in Halide."""
         self._stage().tile(x, y, xo, yo, xi, yi, xf, yf)
+        return self
+
+    def fuse(self, inner, outer, fused) -> "Func":
+        """One loop `fused` for the adjacent loops inner and outer (outer just outside inner), as in Halide."""
+        self._stage().fuse(inner, outer, fused)
         return self
 
     def reorder(self, *vars) -> "Func":
@@ -201,28 +229,29 @@ class Func:
         name = var if isinstance(var, str) else getattr(var, "name", None)
         if name is None:
             raise PipelineError(f"{self.name}.{what}: name a loop of {consumer.name} with a Var, got {var!r}")
-        if consumer.updates:
-            raise PipelineError(f"{self.name}.{what}({consumer.name}, {name}): {consumer.name} has update "
-                                "definitions; compute at a Func with a pure definition only, or compute_root")
-        if name not in consumer._stage().loops():
-            raise PipelineError(f"{self.name}.{what}({consumer.name}, {name}): {consumer.name} has no loop {name} "
-                                f"(its loops, innermost first: {', '.join(consumer._stage().loops())})")
+        last = consumer.schedules[-1]  # as in Halide, a loop of the consumer's last stage (its last update)
+        if name not in last.loops():
+            stage = f"{consumer.name}.update({last.stage - 1})" if last.stage else consumer.name
+            raise PipelineError(f"{self.name}.{what}({consumer.name}, {name}): {stage} has no loop {name} "
+                                f"(its loops, innermost first: {', '.join(last.loops())})")
         return (consumer.name, name)
 
     # ---- running
 
-    def realize(self, sizes: Sequence[int]) -> np.ndarray:
-        """Compute the Func over [0, sizes[0]) x [0, sizes[1]) ...: an array of shape reversed(sizes)."""
+    def realize(self, sizes: Sequence[int]):
+        """Compute the Func over [0, sizes[0]) x [0, sizes[1]) ...: an array of shape reversed(sizes)
+        (a tuple of them for a Tuple Func)."""
         return compile_func(self, sizes)()
 
-    def compile(self, sizes: Sequence[int], *, debug: bool = False):
+    def compile(self, sizes: Sequence[int], *, debug: bool = False, fold_storage: bool = True):
         """A callable `fn(**arrays)` (or positional, in `fn.inputs` order) that runs the pipeline on new
-        input arrays; output shape reversed(sizes). Input shapes may change between calls (recompiled, cached)."""
-        return compile_func(self, sizes, debug=debug)
+        input arrays; output shape reversed(sizes). Input shapes may change between calls (recompiled, cached).
+        `fold_storage=False` turns storage folding off (to compare against it)."""
+        return compile_func(self, sizes, debug=debug, fold_storage=fold_storage)
 
-    def explain(self, sizes: Sequence[int]) -> str:
-        """The algorithm, the schedule of each stage, and the loop nest the schedule produces."""
-        return explain(self, sizes)
+    def explain(self, sizes: Sequence[int], *, fold_storage: bool = True) -> str:
+        """The algorithm, the schedule of each stage, the loop nest the schedule produces, and its buffers."""
+        return explain(self, sizes, fold_storage=fold_storage)
 
 
 def schedule_data(output: Func) -> dict:
@@ -258,10 +287,23 @@ def pipeline_funcs(output: Func) -> list[Func]:
             order.append(f)
             continue
         stack.append((f, True))
-        exprs = ([f.value] if f.value is not None else []) + [e for u in f.updates for e in (*u.args, u.value)]
+        exprs = list(f.values) + [e for u in f.updates for e in (*u.args, *u.values)]
         for e in exprs:
             for node in walk(e):
                 if isinstance(node, Call) and isinstance(node.target, Func) and node.target is not f \
                         and id(node.target) not in done:
                     stack.append((node.target, False))
     return order
+
+
+def _values(value, location: str, like: tuple = ()) -> tuple:
+    """The values of a definition: a tuple (or list) of expressions for a Tuple Func, else one."""
+    if isinstance(value, (tuple, list)):
+        if len(value) < 1:
+            raise PipelineError(f"the definition at {location} gives an empty tuple of values")
+        return tuple(value) if like else tuple(as_expr(v) for v in value)
+    return (value,) if like else (as_expr(value),)
+
+
+def _format_values(values: tuple) -> str:
+    return format_expr(values[0]) if len(values) == 1 else "{" + ", ".join(map(format_expr, values)) + "}"

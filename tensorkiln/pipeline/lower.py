@@ -41,6 +41,7 @@ from tensorkiln.loops.ir import (
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.pipeline import expr as P
 from tensorkiln.pipeline.bounds import Box, tighten, union_boxes, widen_box
+from tensorkiln.pipeline.fold import Fold, StorageNote, fold_mask_name, merge_folds, unfold, window_fold
 from tensorkiln.pipeline.lower_expr import ExprLowering, loop_dtype
 from tensorkiln.pipeline.names import Buffer as InputBuffer
 from tensorkiln.pipeline.names import PipelineError
@@ -55,12 +56,22 @@ class Realization:
     buffer: Buffer
     mins: list[L.Expr]      # per dimension, x first
     strides: list[L.Expr]   # constants, or variables until the region is known (see realize_here)
+    masks: Optional[list[L.Var]] = None  # a Func that may be folded: each dimension's fold mask (fold.py)
+    others: tuple[Buffer, ...] = ()      # a Tuple Func: the buffers of its values after the first
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        """One buffer per value (all addressed by the same index)."""
+        return (self.buffer, *self.others)
 
     def index(self, args: Sequence[L.Expr]) -> L.Expr:
         """Flat element index of the point `args`."""
         index: L.Expr = L.const(0)
-        for arg, lo, stride in zip(args, self.mins, self.strides):
-            index = index + (arg - lo) * stride
+        for d, (arg, lo, stride) in enumerate(zip(args, self.mins, self.strides)):
+            offset = arg - lo
+            if self.masks is not None:
+                offset = L.BinOp("bitand", offset, self.masks[d])
+            index = index + offset * stride
         return index  # simplified once, with the whole kernel (Lowering.kernel)
 
 
@@ -89,8 +100,11 @@ def _callees(e: P.Expr) -> list[object]:
 class Lowering:
     """Lowers Func `output` over [0, sizes) with input arrays `arrays` (by Buffer name) to one Kernel."""
 
-    def __init__(self, output, sizes: Sequence[int], arrays: dict[str, np.ndarray]):
+    def __init__(self, output, sizes: Sequence[int], arrays: dict[str, np.ndarray], fold_storage: bool = True):
         self.output = output
+        self.fold_storage = fold_storage
+        self.folds: dict[str, Optional[Fold]] = {}   # by Func: the fold of its window (store_at ones)
+        self.storage: list[StorageNote] = []          # every buffer allocated, for explain()
         self.sizes = [int(s) for s in sizes]
         if len(self.sizes) != output.dimensions or any(s < 1 for s in self.sizes):
             raise PipelineError(f"{output.name} has {output.dimensions} dimension(s); realize it over as many "
@@ -118,7 +132,7 @@ class Lowering:
             seen.add(id(f))
             if not f.defined:
                 raise PipelineError(f"Func {f.name} is used but never defined")
-            exprs = [f.value] + [e for u in f.updates for e in (*u.args, u.value)]
+            exprs = list(f.values) + [e for u in f.updates for e in (*u.args, *u.values)]
             exprs += [d for u in f.updates if u.rdom for r in u.rdom.dims for d in (r.min, r.extent)]
             for e in exprs:
                 for target in _callees(e):
@@ -173,10 +187,10 @@ class Lowering:
             self.calls.append((target.name, args))
         elif self.level[target.name] == "inline":
             inner = dict(zip((a.name for a in target.args), args))
-            return self.lower_expr(target.value, inner)
+            return self.lower_expr(target.values[node.component or 0], inner)
         else:
             r = self.realized[target.name]
-            value = L.Load(r.buffer, r.index(args))
+            value = L.Load(r.buffers[node.component or 0], r.index(args))
             self.calls.append((target.name, args))
         return value if value.dtype == loop_dtype(node.type) else L.Cast(value, loop_dtype(node.type))
 
@@ -251,7 +265,7 @@ class Lowering:
         kernel = Kernel(prefix.rstrip("_"), tuple(params), body)
         steps = sched.steps
         if f is self.output and k == 0 and not steps:
-            steps = default_steps(sched.initial_loops, f.type)
+            steps = default_steps(sched.initial_loops, f.types[0])
         kernel = self._replay(kernel, sched, steps, prefix, exact)
         loops, lets_found = [], {}
         for s in iter_stmts(kernel.body):
@@ -279,6 +293,8 @@ class Lowering:
                     this_tail = tail if isinstance(extent, L.Const) else "min"
                     kernel = S.split(kernel, prefix + a[0], a[3], tail=this_tail, outer=prefix + a[1],
                                      inner=prefix + a[2])
+                elif step.name == "fuse":
+                    kernel = S.fuse(kernel, prefix + a[1], prefix + a[0], fused=prefix + a[2])
                 elif step.name == "reorder":
                     kernel = S.reorder(kernel, *[prefix + n for n in reversed(a)])
                 elif step.name == "vectorize":
@@ -303,9 +319,12 @@ class Lowering:
             if k == 0:
                 loops, coords = self._schedule_stage(f, 0, box)
                 env = {a.name: coords[a.name] for a in f.args}
-                value, calls = self.lower_with_calls(f.value, env)
-                store = Store(r.buffer, r.index([env[a.name] for a in f.args]),
-                              self._stored(value, f.type, r.buffer))
+                index, stores, calls = r.index([env[a.name] for a in f.args]), [], []
+                for buffer, value in zip(r.buffers, f.values):  # a Tuple Func's values: one store each
+                    lowered, c = self.lower_with_calls(value, env)
+                    stores.append(Store(buffer, index, self._stored(lowered, buffer)))
+                    calls += c
+                store = block(*stores)
             else:
                 loops, coords, store, calls = self._update_stage(f, k, box)
             for loop in loops:  # outer first: an inner extent may use an outer loop
@@ -317,7 +336,7 @@ class Lowering:
             stage_needs = _distinct(stage_needs)
             for loop in reversed(loops):
                 self.loop_kinds[loop.var] = loop.kind
-                if k == 0:
+                if k == len(f.schedules) - 1:  # producers computed at f's loops go in its last stage
                     body, stage_needs = self._inject(f, loop.user_name, body, stage_needs, loop.var)
                 if loop.kind == "parallel" and any(n.startswith("#store:") for n in stage_needs):
                     names = [n[len("#store:"):] for n in stage_needs if n.startswith("#store:")]
@@ -336,7 +355,7 @@ class Lowering:
         return block(*stmts), needs
 
     @staticmethod
-    def _stored(value: L.Expr, t: str, buffer: Buffer) -> L.Expr:
+    def _stored(value: L.Expr, buffer: Buffer) -> L.Expr:
         return value if value.dtype == buffer.value_dtype else L.Cast(value, buffer.value_dtype)
 
     def _update_stage(self, f, k: int, box: Box):
@@ -349,10 +368,12 @@ class Lowering:
             for d, a in enumerate(f.args):
                 env.setdefault(a.name, L.const(0))
             stmt, _ = self._update_store(f, update, env)
-            buffers = {ld.buffer.name: ld.buffer for ld in _loads_of(stmt)} | {r.buffer.name: r.buffer}
+            buffers = {ld.buffer.name: ld.buffer for ld in _loads_of(stmt)} | {b.name: b for b in r.buffers}
             params = [b for b in buffers.values() if b.scope == "global"]
             allocs = [b for b in buffers.values() if b.scope == "local"]
+            declared = {s.var.name for s in iter_stmts(stmt) if isinstance(s, Let)}
             free = set().union(*(L.free_vars(e) for e in _exprs_of(stmt))) - {v.name for v in coords.values()}
+            free -= declared
             lets = [Let(L.Var(n), L.const(0)) for n in sorted(free)]
             return block(*lets, stmt), params, allocs
 
@@ -362,17 +383,27 @@ class Lowering:
         del rnames
         return loops, coords, store, calls
 
-    def _update_store(self, f, update, env: dict) -> tuple[Store, list]:
+    def _update_store(self, f, update, env: dict) -> tuple[Stmt, list]:
+        """The update's store (a Tuple Func's: every value into a local first, then the stores, so each value
+        reads the point as it was before the update) and the calls it makes to other Funcs and inputs."""
         r = self.realized[f.name]
         args, calls = [], []
         for a in update.args:
             lowered, c = self.lower_with_calls(a, env)
             args.append(lowered)
             calls += c
-        value, c = self.lower_with_calls(update.value, env)
-        calls += c
+        index, lets, stores = r.index(args), [], []
+        for k, (buffer, value) in enumerate(zip(r.buffers, update.values)):
+            lowered, c = self.lower_with_calls(value, env)
+            calls += c
+            lowered = self._stored(lowered, buffer)
+            if len(r.buffers) > 1:
+                local = L.Var(f"{f.name}_update_value_{k}", lowered.dtype)
+                lets.append(Let(local, lowered))
+                lowered = local
+            stores.append(Store(buffer, index, lowered))
         calls = [(n, a) for n, a in calls if n != f.name]
-        return Store(r.buffer, r.index(args), self._stored(value, f.type, r.buffer)), calls
+        return (stores[0] if len(stores) == 1 else block(*lets, *stores)), calls
 
     def footprint(self, f, box: Box) -> list[Box]:
         """The boxes f's update definitions write and read of f itself, for f's pure region."""
@@ -387,7 +418,7 @@ class Lowering:
                 lo = self.lower_expr(rv.min, {})
                 spans.append((rv.name, (lo, simplify(lo + self.lower_expr(rv.extent, {}) - 1))))
             points = [[self.lower_expr(a, env) for a in update.args]]
-            _, calls = self.lower_with_calls(update.value, env)
+            calls = [c for value in update.values for c in self.lower_with_calls(value, env)[1]]
             points += [args for name, args in calls if name == f.name]
             for point in points:
                 b: Box = [(a, a) for a in point]
@@ -463,12 +494,15 @@ class Lowering:
         return self._allocate(f, box, body, where), needs
 
     def _allocate(self, f, box: Box, body: Stmt, where: str) -> Stmt:
-        buffer, values = self._buffer_over(f, box, f"stored at {where}")
-        return finalize(Alloc(buffer, body), values, buffer)
+        fold = self.folds.get(f.name) if self.fold_storage else None
+        buffers, values = self._buffer_over(f, box, f"stored at {where}", fold)
+        masks = self.realized[f.name].masks or []
+        unfolded = {m.name for m in masks if m.name not in values}
+        return finalize(_alloc_all(buffers, body), values, buffers, unfolded)
 
-    def _buffer_over(self, f, box: Box, what: str) -> tuple[Buffer, dict]:
-        """f's local buffer over `box` (each extent at its largest), and the values of f's placeholder
-        variables (its first point and strides) that address it."""
+    def _buffer_over(self, f, box: Box, what: str, fold: Optional[Fold] = None) -> tuple[list[Buffer], dict]:
+        """f's local buffers (one per value) over `box` (each extent at its largest), and the values of f's
+        placeholder variables (its first point and strides, the mask of a folded dimension) that address them."""
         extents, values = [], {}
         placeholder = self.realized[f.name]
         for d, (lo, hi) in enumerate(box):
@@ -481,9 +515,20 @@ class Lowering:
             # the first point is substituted, not bound by a Let: a consumer's index then
             # simplifies (its own tile origin minus the producer's cancels to a constant)
             values[placeholder.mins[d].name] = lo
+        unfolded_extent = 0
+        if fold is not None and fold.extent < extents[fold.dim]:
+            unfolded_extent, extents[fold.dim] = extents[fold.dim], fold.extent
+            values[placeholder.mins[fold.dim].name] = L.const(0)   # a row's slot is its coordinate & mask
+            values[fold_mask_name(f.name, fold.dim)] = L.const(fold.extent - 1)
+        else:
+            fold = None
         for stride_var, stride in zip(placeholder.strides[1:], _strides(extents)[1:]):
             values[stride_var.name] = L.const(stride)
-        return Buffer(f.name, placeholder.buffer.dtype, tuple(reversed(extents)), "local"), values
+        buffers = [Buffer(b.name, b.dtype, tuple(reversed(extents)), "local") for b in placeholder.buffers]
+        for buffer in buffers:
+            self.storage.append(StorageNote(buffer.name, what, buffer.shape,
+                                            np.dtype(buffer.dtype).itemsize, fold, unfolded_extent))
+        return buffers, values
 
     def realize_here(self, f, body: Stmt, needs: dict, where: str, loop_var: str = "") -> tuple[Stmt, dict]:
         """Allocate f around `body`, compute it over the region `needs` asks for, and return what it needs.
@@ -492,17 +537,19 @@ class Lowering:
         iteration did not compute, when the loop is serial), and allocated where it is stored."""
         box = self._required_box(f, needs, where)
         if self._store_level(f) is not None:
+            fold = window_fold(box, loop_var, self.ranges) if loop_var and not f.updates else None
+            self.folds[f.name] = merge_folds(self.folds[f.name], fold) if f.name in self.folds else fold
             stmt, produced_needs = self.lower_func(f, self._sliding(box, loop_var))
             for name, bs in produced_needs.items():
                 needs.setdefault(name, []).extend(bs)
             needs.setdefault(f"#store:{f.name}", []).append(box)
             return block(stmt, body), needs
-        buffer, values = self._buffer_over(f, box, f"computed at {where}")
+        buffers, values = self._buffer_over(f, box, f"computed at {where}")
         stmt, produced_needs = self.lower_func(f, box)
         produced_needs = {n: [_substitute_box(b, values, self.ranges) for b in bs] for n, bs in produced_needs.items()}
         for name, bs in produced_needs.items():
             needs.setdefault(name, []).extend(bs)
-        realized = finalize(Alloc(buffer, block(stmt, body)), values, buffer)
+        realized = finalize(_alloc_all(buffers, block(stmt, body)), values, buffers)
         return realized, needs
 
     def _check_bounded(self, name: str, box: Box, where: str) -> None:
@@ -514,15 +561,16 @@ class Lowering:
 
     # ---- the whole pipeline
 
-    def kernel(self, name: str) -> tuple[Kernel, Buffer, list[Buffer]]:
-        """The kernel computing the output, its output buffer and its input buffers (in `inputs` order)."""
+    def kernel(self, name: str) -> tuple[Kernel, tuple[Buffer, ...], list[Buffer]]:
+        """The kernel computing the output, its output buffers (one per value) and its input buffers (in
+        `inputs` order)."""
         out = self.output
-        storage = "int32" if out.type == "int32" else loop_dtype(out.type)
-        out_buffer = Buffer(out.name, storage, tuple(reversed(self.sizes)))
-        self.realized[out.name] = Realization(out_buffer, [L.const(0)] * len(self.sizes), _strides(self.sizes))
+        outs = _value_buffers(out, tuple(reversed(self.sizes)), "global")
+        self.realized[out.name] = Realization(outs[0], [L.const(0)] * len(self.sizes), _strides(self.sizes),
+                                              others=tuple(outs[1:]))
         for f in self.funcs.values():
             if self.level[f.name] not in ("inline", "output"):
-                self.realized[f.name] = self._placeholder(f)
+                self.realized[f.name] = self._placeholder(f, foldable=self._store_level(f) is not None)
         box = [(L.const(0), L.const(s - 1)) for s in self.sizes]
         body, needs = self.lower_func(out, box)
         root = [f for f in self.funcs.values() if self.level[f.name] == "root"]
@@ -538,18 +586,20 @@ class Lowering:
                                     f"that loop anything that reads {f.name}")
         self._check_inputs(needs)
         inputs = [self.input_buffers[n] for n in self.inputs]
-        body = hoist_allocs(partition_clamps(simplify_kernel(Kernel(name, (out_buffer, *inputs), body)).body))
-        kernel = simplify_kernel(Kernel(name, (out_buffer, *inputs), body,
+        body = hoist_allocs(partition_clamps(simplify_kernel(Kernel(name, (*outs, *inputs), body)).body))
+        kernel = simplify_kernel(Kernel(name, (*outs, *inputs), body,
                                         comment=f"pipeline computing {out.name} over {' x '.join(map(str, self.sizes))}"))
-        return kernel, out_buffer, inputs
+        return kernel, tuple(outs), inputs
 
     @staticmethod
-    def _placeholder(f) -> Realization:
-        """f's realization before its region is known: its first point and strides are variables."""
-        storage = "int32" if f.type == "int32" else loop_dtype(f.type)
+    def _placeholder(f, foldable: bool = False) -> Realization:
+        """f's realization before its region is known: its first point and strides are variables (and, if
+        it may be folded, the mask of each dimension)."""
+        buffers = _value_buffers(f, (1,), "local")
         mins = [L.Var(f"{f.name}_min_{d}") for d in range(f.dimensions)]
         strides = [L.const(1)] + [L.Var(f"{f.name}_stride_{d}") for d in range(1, f.dimensions)]
-        return Realization(Buffer(f.name, storage, (1,), "local"), mins, strides)
+        masks = [L.Var(fold_mask_name(f.name, d)) for d in range(f.dimensions)] if foldable else None
+        return Realization(buffers[0], mins, strides, masks, tuple(buffers[1:]))
 
     def _check_inputs(self, needs: dict) -> None:
         for name, boxes in needs.items():
@@ -570,6 +620,18 @@ class Lowering:
                         "output")
 
 
+def _value_buffers(f, shape: tuple, scope: str) -> list[Buffer]:
+    """A buffer for each value of f: named f, or f_0, f_1 ... for a Tuple Func."""
+    names = [f.name] if len(f.types) == 1 else [f"{f.name}_{k}" for k in range(len(f.types))]
+    return [Buffer(n, "int32" if t == "int32" else loop_dtype(t), shape, scope) for n, t in zip(names, f.types)]
+
+
+def _alloc_all(buffers: Sequence[Buffer], body: Stmt) -> Stmt:
+    for buffer in reversed(buffers):
+        body = Alloc(buffer, body)
+    return body
+
+
 def _distinct(needs: dict[str, list[Box]]) -> dict[str, list[Box]]:
     """`needs` with structurally equal boxes kept once."""
     return {name: list({tuple(box): box for box in boxes}.values()) for name, boxes in needs.items()}
@@ -585,21 +647,27 @@ def _substitute_box(box: Box, values: dict[str, L.Expr], ranges: dict) -> Box:
                                     tighten(S.substitute_expr(d[1], values), ranges)) for d in box]
 
 
-def finalize(stmt: Stmt, values: dict[str, L.Expr], buffer: Buffer) -> Stmt:
-    """`stmt` with the variables in `values` replaced and every access to `buffer`'s name using `buffer`."""
+def finalize(stmt: Stmt, values: dict[str, L.Expr], buffers: Sequence[Buffer],
+             unfolded: frozenset = frozenset()) -> Stmt:
+    """`stmt` with the variables in `values` replaced and every access to a buffer of `buffers` by its name
+    using that buffer; the masks named in `unfolded` (dimensions that are not folded) are dropped."""
+    by_name = {b.name: b for b in buffers}
+
     def expr(e: L.Expr) -> L.Expr:
+        e = unfold(e, set(unfolded)) if unfolded else e
+
         def visit(x: L.Expr) -> L.Expr:
             kids = tuple(visit(c) for c in x.children)
             if isinstance(x, L.Var) and x.name in values:
                 return values[x.name]
-            if isinstance(x, L.Load) and x.buffer.name == buffer.name:
-                return L.Load(buffer, kids[0])
+            if isinstance(x, L.Load) and x.buffer.name in by_name:
+                return L.Load(by_name[x.buffer.name], kids[0])
             return x.with_children(kids) if kids else x
         return visit(e)
 
     def stmt_(s: Stmt) -> Stmt:
         if isinstance(s, Store):
-            target = buffer if s.buffer.name == buffer.name else s.buffer
+            target = by_name.get(s.buffer.name, s.buffer)
             return Store(target, expr(s.index), expr(s.value))
         if isinstance(s, For):
             return For(s.var, expr(s.extent), stmt_(s.body), s.kind)

@@ -137,6 +137,19 @@ class StageSchedule:
         self.steps.append(Step("reorder", tuple(names)))
         return self
 
+    def fuse(self, inner, outer, fused) -> "StageSchedule":
+        """Halide's `fuse(inner, outer, fused)`: two adjacent loops, `outer` just outside `inner`, become one
+        loop `fused` over the product of their extents (inner = fused % extent, outer = fused / extent)."""
+        i, o = self._existing(inner, "fuse"), self._existing(outer, "fuse")
+        f = self._fresh(fused, "fuse", allowed=(i, o))
+        k = self._loops.index(i)
+        if k + 1 >= len(self._loops) or self._loops[k + 1] != o:
+            raise ScheduleStepError(f"{self._where()}.fuse({i}, {o}, {f}): {o} must be the loop just outside {i} "
+                                    f"(loops, innermost first: {', '.join(self._loops)}); reorder first")
+        self._loops[k:k + 2] = [f]
+        self.steps.append(Step("fuse", (i, o, f)))
+        return self
+
     def _mark(self, kind: str, var, factor: Optional[int], suffix: str) -> "StageSchedule":
         v = self._existing(var, kind)
         if factor is not None:
@@ -168,6 +181,8 @@ class StageSchedule:
     def describe(self) -> list[str]:
         """Lines for explain(): level and steps."""
         level = self.compute if isinstance(self.compute, str) else f"compute_at({self.compute[0]}, {self.compute[1]})"
+        if self.stage:  # an update runs where its Func is computed
+            level = "where the pure definition is"
         lines = [f"{self._where()}: {level}" + (f", store_at({self.store[0]}, {self.store[1]})"
                                                 if isinstance(self.store, tuple) else "")]
         lines += [f"  .{s}" for s in self.steps]
