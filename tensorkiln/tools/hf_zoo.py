@@ -23,7 +23,7 @@ import transformers
 from ..importers.torch import from_torch
 
 #: Sizes by name: hidden width, layers, heads, sequence length, image side, batch.
-SIZES = {"tiny": dict(hidden=64, layers=2, heads=4, seq=8, image=32, batch=1),
+SIZES = {"tiny": dict(hidden=32, layers=1, heads=4, seq=6, image=32, batch=1),
          "small": dict(hidden=256, layers=4, heads=8, seq=128, image=224, batch=1)}
 VOCAB = 1000
 
