@@ -63,6 +63,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     # every ONNX backend conformance case through the generated C and through ONNX Runtime
     "onnx_conformance_counts": ([sys.executable, os.path.join(HERE, "onnx_conformance_counts.py")], True),
     "ptq_accuracy": ([sys.executable, os.path.join(HERE, "ptq_accuracy.py")], True),
+    # Hugging Face architectures through both torch paths; BERT, Llama, ViT against eager and Inductor
+    "hf_models": ([sys.executable, os.path.join(HERE, "hf_models.py")], True),
 }
 
 
