@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import tensorkiln as tk  # noqa: E402
 from tensorkiln.importers.torch import STATS  # noqa: E402
 
 
@@ -36,3 +37,14 @@ def test_inputs_written_in_place_match_eager_after_every_call(shape, steps):
         torch.testing.assert_close(cache, cache_ref, rtol=0, atol=0)  # written once per call, not also when traced
         assert counter.item() == counter_ref.item() == step + 1
     assert STATS["compiles"] == 1 and STATS.get("eager_calls", 0) == 0, dict(STATS)
+
+
+class _Accumulate(torch.nn.Module):
+    def forward(self, total: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        total.add_(x)
+        return total * 2
+
+
+def test_from_torch_refuses_a_program_that_writes_its_inputs_and_names_them():
+    with pytest.raises(tk.UnsupportedOpError, match="writes its input.*total.*in place"):
+        tk.from_torch(_Accumulate(), (torch.zeros(3), torch.ones(3)))

@@ -120,6 +120,11 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
             constants[spec.arg.name] = _placeholder_value(exported, spec.arg.name)  # specialized by export
         elif spec.kind != InputKind.USER_INPUT:
             raise UnsupportedOpError(f"torch.export input {spec.arg.name} of kind {spec.kind.name}")
+    written = [spec.target for spec in signature.output_specs if spec.kind == OutputKind.USER_INPUT_MUTATION]
+    if written:  # e.g. a StaticCache's index_copy_
+        raise UnsupportedOpError(f"the exported program writes its input(s) {', '.join(written)} in place: "
+                                 f"tk.from_torch imports pure functions; torch.compile(backend=\"tensorkiln\") "
+                                 f"writes such inputs back after each call")
     mutations = [spec.arg.name for spec in signature.output_specs if spec.kind != OutputKind.USER_OUTPUT]
     if mutations:
         raise UnsupportedOpError(f"the exported program updates state ({', '.join(mutations)}): tensorkiln "
