@@ -5,9 +5,9 @@
     model(*args, **kwargs)
 
 No weights are downloaded: each model is its config class with random
-initialization under a fixed seed. Sizes: "tiny" (the unit tests: hidden 32-64,
-2 layers, a few tokens), "small" (the benchmark: hidden 256, 4 layers, 128
-tokens or a 224x224 image). `compare` runs a model through both PyTorch
+initialization under a fixed seed. Sizes: "tiny" (the unit tests: hidden 32,
+one layer, 6 tokens, 32x32 images), "small" (the benchmark: hidden 256, 4 layers,
+128 tokens or a 224x224 image). `compare` runs a model through both PyTorch
 import paths (tk.from_torch and torch.compile(backend="tensorkiln")) and gives
 the largest relative error of each against eager PyTorch.
 """
@@ -119,8 +119,8 @@ def _pixels(s: dict, channels: int = 3) -> torch.Tensor:
 
 
 def _vit(s):
-    config = transformers.ViTConfig(**{k: v for k, v in _text_config(s).items() if k not in ("vocab_size",
-                                                                                          "max_position_embeddings")},
+    config = transformers.ViTConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+                                    num_attention_heads=s["heads"], intermediate_size=2 * s["hidden"],
                                     image_size=s["image"], patch_size=s["image"] // 4 if s["image"] < 64 else 16)
     return transformers.ViTModel(config), (_pixels(s),), {}
 
