@@ -6,7 +6,9 @@ Rows:
 - the tiny graph `tk.jit(lambda x: x * 2 + 1)` on a float32[16] numpy array vs one numpy
   ufunc (`np.add(x, 1.0)`) and numpy's own `x * 2 + 1` (two ufuncs);
 - the MLP 784-512-512-10 (tensorkiln.models.MLP) at batch 1, `tk.jit(model)` on a numpy
-  array vs ONNX Runtime (CPU provider) on the same weights (an ONNX graph of Gemm and Relu
+  array, called under `tk.no_grad()` as an inference engine runs it (the weights are baked in
+  as constants and packed into panels at compile time) and, for comparison, with gradients
+  enabled (the weights are graph inputs, read as they are), vs ONNX Runtime (CPU provider) on the same weights (an ONNX graph of Gemm and Relu
   nodes) run with `run_with_iobinding`, its input and output bound once.
 
 Every round times a block of `--calls` calls of each function in turn, so a slow phase of
@@ -111,12 +113,18 @@ def main() -> None:
 
     model = MLP().eval()
     batch = np.random.default_rng(0).standard_normal((1, 784), dtype=np.float32)
-    compiled = tk.jit(model)
-    runs = {"tk.jit(MLP())(x), batch 1": lambda: compiled(batch)}
+    compiled, trainable = tk.jit(model), tk.jit(model)
+
+    def inference():
+        with tk.no_grad():  # as ONNX Runtime and torch.no_grad(): weights are constants, packed at compile time
+            return compiled(batch)
+
+    runs = {"tk.jit(MLP())(x) under tk.no_grad(), batch 1": inference,
+            "tk.jit(MLP())(x), gradients enabled (weights are inputs)": lambda: trainable(batch)}
     try:
         run_ort, y, settings = ort_iobinding(model, batch, args.threads)
         run_ort()
-        np.testing.assert_allclose(y, compiled(batch).numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(y, inference().numpy(), rtol=1e-4, atol=1e-4)
         runs[f"MLP 784-512-512-10, batch 1: {settings}"] = run_ort
     except ImportError:
         print("onnx / onnxruntime not installed: the MLP runs without its peer")

@@ -17,7 +17,7 @@ from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int16, in
 from .dtypes import bool_ as bool  # noqa: A001  (tk.bool, as torch.bool)
 from .errors import (AxisError, CompileError, DTypeError, ShapeError, TensorKilnError, TraceError,
                      UnsupportedOpError)
-from .frontend.functions import (cat, chunk, concat, concatenate, flip, matmul, maximum, mean, minimum, repeat,
+from .frontend.functions import (cat, chunk, concat, concatenate, diagonal, flip, matmul, maximum, mean, minimum, repeat,
                         reshape, split, stack, var, where)
 from .ir.graph import Graph, Node
 from .ir.ops import REGISTRY as _OP_TABLE

@@ -14,6 +14,8 @@ step on p ranks with a fixed batch per rank (weak scaling) takes the one-rank
 compute time plus the all-reduces of the gradient buckets, when nothing
 overlaps them; its efficiency is compute / step. Amdahl's serial fraction
 follows from a measured speedup S on p ranks: s = (p / S - 1) / (p - 1).
+A pipelined step over p stages and m microbatches idles each stage for a
+fraction (p - 1) / (m + p - 1) of it (the bubble).
 """
 from __future__ import annotations
 
@@ -103,3 +105,17 @@ def amdahl_serial_fraction(speedup: float, ranks: int) -> float:
     if ranks <= 1:
         raise ValueError("Amdahl's serial fraction needs at least two ranks")
     return (ranks / speedup - 1) / (ranks - 1)
+
+
+def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
+    """The share of an ideal pipelined step each stage spends idle (the bubble): (p - 1) / (m + p - 1)."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def predict_pipeline_step(microbatch_seconds: float, stages: int, microbatches: int, activation_bytes: float,
+                          net: Network) -> float:
+    """A GPipe or 1F1B step: m + p - 1 slots of the slowest stage's forward and backward of one microbatch,
+    plus the messages on the critical path (the first microbatch's activation forward through p - 1 links,
+    the last one's gradient back through them); the other messages overlap compute."""
+    return ((microbatches + stages - 1) * microbatch_seconds
+            + 2 * (stages - 1) * net.message_seconds(activation_bytes))

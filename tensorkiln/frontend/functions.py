@@ -139,6 +139,26 @@ def flip(x: Tensor, dims) -> Tensor:
     return x[index]
 
 
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of the (dim1, dim2) planes as a new last axis, as torch.diagonal (offset > 0: above
+    the main diagonal); a strided slice of the flattened plane, no copy of the rest."""
+    x = as_tensor(x)
+    d1, d2 = normalize_dim(dim1, x.ndim, "diagonal"), normalize_dim(dim2, x.ndim, "diagonal")
+    if d1 == d2:
+        raise ShapeError(at_user_line(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2} for shape "
+                                      f"{list(x.shape)}"))
+    rest = [d for d in range(x.ndim) if d not in (d1, d2)]
+    y = x.permute(tuple(rest + [d1, d2]))
+    rows, cols = x.shape[d1], x.shape[d2]
+    length = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    flat = y.reshape(tuple(y.shape[:-2]) + (rows * cols,))
+    if length == 0:
+        return flat.narrow(-1, 0, 0)
+    start = offset if offset >= 0 else -offset * cols
+    key = (slice(None),) * (flat.ndim - 1) + (slice(start, start + (length - 1) * (cols + 1) + 1, cols + 1),)
+    return flat[key]
+
+
 def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into pieces of a given size, or of the given list of sizes."""
     x = as_tensor(x)

@@ -145,6 +145,11 @@ class TracedFunction:
         # one tensor returned as it is, no state written back: the result is just one Tensor
         self.single_output = isinstance(self.output_structure, _Leaf) and self.n_outputs == 1 \
             and not self.mutations
+        # a plain list or tuple of the outputs in order, no state written back: built in one step
+        structure = self.output_structure
+        self.flat_sequence = type(structure) if (
+            type(structure) in (list, tuple) and not self.mutations and len(structure) == self.n_outputs
+            and all(isinstance(leaf, _Leaf) and leaf.index == i for i, leaf in enumerate(structure))) else None
 
     def current(self) -> bool:
         """guards_hold() and constants_current(): the trace may run for a call of its signature."""
@@ -364,6 +369,8 @@ class JitFunction:
                 entry.last_used = next(_ticks)
                 if entry.single_output:
                     return Tensor._from_value(outputs[0], entry.output_dtypes[0])
+                if entry.flat_sequence is not None:
+                    return entry.flat_sequence([Tensor._from_value(r, d) for r, d in zip(outputs, entry.output_dtypes)])
                 return _results(entry, list(outputs))
         if kwargs or current_trace() is not None:
             return self._call(args, kwargs)

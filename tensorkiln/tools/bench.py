@@ -164,5 +164,10 @@ def _print_table(results: dict, batch: int) -> None:
         tk_latency = rows["tensorkiln"]["latency_s"]
         for framework, r in rows.items():
             speedup = r["latency_s"] / tk_latency
-            print(f"{name:<12} {framework:<26} {r['latency_s'] * 1e3:>8.2f} ms {speedup:>10.2f}x "
+            print(f"{name:<12} {framework:<26} {_latency_text(r['latency_s']):>11} {speedup:>10.2f}x "
                   f"{r['compile_s']:>7.2f} s  {'yes' if r['agrees'] else 'NO (%.1e)' % r['max_rel_error']}")
+
+
+def _latency_text(seconds: float) -> str:
+    """Milliseconds, or microseconds below one millisecond (a batch-1 MLP takes tens of us)."""
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} us"

@@ -115,3 +115,26 @@ def test_warm_calls_from_several_threads_each_get_their_own_result():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_warm_calls_return_lists_tuples_and_named_tuples_as_traced():
+    import collections
+    Pair = collections.namedtuple("Pair", "total product")
+    functions = {list: tk.jit(lambda a, b: [a + b, a * b]), tuple: tk.jit(lambda a, b: (a + b, a * b)),
+                 Pair: tk.jit(lambda a, b: Pair(a + b, a * b)),
+                 "swapped": tk.jit(lambda a, b: (a * b, a + b)), "nested": tk.jit(lambda a, b: (a + b, [a * b]))}
+    rng = np.random.default_rng(3)
+    for step in range(4):  # the later calls run through the C caller
+        a, b = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+        for kind, f in functions.items():
+            result = f(a, b)
+            if kind == "swapped":
+                np.testing.assert_allclose(result[0].numpy(), a * b)
+                np.testing.assert_allclose(result[1].numpy(), a + b)
+            elif kind == "nested":
+                assert type(result) is tuple and type(result[1]) is list
+                np.testing.assert_allclose(result[1][0].numpy(), a * b, rtol=1e-6)
+            else:
+                assert type(result) is kind
+                np.testing.assert_allclose(result[0].numpy(), a + b, rtol=1e-6)
+                np.testing.assert_allclose(result[1].numpy(), a * b, rtol=1e-6)

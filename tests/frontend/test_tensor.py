@@ -354,3 +354,15 @@ def test_where_method():
 def test_tensors_hash_by_identity():
     a, b = tk.tensor([1]), tk.tensor([1])
     assert len({a, b}) == 2 and {a: 1}[a] == 1
+
+
+@pytest.mark.parametrize("shape,offset,dim1,dim2", [((4, 4), 0, 0, 1), ((3, 5), 2, 0, 1), ((5, 3), -2, 0, 1),
+                                                     ((2, 3, 4, 3), 1, 3, 1), ((3, 4), 7, 0, 1), ((2, 3, 3), 0, -1, -2)])
+def test_diagonal_matches_numpy(shape, offset, dim1, dim2):
+    a = np.random.default_rng(0).standard_normal(shape)
+    expected = np.diagonal(a, offset, dim1, dim2)
+    got = tk.diagonal(tk.tensor(a), offset, dim1, dim2).numpy()
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    compiled = tk.jit(lambda t: tk.diagonal(t, offset, dim1, dim2) * 2.0)
+    np.testing.assert_allclose(compiled(a).numpy(), expected * 2.0)

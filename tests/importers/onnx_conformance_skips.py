@@ -6,14 +6,8 @@ as "unsupported". Every other case must pass.
 """
 
 SKIPS = {
-    "node/test_convtranspose_3d": "ConvTranspose over 3 spatial axes is not implemented (1-D and 2-D are)",
-    "node/test_einsum_batch_diagonal": "Einsum with a repeated index in one operand (a diagonal) is not implemented",
     "node/test_loop11": "the Loop body slices at the iteration number: a start known only at run time (a dynamic "
                         "slice of static size), which Slice does not take yet",
-    "node/test_resize_downsample_scales_cubic_antialias": "Resize with antialias=1 is not implemented",
-    "node/test_resize_downsample_scales_linear_antialias": "Resize with antialias=1 is not implemented",
-    "node/test_resize_downsample_sizes_cubic_antialias": "Resize with antialias=1 is not implemented",
-    "node/test_resize_downsample_sizes_linear_antialias": "Resize with antialias=1 is not implemented",
     "node/test_training_dropout": "Dropout in training mode: random masks cannot match onnx's numpy generator",
     "node/test_training_dropout_default": "Dropout in training mode: random masks cannot match onnx's numpy generator",
     "node/test_training_dropout_default_mask": "Dropout in training mode: random masks cannot match onnx's numpy "

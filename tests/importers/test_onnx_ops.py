@@ -123,6 +123,8 @@ CASES = {
               np.arange(1, 2, 0.25, dtype=np.float32)),
     "einsum": (single("Einsum", ["a", "b"], {"equation": "bij,bjk->bik"}), [X[0], X[1].transpose(0, 2, 1).copy()],
                np.einsum("bij,bjk->bik", X[0], X[1].transpose(0, 2, 1))),
+    "einsum_repeated_index": (single("Einsum", ["a", "b"], {"equation": "bii,bij->bj"}), [X[:, 0, :3, :3], X[:, 1, :3]],
+                              np.einsum("bii,bij->bj", X[:, 0, :3, :3], X[:, 1, :3])),
     "upsample_nearest_opset7": (single("Upsample", ["x"], {"scales": [1.0, 1.0, 2.0, 2.0]}, opset=7), [X],
                                 X.repeat(2, 2).repeat(2, 3)),
 }
@@ -140,6 +142,30 @@ def _conv_reference():
 CASES["conv_same_upper_groups"] = CASES["conv_same_upper_groups"][:2] + (_conv_reference(),)
 
 
+def _conv3d_reference(x, w, pads, strides, dilations, group):
+    """Direct 3-d cross-correlation; pads as ONNX lists them (begins, then ends)."""
+    x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + 3]) for i in range(3)])
+    n, c, *size = x.shape
+    o, cg, *kernel = w.shape
+    outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(size, kernel, strides, dilations)]
+    out = np.zeros((n, o, *outs), np.float64)
+    for f in range(o):
+        g = f // (o // group)
+        for taps in np.ndindex(*kernel):
+            starts = [t * d for t, d in zip(taps, dilations)]
+            window = x[:, g * cg:(g + 1) * cg, starts[0]::strides[0], starts[1]::strides[1], starts[2]::strides[2]]
+            window = window[:, :, :outs[0], :outs[1], :outs[2]]
+            out[:, f] += np.einsum("ncdhw,c->ndhw", window, w[f, :, taps[0], taps[1], taps[2]])
+    return out.astype(np.float32)
+
+
+V5 = rng.standard_normal((2, 4, 5, 6, 7)).astype(np.float32)
+W5 = rng.standard_normal((6, 2, 3, 2, 3)).astype(np.float32)
+CASES["conv3d_pads_strides_groups"] = (
+    single("Conv", ["x", "w"], {"pads": [1, 0, 2, 0, 1, 1], "strides": [2, 1, 2], "dilations": [1, 2, 1], "group": 2},
+           initializers={"w": W5}), [V5], _conv3d_reference(V5, W5, [1, 0, 2, 0, 1, 1], [2, 1, 2], [1, 2, 1], 2))
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_interpreter(name):
     model, inputs, expected = CASES[name]
@@ -148,7 +174,8 @@ def test_op_interpreter(name):
 
 @pytest.mark.parametrize("name", ["softmax11_coerce", "slice_steps", "pad_reflect", "reducesum_attr_opset11",
                                   "gemm", "conv_same_upper_groups", "maxpool_ceil", "averagepool_exclude_pad",
-                                  "layernorm17"])
+                                  "layernorm17", "conv3d_pads_strides_groups",
+                                  "einsum_repeated_index"])
 def test_op_compiled(name):
     model, inputs, expected = CASES[name]
     check(model, inputs, expected, backend="c", rtol=1e-4, atol=1e-5)
@@ -203,3 +230,30 @@ def test_call_conventions():
         module(a)
     with pytest.raises(tk.DTypeError, match="expects float32"):
         module(a.astype(np.float64), b)
+
+
+@pytest.mark.parametrize("mode,coordinates,exclude_outside,shape,sizes", [
+    ("linear", "half_pixel", 0, (2, 3, 11, 7), (5, 3)), ("cubic", "pytorch_half_pixel", 1, (1, 2, 9, 13), (4, 17)),
+    ("linear", "align_corners", 1, (1, 1, 6, 16), (3, 5)), ("cubic", "asymmetric", 0, (1, 2, 15, 4), (7, 2))])
+def test_resize_antialias_matches_onnx_reference(mode, coordinates, exclude_outside, shape, sizes):
+    from onnx.reference import ReferenceEvaluator
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    model = single("Resize", ["x", "", "", "s"], {"mode": mode, "antialias": 1, "exclude_outside": exclude_outside,
+                                               "coordinate_transformation_mode": coordinates}, opset=18,
+                   initializers={"s": I64(*shape[:2], *sizes)})
+    expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    check(model, [x], expected, backend="c", rtol=1e-4, atol=1e-5)
+
+
+def test_repeated_plain_array_calls_keep_every_check():
+    module = tk.onnx.load(single("Relu", ["x"], shapes={"x": ["N", 3]}))
+    x = M.T.copy()
+    for _ in range(3):  # the second and third calls take the shortcut for the arguments accepted before
+        np.testing.assert_array_equal(module(x)[0], np.maximum(x, 0))
+    with pytest.raises(tk.DTypeError, match="expects float32"):
+        module(x.astype(np.float64))
+    with pytest.raises(tk.ShapeError, match="expects shape"):
+        module(np.ones((2, 4), np.float32))
+    y = -np.arange(12, dtype=np.float32).reshape(4, 3) + 5
+    np.testing.assert_array_equal(module(y)[0], np.maximum(y, 0))
+    np.testing.assert_array_equal(module(x, return_dict=True)["y0"], np.maximum(x, 0))

@@ -1,10 +1,11 @@
 """ONNX matrix products: MatMul, Gemm (transposes, alpha, beta) and Einsum, which is a
-broadcast-multiply-and-sum (ellipses supported; no repeated index within one operand)."""
+broadcast-multiply-and-sum (ellipses supported; an index repeated within one operand reads its
+diagonal first)."""
 from __future__ import annotations
 
 import string
 
-from ...frontend.functions import matmul
+from ...frontend.functions import diagonal, matmul
 from ...frontend.trace import composite_scope
 from .registry import converter
 
@@ -47,11 +48,17 @@ def _einsum(ctx, inputs, attrs):
         rhs = ell + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in ell))
     else:
         rhs = rhs.replace("...", ell)
+    inputs, terms = list(inputs), list(terms)
+    for k, term in enumerate(terms):  # a repeated index within one operand reads its diagonal
+        while len(set(term)) != len(term):
+            c = next(c for c in term if term.count(c) > 1)
+            first, second = term.index(c), term.index(c, term.index(c) + 1)
+            inputs[k] = diagonal(inputs[k], 0, first, second)  # the diagonal becomes the last axis
+            term = "".join(x for i, x in enumerate(term) if i not in (first, second)) + c
+        terms[k] = term
     letters = list(dict.fromkeys("".join(terms) + rhs))
     sizes = {}
     for t, term in zip(inputs, terms):
-        if len(set(term)) != len(term):
-            raise ctx.unsupported(f"equation {equation!r}: a repeated index in one operand (a diagonal)")
         for c, s in zip(term, t.shape):
             sizes[c] = max(sizes.get(c, 1), s)
     product = None

@@ -1,7 +1,7 @@
 """ONNX convolutions on the conv2d primitive: Conv over 1, 2 or 3 spatial axes (3-D as a sum of
 2-D convolutions over the depth taps; groups, dilations, strides, pads, `auto_pad`) and
-ConvTranspose over 1 or 2 (zero insertion and a flipped-kernel convolution; `output_padding`,
-`output_shape`, `auto_pad`).
+ConvTranspose over 1, 2 or 3 (F.conv_transpose: zero insertion and a flipped-kernel convolution;
+`output_padding`, `output_shape`, `auto_pad`).
 
 `conv_pads` (explicit pads or auto_pad) is shared with pooling.py; `convolution`, the Conv
 converter, is reused by quant.py's integer convolutions.
@@ -49,21 +49,8 @@ def _conv_nd(x, w, pads, strides, dilations, group):
         return out.squeeze(2)
     if n == 2:
         return _conv2d(x, w, pads, strides, dilations, group)
-    if n == 3:  # sum over the depth taps of 2-D convolutions of depth slices
-        (dlo, dhi) = pads[0]
-        if dlo or dhi:
-            x = apply("pad", [x], pads=((0, 0), (0, 0), (dlo, dhi), (0, 0), (0, 0)), value=0.0)
-        nb, c, depth = x.shape[:3]
-        kd = w.shape[2]
-        od = (depth - dilations[0] * (kd - 1) - 1) // strides[0] + 1
-        total = None
-        for t in range(kd):
-            start = t * dilations[0]
-            xs = x[:, :, start:start + (od - 1) * strides[0] + 1:strides[0]]
-            xs = xs.permute(0, 2, 1, 3, 4).reshape((nb * od, c) + tuple(x.shape[3:]))
-            y = _conv2d(xs, w[:, :, t], pads[1:], strides[1:], dilations[1:], group)
-            total = y if total is None else total + y
-        return total.reshape((nb, od) + tuple(total.shape[1:])).permute(0, 2, 1, 3, 4)
+    if n == 3:
+        return F.conv3d(x, w, None, list(strides), [tuple(p) for p in pads], list(dilations), int(group))
     raise ShapeError(f"Conv over {n} spatial axes is not supported (1, 2 or 3)")
 
 
@@ -88,8 +75,8 @@ def _conv_transpose(ctx, inputs, attrs):
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     n = x.ndim - 2
-    if n not in (1, 2):
-        raise ctx.unsupported(f"ConvTranspose over {n} spatial axes is not supported (1 or 2)")
+    if n not in (1, 2, 3):
+        raise ctx.unsupported(f"ConvTranspose over {n} spatial axes is not supported (1, 2 or 3)")
     group = attrs.get("group", 1)
     kernel = attrs.get("kernel_shape") or list(w.shape[2:])
     strides = attrs.get("strides") or [1] * n
@@ -114,28 +101,9 @@ def _conv_transpose(ctx, inputs, attrs):
         pads_be = [(0, 0)] * n
     else:
         pads_be = [(pads[i], pads[i + n]) for i in range(n)]
-    if n == 1:
-        x, w = x.unsqueeze(2), w.unsqueeze(2)
-        kernel, strides, dilations, out_pad = [1] + list(kernel), [1] + list(strides), [1] + list(dilations), \
-            [0] + list(out_pad)
-        pads_be = [(0, 0)] + pads_be
     with composite_scope("conv_transpose"):
-        nb, c, h, wd = x.shape
-        sh, sw = strides
-        if sh > 1 or sw > 1:  # insert stride-1 zeros between input elements
-            z = x.reshape(nb, c, h, 1, wd, 1)
-            z = apply("pad", [z], pads=((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)), value=0.0)
-            x = z.reshape(nb, c, h * sh, wd * sw)[:, :, :(h - 1) * sh + 1, :(wd - 1) * sw + 1]
-        full = []
-        for i in range(2):
-            k = (kernel[i] - 1) * dilations[i]
-            full.append((k - pads_be[i][0], k - pads_be[i][1] + out_pad[i]))
-        torch_pads = [full[1][0], full[1][1], full[0][0], full[0][1]]
-        x = F.pad(x, torch_pads)  # negative values crop
-        cg, og = w.shape[0] // group, w.shape[1]
-        wt = w.to(x.dtype).reshape((group, cg, og) + tuple(w.shape[2:])).permute(0, 2, 1, 3, 4)
-        wt = wt.reshape((group * og, cg) + tuple(w.shape[2:])).flip((2, 3))
-        out = _conv2d(x, wt, [(0, 0), (0, 0)], [1, 1], list(dilations), group)
+        out = F.conv_transpose(x, w.to(x.dtype), None, list(strides), pads_be, list(out_pad), int(group),
+                               list(dilations))
         if b is not None:
-            out = out + b.to(out.dtype).reshape(1, -1, 1, 1)
-    return out.squeeze(2) if n == 1 else out
+            out = out + b.to(out.dtype).reshape((1, -1) + (1,) * n)
+    return out

@@ -263,6 +263,12 @@ class OnnxModule:
         self._jit = jit(self._make_function(), dynamic=self.dim_params or None, **options)
         self._make_jit = lambda fn: jit(fn, **options)
         self._staged: StagedGraph | None = None  # set when shapes depend on data (staged.py)
+        # ((shape, dtype) per input) of the last call of plain numpy arrays the checks accepted: a call
+        # with the same goes straight to the compiled function (inputs read as values or stored as
+        # bfloat16 need the full conversion)
+        self._plain_signature: tuple | None = None
+        self._plain_calls = not self.value_inputs and all(
+            dtype is not dt.bfloat16 for dtype, _ in self.input_types.values())
 
     def _dim_params(self, graph) -> dict[str, dict[int, str]]:
         """{input argument name: {axis: symbol name}} for every input axis declared with a dim_param."""
@@ -576,7 +582,16 @@ class OnnxModule:
 
     def __call__(self, *args, return_dict: bool = False, **kwargs):
         """Run the model: outputs as a list of numpy arrays (a dict by name with return_dict=True)."""
+        if not kwargs and self._staged is None and self._plain_signature is not None \
+                and all(type(a) is np.ndarray for a in args) \
+                and tuple((a.shape, a.dtype) for a in args) == self._plain_signature:
+            outputs = self._jit(*args)  # the arguments the checks below accepted last time
+            arrays = [o.numpy() if isinstance(o, Tensor) else np.asarray(o) for o in outputs]
+            return dict(zip(self.output_names, arrays)) if return_dict else arrays
         arguments = self._arguments(args, kwargs)
+        if self._plain_calls and not kwargs and len(args) == len(self.input_names) \
+                and all(type(a) is np.ndarray for a in args):
+            self._plain_signature = tuple((a.shape, a.dtype) for a in args)
         if self._staged is None:
             try:
                 outputs = self._jit(*arguments)

@@ -1,6 +1,7 @@
 """ONNX Resize (opset 10 and 11+) and Upsample. Each resized axis gets an (out, in)
 interpolation matrix built with numpy at trace time (nearest, linear, cubic; every coordinate
-transformation mode, `exclude_outside`, `tf_crop_and_resize`, `keep_aspect_ratio_policy`), applied
+transformation mode, `exclude_outside`, `tf_crop_and_resize`, `keep_aspect_ratio_policy`, `antialias`
+(the filter stretched by 1/scale when downsampling, as ONNX's reference does it)), applied
 as a gather (nearest) or a matmul. Scales, sizes and roi must be known at trace time."""
 from __future__ import annotations
 
@@ -55,6 +56,38 @@ def _cubic_weights(t, a):
     return [k(t + 1), k(t), k(1 - t), k(2 - t)]
 
 
+def _antialias_taps(mode, ratio, scale, a):
+    """ONNX's antialiased filter taps around a source position (ratio in (0, 1] past its floor): the
+    linear (triangle) or cubic kernel stretched by 1/scale when downsampling, normalized to sum 1."""
+    scale = min(scale, 1.0)
+    if mode == "linear":
+        start = int(np.floor(-1 / scale) + 1)
+        args = (np.arange(start, 2 - start) - ratio) * scale
+        taps = np.clip(1 - np.abs(args), 0, 1)
+    else:
+        start = int(np.floor(-2 / scale) + 1)
+        args = np.abs(scale * (np.arange(start, 2 - start) - ratio))
+        taps = np.where(args <= 1, ((a + 2) * args - (a + 3)) * args * args + 1,
+                        np.where(args < 2, ((a * args - 5 * a) * args + 8 * a) * args - 4 * a, 0.0))
+    return taps / taps.sum()
+
+
+def _antialias_row(mode, coord, in_size, scale, attrs):
+    """One output's (input positions, weights) with antialias=1, as ONNX's reference selects them: the
+    len(taps) positions nearest the source coordinate in the edge-padded axis (ties to the lower one)."""
+    ratio = 1.0 if float(coord).is_integer() else coord - np.floor(coord)
+    taps = _antialias_taps(mode, ratio, scale, attrs.get("cubic_coeff_a", -0.75))
+    n = len(taps)
+    pad = int(np.ceil(n / 2))
+    x = coord + pad
+    candidates = [i for i in range(int(np.floor(x)) - n, int(np.floor(x)) + n + 2) if 0 <= i < in_size + 2 * pad]
+    chosen = np.array(sorted(sorted(candidates, key=lambda i: (abs(x - i), i))[:n])) - pad
+    if attrs.get("exclude_outside", 0):
+        taps = np.where((chosen >= 0) & (chosen < in_size), taps, 0.0)
+        taps = taps / taps.sum()
+    return np.clip(chosen, 0, in_size - 1), taps  # the padding repeats the edge
+
+
 def _resize_matrix(mode, coord_mode, nearest_mode, in_size, out_size, scale, roi, attrs):
     """The (out, in) interpolation matrix of one axis and the positions reading the extrapolation value."""
     coords = _source_coordinates(coord_mode, out_size, in_size, scale, *roi)
@@ -62,7 +95,11 @@ def _resize_matrix(mode, coord_mode, nearest_mode, in_size, out_size, scale, roi
         np.zeros(out_size, dtype=bool)
     m = np.zeros((out_size, in_size))
     rows = np.arange(out_size)
-    if mode == "nearest":
+    if attrs.get("antialias", 0) and mode in ("linear", "cubic"):
+        for row, coord in enumerate(coords):
+            positions, weights = _antialias_row(mode, coord, in_size, scale, attrs)
+            np.add.at(m, (np.full(len(positions), row), positions), weights)
+    elif mode == "nearest":
         idx = np.clip(_nearest(coords, nearest_mode).astype(np.int64), 0, in_size - 1)
         m[rows, idx] = 1.0
     elif mode == "linear":
@@ -93,8 +130,6 @@ def _resize(ctx, x, scales, sizes, roi, attrs, axes=None):
     mode = attrs.get("mode", "nearest")
     coord_mode = attrs.get("coordinate_transformation_mode", "half_pixel")
     nearest_mode = attrs.get("nearest_mode", "round_prefer_floor")
-    if attrs.get("antialias", 0):
-        raise ctx.unsupported("antialias is not supported")
     axes = list(range(x.ndim)) if axes is None else [normalize_axis(a, x.ndim) for a in axes]
     full_scales = [1.0] * x.ndim
     full_sizes = list(x.shape)

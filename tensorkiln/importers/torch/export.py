@@ -15,6 +15,8 @@ inputs (export them again for other shapes).
 """
 from __future__ import annotations
 
+import functools
+
 import warnings
 from typing import Any
 
@@ -39,9 +41,15 @@ class TorchProgram:
         self.exported_program = exported
         self.converted = converted
         self.input_shapes = input_shapes
-        self.jit = jit(converted.fn, opt_level=opt_level, debug=debug, precision=precision)
         spec = exported.call_spec.out_spec
         self._single_output = spec is not None and spec.is_leaf()  # common case: skip the pytree rebuild
+        # one tensor out, the first flat result: the jitted function returns it alone, no structure
+        self._first_result = self._single_output and converted.output_structure in ((0,), [0])
+        fn = converted.fn
+        if self._first_result:
+            fn = functools.wraps(converted.fn)(lambda *tensors: converted.fn(*tensors)[0])
+        self.jit = jit(fn, opt_level=opt_level, debug=debug, precision=precision)
+        self._shapes = tuple(tuple(shape) for shape in input_shapes)
         self.specialized: dict[str, Any] | None = None  # non-tensor example inputs, checked at each call
 
     def _inputs(self, args, kwargs) -> list:
@@ -68,11 +76,13 @@ class TorchProgram:
 
     def __call__(self, *args, **kwargs):
         """Run on numpy arrays, tk Tensors or torch tensors; returns tk Tensors in the module's output structure."""
-        if (not kwargs and len(args) == len(self.input_shapes)
-                and all(type(a) is np.ndarray and a.shape == s for a, s in zip(args, self.input_shapes))):
+        if not kwargs and all(type(a) is np.ndarray for a in args) and \
+                tuple(a.shape for a in args) == self._shapes:
             flat = self.jit(*args)  # plain arrays of the exported shapes: no flattening needed
         else:
             flat = self.jit(*self._inputs(args, kwargs))
+        if self._first_result:
+            return flat
         outputs = rebuild_outputs(self.converted.output_structure, flat)
         if self._single_output:
             return outputs[0]

@@ -351,26 +351,22 @@ def linear(x, weight, bias=None):
 
 def _check_convolution(node):
     weight = _meta(node, 1)
-    if weight is None or weight.dim() not in (3, 4):
-        return "only 1-d and 2-d convolutions"
+    if weight is None or weight.dim() not in (3, 4, 5):
+        return "a convolution over more than three spatial axes (1-d, 2-d and 3-d are lowered)"
     return None
 
 
 @register_lowering(aten.convolution.default, check=_check_convolution)
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    one_d = weight.ndim == 3
-    if one_d:  # (N, C, L) as (N, C, 1, L)
-        x, weight = x.unsqueeze(2), weight.unsqueeze(2)
-        stride, padding, dilation = (1, stride[0]), (0, padding[0]), (1, dilation[0])
-        output_padding = (0, output_padding[0])
     if transposed:
-        out = _conv_transpose2d(x, weight, tuple(stride), tuple(padding), tuple(output_padding),
-                                tuple(dilation), groups)
-        if bias is not None:
-            out = out + bias.reshape(1, -1, 1, 1)
-    else:
-        out = F.conv2d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups)
-    return out.squeeze(2) if one_d else out
+        return F.conv_transpose(x, weight, bias, tuple(stride), tuple(padding), tuple(output_padding), groups,
+                                tuple(dilation))
+    if weight.ndim == 5:
+        return F.conv3d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups)
+    if weight.ndim == 3:  # (N, C, L) as (N, C, 1, L)
+        return F.conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, stride[0]), (0, padding[0]),
+                        (1, dilation[0]), groups).squeeze(2)
+    return F.conv2d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups)
 
 
 def _check_conv(dims: int):
@@ -391,27 +387,6 @@ def conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
 def conv1d(x, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,), groups=1):
     single = (lambda v: (v,) if isinstance(v, int) else tuple(v))
     return convolution(x, weight, bias, single(stride), single(padding), single(dilation), False, (0,), groups)
-
-
-def _conv_transpose2d(x, weight, stride, padding, output_padding, dilation, groups):
-    """A transposed convolution as a stride-1 convolution of the zero-stuffed, padded input with the
-    spatially flipped weight whose in/out channels are swapped per group."""
-    n, c, h, w = x.shape
-    sh, sw = stride
-    if sh > 1 or sw > 1:  # insert stride-1 zeros between input pixels
-        x = x.reshape(n, c, h, 1, w, 1)
-        x = F.pad(x, (0, sw - 1, 0, 0, 0, sh - 1))
-        x = x.reshape(n, c, h * sh, w * sw)[:, :, :(h - 1) * sh + 1, :(w - 1) * sw + 1]
-    cin, cout_g, kh, kw = weight.shape
-    wt = weight.reshape(groups, cin // groups, cout_g, kh, kw).transpose(1, 2)
-    wt = wt.reshape(groups * cout_g, cin // groups, kh, kw)[:, :, ::-1, ::-1]
-    pads = []
-    for k, p, d, op in ((kw, padding[1], dilation[1], output_padding[1]), (kh, padding[0], dilation[0],
-                                                                            output_padding[0])):
-        edge = d * (k - 1) - p
-        pads += [edge, edge + op]
-    x = F.pad(x, pads)
-    return F.conv2d(x, wt, None, 1, 0, dilation, groups)
 
 
 # ---- normalization -----------------------------------------------------------------------------------

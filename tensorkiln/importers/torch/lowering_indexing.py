@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ... import dtypes as dt
+from ...frontend.functions import diagonal as tk_diagonal
 from ...frontend.functions import where
 from ...frontend.tensor import Tensor, as_tensor, normalize_dim
 from ...nn import functional as F
@@ -255,17 +256,7 @@ def masked_scatter(x, mask, source):
 
 @register_lowering(aten.diagonal.default, aten.diagonal_copy.default)
 def diagonal(x, offset=0, dim1=0, dim2=1):
-    d1, d2 = normalize_dim(dim1, x.ndim, "diagonal"), normalize_dim(dim2, x.ndim, "diagonal")
-    rest = [d for d in range(x.ndim) if d not in (d1, d2)]
-    y = x.permute(tuple(rest + [d1, d2]))
-    rows, cols = x.shape[d1], x.shape[d2]
-    length = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
-    flat = y.reshape(tuple(y.shape[:-2]) + (rows * cols,))
-    if length == 0:
-        return flat.narrow(-1, 0, 0)
-    start = offset if offset >= 0 else -offset * cols
-    key = (slice(None),) * (flat.ndim - 1) + (slice(start, start + (length - 1) * (cols + 1) + 1, cols + 1),)
-    return flat[key]
+    return tk_diagonal(x, offset, dim1, dim2)
 
 
 def _check_as_strided(node):

@@ -348,8 +348,9 @@ _SAMPLING_MODES = ("bilinear", "nearest", "bicubic")  # aten's interpolation_mod
 _PADDING_MODES = ("zeros", "border", "reflection")  # aten's padding_mode numbers
 
 
-@register_lowering(aten.grid_sampler_2d.default)
+@register_lowering(aten.grid_sampler_2d.default, aten.grid_sampler_3d.default)
 def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_2d and _3d (bicubic is 2-d only: grid_sample refuses it for three axes)."""
     return F.grid_sample(x, grid, _SAMPLING_MODES[interpolation_mode], _PADDING_MODES[padding_mode],
                          bool(align_corners))
 
