@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test conformance opinfo bench clean
+.PHONY: demo test conformance opinfo hf-models bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ conformance: $(STAMP)
 # Every float32 sample of every PyTorch OpInfo through the torch.compile path, and Inductor on the same samples.
 opinfo: $(STAMP)
 	OMP_WAIT_POLICY=passive $(PY) -m tensorkiln.tools.opinfo_conformance --inductor --json opinfo-results.json
+
+# Every Hugging Face architecture of tensorkiln/tools/hf_zoo.py through both PyTorch paths, and generate().
+hf-models: $(STAMP)
+	TK_HF_MODELS=all OMP_WAIT_POLICY=passive $(PY) -m pytest -q tests/importers/torch/test_hf_models.py
 
 # The peers (PyTorch, ONNX Runtime) come with the `bench` extra; every figure lands in bench-results.json.
 BENCH_STAMP := $(VENV)/.bench-installed

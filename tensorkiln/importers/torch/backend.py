@@ -38,6 +38,7 @@ import torch
 from ...errors import UnsupportedOpError
 from ...frontend.jit import jit
 from .convert import convert_graph, rebuild_outputs
+from .input_mutations import split_input_writes, write_back
 from .tensors import to_numpy, to_torch
 
 #: Diagnostics: graphs handed to the backend, signatures compiled, calls run by tensorkiln or eagerly.
@@ -92,6 +93,7 @@ class _Entry:
     run: Any  # tk.jit function over the user inputs' arrays
     output_structure: Any
     baked: list  # (position, tensor, version) of the parameters and buffers baked in
+    written: list[int]  # positions of the inputs the graph updates in place (written back after each call)
 
 
 class TensorKilnGraph:
@@ -128,7 +130,11 @@ class TensorKilnGraph:
                   if isinstance(a, torch.Tensor) and i not in self.constant_positions]
         outputs = entry.run(*arrays)
         STATS["tensorkiln_calls"] += 1
-        return rebuild_outputs(entry.output_structure, [to_torch(t) for t in outputs])
+        result = rebuild_outputs(entry.output_structure, [to_torch(t) for t in outputs])
+        if entry.written:
+            result, new_values = result
+            write_back([args[i] for i in entry.written], new_values)
+        return result
 
     def _eager(self, args):
         STATS["eager_calls"] += 1
@@ -174,14 +180,16 @@ class TensorKilnGraph:
                 full[position] = tensor
             return self.gm(*full)
 
-        user_inputs = [args[i] for i in user_positions]
+        # clones: tracing runs the graph on real tensors, and must not apply its in-place writes to the caller's
+        user_inputs = [args[i].clone() for i in user_positions]
         with torch.no_grad():
             traced = make_fx(torch.func.functionalize(with_constants, remove="mutations"),
                              decomposition_table=decompositions(), tracing_mode="real")(*user_inputs)
         traced.graph.eliminate_dead_code()  # e.g. the unused uint8 `empty` batch norm's decomposition makes
+        written = [user_positions[p] for p in split_input_writes(traced)]  # a KV cache's index_copy_
         converted = convert_graph(traced, what="torch.compile graph")
         STATS["compiles"] += 1
         run = jit(converted.fn, opt_level=self.options.opt_level, debug=self.options.debug,
                   precision=self.options.precision)
         baked = [(i, args[i], args[i]._version) for i in sorted(self.constant_positions)]
-        return _Entry(run, converted.output_structure, baked)
+        return _Entry(run, converted.output_structure, baked, written)

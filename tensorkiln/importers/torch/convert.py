@@ -118,14 +118,16 @@ class ConvertedGraph:
     output_structure: Any  # the graph's output with tensors replaced by their index in the flat list
 
 
-def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor] | None = None,
+def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, Any] | None = None,
                   what: str = "graph") -> ConvertedGraph:
     """Lower an ATen-level GraphModule. Placeholders named in `constants` (and get_attr tensors) become
     constants (snapshots of their values); the other placeholders are the inputs, in graph order."""
     graph = gm.graph
     check_supported(graph, what)
     constants = constants or {}
-    fixed: dict[str, Tensor] = {name: to_tk(t, copy=True) for name, t in constants.items()}
+    # non-tensor constants (a bool or int input torch.export specialized) pass through as they are
+    fixed: dict[str, Any] = {name: to_tk(t, copy=True) if isinstance(t, torch.Tensor) else t
+                             for name, t in constants.items()}
     for node in graph.nodes:
         if node.op == "get_attr":
             value = _get_attr(gm, node.target)

@@ -50,10 +50,19 @@ class TorchProgram:
             fn = functools.wraps(converted.fn)(lambda *tensors: converted.fn(*tensors)[0])
         self.jit = jit(fn, opt_level=opt_level, debug=debug, precision=precision)
         self._shapes = tuple(tuple(shape) for shape in input_shapes)
+        self.specialized: dict[str, Any] | None = None  # non-tensor example inputs, checked at each call
 
     def _inputs(self, args, kwargs) -> list:
         leaves = torch.utils._pytree.tree_leaves((list(args), dict(kwargs)),
                                                  is_leaf=lambda v: isinstance(v, (Tensor, np.ndarray)))
+        if self.specialized is not None:
+            given = _non_tensor_leaves(args, kwargs)
+            if given != self.specialized:
+                changed = sorted(k for k in set(given) | set(self.specialized)
+                                 if given.get(k, "absent") != self.specialized.get(k, "absent"))
+                raise ValueError(f"non-tensor input(s) {', '.join(changed)} differ from the example inputs "
+                                 f"({', '.join(f'{k}={self.specialized.get(k)!r}' for k in changed)}): "
+                                 f"torch.export bakes such values into the program; call tk.from_torch again")
         tensors = [to_tk(v) if isinstance(v, torch.Tensor) else as_tensor(v)
                    for v in leaves if isinstance(v, (Tensor, np.ndarray, torch.Tensor))]
         if len(tensors) != len(self.input_shapes):
@@ -116,8 +125,16 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
             if value is None:
                 value = exported.constants[spec.target]
             constants[spec.arg.name] = value
+        elif spec.kind == InputKind.USER_INPUT and not isinstance(_placeholder_value(exported, spec.arg.name),
+                                                                    torch.Tensor):
+            constants[spec.arg.name] = _placeholder_value(exported, spec.arg.name)  # specialized by export
         elif spec.kind != InputKind.USER_INPUT:
             raise UnsupportedOpError(f"torch.export input {spec.arg.name} of kind {spec.kind.name}")
+    written = [spec.target for spec in signature.output_specs if spec.kind == OutputKind.USER_INPUT_MUTATION]
+    if written:  # e.g. a StaticCache's index_copy_
+        raise UnsupportedOpError(f"the exported program writes its input(s) {', '.join(written)} in place: "
+                                 f"tk.from_torch imports pure functions; torch.compile(backend=\"tensorkiln\") "
+                                 f"writes such inputs back after each call")
     mutations = [spec.arg.name for spec in signature.output_specs if spec.kind != OutputKind.USER_OUTPUT]
     if mutations:
         raise UnsupportedOpError(f"the exported program updates state ({', '.join(mutations)}): tensorkiln "
@@ -125,4 +142,17 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
     converted = convert_graph(exported.graph_module, constants, what="model")
     placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
     shapes = [tuple(placeholders[name].meta["val"].shape) for name in converted.input_names]
-    return TorchProgram(exported, converted, shapes, opt_level, debug, precision)
+    program = TorchProgram(exported, converted, shapes, opt_level, debug, precision)
+    program.specialized = _non_tensor_leaves(example_inputs, example_kwargs or {})
+    return program
+
+
+def _placeholder_value(exported, name: str):
+    return next(n for n in exported.graph.nodes if n.op == "placeholder" and n.name == name).meta.get("val")
+
+
+def _non_tensor_leaves(args, kwargs) -> dict[str, Any]:
+    """{argument path: value} of the non-tensor inputs (use_cache=False, ...): torch.export bakes them in."""
+    leaves, _ = torch.utils._pytree.tree_flatten_with_path((list(args), dict(kwargs)))
+    return {torch.utils._pytree.keystr(path): value for path, value in leaves
+            if not isinstance(value, (torch.Tensor, Tensor, np.ndarray))}
