@@ -29,25 +29,29 @@ from .lowering_nn import adaptive_avg_pool3d, avg_pool3d, grid_sampler_2d, refle
 aten = torch.ops.aten
 
 
+def _masked_vjp(forward, operands, output_mask, grad_output) -> list:
+    """The gradients of `forward(*operands)` for the operands `output_mask` asks for (None for the others),
+    by tk.vjp over only those."""
+    wanted = [bool(m) for m in output_mask[:len(operands)]]
+    if not any(wanted):
+        return [None] * len(operands)
+
+    def differentiated(*chosen):
+        given = iter(chosen)
+        return forward(*(next(given) if w else t for t, w in zip(operands, wanted)))
+
+    _, pullback = vjp(differentiated, *(t for t, w in zip(operands, wanted) if w))
+    grads = iter(pullback(grad_output))
+    return [next(grads) if w else None for w in wanted]
+
+
 @register_lowering(aten.convolution_backward.default)
 def convolution_backward(grad_output, x, weight, bias_sizes, stride, padding, dilation, transposed,
                          output_padding, groups, output_mask):
-    wanted = [bool(output_mask[0]), bool(output_mask[1])]
-    grad_input = grad_weight = grad_bias = None
-    if any(wanted):
-        primals = [t for t, w in zip((x, weight), wanted) if w]
-
-        def forward(*differentiated):
-            given = iter(differentiated)
-            xs, ws = (next(given) if wanted[0] else x), (next(given) if wanted[1] else weight)
-            return convolution(xs, ws, None, stride, padding, dilation, transposed, output_padding, groups)
-
-        _, pullback = vjp(forward, *primals)
-        grads = iter(pullback(grad_output))
-        grad_input = next(grads) if wanted[0] else None
-        grad_weight = next(grads) if wanted[1] else None
-    if output_mask[2]:
-        grad_bias = grad_output.sum([0] + list(range(2, grad_output.ndim)))
+    grad_input, grad_weight = _masked_vjp(
+        lambda xs, ws: convolution(xs, ws, None, stride, padding, dilation, transposed, output_padding, groups),
+        (x, weight), output_mask, grad_output)
+    grad_bias = grad_output.sum([0] + list(range(2, grad_output.ndim))) if output_mask[2] else None
     return grad_input, grad_weight, grad_bias
 
 
@@ -81,19 +85,8 @@ def adaptive_avg_pool3d_backward(grad_output, x):
 
 @register_lowering(aten.grid_sampler_2d_backward.default, aten.grid_sampler_3d_backward.default)
 def grid_sampler_2d_backward(grad_output, x, grid, interpolation_mode, padding_mode, align_corners, output_mask):
-    wanted = [bool(output_mask[0]), bool(output_mask[1])]
-    if not any(wanted):
-        return None, None
-    primals = [t for t, w in zip((x, grid), wanted) if w]
-
-    def forward(*differentiated):
-        given = iter(differentiated)
-        xs, gs = (next(given) if wanted[0] else x), (next(given) if wanted[1] else grid)
-        return grid_sampler_2d(xs, gs, interpolation_mode, padding_mode, align_corners)
-
-    _, pullback = vjp(forward, *primals)
-    grads = iter(pullback(grad_output))
-    return (next(grads) if wanted[0] else None), (next(grads) if wanted[1] else None)
+    return tuple(_masked_vjp(lambda xs, gs: grid_sampler_2d(xs, gs, interpolation_mode, padding_mode, align_corners),
+                             (x, grid), output_mask, grad_output))
 
 
 def _spatial(value, dims: int, default=None) -> tuple[int, ...]:
