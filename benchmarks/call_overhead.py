@@ -15,6 +15,13 @@ Every round times a block of `--calls` calls of each function in turn, so a slow
 a shared machine hits them all alike; a row gives the median per-call time over the rounds
 and the range (fastest to slowest round). Results are discarded as they come, so a
 compiled call recycles its output array.
+
+`--separate-processes`: the batch-1 MLP only, tensorkiln (under tk.no_grad()) and ONNX
+Runtime (IOBinding) each in its own worker process with its own thread pool, at its
+default settings (libgomp's and ONNX Runtime's spin-waits on). In one process the two
+pools spin against each other for the same cores; here the parent asks each worker in
+turn for a block of calls (order reversed every round, a pause before each block so the
+idle pool has gone to sleep) and prints medians and the per-pair ratio.
 """
 from __future__ import annotations
 
@@ -92,12 +99,81 @@ def ort_iobinding(model: MLP, x: np.ndarray, threads: int) -> tuple[Callable[[],
     return (lambda: session.run_with_iobinding(binding)), y, settings
 
 
+def mlp_worker(framework: str, threads: int, calls: int) -> None:
+    """Serve blocks of batch-1 MLP calls: print "ready", then one block's seconds per call for every line read."""
+    model = MLP().eval()
+    batch = np.random.default_rng(0).standard_normal((1, 784), dtype=np.float32)
+    if framework == "tensorkiln":
+        compiled = tk.jit(model)
+
+        def run():
+            with tk.no_grad():
+                return compiled(batch)
+        expected = run().numpy()
+    else:
+        run, y, _ = ort_iobinding(model, batch, threads)
+        run()
+        expected = y.copy()
+    for _ in range(50):
+        run()
+    print("ready", float(np.abs(expected).sum()), flush=True)
+    for _ in sys.stdin:
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        print((time.perf_counter() - start) / calls, flush=True)
+
+
+def separate_processes(rounds: int, calls: int, threads: int) -> None:
+    """The MLP in two worker processes, blocks in turns; prints medians and per-pair ratios."""
+    import subprocess
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env.pop("OMP_WAIT_POLICY", None)  # each framework at its default (spinning) wait policy
+    workers = {}
+    for framework in ("tensorkiln", "onnxruntime"):
+        workers[framework] = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", framework, "--threads", str(threads),
+             "--calls", str(calls)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    checksums = {name: float(w.stdout.readline().split()[1]) for name, w in workers.items()}
+    if not np.isclose(checksums["tensorkiln"], checksums["onnxruntime"], rtol=1e-4):
+        raise SystemExit(f"outputs differ: {checksums}")
+    times: dict[str, list[float]] = {name: [] for name in workers}
+    order = list(workers)
+    for _ in range(rounds):
+        for name in order:
+            time.sleep(0.2)  # the other worker's pool stops spinning and sleeps
+            workers[name].stdin.write("go\n")
+            workers[name].stdin.flush()
+            times[name].append(float(workers[name].stdout.readline()))
+        order.reverse()
+    for w in workers.values():
+        w.stdin.close()
+        w.wait()
+    ratios = [ort / ours for ours, ort in zip(times["tensorkiln"], times["onnxruntime"])]
+    print(f"MLP 784-512-512-10, batch 1, float32, {threads} threads, each framework in its own process; "
+          f"{rounds} rounds of {calls} calls, in turns")
+    rows = [["tensorkiln tk.jit(MLP()) under tk.no_grad(), libgomp default wait policy",
+             *summary(times["tensorkiln"], 1e-6, "us")],
+            [f"onnxruntime CPU, {threads} intra-op threads, IOBinding, default spinning",
+             *summary(times["onnxruntime"], 1e-6, "us")]]
+    print_table(["call", "median per call", "range (us)"], rows)
+    print(f"onnxruntime / tensorkiln per pair of blocks: median {np.median(ratios):.2f}x, "
+          f"range {min(ratios):.2f}-{max(ratios):.2f}x (above 1: tensorkiln faster)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="rounds of timing every function in turn")
     parser.add_argument("--calls", type=int, default=2000, help="calls per function per round (tiny graph)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="ONNX Runtime intra-op threads")
+    parser.add_argument("--separate-processes", action="store_true",
+                        help="only the batch-1 MLP, each framework in its own process")
+    parser.add_argument("--worker", choices=("tensorkiln", "onnxruntime"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return mlp_worker(args.worker, args.threads, args.calls)
+    if args.separate_processes:
+        return separate_processes(args.rounds, max(args.calls // 4, 50), args.threads)
     print(f"machine: {machine_summary()}")
     print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}; "

@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "accel": ([sys.executable, os.path.join(HERE, "accel.py")], False),
     "deploy": ([sys.executable, os.path.join(HERE, "deploy.py")], True),
     "call_overhead": ([sys.executable, os.path.join(HERE, "call_overhead.py")], False),
+    "call_overhead_processes": ([sys.executable, os.path.join(HERE, "call_overhead.py"), "--separate-processes",
+                                 "--calls", "20000"], False),
     "alternating": ([sys.executable, os.path.join(HERE, "alternating.py")], True),
     "pipelines": ([sys.executable, os.path.join(HERE, "pipelines.py")], True),
     "distributed": ([sys.executable, os.path.join(HERE, "distributed.py"), "--plot",

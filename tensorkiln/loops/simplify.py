@@ -20,8 +20,8 @@ import math
 from typing import Mapping, Optional
 
 from tensorkiln.loops.bounds import Bounds
-from tensorkiln.loops.expr import (BINARY_OPS, BinOp, Const, Expr, Unary, Var, _binary, const, evaluate, format_expr,
-                                   is_size_var, walk, wrap_int)
+from tensorkiln.loops.expr import (BINARY_OPS, BinOp, Const, Expr, Load, Unary, Var, _binary, const, evaluate,
+                                   format_expr, is_size_var, walk, wrap_int)
 from tensorkiln.loops.pattern import Pat, Rule
 from tensorkiln.loops.types import int_range, is_int, is_unsigned
 
@@ -476,7 +476,10 @@ def simplify(expr: Expr, ranges: Mapping[str, tuple[int, int]] | None = None,
 
 def index_step(index: Expr, var: str, env: dict[str, int]) -> int | None:
     """How much `index` grows when `var` grows by one from `env`; with a symbolic size (tensorkiln/shapes)
-    in it, the step when it is one constant, else None (unknown: nothing is decided from the hint)."""
+    in it, the step when it is one constant, else None (unknown: nothing is decided from the hint).
+    An index that reads memory (a gather's) has no step known at compile time: None."""
+    if any(isinstance(x, Load) for x in walk(index)):
+        return None
     if any(isinstance(x, Var) and is_size_var(x.name) for x in walk(index)):
         step = simplify(_substitute_var(index, var, const(1)) - _substitute_var(index, var, const(0)))
         return int(step.value) if isinstance(step, Const) else None

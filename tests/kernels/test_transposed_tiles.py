@@ -31,3 +31,13 @@ def test_the_transposed_operand_is_copied_tile_by_tile():
     assert "in_y_pack" in text  # the copy of y's tile, in y's own order
     contiguous = tk.jit(lambda x, y: x + y)
     assert "_pack" not in contiguous.explain(a, a)
+
+
+def test_a_gathered_operand_beside_a_transposed_one():
+    """A gather's index reads memory, so its step is unknown at compile time: the kernel still compiles."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((256, 128), dtype=np.float32)
+    table = rng.standard_normal((50, 256), dtype=np.float32)
+    ids = rng.integers(0, 50, 128).astype(np.int64)
+    f = tk.jit(lambda x, t, i: x.T + t[i])
+    np.testing.assert_allclose(f(a, table, ids).numpy(), a.T + table[ids], rtol=1e-6)
