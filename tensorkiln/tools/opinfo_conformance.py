@@ -19,7 +19,11 @@ unless an operator overrides it), with matching shapes and dtypes. Outcomes:
 
 With `inductor=True` the same samples go through `torch.compile`'s default
 backend too, in the same run, and get the same outcomes (a refusal there is any
-exception).
+exception). Inductor runs an operator it has no lowering for by calling
+PyTorch's own ATen kernel from its generated code (a `FallbackKernel`); a
+passed sample that did so is counted apart ("passed through ATen fallback
+kernels"), so its own code generation can be compared with tensorkiln's, which
+has no such fallback by default.
 
     python -m tensorkiln.tools.opinfo_conformance [--ops add,cumsum] [--samples N] [--inductor] [--json FILE]
 """
@@ -44,6 +48,7 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 _HARNESS = {Path(__file__).resolve(), _PACKAGE / "importers" / "torch" / "backend.py"}
 
 OUTCOMES = ("passed", "failed", "refused", "skipped")
+FALLBACK_NOTE = "through ATen fallback kernels: "  # the detail of an Inductor pass that called ATen kernels
 
 
 @dataclass
@@ -130,6 +135,31 @@ def run_inductor(fn, tensors) -> object:
     return torch.compile(fn, backend="inductor", dynamic=False)(*tensors)
 
 
+class InductorFallbacks:
+    """Records the ATen ops Inductor's generated code calls as fallback kernels while active."""
+
+    def __init__(self):
+        self.ops: list[str] = []
+
+    def __enter__(self) -> "InductorFallbacks":
+        import torch._inductor.config as config
+        import torch._inductor.ir as ir
+        self._ir, self._init, self._cache = ir, ir.FallbackKernel.__init__, config.fx_graph_cache
+        config.fx_graph_cache = False  # a cached graph is not lowered again: its fallbacks would go unseen
+        record, original = self.ops, self._init
+
+        def init(kernel_self, layout, kernel, *args, **kwargs):
+            record.append(str(kernel))
+            original(kernel_self, layout, kernel, *args, **kwargs)
+        ir.FallbackKernel.__init__ = init
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch._inductor.config as config
+        self._ir.FallbackKernel.__init__ = self._init
+        config.fx_graph_cache = self._cache
+
+
 def raised_by_tensorkiln(err: BaseException) -> bool:
     """True when tensorkiln's own code (not PyTorch's tracer, called by the backend) raised `err`."""
     if isinstance(err, TensorKilnError):
@@ -206,7 +236,10 @@ def _check_one(report: Report, info, name: str, index: int, sample, inductor: bo
     if log is not None:
         log(f"tensorkiln {outcome:8} {name} #{index} {detail}")
     if inductor:
-        outcome, detail = check_sample(run_inductor, fn, tensors, expected, tensorkiln=False)
+        with InductorFallbacks() as fallbacks:
+            outcome, detail = check_sample(run_inductor, fn, tensors, expected, tensorkiln=False)
+        if outcome == "passed" and fallbacks.ops:
+            detail = FALLBACK_NOTE + ", ".join(sorted(set(fallbacks.ops)))[:300]
         report.inductor.append(SampleResult(name, index, outcome, detail))
         if log is not None:
             log(f"inductor   {outcome:8} {name} #{index} {detail}")
@@ -222,6 +255,12 @@ def summary(report: Report) -> str:
         rate = counts["passed"] / compared if compared else 0.0
         lines.append(f"{compiler:10}: {counts['passed']} passed, {counts['failed']} failed, {counts['refused']} refused, "
                      f"{counts['skipped']} skipped; pass rate {rate:.1%} of {compared} compared samples")
+        through_aten = sum(r.outcome == "passed" and r.detail.startswith(FALLBACK_NOTE)
+                           for r in getattr(report, compiler))
+        if through_aten:
+            lines.append(f"{'':10}  of the passed, {through_aten} through ATen fallback kernels, "
+                         f"{counts['passed'] - through_aten} by its own generated code "
+                         f"({(counts['passed'] - through_aten) / compared:.1%})")
     return "\n".join(lines)
 
 

@@ -180,3 +180,33 @@ def test_backend_callable_directly():
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error", TorchFallbackWarning)
         assert_close(compiled(x), model(x))
+
+
+class Mixed(torch.nn.Module):
+    """Compiled parts around unsupported ops: a linear layer, an FFT and a Bessel function."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        spectrum = torch.fft.rfft(self.linear(x).relu()).abs()
+        return (spectrum * 2 + 1).sum(-1), torch.special.i1(x) + x
+
+
+def test_fallback_compiles_the_parts_around_unsupported_ops():
+    torch._dynamo.reset()
+    model, x = Mixed(), torch.randn(3, 8)
+    compiled = torch.compile(model, backend="tensorkiln", options={"fallback": True})
+    before = dict(STATS)
+    with torch.no_grad(), pytest.warns(TorchFallbackWarning, match="special_i1") as record:
+        actual = compiled(x)
+    message = str(record[0].message)
+    assert "_fft_r2c" in message and "compiled part(s)" in message
+    assert STATS["compiles"] - before.get("compiles", 0) >= 2  # the linear layer's part and the sum's
+    with torch.no_grad():
+        for got, want in zip(actual, model(x)):
+            assert_close(got, want)
+        calls = STATS["partitioned_calls"]
+        compiled(torch.randn(3, 8))
+    assert STATS["partitioned_calls"] == calls + 1

@@ -39,3 +39,12 @@ def test_a_wrong_result_is_reported_as_a_failure():
     x = torch.arange(4.0)
     outcome, detail = conformance.check_sample(lambda fn, tensors: fn(*tensors) + 1, torch.neg, [x], torch.neg(x))
     assert outcome == "failed" and "output 0" in detail
+
+
+def test_inductor_passes_through_aten_fallback_kernels_are_counted_apart():
+    """Inductor has no lowering for the FFT: its generated code calls ATen's kernel, and the report says so."""
+    report = conformance.run(["fft.rfft", "add"], 1, inductor=True)
+    details = {r.op.split("[")[0]: r for r in report.inductor}
+    assert details["fft.rfft"].outcome == "passed" and details["fft.rfft"].detail.startswith(conformance.FALLBACK_NOTE)
+    assert details["add"].outcome == "passed" and details["add"].detail == ""
+    assert "through ATen fallback kernels" in conformance.summary(report)

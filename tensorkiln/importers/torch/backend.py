@@ -15,8 +15,9 @@ that Dynamo made dynamic after a recompile):
    to numpy without copying and wraps the outputs with `torch.from_numpy`.
 
 Options (`torch.compile(..., options={...})`): `fallback` (default False:
-unsupported ops raise `tk.UnsupportedOpError`; True: warn once and run that
-graph with eager PyTorch), `opt_level` (tk.jit's, default 2), `debug`.
+unsupported ops raise `tk.UnsupportedOpError`; True: warn once, naming them,
+and run them with eager PyTorch while the rest of the graph runs compiled, in
+parts: `partition.py`), `opt_level` (tk.jit's, default 2), `debug`.
 
 This module compiles inference graphs. A graph Dynamo hands over with grad
 enabled and inputs that require grad goes to `training.py` (the registered
@@ -37,8 +38,9 @@ import torch
 
 from ...errors import UnsupportedOpError
 from ...frontend.jit import jit
-from .convert import convert_graph, rebuild_outputs
+from .convert import convert_graph, rebuild_outputs, unsupported_nodes
 from .input_mutations import split_input_writes, write_back
+from .partition import Partitioned, partition
 from .tensors import to_numpy, to_torch
 
 #: Diagnostics: graphs handed to the backend, signatures compiled, calls run by tensorkiln or eagerly.
@@ -62,7 +64,7 @@ def decompositions() -> dict:
 
 @dataclass
 class BackendOptions:
-    fallback: bool = False  # unsupported ops: False raises UnsupportedOpError, True runs eager PyTorch
+    fallback: bool = False  # unsupported ops: False raises UnsupportedOpError, True runs them with eager PyTorch
     opt_level: int = 2
     debug: bool | None = None
     precision: str = "fp32"  # tk.jit's option: "bf16" computes matmuls, convolutions and attention in bf16;
@@ -94,6 +96,7 @@ class _Entry:
     output_structure: Any
     baked: list  # (position, tensor, version) of the parameters and buffers baked in
     written: list[int]  # positions of the inputs the graph updates in place (written back after each call)
+    partitioned: Any = None  # with unsupported ops and fallback=True: the graph of compiled parts and eager ops
 
 
 class TensorKilnGraph:
@@ -126,11 +129,14 @@ class TensorKilnGraph:
         entry = self._entry(args)
         if entry is None:
             return self._eager(args)
-        arrays = [to_numpy(a) for i, a in enumerate(args)
-                  if isinstance(a, torch.Tensor) and i not in self.constant_positions]
-        outputs = entry.run(*arrays)
-        STATS["tensorkiln_calls"] += 1
-        result = rebuild_outputs(entry.output_structure, [to_torch(t) for t in outputs])
+        user_inputs = [a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.constant_positions]
+        if entry.partitioned is not None:
+            STATS["partitioned_calls"] += 1
+            result = entry.partitioned.module(*user_inputs)
+        else:
+            STATS["tensorkiln_calls"] += 1
+            outputs = entry.run(*[to_numpy(a) for a in user_inputs])
+            result = rebuild_outputs(entry.output_structure, [to_torch(t) for t in outputs])
         if entry.written:
             result, new_values = result
             write_back([args[i] for i in entry.written], new_values)
@@ -187,9 +193,21 @@ class TensorKilnGraph:
                              decomposition_table=decompositions(), tracing_mode="real")(*user_inputs)
         traced.graph.eliminate_dead_code()  # e.g. the unused uint8 `empty` batch norm's decomposition makes
         written = [user_positions[p] for p in split_input_writes(traced)]  # a KV cache's index_copy_
+        baked = [(i, args[i], args[i]._version) for i in sorted(self.constant_positions)]
+        if self.options.fallback and unsupported_nodes(traced.graph):
+            return _Entry(None, None, baked, written, self._partitioned(traced))
         converted = convert_graph(traced, what="torch.compile graph")
         STATS["compiles"] += 1
         run = jit(converted.fn, opt_level=self.options.opt_level, debug=self.options.debug,
                   precision=self.options.precision)
-        baked = [(i, args[i], args[i]._version) for i in sorted(self.constant_positions)]
         return _Entry(run, converted.output_structure, baked, written)
+
+    def _partitioned(self, traced: torch.fx.GraphModule) -> Partitioned:
+        """The graph as compiled parts around the ops tensorkiln does not lower, which run eagerly (warned)."""
+        parts = partition(traced, self.options)
+        STATS["compiles"] += parts.compiled_parts
+        lines = [f"  {op}" for op in parts.eager_ops] + [f"  part {why}" for why in parts.failed_parts]
+        warnings.warn("tensorkiln cannot convert these PyTorch op(s) of this torch.compile graph; they run with "
+                      f"eager PyTorch (fallback=True), the rest in {parts.compiled_parts} compiled part(s):\n"
+                      + "\n".join(lines), TorchFallbackWarning, stacklevel=4)
+        return parts
