@@ -232,6 +232,14 @@ RULES: list[Rule] = [
       example=lambda x: x.relu().relu()),
     R("where(c, x, x) -> x", P("where", X("c"), X("x"), X("x")), lambda m, n: m["x"],
       example=lambda x: x.where(x > 0, x)),
+    # a constant condition that is everywhere true or false (a mask with nothing masked, as
+    # scaled_dot_product_attention's decomposition builds for a model called without one) picks one side
+    R("where(all true, x, y) -> x", P("where", C("c"), X("x"), X("y")), lambda m, n: m["x"],
+      when=lambda m, n: bool(constant_array(m["c"]).all()),
+      example=lambda x: x.where(np.ones((1, 4), bool), x * 2.0)),
+    R("where(all false, x, y) -> y", P("where", C("c"), X("x"), X("y")), lambda m, n: m["y"],
+      when=lambda m, n: not constant_array(m["c"]).any(),
+      example=lambda x: x.where(np.zeros((3, 1), bool), x * 3.0)),
     # ---- movement chains
     R("permute(permute(x)) -> permute(x) or x", P("permute", P("permute", X("x"), name="p")), _composed_permute,
       example=lambda x: x.permute(1, 0).permute(1, 0) + x.reshape(2, 6, 1).permute(2, 0, 1).permute(1, 2, 0).sum()),
