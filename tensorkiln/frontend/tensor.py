@@ -110,15 +110,23 @@ def _is_scalar(value) -> bool:
 
 
 def scalar_tensor(value, dtype: DType) -> "Tensor":
-    """A 0-d eager tensor of `dtype` holding a Python scalar."""
+    """A 0-d eager tensor of `dtype` holding a Python scalar; a size symbol gives a traced one."""
+    if is_symbolic(value):
+        return size_tensor(value, dtype)
     return Tensor._from_value(dt.to_storage(np.asarray(value), dtype), dtype)
 
 
+def size_tensor(size, dtype: DType = dt.int64) -> "Tensor":
+    """A 0-d tensor of a size symbol's run-time value (a one-element `iota` starting there), so that
+    `x + x.shape[1]` in a dynamic trace reads the size instead of baking in the traced one."""
+    return apply("iota", [], length=1, start=size, step=1, dtype=dtype).reshape(())
+
+
 def promote(*values) -> tuple[list["Tensor"], DType]:
-    """Convert operands to Tensors of their common dtype (Python scalars are weak)."""
-    values = [v if isinstance(v, Tensor) or _is_scalar(v) else as_tensor(v) for v in values]
+    """Convert operands to Tensors of their common dtype (Python scalars and size symbols are weak)."""
+    values = [v if isinstance(v, Tensor) or _is_scalar(v) or is_symbolic(v) else as_tensor(v) for v in values]
     tensors = [v.dtype for v in values if isinstance(v, Tensor)]
-    scalars = [dt.scalar_category(v) for v in values if not isinstance(v, Tensor)]
+    scalars = [dt.scalar_category(1 if is_symbolic(v) else v) for v in values if not isinstance(v, Tensor)]
     dtype = dt.result_type(tensors, scalars)
     return [v.to(dtype) if isinstance(v, Tensor) else scalar_tensor(v, dtype) for v in values], dtype
 
@@ -129,6 +137,8 @@ def as_tensor(value, dtype=None) -> "Tensor":
         return value if dtype is None else value.to(dtype)
     if dtype is not None:
         dtype = dt.as_dtype(dtype)
+    if is_symbolic(value):
+        return size_tensor(value, dtype or dt.int64)
     if isinstance(value, (np.ndarray, np.generic)):  # numpy scalars keep their dtype, like 0-d arrays
         array = np.asarray(value)
     elif _is_scalar(value):

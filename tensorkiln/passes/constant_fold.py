@@ -32,6 +32,8 @@ def fold_constants(graph: Graph) -> tuple[Graph, Counter]:
             return node
         if any(is_symbolic(d) for d in node.type.shape):  # a size symbol: its value comes with each call
             return node
+        if any(is_symbolic(v) for v in node.attrs.values()):  # e.g. an iota starting at a size symbol
+            return node
         input_size = sum(i.type.size for i in node.inputs)
         if node.type.size > input_size + MAX_GROWTH_ELEMENTS:
             return node

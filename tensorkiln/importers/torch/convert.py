@@ -18,7 +18,9 @@ import torch
 
 from ...errors import TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor
-from . import lowering_backward, lowering_indexing, lowering_math, lowering_nn, lowering_scan  # noqa: F401  (registration)
+from ...shapes import hint_of
+from . import (lowering_backward, lowering_indexing, lowering_math, lowering_nn, lowering_scan,  # noqa: F401
+               lowering_sizes)  # (registration)
 from .lowering import LOWERINGS
 from .refusals import refusal_reason
 from .tensors import _TORCH_TO_TK, tk_dtype, to_numpy, to_tk, to_torch, torch_dtype  # noqa: F401  (re-exported)
@@ -194,10 +196,18 @@ def _match_meta(value, meta, node):
     if isinstance(value, (list, tuple)) and isinstance(meta, (list, tuple)):
         return type(value)(_match_meta(v, m, node) for v, m in zip(value, meta))
     if isinstance(value, Tensor) and isinstance(meta, torch.Tensor):
-        if tuple(value.shape) != tuple(meta.shape):
+        if not _same_shape(value.shape, meta.shape):
             raise TensorKilnError(f"internal error converting {node.name} ({_target_name(node.target)}): "
                                   f"tensorkiln shape {list(value.shape)}, PyTorch shape {list(meta.shape)}")
         want = tk_dtype(meta.dtype)
         if value.dtype != want:
             value = value.to(want)
     return value
+
+
+def _same_shape(shape, meta_shape) -> bool:
+    """tensorkiln's shape against PyTorch's. A size PyTorch keeps symbolic (dynamic_shapes) is not compared:
+    its example value differs from the call's, and comparing a size symbol would record a guard."""
+    return len(shape) == len(meta_shape) and all(
+        isinstance(meta_size, torch.SymInt) or hint_of(size) == int(meta_size)
+        for size, meta_size in zip(shape, meta_shape))

@@ -11,7 +11,10 @@ relu_ on intermediates...) it is converted as is; otherwise
 graph, about half of the import time of a ResNet). The lifted tensors
 become tensorkiln constants (snapshots taken at import), the user inputs
 become the compiled function's inputs. Shapes are those of the example
-inputs (export them again for other shapes).
+inputs, except the dimensions made dynamic with torch.export's
+`dynamic_shapes` (`torch.export.Dim`): those stay size symbols, named after
+torch's, with its bounds, so one compiled program serves every size in range
+(docs/dynamic_shapes.md).
 """
 from __future__ import annotations
 
@@ -31,13 +34,16 @@ from .backend import decompositions
 from .convert import ConvertedGraph, convert_graph, rebuild_outputs, unsupported_nodes
 from .export_hints import export_for_inference
 from .tensors import to_tk
+from ...shapes import Dim
+from ...shapes.env import MAX_SIZE, MIN_SIZE
 
 
 class TorchProgram:
     """A PyTorch module imported by from_torch: call it with the user inputs (flattened in order)."""
 
     def __init__(self, exported, converted: ConvertedGraph, input_shapes: list[tuple], opt_level: int = 2,
-                 debug: bool | None = None, precision: str = "fp32"):
+                 debug: bool | None = None, precision: str = "fp32", dynamic: dict | None = None,
+                 bounds: dict | None = None):
         self.exported_program = exported
         self.converted = converted
         self.input_shapes = input_shapes
@@ -48,8 +54,14 @@ class TorchProgram:
         fn = converted.fn
         if self._first_result:
             fn = functools.wraps(converted.fn)(lambda *tensors: converted.fn(*tensors)[0])
-        self.jit = jit(fn, opt_level=opt_level, debug=debug, precision=precision)
+        # input_shapes holds None where a dimension is symbolic (dynamic_shapes); tk.jit traces those as symbols
+        self.jit = jit(fn, opt_level=opt_level, debug=debug, precision=precision, dynamic=dynamic or None)
         self._shapes = tuple(tuple(shape) for shape in input_shapes)
+        self._dynamic = bool(dynamic)
+        self.bounds = bounds or {}  # (input, axis) -> torch.export's (min, max) of a dynamic dimension
+        # sizes 0 and 1 are never symbols in tensorkiln (broadcasting differs): such calls trace static
+        self._static_jit = functools.partial(jit, fn, opt_level=opt_level, debug=debug, precision=precision,
+                                             dynamic=False)
         self.specialized: dict[str, Any] | None = None  # non-tensor example inputs, checked at each call
 
     def _inputs(self, args, kwargs) -> list:
@@ -67,20 +79,28 @@ class TorchProgram:
                    for v in leaves if isinstance(v, (Tensor, np.ndarray, torch.Tensor))]
         if len(tensors) != len(self.input_shapes):
             raise TypeError(f"this program takes {len(self.input_shapes)} tensor input(s), got {len(tensors)}")
+        for (i, axis), (low, high) in self.bounds.items():
+            size = tensors[i].shape[axis] if i < len(tensors) and axis < len(tensors[i].shape) else None
+            if size is not None and not (low <= size <= high):
+                raise ShapeError(f"input {i} ({self.converted.input_names[i]}) has size {size} in dimension "
+                                 f"{axis}, outside the range [{low}, {high}] it was exported with")
         for i, (t, shape) in enumerate(zip(tensors, self.input_shapes)):
-            if tuple(t.shape) != shape:
+            if not _fits(tuple(t.shape), shape):
+                exported = ["*" if size is None else size for size in shape]
                 raise ShapeError(f"input {i} ({self.converted.input_names[i]}) has shape {list(t.shape)}, but "
-                                 f"the model was exported with shape {list(shape)}; call tk.from_torch with "
-                                 f"example inputs of the new shape")
+                                 f"the model was exported with shape {exported} (* = dynamic); call "
+                                 f"tk.from_torch with example inputs of the new shape, or make that dimension "
+                                 f"dynamic with dynamic_shapes")
         return tensors
 
     def __call__(self, *args, **kwargs):
         """Run on numpy arrays, tk Tensors or torch tensors; returns tk Tensors in the module's output structure."""
-        if not kwargs and all(type(a) is np.ndarray for a in args) and \
+        if not kwargs and not self._dynamic and all(type(a) is np.ndarray for a in args) and \
                 tuple(a.shape for a in args) == self._shapes:
             flat = self.jit(*args)  # plain arrays of the exported shapes: no flattening needed
         else:
-            flat = self.jit(*self._inputs(args, kwargs))
+            tensors = self._inputs(args, kwargs)
+            flat = self._function_for(tensors)(*tensors)
         if self._first_result:
             return flat
         outputs = rebuild_outputs(self.converted.output_structure, flat)
@@ -90,23 +110,36 @@ class TorchProgram:
 
     def report(self, *args, **kwargs):
         """tk.jit's CompileReport (kernels, passes, timings) for these inputs."""
-        return self.jit.report(*self._inputs(args, kwargs))
+        tensors = self._inputs(args, kwargs)
+        return self._function_for(tensors).report(*tensors)
 
     def explain(self, *args, **kwargs) -> str:
         """tk.jit's explanation: graph after each pass, kernels, generated source."""
-        return self.jit.explain(*self._inputs(args, kwargs))
+        tensors = self._inputs(args, kwargs)
+        return self._function_for(tensors).explain(*tensors)
 
     def profile(self, *args, repeat: int = 20, **kwargs):
         """tk.jit's per-kernel profile (time per call of each kernel) for these inputs."""
-        return self.jit.profile(*self._inputs(args, kwargs), repeat=repeat)
+        tensors = self._inputs(args, kwargs)
+        return self._function_for(tensors).profile(*tensors, repeat=repeat)
+
+    def _function_for(self, tensors: list):
+        """The symbolic program, or (a dynamic dimension of size 0 or 1) the one that traces static."""
+        if any(tensors[i].shape[axis] < MIN_SIZE for i, axis in self.bounds):
+            if not isinstance(self._static_jit, type(self.jit)):
+                self._static_jit = self._static_jit()
+            return self._static_jit
+        return self.jit
 
 
 def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dict | None = None, *,
                opt_level: int = 2, debug: bool | None = None, strict: bool = False,
-               precision: str = "fp32") -> TorchProgram:
+               precision: str = "fp32", dynamic_shapes: Any = None) -> TorchProgram:
     """Import `module` (in eval mode) via torch.export at the example inputs' shapes; returns a TorchProgram.
 
-    precision="bf16": matmuls, convolutions and attention take bf16 operands (tk.jit's option)."""
+    precision="bf16": matmuls, convolutions and attention take bf16 operands (tk.jit's option).
+    dynamic_shapes: torch.export's argument (e.g. {"x": {0: torch.export.Dim("batch", max=64)}}); those
+    dimensions stay symbolic in the compiled program."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
@@ -114,7 +147,7 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
         warnings.warn("tk.from_torch: the module is in training mode (dropout active, batch norm uses batch "
                       "statistics); call module.eval() for inference", UserWarning, stacklevel=3)
     with torch.no_grad():
-        exported = export_for_inference(module, example_inputs, example_kwargs, strict)
+        exported = export_for_inference(module, example_inputs, example_kwargs, strict, dynamic_shapes)
         if unsupported_nodes(exported.graph):  # else convert as is: decomposing retraces the whole graph
             exported = exported.run_decompositions(decompositions())
     signature = exported.graph_signature
@@ -141,10 +174,38 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
                                  f"imports inference graphs; call module.eval()")
     converted = convert_graph(exported.graph_module, constants, what="model")
     placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
-    shapes = [tuple(placeholders[name].meta["val"].shape) for name in converted.input_names]
-    program = TorchProgram(exported, converted, shapes, opt_level, debug, precision)
+    values = [placeholders[name].meta["val"] for name in converted.input_names]
+    shapes = [tuple(None if isinstance(size, torch.SymInt) else int(size) for size in v.shape) for v in values]
+    dynamic, bounds = _symbolic_dims(exported, values)
+    program = TorchProgram(exported, converted, shapes, opt_level, debug, precision, dynamic, bounds)
     program.specialized = _non_tensor_leaves(example_inputs, example_kwargs or {})
     return program
+
+
+def _symbolic_dims(exported, values: list[torch.Tensor]) -> tuple[dict, dict]:
+    """(tk.jit's `dynamic` for the inputs' symbolic sizes: {"arg<i>": {axis: Dim(torch's symbol)}},
+    {(input, axis): torch.export's (min, max) of that size})."""
+    dynamic: dict[str, dict[int, Dim]] = {}
+    bounds: dict[tuple[int, int], tuple[int, int]] = {}
+    for i, value in enumerate(values):
+        for axis, size in enumerate(value.shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            expr = size.node.expr
+            if not expr.is_Symbol:
+                raise UnsupportedOpError(f"input {i}'s dimension {axis} is the expression {expr} of other sizes; "
+                                         f"tensorkiln takes each dynamic input dimension as a symbol of its own")
+            found = exported.range_constraints.get(expr)
+            low = int(found.lower) if found is not None and found.lower.is_finite else 0
+            high = int(found.upper) if found is not None and found.upper.is_finite else MAX_SIZE
+            bounds[(i, axis)] = (low, high)
+            dynamic.setdefault(f"arg{i}", {})[axis] = Dim(str(expr), min=max(low, MIN_SIZE), max=high)
+    return dynamic, bounds
+
+
+def _fits(shape: tuple, exported: tuple) -> bool:
+    """True when `shape` has the exported rank and static sizes (None: a dynamic dimension, any size)."""
+    return len(shape) == len(exported) and all(e is None or s == e for s, e in zip(shape, exported))
 
 
 def _placeholder_value(exported, name: str):

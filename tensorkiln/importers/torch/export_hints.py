@@ -30,10 +30,11 @@ def _unknown_output_type(err: Exception) -> bool:
     return "which is not a known type" in text and "pytree" in text
 
 
-def export_for_inference(module: torch.nn.Module, args: tuple, kwargs: dict | None, strict: bool):
+def export_for_inference(module: torch.nn.Module, args: tuple, kwargs: dict | None, strict: bool,
+                         dynamic_shapes=None):
     """torch.export.export(module, args, kwargs), retried with use_cache=False for an unexportable cache."""
     try:
-        return torch.export.export(module, args, kwargs=kwargs, strict=strict)
+        return torch.export.export(module, args, kwargs=kwargs, strict=strict, dynamic_shapes=dynamic_shapes)
     except Exception as err:
         if not _unknown_output_type(err):
             raise
@@ -45,7 +46,8 @@ def export_for_inference(module: torch.nn.Module, args: tuple, kwargs: dict | No
         warnings.warn(f"tk.from_torch: torch.export cannot return the model's cache ({str(err).split(',')[0]}); "
                       f"exported with use_cache=False, so the program returns no cache (pass use_cache=False in "
                       f"example_kwargs to silence this)", UserWarning, stacklevel=3)
-        return torch.export.export(_WithoutCache(module), args, kwargs=kwargs, strict=strict)
+        return torch.export.export(_WithoutCache(module), args, kwargs=kwargs, strict=strict,
+                                   dynamic_shapes=dynamic_shapes)
 
 
 class _WithoutCache(torch.nn.Module):

@@ -57,7 +57,7 @@ def register_lowering(*targets, check: Callable | None = None):
 
 def lowered_ops() -> list[str]:
     """Names of every ATen overload the table covers."""
-    return sorted(str(t) for t in LOWERINGS)
+    return sorted(str(t) for t in LOWERINGS if isinstance(t, torch._ops.OpOverload))
 
 
 # ---- helpers ---------------------------------------------------------------------------------

@@ -1,8 +1,6 @@
-"""Lowerings of two-operand math (atan2, fmod, fmax, fmin, copysign), addmv/addbmm, shape queries and
-strided creation."""
+"""Lowerings of two-operand math (atan2, fmod, fmax, fmin, copysign), addmv/addbmm and strided creation."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ...frontend.functions import matmul, where
@@ -26,17 +24,6 @@ def atan2(a, b):
 def fmod(a, b):
     a, b = _tensors(a, b)
     return a.fmod(b)
-
-
-# Shapes are static in tensorkiln (each signature is traced with its own), so a size query is a number.
-@register_lowering(aten.sym_size.int)
-def sym_size(x, dim):
-    return int(x.shape[dim])
-
-
-@register_lowering(aten.sym_numel.default)
-def sym_numel(x):
-    return int(np.prod(x.shape, dtype=np.int64))
 
 
 @register_lowering(aten.empty_strided.default)
