@@ -23,7 +23,10 @@ exception). Inductor runs an operator it has no lowering for by calling
 PyTorch's own ATen kernel from its generated code (a `FallbackKernel`); a
 passed sample that did so is counted apart ("passed through ATen fallback
 kernels"), so its own code generation can be compared with tensorkiln's, which
-has no such fallback by default.
+has no such fallback by default. With `fallback=True` the samples tensorkiln
+refuses run again through its backend's `fallback=True` (the unsupported ATen
+ops run with PyTorch, the rest compiled), the counterpart of Inductor's fallback
+kernels; those passes are counted apart in the same way.
 
     python -m tensorkiln.tools.opinfo_conformance [--ops add,cumsum] [--samples N] [--inductor] [--json FILE]
 """
@@ -42,7 +45,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..errors import TensorKilnError, UnsupportedOpError
-from ..importers.torch.backend import BackendOptions, TensorKilnGraph
+from ..importers.torch.backend import BackendOptions, TensorKilnGraph, TorchFallbackWarning
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _HARNESS = {Path(__file__).resolve(), _PACKAGE / "importers" / "torch" / "backend.py"}
@@ -67,6 +70,7 @@ class Report:
 
     tensorkiln: list[SampleResult] = field(default_factory=list)
     inductor: list[SampleResult] = field(default_factory=list)
+    tensorkiln_fallback: list[SampleResult] = field(default_factory=list)  # fallback=True (refused ones rerun)
 
     def counts(self, compiler: str) -> Counter:
         return Counter(r.outcome for r in getattr(self, compiler))
@@ -130,6 +134,17 @@ def run_tensorkiln(fn, tensors) -> object:
     return graph(*tensors)
 
 
+def run_tensorkiln_fallback(fn, tensors) -> object:
+    """tensorkiln with fallback=True: ATen ops it does not lower run with PyTorch between compiled parts."""
+    graph = TensorKilnGraph(fn, list(tensors), BackendOptions(fallback=True))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = graph(*tensors)
+    eager = [line.strip() for w in caught if issubclass(w.category, TorchFallbackWarning)
+             for line in str(w.message).splitlines()[1:]]
+    return result, eager
+
+
 def run_inductor(fn, tensors) -> object:
     torch._dynamo.reset()  # every sample's function shares one code object: no recompile limit
     return torch.compile(fn, backend="inductor", dynamic=False)(*tensors)
@@ -191,7 +206,7 @@ def check_sample(compile_and_run, fn, tensors, expected, tensorkiln: bool = True
 
 
 def run(ops: list[str] | None = None, samples_per_op: int | None = None, dtypes=(torch.float32,),
-        inductor: bool = False, log=None) -> Report:
+        inductor: bool = False, log=None, fallback: bool = False) -> Report:
     """Every sample (up to `samples_per_op` per OpInfo and dtype) of the OpInfos named in `ops` (all when None)."""
     report = Report()
     wanted = set(ops) if ops else None
@@ -209,11 +224,12 @@ def run(ops: list[str] | None = None, samples_per_op: int | None = None, dtypes=
                 continue
             for index, sample in enumerate(samples[:samples_per_op]):
                 name = f"{label}[{str(dtype).removeprefix('torch.')}]"
-                _check_one(report, info, name, index, sample, inductor, log)
+                _check_one(report, info, name, index, sample, inductor, log, fallback)
     return report
 
 
-def _check_one(report: Report, info, name: str, index: int, sample, inductor: bool, log) -> None:
+def _check_one(report: Report, info, name: str, index: int, sample, inductor: bool, log,
+               fallback: bool = False) -> None:
     fn, tensors = as_function(info, sample)
     try:
         with torch.no_grad():
@@ -221,20 +237,30 @@ def _check_one(report: Report, info, name: str, index: int, sample, inductor: bo
             random = _is_random(fn, tensors)
     except Exception as err:
         reason = f"eager PyTorch raises {type(err).__name__}"
-        report.tensorkiln.append(SampleResult(name, index, "skipped", reason))
-        if inductor:
-            report.inductor.append(SampleResult(name, index, "skipped", reason))
+        _skip(report, SampleResult(name, index, "skipped", reason), inductor, fallback)
         return
     if random or not tensors:
         reason = "random results" if random else "no tensor inputs"
-        report.tensorkiln.append(SampleResult(name, index, "skipped", reason))
-        if inductor:
-            report.inductor.append(SampleResult(name, index, "skipped", reason))
+        _skip(report, SampleResult(name, index, "skipped", reason), inductor, fallback)
         return
     outcome, detail = check_sample(run_tensorkiln, fn, tensors, expected)
     report.tensorkiln.append(SampleResult(name, index, outcome, detail))
     if log is not None:
         log(f"tensorkiln {outcome:8} {name} #{index} {detail}")
+    if fallback:
+        result = SampleResult(name, index, outcome, detail)
+        if outcome == "refused":
+            eager: list[str] = []
+
+            def partly_eager(fn, tensors):
+                output, ops = run_tensorkiln_fallback(fn, tensors)
+                eager.extend(ops)
+                return output
+            outcome, detail = check_sample(partly_eager, fn, tensors, expected)
+            if outcome == "passed":
+                detail = FALLBACK_NOTE + ", ".join(sorted(set(eager)))[:300]
+            result = SampleResult(name, index, outcome, detail)
+        report.tensorkiln_fallback.append(result)
     if inductor:
         with InductorFallbacks() as fallbacks:
             outcome, detail = check_sample(run_inductor, fn, tensors, expected, tensorkiln=False)
@@ -245,21 +271,30 @@ def _check_one(report: Report, info, name: str, index: int, sample, inductor: bo
             log(f"inductor   {outcome:8} {name} #{index} {detail}")
 
 
+def _skip(report: Report, result: SampleResult, inductor: bool, fallback: bool) -> None:
+    report.tensorkiln.append(result)
+    if inductor:
+        report.inductor.append(result)
+    if fallback:
+        report.tensorkiln_fallback.append(result)
+
+
 def summary(report: Report) -> str:
     lines = []
-    for compiler in ("tensorkiln", "inductor"):
+    for compiler in ("tensorkiln", "tensorkiln_fallback", "inductor"):
         counts = report.counts(compiler)
         compared = counts["passed"] + counts["failed"] + counts["refused"]
-        if not compared and compiler == "inductor":
+        if not compared and compiler != "tensorkiln":
             continue
         rate = counts["passed"] / compared if compared else 0.0
-        lines.append(f"{compiler:10}: {counts['passed']} passed, {counts['failed']} failed, {counts['refused']} refused, "
+        label = "tensorkiln, fallback=True" if compiler == "tensorkiln_fallback" else compiler
+        lines.append(f"{label}: {counts['passed']} passed, {counts['failed']} failed, {counts['refused']} refused, "
                      f"{counts['skipped']} skipped; pass rate {rate:.1%} of {compared} compared samples")
         through_aten = sum(r.outcome == "passed" and r.detail.startswith(FALLBACK_NOTE)
                            for r in getattr(report, compiler))
         if through_aten:
-            lines.append(f"{'':10}  of the passed, {through_aten} through ATen fallback kernels, "
-                         f"{counts['passed'] - through_aten} by its own generated code "
+            lines.append(f"  of these, {through_aten} passed through ATen kernels, "
+                         f"{counts['passed'] - through_aten} by its own code "
                          f"({(counts['passed'] - through_aten) / compared:.1%})")
     return "\n".join(lines)
 
@@ -270,13 +305,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=None, help="at most this many samples per OpInfo and dtype")
     parser.add_argument("--dtypes", default="float32", help="comma-separated torch dtypes (default float32)")
     parser.add_argument("--inductor", action="store_true", help="also run torch.compile's Inductor on each sample")
+    parser.add_argument("--fallback", action="store_true",
+                        help="also rerun the samples tensorkiln refuses with its backend's fallback=True")
     parser.add_argument("--json", help="write every sample's outcome here")
     parser.add_argument("--verbose", action="store_true", help="print every sample's outcome")
     args = parser.parse_args(argv)
     dtypes = tuple(getattr(torch, name) for name in args.dtypes.split(","))
     start = time.perf_counter()
     report = run(args.ops.split(",") if args.ops else None, args.samples, dtypes, args.inductor,
-                 log=print if args.verbose else None)
+                 log=print if args.verbose else None, fallback=args.fallback)
     seconds = time.perf_counter() - start
     failures = [r for r in report.tensorkiln if r.outcome == "failed"]
     for r in failures:
@@ -288,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"tensorkiln": [asdict(r) for r in report.tensorkiln],
                        "inductor": [asdict(r) for r in report.inductor],
-                       "counts": {c: dict(report.counts(c)) for c in ("tensorkiln", "inductor")},
+                       "tensorkiln_fallback": [asdict(r) for r in report.tensorkiln_fallback],
+                       "counts": {c: dict(report.counts(c)) for c in ("tensorkiln", "tensorkiln_fallback",
+                                                                      "inductor")},
                        "seconds": seconds}, f, indent=1)
     return 0
 

@@ -47,4 +47,13 @@ def test_inductor_passes_through_aten_fallback_kernels_are_counted_apart():
     details = {r.op.split("[")[0]: r for r in report.inductor}
     assert details["fft.rfft"].outcome == "passed" and details["fft.rfft"].detail.startswith(conformance.FALLBACK_NOTE)
     assert details["add"].outcome == "passed" and details["add"].detail == ""
-    assert "through ATen fallback kernels" in conformance.summary(report)
+    assert "1 passed through ATen kernels" in conformance.summary(report)
+
+
+def test_refused_samples_rerun_with_the_backends_fallback():
+    report = conformance.run(["fft.rfft", "add"], 1, fallback=True)
+    strict = {r.op.split("[")[0]: r for r in report.tensorkiln}
+    rerun = {r.op.split("[")[0]: r for r in report.tensorkiln_fallback}
+    assert strict["fft.rfft"].outcome == "refused" and strict["add"].outcome == "passed"
+    assert rerun["fft.rfft"].outcome == "passed" and "_fft_r2c" in rerun["fft.rfft"].detail
+    assert rerun["add"].outcome == "passed" and rerun["add"].detail == ""
