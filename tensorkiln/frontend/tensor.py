@@ -401,6 +401,8 @@ class Tensor:
     def isinf(self): return apply("isinf", [self]) if self._dtype.is_floating else self != self
     def atan2(self, other): return self._binary("atan2", other, float_result=True)
     def fmod(self, other): return self._binary("fmod", other)
+    def hypot(self, other): return self._binary("hypot", other, float_result=True)
+    def nextafter(self, other): return self._binary("nextafter", other)
 
     def square(self): return self * self
 

@@ -69,3 +69,23 @@ def addbmm(bias, batch1, batch2, *, beta=1, alpha=1):
     product = matmul(batch1, batch2).sum(0)
     product = product * alpha if alpha != 1 else product
     return product if beta == 0 else product + (bias if beta == 1 else bias * beta)
+
+
+@register_lowering(aten.hypot.default)
+def hypot(a, b):
+    a, b = _tensors(a, b)
+    return a.hypot(b)
+
+
+@register_lowering(aten.nextafter.default)
+def nextafter(a, b):
+    a, b = _tensors(a, b)
+    return a.nextafter(b)
+
+
+@register_lowering(aten.ldexp.Tensor)
+def ldexp(x, exponent):
+    """x * 2**exponent, as ATen computes it (the power of two is exact for integer exponents)."""
+    x = _float_of(x if isinstance(x, Tensor) else as_tensor(x))
+    exponent = exponent if isinstance(exponent, Tensor) else as_tensor(exponent)
+    return x * exponent.to(x.dtype).exp2()

@@ -62,6 +62,9 @@ UNARY = {
     "asinh": (np.arcsinh, "float", (-4, 4)),
     "acosh": (np.arccosh, "float", (1, 4)),
     "atanh": (np.arctanh, "float", (-0.95, 0.95)),
+    "erfc": (scipy.special.erfc, "float", (-3, 3)),
+    "exp2": (np.exp2, "float", (-3, 3)),
+    "lgamma": (scipy.special.gammaln, "float", (0.1, 5)),
     "isnan": (np.isnan, "any", (-3, 3)),
     "isinf": (np.isinf, "any", (-3, 3)),
     "logical_not": (np.logical_not, "any", (-3, 3)),
@@ -170,6 +173,7 @@ BINARY = {
     "__mod__": (np.mod, "numeric", "exact-nonzero"),
     "fmod": (np.fmod, "numeric", "exact-nonzero"),
     "atan2": (np.arctan2, "float-result", "nonzero"),
+    "hypot": (np.hypot, "float-result", "nonzero"),
     "__pow__": (np.power, "numeric", "pow"),
     "maximum": (np.maximum, "any", "any"),
     "minimum": (np.minimum, "any", "any"),
@@ -361,3 +365,20 @@ def test_incompatible_shapes_raise_shape_error(shapes):
     b = tuple(d + 1 for d in a)  # every axis of size >= 2 and different from a's
     with pytest.raises(tk.ShapeError, match=r"cannot be broadcast"):
         tk.zeros(a) + tk.zeros(b)
+
+
+@pytest.mark.parametrize("dtype", [tk.float32, tk.float64], ids=lambda d: d.name)
+def test_nextafter_steps_one_float_of_the_operands_type(dtype):
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-3, 3, size=(4, 5)).astype(dtype.storage)
+    b = np.where(rng.random((4, 5)) < 0.5, a + 1, a - 1).astype(dtype.storage)
+    b[0, 0] = a[0, 0]  # toward itself: unchanged
+    compiled = tk.jit(lambda x, y: x.nextafter(y))
+    for out in (tk.tensor(a).nextafter(tk.tensor(b)), compiled(a, b)):
+        np.testing.assert_array_equal(out.numpy(), np.nextafter(a, b))
+
+
+def test_lgamma_is_infinite_at_the_poles():
+    x = np.array([0.0, -1.0, -2.0, 0.5], np.float32)
+    out = tk.jit(lambda v: v.lgamma())(x).numpy()
+    assert np.isinf(out[:3]).all() and np.isclose(out[3], np.log(np.sqrt(np.pi)), rtol=1e-6)
