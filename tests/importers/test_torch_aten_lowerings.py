@@ -226,3 +226,50 @@ def test_bool_products_zero_d_index_select_and_zero_d_bfloat16():
         return (flags * flags.flip(0), torch.index_select(scalar, 0, torch.tensor([0])),
                 (scalar * 2).to(torch.bfloat16))
     _compare(fn, (flags, torch.tensor(1.5)))
+
+
+def test_order_statistics_and_sorted_lookups(rng):
+    shape = _shape(rng, 3, low=2)
+    x = torch.randn(shape)
+    with_nan = x.clone()
+    with_nan[0, ..., 0] = float("nan")
+    sequence = torch.sort(torch.randn(shape[-1] + 3)).values
+    rows = torch.sort(torch.randn(shape[0], 5), dim=-1).values
+    values = torch.randn(shape[0], 4)
+    scrambled = torch.randn(7)
+    sorter = torch.argsort(scrambled)
+
+    def fn(x, with_nan, sequence, rows, values, scrambled, sorter):
+        k = min(2, x.shape[1])
+        return (*torch.kthvalue(x, k, dim=1), *torch.kthvalue(x, 1, dim=-1, keepdim=True),
+                torch.median(x), *torch.median(x, dim=0), *torch.median(with_nan, dim=-1),
+                torch.nanmedian(with_nan), *torch.nanmedian(with_nan, dim=-1, keepdim=True),
+                torch.searchsorted(sequence, x), torch.searchsorted(sequence, x, right=True),
+                torch.searchsorted(rows, values, out_int32=True), torch.searchsorted(scrambled, x, sorter=sorter),
+                torch.bucketize(x, sequence), torch.bucketize(x, sequence, right=True))
+    _compare(fn, (x, with_nan, sequence, rows, values, scrambled, sorter))
+
+
+def test_moments_rounding_and_libm_functions(rng):
+    shape = _shape(rng, 3)
+    x = torch.randn(shape) * 40
+    positive = torch.rand(shape) * 5 + 0.1
+    exponents = torch.randint(-4, 5, shape)
+
+    def fn(x, positive, exponents):
+        return (*torch.var_mean(x, dim=1), *torch.std_mean(x, dim=(0, 2), keepdim=True, correction=0),
+                torch.round(x, decimals=2), torch.round(x, decimals=-1), torch.special.erfc(x / 40),
+                torch.exp2(x / 10), torch.lgamma(positive), torch.hypot(x, positive),
+                torch.nextafter(x, positive), torch.ldexp(x, exponents))
+    _compare(fn, (x, positive, exponents))
+
+
+def test_index_reduce(rng):
+    x = torch.randn(5, 3, 4)
+    source = torch.randn(5, 6, 4)
+    index = torch.tensor([0, 2, 2, 1, 0, 2])
+
+    def fn(x, source, index):
+        return tuple(x.index_reduce(1, index, source, reduce, include_self=include)
+                     for reduce in ("prod", "mean", "amax", "amin") for include in (True, False))
+    _compare(fn, (x, source, index))

@@ -20,7 +20,7 @@ from ...errors import TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor
 from ...shapes import hint_of
 from . import (lowering_backward, lowering_indexing, lowering_math, lowering_nn, lowering_scan,  # noqa: F401
-               lowering_sizes)  # (registration)
+               lowering_order, lowering_sizes)  # (registration)
 from .lowering import LOWERINGS
 from .refusals import refusal_reason
 from .tensors import _TORCH_TO_TK, tk_dtype, to_numpy, to_tk, to_torch, torch_dtype  # noqa: F401  (re-exported)

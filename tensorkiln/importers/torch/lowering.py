@@ -579,6 +579,23 @@ def var_(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(x, _dims(dim, x.ndim), keepdim=keepdim, correction=1 if correction is None else correction)
 
 
+@register_lowering(aten.var_mean.correction, aten.var_mean.dim, aten.var_mean.default)
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):  # var_mean.default(self, unbiased)
+        dim, unbiased = None, dim
+    dims = _dims(dim, x.ndim)
+    return var_(x, dim, unbiased, keepdim, correction=correction), mean(x, dims, keepdim=keepdim)
+
+
+@register_lowering(aten.round.decimals)
+def round_decimals(x, *, decimals=0):
+    """ATen's rule: round(x * 10^d) / 10^d, or for d < 0 round(x / 10^-d) * 10^-d, in x's precision."""
+    if decimals == 0:
+        return x.round()
+    scale = as_tensor(10.0 ** abs(decimals), x.dtype)
+    return (x * scale).round() / scale if decimals > 0 else (x / scale).round() * scale
+
+
 @register_lowering(aten.any.dim, aten.any.dims, aten.any.default)
 def any_(x, dim=None, keepdim=False):
     return x.any(_dims(dim, x.ndim), keepdim)

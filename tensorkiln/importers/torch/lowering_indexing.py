@@ -217,6 +217,17 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
     return scatter_along(x, dim, index, src, reduce, include_self)
 
 
+@register_lowering(aten.index_reduce.default)
+def index_reduce(x, dim, index, source, reduce, *, include_self=True):
+    """x with source's slice i combined into x's slice index[i] along `dim`: scatter_reduce with the
+    index spread over source's other axes."""
+    if x.ndim == 0:  # a 0-d tensor indexes as one of one element
+        return index_reduce(x.reshape(1), 0, index, source.reshape(1), reduce, include_self=include_self).reshape(())
+    d = normalize_dim(dim, x.ndim, "index_reduce")
+    spread = index.to(dt.int64).reshape((-1,) + (1,) * (source.ndim - d - 1)).expand(tuple(source.shape))
+    return scatter_along(x, d, spread, source, reduce, include_self)
+
+
 @register_lowering(aten.select_scatter.default)
 def select_scatter(x, src, dim, index):
     d = normalize_dim(dim, x.ndim, "select_scatter")
