@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
-from .templates.attention import attention_parts
+from .templates.attention import attention_parts, safe_softmax_guard
 from .templates.gemm_bf16 import PACKING_CONTRACTIONS, is_bf16_rounding
 
 # The longest chain of ops one kernel inlines (its root's inline depth). Lowering expands the
@@ -494,6 +494,9 @@ def attention_kernels(graph: Graph, users: dict[int, list[Node]]) -> dict[int, s
                 stack.extend(i for i in n.inputs if i.shape == x.shape or i.kind == OpKind.REDUCTION)
                 masks.update(i.id for i in n.inputs if i.shape != x.shape and i.kind != OpKind.SOURCE
                              and i.kind != OpKind.REDUCTION and index_only(i))
+        guarded = safe_softmax_guard(p)
+        if guarded is not None:  # the guard's test of x is the kernel's zero row sum: computed inside
+            inside.update(n.id for n in guarded[1])
         private = all(all(u.id in inside or u is root for u in users[n]) for n in inside)
         inside |= masks
         short = len(inside) <= MAX_INLINE_DEPTH  # the template inlines all of it into one expression

@@ -210,6 +210,19 @@ def _scalar_for(c: Node, x: Node) -> bool:
     return c.type.size == 1 and c.ndim <= x.ndim and c.dtype == x.dtype
 
 
+def _unmerged_batch(m: Match, like: Node) -> Node | None:
+    """reshape(matmul(reshape(a), reshape(b))) that merges a's and b's batch axes into one and splits the
+    product's back (a bmm of views, as PyTorch's decompositions write a batched matmul): matmul(a, b)."""
+    a, b, mm = m["a"], m["b"], m["mm"]
+    ra, rb = mm.inputs
+    batch = a.shape[:-2]
+    if len(batch) < 2 or b.shape[:-2] != batch or len(mm.shape) != 3 or like.shape != batch + mm.shape[-2:]:
+        return None
+    if ra.shape[-2:] != a.shape[-2:] or rb.shape[-2:] != b.shape[-2:] or ra.ndim != 3 or rb.ndim != 3:
+        return None
+    return node("matmul", a, b, like=like)
+
+
 def _example_weight() -> np.ndarray:
     """A weight for rule examples: an array, which `x @ w` reads as a float32 constant."""
     return np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(4, 5)
@@ -246,6 +259,11 @@ RULES: list[Rule] = [
     R("reshape(reshape(x)) -> reshape(x)", P("reshape", P("reshape", X("x"))),
       lambda m, n: m["x"] if m["x"].shape == n.shape else node("reshape", m["x"], like=n, shape=n.shape),
       example=lambda x: x.reshape(12).reshape(2, 6) * 2),
+    R("reshape(matmul(reshape(a), reshape(b))) over merged batch axes -> matmul(a, b)",
+      P("reshape", P("matmul", P("reshape", X("a")), P("reshape", X("b")), name="mm")), _unmerged_batch,
+      single_use=("mm",),
+      example=lambda x: (x.reshape(2, 3, 2, 2).reshape(6, 2, 2) @ x.reshape(2, 3, 2, 2).reshape(6, 2, 2)
+                         ).reshape(2, 3, 2, 2), example_shapes=((2, 12),)),
     R("reduce_max(expand(x)) over broadcast axes -> x", P("reduce_max", P("expand", X("x"), name="e")),
       _reduce_of_expand, example=lambda x: x[:1].expand(5, 4).amax(0)),
     R("reduce_min(expand(x)) over broadcast axes -> x", P("reduce_min", P("expand", X("x"), name="e")),

@@ -148,3 +148,24 @@ def test_odd_shapes_stay_in_bounds(shape):
     b, h, length, source, d, dv = shape
     q, k, v = _qkv(b, h, length, source, d, dv)
     check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v, debug=True)
+
+
+def _safe_attention(q, k, v, m):
+    """PyTorch's safe softmax (a row with every key masked gives 0, not NaN) written out, then @ v."""
+    x = tk.where(m, q @ k.transpose(-1, -2) * 0.5, float("-inf"))
+    weights = F.softmax(x, -1)
+    return tk.where((x != float("-inf")).any(-1, keepdim=True).logical_not(), 0.0, weights) @ v
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 3, 4), (2, 3, 70, 67)])
+def test_a_safe_softmax_guard_is_fused_and_gives_zero_rows(shape):
+    b, h, length, source = shape
+    q, k, v = _qkv(b, h, length, source)
+    mask = RNG.random((length, source)) > 0.4
+    mask[1] = False  # a query that sees no key
+    scores = np.where(mask, q @ k.swapaxes(-1, -2) * 0.5, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights = np.nan_to_num(weights / weights.sum(-1, keepdims=True), nan=0.0)
+    f = tk.jit(_safe_attention)
+    np.testing.assert_allclose(f(q, k, v, mask).numpy(), weights @ v, rtol=1e-5, atol=1e-6)
+    assert "attention" in _kinds(f, q, k, v, mask)

@@ -58,10 +58,17 @@ KEY_BLOCK = 64  # keys per block: one online-softmax step (rescale of O) per blo
 
 
 def attention_parts(root: Node) -> tuple[Node, Node, Node] | None:
-    """(first matmul, softmax input, softmax output) when `root` is softmax(x(q @ k^T)) @ v, else None."""
+    """(first matmul, softmax input, softmax output) when `root` is softmax(x(q @ k^T)) @ v, else None.
+
+    The softmax may carry PyTorch's safe-softmax guard (`where(all(x == -inf), 0, softmax(x))`, rows
+    with every key masked give 0 instead of NaN): the output is then that `where`, and the kernel
+    writes 0 for a row whose sum of exponentials is 0, which happens exactly for such rows."""
     if root.op != "matmul" or root.dtype.name not in ("float32", "float64"):
         return None
     p = root.inputs[0]
+    guarded = safe_softmax_guard(p)
+    if guarded is not None:
+        p = guarded[0]
     if p.op != "div":
         return None
     e, s = p.inputs
@@ -76,7 +83,41 @@ def attention_parts(root: Node) -> tuple[Node, Node, Node] | None:
     first = _first_matmul(x)
     if first is None or first.shape[:-2] != root.shape[:-2]:
         return None
+    if guarded is not None:
+        if guarded[2] is not x:
+            return None
+        return first, x, root.inputs[0]
     return first, x, p
+
+
+def safe_softmax_guard(p: Node) -> tuple[Node, list[Node], Node] | None:
+    """(the softmax inside, the guard's nodes, the x it tests) when p is where(all(x == -inf), 0, softmax)."""
+    if p.op != "where":
+        return None
+    condition, zero, inner = p.inputs
+    if inner.op != "div" or inner.shape != p.shape or not _is_zero(zero):
+        return None
+    guard = [condition]
+    if condition.op != "not" or condition.inputs[0].op != "reduce_max" or not _last_axis(condition.inputs[0]):
+        return None
+    guard.append(condition.inputs[0])
+    finite = condition.inputs[0].inputs[0]  # x != -inf, as ne or not(eq)
+    guard.append(finite)
+    if finite.op == "not" and finite.inputs[0].op == "eq":
+        finite = finite.inputs[0]
+        guard.append(finite)
+    elif finite.op != "ne":
+        return None
+    x, minus_inf = finite.inputs
+    if not _is_minus_inf(minus_inf):
+        return None
+    return inner, guard, x
+
+
+def _is_zero(node: Node) -> bool:
+    if node.op == "expand":
+        node = node.inputs[0]
+    return node.op == "constant" and not node.attrs["value"].array.any()
 
 
 def _last_axis(r: Node) -> bool:
@@ -296,6 +337,7 @@ class _AttentionKernel:
         self.buffers = buffers
         self.values = ValueBuilder(buffers)
         self.causal = causal_mask(x, first)
+        self.safe = safe_softmax_guard(root.inputs[0]) is not None  # an all-masked row gives 0, not NaN
         # keys and values already laid out as the micro-kernels read them need no copy
         self.keys_direct = _plain_load(self.kt_node, self.values, self.dtype, unit_stride=False)
         self.values_direct = blocking.dv_padded == self.dv and _plain_load(self.v_node, self.values, self.dtype,
@@ -544,6 +586,8 @@ class _AttentionKernel:
         dvp = self.bl.dv_padded
         flat = (self.b * self.m + self.i0 + r) * self.dv + c
         value = E.Load(self.o_acc, r * dvp + c) / E.Load(self.row_sum, r)
+        if self.safe:  # the sum is 0 exactly when every score of the row is -inf
+            value = E.Select(E.eq(E.Load(self.row_sum, r), self._const(0.0)), self._const(0.0), value)
         return For(r, self.rows, For(c, E.const(self.dv), Store(self.out, flat, E.cast(value, self.out.value_dtype)),
                                      "vectorized"))
 
