@@ -45,6 +45,26 @@ from tensorkiln.md.lattice import Box, MDInputError
 from tensorkiln.md.loop_helpers import F64, I64, atom_loop_kind, f64, i64, index, let, load3, store3
 
 
+def initial_capacity(density: float, cutoff: float) -> int:
+    """Room per row of a half list for atoms at `density` within `cutoff`.
+
+    A row holds about half the neighbours on average, but a liquid's rows
+    vary (the first atom of a cell lists the whole home cell): on in.lj the
+    fullest row reaches ~1.65x the average as the lattice melts. A row that
+    outgrows its room forces a rebuild of every program (a compile-cache hit
+    still costs ~0.2 s, inside the run), so the room is twice the average.
+    """
+    expected_half = 0.5 * density * 4.0 / 3.0 * math.pi * cutoff ** 3
+    return max(16, int(2.0 * expected_half) + 16)
+
+
+def has_room(most_neighbors: int, capacity: int) -> bool:
+    """Whether rows of up to `most_neighbors` fit a capacity: the build writes each candidate at the next
+    free slot before it knows whether to keep it, so a full row's last entry would be overwritten; a row
+    needs one spare slot."""
+    return most_neighbors < capacity
+
+
 @dataclass(frozen=True)
 class CellGrid:
     """The binning of a box for a neighbour cutoff: cells per axis, their widths, and the stencil."""

@@ -8,7 +8,9 @@ and are passed to the programs by pointer on every call.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from tensorkiln.md import integrate_kernels as integrate
 from tensorkiln.md import neighbor_kernels as neighbors
 from tensorkiln.md.lattice import Box
 from tensorkiln.md.pair_lj import LJCut
+from tensorkiln.md.timing import ProgramClock
 from tensorkiln.runtime.module import CompiledModule
 
 
@@ -77,10 +80,41 @@ def atom_programs(s: Setup) -> dict[str, Program]:
     }
 
 
-class Programs:
+class CompiledPrograms:
+    """Compiled modules by name, called with numpy arrays (inputs, then outputs); `clock` keeps the wall time
+    of each program's calls.
+
+    A step calls the same programs with the same arrays again and again, so a call whose arrays are the
+    very objects of the program's last checked call skips the argument checks (an array object keeps its
+    dtype, shape and memory): the per-step Python work stays a few identity comparisons per call.
+    """
+
+    def __init__(self, modules: dict[str, CompiledModule], clock: Optional[ProgramClock] = None):
+        self.modules = modules
+        self.clock = clock if clock is not None else ProgramClock()
+        self._checked: dict[str, tuple[np.ndarray, ...]] = {}
+
+    def source(self, name: str) -> str:
+        """The generated C of program `name`."""
+        return self.modules[name].source.text
+
+    def __call__(self, name: str, *arrays: np.ndarray) -> None:
+        start = time.perf_counter()
+        module = self.modules[name]
+        last = self._checked.get(name)
+        if last is not None and len(last) == len(arrays) and all(a is b for a, b in zip(arrays, last)):
+            with module.lock:
+                module.call_checked(arrays)
+        else:
+            module(*arrays)
+            self._checked[name] = arrays
+        self.clock.add(name, time.perf_counter() - start)
+
+
+class Programs(CompiledPrograms):
     """The compiled programs of a Setup, each called with numpy arrays (inputs, then outputs)."""
 
-    def __init__(self, setup: Setup):
+    def __init__(self, setup: Setup, clock: Optional[ProgramClock] = None):
         self.setup = setup
         s = setup
         self.grid = neighbors.CellGrid.for_cutoff(s.box, s.neighbor_cutoff, s.cells_per_cutoff)
@@ -100,11 +134,4 @@ class Programs:
                 (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
             **atom_programs(s),
         }
-        self.modules: dict[str, CompiledModule] = {name: build(p, debug=s.debug) for name, p in self.programs.items()}
-
-    def source(self, name: str) -> str:
-        """The generated C of program `name`."""
-        return self.modules[name].source.text
-
-    def __call__(self, name: str, *arrays: np.ndarray) -> None:
-        self.modules[name](*arrays)
+        super().__init__({name: build(p, debug=s.debug) for name, p in self.programs.items()}, clock)
