@@ -68,6 +68,7 @@ class DecomposedSimulation(Simulation):
         self.threads = threads or (thread_count() if atom_loop_kind(int(share), thread_count()) == "parallel" else 1)
         self.step = 0
         self.timer, self.clock = StepTimer(), ProgramClock()
+        self.forces_cleared = False
         self.since_build = 0
         self.builds = 0
         self.dangerous_builds = 0

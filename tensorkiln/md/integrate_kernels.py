@@ -1,6 +1,6 @@
 """Loop-IR kernels of the velocity-Verlet integrator (LAMMPS's `fix nve`) and the per-step reductions.
 
-A step is: `initial_integrate` (v += dt/2 f/m; x += dt v), forces at the new
+A step is: `initial_integrate` (v += dt/2 f/m; x += dt v; f = 0), forces at the new
 positions, `final_integrate` (v += dt/2 f/m). `final_integrate` also sums
 m v^2 over atoms (twice the kinetic energy, for the thermo output), and
 `largest_displacement` returns the largest squared distance an atom has moved
@@ -19,7 +19,8 @@ def _buffers(atoms: int) -> tuple[Buffer, Buffer, Buffer]:
 
 
 def initial_integrate(atoms: int, dt: float, mass: float, threads: int = 1) -> Kernel:
-    """First half-kick and drift: v += (dt/2) f/m; x += dt v."""
+    """First half-kick and drift: v += (dt/2) f/m; x += dt v; then f = 0 for the force kernels to add into
+    (clearing each force while it is in cache saves the force kernel a pass over the array)."""
     x, v, f = _buffers(atoms)
     i = Var("i")
     dtf_m = 0.5 * dt / mass
@@ -28,9 +29,10 @@ def initial_integrate(atoms: int, dt: float, mass: float, threads: int = 1) -> K
         velocity = Var(f"v{name}", F64)
         stmts += [Let(velocity, load3(v, i, d) + f64(dtf_m) * load3(f, i, d)),
                   store3(v, i, d, velocity),
-                  store3(x, i, d, load3(x, i, d) + f64(dt) * velocity)]
+                  store3(x, i, d, load3(x, i, d) + f64(dt) * velocity),
+                  store3(f, i, d, f64(0.0))]
     return Kernel("initial_integrate", (f, x, v), For(i, atoms, block(*stmts), atom_loop_kind(atoms, threads)),
-                  f"velocity Verlet, first half: dt={dt:g}, mass={mass:g}")
+                  f"velocity Verlet, first half, and f cleared: dt={dt:g}, mass={mass:g}")
 
 
 def final_integrate(atoms: int, dt: float, mass: float, threads: int = 1) -> Kernel:

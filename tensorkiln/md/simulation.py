@@ -81,6 +81,7 @@ class Simulation:
         self.threads = threads or (thread_count() if atom_loop_kind(n, thread_count()) == "parallel" else 1)
         self.step = 0
         self.timer, self.clock = StepTimer(), ProgramClock()
+        self.forces_cleared = False
         if n < 1:
             raise MDInputError("the system has no atoms")
         self.x = system.positions.copy()
@@ -115,6 +116,8 @@ class Simulation:
         self.neighbors = np.zeros((n, max_neighbors), np.int32)
         self.neighbor_count = np.zeros((n, 2), np.int32)  # per atom: same-image pairs, pairs across the box
         self.most_neighbors = np.zeros(1, np.int32)
+        self.chunk_start = np.zeros(2 * self.threads + 1, np.int32)  # the force kernel's split (thread_split.py)
+        self.coloured = np.zeros(1, np.int32)
 
     # ---- the pieces of a step
 
@@ -135,16 +138,30 @@ class Simulation:
             if has_room(most, self.setup.max_neighbors):
                 break
             self._compile(int(most * 1.2) + 8)
+        if self.programs.coloured:
+            self.programs("split", self.neighbor_count, self.cell_sorted, self.chunk_start, self.coloured)
         self.since_build = 0
         self.last_safe_step = self.step  # nothing has moved since the list was built
         self.builds += 1
 
     def compute_forces(self, energy: bool) -> None:
         """Forces of the current positions (and the pair energy and virial when `energy`)."""
+        if not self.forces_cleared:  # the force kernels add into f; in a run the integrator has cleared it
+            self.f.fill(0.0)
         name = "force_energy" if energy else "force"
         extra = (self.energy_virial,) if energy else ()
-        copies = (self.force_copies,) if self.force_copies is not None else ()
-        self.programs(name, self.x, self.neighbors, self.neighbor_count, *copies, self.f, *extra)
+        if self.programs.coloured and self.coloured[0]:
+            self.programs(name + "_coloured", self.x, self.neighbors, self.neighbor_count, self.chunk_start,
+                          self.f, *extra)
+        else:
+            copies = (self.force_copies,) if self.force_copies is not None else ()
+            self.programs(name, self.x, self.neighbors, self.neighbor_count, *copies, self.f, *extra)
+        self.forces_cleared = False
+
+    def initial_integrate(self) -> None:
+        """The first half of velocity Verlet (and f cleared for the next force evaluation)."""
+        self.programs("initial_integrate", self.f, self.x, self.v)
+        self.forces_cleared = True
 
     def _moved_beyond_half_skin(self) -> bool:
         self.programs("displacement", self.x, self.x_hold, self.moved)
@@ -240,7 +257,7 @@ class Simulation:
         for _ in range(steps):
             self.step += 1
             thermo_step = self.step == last or (thermo_every > 0 and self.step % thermo_every == 0)
-            self.programs("initial_integrate", self.f, self.x, self.v)
+            self.initial_integrate()
             timer.stamp("Modify")
             if self._decide():
                 self.build_neighbor_list()
