@@ -83,6 +83,9 @@ def atom_programs(s: Setup) -> dict[str, Program]:
         "final_integrate": _program("md_final_integrate", [integrate.final_integrate(s.atoms, s.dt, s.mass, s.threads)],
                                     (fb.f,), (Buffer("v", "float64", (s.atoms, 3)),
                                               Buffer("kinetic", "float64", (1,)))),
+        "final_then_initial": _program(
+            "md_final_then_initial", [integrate.final_then_initial(s.atoms, s.dt, s.mass, s.threads)], (),
+            (fb.f, fb.x, Buffer("v", "float64", (s.atoms, 3)), Buffer("kinetic", "float64", (1,)))),
         "kinetic": _program("md_kinetic", [integrate.kinetic_sum(s.atoms, s.mass, s.threads)],
                             (Buffer("v", "float64", (s.atoms, 3)),), (Buffer("kinetic", "float64", (1,)),)),
         "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms, s.threads)],

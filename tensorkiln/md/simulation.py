@@ -254,17 +254,22 @@ class Simulation:
         self.clock.reset()
         start = time.perf_counter()
         timer.reset()
+        if steps:
+            self.initial_integrate()
+            timer.stamp("Modify")
         for _ in range(steps):
             self.step += 1
             thermo_step = self.step == last or (thermo_every > 0 and self.step % thermo_every == 0)
-            self.initial_integrate()
-            timer.stamp("Modify")
             if self._decide():
                 self.build_neighbor_list()
             timer.stamp("Neigh")
             self.compute_forces(energy=thermo_step)
             timer.stamp("Pair")
-            self.programs("final_integrate", self.f, self.v, self.kinetic)
+            if self.step == last:
+                self.programs("final_integrate", self.f, self.v, self.kinetic)
+            else:  # this step's second half and the next one's first: the same kicks, one pass
+                self.programs("final_then_initial", self.f, self.x, self.v, self.kinetic)
+                self.forces_cleared = True
             timer.stamp("Modify")
             if thermo_step:
                 rows.append(self.thermo())

@@ -66,12 +66,12 @@ def test_run_records_sections_and_programs(tmp_path, capsys):
     assert total == pytest.approx(100.0, abs=0.1)  # the sections and Other make up the loop
     assert float(rows["Pair"].split("|")[2]) > 0 and float(rows["Comm"].split("|")[2]) == 0.0
     programs = {line.split("|")[0].strip(): line.split("|") for line in out if line.count("|") == 4}
-    # 30 steps: forces with energy on the thermo steps (10, 20, 30), without on the others; integrators every
-    # step; a build every 5 steps
+    # 30 steps: forces with energy on the thermo steps (10, 20, 30), without on the others; the integrator's
+    # halves of two steps in one pass between steps; a build every 5 steps
     calls = {name: int(programs[name][1]) for name in ("force", "force_energy", "initial_integrate",
-                                                       "final_integrate", "sort", "neighbor")}
-    assert calls == {"force": 27, "force_energy": 3, "initial_integrate": 30, "final_integrate": 30,
-                     "sort": 6, "neighbor": 6}
+                                                       "final_then_initial", "final_integrate", "sort", "neighbor")}
+    assert calls == {"force": 27, "force_energy": 3, "initial_integrate": 1, "final_then_initial": 29,
+                     "final_integrate": 1, "sort": 6, "neighbor": 6}
     assert loop_seconds > 0
 
 
