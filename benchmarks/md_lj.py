@@ -63,7 +63,7 @@ PHASES = {
     "force": ("force", "force_energy", "force_coloured", "force_energy_coloured"),
     "neighbour build": ("neighbor", "split"),
     "binning and sort": ("sort",),
-    "integrate": ("initial_integrate", "final_integrate"),
+    "integrate": ("initial_integrate", "final_then_initial", "final_integrate"),
     "rebuild check": ("displacement",),
 }
 
