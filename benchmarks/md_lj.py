@@ -16,9 +16,12 @@ each at its strongest on the same cores:
   lj/cut/opt (`-sf opt`);
 - LAMMPS on 2 cores: the OPENMP package with 2 threads (`-sf omp -pk omp 2`) and
   2 MPI ranks (`mpiexec -n 2`, MPICH from the `mpich` wheel).
-Also printed: the relative total-energy drift over the run (|E_100 - E_0| / |E_0|)
-and the pair loop's arithmetic rate (23 flops per listed pair per step, the
-neighbour list's pairs) against the machine's peak double-precision FMA rate.
+Also printed: the relative total-energy drift over the run (|E_100 - E_0| / |E_0|),
+the pair loop's arithmetic rate (23 flops per listed pair per step, the
+neighbour list's pairs) against the machine's peak double-precision FMA rate,
+and tensorkiln's time per phase of the step (force, neighbour build, binning and
+sort, integration, rebuild check, thermo, Python between the compiled calls) on
+1 and 2 threads, with each phase's speed-up: the one that does not scale.
 """
 from __future__ import annotations
 
@@ -55,6 +58,45 @@ run 100
 FLOPS_PER_PAIR = 23
 
 
+# The phases of a step, by the compiled programs that make them up (md/programs.py).
+PHASES = {
+    "force": ("force", "force_energy", "force_coloured", "force_energy_coloured"),
+    "neighbour build": ("neighbor", "split"),
+    "binning and sort": ("sort",),
+    "integrate": ("initial_integrate", "final_then_initial", "final_integrate"),
+    "rebuild check": ("displacement",),
+}
+
+
+def _phases(run) -> dict[str, float]:
+    """Seconds per phase of a tensorkiln run; "thermo" is the Output section, "Python" what the programs and
+    the thermo rows leave of the loop time (argument passing, decisions, the step loop itself)."""
+    phases = {name: sum(run.program_seconds.get(p, 0.0) for p in programs) for name, programs in PHASES.items()}
+    phases["thermo"] = run.sections.get("Output", 0.0)
+    phases["Python"] = max(run.loop_seconds - sum(run.program_seconds.values()) - phases["thermo"], 0.0)
+    return phases
+
+
+def _phase_table(sizes, results, print_table) -> list[dict]:
+    """Per size, each phase's seconds on 1 and 2 threads (medians over the rounds) and its speed-up."""
+    rows_out = []
+    for cells in sizes:
+        runs = {t: results.get((f"tensorkiln, {t} thread{'s' * (t > 1)}", cells)) for t in (1, 2)}
+        if not all(runs.values()):
+            continue
+        rows = []
+        for phase in [*PHASES, "thermo", "Python", "loop"]:
+            def seconds(t):
+                key = "loop_seconds" if phase == "loop" else None
+                return statistics.median(r[key] if key else r["phases"][phase] for r in runs[t])
+            one, two = seconds(1), seconds(2)
+            rows.append([phase, f"{one:.4f}", f"{two:.4f}", f"{one / two:.2f}x" if two > 0 else "-"])
+            rows_out.append({"cells": cells, "phase": phase, "seconds_1_thread": one, "seconds_2_threads": two})
+        print(f"\ntensorkiln per phase, {cells[0]}x{cells[1]}x{cells[2]} cells (seconds in 100 steps, medians)")
+        print_table(["phase", "1 thread", "2 threads", "speed-up"], rows)
+    return rows_out
+
+
 def _worker(args: argparse.Namespace) -> None:
     """Run one configuration in this process and print its figures as JSON on the last line."""
     script = IN_LJ.format(nx=args.cells[0], ny=args.cells[1], nz=args.cells[2])
@@ -64,7 +106,7 @@ def _worker(args: argparse.Namespace) -> None:
         run = state.runs[0]
         pairs = int(state.simulation.neighbor_counts().sum())
         out = {"loop_seconds": run.loop_seconds, "e0": run.rows[0].tot_eng, "e1": run.rows[-1].tot_eng,
-               "atoms": state.system.atoms, "pairs": pairs}
+               "atoms": state.system.atoms, "pairs": pairs, "phases": _phases(run)}
     elif args.worker == "lammps":
         from tensorkiln.tools.lammps_reference import load_lammps
         lammps_class = load_lammps()
@@ -207,9 +249,10 @@ def main() -> int:
         print(f"\n{cells[0]}x{cells[1]}x{cells[2]} cells, {summary[-1]['atoms']} atoms")
         print_table(["configuration", "loop s", "ns/atom-step", "speed vs best LAMMPS, same cores",
                      "energy drift", "pair loop of peak"], rows)
+    phases = _phase_table(sizes, results, print_table)
     if args.json:
         from benchmarks.common import write_json
-        write_json(args.json, {"peaks_f64_gflops": peaks, "runs": summary})
+        write_json(args.json, {"peaks_f64_gflops": peaks, "runs": summary, "phases": phases})
     return 0
 
 

@@ -29,12 +29,14 @@ from tensorkiln.md.domain import Domain
 from tensorkiln.md.domain_neighbor_kernels import ShellGrid
 from tensorkiln.md.lattice import MDInputError
 from tensorkiln.md.loop_helpers import atom_loop_kind
+from tensorkiln.md.neighbor_kernels import has_room, initial_capacity
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.programs import Setup
 from tensorkiln.md.rank_programs import RankPrograms
 from tensorkiln.md.simulation import NeighborSettings, Simulation
 from tensorkiln.md.system import System
 from tensorkiln.md.thermo import ThermoRow
+from tensorkiln.md.timing import SECTIONS, ProgramClock, SectionStats, StepTimer
 from tensorkiln.runtime import communicator
 
 
@@ -65,6 +67,8 @@ class DecomposedSimulation(Simulation):
         share = system.atoms / self.procs
         self.threads = threads or (thread_count() if atom_loop_kind(int(share), thread_count()) == "parallel" else 1)
         self.step = 0
+        self.timer, self.clock = StepTimer(), ProgramClock()
+        self.forces_cleared = False
         self.since_build = 0
         self.builds = 0
         self.dangerous_builds = 0
@@ -76,9 +80,7 @@ class DecomposedSimulation(Simulation):
         self.ghosts_current = False
         shell_volume = np.prod(self.domain.sub_hi - self.domain.sub_lo + 2 * self.cutoff)
         expected = int(system.atoms / system.box.volume * shell_volume)
-        density = system.atoms / system.box.volume
-        expected_half = 0.5 * density * 4.0 / 3.0 * np.pi * self.cutoff ** 3
-        self._allocate(int(1.2 * expected) + 64, max(16, int(1.3 * expected_half) + 8))
+        self._allocate(int(1.2 * expected) + 64, initial_capacity(system.atoms / system.box.volume, self.cutoff))
         self.x[:self.own] = x[mine]
         self.v[:self.own] = system.velocities[mine]
         self.ids[:self.own] = np.nonzero(mine)[0]
@@ -90,7 +92,7 @@ class DecomposedSimulation(Simulation):
         s = self.system
         self.setup = Setup(capacity, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt,
                            s.mass, debug=self.debug)
-        self.programs = RankPrograms(self.setup, self.shell)
+        self.programs = RankPrograms(self.setup, self.shell, self.clock)
 
         def resized(name: str, shape, dtype=np.float64) -> np.ndarray:
             fresh = np.zeros(shape, dtype)
@@ -117,11 +119,15 @@ class DecomposedSimulation(Simulation):
     def build_neighbor_list(self) -> None:
         """Migrate atoms, gather ghosts, and build the list (LAMMPS: pbc, exchange, borders, neighbor)."""
         own = self.own
+        self.timer.stamp("Neigh")  # the rebuild decision
         x = self.domain.wrap(self.x[:own])
         x, v, ids = ghosts.exchange(self.domain, x, self.v[:own].copy(), self.ids[:own].copy())
+        self.timer.stamp("Comm")
         order = np.argsort(self.shell.cell_of(x), kind="stable")  # cell order: neighbours close in memory
         x, v, ids = x[order], v[order], ids[order]
+        self.timer.stamp("Neigh")
         everything, all_ids, self.swaps = ghosts.borders(self.domain, x, ids, self.cutoff)
+        self.timer.stamp("Comm")
         self.own, self.rows_used = len(x), len(everything)
         capacity = self.setup.atoms
         if self.rows_used > capacity:
@@ -136,7 +142,7 @@ class DecomposedSimulation(Simulation):
             self.programs("neighbor", self.x, self.counts, self.half_stencil, self.full_stencil, self.cell,
                           *self.cell_lists, self.neighbors, self.neighbor_count, self.most_neighbors)
             most = int(_sum_over_ranks(self.most_neighbors.astype(np.int64), self.domain, "max")[0])
-            if most <= self.setup.max_neighbors:
+            if has_room(most, self.setup.max_neighbors):
                 break
             self._allocate(self.setup.atoms, int(most * 1.2) + 8)  # every rank grows alike: same programs
         self.since_build = 0
@@ -148,15 +154,29 @@ class DecomposedSimulation(Simulation):
         """Ghost positions forward, forces (and energy, virial), ghost forces back to their owners."""
         if not self.ghosts_current:
             ghosts.forward(self.domain, self.swaps, self.x)
+        self.timer.stamp("Comm")
         super().compute_forces(energy)
+        self.timer.stamp("Pair")
         ghosts.reverse(self.domain, self.swaps, self.f)
         self.f[self.own:self.rows_used] = 0.0  # the ghosts' share is now their owners'
         self.ghosts_current = False
+        self.timer.stamp("Comm")
 
     def _moved_beyond_half_skin(self) -> bool:
         self.programs("displacement", self.x, self.x_hold, self.moved)
         moved = float(_sum_over_ranks(self.moved, self.domain, "max")[0])
         return moved > (0.5 * self.neighbor.skin) ** 2
+
+    def section_stats(self) -> list[SectionStats]:
+        """The timer sections of the last run: min, average and max over the ranks (a collective)."""
+        mine = np.array([self.timer.seconds[name] for name in SECTIONS])
+        if self.domain.ranks == 1:
+            return [SectionStats.over_ranks(name, [t]) for name, t in zip(SECTIONS, mine)]
+        least, most = (communicator.all_reduce(mine, op) for op in ("min", "max"))
+        total, squares = (communicator.all_reduce(values) for values in (mine, mine * mine))
+        ranks = self.domain.ranks
+        return [SectionStats.from_moments(name, lo, t / ranks, t2 / ranks, hi)
+                for name, lo, t, t2, hi in zip(SECTIONS, least, total, squares, most)]
 
     def thermo(self) -> ThermoRow:
         """Thermo values summed over the ranks."""

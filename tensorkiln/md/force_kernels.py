@@ -1,11 +1,15 @@
 """Loop-IR kernels of the Lennard-Jones force, with Newton's third law over a half neighbour list.
 
 Each pair (i, j) is stored once, so the kernel adds its force to atom i and
-subtracts it from atom j: half the pair evaluations of a full list. With
-several threads two threads could update the same atom j at once, so each
-thread t accumulates into its own copy `force_copies[t]` over a contiguous
-block of atoms, and `sum_force_copies` adds the copies (parallel over atoms);
-with one thread the kernel writes `f` directly.
+subtracts it from atom j: half the pair evaluations of a full list. The
+kernels add into `f`, which the caller has zeroed (the integrator's first
+half clears it once it has used it). With several threads two threads could
+update the same atom j at once: `lj_force_coloured` runs chunks of equal
+pairs in two colours so that they never do (thread_split.py) and adds into
+`f` directly; where that split is not safe (few atoms or z-planes for the
+threads) `lj_force` has each thread t accumulate into its own copy
+`force_copies[t]` over a contiguous block of atoms, and `sum_force_copies`
+adds the copies (parallel over atoms).
 
 The pair loop is branch-free: a neighbour beyond the force cutoff (the list
 reaches cutoff + skin) gets a zero force through a select. A row's pairs
@@ -67,6 +71,10 @@ class ForceBuffers:
     @property
     def energy_virial(self) -> Buffer:
         return Buffer("energy_virial", F64, (2,))
+
+    @property
+    def chunk_start(self) -> Buffer:
+        return Buffer("chunk_start", "int32", (2 * self.threads + 1,))
 
 
 def _pair_loop(b: ForceBuffers, target: Buffer, target_base, i, pair: LJCut, box: Box, energy: bool) -> Stmt:
@@ -135,12 +143,11 @@ def lj_force(b: ForceBuffers, pair: LJCut, box: Box, energy: bool) -> Kernel:
               if energy else [])
     what = "energy, virial and forces" if energy else "forces"
     if b.threads == 1:
-        i, z = Var("i"), Var("z")
-        clear = For(z, n * 3, Store(b.f, z, f64(0.0)), "vectorized")
+        i = Var("i")
         pairs = For(i, n, _pair_loop(b, b.f, i64(0), i, pair, box, energy))
         return Kernel("lj_force", (b.x, b.neighbors, b.neighbor_count, b.f, *outputs),
-                      block(*reductions, clear, pairs, *finish),
-                      f"Lennard-Jones {what} over a half list, Newton's third law, one thread")
+                      block(*reductions, pairs, *finish),
+                      f"Lennard-Jones {what} over a half list, Newton's third law, one thread, added to f")
     t, i, z, a = Var("t"), Var("i"), Var("z"), Var("a")
     block_size = -(-n // b.threads)
     base = t * (n * 3)
@@ -152,6 +159,26 @@ def lj_force(b: ForceBuffers, pair: LJCut, box: Box, energy: bool) -> Kernel:
                   block(*reductions, For(t, b.threads, body, "parallel"), *finish),
                   f"Lennard-Jones {what} over a half list, Newton's third law: thread t takes atoms "
                   f"[t*{block_size}, (t+1)*{block_size}) and accumulates into its own copy of the forces")
+
+
+def lj_force_coloured(b: ForceBuffers, pair: LJCut, box: Box, energy: bool) -> Kernel:
+    """Add every pair's force to f, the atoms in 2 x threads chunks of equal pairs (`chunk_start`): the even
+    chunks at once, one per thread, then the odd ones; chunks of one colour never write the same atom."""
+    colour, t, a, i = Var("colour"), Var("t"), Var("a"), Var("i")
+    reductions: list[Stmt] = [Let(Var("energy", F64), f64(0.0)), Let(Var("virial", F64), f64(0.0))] if energy else []
+    outputs = [b.energy_virial] if energy else []
+    finish = ([Store(b.energy_virial, i64(0), Var("energy", F64)), Store(b.energy_virial, i64(1), Var("virial", F64))]
+              if energy else [])
+    chunk = t * 2 + colour
+    decl_first, first = let("first", index(Load(b.chunk_start, chunk)))
+    decl_size, size = let("size", index(Load(b.chunk_start, chunk + 1)) - first)
+    rows = For(a, size, block(Let(i, first + a), _pair_loop(b, b.f, i64(0), i, pair, box, energy)))
+    threads = For(t, b.threads, block(decl_first, decl_size, rows), "parallel")
+    what = "energy, virial and forces" if energy else "forces"
+    return Kernel("lj_force_coloured", (b.x, b.neighbors, b.neighbor_count, b.chunk_start, b.f, *outputs),
+                  block(*reductions, For(colour, 2, threads), *finish),
+                  f"Lennard-Jones {what} over a half list, Newton's third law, added to f: {2 * b.threads} chunks "
+                  f"of equal pairs, even chunks on {b.threads} threads at once, then odd ones (thread_split.py)")
 
 
 def sum_force_copies(b: ForceBuffers) -> Kernel:

@@ -76,9 +76,10 @@ class InputScript:
     """Runs LAMMPS commands one line at a time; `out` receives every line of output."""
 
     def __init__(self, out: Callable[[str], None] = print, variables: Optional[dict[str, str]] = None,
-                 threads: Optional[int] = None, ranks: int = 1, rank: int = 0):
+                 threads: Optional[int] = None, ranks: int = 1, rank: int = 0, timing: bool = False):
         self.out = out
         self.threads = threads
+        self.timing = timing  # print each run's timing breakdown after its Loop time line
         self.ranks, self.rank = ranks, rank  # several MPI ranks: each runs its sub-box (decomposed.py)
         self.state = ScriptState(variables=dict(variables or {}))
         self._fixed_variables = set(self.state.variables)  # set on the command line: `variable` does not override
@@ -318,6 +319,6 @@ class InputScript:
                                                           ranks=self.ranks, rank=self.rank)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DangerousBuildWarning)
-            s.runs.append(sim.run(int(args[0]), s.thermo_every, self.out))
+            s.runs.append(sim.run(int(args[0]), s.thermo_every, self.out, self.timing))
         for warning in caught:
             self.out(f"WARNING: {warning.message}")

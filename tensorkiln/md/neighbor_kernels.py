@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -45,6 +46,37 @@ from tensorkiln.md.lattice import Box, MDInputError
 from tensorkiln.md.loop_helpers import F64, I64, atom_loop_kind, f64, i64, index, let, load3, store3
 
 
+def initial_capacity(density: float, cutoff: float) -> int:
+    """Room per row of a half list for atoms at `density` within `cutoff`.
+
+    A row holds about half the neighbours on average, but a liquid's rows
+    vary (the first atom of a cell lists the whole home cell): on in.lj the
+    fullest row reaches ~1.65x the average as the lattice melts. A row that
+    outgrows its room forces a rebuild of every program (a compile-cache hit
+    still costs ~0.2 s, inside the run), so the room is twice the average.
+    """
+    expected_half = 0.5 * density * 4.0 / 3.0 * math.pi * cutoff ** 3
+    return max(16, int(2.0 * expected_half) + 16)
+
+
+def has_room(most_neighbors: int, capacity: int) -> bool:
+    """Whether rows of up to `most_neighbors` fit a capacity: the build writes each candidate at the next
+    free slot before it knows whether to keep it, so a full row's last entry would be overwritten; a row
+    needs one spare slot."""
+    return most_neighbors < capacity
+
+
+def _upper(offset: tuple[int, ...], residue: tuple[int, ...], mirror: tuple[int, ...]) -> bool:
+    """Whether `offset` is the one of a mirror pair the stencil keeps: the one pointing up in z, or in y
+    where z is level, or in x (the first axis, z first, on which the two differ decides). Cells are
+    numbered z-major, so each pair lands in the same z-plane as i or in the planes above it: a thread
+    working on a run of planes writes only to those and the few above (thread_split.py)."""
+    for d in (2, 1, 0):
+        if residue[d] != mirror[d]:
+            return offset[d] > 0
+    return False
+
+
 @dataclass(frozen=True)
 class CellGrid:
     """The binning of a box for a neighbour cutoff: cells per axis, their widths, and the stencil."""
@@ -52,6 +84,15 @@ class CellGrid:
     box: Box
     counts: tuple[int, int, int]
     stencil: np.ndarray  # int32 [s, 4]: offsets of the cells to search, and 1 where only j > i counts
+
+    @property
+    def plane_reach(self) -> Optional[int]:
+        """How many z-planes above its own a pair can reach, when every stencil cell lies in i's plane or above
+        (None when the z axis has too few cells for that: an offset and its mirror fall on one plane)."""
+        dz = self.stencil[:, 2] if len(self.stencil) else np.zeros(1, np.int32)
+        if self.counts[2] < 2 * int(np.abs(dz).max()) + 1 or dz.min() < 0:
+            return None
+        return int(dz.max())
 
     @classmethod
     def for_cutoff(cls, box: Box, cutoff: float, cells_per_cutoff: int = 2) -> "CellGrid":
@@ -80,7 +121,7 @@ class CellGrid:
             mirror = tuple(-o % n for o, n in zip(offset, counts))
             if residue == mirror:
                 stencil.append((*offset, 1))  # its own mirror: take j > i only
-            elif residue > mirror:
+            elif _upper(offset, residue, mirror):
                 stencil.append((*offset, 0))  # the mirror cell's atoms find these pairs otherwise
         return cls(box, counts, np.array(stencil, dtype=np.int32).reshape(-1, 4))  # type: ignore[arg-type]
 

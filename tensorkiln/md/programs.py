@@ -8,7 +8,9 @@ and are passed to the programs by pointer on every call.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -18,8 +20,10 @@ from tensorkiln.loops.program import Program
 from tensorkiln.md import force_kernels as forces
 from tensorkiln.md import integrate_kernels as integrate
 from tensorkiln.md import neighbor_kernels as neighbors
+from tensorkiln.md import thread_split
 from tensorkiln.md.lattice import Box
 from tensorkiln.md.pair_lj import LJCut
+from tensorkiln.md.timing import ProgramClock
 from tensorkiln.runtime.module import CompiledModule
 
 
@@ -48,6 +52,7 @@ def _program(name: str, kernels, inputs: tuple[Buffer, ...], outputs: tuple[Buff
 
 
 def _force_program(s: Setup, fb: forces.ForceBuffers, energy: bool) -> Program:
+    """The forces added to f: one thread, or several over per-thread copies of the forces."""
     kernel = forces.lj_force(fb, s.pair, s.box, energy)
     extra = (fb.energy_virial,) if energy else ()
     name = "md_force_energy" if energy else "md_force"
@@ -55,6 +60,14 @@ def _force_program(s: Setup, fb: forces.ForceBuffers, energy: bool) -> Program:
         return _program(name, [kernel], (fb.x, fb.neighbors, fb.neighbor_count), (fb.f, *extra))
     return _program(name, [kernel, forces.sum_force_copies(fb)], (fb.x, fb.neighbors, fb.neighbor_count),
                     (fb.force_copies, fb.f, *extra))
+
+
+def _coloured_force_program(s: Setup, fb: forces.ForceBuffers, energy: bool) -> Program:
+    """The forces added to f by several threads over chunks of equal pairs in two colours."""
+    extra = (fb.energy_virial,) if energy else ()
+    return _program("md_force_energy_coloured" if energy else "md_force_coloured",
+                    [forces.lj_force_coloured(fb, s.pair, s.box, energy)],
+                    (fb.x, fb.neighbors, fb.neighbor_count, fb.chunk_start), (fb.f, *extra))
 
 
 def atom_programs(s: Setup) -> dict[str, Program]:
@@ -66,10 +79,13 @@ def atom_programs(s: Setup) -> dict[str, Program]:
         "force": _force_program(s, fb, energy=False),
         "force_energy": _force_program(s, fb, energy=True),
         "initial_integrate": _program("md_initial_integrate", [integrate.initial_integrate(s.atoms, s.dt, s.mass, s.threads)],
-                                      (fb.f,), (fb.x, Buffer("v", "float64", (s.atoms, 3)))),
+                                      (), (fb.f, fb.x, Buffer("v", "float64", (s.atoms, 3)))),
         "final_integrate": _program("md_final_integrate", [integrate.final_integrate(s.atoms, s.dt, s.mass, s.threads)],
                                     (fb.f,), (Buffer("v", "float64", (s.atoms, 3)),
                                               Buffer("kinetic", "float64", (1,)))),
+        "final_then_initial": _program(
+            "md_final_then_initial", [integrate.final_then_initial(s.atoms, s.dt, s.mass, s.threads)], (),
+            (fb.f, fb.x, Buffer("v", "float64", (s.atoms, 3)), Buffer("kinetic", "float64", (1,)))),
         "kinetic": _program("md_kinetic", [integrate.kinetic_sum(s.atoms, s.mass, s.threads)],
                             (Buffer("v", "float64", (s.atoms, 3)),), (Buffer("kinetic", "float64", (1,)),)),
         "displacement": _program("md_displacement", [integrate.largest_displacement(s.atoms, s.threads)],
@@ -77,10 +93,43 @@ def atom_programs(s: Setup) -> dict[str, Program]:
     }
 
 
-class Programs:
+class CompiledPrograms:
+    """Compiled modules by name, called with numpy arrays (inputs, then outputs); `clock` keeps the wall time
+    of each program's calls.
+
+    A step calls the same programs with the same arrays again and again, so a call whose arrays are the
+    very objects of the program's last checked call skips the argument checks (an array object keeps its
+    dtype, shape and memory): the per-step Python work stays a few identity comparisons per call.
+    """
+
+    coloured = False  # whether "force_coloured" and "split" exist (thread_split.py)
+
+    def __init__(self, modules: dict[str, CompiledModule], clock: Optional[ProgramClock] = None):
+        self.modules = modules
+        self.clock = clock if clock is not None else ProgramClock()
+        self._checked: dict[str, tuple[np.ndarray, ...]] = {}
+
+    def source(self, name: str) -> str:
+        """The generated C of program `name`."""
+        return self.modules[name].source.text
+
+    def __call__(self, name: str, *arrays: np.ndarray) -> None:
+        start = time.perf_counter()
+        module = self.modules[name]
+        last = self._checked.get(name)
+        if last is not None and len(last) == len(arrays) and all(a is b for a, b in zip(arrays, last)):
+            with module.lock:
+                module.call_checked(arrays)
+        else:
+            module(*arrays)
+            self._checked[name] = arrays
+        self.clock.add(name, time.perf_counter() - start)
+
+
+class Programs(CompiledPrograms):
     """The compiled programs of a Setup, each called with numpy arrays (inputs, then outputs)."""
 
-    def __init__(self, setup: Setup):
+    def __init__(self, setup: Setup, clock: Optional[ProgramClock] = None):
         self.setup = setup
         s = setup
         self.grid = neighbors.CellGrid.for_cutoff(s.box, s.neighbor_cutoff, s.cells_per_cutoff)
@@ -100,11 +149,16 @@ class Programs:
                 (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
             **atom_programs(s),
         }
-        self.modules: dict[str, CompiledModule] = {name: build(p, debug=s.debug) for name, p in self.programs.items()}
-
-    def source(self, name: str) -> str:
-        """The generated C of program `name`."""
-        return self.modules[name].source.text
-
-    def __call__(self, name: str, *arrays: np.ndarray) -> None:
-        self.modules[name](*arrays)
+        reach = self.grid.plane_reach
+        # several threads add into one force array where the grid lets chunks of atoms be kept apart
+        self.coloured = s.threads > 1 and reach is not None
+        if self.coloured:
+            split = thread_split.SplitBuffers(s.atoms, s.threads)
+            nx, ny, nz = self.grid.counts
+            fb = forces.ForceBuffers(s.atoms, s.max_neighbors, s.threads)
+            self.programs["split"] = _program(
+                "md_split_for_threads", [thread_split.split_for_threads(split, nx * ny, nz, reach)],
+                (split.neighbor_count, split.cell), (split.chunk_start, split.coloured))
+            self.programs["force_coloured"] = _coloured_force_program(s, fb, energy=False)
+            self.programs["force_energy_coloured"] = _coloured_force_program(s, fb, energy=True)
+        super().__init__({name: build(p, debug=s.debug) for name, p in self.programs.items()}, clock)

@@ -7,19 +7,19 @@ the capacity or a neighbour row its room.
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import Optional
 
 from tensorkiln.driver.build import build
 from tensorkiln.loops.program import Program
 from tensorkiln.md import domain_neighbor_kernels as shell
-from tensorkiln.md.programs import Setup, atom_programs
-from tensorkiln.runtime.module import CompiledModule
+from tensorkiln.md.programs import CompiledPrograms, Setup, atom_programs
+from tensorkiln.md.timing import ProgramClock
 
 
-class RankPrograms:
+class RankPrograms(CompiledPrograms):
     """Programs for a Setup (atoms = capacity) and the cell grid around the rank's sub-box."""
 
-    def __init__(self, setup: Setup, grid: shell.ShellGrid):
+    def __init__(self, setup: Setup, grid: shell.ShellGrid, clock: Optional[ProgramClock] = None):
         self.setup, self.grid = setup, grid
         b = shell.ShellBuffers(setup.atoms, grid, setup.max_neighbors, setup.threads)
         kernels = (shell.bin_all_atoms(b), shell.sort_by_cell(b), shell.build_neighbors(b, setup.neighbor_cutoff))
@@ -27,12 +27,4 @@ class RankPrograms:
                            (b.x, b.counts, b.half_stencil, b.full_stencil),
                            b.sort_outputs() + (b.neighbors, b.neighbor_count, b.most_neighbors))
         self.programs: dict[str, Program] = {"neighbor": neighbor, **atom_programs(setup)}
-        self.modules: dict[str, CompiledModule] = {name: build(p, debug=setup.debug)
-                                                   for name, p in self.programs.items()}
-
-    def source(self, name: str) -> str:
-        """The generated C of program `name`."""
-        return self.modules[name].source.text
-
-    def __call__(self, name: str, *arrays: np.ndarray) -> None:
-        self.modules[name](*arrays)
+        super().__init__({name: build(p, debug=setup.debug) for name, p in self.programs.items()}, clock)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
@@ -23,9 +23,11 @@ from tensorkiln.kernels.schedule_defaults import thread_count
 from tensorkiln.md.lattice import MDInputError
 from tensorkiln.md.loop_helpers import atom_loop_kind
 from tensorkiln.md.pair_lj import LJCut
+from tensorkiln.md.neighbor_kernels import has_room, initial_capacity
 from tensorkiln.md.programs import Programs, Setup
 from tensorkiln.md.system import System
 from tensorkiln.md.thermo import ThermoRow, header, loop_line
+from tensorkiln.md.timing import SECTIONS, ProgramClock, SectionStats, StepTimer, breakdown_lines, program_lines
 
 
 class DangerousBuildWarning(UserWarning):
@@ -56,6 +58,9 @@ class RunResult:
     steps: int
     builds: int
     dangerous_builds: int
+    sections: dict[str, float] = field(default_factory=dict)  # this rank's seconds per LAMMPS timer section
+    program_seconds: dict[str, float] = field(default_factory=dict)  # wall time inside each compiled program
+    program_calls: dict[str, int] = field(default_factory=dict)
 
 
 class Simulation:
@@ -75,6 +80,8 @@ class Simulation:
         # threads: the force kernel's per-thread blocks (and the parallel loops, when each thread has work)
         self.threads = threads or (thread_count() if atom_loop_kind(n, thread_count()) == "parallel" else 1)
         self.step = 0
+        self.timer, self.clock = StepTimer(), ProgramClock()
+        self.forces_cleared = False
         if n < 1:
             raise MDInputError("the system has no atoms")
         self.x = system.positions.copy()
@@ -90,10 +97,7 @@ class Simulation:
         self.since_build = 0
         self.builds = 0
         self.dangerous_builds = 0
-        density = n / system.box.volume
-        cutoff = pair.cutoff + neighbor.skin
-        expected_half = 0.5 * density * 4.0 / 3.0 * np.pi * cutoff ** 3
-        self._compile(max(16, int(1.3 * expected_half) + 8))
+        self._compile(initial_capacity(n / system.box.volume, pair.cutoff + neighbor.skin))
         grid = self.programs.grid  # the cell arrays depend on the grid only, not on the list's capacity
         self.stencil = np.ascontiguousarray(grid.stencil)
         self.cell = np.zeros(n, np.int32)
@@ -107,11 +111,13 @@ class Simulation:
         s = self.system
         self.setup = Setup(s.atoms, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt, s.mass,
                            debug=self.debug)
-        self.programs = Programs(self.setup)
+        self.programs = Programs(self.setup, self.clock)
         n = s.atoms
         self.neighbors = np.zeros((n, max_neighbors), np.int32)
         self.neighbor_count = np.zeros((n, 2), np.int32)  # per atom: same-image pairs, pairs across the box
         self.most_neighbors = np.zeros(1, np.int32)
+        self.chunk_start = np.zeros(2 * self.threads + 1, np.int32)  # the force kernel's split (thread_split.py)
+        self.coloured = np.zeros(1, np.int32)
 
     # ---- the pieces of a step
 
@@ -129,19 +135,33 @@ class Simulation:
             self.programs("neighbor", self.x, self.cell_sorted, self.cell_start, self.stencil, self.neighbors,
                           self.neighbor_count, self.most_neighbors)
             most = int(self.most_neighbors[0])
-            if most <= self.setup.max_neighbors:
+            if has_room(most, self.setup.max_neighbors):
                 break
             self._compile(int(most * 1.2) + 8)
+        if self.programs.coloured:
+            self.programs("split", self.neighbor_count, self.cell_sorted, self.chunk_start, self.coloured)
         self.since_build = 0
         self.last_safe_step = self.step  # nothing has moved since the list was built
         self.builds += 1
 
     def compute_forces(self, energy: bool) -> None:
         """Forces of the current positions (and the pair energy and virial when `energy`)."""
+        if not self.forces_cleared:  # the force kernels add into f; in a run the integrator has cleared it
+            self.f.fill(0.0)
         name = "force_energy" if energy else "force"
         extra = (self.energy_virial,) if energy else ()
-        copies = (self.force_copies,) if self.force_copies is not None else ()
-        self.programs(name, self.x, self.neighbors, self.neighbor_count, *copies, self.f, *extra)
+        if self.programs.coloured and self.coloured[0]:
+            self.programs(name + "_coloured", self.x, self.neighbors, self.neighbor_count, self.chunk_start,
+                          self.f, *extra)
+        else:
+            copies = (self.force_copies,) if self.force_copies is not None else ()
+            self.programs(name, self.x, self.neighbors, self.neighbor_count, *copies, self.f, *extra)
+        self.forces_cleared = False
+
+    def initial_integrate(self) -> None:
+        """The first half of velocity Verlet (and f cleared for the next force evaluation)."""
+        self.programs("initial_integrate", self.f, self.x, self.v)
+        self.forces_cleared = True
 
     def _moved_beyond_half_skin(self) -> bool:
         self.programs("displacement", self.x, self.x_hold, self.moved)
@@ -213,8 +233,15 @@ class Simulation:
         self.programs("kinetic", self.v, self.kinetic)
         return self.thermo()
 
-    def run(self, steps: int, thermo_every: int = 0, out: Optional[Callable[[str], None]] = None) -> RunResult:
-        """Advance `steps` steps; thermo rows at the first step, every `thermo_every` steps and the last step."""
+    def section_stats(self) -> list[SectionStats]:
+        """The timer sections of the last run over the ranks (one rank here)."""
+        return [SectionStats.over_ranks(name, [self.timer.seconds[name]]) for name in SECTIONS]
+
+    def run(self, steps: int, thermo_every: int = 0, out: Optional[Callable[[str], None]] = None,
+            timing: bool = False) -> RunResult:
+        """Advance `steps` steps; thermo rows at the first step, every `thermo_every` steps and the last step.
+        timing=True also prints where the loop's time went (LAMMPS's timing breakdown, then the compiled
+        programs' share); RunResult has the figures either way."""
         if steps < 0:
             raise MDInputError(f"run needs a non-negative step count, got {steps}")
         emit = out or (lambda line: None)
@@ -223,24 +250,45 @@ class Simulation:
         emit(rows[0].format())
         first_builds, first_dangerous = self.builds, self.dangerous_builds
         last = self.step + steps
+        timer = self.timer
+        self.clock.reset()
         start = time.perf_counter()
+        timer.reset()
+        if steps:
+            self.initial_integrate()
+            timer.stamp("Modify")
         for _ in range(steps):
             self.step += 1
             thermo_step = self.step == last or (thermo_every > 0 and self.step % thermo_every == 0)
-            self.programs("initial_integrate", self.f, self.x, self.v)
             if self._decide():
                 self.build_neighbor_list()
+            timer.stamp("Neigh")
             self.compute_forces(energy=thermo_step)
-            self.programs("final_integrate", self.f, self.v, self.kinetic)
+            timer.stamp("Pair")
+            if self.step == last:
+                self.programs("final_integrate", self.f, self.v, self.kinetic)
+            else:  # this step's second half and the next one's first: the same kicks, one pass
+                self.programs("final_then_initial", self.f, self.x, self.v, self.kinetic)
+                self.forces_cleared = True
+            timer.stamp("Modify")
             if thermo_step:
                 rows.append(self.thermo())
                 emit(rows[-1].format())
+                timer.stamp("Output")
         seconds = time.perf_counter() - start
         emit(loop_line(seconds, self.procs, steps, self.system.atoms))
+        stats = self.section_stats()  # collective on several ranks: every rank takes part
+        if timing:
+            for line in breakdown_lines(stats, seconds):
+                emit(line)
+            for line in program_lines(self.clock.seconds, self.clock.calls, seconds, steps,
+                                      self.timer.seconds["Comm"]):
+                emit(line)
         dangerous = self.dangerous_builds - first_dangerous
         if dangerous:
             message = (f"{dangerous} of {self.builds - first_builds} neighbour-list builds came after an atom had "
                        f"moved more than half the skin ({self.neighbor.skin:g}/2) at an unchecked step: pairs may "
                        "have been missed; use a larger skin or check more often (`neigh_modify every 1 check yes`)")
             warnings.warn(message, DangerousBuildWarning, stacklevel=2)
-        return RunResult(rows, seconds, steps, self.builds - first_builds, dangerous)
+        return RunResult(rows, seconds, steps, self.builds - first_builds, dangerous, dict(self.timer.seconds),
+                         dict(self.clock.seconds), dict(self.clock.calls))

@@ -32,6 +32,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-var", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="set an index variable before the script runs (as LAMMPS's -var)")
     parser.add_argument("--threads", type=int, default=None, help="OpenMP threads (default: OMP_NUM_THREADS or all cores)")
+    parser.add_argument("--timing", action="store_true",
+                        help="after each run, print where its time went: LAMMPS's timing breakdown (Pair, Neigh, "
+                             "Comm, Output, Modify, Other) and the time inside each compiled program")
     args = parser.parse_args(argv)
     ranks, rank = launched_ranks(), 0
     if ranks > 1:
@@ -39,7 +42,7 @@ def main(argv: list[str]) -> int:
         ranks, rank = communicator.world_size(), communicator.rank()
     out = (lambda line: print(line, flush=True)) if rank == 0 else (lambda line: None)
     try:
-        InputScript(out, dict(args.var), args.threads, ranks, rank).run_file(args.input)
+        InputScript(out, dict(args.var), args.threads, ranks, rank, args.timing).run_file(args.input)
     except MDInputError as error:
         return _fail(f"ERROR: {error}", ranks, rank)
     except OSError as error:

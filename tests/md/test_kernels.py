@@ -101,3 +101,16 @@ def test_bounds_checked_build_gives_the_same_run(rng):
                        NeighborSettings(skin=0.3, every=1), threads=2, debug=debug) for debug in (False, True)]
     rows = [sim.run(10).rows[-1] for sim in runs]
     assert rows[1].tot_eng == pytest.approx(rows[0].tot_eng, rel=1e-12)
+
+
+def test_a_row_that_fills_its_capacity_exactly_is_built_again(rng):
+    # the build writes every candidate at the next free slot before deciding to keep it, so a row at exactly
+    # the capacity would lose its last entry to a later candidate: the list needs one spare slot per row
+    system = _random_system(rng, 150, (8.3, 8.0, 8.6), min_distance=0.5)
+    sim = Simulation(system, LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=1)
+    sim.build_neighbor_list()
+    fullest = int(sim.neighbor_counts().max())
+    sim._compile(fullest)
+    sim.build_neighbor_list()
+    assert sim.setup.max_neighbors > fullest
+    assert sim.neighbor_pairs() == pair_table(system.positions, system.box.lengths, 2.8)
