@@ -25,7 +25,7 @@ conformance: $(STAMP)
 
 # Every float32 sample of every PyTorch OpInfo through the torch.compile path, and Inductor on the same samples.
 opinfo: $(STAMP)
-	OMP_WAIT_POLICY=passive $(PY) -m tensorkiln.tools.opinfo_conformance --inductor --json opinfo-results.json
+	OMP_WAIT_POLICY=passive $(PY) -m tensorkiln.tools.opinfo_conformance --inductor --fallback --json opinfo-results.json
 
 # Every Hugging Face architecture of tensorkiln/tools/hf_zoo.py through both PyTorch paths, and generate().
 hf-models: $(STAMP)

@@ -44,7 +44,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                      os.path.join(os.path.dirname(HERE), "docs", "distributed_scaling.png")], True),
     "pipeline_parallel": ([sys.executable, os.path.join(HERE, "pipeline_parallel.py")], True),
     # the first float32 sample of every OpInfo, tensorkiln and Inductor (`make opinfo` runs every sample)
-    "opinfo": ([sys.executable, "-m", "tensorkiln.tools.opinfo_conformance", "--samples", "1", "--inductor"], True),
+    "opinfo": ([sys.executable, "-m", "tensorkiln.tools.opinfo_conformance", "--samples", "1", "--inductor",
+                "--fallback"], True),
     "int8_gemm": ([sys.executable, os.path.join(HERE, "int8_gemm.py")], True),
     "int8_models": ([sys.executable, os.path.join(HERE, "int8_models.py")], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
