@@ -185,11 +185,12 @@ def run_worker(name: str, path: str) -> None:
 
 # ---- the driver -----------------------------------------------------------------------------------
 
-def launch(name: str, ranks: int) -> dict:
-    """One launch as `tensorkiln launch` makes it (1 thread per rank, waiting ranks yield), its result."""
+def launch(name: str, ranks: int, wait: str = "auto") -> dict:
+    """One launch as `tensorkiln launch --wait WAIT` makes it (1 thread per rank), its result."""
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "result.json")
-        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1)
+        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1,
+                           wait=wait)
         env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
         if done.returncode == 0 and os.path.exists(path):

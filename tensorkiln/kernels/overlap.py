@@ -3,7 +3,8 @@
 A collective is two kernels (lower.py): one starts it from its operand's buffer,
 one waits for it and stores the result. Every other kernel keeps its place
 relative to the others, but the kernels a start needs (and the start itself)
-run as soon as their inputs exist, and a wait only when nothing else is ready
+run as soon as their inputs exist (those of the first start before those of
+later ones), and a wait only when nothing else is ready
 or a later kernel reads its result. So in a training step the all-reduce of a
 gradient bucket begins when the bucket's gradients are computed and travels
 while the rest of the backward pass runs; the optimizer's update of those
@@ -53,27 +54,36 @@ def overlapped_order(kernels: list[Kernel]) -> list[Kernel]:
     if "start" not in phases:
         return kernels
     needs = _dependencies(kernels)
-    urgent: set[int] = set()  # the starts and everything they need
-    stack = [i for i, phase in enumerate(phases) if phase == "start"]
-    while stack:
-        index = stack.pop()
-        if index not in urgent:
-            urgent.add(index)
-            stack.extend(needs[index])
+    # the starts and everything they need, each kernel owned by the first start (in program order) that
+    # needs it: so the first gradient bucket's start runs as soon as its own gradients exist, before the
+    # work that only later buckets need
+    owner: dict[int, int] = {}
+    for order_of_start, start in enumerate(i for i, phase in enumerate(phases) if phase == "start"):
+        stack = [start]
+        while stack:
+            index = stack.pop()
+            if index not in owner:
+                owner[index] = order_of_start
+                stack.extend(needs[index])
     readers: list[list[int]] = [[] for _ in kernels]
     waiting = [len(n) for n in needs]
     for index, before in enumerate(needs):
         for b in before:
             readers[b].append(index)
 
-    def priority(index: int) -> tuple[int, int]:  # urgent first, waits last, else the original order
-        return (0 if index in urgent else 2 if phases[index] == "wait" else 1, index)
+    def priority(index: int) -> tuple[int, int, int]:
+        """A ready start first, then what the earliest start needs, then the rest; waits last."""
+        if phases[index] == "start":
+            return (0, 0, index)
+        if index in owner:
+            return (1, owner[index], index)
+        return (3 if phases[index] == "wait" else 2, 0, index)
 
     ready = [priority(i) for i, count in enumerate(waiting) if count == 0]
     heapq.heapify(ready)
     order = []
     while ready:
-        _, index = heapq.heappop(ready)
+        *_, index = heapq.heappop(ready)
         order.append(kernels[index])
         for reader in readers[index]:
             waiting[reader] -= 1

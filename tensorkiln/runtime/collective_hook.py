@@ -7,7 +7,9 @@ dtype and shapes of its operand and result, its attributes, and which half of
 the call this is. `phase=start` copies the operand (so its buffer may be
 reused at once) and starts the collective without blocking (MPI_Iallreduce,
 MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast); `phase=wait` finishes it and stores the result
-(kernels/overlap.py puts the two as far apart as the graph allows).
+(kernels/overlap.py puts the two as far apart as the graph allows). The
+collectives whose bytes travel unchanged take the cheaper path of a
+preallocated channel per description (collective_channel.py).
 """
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import communicator, hooks
+from .collective_channel import Channel, serves
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
 
 
 _started: dict[str, communicator.PendingCollective] = {}  # the collectives started and not yet waited for, by description
+_channels: dict[str, Channel | None] = {}  # description -> its channel, or None: the general path
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -81,6 +85,12 @@ class _Message:
 def run(what: str, out_address: int, in_address: int) -> None:
     """Start (phase=start) or finish (phase=wait) the collective `what` describes."""
     op, key, f = parse(what)
+    if key not in _channels:
+        _channels[key] = Channel(op, f) if serves(op, f) else None
+    channel = _channels[key]
+    if channel is not None:
+        channel.start(in_address) if f["phase"] == "start" else channel.wait(out_address)
+        return
     dtype = dt.as_dtype(f["dtype"])
     if f["phase"] == "start":
         # a copy (see above); recv's operand is only its place in the order of messages: not read
