@@ -3,9 +3,9 @@
 Each rank gets one OpenMP thread unless told otherwise (`--threads`), since N
 ranks on N cores would otherwise each start a thread per core. How a rank
 waits for a message is chosen from the situation (`--wait`, wait_policy.py):
-it spins when every rank's threads have a core of their own, and sleeps
-between polls when the ranks outnumber the cores, where a spinning rank would
-hold the core its peer needs to send. Output goes to
+it spins when every rank's threads have a core of their own (no other work
+waiting for it), and sleeps between polls when they do not, where a spinning
+rank would hold the core its peer needs to send. Output goes to
 the terminal, each line prefixed with its rank (mpiexec's -prepend-rank), or
 with --log-dir to one file per rank; the launcher says where before starting.
 """
@@ -57,11 +57,12 @@ __all__ = ["LaunchPlan", "YIELD_WHEN_WAITING", "find_mpiexec", "launch", "mpi_fl
 
 def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,
          timeout: int | None = None, mpiexec: str | None = None, busy_poll: bool = False,
-         wait: str = "auto", cores: int | None = None) -> LaunchPlan:
+         wait: str = "auto", cores: int | None = None, busy: int | None = None) -> LaunchPlan:
     """Build the mpiexec command for `program` (a script and its arguments, or `-m module ...`).
 
     wait: 'auto' (spin when ranks x threads fit the cores, else yield), 'spin' or 'yield';
-    busy_poll=True is wait='spin'. cores: the cores to count (default: those this process may use).
+    busy_poll=True is wait='spin'. cores: the cores to count (default: those this process may use);
+    busy: the threads of other work ready to run (default: counted now).
     """
     if ranks < 1:
         raise ValueError(f"launch needs at least one rank, got {ranks}")
@@ -74,7 +75,7 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
     flavour = mpi_flavour(mpiexec)
     command = [mpiexec, "-n", str(ranks)]
     environment = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    choice = choose_wait_policy(ranks, threads, "spin" if busy_poll else wait, cores)
+    choice = choose_wait_policy(ranks, threads, "spin" if busy_poll else wait, cores, busy)
     for key, value in wait_environment(choice.policy, flavour).items():
         environment.setdefault(key, value)  # a setting the user exported wins
     if timeout:  # both launchers end the whole job after this many seconds

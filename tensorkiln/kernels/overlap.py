@@ -14,9 +14,14 @@ so the only order constraints are a kernel after the writers of what it reads
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 
 from ..loops.ir import Kernel, RuntimeCall
+
+# The runtime calls that may run as one blocking call at their wait (point-to-point messages keep
+# their two halves: their order on each rank is what keeps a ring of them from deadlocking).
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
 def _phase(kernel: Kernel) -> str | None:
@@ -89,4 +94,32 @@ def overlapped_order(kernels: list[Kernel]) -> list[Kernel]:
             waiting[reader] -= 1
             if waiting[reader] == 0:
                 heapq.heappush(ready, priority(reader))
-    return order
+    return mark_unoverlapped(order)
+
+
+def mark_unoverlapped(order: list[Kernel]) -> list[Kernel]:
+    """Mark (`overlap=none`) each collective with no computing kernel between its start and its wait.
+
+    Such a collective hides nothing behind compute, and one blocking MPI call at its wait is
+    cheaper than a nonblocking one started and finished back to back (measured on a 2-rank DDP
+    step of the digits CNN, a quiet 16-core Xeon, Open MPI: 0.68-0.94 ms against 0.91-1.14 ms per
+    step), so the runtime then makes the blocking call at the wait (runtime/collective_hook.py).
+    """
+    phases = [_phase(k) for k in order]
+    start_at: dict[str, int] = {}
+    marked = set()
+    for index, (kernel, phase) in enumerate(zip(order, phases)):
+        if phase is None or kernel.body.what.split(" ", 1)[0] not in COLLECTIVES:
+            continue
+        key = kernel.body.what.rsplit(" phase=", 1)[0]
+        if phase == "start":
+            start_at[key] = index
+        elif key in start_at and all(p is not None for p in phases[start_at[key] + 1:index]):
+            marked |= {start_at[key], index}
+    return [_without_overlap(k) if i in marked else k for i, k in enumerate(order)]
+
+
+def _without_overlap(kernel: Kernel) -> Kernel:
+    key, phase = kernel.body.what.rsplit(" phase=", 1)
+    body = dataclasses.replace(kernel.body, what=f"{key} overlap=none phase={phase}")
+    return dataclasses.replace(kernel, body=body)

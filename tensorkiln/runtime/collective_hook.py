@@ -82,6 +82,16 @@ class _Message:
         return self._result
 
 
+class _Deferred:
+    """A collective whose start waits for its wait (no kernel runs between the two)."""
+
+    def __init__(self, op: str, x: np.ndarray, fields: dict[str, str]):
+        self._op, self._x, self._fields = op, x, fields
+
+    def wait(self) -> np.ndarray:
+        return _start(self._op, self._x, self._fields).wait()
+
+
 def run(what: str, out_address: int, in_address: int) -> None:
     """Start (phase=start) or finish (phase=wait) the collective `what` describes."""
     op, key, f = parse(what)
@@ -95,7 +105,8 @@ def run(what: str, out_address: int, in_address: int) -> None:
     if f["phase"] == "start":
         # a copy (see above); recv's operand is only its place in the order of messages: not read
         x = None if op == "recv" else np.array(dt.to_compute(_view(in_address, dtype, _shape(f["in"])), dtype))
-        _started[key] = _start(op, x, f)
+        # overlap=none: nothing runs before the wait, so the collective runs there, start and finish
+        _started[key] = _Deferred(op, x, f) if f.get("overlap") == "none" else _start(op, x, f)
         return
     result = _started.pop(key).wait()
     out = _view(out_address, dt.int32 if op == "send" else dtype, _shape(f["out"]))

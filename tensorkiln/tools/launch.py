@@ -18,7 +18,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--wait", choices=WAIT_POLICIES, default="auto",
                         help="how a rank waits for a message: spin (about 1 us per message, holds its core) or "
                              "yield (sleeps between polls: frees the core, about 100 us per message); auto "
-                             "(default) spins when ranks x threads <= the cores this process may use, else yields")
+                             "(default) spins when ranks x threads <= the cores this process may use less those "
+                             "other work keeps busy now, else yields")
     parser.add_argument("--busy-poll", action="store_true", help="the same as --wait spin")
     parser.add_argument("program", nargs=argparse.REMAINDER, help="script.py and its arguments (or -m module)")
     args = parser.parse_args(argv)

@@ -94,3 +94,27 @@ def test_random_graphs_keep_a_topological_order():
 def test_without_runtime_calls_the_order_is_unchanged():
     kernels = [compute("a", ["x"], ["y"]), compute("b", ["y"], ["z"]), compute("c", ["x"], ["w"])]
     assert overlapped_order(kernels) == kernels
+
+
+def test_a_collective_that_overlaps_nothing_is_marked_to_run_blocking_at_its_wait():
+    kernels = [compute("grad", ["x"], ["g0"]), collective(0, "start", ["g0"], []),
+               collective(0, "wait", [], ["m0"]), compute("update", ["m0"], ["w0"])]
+    order = overlapped_order(kernels)
+    assert [k.name for k in order] == ["grad", "b0_start", "b0_wait", "update"]
+    assert all(" overlap=none phase=" in k.body.what for k in order[1:3])
+    # with a kernel between its halves it stays nonblocking, and the other one is marked
+    kernels = [compute("g", ["x"], ["g0"]), collective(0, "start", ["g0"], []), compute("other", ["x"], ["y"]),
+               compute("h", ["y"], ["g1"]), collective(1, "start", ["g1"], []),
+               collective(0, "wait", [], ["m0"]), collective(1, "wait", [], ["m1"]), compute("u", ["m0", "m1"], ["w"])]
+    order = overlapped_order(kernels)
+    marked = {k.name for k in order if "overlap=none" in getattr(k.body, "what", "")}
+    assert marked == {"b1_start", "b1_wait"}, [k.name for k in order]
+
+
+def test_messages_keep_both_halves():
+    def message(name, phase, reads, writes):
+        what = f"send seq=1 dtype=float32 in=4 out= group=world peer=1 tag=0 phase={phase}"
+        return Kernel(name, [buffer(b) for b in reads + writes],
+                      RuntimeCall(what, tuple(buffer(b) for b in writes), tuple(buffer(b) for b in reads)))
+    order = overlapped_order([message("s_start", "start", ["x"], []), message("s_wait", "wait", [], ["t"])])
+    assert all("overlap=none" not in k.body.what for k in order)
