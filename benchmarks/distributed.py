@@ -369,7 +369,8 @@ def compare_wait_policies(rounds: int, json_path: str | None) -> int:
     for wait, found in runs.items():
         alpha, beta = median_of(found, "alpha"), median_of(found, "beta")
         small = median_of(found, "all_reduce_8_bytes")
-        results[wait] = {"alpha_us": alpha * 1e6, "bandwidth_GBps": 1 / beta / 1e9, "all_reduce_8_bytes_us": small * 1e6}
+        results[wait] = {"alpha_us": alpha * 1e6, "bandwidth_GBps": 1 / beta / 1e9,
+                         "all_reduce_8_bytes_us": small * 1e6}
         rows.append([wait, f"{alpha * 1e6:.1f}", f"{1 / beta / 1e9:.2f}", f"{small * 1e6:.1f}"])
     print(f"\nping-pong between 2 ranks, median of {rounds} launch(es) per policy")
     print_table(["--wait", "alpha (us)", "bandwidth (GB/s)", "8-byte all_reduce (us)"], rows)

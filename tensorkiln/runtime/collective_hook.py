@@ -25,7 +25,8 @@ from .collective_channel import Channel, serves
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
 
 
-_started: dict[str, communicator.PendingCollective] = {}  # the collectives started and not yet waited for, by description
+# the collectives started and not yet waited for, by description
+_started: dict[str, communicator.PendingCollective] = {}
 _channels: dict[str, Channel | None] = {}  # description -> its channel, or None: the general path
 
 

@@ -9,7 +9,8 @@ started before the first is waited for; inside a tk.jit training step each
 bucket is one all_reduce node of the step's graph, reading only its own
 gradients, started as soon as they are computed (kernels/overlap.py). Without
 `bucket_cap_mb` the bucket size comes from the alpha-beta model of the link
-(cost_model.bucket_bytes_for), measured by a short ping-pong when wrapping. `no_sync()` skips the averaging for the backward passes inside it
+(cost_model.bucket_bytes_for), measured by a short ping-pong when wrapping.
+`no_sync()` skips the averaging for the backward passes inside it
 (gradient accumulation): the gradients they add up locally are averaged with
 the first backward after it, as torch's.
 """
