@@ -3,10 +3,16 @@ same 2 processes, a ping-pong fit of the alpha-beta model, and the model's predi
 the 2-rank step times and extended to 8-1,024 ranks on a stated network.
 
     python benchmarks/distributed.py [--json out.json] [--rounds 2] [--plot docs/distributed_scaling.png]
+    python benchmarks/distributed.py --ping-pong-only [--rounds 3]   # alpha and beta per wait policy
 
 Each measurement is its own `mpiexec` launch of this script in a worker mode (`--worker ...`), and the
 1- and 2-rank launches alternate, `--rounds` times; a figure is the median over rounds of each launch's
-median step time, launched as `tensorkiln launch` does (waiting ranks yield their core). All in float32.
+median step time, launched as `tensorkiln launch` does (`--wait auto`: on 2 cores, 2 ranks of one thread
+spin while they wait). The ping-pong runs under each wait policy (yield: the launcher's former default).
+The alpha-beta model of a DDP step replays the step's own kernel timeline (`step.profile` on both
+ranks: each kernel's time, where each bucket's all-reduce starts and is waited for) through
+cost_model.predict_overlapped_step and adds what the all-reduces cost there to the same step's time on
+2 ranks without DDP. All in float32.
 The ranks skip the agreement check of each collective
 (dist.init(check_agreement=False)), as the peers do not make one.
 """
@@ -28,8 +34,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 from common import machine_summary, print_table  # noqa: E402
-from tensorkiln.distributed.cost_model import (Network, amdahl_serial_fraction, all_reduce_seconds,  # noqa: E402
-                                               predict_data_parallel_step)
+from tensorkiln.distributed.cost_model import (Network, TimelineEvent, amdahl_serial_fraction,  # noqa: E402
+                                               all_reduce_seconds, predict_data_parallel_step,
+                                               predict_overlapped_step)
 from tensorkiln.distributed.launch import plan  # noqa: E402
 
 CNN_BATCH, BERT_BATCH, STEPS, WARMUP = 64, 16, 20, 3
@@ -95,18 +102,45 @@ def worker_data_parallel(model_name: str, wrap: bool) -> dict:
 
     share = slice(rank * global_batch // size, (rank + 1) * global_batch // size)
     times, losses = [], []
-    for i, (x, y) in enumerate(batches(model_name, global_batch)):
+    data = batches(model_name, global_batch)
+    for i, (x, y) in enumerate(data):
         dist.barrier()
         start = time.perf_counter()
         loss = step(x[share], y[share])
-        if wrap and size > 1:
+        if size > 1:
             dist.barrier()  # the step ends when the slowest rank's ends
         times.append(time.perf_counter() - start)
         losses.append(float(dist.all_reduce(tk.tensor(np.asarray(loss)), "mean").numpy()))
     grads = [p for p in model.parameters() if p.requires_grad]
-    buckets = nn.parallel.buckets.plan_buckets(grads, 25 * 2 ** 20)
+    buckets = trained.buckets if wrap and size > 1 else nn.parallel.buckets.plan_buckets(grads, 25 * 2 ** 20)
+    bucket_bytes = [sum(p.numel() * 4 for p in b.params) for b in buckets]
+    x, y = data[0]
+    profile = step.profile(x[share], y[share], repeat=10)  # every rank: the profile runs the collectives
     return {"step_seconds": float(np.median(times[WARMUP:])), "losses": losses[WARMUP:],
-            "bucket_bytes": [sum(p.numel() * 4 for p in b.params) for b in buckets]}
+            "bucket_bytes": bucket_bytes, "timeline": timeline(profile, bucket_bytes)}
+
+
+def timeline(profile, bucket_bytes: list[int]) -> list[dict]:
+    """The kernels of a profiled step in program order: compute kernels' times, and where each all-reduce
+    starts and is waited for (the starts in bucket order: the kernels are numbered as traced)."""
+    starts = sorted((k.name for k in profile.kernels if k.name.endswith("all_reduce_start")),
+                    key=lambda name: int(name[1:].split("_")[0]))
+    nbytes = {name.rsplit("_start", 1)[0]: n for name, n in zip(starts, bucket_bytes)}
+    events = []
+    for k in profile.kernels:
+        if k.name.endswith(("all_reduce_start", "all_reduce_wait")):
+            key, phase = k.name.rsplit("_", 1)
+            events.append({"kind": phase, "key": key, "nbytes": nbytes.get(key, 0), "seconds": k.seconds})
+        else:
+            events.append({"kind": "compute", "seconds": k.seconds})
+    return events
+
+
+def mpi_rank_and_size() -> tuple[int, int]:
+    """This process's rank and the number of ranks, as MPICH's or Open MPI's launcher states them."""
+    env = os.environ
+    rank = env.get("PMI_RANK", env.get("OMPI_COMM_WORLD_RANK", 0))
+    return int(rank), int(env.get("PMI_SIZE", env.get("OMPI_COMM_WORLD_SIZE", 1)))
 
 
 def worker_torch_ddp() -> dict:
@@ -115,7 +149,7 @@ def worker_torch_ddp() -> dict:
     import torch.distributed as torch_dist
     from torch import nn
     torch.set_num_threads(1)
-    rank, size = int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))
+    rank, size = mpi_rank_and_size()
     torch_dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29533", rank=rank, world_size=size)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(digits_cnn(nn))
@@ -141,7 +175,17 @@ def worker_ping_pong() -> dict:
     from tensorkiln.distributed.ping_pong import measure_network
     dist.init(check_agreement=False)  # as the peers: no extra message per collective
     net, points = measure_network(repeats=30)
-    return {"alpha": net.alpha, "beta": net.beta, "points": {str(k): v for k, v in points.items()}}
+    from tensorkiln.runtime import communicator
+    small = np.ones(2, np.float32)
+    samples = []
+    for _ in range(7):  # an 8-byte all-reduce through the eager path, in blocks of 200
+        communicator.barrier()
+        start = time.perf_counter()
+        for _ in range(200):
+            communicator.all_reduce(small)
+        samples.append((time.perf_counter() - start) / 200)
+    return {"alpha": net.alpha, "beta": net.beta, "points": {str(k): v for k, v in points.items()},
+            "all_reduce_8_bytes": float(np.median(samples[2:]))}
 
 
 def worker_gpt2_decode(tokens: int = 16) -> dict:
@@ -178,18 +222,19 @@ WORKERS = {"cnn": lambda: worker_data_parallel("cnn", True), "cnn_compute": lamb
 
 def run_worker(name: str, path: str) -> None:
     result = WORKERS[name]()
-    if int(os.environ.get("PMI_RANK", 0)) == 0:
+    if mpi_rank_and_size()[0] == 0:
         with open(path, "w") as f:
             json.dump(result, f)
 
 
 # ---- the driver -----------------------------------------------------------------------------------
 
-def launch(name: str, ranks: int) -> dict:
-    """One launch as `tensorkiln launch` makes it (1 thread per rank, waiting ranks yield), its result."""
+def launch(name: str, ranks: int, wait: str = "auto") -> dict:
+    """One launch as `tensorkiln launch --wait WAIT` makes it (1 thread per rank), its result."""
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "result.json")
-        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1)
+        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1,
+                           wait=wait)
         env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
         if done.returncode == 0 and os.path.exists(path):
@@ -209,38 +254,49 @@ def main() -> int:
     parser.add_argument("--json", default=None)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--plot", default=None, help="write the predicted scaling curves here (needs matplotlib)")
+    parser.add_argument("--ping-pong-only", action="store_true",
+                        help="only the ping-pong, under each wait policy (spin, yield), --rounds times in turn")
     args = parser.parse_args()
     if args.worker:
         run_worker(args.worker, args.result)
         return 0
     print(f"machine: {machine_summary()}; 1 OpenMP thread per rank; float32")
+    if args.ping_pong_only:
+        return compare_wait_policies(args.rounds, args.json)
     runs: dict[str, list[dict]] = {}
-    plan = [("ping_pong", 2), ("cnn", 1), ("cnn", 2), ("cnn_compute", 2), ("torch_ddp", 2), ("torch_ddp", 1),
-            ("bert", 1), ("bert", 2), ("bert_compute", 2), ("gpt2_decode", 1), ("gpt2_decode", 2)]
+    plan = [("ping_pong", 2, "yield"), ("ping_pong", 2, "auto"), ("cnn", 1, "auto"), ("cnn", 2, "auto"),
+            ("cnn_compute", 2, "auto"), ("torch_ddp", 2, "auto"), ("torch_ddp", 1, "auto"), ("bert", 1, "auto"),
+            ("bert", 2, "auto"), ("bert_compute", 2, "auto"), ("gpt2_decode", 1, "auto"), ("gpt2_decode", 2, "auto")]
     for round_ in range(args.rounds):  # the 1- and 2-rank launches alternate, round after round
-        for name, ranks in plan:
+        for name, ranks, wait in plan:
             if name == "ping_pong" and round_:
                 continue
-            runs.setdefault(f"{name}@{ranks}", []).append(launch(name, ranks))
-    net_fit = runs["ping_pong@2"][0]
+            key = f"{name}@{ranks}" + ("/yield" if wait == "yield" else "")
+            runs.setdefault(key, []).append(launch(name, ranks, wait))
+    net_fit, yield_fit = runs["ping_pong@2"][0], runs["ping_pong@2/yield"][0]
     net = Network(net_fit["alpha"], net_fit["beta"], "ping-pong here")
     results = {"network": {"alpha_us": net.alpha * 1e6, "bandwidth_GBps": net.bandwidth / 1e9,
-                           "points": net_fit["points"]}}
+                           "points": net_fit["points"], "all_reduce_8_bytes_us": net_fit["all_reduce_8_bytes"] * 1e6,
+                           "yield_alpha_us": yield_fit["alpha"] * 1e6,
+                           "yield_all_reduce_8_bytes_us": yield_fit["all_reduce_8_bytes"] * 1e6}}
     rows = []
     for model in ("cnn", "bert"):
         one, two = median_of(runs[f"{model}@1"], "step_seconds"), median_of(runs[f"{model}@2"], "step_seconds")
         compute = median_of(runs[f"{model}_compute@2"], "step_seconds")
         buckets = runs[f"{model}@2"][0]["bucket_bytes"]
-        predicted = predict_data_parallel_step(compute, buckets, 2, net).step_seconds
+        without_overlap = predict_data_parallel_step(compute, buckets, 2, net).step_seconds
+        predicted = model_overlapped_step(runs[f"{model}@2"], runs[f"{model}_compute@2"], net)
         curve_one, curve_two = np.array(runs[f"{model}@1"][0]["losses"]), np.array(runs[f"{model}@2"][0]["losses"])
         drift = float(np.max(np.abs(curve_two - curve_one) / np.abs(curve_one)))
         results[model] = {"one_rank_step_ms": one * 1e3, "two_rank_step_ms": two * 1e3,
                           "throughput_ratio": one / two, "two_rank_compute_ms": compute * 1e3,
                           "model_two_rank_step_ms": predicted * 1e3, "model_error": predicted / two - 1,
+                          "model_without_overlap_ms": without_overlap * 1e3, "buckets": buckets,
                           "gradient_bytes": sum(buckets), "loss_curve_max_relative_difference": drift,
                           "amdahl_serial_fraction": amdahl_serial_fraction(one / two, 2)}
-        rows.append([model, f"{one * 1e3:.2f}", f"{two * 1e3:.2f}", f"{one / two:.2f}x", f"{predicted * 1e3:.2f}",
-                     f"{100 * (predicted / two - 1):+.0f}%", f"{drift:.1e}"])
+        rows.append([model, f"{one * 1e3:.2f}", f"{two * 1e3:.2f}", f"{one / two:.2f}x", f"{compute * 1e3:.2f}",
+                     str(len(buckets)), f"{predicted * 1e3:.2f}", f"{100 * (predicted / two - 1):+.0f}%",
+                     f"{without_overlap * 1e3:.2f}", f"{drift:.1e}"])
     torch_two = median_of(runs["torch_ddp@2"], "step_seconds")
     results["torch_ddp_gloo"] = {"two_rank_step_ms": torch_two * 1e3,
                                  "one_rank_step_ms": median_of(runs["torch_ddp@1"], "step_seconds") * 1e3,
@@ -253,9 +309,13 @@ def main() -> int:
     results["gpt2_tensor_parallel_decode"] = {"one_rank_token_ms": gpt_one * 1e3, "two_rank_token_ms": gpt_two * 1e3,
                                               "speedup": gpt_one / gpt_two, "same_tokens": same_tokens,
                                               "logits_relative_error": logit_error}
-    print(f"\nping-pong: alpha {net.alpha * 1e6:.1f} us, bandwidth {net.bandwidth / 1e9:.2f} GB/s")
+    print(f"\nping-pong, waiting ranks spin (--wait auto here): alpha {net.alpha * 1e6:.1f} us, bandwidth "
+          f"{net.bandwidth / 1e9:.2f} GB/s; 8-byte all_reduce {net_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
+    print(f"ping-pong, waiting ranks yield (--wait yield): alpha {yield_fit['alpha'] * 1e6:.1f} us; 8-byte "
+          f"all_reduce {yield_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print("\ndata parallel, compiled SGD step (global batch: CNN 64, BERT 16), median ms")
-    print_table(["model", "1 rank", "2 ranks", "throughput", "alpha-beta model", "model error", "loss drift"], rows)
+    print_table(["model", "1 rank", "2 ranks", "throughput", "2 ranks without DDP", "buckets", "alpha-beta model",
+                 "model error", "model without overlap", "loss drift"], rows)
     print(f"\nPyTorch DDP (gloo), digits CNN, 2 ranks: {torch_two * 1e3:.2f} ms per step; tensorkiln DDP is "
           f"{results['torch_ddp_gloo']['tensorkiln_speedup']:.2f}x faster")
     print(f"GPT-2 small decode, tensor parallel: 1 rank {gpt_one * 1e3:.1f} ms/token, 2 ranks {gpt_two * 1e3:.1f} "
@@ -280,6 +340,42 @@ def main() -> int:
         plot(predictions, args.plot)
     if args.json:
         with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+def model_overlapped_step(ddp_runs: list[dict], compute_runs: list[dict], net: Network) -> float:
+    """The alpha-beta model of a DDP step with overlap: the step on 2 ranks without DDP plus the time the
+    model says the DDP step's all-reduces add to its kernel timeline (each start where it runs, after the
+    kernels that make its bucket; the bytes move at the waits: ranks of one thread each, sharing memory,
+    progress MPI only inside its calls)."""
+    events = ddp_runs[0]["timeline"]
+    starts = [e["seconds"] for e in events if e["kind"] == "start"]
+    call_seconds = float(np.median(starts)) if starts else 0.0  # a start's own cost: the copy, the call
+    timeline = [TimelineEvent("compute", e["seconds"]) if e["kind"] == "compute" else
+                TimelineEvent(e["kind"], key=e["key"], nbytes=e["nbytes"]) for e in events]
+    kernels = sum(e.seconds for e in timeline if e.kind == "compute")
+    added = predict_overlapped_step(timeline, 2, net, call_seconds=call_seconds) - kernels
+    return median_of(compute_runs, "step_seconds") + added
+
+
+def compare_wait_policies(rounds: int, json_path: str | None) -> int:
+    """The ping-pong's alpha and beta, and an 8-byte all-reduce, under each wait policy, in turns."""
+    runs: dict[str, list[dict]] = {}
+    for _ in range(rounds):
+        for wait in ("spin", "yield"):
+            runs.setdefault(wait, []).append(launch("ping_pong", 2, wait))
+    rows, results = [], {}
+    for wait, found in runs.items():
+        alpha, beta = median_of(found, "alpha"), median_of(found, "beta")
+        small = median_of(found, "all_reduce_8_bytes")
+        results[wait] = {"alpha_us": alpha * 1e6, "bandwidth_GBps": 1 / beta / 1e9,
+                         "all_reduce_8_bytes_us": small * 1e6}
+        rows.append([wait, f"{alpha * 1e6:.1f}", f"{1 / beta / 1e9:.2f}", f"{small * 1e6:.1f}"])
+    print(f"\nping-pong between 2 ranks, median of {rounds} launch(es) per policy")
+    print_table(["--wait", "alpha (us)", "bandwidth (GB/s)", "8-byte all_reduce (us)"], rows)
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump(results, f, indent=2)
     return 0
 

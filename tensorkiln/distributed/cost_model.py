@@ -16,6 +16,17 @@ overlaps them; its efficiency is compute / step. Amdahl's serial fraction
 follows from a measured speedup S on p ranks: s = (p / S - 1) / (p - 1).
 A pipelined step over p stages and m microbatches idles each stage for a
 fraction (p - 1) / (m + p - 1) of it (the bubble).
+
+With overlap (each bucket's all-reduce started as soon as its gradients
+exist, waited for only where the update needs it) the step is a timeline
+(`predict_overlapped_step`): a start at time t finishes its latency part at
+t + alpha terms; its bytes part travels in the background where the MPI
+library progresses alone (a progress thread, a network card), or else runs
+at the wait, on the rank's own core, as it does between ranks that share
+memory and have one thread each. The bucket size that minimizes the exposed
+time of B buckets of N bytes in all, N beta / B + B alpha, is sqrt(N alpha /
+beta) (`bucket_bytes_for`), never less than alpha / beta, the size at which
+a message runs at half the bandwidth.
 """
 from __future__ import annotations
 
@@ -98,6 +109,56 @@ def predict_data_parallel_step(compute_seconds: float, bucket_bytes: list[int], 
     """A step with a fixed batch per rank: compute, then one all-reduce per gradient bucket (no overlap)."""
     communication = sum(all_reduce_seconds(n, ranks, net) for n in bucket_bytes)
     return StepPrediction(ranks, compute_seconds, communication)
+
+
+def bucket_bytes_for(total_bytes: float, net: Network) -> int:
+    """The gradient bucket size for `total_bytes` of gradients: sqrt(N alpha / beta), at least alpha / beta
+    (half bandwidth), rounded to split N evenly (N itself: one bucket)."""
+    half_bandwidth = net.alpha / net.beta
+    best = max(math.sqrt(max(total_bytes, 1.0) * half_bandwidth), half_bandwidth)
+    count = max(1, round(total_bytes / best))  # whole buckets of even size
+    return max(1, math.ceil(total_bytes / count))
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One piece of a compiled step, in the order it runs: a kernel's compute (`seconds`), or the start or
+    wait of a collective `key` carrying `nbytes` (all_reduce over `ranks`)."""
+
+    kind: str  # "compute" | "start" | "wait"
+    seconds: float = 0.0
+    key: str = ""
+    nbytes: float = 0.0
+
+
+def predict_overlapped_step(events: list[TimelineEvent], ranks: int, net: Network,
+                            background_progress: bool = False, call_seconds: float = 0.0) -> float:
+    """The time of a step whose all-reduces are started and waited for where `events` says.
+
+    A start costs `call_seconds` of the rank's own time (the runtime call) and its latency part,
+    the alpha terms of the all-reduce, runs from then on by itself. Its bytes part (the beta terms)
+    runs after the previous collective's where the library progresses in the background, else at
+    the wait, on the rank's own time. A wait lasts until its collective is done, plus `call_seconds`.
+    """
+    now, channel_free = 0.0, 0.0
+    done: dict[str, tuple[float, float]] = {}  # key -> (when it is done, bytes part left for the wait)
+    latency = all_reduce_seconds(0.0, ranks, net)
+    for event in events:
+        if event.kind == "compute":
+            now += event.seconds
+            continue
+        if event.kind == "start":
+            now += call_seconds
+            transfer = all_reduce_seconds(event.nbytes, ranks, net) - latency
+            if background_progress:
+                channel_free = max(now + latency, channel_free) + transfer
+                done[event.key] = (channel_free, 0.0)
+            else:
+                done[event.key] = (now + latency, transfer)
+        else:
+            finished, left = done.pop(event.key)
+            now = max(now, finished) + left + call_seconds
+    return now
 
 
 def amdahl_serial_fraction(speedup: float, ranks: int) -> float:

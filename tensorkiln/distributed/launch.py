@@ -1,12 +1,11 @@
 """`tensorkiln launch -n N script.py args...`: run a program on N ranks with the installed MPI's mpiexec.
 
 Each rank gets one OpenMP thread unless told otherwise (`--threads`), since N
-ranks on N cores would otherwise each start a thread per core. A rank that
-waits for a message yields its core after a short spin (`--busy-poll` keeps
-MPI's default of spinning): where ranks share cores with each other or with
-other work, a spinning rank holds the core its peer needs to send, and on this
-2-core machine under load a DDP step of the digits CNN took 12-14 ms spinning
-and 1.7-1.8 ms yielding. Output goes to
+ranks on N cores would otherwise each start a thread per core. How a rank
+waits for a message is chosen from the situation (`--wait`, wait_policy.py):
+it spins when every rank's threads have a core of their own (no other work
+waiting for it), and sleeps between polls when they do not, where a spinning
+rank would hold the core its peer needs to send. Output goes to
 the terminal, each line prefixed with its rank (mpiexec's -prepend-rank), or
 with --log-dir to one file per rank; the launcher says where before starting.
 """
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DistributedError
+from .wait_policy import YIELD_WHEN_WAITING, WaitChoice, choose_wait_policy, wait_environment
 
 
 def find_mpiexec() -> str:
@@ -49,18 +49,21 @@ class LaunchPlan:
     command: list[str]
     environment: dict[str, str]
     output: list[str]  # one line per rank
+    wait: WaitChoice | None = None  # how a waiting rank waits, and why
 
 
-# The MPI settings that make a waiting rank give up its core (after 100 polls, for MPICH).
-YIELD_WHEN_WAITING = {
-    "mpich": {"MPIR_CVAR_POLLS_BEFORE_YIELD": "100", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"},
-    "openmpi": {"OMPI_MCA_mpi_yield_when_idle": "1"},
-}
+__all__ = ["LaunchPlan", "YIELD_WHEN_WAITING", "find_mpiexec", "launch", "mpi_flavour", "plan"]
 
 
 def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,
-         timeout: int | None = None, mpiexec: str | None = None, busy_poll: bool = False) -> LaunchPlan:
-    """Build the mpiexec command for `program` (a script and its arguments, or `-m module ...`)."""
+         timeout: int | None = None, mpiexec: str | None = None, busy_poll: bool = False,
+         wait: str = "auto", cores: int | None = None, busy: int | None = None) -> LaunchPlan:
+    """Build the mpiexec command for `program` (a script and its arguments, or `-m module ...`).
+
+    wait: 'auto' (spin when ranks x threads fit the cores, else yield), 'spin' or 'yield';
+    busy_poll=True is wait='spin'. cores: the cores to count (default: those this process may use);
+    busy: the threads of other work ready to run (default: counted now).
+    """
     if ranks < 1:
         raise ValueError(f"launch needs at least one rank, got {ranks}")
     program = list(program[1:] if program[:1] == ["--"] else program)
@@ -72,9 +75,9 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
     flavour = mpi_flavour(mpiexec)
     command = [mpiexec, "-n", str(ranks)]
     environment = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    if not busy_poll:
-        for key, value in YIELD_WHEN_WAITING[flavour].items():
-            environment.setdefault(key, value)
+    choice = choose_wait_policy(ranks, threads, "spin" if busy_poll else wait, cores, busy)
+    for key, value in wait_environment(choice.policy, flavour).items():
+        environment.setdefault(key, value)  # a setting the user exported wins
     if timeout:  # both launchers end the whole job after this many seconds
         environment["MPIEXEC_TIMEOUT"] = str(int(timeout))
         if flavour == "openmpi":
@@ -91,14 +94,15 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
         command.append("--tag-output" if flavour == "openmpi" else "-prepend-rank")
         output = [f"rank {r}: this terminal, lines prefixed [{r}]" for r in range(ranks)]
     python = [sys.executable] if program[0] != sys.executable else []
-    return LaunchPlan(command + python + program, environment, output)
+    return LaunchPlan(command + python + program, environment, output, choice)
 
 
 def launch(ranks: int, program: list[str], threads: int = 1, log_dir: str | None = None,
-           timeout: int | None = None, busy_poll: bool = False) -> int:
+           timeout: int | None = None, busy_poll: bool = False, wait: str = "auto") -> int:
     """Run `program` on `ranks` ranks; prints where each rank's output goes; returns mpiexec's exit status."""
-    launch_plan = plan(ranks, program, threads, log_dir, timeout, busy_poll=busy_poll)
+    launch_plan = plan(ranks, program, threads, log_dir, timeout, busy_poll=busy_poll, wait=wait)
     print(f"tensorkiln launch: {ranks} rank(s), {threads} OpenMP thread(s) each: {' '.join(launch_plan.command)}")
+    print(f"  waiting ranks {launch_plan.wait.describe()}")
     for line in launch_plan.output:
         print(f"  {line}")
     sys.stdout.flush()

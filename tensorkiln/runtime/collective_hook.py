@@ -7,7 +7,9 @@ dtype and shapes of its operand and result, its attributes, and which half of
 the call this is. `phase=start` copies the operand (so its buffer may be
 reused at once) and starts the collective without blocking (MPI_Iallreduce,
 MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast); `phase=wait` finishes it and stores the result
-(kernels/overlap.py puts the two as far apart as the graph allows).
+(kernels/overlap.py puts the two as far apart as the graph allows). The
+collectives whose bytes travel unchanged take the cheaper path of a
+preallocated channel per description (collective_channel.py).
 """
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import communicator, hooks
+from .collective_channel import Channel, serves
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
 
 
-_started: dict[str, communicator.PendingCollective] = {}  # the collectives started and not yet waited for, by description
+# the collectives started and not yet waited for, by description
+_started: dict[str, communicator.PendingCollective] = {}
+_channels: dict[str, Channel | None] = {}  # description -> its channel, or None: the general path
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -78,14 +83,31 @@ class _Message:
         return self._result
 
 
+class _Deferred:
+    """A collective whose start waits for its wait (no kernel runs between the two)."""
+
+    def __init__(self, op: str, x: np.ndarray, fields: dict[str, str]):
+        self._op, self._x, self._fields = op, x, fields
+
+    def wait(self) -> np.ndarray:
+        return _start(self._op, self._x, self._fields).wait()
+
+
 def run(what: str, out_address: int, in_address: int) -> None:
     """Start (phase=start) or finish (phase=wait) the collective `what` describes."""
     op, key, f = parse(what)
+    if key not in _channels:
+        _channels[key] = Channel(op, f) if serves(op, f) else None
+    channel = _channels[key]
+    if channel is not None:
+        channel.start(in_address) if f["phase"] == "start" else channel.wait(out_address)
+        return
     dtype = dt.as_dtype(f["dtype"])
     if f["phase"] == "start":
         # a copy (see above); recv's operand is only its place in the order of messages: not read
         x = None if op == "recv" else np.array(dt.to_compute(_view(in_address, dtype, _shape(f["in"])), dtype))
-        _started[key] = _start(op, x, f)
+        # overlap=none: nothing runs before the wait, so the collective runs there, start and finish
+        _started[key] = _Deferred(op, x, f) if f.get("overlap") == "none" else _start(op, x, f)
         return
     result = _started.pop(key).wait()
     out = _view(out_address, dt.int32 if op == "send" else dtype, _shape(f["out"]))

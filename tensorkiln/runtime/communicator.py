@@ -11,9 +11,11 @@ failing rank never leaves the others waiting.
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import traceback
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -157,12 +159,30 @@ def agree(what: str, facts: tuple, group: tuple[int, ...]) -> None:
     comm = communicator(group)
     if comm.Get_size() == 1:
         return
-    everyone = comm.allgather(facts)
-    if all(f == everyone[0] for f in everyone):
+    # 8 bytes per rank (a digest of the facts) instead of pickled tuples; the facts travel only to
+    # name a disagreement, and every rank sees one, so every rank makes that second call too
+    digests = np.empty(comm.Get_size(), np.uint64)
+    comm.Allgather(_digest(facts), digests)
+    if (digests == digests[0]).all():
         return
+    everyone = comm.allgather(facts)
     ranks = group_ranks(group)
     listing = "; ".join(f"rank {ranks[i]}: {f}" for i, f in enumerate(everyone))
     raise DistributedError(at_user_line(f"{where()}: the ranks disagree on {what} ({listing})"))
+
+
+@lru_cache(maxsize=4096)
+def _digest(facts: tuple) -> np.ndarray:
+    """A 64-bit digest of a collective's facts (the same on every rank for the same facts)."""
+    digest = hashlib.blake2b(repr(facts).encode(), digest_size=8).digest()
+    return np.frombuffer(digest, np.uint64).copy()
+
+
+def _agree_on_array(what: str, group: tuple[int, ...], array: np.ndarray, *extra) -> None:
+    """agree() on an array's shape and dtype and `extra`; the facts are made only when checking (str of a
+    dtype costs more than a small all-reduce's MPI call)."""
+    if world().check_agreement:
+        agree(what, _facts(array, *extra), group)
 
 
 def _facts(array: np.ndarray, *extra) -> tuple:
@@ -171,7 +191,8 @@ def _facts(array: np.ndarray, *extra) -> tuple:
 
 # ---- collectives on arrays -----------------------------------------------------------------------------
 
-def _mpi_op(op: str):
+def mpi_op(op: str):
+    """The MPI reduction operation of `op` (a mean is a sum, divided afterwards)."""
     mpi = world().mpi
     table = {"sum": mpi.SUM, "mean": mpi.SUM, "max": mpi.MAX, "min": mpi.MIN, "prod": mpi.PROD}
     if op not in table:
@@ -210,10 +231,10 @@ class PendingCollective:
 def start_all_reduce(array: np.ndarray, op: str = "sum", group: tuple[int, ...] = WORLD) -> PendingCollective:
     """Start an all_reduce: every rank gets the elementwise reduction of every rank's array."""
     comm = communicator(group)
-    agree("all_reduce", _facts(array, op), group)
+    _agree_on_array("all_reduce", group, array, op)
     send = _sendable(array)
     out = np.empty_like(send)
-    request = comm.Iallreduce(send, out, op=_mpi_op(op))
+    request = comm.Iallreduce(send, out, op=mpi_op(op))
     return PendingCollective(request, lambda: _finish(out, array, op, comm.Get_size()))
 
 
@@ -224,7 +245,7 @@ def _axis_first(array: np.ndarray, axis: int) -> np.ndarray:
 def start_all_gather(array: np.ndarray, axis: int = 0, group: tuple[int, ...] = WORLD) -> PendingCollective:
     """Start an all_gather: every rank's array, concatenated along `axis` in rank order."""
     comm = communicator(group)
-    agree("all_gather", _facts(array, axis), group)
+    _agree_on_array("all_gather", group, array, axis)
     send = _sendable(_axis_first(array, axis))
     out = np.empty((comm.Get_size() * send.shape[0],) + send.shape[1:], send.dtype)
     request = comm.Iallgather(send, out)
@@ -237,13 +258,13 @@ def start_reduce_scatter(array: np.ndarray, op: str = "sum", axis: int = 0,
     """Start a reduce_scatter: the reduction over the ranks, rank r keeping the r-th of equal blocks."""
     comm = communicator(group)
     size = comm.Get_size()
-    agree("reduce_scatter", _facts(array, op, axis), group)
+    _agree_on_array("reduce_scatter", group, array, op, axis)
     if array.shape[axis] % size:
         raise DistributedError(f"{where()}: reduce_scatter along axis {axis} of shape {list(array.shape)} needs "
                                f"a length divisible by the group size {size}")
     send = _sendable(_axis_first(array, axis))
     out = np.empty((send.shape[0] // size,) + send.shape[1:], send.dtype)
-    request = comm.Ireduce_scatter_block(send, out, op=_mpi_op(op))
+    request = comm.Ireduce_scatter_block(send, out, op=mpi_op(op))
     return PendingCollective(request, lambda: np.moveaxis(_finish(out, array, op, size), 0, axis))
 
 
@@ -253,14 +274,20 @@ def start_broadcast(array: np.ndarray, root: int = 0, group: tuple[int, ...] = W
     ranks = group_ranks(group)
     if root not in ranks:
         raise DistributedError(f"{where()}: broadcast root {root} is not in group {list(ranks)}")
-    agree("broadcast", _facts(array, root), group)
+    _agree_on_array("broadcast", group, array, root)
     out = _sendable(array).copy()
     request = comm.Ibcast(out, root=ranks.index(root))
     return PendingCollective(request, lambda: out.view(np.bool_) if array.dtype == np.bool_ else out)
 
 
 def all_reduce(array: np.ndarray, op: str = "sum", group: tuple[int, ...] = WORLD) -> np.ndarray:
-    return start_all_reduce(array, op, group).wait()
+    """start_all_reduce(...).wait() as one blocking MPI_Allreduce (cheaper: no request to make and finish)."""
+    comm = communicator(group)
+    _agree_on_array("all_reduce", group, array, op)
+    send = _sendable(array)
+    out = np.empty_like(send)
+    comm.Allreduce(send, out, op=mpi_op(op))
+    return _finish(out, array, op, comm.Get_size())
 
 
 def all_gather(array: np.ndarray, axis: int = 0, group: tuple[int, ...] = WORLD) -> np.ndarray:

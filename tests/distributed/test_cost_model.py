@@ -75,3 +75,39 @@ def test_an_interleaved_shard_holds_its_heads_of_each_block():
     with pytest.raises(Exception, match="expected 12"):
         Shard(1, 2, 12, 3).split(full[:, :10], 0)
     assert math.isclose(Shard(0, 4, 50257).padded_size, 50260)
+
+
+def test_bucket_size_balances_latency_against_the_last_buckets_bytes():
+    from tensorkiln.distributed.cost_model import bucket_bytes_for
+    net = Network(alpha=5e-6, beta=1e-10)  # half bandwidth at 50 KB
+    assert bucket_bytes_for(2e6, net) == math.ceil(2e6 / round(2e6 / math.sqrt(2e6 * 5e4)))  # 6 even buckets
+    assert bucket_bytes_for(24e3, net) == 24000  # less than the half-bandwidth size: one bucket
+    assert bucket_bytes_for(6e4, net) == 60000  # sqrt(N alpha / beta) > N: one bucket
+    # the chosen size minimizes N beta / B + B alpha over whole numbers of buckets, within one bucket
+    total = 8e6
+    best_count = min(range(1, 200), key=lambda b: total * net.beta / b + b * net.alpha)
+    assert abs(total / bucket_bytes_for(total, net) - best_count) <= 1
+
+
+def test_overlapped_step_timeline():
+    from tensorkiln.distributed.cost_model import TimelineEvent as E, predict_overlapped_step
+    net = Network(alpha=1e-3, beta=1e-9)
+    latency, transfer = 2e-3, 2e-3  # 2 ranks: 2 alpha, and 2 * 1/2 * n beta for n = 2 MB
+    n = 2e6
+    assert all_reduce_seconds(n, 2, net) == pytest.approx(latency + transfer)
+    # started before 5 ms of compute: the latency is hidden; the bytes move at the wait (own core)
+    events = [E("start", key="a", nbytes=n), E("compute", 5e-3), E("wait", key="a")]
+    assert predict_overlapped_step(events, 2, net) == pytest.approx(5e-3 + transfer)
+    # ... or in the background, all hidden
+    assert predict_overlapped_step(events, 2, net, background_progress=True) == pytest.approx(5e-3)
+    # started right before its wait: nothing hidden, as the model without overlap says
+    late = [E("compute", 5e-3), E("start", key="a", nbytes=n), E("wait", key="a")]
+    no_overlap = predict_data_parallel_step(5e-3, [n], 2, net).step_seconds
+    for background in (False, True):
+        assert predict_overlapped_step(late, 2, net, background) == pytest.approx(no_overlap)
+    # two buckets in the background share one channel: the second waits for the first's bytes
+    two = [E("start", key="a", nbytes=n), E("start", key="b", nbytes=n), E("compute", 1e-3), E("wait", key="a"),
+           E("wait", key="b")]
+    assert predict_overlapped_step(two, 2, net, True) == pytest.approx(latency + 2 * transfer)
+    # each runtime call costs its own time
+    assert predict_overlapped_step(late, 2, net, call_seconds=1e-4) == pytest.approx(no_overlap + 2e-4)

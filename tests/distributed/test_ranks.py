@@ -57,3 +57,7 @@ def test_an_uncaught_exception_ends_every_rank():
     assert "passed a barrier" not in result.stdout
     assert time.monotonic() - start < 50  # ended by the abort, not by the timeout
 
+
+
+def test_compiled_collectives_through_channels_and_the_general_path_match_numpy():
+    assert_ok(launch(2, "channels.py"), "channels", 2)

@@ -7,7 +7,10 @@ gradients are averaged over the ranks, bucket by bucket (buckets.py), so every
 replica takes the same optimizer step. Eagerly the buckets' all-reduces are all
 started before the first is waited for; inside a tk.jit training step each
 bucket is one all_reduce node of the step's graph, reading only its own
-gradients. `no_sync()` skips the averaging for the backward passes inside it
+gradients, started as soon as they are computed (kernels/overlap.py). Without
+`bucket_cap_mb` the bucket size comes from the alpha-beta model of the link
+(cost_model.bucket_bytes_for), measured by a short ping-pong when wrapping.
+`no_sync()` skips the averaging for the backward passes inside it
 (gradient accumulation): the gradients they add up locally are averaged with
 the first backward after it, as torch's.
 """
@@ -20,6 +23,8 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...distributed import ProcessGroup, all_reduce, world_size
+from ...distributed.cost_model import Network, bucket_bytes_for
+from ...distributed.ping_pong import QUICK_SIZES, measure_network
 from ...distributed.process import _group
 from ...frontend.autodiff.mode import is_grad_enabled
 from ...frontend.autodiff.tape import queue_after_backward, set_grad
@@ -34,22 +39,39 @@ from .buckets import (Bucket, flatten_arrays, flatten_tensors, plan_buckets, unf
 class DistributedDataParallel(Module):
     """Data parallelism over the ranks of `process_group` (all ranks by default)."""
 
-    def __init__(self, module: Module, process_group: ProcessGroup | None = None, bucket_cap_mb: float = 25.0,
-                 broadcast_buffers: bool = True, device_ids=None, output_device=None, dim: int = 0):
+    def __init__(self, module: Module, process_group: ProcessGroup | None = None,
+                 bucket_cap_mb: float | None = None, broadcast_buffers: bool = True, device_ids=None,
+                 output_device=None, dim: int = 0, network: Network | None = None):
+        """bucket_cap_mb: the most megabytes of gradients per all-reduce; None: the alpha-beta model's
+        size for `network` (None: measured between the group's first two ranks now)."""
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps a tk.nn.Module, got {type(module).__name__}")
-        if bucket_cap_mb <= 0:
+        if bucket_cap_mb is not None and bucket_cap_mb <= 0:
             raise ValueError(f"bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = module
         self.process_group = process_group
-        self.bucket_cap_mb = float(bucket_cap_mb)
         trainable = [p for p in module.parameters() if p.requires_grad]
-        self.buckets = plan_buckets(trainable, int(bucket_cap_mb * 2 ** 20))
+        self.network = network
+        if bucket_cap_mb is None:
+            cap_bytes = self._modelled_bucket_bytes(sum(p.numel() * p.dtype.itemsize for p in trainable))
+        else:
+            cap_bytes = int(bucket_cap_mb * 2 ** 20)
+        self.bucket_cap_mb = cap_bytes / 2 ** 20
+        self.buckets = plan_buckets(trainable, cap_bytes)
         self._sync_queued = False
         self._require_sync = True  # False inside no_sync()
         tensors = list(module.parameters()) + (list(module.buffers()) if broadcast_buffers else [])
         broadcast_from_first_rank(tensors, _group(process_group))
+
+    def _modelled_bucket_bytes(self, total_bytes: int) -> int:
+        """The bucket size the alpha-beta model gives (one bucket on one rank)."""
+        group = _group(self.process_group)
+        if communicator.group_size(group) == 1:
+            return max(total_bytes, 1)
+        if self.network is None:
+            self.network, _ = measure_network(QUICK_SIZES, repeats=10, group=group)
+        return bucket_bytes_for(total_bytes, self.network)
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
