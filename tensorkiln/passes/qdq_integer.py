@@ -17,12 +17,15 @@ GEMM: int8_weights.py), the column-sum term and the scales are constants
 folded now, and the rest is an epilogue; a QuantizeLinear after it fuses as
 well. A convolution (groups 1) is the same product over im2col windows of
 x_q padded with zx, whose padding then contributes nothing, as zeros do to
-the float convolution. This pass runs before constant folding, which would
-otherwise turn DQ(W_q) into a float weight and lose the integers.
+the float convolution. A convolution whose activation's zero point and scale are
+known constants (groups 1 or depthwise) runs instead as a direct convolution on
+uint8 channels-last activations (qdq_conv.py): no windows are copied. This pass
+runs before constant folding, which would otherwise turn DQ(W_q) into a float
+weight and lose the integers.
 
 Left as they are: a weight zero that takes W_q - zw out of int8's range, a
 per-row weight scale, a per-channel activation scale, a non-constant weight,
-grouped (depthwise) convolutions.
+grouped convolutions other than depthwise ones, depthwise ones with zero points computed at run time.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.rewrite import rewrite_graph, with_inputs
 from .pattern import constant_array
+from .qdq_conv import direct_conv_applies, direct_integer_conv
 
 EIGHT_BIT = ("int8", "uint8")
 
@@ -56,9 +60,14 @@ def integer_qdq_products(graph: Graph) -> tuple[Graph, Counter]:
                 return node
             fired["matmul(DQ, DQ) -> matmul_integer"] += 1
             return _integer_product(node, x[0], x, w)
-        w = _dequantized_filter(node.inputs[1]) if node.attrs["groups"] == 1 else None
+        direct = direct_conv_applies(node, x[1], x[2])
+        w = _dequantized_filter(node.inputs[1]) if node.attrs["groups"] == 1 or direct else None
         if w is None:
             return node
+        if direct:
+            fired[f"conv2d(DQ, DQ) -> {'depthwise_u8s8' if node.attrs['groups'] != 1 else 'conv2d_u8s8'}"] += 1
+            xq, x_zero = _as_uint8(x[0], x[1], (node.scope, node.location)) if x[0].dtype.name == "int8" else x[:2]
+            return direct_integer_conv(node, xq, x_zero, x[2], *w)
         fired["conv2d(DQ, DQ) -> im2col matmul_integer"] += 1
         return _integer_conv(node, x, w)
 

@@ -1,0 +1,85 @@
+"""Quantized convolutions pass their activations channels-last (NHWC) from one to the next.
+
+The direct 8-bit convolutions (qdq_conv.py) compute in NHWC and hand their
+result on as `permute(y, NCHW_OF_NHWC)`; the next one reads its input as
+`permute(x, NHWC_OF_NCHW)`. Between the two lie elementwise ops: the
+epilogue (scale, bias, ReLU), the requantization, the dequantization, a
+residual add. This pass moves each such permute past the elementwise ops
+that read it:
+
+    f(permute(y, P), b)   ->  permute(f(y, permute(b, P^-1)), P)     b broadcast (bias): folded later,
+                                                                       b whole: read transposed once
+    permute(permute(y, P), P^-1)  ->  y
+
+so the epilogue fuses into the convolution's kernel and writes uint8 NHWC,
+and the next convolution reads that buffer as it is. A value some other
+op needs in NCHW (a pooling, the graph's output) is read through the one
+permute left in front of it.
+
+Only permutes of values computed from a direct 8-bit convolution move: the
+pass changes nothing in a graph without one (float convolutions keep the
+layout pass's blocked form, layout.py).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..ir.graph import Graph, Node, make_node
+from ..ir.ops import Attrs
+from ..ir.ops.registry import OpKind
+from ..ir.rewrite import rewrite_graph, with_inputs
+from .qdq_conv import NCHW_OF_NHWC, NHWC_OF_NCHW
+
+DIRECT_INT8_CONVS = ("conv2d_u8s8", "depthwise_u8s8")
+
+
+def keep_int8_channels_last(graph: Graph) -> tuple[Graph, Counter]:
+    """Move the NHWC -> NCHW permutes of direct 8-bit convolutions' results past elementwise ops."""
+    fired: Counter = Counter()
+    channels_last: set[int] = set()  # new nodes holding an NHWC value computed from a direct conv
+
+    def from_direct_conv(node: Node) -> bool:
+        """node is permute(y, NCHW_OF_NHWC) of such a y."""
+        if node.op != "permute" or tuple(node.attrs["perm"]) != NCHW_OF_NHWC:
+            return False
+        y = node.inputs[0]
+        while y.id not in channels_last and y.op not in DIRECT_INT8_CONVS:
+            # the conv's own scale (cast, mul) was built in NHWC by qdq_conv.py
+            if y.kind != OpKind.ELEMENTWISE or not y.inputs or y.inputs[0].shape != y.shape:
+                return False
+            y = y.inputs[0]
+        return True
+
+    def visit(node: Node, inputs: list[Node]) -> Node:
+        node = with_inputs(node, inputs)
+        if node.op == "permute" and node.inputs[0].op == "permute" and from_direct_conv(node.inputs[0]):
+            inner = node.inputs[0]
+            perm = tuple(inner.attrs["perm"][p] for p in node.attrs["perm"])
+            if perm == tuple(range(len(perm))):
+                fired["permutes cancelled"] += 1
+                return inner.inputs[0]
+            return node
+        if node.kind != OpKind.ELEMENTWISE or node.ndim != 4:
+            return node
+        if not any(i.shape == node.shape and from_direct_conv(i) for i in node.inputs):
+            return node
+        operands = [_channels_last(i, node) for i in node.inputs]
+        where = (node.scope, node.location)
+        inner = make_node(node.op, operands, node.attrs, *where)
+        channels_last.add(inner.id)
+        fired[f"{node.op} computed channels-last"] += 1
+        return make_node("permute", [inner], Attrs(perm=NCHW_OF_NHWC), *where)
+
+    return rewrite_graph(graph, visit), fired
+
+
+def _channels_last(x: Node, like: Node) -> Node:
+    """Operand x of the NCHW elementwise op `like`, as the operand of its NHWC form."""
+    where = (like.scope, like.location)
+    if x.op == "permute" and tuple(x.attrs["perm"]) == NCHW_OF_NHWC:
+        return x.inputs[0]
+    if x.ndim == 0:
+        return x
+    if x.ndim < 4:  # broadcast from the right: (C, 1, 1) is (1, C, 1, 1)
+        x = make_node("reshape", [x], Attrs(shape=(1,) * (4 - x.ndim) + x.shape), *where)
+    return make_node("permute", [x], Attrs(perm=NHWC_OF_NCHW), *where)
