@@ -12,9 +12,15 @@ that read it:
     permute(permute(y, P), P^-1)  ->  y
 
 so the epilogue fuses into the convolution's kernel and writes uint8 NHWC,
-and the next convolution reads that buffer as it is. A value some other
-op needs in NCHW (a pooling, the graph's output) is read through the one
-permute left in front of it.
+and the next convolution reads that buffer as it is. Poolings and
+reductions between them move the permute past themselves too:
+
+    reduce_max(window(pad(permute(y, P))))  ->  permute(maximum over the taps of strided slices
+                                                         of pad(y), P)      (channels stay contiguous)
+    reduce(permute(y, P), axes, keepdims)   ->  permute(reduce(y, P[axes], keepdims), P)
+
+A value some other op needs in NCHW (the graph's output) is read through
+the one permute left in front of it.
 
 Only permutes of values computed from a direct 8-bit convolution move: the
 pass changes nothing in a graph without one (float convolutions keep the
@@ -31,6 +37,8 @@ from ..ir.rewrite import rewrite_graph, with_inputs
 from .qdq_conv import NCHW_OF_NHWC, NHWC_OF_NCHW
 
 DIRECT_INT8_CONVS = ("conv2d_u8s8", "depthwise_u8s8")
+LAYOUT_FREE_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")  # results do not name axes
+WINDOW_REDUCTIONS = {"reduce_max": "maximum", "reduce_min": "minimum"}  # a pooling: the elementwise op of its taps
 
 
 def keep_int8_channels_last(graph: Graph) -> tuple[Graph, Counter]:
@@ -59,6 +67,14 @@ def keep_int8_channels_last(graph: Graph) -> tuple[Graph, Counter]:
                 fired["permutes cancelled"] += 1
                 return inner.inputs[0]
             return node
+        if node.op in WINDOW_REDUCTIONS and (pooled := _channels_last_pool(node, from_direct_conv)) is not None:
+            channels_last.add(pooled.inputs[0].id)
+            fired[f"{node.op} pooling computed channels-last"] += 1
+            return pooled
+        if node.op in LAYOUT_FREE_REDUCTIONS and (reduced := _channels_last_reduction(node, from_direct_conv)):
+            channels_last.add(reduced.inputs[0].id)
+            fired[f"{node.op} computed channels-last"] += 1
+            return reduced
         if node.kind != OpKind.ELEMENTWISE or node.ndim != 4:
             return node
         if not any(i.shape == node.shape and from_direct_conv(i) for i in node.inputs):
@@ -83,3 +99,46 @@ def _channels_last(x: Node, like: Node) -> Node:
     if x.ndim < 4:  # broadcast from the right: (C, 1, 1) is (1, C, 1, 1)
         x = make_node("reshape", [x], Attrs(shape=(1,) * (4 - x.ndim) + x.shape), *where)
     return make_node("permute", [x], Attrs(perm=NHWC_OF_NCHW), *where)
+
+
+def _channels_last_pool(node: Node, from_direct_conv) -> Node | None:
+    """A max or min pooling, reduce(window(pad?(x)), last two axes), of x = permute(y, NCHW_OF_NHWC) from a
+    direct conv, as the maximum (minimum) of its KH x KW taps, each a strided slice of pad(y): NHWC, so a
+    pooling reads whole rows of channels. None for anything else."""
+    window = node.inputs[0]
+    if window.op != "window" or window.ndim != 6 or tuple(node.attrs["axes"]) != (4, 5) or node.attrs["keepdims"]:
+        return None
+    x = window.inputs[0]
+    pads = ((0, 0),) * 4
+    if x.op == "pad":
+        pads, value, x = x.attrs["pads"], x.attrs["value"], x.inputs[0]
+        if pads[0] != (0, 0) or pads[1] != (0, 0):
+            return None
+    if not from_direct_conv(x):
+        return None
+    where = (node.scope, node.location)
+    y = x.inputs[0]
+    if any(p != (0, 0) for p in pads):
+        y = make_node("pad", [y], Attrs(pads=((0, 0), pads[2], pads[3], (0, 0)), value=value), *where)
+    n, c, oh, ow = node.shape
+    (kh, kw), (sh, sw), (dh, dw) = window.attrs["kernel"], window.attrs["stride"], window.attrs["dilation"]
+    result = None
+    for r in range(kh):
+        for s in range(kw):
+            tap = make_node("slice", [y], Attrs(starts=(0, r * dh, s * dw, 0),
+                                                stops=(n, r * dh + (oh - 1) * sh + 1, s * dw + (ow - 1) * sw + 1, c),
+                                                steps=(1, sh, sw, 1)), *where)
+            result = tap if result is None else make_node(WINDOW_REDUCTIONS[node.op], [result, tap], None, *where)
+    return make_node("permute", [result], Attrs(perm=NCHW_OF_NHWC), *where)
+
+
+def _channels_last_reduction(node: Node, from_direct_conv) -> Node | None:
+    """reduce(permute(y, P), axes, keepdims=True) of y from a direct conv as permute(reduce(y, P[axes]), P)."""
+    x = node.inputs[0]
+    if not node.attrs["keepdims"] or not from_direct_conv(x):
+        return None
+    perm = tuple(x.attrs["perm"])
+    axes = tuple(sorted(perm[a] for a in node.attrs["axes"]))
+    where = (node.scope, node.location)
+    inner = make_node(node.op, [x.inputs[0]], Attrs({**dict(node.attrs), "axes": axes}), *where)
+    return make_node("permute", [inner], Attrs(perm=perm), *where)
