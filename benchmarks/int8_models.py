@@ -84,7 +84,7 @@ def main() -> int:
         feeds = dict(zip(names, arrays))
         tk_int8, tk_fp32 = tk.onnx.load(int8_path), tk.onnx.load(float_path)
         ort_run, _ = onnxruntime_runner(int8_path, arrays)
-        ov_run, _ = openvino_runner(int8_path, arrays, f32=False)
+        ov_run, _ = openvino_runner(int8_path, arrays, None)  # its default settings
         first = lambda out: out[0] if isinstance(out, (list, tuple)) else out  # noqa: E731
         difference = float(np.max(np.abs(first(tk_int8(**feeds)) - ort_run())))
         seconds = interleaved_medians({"tk int8": lambda: tk_int8(**feeds), "ORT int8": ort_run,

@@ -16,7 +16,8 @@ and the next convolution reads that buffer as it is. Poolings and
 reductions between them move the permute past themselves too:
 
     reduce_max(window(pad(permute(y, P))))  ->  permute(maximum over the taps of strided slices
-                                                         of pad(y), P)      (channels stay contiguous)
+                                                         of pad(y), P)      (channels stay contiguous;
+                                                         y = DQ(q): the taps of q, then DQ)
     reduce(permute(y, P), axes, keepdims)   ->  permute(reduce(y, P[axes], keepdims), P)
 
 A value some other op needs in NCHW (the graph's output) is read through
@@ -30,11 +31,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from ..ir.graph import Graph, Node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 from ..ir.rewrite import rewrite_graph, with_inputs
 from .qdq_conv import NCHW_OF_NHWC, NHWC_OF_NCHW
+from .qdq_integer import dequantized
 
 DIRECT_INT8_CONVS = ("conv2d_u8s8", "depthwise_u8s8")
 LAYOUT_FREE_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")  # results do not name axes
@@ -118,6 +122,13 @@ def _channels_last_pool(node: Node, from_direct_conv) -> Node | None:
         return None
     where = (node.scope, node.location)
     y = x.inputs[0]
+    found = dequantized(y)
+    integers = found is not None and found[0].shape == y.shape and np.all(found[2] > 0) and \
+        _first_operand_chain(y, found[0]) is not None
+    if integers:  # pool the 8-bit values, then dequantize: max and min commute with (q - zero) * scale > 0
+        q = found[0]
+        info = np.iinfo(q.dtype.storage)
+        value, y = info.min if node.op == "reduce_max" else info.max, q
     if any(p != (0, 0) for p in pads):
         y = make_node("pad", [y], Attrs(pads=((0, 0), pads[2], pads[3], (0, 0)), value=value), *where)
     n, c, oh, ow = node.shape
@@ -129,7 +140,22 @@ def _channels_last_pool(node: Node, from_direct_conv) -> Node | None:
                                                 stops=(n, r * dh + (oh - 1) * sh + 1, s * dw + (ow - 1) * sw + 1, c),
                                                 steps=(1, sh, sw, 1)), *where)
             result = tap if result is None else make_node(WINDOW_REDUCTIONS[node.op], [result, tap], None, *where)
+    if integers:
+        for step in reversed(_first_operand_chain(x.inputs[0], found[0])):  # the dequantization, on the result
+            result = make_node(step.op, [result, *step.inputs[1:]], step.attrs, step.scope, step.location)
     return make_node("permute", [result], Attrs(perm=NCHW_OF_NHWC), *where)
+
+
+def _first_operand_chain(y: Node, q: Node) -> list[Node] | None:
+    """The elementwise ops from y down to q through first operands (y first), whose other operands are
+    scalars; None where y is not such a chain on q."""
+    chain = []
+    while y is not q:
+        if y.kind != OpKind.ELEMENTWISE or not y.inputs or any(i.ndim for i in y.inputs[1:]):
+            return None
+        chain.append(y)
+        y = y.inputs[0]
+    return chain
 
 
 def _channels_last_reduction(node: Node, from_direct_conv) -> Node | None:
