@@ -29,8 +29,10 @@ from ..target import cpu_target
 from .conv_u8s8_native import dense_source, depthwise_source
 from .gemm import PARALLEL_MIN_MACS
 
-TILE_BYTES = 64 * 1024  # a task's int32 tile, written by the sums and read back by the epilogue from L2
-COLUMN_BLOCK = 256  # output channels of a task at most
+# a task's int32 tile, written by the sums and read back by the epilogue from L1: small enough to live on
+# the stack (codegen's STACK_LIMIT_BYTES), not allocated per task
+TILE_BYTES = 16 * 1024
+COLUMN_BLOCK = 512  # output channels of a task at most
 PIXEL_ALIGN = 8  # the dense micro-kernel's pixels; the depthwise helper's tiles (4) divide it
 DEPTHWISE_LANES = 16  # channels of one depthwise vector
 
@@ -71,19 +73,24 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, lanes: int, 
     threads = thread_count()
     run, nb = task_split(n, pixels, channels, lanes, macs, threads)
     runs, col_tasks = -(-pixels // run), -(-channels // nb)
-    task, r, c = E.Var("qc_task"), E.Var("qc_r"), E.Var("qc_c")
+    task, r = E.Var("qc_task"), E.Var("qc_r")
     image = task // (runs * col_tasks)
     p0 = (task // col_tasks) % runs * run
     c0 = task % col_tasks * nb
     task_pixels = E.minimum(E.const(run), pixels - p0) if pixels % run else E.const(run)
-    task_cols = E.minimum(E.const(nb), channels - c0) if channels % nb else E.const(nb)
+    task_cols = E.const(channels) if col_tasks == 1 else \
+        E.minimum(E.const(nb), channels - c0) if channels % nb else E.const(nb)
     tile = Buffer("qc_tile", "int32", (run * nb,), scope="local")
-    acc = E.Load(tile, r * nb + c) + values.value(comp_node, [c0 + c])
     pixel = p0 + r
-    index = [image, pixel // ow, pixel % ow, c0 + c]
-    stored = E.cast(acc, out.value_dtype) if epilogue is None else epilogue(index, acc)
-    write = For(r, task_pixels, For(c, task_cols, Store(out, (image * pixels + pixel) * channels + c0 + c, stored),
-                                    "vectorized"))
+
+    def store(c: E.Expr) -> Stmt:
+        acc = E.Load(tile, r * nb + c) + values.value(comp_node, [c0 + c])
+        index = [image, pixel // ow, pixel % ow, c0 + c]
+        stored = E.cast(acc, out.value_dtype) if epilogue is None else epilogue(index, acc)
+        return Store(out, (image * pixels + pixel) * channels + c0 + c, stored)
+
+    c = E.Var("qc_c")
+    write = For(r, task_pixels, For(c, task_cols, store(c), "vectorized"))
     tasks = n * runs * col_tasks
     parallel = threads > 1 and tasks > 1 and macs >= PARALLEL_MIN_MACS
     fill = call(image, p0, task_pixels, c0, task_cols, tile, nb)
