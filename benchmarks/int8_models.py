@@ -13,6 +13,11 @@ settings), timed in turns (interleaved_medians), medians in ms; tensorkiln's
 fp32 run of the float file is the baseline its int8 speed-up is measured
 against. The last column is the largest difference of tensorkiln's int8
 output from ONNX Runtime's on the same model.
+
+With --cpu-time, a second table gives the medians of the CPU time of a call
+(the process's, all its threads: with one thread, the time the call computed,
+which a machine shared with other jobs inflates much less than wall time,
+since time spent waiting for a core is not counted), timed in turns as well.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import argparse
 import json
 import os
 import tempfile
+import time
 
 import numpy as np
 
@@ -54,11 +60,25 @@ def _input_name(path: str) -> str:
     return onnx.load(path, load_external_data=False).graph.input[0].name
 
 
+def cpu_medians(runs: dict, rounds: int = 5, calls: int = 10) -> dict[str, float]:
+    """Median process CPU seconds per call of each of `runs`, blocks of `calls` calls taken in turns."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            fn()
+            for _ in range(calls):
+                start = time.process_time()
+                fn()
+                times[name].append(time.process_time() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(MODELS))
     parser.add_argument("--json")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cpu-time", action="store_true", help="also the CPU time per call, in turns")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     import logging
@@ -84,20 +104,28 @@ def main() -> int:
         feeds = dict(zip(names, arrays))
         tk_int8, tk_fp32 = tk.onnx.load(int8_path), tk.onnx.load(float_path)
         ort_run, _ = onnxruntime_runner(int8_path, arrays)
-        ov_run, _ = openvino_runner(int8_path, arrays, f32=False)
+        ov_run, _ = openvino_runner(int8_path, arrays, None)  # its default settings
         first = lambda out: out[0] if isinstance(out, (list, tuple)) else out  # noqa: E731
         difference = float(np.max(np.abs(first(tk_int8(**feeds)) - ort_run())))
-        seconds = interleaved_medians({"tk int8": lambda: tk_int8(**feeds), "ORT int8": ort_run,
-                                       "OV int8": ov_run, "tk fp32": lambda: tk_fp32(**feeds)})
-        ms = {k: v * 1e3 for k, v in seconds.items()}
+        engines = {"tk int8": lambda: tk_int8(**feeds), "ORT int8": ort_run, "OV int8": ov_run,
+                   "tk fp32": lambda: tk_fp32(**feeds)}
+        ms = {k: v * 1e3 for k, v in interleaved_medians(engines).items()}
         results[name] = {"ms": ms, "max_abs_difference_from_ort": difference}
-        print(f"{name:>12} {ms['tk int8']:8.2f} {ms['ORT int8']:9.2f} {ms['OV int8']:8.2f} {ms['tk fp32']:8.2f} "
-              f"{ms['ORT int8'] / ms['tk int8']:6.2f}x {ms['OV int8'] / ms['tk int8']:5.2f}x "
-              f"{ms['tk fp32'] / ms['tk int8']:8.2f}x {difference:15.3g}")
+        _row(name, ms, difference)
+        if args.cpu_time:
+            cpu = {k: v * 1e3 for k, v in cpu_medians(engines).items()}
+            results[name]["cpu_ms"] = cpu
+            _row(f"{name} (CPU)", cpu, difference)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": args.threads, "int8_dot": cpu_target().int8_dot, "models": results}, f, indent=1)
     return 0
+
+
+def _row(name: str, ms: dict[str, float], difference: float) -> None:
+    print(f"{name:>12} {ms['tk int8']:8.2f} {ms['ORT int8']:9.2f} {ms['OV int8']:8.2f} {ms['tk fp32']:8.2f} "
+          f"{ms['ORT int8'] / ms['tk int8']:6.2f}x {ms['OV int8'] / ms['tk int8']:5.2f}x "
+          f"{ms['tk fp32'] / ms['tk int8']:8.2f}x {difference:15.3g}")
 
 
 if __name__ == "__main__":

@@ -144,6 +144,8 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
         return "a graph output"
     if any(get_op(u.op).runtime_call is not None for u in users):
         return "the operand of a runtime call"  # the runtime reads whole buffers (a collective)
+    if any(get_op(u.op).stored_operands for u in users):
+        return "an operand read in place"  # a native kernel reads it through a pointer
     if node.kind == OpKind.REDUCTION:
         # softmax and layer norm: row reductions fuse with their elementwise readers into one kernel
         if row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users):

@@ -40,6 +40,7 @@ from .templates.conv import conv2d_body
 from .templates.conv_nchwc import conv2d_nchwc_body
 from .templates.winograd import winograd_given_body
 from .templates.gemm_u8s8 import u8s8_gemm_body
+from .templates.conv_u8s8 import conv_u8s8_body, depthwise_u8s8_body
 from .templates.matmul import matmul_body
 from .templates.weight_only import weight_only_body
 from .templates.matmul_integer import matmul_integer_body
@@ -179,6 +180,7 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
 TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "matmul_bf16_packed": matmul_body,
              "conv2d": conv2d_body, "conv2d_nchwc": conv2d_nchwc_body, "conv2d_winograd": winograd_given_body,
              "matmul_integer": matmul_integer_body, "matmul_u8s8": u8s8_gemm_body,
+             "conv2d_u8s8": conv_u8s8_body, "depthwise_u8s8": depthwise_u8s8_body,
              "matmul_int8w": weight_only_body, "matmul_int4w": weight_only_body}
 # The reductions `_reduction_body` accumulates (with `_reduce_init` and `_combine`).
 REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin"})

@@ -6,8 +6,8 @@ A kernel computes in one of:
 - "bf16 (widened to fp32)": the same GEMM on a CPU without it, bf16 widened to float32;
 - "bf16 operands (fp32 kernel)": a contraction whose operands the precision pass rounded, run by a
   float32 template (direct and depthwise convolutions, attention, small matmuls);
-- "int8 (vnni)", "int8 (avx512bw)", "int8 (portable)": the u8 x s8 GEMM (gemm_u8s8.py) with int32
-  sums, named by its micro-kernel;
+- "int8 (vnni)", "int8 (avx512bw)", "int8 (portable)": the u8 x s8 GEMM (gemm_u8s8.py) or the direct
+  8-bit convolutions (conv_u8s8.py) with int32 sums, named by their helper's kind;
 - "int8w", "int4w": float32 activations times int8 / int4 weights dequantized in registers, float32
   sums (weight_only.py); "bf16 (matvec, vdpbf16ps)" and "bf16 (matvec, widened to fp32)": bf16
   weights in the matrix-vector helper of the same file;
@@ -20,7 +20,8 @@ from ..ir.ops.registry import OpKind
 from ..loops.ir import Alloc, Kernel, NativeCall, iter_stmts
 from .templates.gemm_bf16 import holds_bf16_values
 
-_INT8_GEMM = "tk_gemm_u8s8_"  # gemm_u8s8.py's micro-kernel calls, suffixed by their kind
+# gemm_u8s8.py's and conv_u8s8.py's helper calls, suffixed by their kind
+_INT8_HELPERS = ("tk_gemm_u8s8_", "tk_conv_u8s8_", "tk_depthwise_u8s8_")
 _WEIGHT_ONLY = {"tk_w8_matmul_": "int8w", "tk_w4_matmul_": "int4w",  # weight_only.py's helper calls
                 "tk_bf16_matvec_": "bf16 (matvec, vdpbf16ps)"}
 SHORT_NAMES = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16"}
@@ -36,9 +37,9 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
             return name.replace("vdpbf16ps", "widened to fp32") if widened else name
     if any(isinstance(s, NativeCall) and s.function.startswith("tk_bf16_") for s in stmts):
         return "bf16 (vdpbf16ps)"
-    int8 = [s.function for s in stmts if isinstance(s, NativeCall) and s.function.startswith(_INT8_GEMM)]
+    int8 = [s.function for s in stmts if isinstance(s, NativeCall) and s.function.startswith(_INT8_HELPERS)]
     if int8:
-        return f"int8 ({int8[0][len(_INT8_GEMM):]})"
+        return f"int8 ({int8[0].rsplit('_', 1)[1]})"
     if any(isinstance(s, Alloc) and s.buffer.dtype == "bfloat16" for s in stmts):
         return "bf16 (widened to fp32)"
     contractions = [n for n in nodes if n.kind == OpKind.CONTRACTION]

@@ -17,7 +17,8 @@ chains of convolutions in channel-blocked layout (layout.py), transform the
 constant weights of the convolutions that run as Winograd (winograd_weights.py)
 and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py; int8
 ones for the u8 x s8 GEMM: int8_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
-matmuls and convolutions of dequantized 8-bit values on integers before folding makes float weights.
+matmuls and convolutions of dequantized 8-bit values on integers before folding makes float weights,
+and int8_layout.py keeps the direct 8-bit convolutions' activations channels-last between them.
 Last, sub_graphs.py runs the same pipeline inside the branches and loop bodies of
 control-flow ops, which every other pass treats as opaque boundaries.
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
@@ -41,6 +42,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .layout import block_layouts
 from .rules import simplify_graph
+from .int8_layout import keep_int8_channels_last
 from .int8_weights import pack_int8_weights
 from .packed_weights import pack_matmul_weights
 from .precision import round_to_bf16
@@ -80,6 +82,7 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
     passes: list[tuple[str, PassFn]] = []
     if opt_level >= 2:
         passes.append(("qdq_integer", integer_qdq_products))  # before folding turns DQ(weights) into floats
+        passes.append(("int8_layout", keep_int8_channels_last))  # before folding: permuted biases fold
     if opt_level >= 1:
         passes.append(("constant_fold", fold_constants))
     if opt_level >= 2:

@@ -1,5 +1,5 @@
 """Quantized matmuls and convolutions run on integers: matmul(DQ(x_q), DQ(W_q)) becomes
-scale * float(matmul_integer(x_q, W_q) - c), and conv2d(DQ(x_q), DQ(W_q)) the same over x_q's windows.
+scale * float(matmul_integer(x_q, W_q) - c), and conv2d(DQ(x_q), DQ(W_q)) a direct integer convolution.
 
 A QDQ model (ONNX Runtime's `quantize_static` / `quantize_dynamic` in QDQ
 form) keeps its quantized tensors as int8/uint8 and dequantizes them right
@@ -15,14 +15,16 @@ one scale sw per output column or channel (or one in all) and zero zw:
 so the product is exact in int32 on matmul_integer (and then the u8 x s8
 GEMM: int8_weights.py), the column-sum term and the scales are constants
 folded now, and the rest is an epilogue; a QuantizeLinear after it fuses as
-well. A convolution (groups 1) is the same product over im2col windows of
-x_q padded with zx, whose padding then contributes nothing, as zeros do to
-the float convolution. This pass runs before constant folding, which would
-otherwise turn DQ(W_q) into a float weight and lose the integers.
+well. A convolution (groups 1 or depthwise) is the same sum over the windows
+of x_q padded with zx, whose padding then contributes nothing, as zeros do to
+the float convolution: it runs as a direct convolution on uint8 channels-last
+activations (qdq_conv.py), no window copied. This pass runs before constant
+folding, which would otherwise turn DQ(W_q) into a float weight and lose the
+integers.
 
 Left as they are: a weight zero that takes W_q - zw out of int8's range, a
 per-row weight scale, a per-channel activation scale, a non-constant weight,
-grouped (depthwise) convolutions.
+grouped convolutions other than depthwise ones.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.rewrite import rewrite_graph, with_inputs
 from .pattern import constant_array
+from .qdq_conv import direct_conv_applies, direct_integer_conv
 
 EIGHT_BIT = ("int8", "uint8")
 
@@ -56,11 +59,12 @@ def integer_qdq_products(graph: Graph) -> tuple[Graph, Counter]:
                 return node
             fired["matmul(DQ, DQ) -> matmul_integer"] += 1
             return _integer_product(node, x[0], x, w)
-        w = _dequantized_filter(node.inputs[1]) if node.attrs["groups"] == 1 else None
+        w = _dequantized_filter(node.inputs[1]) if direct_conv_applies(node) else None
         if w is None:
             return node
-        fired["conv2d(DQ, DQ) -> im2col matmul_integer"] += 1
-        return _integer_conv(node, x, w)
+        fired[f"conv2d(DQ, DQ) -> {'depthwise_u8s8' if node.attrs['groups'] != 1 else 'conv2d_u8s8'}"] += 1
+        xq, x_zero = _as_uint8(x[0], x[1], (node.scope, node.location)) if x[0].dtype.name == "int8" else x[:2]
+        return direct_integer_conv(node, xq, x_zero, x[2], *w)
 
     return rewrite_graph(graph, visit), fired
 
@@ -92,39 +96,6 @@ def _integer_product(node: Node, columns: Node, x, w) -> Node:
                               node.location)
     real = make_node("cast", [acc], Attrs(dtype=node.dtype), *where)
     return make_node("mul", [real, scale], None, *where)
-
-
-def _integer_conv(node: Node, x, w) -> Node:
-    """conv2d as the integer product of x_q's windows (padded with x's zero point) and the filter."""
-    xq, x_zero, x_scale = x
-    weights, w_scale = w  # (C*KH*KW, O)
-    where = (node.scope, node.location)
-    if xq.dtype.name == "int8":
-        # uint8 before the windows, not after: x_q - zx = (x_q + 128) - (zx + 128), and the windows stay
-        # index arithmetic the GEMM packs from, instead of a shifted copy of every window
-        xq, x_zero = _as_uint8(xq, x_zero, where)
-        x = (xq, x_zero, x_scale)
-    n, c, h, wd = xq.shape
-    _, o, oh, ow = node.shape
-    kh, kw = node.inputs[1].shape[2:]
-    pt, pb, pl, pr = node.attrs["padding"]
-    if pt or pb or pl or pr:
-        pads = ((0, 0), (0, 0), (pt, pb), (pl, pr))
-        if isinstance(x_zero, Node):  # a zero point computed at run time: padded as 0, then replaced
-            padded = make_node("pad", [xq], Attrs(pads=pads, value=0), *where)
-            border = np.ones((1, 1, h + pt + pb, wd + pl + pr), dtype=bool)
-            border[:, :, pt:pt + h, pl:pl + wd] = False
-            zero = make_node("cast", [x_zero], Attrs(dtype=xq.dtype), *where)
-            xq = make_node("where", [constant_node(border, dt.bool_, node.location), zero, padded], None, *where)
-        else:
-            xq = make_node("pad", [xq], Attrs(pads=pads, value=int(np.rint(x_zero.reshape(-1)[0]))), *where)
-    windows = make_node("window", [xq], Attrs(kernel=(kh, kw), stride=tuple(node.attrs["stride"]),
-                                               dilation=tuple(node.attrs["dilation"])), *where)  # (N, C, OH, OW, KH, KW)
-    columns = make_node("permute", [windows], Attrs(perm=(0, 2, 3, 1, 4, 5)), *where)
-    columns = make_node("reshape", [columns], Attrs(shape=(n, oh * ow, c * kh * kw)), *where)
-    product = _integer_product(node, columns, x, (weights, w_scale))  # (N, OH*OW, O)
-    image = make_node("reshape", [product], Attrs(shape=(n, oh, ow, o)), *where)
-    return make_node("permute", [image], Attrs(perm=(0, 3, 1, 2)), *where)
 
 
 def _as_uint8(xq: Node, zero, where) -> tuple[Node, object]:

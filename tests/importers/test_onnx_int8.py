@@ -77,7 +77,7 @@ def test_dynamic_quantized_model_runs_on_int8(float_model, tmp_path):
 @pytest.fixture(scope="module")
 def conv_model(tmp_path_factory):
     """Convolutions with padding, stride, a channel count that is no multiple of the panel, and a
-    depthwise layer (which stays in float)."""
+    depthwise layer."""
     torch.manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.Conv2d(16, 9, 3, stride=2), torch.nn.ReLU(),
@@ -90,7 +90,7 @@ def conv_model(tmp_path_factory):
 
 @pytest.mark.parametrize("form", ["QDQ", "QOperator"])
 def test_quantized_convolutions_run_on_int8_like_onnx_runtime(conv_model, tmp_path, form):
-    """QDQ Conv and QLinearConv become im2col products on the int8 GEMM, per-channel weights."""
+    """QDQ Conv and QLinearConv become direct int8 convolutions (the depthwise one too), per-channel weights."""
     path = tmp_path / "q.onnx"
     calibration = _Calibration([{"x": np.random.default_rng(i).standard_normal((2, 3, 11, 13)).astype(np.float32)}
                                 for i in range(4)])
@@ -102,11 +102,12 @@ def test_quantized_convolutions_run_on_int8_like_onnx_runtime(conv_model, tmp_pa
     got = module(x=x)
     assert np.max(np.abs((got[0] if isinstance(got, (list, tuple)) else got) - want)) <= _output_quantum(path) * 1.001
     ops = [n.op for n in module.optimized_graph(x=x).nodes]
-    assert ops.count("matmul_u8s8") == 2 and ops.count("conv2d") == 1, ops  # the depthwise one in float
+    assert ops.count("conv2d_u8s8") == 2 and ops.count("depthwise_u8s8") == 1 and "conv2d" not in ops, ops
 
 
 def test_conv_integer_runs_on_int8(conv_model, tmp_path):
-    """ConvInteger with the activation's zero point computed at run time (DynamicQuantizeLinear)."""
+    """ConvInteger with the activation's zero point computed at run time (DynamicQuantizeLinear): the
+    direct convolutions, the border filled with the zero point by a select."""
     path = tmp_path / "dynamic.onnx"
     quantization.quantize_dynamic(str(conv_model), str(path), op_types_to_quantize=["Conv"],
                                   weight_type=quantization.QuantType.QInt8)
@@ -116,4 +117,4 @@ def test_conv_integer_runs_on_int8(conv_model, tmp_path):
     got = module(x=x)
     np.testing.assert_allclose(got[0] if isinstance(got, (list, tuple)) else got, want, rtol=1e-5, atol=1e-5)
     ops = [n.op for n in module.optimized_graph(x=x).nodes]
-    assert ops.count("matmul_u8s8") == 2, ops
+    assert ops.count("conv2d_u8s8") == 2 and ops.count("depthwise_u8s8") == 1 and "conv2d" not in ops, ops

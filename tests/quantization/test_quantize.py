@@ -74,7 +74,7 @@ def sqnr(reference: np.ndarray, approximation: np.ndarray) -> float:
 
 
 def integer_products(qf, *args) -> int:
-    return sum(node.op == "matmul_u8s8" for node in qf.optimized_graph(*args).nodes)
+    return sum(node.op in ("matmul_u8s8", "conv2d_u8s8", "depthwise_u8s8") for node in qf.optimized_graph(*args).nodes)
 
 
 @pytest.mark.parametrize("method", ["minmax", "percentile", "kl", "mse"])
@@ -99,7 +99,7 @@ def test_cnn_quantized_layers_and_depthwise_float(rng):
     qf = tk.quantize(model, data)
     x = rng.normal(size=(3, 3, 5, 7)).astype(np.float32)  # another batch size: traced again, same scales
     graph = qf.optimized_graph(x)
-    assert [n.op for n in graph.nodes].count("matmul_u8s8") == 3
+    assert integer_products(qf, x) == 3
     assert [n.attrs["groups"] for n in graph.nodes if n.op == "conv2d"] == [6]  # the depthwise layer
     out = qf(x).numpy()
     expected, quantum = simulate(model, qf.plans, x)

@@ -167,6 +167,7 @@ class OpDef:
     identity_on_integers: bool = False  # ... or returns them unchanged (floor, ceil, round)
     custom_method: bool = False  # the front-end writes `method` itself (it does more than apply the op)
     backend_only: bool = False  # made by graph passes for the C backend; users and importers never see it
+    stored_operands: bool = False  # its kernel reads every operand in place from a buffer (a native direct conv)
     # Computed by a call into the runtime, not a loop nest (collectives): runtime_call(attrs, input type,
     # output type) -> the description the runtime hook receives (runtime/hooks.py). Its operand is stored.
     runtime_call: Callable | None = None

@@ -1,0 +1,228 @@
+"""The C helpers of the direct 8-bit convolutions (conv_u8s8.py): register tiles of int32 sums.
+
+Each helper fills a tile c[pixel * ldc + channel] of int32 sums for a run of
+consecutive output pixels of one image (row-major over (OH, OW), so a run
+may cross output rows) and a block of output channels; the loop-IR template
+then applies the fused epilogue to the tile. The input x is one image of
+the padded uint8 NHWC activation, so the window of output pixel (i, j) at
+tap (r, s) starts at x + ((i*sh + r*dh) * Wp + j*sw + s*dw) * C: no window
+is ever copied, and no index is divided inside the sums (one division per
+tile finds where its windows start).
+
+Dense (`tk_conv_u8s8_<kind>`): the micro-kernel holds 8 pixels of one output
+row (equally spaced windows: one base pointer, as a GEMM's rows) x 32 output
+channels in 16 zmm accumulators; a step loads one 128-byte group of a panel
+(32 channels x 4 input channels, ir/ops/quantized.py) and, per pixel,
+broadcasts its four input bytes (four consecutive channels of NHWC):
+`vpdpbusd` (vnni), or bytes widened to 16 bits and `vpmaddwd` (avx512bw,
+exact where `vpmaddubsw` would saturate), or plain C (portable).
+
+Depthwise (`tk_depthwise_u8s8_<kind>`): each channel is its own sum, so the
+lanes are 16 channels: per tap, 16 input bytes are widened to int32
+(`vpmovzxbd`) and multiplied by the int32-widened weights with `vpdpwssd`
+(vnni: its 16-bit halves are x * w + 0 * w_high, exact) or `vpmaddwd` and an
+add (avx512bw); a tile of 4 pixels shares each weight vector.
+"""
+from __future__ import annotations
+
+_DENSE_TILE = {
+    "vnni": r"""
+            const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) {
+                const __m512i av = _mm512_set1_epi32(*(const tk_conv_i32 *)(a + i * lda));
+                acc0[i] = _mm512_dpbusd_epi32(acc0[i], av, b0);
+                acc1[i] = _mm512_dpbusd_epi32(acc1[i], av, b1);
+            }""",
+    "avx512bw": r"""
+            /* B's bytes sign-extended to 16 bits: even bytes (depths 0, 2 of a lane), odd ones (1, 3) */
+            const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+            const __m512i b0e = _mm512_srai_epi16(_mm512_slli_epi16(b0, 8), 8), b0o = _mm512_srai_epi16(b0, 8);
+            const __m512i b1e = _mm512_srai_epi16(_mm512_slli_epi16(b1, 8), 8), b1o = _mm512_srai_epi16(b1, 8);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) {
+                const uint32_t word = (uint32_t)*(const tk_conv_i32 *)(a + i * lda);
+                const __m512i ae = _mm512_set1_epi32((int32_t)(word & 0x00ff00ffu));
+                const __m512i ao = _mm512_set1_epi32((int32_t)((word >> 8) & 0x00ff00ffu));
+                acc0[i] = _mm512_add_epi32(acc0[i], _mm512_add_epi32(_mm512_madd_epi16(ae, b0e),
+                                                                     _mm512_madd_epi16(ao, b0o)));
+                acc1[i] = _mm512_add_epi32(acc1[i], _mm512_add_epi32(_mm512_madd_epi16(ae, b1e),
+                                                                     _mm512_madd_epi16(ao, b1o)));
+            }""",
+}
+
+_DENSE_VECTOR = r"""#include <immintrin.h>
+typedef int32_t tk_conv_i32 __attribute__((may_alias, aligned(1)));
+/* mr output pixels of one output row (their windows start at x + i * lda) x 32 output channels of
+ * panel b, over every tap */
+static inline __attribute__((always_inline)) void tk_conv_u8s8_tile_{kind}(
+    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
+    int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
+{{
+    __m512i acc0[8], acc1[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++) {{
+        acc0[i] = _mm512_setzero_si512();
+        acc1[i] = _mm512_setzero_si512();
+    }}
+    /* one loop over the depth (taps x groups of 4 channels), so the sums stay in registers throughout;
+     * a points at pixel 0's four bytes of this step, moved on incrementally (no division) */
+    const uint8_t *a = x;
+    int64_t q = 0, s = 0, r = 0;
+    for (int64_t k = 0; k < kh * kw * groups; k++, b += 128) {{{loop}
+        a += 4;
+        if (++q == groups) {{  /* the next tap: (r, s + 1), or (r + 1, 0) */
+            q = 0;
+            if (++s == kw) {{
+                s = 0;
+                r++;
+            }}
+            a = x + r * row_step + s * col_step;
+        }}
+    }}
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++) {{
+        _mm512_storeu_si512(c + i * ldc, acc0[i]);
+        _mm512_storeu_si512(c + i * ldc + 16, acc1[i]);
+    }}
+}}
+"""
+
+_DENSE_PORTABLE = r"""static inline void tk_conv_u8s8_tile_portable(
+    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
+    int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
+{
+    for (int i = 0; i < mr; i++) {
+        int32_t acc[32] = {0};
+        const int8_t *bq = b;
+        for (int64_t r = 0; r < kh; r++) {
+            for (int64_t s = 0; s < kw; s++) {
+                const uint8_t *a = x + i * lda + r * row_step + s * col_step;
+                for (int64_t q = 0; q < groups; q++, bq += 128) {
+                    for (int j = 0; j < 32; j++) {
+                        for (int t = 0; t < 4; t++) {
+                            acc[j] += (int32_t)a[4 * q + t] * (int32_t)bq[4 * j + t];
+                        }
+                    }
+                }
+            }
+        }
+        for (int j = 0; j < 32; j++) {
+            c[i * ldc + j] = acc[j];
+        }
+    }
+}
+"""
+
+_DENSE_DRIVER = r"""/* ---- direct u8 x s8 convolution ({kind}): c[t * ldc + p * 32 + j] = the sum of output pixel p0 + t
+ * (row-major over an OH x OW image) and channel p * 32 + j, for t < pixels, p < npanels, j < 32;
+ * x is one padded NHWC image (Wp pixels a row, c4 bytes a pixel). A tile stays within an output row,
+ * so its pixels' windows are equally spaced (sw * c4 bytes). */
+static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c,
+                              int64_t ldc, int64_t p0, int64_t pixels, int64_t npanels, int64_t ow, int64_t wp,
+                              int64_t c4, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t kh, int64_t kw)
+{{
+    const int64_t groups = c4 / 4, depth = kh * kw * groups, lda = sw * c4;
+    const int64_t row_step = dh * wp * c4, col_step = dw * c4;
+    for (int64_t p = 0; p < npanels; p++) {{  /* one panel of the filters stays in cache while the pixels pass */
+        const int8_t *b = panels + p * depth * 128;
+        for (int64_t t = 0; t < pixels;) {{
+            const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
+            const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;  /* pixels left in this row */
+            const int mr = left < 8 ? (int)left : 8;
+            const uint8_t *a = x + (oy * sh * wp + ox * sw) * c4;
+            int32_t *ct = c + t * ldc + p * 32;
+            /* a tile of constant height each, so its sums stay in registers */
+            switch (mr) {{
+            case 8: tk_conv_u8s8_tile_{kind}(8, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 7: tk_conv_u8s8_tile_{kind}(7, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 6: tk_conv_u8s8_tile_{kind}(6, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 5: tk_conv_u8s8_tile_{kind}(5, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 4: tk_conv_u8s8_tile_{kind}(4, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 3: tk_conv_u8s8_tile_{kind}(3, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 2: tk_conv_u8s8_tile_{kind}(2, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            default: tk_conv_u8s8_tile_{kind}(1, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            }}
+            t += mr;
+        }}
+    }}
+}}
+"""
+
+_DEPTHWISE_STEP = {
+    # 16-bit halves of each lane: x * w (x < 256, |w| <= 128) + 0 * (w's sign bits): exact
+    "vnni": "acc[i] = _mm512_dpwssd_epi32(acc[i], xv, wv);",
+    "avx512bw": "acc[i] = _mm512_add_epi32(acc[i], _mm512_madd_epi16(xv, wv));",
+}
+
+_DEPTHWISE_VECTOR = r"""#include <immintrin.h>
+/* ---- depthwise u8 convolution ({kind}): c[t * ldc + j] = the sum of output pixel p0 + t, channel
+ * j0 + j, for t < pixels, j < channels; x one padded NHWC image of C channels a pixel, w (KH, KW, C) */
+static void tk_depthwise_u8s8_{kind}(const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c,
+                                   int64_t ldc, int64_t p0, int64_t pixels, int64_t j0, int64_t channels,
+                                   int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh,
+                                   int64_t dw, int64_t kh, int64_t kw)
+{{
+    for (int64_t t = 0; t < pixels; t += 4) {{
+        const int mr = pixels - t < 4 ? (int)(pixels - t) : 4;
+        const uint8_t *px[4];
+        for (int i = 0; i < 4; i++) {{  /* past the run, a pixel repeats the last (computed, not stored) */
+            const int64_t pixel = p0 + t + (i < mr ? i : mr - 1), oy = pixel / ow, ox = pixel % ow;
+            px[i] = x + (oy * sh * wp + ox * sw) * cin + j0;
+        }}
+        for (int64_t j = 0; j < channels; j += 16) {{
+            const __mmask16 m = channels - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (channels - j)) - 1);
+            __m512i acc[4] = {{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                               _mm512_setzero_si512()}};
+            for (int64_t r = 0; r < kh; r++) {{
+                for (int64_t s = 0; s < kw; s++) {{
+                    const int64_t tap = (r * dh * wp + s * dw) * cin + j;
+                    const __m512i wv = _mm512_maskz_loadu_epi32(m, w + (r * kw + s) * cin + j0 + j);
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; i++) {{
+                        const __m512i xv = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, px[i] + tap));
+                        {step}
+                    }}
+                }}
+            }}
+            for (int i = 0; i < mr; i++) {{
+                _mm512_mask_storeu_epi32(c + (t + i) * ldc + j, m, acc[i]);
+            }}
+        }}
+    }}
+}}
+"""
+
+_DEPTHWISE_PORTABLE = r"""static void tk_depthwise_u8s8_portable(
+    const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c, int64_t ldc, int64_t p0,
+    int64_t pixels, int64_t j0, int64_t channels, int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw,
+    int64_t dh, int64_t dw, int64_t kh, int64_t kw)
+{
+    for (int64_t t = 0; t < pixels; t++) {
+        const int64_t pixel = p0 + t, oy = pixel / ow, ox = pixel % ow;
+        const uint8_t *px = x + (oy * sh * wp + ox * sw) * cin + j0;
+        for (int64_t j = 0; j < channels; j++) {
+            int32_t acc = 0;
+            for (int64_t r = 0; r < kh; r++) {
+                for (int64_t s = 0; s < kw; s++) {
+                    acc += (int32_t)px[(r * dh * wp + s * dw) * cin + j] * w[(r * kw + s) * cin + j0 + j];
+                }
+            }
+            c[t * ldc + j] = acc;
+        }
+    }
+}
+"""
+
+
+def dense_source(kind: str) -> str:
+    """The C of `tk_conv_u8s8_<kind>`: its micro-kernel and the loop over panels and pixel tiles."""
+    tile = _DENSE_PORTABLE if kind == "portable" else _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
+    return tile + _DENSE_DRIVER.format(kind=kind)
+
+
+def depthwise_source(kind: str) -> str:
+    """The C of `tk_depthwise_u8s8_<kind>`."""
+    if kind == "portable":
+        return _DEPTHWISE_PORTABLE
+    return _DEPTHWISE_VECTOR.format(kind=kind, step=_DEPTHWISE_STEP[kind])

@@ -1,0 +1,197 @@
+"""The direct int8 convolutions: conv2d of dequantized 8-bit values runs as conv2d_u8s8 (groups 1) or
+depthwise_u8s8 on each int8 dot-product path, exact against integer sums computed in numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+from tensorkiln.errors import DTypeError, ShapeError
+from tensorkiln.ir.graph import interpret
+from tensorkiln.ir.ops import Attrs, TensorType, infer_type
+from tensorkiln import dtypes as dt
+from tensorkiln.ir.ops.quantized_conv import conv_u8s8_matrix, pack_conv_u8s8
+from tensorkiln.ir.ops.quantized import unpack_u8s8_panels
+from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target, int8_dot_kind, _cpu_flags
+
+
+AVAILABLE = INT8_DOT_KINDS[INT8_DOT_KINDS.index(int8_dot_kind(_cpu_flags())):]
+
+# (N, C, H, W, O, kernel, stride, padding, dilation, groups): size-1 dims, channels that are no multiple
+# of 4 / 16 / 32, odd planes, stride 2, dilation, padding, size-1 spatial, depthwise (groups = C = O)
+LAYERS = [
+    (1, 1, 1, 1, 1, 1, 1, 0, 1, 1),
+    (2, 3, 11, 13, 16, 3, 1, 1, 1, 1),
+    (1, 9, 7, 5, 33, 3, 2, 1, 1, 1),
+    (1, 20, 9, 9, 70, 1, 2, 0, 1, 1),
+    (1, 8, 10, 10, 17, 3, 1, 2, 2, 1),
+    (1, 64, 5, 6, 64, 3, 1, 1, 1, 1),
+    (1, 7, 1, 1, 9, 3, 1, 1, 1, 1),
+    (1, 19, 9, 8, 19, 3, 1, 1, 1, 19),
+    (2, 40, 7, 7, 40, 3, 2, 1, 1, 40),
+    (1, 16, 1, 1, 16, 3, 1, 1, 1, 16),
+    (1, 5, 6, 6, 5, 5, 1, 2, 2, 5),
+]
+
+
+@pytest.fixture(params=AVAILABLE)
+def int8_path(request, monkeypatch):
+    """Force one int8 dot-product path of those this CPU has (the target is read once per process)."""
+    monkeypatch.setenv("TENSORKILN_INT8_DOT", request.param)
+    cpu_target.cache_clear()
+    yield request.param
+    monkeypatch.undo()
+    cpu_target.cache_clear()
+
+
+def _ints(rng, dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _integer_conv(xq: np.ndarray, zero: int, w: np.ndarray, stride, padding, dilation, groups) -> np.ndarray:
+    """The exact int64 sums of conv2d(xq - zero, w) (NCHW, padding with zeros after the shift)."""
+    x = np.pad(xq.astype(np.int64) - zero, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h - dilation * (kh - 1) - 1) // stride + 1
+    ow = (wd - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((n, o, oh, ow), np.int64)
+    per_group = o // groups
+    for r in range(kh):
+        for s in range(kw):
+            taps = x[:, :, r * dilation:r * dilation + (oh - 1) * stride + 1:stride,
+                     s * dilation:s * dilation + (ow - 1) * stride + 1:stride]
+            for g in range(groups):
+                out[:, g * per_group:(g + 1) * per_group] += np.einsum(
+                    "nchw,oc->nohw", taps[:, g * cg:(g + 1) * cg], w[g * per_group:(g + 1) * per_group, :, r, s])
+    return out
+
+
+def _qdq_conv_layers(layers: list[dict]):
+    """One ONNX model of independent layers, y_i = Conv(DQ(x_i), DQ(W_i)) [+ bias, ReLU, QuantizeLinear], as
+    a QDQ model writes them: x_i an input of its own 8-bit type, per-tensor or per-channel weight scales.
+    Each layer: x, w, zero, x_scale, w_scale, stride, padding, dilation, groups [, bias, output (scale, zero)]."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    inits, nodes, inputs, outputs = [], [], [], []
+    for i, layer in enumerate(layers):
+        x_q, w_scale = layer["x"], layer["w_scale"]
+        scalar = w_scale.size == 1
+        inits += [numpy_helper.from_array(np.array(layer["x_scale"], np.float32), f"sx{i}"),
+                  numpy_helper.from_array(np.array(layer["zero"], x_q.dtype), f"zx{i}"),
+                  numpy_helper.from_array(layer["w"], f"wq{i}"),
+                  numpy_helper.from_array(w_scale.reshape(()) if scalar else w_scale, f"sw{i}"),
+                  numpy_helper.from_array(np.zeros(() if scalar else w_scale.shape, np.int8), f"zw{i}")]
+        nodes += [helper.make_node("DequantizeLinear", [f"x{i}", f"sx{i}", f"zx{i}"], [f"xd{i}"]),
+                  helper.make_node("DequantizeLinear", [f"wq{i}", f"sw{i}", f"zw{i}"], [f"wd{i}"], axis=0),
+                  helper.make_node("Conv", [f"xd{i}", f"wd{i}"], [f"c{i}"], strides=[layer["stride"]] * 2,
+                                   pads=[layer["padding"]] * 4, dilations=[layer["dilation"]] * 2,
+                                   group=layer["groups"])]
+        last, out_type = f"c{i}", TensorProto.FLOAT
+        if layer.get("bias") is not None:
+            inits.append(numpy_helper.from_array(layer["bias"].reshape(-1, 1, 1), f"b{i}"))
+            nodes += [helper.make_node("Add", [last, f"b{i}"], [f"cb{i}"]),
+                      helper.make_node("Relu", [f"cb{i}"], [f"r{i}"])]
+            last = f"r{i}"
+        if layer.get("output") is not None:
+            inits += [numpy_helper.from_array(np.array(layer["output"][0], np.float32), f"sy{i}"),
+                      numpy_helper.from_array(np.array(layer["output"][1], np.uint8), f"zy{i}")]
+            nodes.append(helper.make_node("QuantizeLinear", [last, f"sy{i}", f"zy{i}"], [f"q{i}"]))
+            last, out_type = f"q{i}", TensorProto.UINT8
+        nodes.append(helper.make_node("Identity", [last], [f"y{i}"]))
+        x_type = TensorProto.UINT8 if x_q.dtype == np.uint8 else TensorProto.INT8
+        inputs.append(helper.make_tensor_value_info(f"x{i}", x_type, x_q.shape))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", out_type, None))
+    graph = helper.make_graph(nodes, "qconv", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _run(layers: list[dict]):
+    """(tensorkiln's outputs, the optimized graph's ops, the module, the reference interpreter's outputs of
+    the traced graph)."""
+    module = tk.onnx.load(_qdq_conv_layers(layers))
+    feeds = {f"x{i}": layer["x"] for i, layer in enumerate(layers)}
+    got = module(**feeds)
+    expected = interpret(module.graph(**feeds), *feeds.values())
+    return list(got), [n.op for n in module.optimized_graph(**feeds).nodes], module, expected
+
+
+def _layer(rng, x_dtype, n, c, h, w, o, k, stride, padding, dilation, groups, per_channel) -> dict:
+    zero = int(rng.integers(-20, 20)) + (128 if x_dtype == np.uint8 else 0)
+    return dict(x=_ints(rng, x_dtype, (n, c, h, w)), w=_ints(rng, np.int8, (o, c // groups, k, k)), zero=zero,
+                x_scale=0.05, w_scale=rng.uniform(0.001, 0.01, o if per_channel else 1).astype(np.float32),
+                stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def _sums(layer: dict) -> np.ndarray:
+    return _integer_conv(layer["x"], layer["zero"], layer["w"], layer["stride"], layer["padding"],
+                         layer["dilation"], layer["groups"])
+
+
+@pytest.mark.parametrize("x_dtype", [np.uint8, np.int8])
+def test_direct_int8_convolution_is_exact_on_every_path(int8_path, x_dtype):
+    rng = np.random.default_rng(INT8_DOT_KINDS.index(int8_path) + (x_dtype == np.int8))
+    layers = [_layer(rng, x_dtype, *shape, per_channel=i % 2 == 0) for i, shape in enumerate(LAYERS)]
+    got, ops, module, reference = _run(layers)
+    assert ops.count("conv2d_u8s8") == sum(l["groups"] == 1 for l in layers) and "conv2d" not in ops, ops
+    assert ops.count("depthwise_u8s8") == sum(l["groups"] > 1 for l in layers)
+    assert {k.precision for k in module.report(**{f"x{i}": l["x"] for i, l in enumerate(layers)}).kernels
+            if k.kind == "contraction"} == {f"int8 ({int8_path})"}
+    for index, (layer, out, ref) in enumerate(zip(layers, got, reference)):
+        scale = (np.float32(layer["x_scale"]) * layer["w_scale"]).astype(np.float32).reshape(-1, 1, 1)
+        want = _sums(layer).astype(np.float32) * scale  # the epilogue: float(sum) * (sx * sw), in float32
+        np.testing.assert_array_equal(out, want, err_msg=f"layer {index}, {int8_path}")
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * max(np.abs(ref).max(), 1))
+
+
+def test_requantizing_epilogue_fuses_into_the_convolution_and_writes_uint8():
+    """bias, ReLU and QuantizeLinear (round half to even, saturate) in the convolution's kernel, dense and
+    depthwise."""
+    rng = np.random.default_rng(5)
+    layers = []
+    for c, o, groups in ((12, 24, 1), (12, 12, 12)):
+        layer = _layer(rng, np.uint8, 1, c, 9, 9, o, 3, 1, 1, 1, groups, per_channel=True)
+        layer.update(x_scale=0.02, bias=rng.standard_normal(o).astype(np.float32), output=(0.03, 4))
+        layers.append(layer)
+    got, ops, module, reference = _run(layers)
+    kernels = module.report(**{f"x{i}": l["x"] for i, l in enumerate(layers)}).kernels
+    fused = [k for k in kernels if k.kind == "contraction"]
+    assert len(fused) == 2 and all(k.precision.startswith("int8") for k in fused), kernels
+    assert all("round" in " ".join(k.nodes) and "uint8" in " ".join(k.nodes) for k in fused), kernels
+    for layer, out, ref in zip(layers, got, reference):
+        real = np.maximum(_sums(layer).astype(np.float32) * (np.float32(0.02) * layer["w_scale"]).reshape(-1, 1, 1)
+                          + layer["bias"].reshape(-1, 1, 1), 0)
+        want = np.clip(np.rint(real / np.float32(0.03)) + 4, 0, 255)
+        assert out.dtype == np.uint8
+        assert np.abs(out.astype(np.int32) - want).max() <= 1  # the float epilogue's rounding: one quantum
+        assert np.abs(out.astype(np.int32) - ref.astype(np.int32)).max() <= 1
+
+
+def test_grouped_convolutions_other_than_depthwise_stay_in_float():
+    layer = _layer(np.random.default_rng(2), np.uint8, 1, 8, 6, 6, 4, 3, 1, 1, 1, 2, per_channel=False)
+    got, ops, _, reference = _run([layer])
+    assert "conv2d_u8s8" not in ops and "depthwise_u8s8" not in ops
+    np.testing.assert_allclose(got[0], reference[0], rtol=1e-5, atol=1e-5)
+
+
+def test_filters_are_laid_out_tap_major_with_channels_in_groups_of_four():
+    rng = np.random.default_rng(4)
+    filters = _ints(rng, np.int8, (37, 6, 3, 2))  # 6 channels: padded to 8
+    matrix = conv_u8s8_matrix(filters)
+    assert matrix.shape == (3 * 2 * 8, 37)
+    assert matrix[(2 * 2 + 1) * 8 + 5, 36] == filters[36, 5, 2, 1] and not matrix[6:8].any()
+    np.testing.assert_array_equal(unpack_u8s8_panels(pack_conv_u8s8(filters), 48, 37), matrix)
+
+
+def test_bad_operands_are_refused_with_the_shapes():
+    x, panels, comp = (TensorType((1, 5, 5, 6), dt.uint8), TensorType((1, 18, 128), dt.int8),
+                       TensorType((32,), dt.int32))
+    attrs = Attrs(kernel=(3, 3), n=32, stride=(1, 1), dilation=(1, 1))
+    with pytest.raises(ShapeError, match="multiple of 4"):
+        infer_type("conv2d_u8s8", [x, panels, comp], attrs)
+    with pytest.raises(DTypeError, match="uint8"):
+        infer_type("conv2d_u8s8", [TensorType((1, 5, 5, 8), dt.int8), panels, comp], attrs)
+    with pytest.raises(ShapeError, match="larger than the padded input"):
+        infer_type("depthwise_u8s8", [TensorType((1, 2, 2, 8), dt.uint8), TensorType((3, 3, 8), dt.int32),
+                                      TensorType((8,), dt.int32)], Attrs(stride=(1, 1), dilation=(1, 1)))
