@@ -233,10 +233,11 @@ def _thread_cut(batch: int, m: int, n: int, k: int, blocking: GemmBlocking, thre
         return ThreadSplit(1, 1, True, threads)
     cuts = threads // math.gcd(batch, threads)
     row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
-    if is_symbolic(m) and not is_symbolic(n) and col_units >= cuts:
-        by_cols = True  # a run-time M: the columns are cut the same way at every M (no size class)
-    else:
-        by_cols = (n >= 2 * m and col_units >= cuts) or row_units < cuts
+    if is_symbolic(m) and not is_symbolic(n) and blocking.split == "auto":
+        # a run-time M: the same cut at every M (no size class): the columns where they go round,
+        # else the rows (at a small M some tasks get none)
+        return ThreadSplit(1, cuts, True) if col_units >= cuts else ThreadSplit(cuts, 1, True)
+    by_cols = (n >= 2 * m and col_units >= cuts) or row_units < cuts
     if blocking.split != "auto":  # a tuned blocking chose the cut
         by_cols = blocking.split == "cols"
     units = col_units if by_cols else row_units
