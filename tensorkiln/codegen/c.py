@@ -25,7 +25,8 @@ it has:
   `tk_runtime_hook("what", out, in)`: the generated code never links MPI.
 
 Loop kinds map to: `parallel` -> `#pragma omp parallel for` (with
-`collapse(n)` over perfectly nested parallel loops); `vectorized` ->
+`collapse(n)` over perfectly nested parallel loops, and `if(cond)` when the
+loop's `threads_if` decides at run time); `vectorized` ->
 `#pragma omp simd`, which with `-O3 -march=native` gives real AVX2/AVX-512
 vector code and stays a plain C loop to read (GCC vector types would make
 the source harder to read for no gain at this level); `unrolled` ->
@@ -486,7 +487,7 @@ class _KernelWriter:
         # or at the end of each thread's share of a parallel one
         fence = self.may_stream and not in_parallel and streams(s)
         if fence and s.kind == "parallel" and not in_simd and self._parallel_clauses(s)[1] is None:
-            self.emit(depth, "#pragma omp parallel")
+            self.emit(depth, f"#pragma omp parallel{self._threads_if(s)}")
             self.emit(depth, "{")
             self.loop_nest(s, depth + 1, in_parallel, in_simd, shared=True)
             self.emit(depth + 1, "tk_stream_fence();")
@@ -517,7 +518,8 @@ class _KernelWriter:
             else:
                 head = ("omp for" if shared else "omp parallel for") if kind == "parallel" else "omp simd"
                 collapse = f" collapse({len(nest)})" if len(nest) > 1 else ""
-                pragma = f"#pragma {head}{collapse}{clauses}"
+                threads_if = self._threads_if(s) if kind == "parallel" and not shared else ""
+                pragma = f"#pragma {head}{collapse}{clauses}{threads_if}"
         if kind == "unrolled":
             extent = s.extent.value if isinstance(s.extent, Const) else 8
             pragma = f"#pragma GCC unroll {min(max(int(extent), 1), 65534)}"
@@ -547,6 +549,10 @@ class _KernelWriter:
         for level in reversed(range(len(nest))):
             self.emit(depth + level, "}")
             self.ranges.pop(nest[level].var.name, None)
+
+    def _threads_if(self, s: For) -> str:
+        """OpenMP's `if` clause of a parallel loop that spreads over threads only at some run-time sizes."""
+        return "" if s.threads_if is None else f" if({self.expr(s.threads_if)[0]})"
 
     def _parallel_clauses(self, s: For) -> tuple[str, Optional[str]]:
         """The reduction clauses of parallel loop `s` with the loops collapsed into it, or the problem."""

@@ -286,8 +286,10 @@ class CompiledGraph:
                 last = recycled[k]
                 outputs.append(last if last is not None and last.shape == shape
                                and sys.getrefcount(last) <= _UNREACHABLE_REFS else np.empty(shape, dtype))
+            if self._in_place:
+                self._place_in_inputs(arrays, inputs, outputs)
             self.module.call_sized(inputs + outputs, sizes, arena_bytes)
-            self._recycled = outputs[:]
+            self._recycled = [None if k in self._in_place else out for k, out in enumerate(outputs)]
         return outputs
 
     def _storage_inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:

@@ -179,7 +179,10 @@ def plan_memory(lowered: LoweredGraph, options: CompileOptions, updates: list[tu
     """
     program = lowered.program
     if program.sizes:  # symbolic sizes: slots chosen at the hints, offsets evaluated per call
-        return plan_symbolic(program, options.share_arena)
+        program, memory, in_place = plan_symbolic(program, options.share_arena)
+        if updates:
+            program, in_place = _plan_updates(program, updates)
+        return program, memory, in_place
     memory = memory_module.plan_memory(program)
     if options.share_arena:
         program = apply_plan(program, memory)
@@ -204,7 +207,7 @@ def build(source, program: Program, lowered: LoweredGraph, options: CompileOptio
 # ---- helpers of the stages -------------------------------------------------------------------------
 def plan_symbolic(program: Program, share_arena: bool):
     """Stage 4 for a program with size symbols (kernels/memory_plan_symbolic.py): temps share slots
-    chosen at the hints, whose symbolic offsets the entry evaluates per call; no in-place pairs."""
+    chosen at the hints, whose symbolic offsets the entry evaluates per call; in-place pairs come after."""
     offsets, _, figures = plan_symbolic_memory(program)
     if share_arena:
         program = dataclasses.replace(program, arena_offsets=tuple(sorted(offsets.items())))

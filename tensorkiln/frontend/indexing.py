@@ -111,14 +111,17 @@ def getitem(x: Tensor, key) -> Tensor:
             if step == 0:
                 raise ValueError("slice step cannot be zero")
             starts.append(start), stops.append(stop), steps.append(step)
-            out_shape.append(len(range(start, stop, step)) if not is_symbolic(stop) else stop - start)
+            if not (is_symbolic(start) or is_symbolic(stop)):
+                out_shape.append(len(range(start, stop, step)))
+            else:  # a forward slice has start <= stop (_slice_bounds); a reversed one is the whole axis
+                out_shape.append(stop - start if step == 1 else start + 1)
         else:
             starts.append(0), stops.append(size), steps.append(1)
             out_shape.append(size)
         axis += 1
 
     y = x
-    if any((a, b, c) != (0, n, 1) for a, b, c, n in zip(starts, stops, steps, x.shape)):
+    if any(not _whole_axis(a, b, c, n) for a, b, c, n in zip(starts, stops, steps, x.shape)):
         if not x.is_traced and any(is_symbolic(b) for b in stops):  # a constant sliced to a symbolic length
             trace = current_trace()
             y = Tensor._from_node(trace.constant_for(x), trace)
@@ -130,6 +133,14 @@ def getitem(x: Tensor, key) -> Tensor:
     positions = [i for i, (kind, _) in enumerate(i for i in items if i[0] != "int") if kind in ("array", "bool0")]
     arrays = [v for kind, v in items if kind in ("array", "bool0")]
     return _advanced(y, positions, arrays, adjacent)
+
+
+def _whole_axis(start, stop, step, size) -> bool:
+    """A slice that keeps a whole axis; a stop and a size that differ in symbols count as different
+    (asking `stop == size` would guard, and one more slice op is always correct)."""
+    if is_symbolic(start) or is_symbolic(stop) or is_symbolic(size):
+        return str(start) == "0" and step == 1 and str(stop) == str(size)
+    return (start, stop, step) == (0, size, 1)
 
 
 def _advanced(y: Tensor, positions: list[int], arrays: list[Tensor], adjacent: bool = True) -> Tensor:
@@ -194,4 +205,6 @@ def _slice_bounds(value: slice, size):
             stop = stop if stop <= size else size  # a range guard on the symbol, never its value
         if start <= stop:
             return start, stop, 1
+    if is_symbolic(size) and value == slice(None, None, -1):  # the whole axis reversed (flip)
+        return size - 1, -1, -1
     return value.indices(size)

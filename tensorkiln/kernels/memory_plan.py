@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..loops.expr import Load, walk
+from ..loops.index_equality import loop_extents, provably_equal
 from ..loops.ir import Alloc, Kernel, ProgramCall, Store, iter_stmts, stmt_exprs
 from ..loops.program import ARENA_ALIGNMENT, Program
 
@@ -124,7 +125,8 @@ def state_update_pairs(program: Program, candidates: list[tuple[str, str]]) -> l
             continue  # the old value is read after the update
         loads = [e for s in iter_stmts(kernel.body) for x in stmt_exprs(s) for e in walk(x)
                  if isinstance(e, Load) and e.buffer.name == in_name]
-        if all(e.index == stores[0].index for e in loads):
+        extents = loop_extents(kernel.body)  # equal indices may be spelled apart with run-time sizes
+        if all(provably_equal(e.index, stores[0].index, extents) for e in loads):
             pairs.append((out_name, in_name))
             taken |= {out_name, in_name}
     return pairs

@@ -12,6 +12,7 @@ from typing import Callable
 
 from ..loops import expr as E
 from .inline import delinearize
+from .run_time_choice import at_least, may_be_parallel, threads_if
 from ..loops.ir import For, Stmt
 
 PARALLEL_MIN_ELEMENTS = 1 << 15  # below this, starting threads costs more than it saves
@@ -52,9 +53,13 @@ def output_nest(shape: tuple[int, ...], body: Callable[[list[E.Expr], E.Expr], S
     rows = 1
     for d in rows_shape:
         rows *= d
-    parallel = rows * cols * work_per_element >= PARALLEL_MIN_ELEMENTS
+    # with a run-time size, serial or parallel is decided per call (no size class)
+    choice = at_least(rows * cols * work_per_element, PARALLEL_MIN_ELEMENTS)
+    parallel, when = may_be_parallel(choice), threads_if(choice)
     r, c = E.Var(f"{prefix}r"), E.Var(f"{prefix}c")
-    split = parallel and rows < 2 * thread_count() and cols > COLUMN_BLOCK
+    # few rows: their columns are cut in blocks for the threads (only where parallel is decided now,
+    # so a run-time choice asks nothing more of the sizes)
+    split = choice is True and cols > COLUMN_BLOCK and rows < 2 * thread_count()
     if split:
         cb = E.Var(f"{prefix}cb")
         column: E.Expr = cb * COLUMN_BLOCK + c
@@ -67,7 +72,8 @@ def output_nest(shape: tuple[int, ...], body: Callable[[list[E.Expr], E.Expr], S
     flat = r * cols + column if rows_shape else column
     inner = For(c, extent, body(index, flat), "vectorized" if vectorize and cols >= VECTOR_MIN_EXTENT else "serial")
     if split:
-        inner = For(cb, E.const(n_blocks), inner, "parallel")
+        inner = For(cb, E.const(n_blocks), inner, "parallel", when)
     if not rows_shape:
         return inner
-    return For(r, E.const(rows), inner, "parallel" if parallel and rows > 1 else "serial")
+    row_parallel = parallel and rows > 1
+    return For(r, E.const(rows), inner, "parallel" if row_parallel else "serial", when if row_parallel else None)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .expr import Expr, Load, Select, free_vars, logical_not, walk
+from .index_equality import Extents, loop_extents, provably_equal
 from .ir import Alloc, Block, For, If, Stmt, Store, iter_stmts
 from .program import Program
 
@@ -27,17 +28,18 @@ def skip_unchanged_stores(program: Program, pairs: list[tuple[str, str]]) -> Pro
     kernels = []
     for kernel in program.kernels:
         body = kernel.body
+        extents = loop_extents(body)
         for out_name, in_name in pairs:
-            body = _rewrite(body, out_name, in_name)
+            body = _rewrite(body, out_name, in_name, extents)
         kernels.append(kernel if body is kernel.body else replace(kernel, body=body))
     return replace(program, kernels=tuple(kernels))
 
 
-def _rewrite(stmt: Stmt, out_name: str, in_name: str) -> Stmt:
+def _rewrite(stmt: Stmt, out_name: str, in_name: str, extents: Extents) -> Stmt:
     if isinstance(stmt, Store):
-        return _conditional_store(stmt, out_name, in_name)
+        return _conditional_store(stmt, out_name, in_name, extents)
     if isinstance(stmt, For):
-        body = _rewrite(stmt.body, out_name, in_name)
+        body = _rewrite(stmt.body, out_name, in_name, extents)
         if body is stmt.body:
             return stmt
         if isinstance(body, If) and body.else_ is None and _invariant(body.cond, stmt.var.name, body.then):
@@ -45,24 +47,27 @@ def _rewrite(stmt: Stmt, out_name: str, in_name: str) -> Stmt:
             return If(body.cond, replace(stmt, body=body.then))
         return replace(stmt, body=body)
     if isinstance(stmt, Alloc):
-        body = _rewrite(stmt.body, out_name, in_name)
+        body = _rewrite(stmt.body, out_name, in_name, extents)
         return stmt if body is stmt.body else replace(stmt, body=body)
     if isinstance(stmt, If):
-        then = _rewrite(stmt.then, out_name, in_name)
-        else_ = None if stmt.else_ is None else _rewrite(stmt.else_, out_name, in_name)
+        then = _rewrite(stmt.then, out_name, in_name, extents)
+        else_ = None if stmt.else_ is None else _rewrite(stmt.else_, out_name, in_name, extents)
         return stmt if then is stmt.then and else_ is stmt.else_ else If(stmt.cond, then, else_)
     if isinstance(stmt, Block):
-        stmts = tuple(_rewrite(s, out_name, in_name) for s in stmt.stmts)
+        stmts = tuple(_rewrite(s, out_name, in_name, extents) for s in stmt.stmts)
         return stmt if all(a is b for a, b in zip(stmts, stmt.stmts)) else Block(stmts)
     return stmt
 
 
-def _conditional_store(store: Store, out_name: str, in_name: str) -> Stmt:
-    """`out[i] = select(c, a, in[i])` as `if (c) out[i] = a` (and the mirror case); other stores unchanged."""
+def _conditional_store(store: Store, out_name: str, in_name: str, extents: Extents) -> Stmt:
+    """`out[i] = select(c, a, in[i])` as `if (c) out[i] = a` (and the mirror case); other stores unchanged.
+
+    `in[i]` may be spelled apart from the store's index: equal is proven over the loops' `extents`."""
     value = store.value
     if store.buffer.name != out_name or not isinstance(value, Select):
         return store
-    old = lambda e: isinstance(e, Load) and e.buffer.name == in_name and e.index == store.index  # noqa: E731
+    old = lambda e: isinstance(e, Load) and e.buffer.name == in_name \
+        and provably_equal(e.index, store.index, extents)  # noqa: E731
     if old(value.b) and not old(value.a):
         return If(value.cond, Store(store.buffer, store.index, value.a))
     if old(value.a) and not old(value.b):

@@ -83,12 +83,18 @@ class Stmt:
 
 @dataclass(frozen=True)
 class For(Stmt):
-    """`for var in 0..extent (kind): body`."""
+    """`for var in 0..extent (kind): body`.
+
+    `threads_if`, on a parallel loop: a bool expression of run-time sizes; the loop spreads over
+    threads only when it holds (OpenMP's `if` clause), so one program serves small sizes serially
+    and large ones in parallel. None: always.
+    """
 
     var: Var
     extent: Expr
     body: Stmt
     kind: str = "serial"
+    threads_if: Optional[Expr] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.extent, int):
@@ -99,6 +105,8 @@ class For(Stmt):
             raise LoopIRError(f"loop {self.var.name}: kind must be one of {LOOP_KINDS}, got {self.kind!r}")
         if self.var.dtype != INDEX_DTYPE or self.extent.dtype != INDEX_DTYPE:
             raise LoopIRError(f"loop {self.var.name}: variable and extent must be {INDEX_DTYPE}")
+        if self.threads_if is not None and (self.kind != "parallel" or self.threads_if.dtype != "bool"):
+            raise LoopIRError(f"loop {self.var.name}: threads_if needs a parallel loop and a bool condition")
 
 
 @dataclass(frozen=True)
@@ -342,7 +350,7 @@ def iter_stmts(stmt: Stmt) -> Iterator[Stmt]:
 def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
     """The expressions directly held by one statement (not those of nested statements)."""
     if isinstance(stmt, For):
-        return (stmt.extent,)
+        return (stmt.extent,) if stmt.threads_if is None else (stmt.extent, stmt.threads_if)
     if isinstance(stmt, Store):
         return (stmt.index, stmt.value)
     if isinstance(stmt, (Let, Assign)):
@@ -368,7 +376,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Ex
         hi = Bounds(ranges)(extent)[1]
         inner = dict(ranges)
         inner[stmt.var.name] = (0, max(hi - 1, 0))
-        return For(stmt.var, extent, map_exprs(stmt.body, fn, inner), stmt.kind)
+        threads_if = None if stmt.threads_if is None else fn(stmt.threads_if, ranges)
+        return For(stmt.var, extent, map_exprs(stmt.body, fn, inner), stmt.kind, threads_if)
     if isinstance(stmt, Store):
         return Store(stmt.buffer, fn(stmt.index, ranges), fn(stmt.value, ranges))
     if isinstance(stmt, Let):
@@ -506,6 +515,8 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
     pad = "  " * depth
     if isinstance(stmt, For):
         kind = "" if stmt.kind == "serial" else f" ({stmt.kind})"
+        if stmt.threads_if is not None:
+            kind = f" (parallel if {format_expr(stmt.threads_if)})"
         head = f"{pad}for {stmt.var.name} in 0..{format_expr(stmt.extent)}{kind}:"
         return [head] + format_stmt(stmt.body, depth + 1)
     if isinstance(stmt, Store):

@@ -132,8 +132,11 @@ def test_onnx_export_command(tmp_path, capsys):
     assert "exported tanh_net" in capsys.readouterr().out
     x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
     expected = tk.onnx.load(str(path))(x)[0]
-    assert np.array_equal(tk.load_compiled(tmp_path / "out")(x)[0], expected)
-    assert run_example(tmp_path / "out", [x]) == [expected.tobytes()]
+    exported = tk.load_compiled(tmp_path / "out")(x)[0]
+    # the loaded model's N is a size symbol (one program for every N), the export's is 3: the same
+    # values up to the order of the GEMM's sums
+    np.testing.assert_allclose(exported, expected, rtol=1e-6, atol=1e-6)
+    assert run_example(tmp_path / "out", [x]) == [exported.tobytes()]
 
 
 def test_export_refuses_what_it_cannot_export(tmp_path):

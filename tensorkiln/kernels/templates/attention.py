@@ -47,6 +47,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
 from ...loops.schedule import substitute
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ..run_time_choice import all_of, at_least, may_be_parallel, threads_if
 from ...loops.types import itemsize
 from ..target import cpu_target
 from ...shapes import is_symbolic, prod
@@ -357,6 +358,7 @@ class _AttentionKernel:
 
         self.task = E.Var("task")
         self.kblock = E.Var("kblock")
+        self.whole_key_block = False  # set while building a block whose keys are all < n (no clamp)
         self.origin, self.b, self.i0 = self._task_origin()
         self.batch_index = delinearize(self.b, self.batch_shape) if self.batch_shape else []
         self.rows = self._extent(mq, self.m, self.i0)  # valid queries in this block
@@ -366,7 +368,7 @@ class _AttentionKernel:
 
     def _task_origin(self) -> tuple[list[Stmt], E.Expr, E.Expr]:
         """(lets to compute first, batch index, first query row) of parallel iteration `task`."""
-        if self.q_blocks == 1:
+        if not is_symbolic(self.q_blocks) and self.q_blocks == 1:  # (a run-time count asks nothing of the length)
             return [], self.task, E.const(0)
         pos = self.task % self.q_blocks
         if self.causal is not None and self.causal.skippable:
@@ -396,6 +398,8 @@ class _AttentionKernel:
 
     def _key(self, j: E.Expr) -> E.Expr:
         """Key row of local key j (the last key stands in for keys past n)."""
+        if self.whole_key_block:  # with a run-time n the simplifier cannot drop the clamp itself
+            return self.k0 + j
         return E.minimum(self.k0 + j, self.n - 1)
 
     # ---- phases
@@ -417,8 +421,10 @@ class _AttentionKernel:
             per_task = Alloc(buf, per_task)
         per_task = block(*self.origin, per_task)
         tasks = self.batch * self.q_blocks
-        parallel = self.batch * self.m * self.n * self.d >= PARALLEL_MIN_ELEMENTS and tasks > 1
-        return For(self.task, E.const(tasks), per_task, "parallel" if parallel else "serial")
+        # a run-time length decides serial or parallel per call (one program for all lengths)
+        choice = all_of(at_least(self.batch * self.m * self.n * self.d, PARALLEL_MIN_ELEMENTS), at_least(tasks, 2))
+        return For(self.task, E.const(tasks), per_task, "parallel" if may_be_parallel(choice) else "serial",
+                   threads_if(choice))
 
     def _const(self, value: float) -> E.Expr:
         return E.Const(float(value), self.dtype)
@@ -436,8 +442,10 @@ class _AttentionKernel:
             whole = self.n // nk
             if is_symbolic(self.n):  # a symbolic key count: whole blocks, then a last one of 0..nk-1 keys
                 last = substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)})
-                return block(For(self.kblock, E.const(whole), self._key_block(E.const(nk))),
-                             If(E.gt(E.const(self.n % nk), 0), last))
+                self.whole_key_block = True  # kblock < n // nk: every key of the block is below n
+                whole_blocks = For(self.kblock, E.const(whole), self._key_block(E.const(nk)))
+                self.whole_key_block = False
+                return block(whole_blocks, If(E.gt(E.const(self.n % nk), 0), last))
             parts = [_loop(self.kblock, whole, self._key_block(E.const(nk)))] if whole else []
             if self.n % nk:
                 parts.append(substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)}))

@@ -50,7 +50,7 @@ K > KC needs an output of its compute dtype (float32/float64); the epilogue
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ...loops import expr as E
@@ -58,6 +58,7 @@ from ...loops.buffer import Buffer
 from ...loops.ir import Alloc, For, If, Stmt, Store, block
 from ...loops.schedule import substitute
 from ..schedule_defaults import thread_count
+from ..run_time_choice import at_least, threads_if
 from ...loops.types import itemsize
 from ..target import cpu_target
 from ..tuned import configured, workload_key
@@ -193,6 +194,7 @@ class ThreadSplit:
     col_chunks: int
     parallel: bool
     k_chunks: int = 1
+    threads_if: E.Expr | None = None  # a parallel split used only where this run-time condition holds
 
 
 SPLIT_K_DEPTH = 8  # split the depth when K is at least this many times M and N
@@ -214,14 +216,27 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
     blocking.split "rows" / "cols" imposes the cut where the matrix is cut at all.
     """
     threads = threads or thread_count()
-    if threads <= 1 or batch * m * n * k < PARALLEL_MIN_MACS:
+    # with a run-time size, whether the threads share the GEMM is decided per call (no size class)
+    choice = at_least(batch * m * n * k, PARALLEL_MIN_MACS)
+    if threads <= 1 or choice is False:
         return ThreadSplit(1, 1, False)
+    split = _thread_cut(batch, m, n, k, blocking, threads, depth_split and choice is True)
+    return replace(split, threads_if=threads_if(choice)) if split.parallel else split
+
+
+def _thread_cut(batch: int, m: int, n: int, k: int, blocking: GemmBlocking, threads: int,
+                depth_split: bool) -> ThreadSplit:
+    """gemm_thread_split's cut of a GEMM large enough to share."""
     if batch % threads == 0 or batch >= 4 * threads:
         return ThreadSplit(1, 1, True)
     if depth_split and batch == 1 and split_k_applies(m, n, k, blocking, threads):
         return ThreadSplit(1, 1, True, threads)
     cuts = threads // math.gcd(batch, threads)
     row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
+    if is_symbolic(m) and not is_symbolic(n) and blocking.split == "auto":
+        # a run-time M: the same cut at every M (no size class): the columns where they go round,
+        # else the rows (at a small M some tasks get none)
+        return ThreadSplit(1, cuts, True) if col_units >= cuts else ThreadSplit(cuts, 1, True)
     by_cols = (n >= 2 * m and col_units >= cuts) or row_units < cuts
     if blocking.split != "auto":  # a tuned blocking chose the cut
         by_cols = blocking.split == "cols"
@@ -371,7 +386,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     if tasks == 1:
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
     matrix = substitute(matrix, {bi.name: task // chunks if chunks > 1 else task})
-    return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial")
+    return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial", split.threads_if)
 
 
 def a_reads_rows(a_value: IndexFn, probe: E.Var) -> bool:

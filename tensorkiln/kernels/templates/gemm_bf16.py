@@ -196,7 +196,7 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     if tasks == 1:
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
     matrix = substitute(matrix, {bi.name: task // chunks if chunks > 1 else task})
-    return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial")
+    return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial", split.threads_if)
 
 
 __all__ = ["NATIVE_MR", "PACKING_CONTRACTIONS", "bf16_gemm", "gemm_template", "holds_bf16_values", "is_bf16_rounding",

@@ -63,7 +63,11 @@ def blis_gemm_applies(root: Node, out_dtype: str) -> bool:
     if dtype not in ("float32", "float64") or a_node.dtype.name != root.dtype.name:
         return False
     batch = prod(batch_shape) if batch_shape else 1
-    if m < 4 or n < 8 or k < 1 or batch * m * n * k < BLIS_MIN_FLOPS:
+    # Run-time rows (M or the batch) take the GEMM at every size, not a size class for small ones: its
+    # short last tile is masked, and the simple nest it gives way to wins only on a few microseconds' work
+    runtime_rows = is_symbolic(m) or is_symbolic(batch)
+    if (not is_symbolic(m) and m < 4) or n < 8 or k < 1 or \
+            (not runtime_rows and batch * m * n * k < BLIS_MIN_FLOPS):
         return False
     # a tuned blocking never adds depth blocks to the analytic one's (gemm.blocking_legal)
     blocking = analytic_gemm_blocking(m, n, k, dtype)
@@ -100,8 +104,10 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         # B is shared by every batch: fold the batch into the rows, so B is packed once.
         def a_value(b, row, kk):
             index = delinearize(row // m, batch_shape) if m > 1 else delinearize(row, batch_shape)
-            # one matrix with a symbolic M: row < M, and a % by a run-time M would cost a division per load
-            i = (row if not batch_shape and is_symbolic(m) else row % m) if m > 1 else E.const(0)
+            # one matrix (no batch, or batch axes of size 1) with a symbolic M: row < M, and a % by a
+            # run-time M would cost a division per load (and make A packed instead of read in place)
+            one_matrix = not batch_shape or (not is_symbolic(batch) and batch == 1)
+            i = (row if one_matrix and is_symbolic(m) else row % m) if m > 1 else E.const(0)
             return values.value(a_node, broadcast_index(index, batch_shape, a_node.shape[:-2]) + [i, kk])
 
         def b_value(b, kk, col):

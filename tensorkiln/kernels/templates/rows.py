@@ -45,6 +45,7 @@ from ..inline import ValueBuilder, delinearize
 from ..reduction import LANE_BLOCK, Partials, blocked_nest
 from ...loops.ir import Alloc, Assign, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ..run_time_choice import all_of, at_least, may_be_parallel, threads_if
 from ..stream import MIN_STREAM_BYTES, STAGE_BYTES, streams_output
 from ...loops.types import compute_dtype, is_float, itemsize
 from ..target import cpu_target
@@ -117,8 +118,9 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
         e = E.Var("e_stream")
         body = Alloc(staged, block(body, For(e, E.const(width), Store(out, r * width + e, E.Load(staged, e)),
                                              "streamed")))
-    parallel = rows > 1 and rows * width * (len(inner) + 1) >= PARALLEL_MIN_ELEMENTS
-    return For(r, E.const(rows), body, "parallel" if parallel else "serial")
+    # a run-time row count decides serial or parallel per call (one program for all sizes)
+    choice = all_of(at_least(rows, 2), at_least(rows * width * (len(inner) + 1), PARALLEL_MIN_ELEMENTS))
+    return For(r, E.const(rows), body, "parallel" if may_be_parallel(choice) else "serial", threads_if(choice))
 
 
 def _streams_rows(out: Buffer, width: int) -> bool:
