@@ -173,6 +173,8 @@ def _input_blocks(root: Node) -> tuple[int, int]:
     depthwise one reads channel block b, lane j for output block b, lane j,
     so its input is blocked as its output.
     """
+    if root.inputs[1].ndim == 7:  # conv2d_nchwc_bf16's pairs (K/kb, C/cb, KH, KW, cb/2, kb, 2)
+        return root.inputs[1].shape[1], 2 * root.inputs[1].shape[4]
     kblocks, cblocks, _, _, cb, kb = root.inputs[1].shape
     return (kblocks, kb) if _is_depthwise(root) else (cblocks, cb)
 
