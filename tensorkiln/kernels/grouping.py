@@ -194,7 +194,7 @@ BF16_STORAGE_READERS = frozenset({"conv2d_nchwc_bf16"})
 # Contractions that read each operand element about once, into a packed panel or a padded copy:
 # a rounding of a stored value read only by them is computed there, not stored first.
 CONV_ROUNDING_READERS = BF16_STORAGE_READERS | {"conv2d", "conv2d_winograd"}
-ROUNDING_READERS = PACKING_CONTRACTIONS | CONV_ROUNDING_READERS
+ROUNDING_READERS = PACKING_CONTRACTIONS | CONV_ROUNDING_READERS | {"conv2d_nchwc"}
 
 
 def _read_in_bf16(node: Node, users_of: dict[int, list[Node]], readers_ok: frozenset = BF16_STORAGE_READERS) -> bool:
