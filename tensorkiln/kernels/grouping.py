@@ -158,10 +158,10 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
         rounded = node.inputs[0].inputs[0]
         if rounded.kind == OpKind.SOURCE or rounded.id in stored or not _inlines_arithmetic(rounded, stored):
             return None  # precision="bf16": the GEMM rounds a stored operand while packing it, a conv as it copies
-        if node.inputs[0].id in stored and all(u.op in BF16_STORAGE_READERS for u in users):
-            return None  # the bf16 convolution reads the bf16 value where it is stored
+        if node.inputs[0].id in stored and all(reads_bf16_storage(u) for u in users):
+            return None  # the convolution reads the bf16 value where it is stored
     if users_of is not None and node.kind == OpKind.ELEMENTWISE and len(users) > 1 and \
-            any(_read_in_bf16(u, users_of, CONV_ROUNDING_READERS) for u in users):
+            any(_read_in_bf16(u, users_of, lambda r: r.op in CONV_ROUNDING_READERS) for u in users):
         return "read by a bf16 convolution (which rounds it as it copies) and by other ops"
     if users_of is not None and _stored_as_bf16(node, users, users_of, stored):
         return "a bf16 operand of conv2d_nchwc_bf16 (stored as bfloat16: half the bytes)"
@@ -191,21 +191,29 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
 # Contractions that read a bf16 rounding of their input from bfloat16 storage (or round a stored
 # float32 value while copying it): the producer's epilogue then stores the rounded value as bfloat16.
 BF16_STORAGE_READERS = frozenset({"conv2d_nchwc_bf16"})
+
+
+def reads_bf16_storage(node: Node) -> bool:
+    """`node` reads a bf16 rounding of its input from a bfloat16 buffer: the bf16 direct convolution
+    (as pairs), or a blocked depthwise one (each load widened to float32; conv_nchwc.py)."""
+    return node.op in BF16_STORAGE_READERS or (node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1)
 # Contractions that read each operand element about once, into a packed panel or a padded copy:
 # a rounding of a stored value read only by them is computed there, not stored first.
 CONV_ROUNDING_READERS = BF16_STORAGE_READERS | {"conv2d", "conv2d_winograd"}
 ROUNDING_READERS = PACKING_CONTRACTIONS | CONV_ROUNDING_READERS | {"conv2d_nchwc"}
 
 
-def _read_in_bf16(node: Node, users_of: dict[int, list[Node]], readers_ok: frozenset = BF16_STORAGE_READERS) -> bool:
-    """`node` = cast(x, bfloat16) whose only reader widens it back for `readers_ok` alone."""
+def _read_in_bf16(node: Node, users_of: dict[int, list[Node]], readers_ok=None) -> bool:
+    """`node` = cast(x, bfloat16) whose only reader widens it back for readers that `readers_ok`
+    accepts (default: `reads_bf16_storage`)."""
+    readers_ok = readers_ok or reads_bf16_storage
     if node.op != "cast" or node.dtype.name != "bfloat16":
         return False
     users = users_of.get(node.id, [])
     if len(users) != 1 or not is_bf16_rounding(users[0]):
         return False
     readers = users_of.get(users[0].id, [])
-    return bool(readers) and all(u.op in readers_ok for u in readers)
+    return bool(readers) and all(readers_ok(u) for u in readers)
 
 
 def _stored_as_bf16(node: Node, users: list[Node], users_of: dict[int, list[Node]], stored: set[int]) -> bool:

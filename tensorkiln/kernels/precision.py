@@ -42,7 +42,7 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
     if int8:
         return f"int8 ({int8[0][len(_INT8_GEMM):]})"
     if any(isinstance(s, Alloc) and s.buffer.dtype == "bfloat16" for s in stmts) or \
-            any(n.op == "conv2d_nchwc_bf16" for n in nodes):  # its tile in loop IR, reading bf16 in place
+            any(n.op == "conv2d_nchwc_bf16" or _reads_bf16_storage(n, nodes) for n in nodes):  # loop IR widening bf16
         return "bf16 (widened to fp32)"
     contractions = [n for n in nodes if n.kind == OpKind.CONTRACTION]
     if any(any(holds_bf16_values(x) for x in c.inputs) for c in contractions):
@@ -51,6 +51,13 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
         return "copy"
     name = root.dtype.compute.name  # float16/bfloat16 storage computes in float32
     return SHORT_NAMES.get(name, name)
+
+
+def _reads_bf16_storage(node: Node, nodes: list[Node]) -> bool:
+    """A depthwise blocked convolution whose input widens a bfloat16 value stored by another kernel."""
+    x = node.inputs[0] if node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1 else None
+    return x is not None and x.op == "cast" and x.inputs[0].dtype.name == "bfloat16" and \
+        all(n is not x.inputs[0] for n in nodes)
 
 
 __all__ = ["kernel_precision"]

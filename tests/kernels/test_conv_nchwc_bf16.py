@@ -163,3 +163,31 @@ def test_the_tile_runs_vdpbf16ps():
     f = tk.jit(chain, precision="bf16")
     block = hottest_block(f.report(x).library_path, "vdpbf16ps")
     assert sum("vdpbf16ps" in line for line in block) >= 8
+
+
+@pytest.mark.parametrize("channels,expand,stride", [(24, 6, 1), (40, 3, 2)])
+def test_an_inverted_residual_block_keeps_bf16_activations(path, channels, expand, stride):
+    """MobileNetV2's block: the expanding 1x1 convolution stores its output as bf16, the depthwise
+    one reads it where it lies (widened to float32 by each load) and stores bf16 for the projection."""
+    wide = channels * expand
+    w1 = tk.tensor((RNG.standard_normal((wide, channels, 1, 1)) * 0.2).astype(np.float32))
+    wd = tk.tensor((RNG.standard_normal((wide, 1, 3, 3)) * 0.3).astype(np.float32))
+    w2 = tk.tensor((RNG.standard_normal((channels, wide, 1, 1)) * 0.1).astype(np.float32))
+
+    def block(x):
+        y = F.conv2d(x, w1).clip(0.0, 6.0)
+        y = F.conv2d(y, wd, stride=stride, padding=1, groups=wide).clip(0.0, 6.0)
+        y = F.conv2d(y, w2)
+        return y + x if stride == 1 else y
+
+    x = RNG.standard_normal((1, channels, 15, 13)).astype(np.float32)
+    f = tk.jit(block, precision="bf16")
+    got = f(x).numpy()
+    kernels = f.report(x).kernels
+    assert [k.precision for k in kernels] == [expected_precision(path), "bf16 (widened to fp32)",
+                                              expected_precision(path)]
+    assert all("bf16[" in str(k.nodes[-1]) for k in kernels[:2])  # both activations stored as bfloat16
+    oracle = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
+    fp32 = tk.jit(block)(x).numpy()
+    assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 2e-3
+    assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < BF16_TOLERANCE
