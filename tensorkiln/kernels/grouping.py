@@ -149,6 +149,9 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
         if row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users):
             return None
         return "a reduction"
+    if users_of is not None and node.kind in (OpKind.ELEMENTWISE, OpKind.CONTRACTION) and len(users) > 1 and \
+            any(_read_in_bf16(u, users_of, lambda r: r.op in CONV_ROUNDING_READERS) for u in users):
+        return "read by a bf16 convolution (which rounds it as it copies) and by other ops"
     if node.kind == OpKind.CONTRACTION:
         # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
         return None if _has_epilogue(node, users, users_of or {}) else "a contraction without an epilogue"
@@ -160,9 +163,6 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
             return None  # precision="bf16": the GEMM rounds a stored operand while packing it, a conv as it copies
         if node.inputs[0].id in stored and all(reads_bf16_storage(u) for u in users):
             return None  # the convolution reads the bf16 value where it is stored
-    if users_of is not None and node.kind == OpKind.ELEMENTWISE and len(users) > 1 and \
-            any(_read_in_bf16(u, users_of, lambda r: r.op in CONV_ROUNDING_READERS) for u in users):
-        return "read by a bf16 convolution (which rounds it as it copies) and by other ops"
     if users_of is not None and _stored_as_bf16(node, users, users_of, stored):
         return "a bf16 operand of conv2d_nchwc_bf16 (stored as bfloat16: half the bytes)"
     if node.kind == OpKind.ELEMENTWISE and users_of is not None:
@@ -193,10 +193,18 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
 BF16_STORAGE_READERS = frozenset({"conv2d_nchwc_bf16"})
 
 
+# A blocked depthwise layer can read its input from bfloat16 storage too, each load widened to
+# float32 (conv_nchwc.py), but that measured slower than reading float32 on MobileNetV2 (the widening
+# of every tap's load costs more than the halved bytes save at batch 1; `python benchmarks/bf16_convs.py`):
+# off, so a depthwise layer reads float32 and only its output is stored as bf16 for the projection.
+BF16_DEPTHWISE_INPUT = False
+
+
 def reads_bf16_storage(node: Node) -> bool:
     """`node` reads a bf16 rounding of its input from a bfloat16 buffer: the bf16 direct convolution
-    (as pairs), or a blocked depthwise one (each load widened to float32; conv_nchwc.py)."""
-    return node.op in BF16_STORAGE_READERS or (node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1)
+    (as pairs), or, with BF16_DEPTHWISE_INPUT, a blocked depthwise one."""
+    depthwise = node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1
+    return node.op in BF16_STORAGE_READERS or (BF16_DEPTHWISE_INPUT and depthwise)
 # Contractions that read each operand element about once, into a packed panel or a padded copy:
 # a rounding of a stored value read only by them is computed there, not stored first.
 CONV_ROUNDING_READERS = BF16_STORAGE_READERS | {"conv2d", "conv2d_winograd"}

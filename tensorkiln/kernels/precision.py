@@ -56,8 +56,9 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
 def _reads_bf16_storage(node: Node, nodes: list[Node]) -> bool:
     """A depthwise blocked convolution whose input widens a bfloat16 value stored by another kernel."""
     x = node.inputs[0] if node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1 else None
+    ids = {n.id for n in nodes}  # the widening is computed here, from a bf16 value stored elsewhere
     return x is not None and x.op == "cast" and x.inputs[0].dtype.name == "bfloat16" and \
-        all(n is not x.inputs[0] for n in nodes)
+        x.id in ids and x.inputs[0].id not in ids
 
 
 __all__ = ["kernel_precision"]

@@ -13,6 +13,7 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.frontend.tensor import apply
+from tensorkiln.kernels import grouping
 from tensorkiln.passes.conv_bf16_weights import conv_weight_pairs
 
 from .test_conv_nchwc import block_input, block_weight, reference, unblock
@@ -165,10 +166,12 @@ def test_the_tile_runs_vdpbf16ps():
     assert sum("vdpbf16ps" in line for line in block) >= 8
 
 
-@pytest.mark.parametrize("channels,expand,stride", [(24, 6, 1), (40, 3, 2)])
-def test_an_inverted_residual_block_keeps_bf16_activations(path, channels, expand, stride):
-    """MobileNetV2's block: the expanding 1x1 convolution stores its output as bf16, the depthwise
-    one reads it where it lies (widened to float32 by each load) and stores bf16 for the projection."""
+@pytest.mark.parametrize("channels,expand,stride,bf16_input", [(24, 6, 1, False), (40, 3, 2, True)])
+def test_an_inverted_residual_block_keeps_bf16_activations(path, monkeypatch, channels, expand, stride, bf16_input):
+    """MobileNetV2's block: the depthwise convolution stores its output as bf16 for the projection; its
+    input is float32 (rounded values), or, with BF16_DEPTHWISE_INPUT, bf16 stored by the expanding
+    1x1 convolution and read where it lies, each load widened to float32."""
+    monkeypatch.setattr(grouping, "BF16_DEPTHWISE_INPUT", bf16_input)
     wide = channels * expand
     w1 = tk.tensor((RNG.standard_normal((wide, channels, 1, 1)) * 0.2).astype(np.float32))
     wd = tk.tensor((RNG.standard_normal((wide, 1, 3, 3)) * 0.3).astype(np.float32))
@@ -184,9 +187,9 @@ def test_an_inverted_residual_block_keeps_bf16_activations(path, channels, expan
     f = tk.jit(block, precision="bf16")
     got = f(x).numpy()
     kernels = f.report(x).kernels
-    assert [k.precision for k in kernels] == [expected_precision(path), "bf16 (widened to fp32)",
-                                              expected_precision(path)]
-    assert all("bf16[" in str(k.nodes[-1]) for k in kernels[:2])  # both activations stored as bfloat16
+    depthwise = "bf16 (widened to fp32)" if bf16_input else "bf16 operands (fp32 kernel)"
+    assert [k.precision for k in kernels] == [expected_precision(path), depthwise, expected_precision(path)]
+    assert ("bf16[" in str(kernels[0].nodes[-1])) == bf16_input and "bf16[" in str(kernels[1].nodes[-1])
     oracle = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
     fp32 = tk.jit(block)(x).numpy()
     assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 2e-3
