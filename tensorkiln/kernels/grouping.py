@@ -229,9 +229,11 @@ def _stored_as_bf16(node: Node, users: list[Node], users_of: dict[int, list[Node
     in the producer's kernel (a convolution's epilogue) and read by nothing else: storing the bf16 value
     instead of x halves the bytes. An x read elsewhere too (a residual block's output) is stored as
     float32 anyway; the convolution then rounds it as it copies."""
+    if not _read_in_bf16(node, users_of):
+        return False
     x = node.inputs[0]
-    return (_read_in_bf16(node, users_of) and len(users_of.get(x.id, [])) == 1
-            and x.kind != OpKind.SOURCE and x.id not in stored and _inlines_arithmetic(x, stored))
+    return (len(users_of.get(x.id, [])) == 1 and x.kind != OpKind.SOURCE and x.id not in stored
+            and _inlines_arithmetic(x, stored))
 
 
 def row_reduction_axes(node: Node) -> int:
