@@ -1,7 +1,7 @@
 """tensorkiln against one peer, block by block: the ratio of each pair of blocks run side by side.
 
     OMP_WAIT_POLICY=passive python benchmarks/alternating.py [MODEL ...] [--peer onnxruntime]
-        [--pairs 8] [--batch 1] [--threads 2] [--json FILE]
+        [--pairs 8] [--batch 1] [--threads 2] [--precision fp32] [--json FILE]
 
 MODEL is any of `tensorkiln bench`'s models (resnet18, mobilenetv2, bert, gpt2, mlp;
 gpt2 gives two rows, prefill and one decode step). Each model is compiled by
@@ -14,7 +14,8 @@ to 2x over minutes, so a ratio means most when its two blocks ran next to each
 other: every row prints the median of the per-pair ratios (peer time / tensorkiln
 time: above 1 means tensorkiln is faster) and their range, besides the median
 per-call times. Precision: fp32 for every framework except OpenVINO's default,
-which computes in bf16 on a CPU with AVX512-BF16.
+which computes in bf16 on a CPU with AVX512-BF16; `--precision bf16` compiles
+tensorkiln with precision="bf16" (as `tensorkiln bench --precision bf16`).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def pair_ratios(blocks: dict[str, list[float]], peer: str) -> list[float]:
     return [theirs / ours for ours, theirs in zip(blocks["tensorkiln"], blocks[peer])]
 
 
-def model_rows(name: str, peer: str, pairs: int, batch: int) -> dict[str, dict]:
+def model_rows(name: str, peer: str, pairs: int, batch: int, precision: str = "fp32") -> dict[str, dict]:
     """Row name -> figures of one model (GPT-2: its prefill and decode rows)."""
     blocks_per_call: list[dict[str, list[float]]] = []
 
@@ -48,10 +49,10 @@ def model_rows(name: str, peer: str, pairs: int, batch: int) -> dict[str, dict]:
 
     progress = lambda message: print(f"  .. {message}", file=sys.stderr, flush=True)  # noqa: E731
     if name == "gpt2":
-        steps = measure_gpt2(batch, [peer], repeat=1, progress=progress, timer=timer)
+        steps = measure_gpt2(batch, [peer], repeat=1, progress=progress, timer=timer, precision=precision)
         names = ["gpt2 prefill", "gpt2 decode"]
     else:
-        steps = (measure(name, batch, [peer], repeat=1, timer=timer),)
+        steps = (measure(name, batch, [peer], repeat=1, timer=timer, precision=precision),)
         names = [name]
     rows = {}
     for row_name, figures, blocks in zip(names, steps, blocks_per_call):
@@ -72,6 +73,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=8, help="rounds of one block of each, side by side")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="threads for both frameworks")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="tensorkiln's precision")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
@@ -79,9 +81,9 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     results = {}
     for name in args.models:
-        results.update(model_rows(name, args.peer, args.pairs, args.batch))
-    print(f"\ntensorkiln against {args.peer}, {args.pairs} pairs of blocks side by side, batch {args.batch}, "
-          f"{args.threads} threads; ratio = {args.peer} time / tensorkiln time")
+        results.update(model_rows(name, args.peer, args.pairs, args.batch, args.precision))
+    print(f"\ntensorkiln ({args.precision}) against {args.peer}, {args.pairs} pairs of blocks side by side, "
+          f"batch {args.batch}, {args.threads} threads; ratio = {args.peer} time / tensorkiln time")
     print(f"{'model':14} {'tensorkiln':>12} {args.peer:>14} {'ratio median':>13} {'range':>13}  agrees")
     for row_name, r in results.items():
         print(f"{row_name:14} {r['tensorkiln_s'] * 1e3:9.3f} ms {r['peer_s'] * 1e3:11.3f} ms "
@@ -90,6 +92,7 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"peer": args.peer, "pairs": args.pairs, "batch": args.batch, "threads": args.threads,
+                       "precision": args.precision,
                        "results": results}, f, indent=2)
     return 0 if all(r["agrees"] for r in results.values()) else 1
 

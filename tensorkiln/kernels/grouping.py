@@ -151,15 +151,22 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
         if row_reduction_axes(node) and users and all(u.kind == OpKind.ELEMENTWISE for u in users):
             return None
         return "a reduction"
+    if users_of is not None and node.kind in (OpKind.ELEMENTWISE, OpKind.CONTRACTION) and len(users) > 1 and \
+            any(_read_in_bf16(u, users_of, lambda r: r.op in CONV_ROUNDING_READERS) for u in users):
+        return "read by a bf16 convolution (which rounds it as it copies) and by other ops"
     if node.kind == OpKind.CONTRACTION:
         # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
         return None if _has_epilogue(node, users, users_of or {}) else "a contraction without an epilogue"
     if not _inlines_arithmetic(node, stored):
         return None  # pure index arithmetic over buffers: always inline
-    if is_bf16_rounding(node) and users and all(u.op in PACKING_CONTRACTIONS for u in users):
+    if is_bf16_rounding(node) and users and all(u.op in ROUNDING_READERS for u in users):
         rounded = node.inputs[0].inputs[0]
         if rounded.kind == OpKind.SOURCE or rounded.id in stored or not _inlines_arithmetic(rounded, stored):
-            return None  # precision="bf16": the GEMM rounds a stored operand while packing it
+            return None  # precision="bf16": the GEMM rounds a stored operand while packing it, a conv as it copies
+        if node.inputs[0].id in stored and all(reads_bf16_storage(u) for u in users):
+            return None  # the convolution reads the bf16 value where it is stored
+    if users_of is not None and _stored_as_bf16(node, users, users_of, stored):
+        return "a bf16 operand of conv2d_nchwc_bf16 (stored as bfloat16: half the bytes)"
     if node.kind == OpKind.ELEMENTWISE and users_of is not None:
         # Look through reshapes and transposes: a bias add feeding q.reshape(...).transpose(...)
         # @ k is stored itself, and the reindexing is done by the GEMM's loads.
@@ -181,6 +188,54 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
                                user.kind == OpKind.REDUCTION and not row_reduction_axes(user)):
             return f"read by {len(users)} ops, one of them {user.op}"
     return None
+
+
+# Contractions that read a bf16 rounding of their input from bfloat16 storage (or round a stored
+# float32 value while copying it): the producer's epilogue then stores the rounded value as bfloat16.
+BF16_STORAGE_READERS = frozenset({"conv2d_nchwc_bf16"})
+
+
+# A blocked depthwise layer can read its input from bfloat16 storage too, each load widened to
+# float32 (conv_nchwc.py), but that measured slower than reading float32 on MobileNetV2 (the widening
+# of every tap's load costs more than the halved bytes save at batch 1; `python benchmarks/bf16_convs.py`):
+# off, so a depthwise layer reads float32 and only its output is stored as bf16 for the projection.
+BF16_DEPTHWISE_INPUT = False
+
+
+def reads_bf16_storage(node: Node) -> bool:
+    """`node` reads a bf16 rounding of its input from a bfloat16 buffer: the bf16 direct convolution
+    (as pairs), or, with BF16_DEPTHWISE_INPUT, a blocked depthwise one."""
+    depthwise = node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1
+    return node.op in BF16_STORAGE_READERS or (BF16_DEPTHWISE_INPUT and depthwise)
+# Contractions that read each operand element about once, into a packed panel or a padded copy:
+# a rounding of a stored value read only by them is computed there, not stored first.
+CONV_ROUNDING_READERS = BF16_STORAGE_READERS | {"conv2d", "conv2d_winograd"}
+ROUNDING_READERS = PACKING_CONTRACTIONS | CONV_ROUNDING_READERS | {"conv2d_nchwc"}
+
+
+def _read_in_bf16(node: Node, users_of: dict[int, list[Node]], readers_ok=None) -> bool:
+    """`node` = cast(x, bfloat16) whose only reader widens it back for readers that `readers_ok`
+    accepts (default: `reads_bf16_storage`)."""
+    readers_ok = readers_ok or reads_bf16_storage
+    if node.op != "cast" or node.dtype.name != "bfloat16":
+        return False
+    users = users_of.get(node.id, [])
+    if len(users) != 1 or not is_bf16_rounding(users[0]):
+        return False
+    readers = users_of.get(users[0].id, [])
+    return bool(readers) and all(readers_ok(u) for u in readers)
+
+
+def _stored_as_bf16(node: Node, users: list[Node], users_of: dict[int, list[Node]], stored: set[int]) -> bool:
+    """`node` = cast(x, bfloat16) whose only reader widens it back for bf16 convolutions alone, x computed
+    in the producer's kernel (a convolution's epilogue) and read by nothing else: storing the bf16 value
+    instead of x halves the bytes. An x read elsewhere too (a residual block's output) is stored as
+    float32 anyway; the convolution then rounds it as it copies."""
+    if not _read_in_bf16(node, users_of):
+        return False
+    x = node.inputs[0]
+    return (len(users_of.get(x.id, [])) == 1 and x.kind != OpKind.SOURCE and x.id not in stored
+            and _inlines_arithmetic(x, stored))
 
 
 def row_reduction_axes(node: Node) -> int:

@@ -2,8 +2,10 @@
 
 A kernel computes in one of:
 
-- "bf16 (vdpbf16ps)": a GEMM on bf16 pairs with AVX512-BF16, float32 accumulation;
-- "bf16 (widened to fp32)": the same GEMM on a CPU without it, bf16 widened to float32;
+- "bf16 (vdpbf16ps)": a GEMM or a blocked direct convolution on bf16 pairs with AVX512-BF16, float32
+  accumulation;
+- "bf16 (widened to fp32)": the same GEMM (or bf16 direct convolution, conv_nchwc_bf16.py) on a CPU
+  without it, bf16 widened to float32;
 - "bf16 operands (fp32 kernel)": a contraction whose operands the precision pass rounded, run by a
   float32 template (direct and depthwise convolutions, attention, small matmuls);
 - "int8 (vnni)", "int8 (avx512bw)", "int8 (portable)": the u8 x s8 GEMM (gemm_u8s8.py) or the direct
@@ -40,7 +42,8 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
     int8 = [s.function for s in stmts if isinstance(s, NativeCall) and s.function.startswith(_INT8_HELPERS)]
     if int8:
         return f"int8 ({int8[0].rsplit('_', 1)[1]})"
-    if any(isinstance(s, Alloc) and s.buffer.dtype == "bfloat16" for s in stmts):
+    if any(isinstance(s, Alloc) and s.buffer.dtype == "bfloat16" for s in stmts) or \
+            any(n.op == "conv2d_nchwc_bf16" or _reads_bf16_storage(n, nodes) for n in nodes):  # loop IR widening bf16
         return "bf16 (widened to fp32)"
     contractions = [n for n in nodes if n.kind == OpKind.CONTRACTION]
     if any(any(holds_bf16_values(x) for x in c.inputs) for c in contractions):
@@ -49,6 +52,14 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
         return "copy"
     name = root.dtype.compute.name  # float16/bfloat16 storage computes in float32
     return SHORT_NAMES.get(name, name)
+
+
+def _reads_bf16_storage(node: Node, nodes: list[Node]) -> bool:
+    """A depthwise blocked convolution whose input widens a bfloat16 value stored by another kernel."""
+    x = node.inputs[0] if node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1 else None
+    ids = {n.id for n in nodes}  # the widening is computed here, from a bf16 value stored elsewhere
+    return x is not None and x.op == "cast" and x.inputs[0].dtype.name == "bfloat16" and \
+        x.id in ids and x.inputs[0].id not in ids
 
 
 __all__ = ["kernel_precision"]

@@ -16,7 +16,8 @@ Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
 chains of convolutions in channel-blocked layout (layout.py), transform the
 constant weights of the convolutions that run as Winograd (winograd_weights.py)
 and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py; int8
-ones for the u8 x s8 GEMM: int8_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
+ones for the u8 x s8 GEMM: int8_weights.py; with precision="bf16" the blocked convolutions'
+weights as bf16 pairs: conv_bf16_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
 matmuls and convolutions of dequantized 8-bit values on integers before folding makes float weights,
 and int8_layout.py keeps the direct 8-bit convolutions' activations channels-last between them.
 Last, sub_graphs.py runs the same pipeline inside the branches and loop bodies of
@@ -38,6 +39,7 @@ from typing import Callable
 
 from ..ir.graph import Graph, verify
 from .constant_fold import fold_constants
+from .conv_bf16_weights import pack_conv_bf16_weights
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .layout import block_layouts
@@ -102,6 +104,8 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
             passes.append(("winograd_weights", transform_winograd_weights))
             passes.append(("packed_weights", pack_matmul_weights))
             passes.append(("int8_weights", pack_int8_weights))
+            if precision == "bf16":
+                passes.append(("conv_bf16_weights", pack_conv_bf16_weights))
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:

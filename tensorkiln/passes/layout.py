@@ -37,6 +37,7 @@ from ..ir.graph import Graph, Node, make_node
 from ..loops.buffer import Buffer
 from ..kernels.target import cpu_target
 from ..kernels.templates import conv as conv_templates
+from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 
@@ -105,7 +106,8 @@ def blocked_conv_choice(node: Node) -> int | None:
     NCHW templates), a constant weight (inference: its blocking folds at compile
     time), output channels a multiple of a vector (or half of one), and not a
     layer the NCHW path runs as Winograd (`conv_algorithm`), which beats a
-    direct convolution on 3x3 stride-1 layers.
+    direct convolution on 3x3 stride-1 layers (a bf16 one too:
+    `BF16_DIRECT_OVER_WINOGRAD`).
     """
     if node.op != "conv2d" or node.dtype != dt.float32 or (node.attrs["groups"] != 1 and not is_depthwise(node)):
         return None
@@ -115,9 +117,24 @@ def blocked_conv_choice(node: Node) -> int | None:
     if kb is None or is_depthwise(node):
         return kb
     probe = Buffer("probe", node.dtype.name, node.shape)
-    if conv_templates.conv_algorithm(node, probe).startswith("winograd"):
+    if conv_templates.conv_algorithm(node, probe).startswith("winograd") and \
+            not (BF16_DIRECT_OVER_WINOGRAD and bf16_operands(node)):
         return None
     return kb
+
+
+# With bf16 operands the blocked kernel runs on vdpbf16ps (two multiply-adds per lane per
+# instruction), which does not beat float32 Winograd's 2.25-4x fewer multiplications on ResNet-18's
+# 56x56 and 28x28 layers (`python benchmarks/bf16_convs.py`: Winograd 1.0-1.2x faster, whole model
+# 1.14x, one thread, loaded machine): the rule stays as for float32.
+BF16_DIRECT_OVER_WINOGRAD = False
+
+
+def bf16_operands(node: Node) -> bool:
+    """The convolution's operands hold bf16 values (precision="bf16"): its blocked kernel would run on
+    vdpbf16ps (passes/conv_bf16_weights.py)."""
+    x, w = node.inputs
+    return holds_bf16_values(w) and (is_bf16_rounding(x) or holds_bf16_values(x))
 
 
 # ---- conversions (movement ops) -------------------------------------------------------------

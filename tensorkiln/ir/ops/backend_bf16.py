@@ -1,16 +1,23 @@
-"""`matmul_bf16_packed`: a matmul by a constant weight given as the bf16 GEMM's panels.
+"""`matmul_bf16_packed` and `conv2d_nchwc_bf16`: contractions by constant weights given as bf16 pairs.
 
 With precision="bf16" (passes/precision.py) a linear layer's weight holds bf16
 values; the packed_weights pass then lays it out once, at compile time, as the
 bf16 pairs the GEMM's micro-kernel reads (ir/ops/gemm_panels.py:
 `pack_bf16_pairs`), half the bytes of float32 panels, so no call packs it
 again. Backend only, like backend.py's ops: users and importers never build it.
+
+`conv2d_nchwc_bf16` is `conv2d_nchwc` (groups 1) with its blocked weight in the
+same pairs: w[K/kb, C/cb, KH, KW, cb/2, kb, 2] holds input channels 2p and
+2p + 1 of output lane j side by side, the order `vdpbf16ps` multiplies
+(kernels/templates/conv_nchwc_bf16.py; packed by passes/conv_bf16_weights.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
+from ...dtypes import f32_from_bf16_bits
+from .backend import _conv2d_nchwc_gradient, _conv2d_nchwc_infer, _conv2d_nchwc_reference
 from .contraction import _matmul_gradient
 from .gemm_panels import unpack_bf16_pairs
 from .gradient import slice_axis
@@ -52,3 +59,48 @@ register("matmul_bf16_packed", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _in
          backend_only=True,
          doc="matmul by a weight given as the bf16 GEMM's pairs (ceil(N/NR), ceil(K/2), 2 NR); attrs n, k",
          gradient=_gradient)
+
+
+def conv_weight_from_pairs(pairs: np.ndarray) -> np.ndarray:
+    """The float32 blocked weight w[K/kb, C/cb, KH, KW, cb, kb] that bf16 pairs
+    [K/kb, C/cb, KH, KW, cb/2, kb, 2] (bits, or values) hold."""
+    values = f32_from_bf16_bits(pairs) if pairs.dtype == np.uint16 else np.asarray(pairs, np.float32)
+    kblocks, cblocks, kh, kw, half, kb, _ = values.shape
+    return np.ascontiguousarray(values.transpose(0, 1, 2, 3, 4, 6, 5).reshape(kblocks, cblocks, kh, kw, 2 * half, kb))
+
+
+def _conv_infer(types, attrs):
+    x, pairs = types
+    if x.dtype.name != "float32" or pairs.dtype.name != "bfloat16":
+        raise DTypeError(f"conv2d_nchwc_bf16 expects a float32 input and bfloat16 weight pairs, got "
+                         f"{x.dtype.name} and {pairs.dtype.name}")
+    if pairs.ndim != 7 or pairs.shape[6] != 2:
+        raise ShapeError(f"conv2d_nchwc_bf16 expects weight pairs (K/kb, C/cb, KH, KW, cb/2, kb, 2), got {pairs.shape}")
+    if attrs.get("groups", 1) != 1:
+        raise ShapeError(f"conv2d_nchwc_bf16 computes groups=1 only, got groups={attrs['groups']}")
+    kblocks, cblocks, kh, kw, half, kb, _ = pairs.shape
+    return _conv2d_nchwc_infer([x, TensorType((kblocks, cblocks, kh, kw, 2 * half, kb), x.dtype)], attrs)
+
+
+def _conv_reference(inputs, attrs, out):
+    x, pairs = inputs
+    return _conv2d_nchwc_reference([x, conv_weight_from_pairs(pairs)], attrs, out)
+
+
+def _conv_gradient(g, inputs, out, attrs, needs, build):
+    """conv2d_nchwc's rule on the float32 weight the pairs hold; the weight (a constant) gets none."""
+    x, pairs = inputs
+    kblocks, cblocks, kh, kw, half, kb, _ = pairs.shape
+    w = build.apply("permute", [pairs], perm=(0, 1, 2, 3, 4, 6, 5)).reshape(kblocks, cblocks, kh, kw, 2 * half, kb)
+    gx, _ = _conv2d_nchwc_gradient(g, (x, build.apply("cast", [w], dtype=x.dtype)), out, attrs,
+                                   (needs[0], False), build)
+    return gx, None
+
+
+# conv2d_nchwc (groups 1) with the weight as bf16 pairs (K/kb, C/cb, KH, KW, cb/2, kb, 2); the input holds
+# bf16 values (precision="bf16"). Made by the conv_bf16_weights pass, never by the front-end.
+register("conv2d_nchwc_bf16", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv_infer, _conv_reference, 2,
+         backend_only=True,
+         doc="conv2d_nchwc (groups 1) by a weight given as bf16 pairs (K/kb, C/cb, KH, KW, cb/2, kb, 2); attrs "
+             "stride, padding, dilation, out_layout",
+         gradient=_conv_gradient)

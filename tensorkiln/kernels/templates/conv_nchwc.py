@@ -142,9 +142,20 @@ def depthwise_tile(ow: int) -> NchwcTile:
 
 def _blocked_buffer_input(root: Node, values: ValueBuilder) -> bool:
     """The layer's input is a blocked buffer (not an NCHW tensor, not an inlined expression)."""
+    return _input_buffer(root, values) is not None
+
+
+def _input_buffer(root: Node, values: ValueBuilder) -> Buffer | None:
+    """The blocked buffer holding the layer's input, or None. With precision="bf16" a depthwise
+    layer's input may widen a stored bfloat16 value (grouping.py stores it so: half the bytes);
+    the kernel reads that buffer, each load widening a value to float32 exactly."""
     x_node = root.inputs[0]
-    return (x_node.ndim == 5 and x_node.id in values.buffers and x_node is not values.inline_root
-            and x_node.id not in values.known)
+    if _is_depthwise(root) and x_node.op == "cast" and x_node.inputs[0].dtype.name == "bfloat16":
+        x_node = x_node.inputs[0]
+    if (x_node.ndim == 5 and x_node.id in values.buffers and x_node is not values.inline_root
+            and x_node.id not in values.known):
+        return values.buffers[x_node.id]
+    return None
 
 
 def _reads_in_place(root: Node, values: ValueBuilder) -> bool:
@@ -173,6 +184,8 @@ def _input_blocks(root: Node) -> tuple[int, int]:
     depthwise one reads channel block b, lane j for output block b, lane j,
     so its input is blocked as its output.
     """
+    if root.inputs[1].ndim == 7:  # conv2d_nchwc_bf16's pairs (K/kb, C/cb, KH, KW, cb/2, kb, 2)
+        return root.inputs[1].shape[1], 2 * root.inputs[1].shape[4]
     kblocks, cblocks, _, _, cb, kb = root.inputs[1].shape
     return (kblocks, kb) if _is_depthwise(root) else (cblocks, cb)
 
@@ -288,7 +301,7 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     clip_cols = in_place and depthwise and (pl > 0 or (ow - 1) * sw + (kw - 1) * dw - pl >= w)
     shift_y, shift_x = (pt, pl) if in_place else (0, 0)  # buffer coordinates = padded ones - shift
     if in_place:
-        xpad, source, rows, cols = None, values.buffers[x_node.id], h, w
+        xpad, source, rows, cols = None, _input_buffer(root, values), h, w
     elif task_rows:
         rows = (band - 1) * sh + (kh - 1) * dh + 1
         xpad, source, cols = None, Buffer(f"{PREFIX}_rows", dtype, (rows * wp * kb,), scope="local"), wp
