@@ -8,6 +8,7 @@ import numpy as np
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln import models
+from tensorkiln.kernels.target import cpu_target
 
 RNG = np.random.default_rng(5)
 MOVEMENT_AND_CASTS = {"cast", "reshape", "permute", "slice"}
@@ -78,3 +79,27 @@ def test_a_rounding_read_by_a_gemm_and_by_float32_ops():
     np.testing.assert_allclose(out, reference, rtol=1e-5, atol=1e-5)
     assert bf16_roots(f, x) == 0
     assert len(f.report(x).kernels) == 2  # the layer norm, then the GEMM with its epilogue
+
+
+def test_linear_layers_that_store_bf16_stay_gemms():
+    """A linear layer whose epilogue stores bf16 runs its whole depth in one block (a bf16 output holds
+    no partial sums), on the bf16 GEMM, also past the depth block it would otherwise take."""
+    x = RNG.standard_normal((40, 1000)).astype(np.float32)
+    y = RNG.standard_normal((40, 768)).astype(np.float32)
+    wq = tk.tensor(RNG.standard_normal((1000, 64)).astype(np.float32) / 30)
+    wk, wv = (tk.tensor(RNG.standard_normal((768, 64)).astype(np.float32) / 30) for _ in range(2))
+
+    def heads(t):
+        return t.reshape(40, 2, 32).transpose(0, 1)
+
+    def attention(x, y):
+        return F.scaled_dot_product_attention(heads(x @ wq), heads(y @ wk), heads(y @ wv))
+
+    f = tk.jit(attention, precision="bf16")
+    out = f(x, y).numpy()
+    reference = tk.jit(attention, precision="bf16", backend="interpreter")(x, y).numpy()
+    assert relative_error(out, reference) < ATTENTION_TOLERANCE
+    kernels = f.report(x, y).kernels
+    gemm = "bf16 (vdpbf16ps)" if cpu_target().bf16_dot else "bf16 (widened to fp32)"
+    assert [k.precision for k in kernels if k.kind == "contraction"] == [gemm] * 3  # not the matrix-vector helper
+    assert bf16_roots(f, x, y) == 3
