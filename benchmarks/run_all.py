@@ -56,6 +56,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "models_bf16": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "--precision", "bf16",
                                   "--threads", "2"], True),
     "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),
+    "bf16_attention": ([sys.executable, os.path.join(HERE, "bf16_attention.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
     "kernel_profiles": ([sys.executable, os.path.join(HERE, "kernel_profiles.py")], True),
     "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),

@@ -68,7 +68,8 @@ def _bf16_tile_strided(nr: int) -> str:
     lines += ["    for (int64_t q = 0; q < pairs; ++q) {",
               "        const uint16_t *restrict ap = a + q * a_pair;"]
     for v in range(vectors):
-        lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512((const void *)(b + q * b_pair + {32 * v}));")
+        lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512("
+                     f"(const void *)(b + q * b_pair + {32 * v}));")
     for i in range(8):
         lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(*(const int32_t *)(ap + {i} * a_row));")
         for v in range(vectors):

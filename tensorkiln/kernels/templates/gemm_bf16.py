@@ -214,5 +214,6 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial")
 
 
-__all__ = ["NATIVE_MR", "ONE_BLOCK_MAX_K", "PACKING_CONTRACTIONS", "one_depth_block", "bf16_gemm", "gemm_template", "holds_bf16_values", "is_bf16_rounding",
+__all__ = ["NATIVE_MR", "ONE_BLOCK_MAX_K", "PACKING_CONTRACTIONS", "bf16_gemm", "gemm_template", "holds_bf16_values",
+           "is_bf16_rounding", "one_depth_block",
            "native_tile"]
