@@ -59,6 +59,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                                   "--threads", "2"], True),
     "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),
     "bf16_convs": ([sys.executable, os.path.join(HERE, "bf16_convs.py")], True),
+    "bf16_attention": ([sys.executable, os.path.join(HERE, "bf16_attention.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
     "kernel_profiles": ([sys.executable, os.path.join(HERE, "kernel_profiles.py")], True),
     "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),

@@ -425,7 +425,11 @@ class _KernelWriter:
         if buffer.dtype == "float16":
             value = f"tk_f32_to_f16({value})"
         elif buffer.dtype == "bfloat16":
-            value = f"tk_f32_to_bf16({value})"
+            widened = "tk_bf16_to_f32("
+            if isinstance(s.value, Load) and s.value.buffer.dtype == "bfloat16" and value.startswith(widened):
+                value = value[len(widened):-1]  # a bf16 copied from a bf16 buffer: its bits (widening, rounding exact)
+            else:
+                value = f"tk_f32_to_bf16({value})"
         code, checked = self.index(buffer, s.index)
         target = f"{c_name(buffer.name)}[{code}] = {value};"
         if checked:

@@ -16,6 +16,8 @@ pairs as kernels/templates/gemm_bf16.py packs them:
 Per pair of depth steps, each row's pair is broadcast as one 32-bit lane and
 `vdpbf16ps` adds a[2q]*b[2q] + a[2q+1]*b[2q+1] to 16 columns at once: 8 x NR/16
 accumulators stay in registers (16 of 32 for NR = 32).
+`tk_bf16_tile_8x<NR>_strided` is the same tile with the strides of the pairs as arguments, for
+operands laid out otherwise (kernels/templates/attention_bf16.py).
 """
 from __future__ import annotations
 
@@ -49,8 +51,42 @@ def _bf16_tile(nr: int) -> str:
     return "\n".join(lines)
 
 
+def _bf16_tile_strided(nr: int) -> str:
+    """tk_bf16_tile_8x<NR> with the pairs' strides as arguments (fused attention's operands): row i's
+    pair q of A at a[q * a_pair + i * a_row], B's pair q at b[q * b_pair] (NR columns side by side)."""
+    vectors = nr // 16
+    lines = [
+        f"/* c[8 x {nr}] += bf16 pairs of A (8 rows) x B ({nr} columns), float32 accumulation (vdpbf16ps);",
+        " * row i's pair q of A at a[q * a_pair + i * a_row], pair q of B at b[q * b_pair] */",
+        f"static inline void tk_bf16_tile_8x{nr}_strided(int64_t pairs, const uint16_t *restrict a, int64_t a_pair, "
+        f"int64_t a_row, const uint16_t *restrict b, int64_t b_pair, float *restrict c)",
+        "{",
+    ]
+    for i in range(8):
+        lines.append("    " + " ".join(f"__m512 c{i}{v} = _mm512_loadu_ps(c + {i * nr + 16 * v});"
+                                       for v in range(vectors)))
+    lines += ["    for (int64_t q = 0; q < pairs; ++q) {",
+              "        const uint16_t *restrict ap = a + q * a_pair;"]
+    for v in range(vectors):
+        lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512("
+                     f"(const void *)(b + q * b_pair + {32 * v}));")
+    for i in range(8):
+        lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(*(const int32_t *)(ap + {i} * a_row));")
+        for v in range(vectors):
+            lines.append(f"        c{i}{v} = _mm512_dpbf16_ps(c{i}{v}, a{i}, b{v});")
+    lines.append("    }")
+    for i in range(8):
+        lines.append("    " + " ".join(f"_mm512_storeu_ps(c + {i * nr + 16 * v}, c{i}{v});"
+                                       for v in range(vectors)))
+    lines.append("}")
+    return "\n".join(lines)
+
+
 _INCLUDE = "#include <immintrin.h>"
-NATIVE_FUNCTIONS: dict[str, str] = {f"tk_bf16_tile_8x{nr}": _bf16_tile(nr) for nr in BF16_TILE_NR}
+NATIVE_FUNCTIONS: dict[str, str] = {
+    **{f"tk_bf16_tile_8x{nr}": _bf16_tile(nr) for nr in BF16_TILE_NR},
+    **{f"tk_bf16_tile_8x{nr}_strided": _bf16_tile_strided(nr) for nr in BF16_TILE_NR},
+}
 
 
 def native_helpers(names: set[str]) -> str:

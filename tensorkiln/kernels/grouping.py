@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
 from .templates.attention import attention_parts, safe_softmax_guard
+from .bf16_storage import bf16_storage_reason, unstore_packed_roundings
 from .templates.gemm_bf16 import PACKING_CONTRACTIONS, is_bf16_rounding
 
 # The longest chain of ops one kernel inlines (its root's inline depth). Lowering expands the
@@ -159,6 +160,9 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
         return None if _has_epilogue(node, users, users_of or {}) else "a contraction without an epilogue"
     if not _inlines_arithmetic(node, stored):
         return None  # pure index arithmetic over buffers: always inline
+    bf16 = bf16_storage_reason(node, users, stored, users_of or {})
+    if bf16 is not None:
+        return bf16 or None
     if is_bf16_rounding(node) and users and all(u.op in ROUNDING_READERS for u in users):
         rounded = node.inputs[0].inputs[0]
         if rounded.kind == OpKind.SOURCE or rounded.id in stored or not _inlines_arithmetic(rounded, stored):
@@ -608,6 +612,7 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
             break
         for node_id in stored - before:
             why.setdefault(node_id, reason)
+    unstore_packed_roundings(graph, stored, users)
     groups = []
     for node in graph.nodes:
         if node.id not in stored or node.kind == OpKind.SOURCE or node.op == "result":

@@ -35,7 +35,7 @@ from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nes
 from .schedule_defaults import output_nest
 from .transposed import tile_transposed_reads
 from .parallel_blocks import parallelize_blocks
-from .templates.attention import attention_body
+from .templates.attention_bf16 import fused_attention_body
 from .templates.conv import conv2d_body
 from .templates.conv_nchwc import conv2d_nchwc_body
 from .templates.conv_nchwc_bf16 import conv2d_nchwc_bf16_body
@@ -215,7 +215,7 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
     values = ValueBuilder(buffers, inline_root=root)
     contraction = next((n for n in group.nodes if n.op in TEMPLATES), None)
     if group.kind == "attention":
-        body = attention_body(root, out, buffers)
+        body = fused_attention_body(root, out, buffers)
     elif contraction is not None:
         def epilogue(index, acc, contraction=contraction):
             # The epilogue reads the contraction's element from its accumulator. Reshapes may sit

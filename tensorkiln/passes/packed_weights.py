@@ -29,7 +29,7 @@ from ..ir.ops.gemm_panels import pack_bf16_pairs, pack_panels
 from ..ir.ops.registry import ConstantValue, TensorType
 from ..ir.rewrite import rewrite_graph, with_inputs
 from ..kernels.templates.gemm import analytic_gemm_blocking
-from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
+from ..kernels.templates.gemm_bf16 import holds_bf16_values
 from ..kernels.templates.matmul import blis_gemm_applies, panel_order_applies
 from ..loops.types import compute_dtype
 
@@ -51,7 +51,7 @@ def pack_matmul_weights(graph: Graph) -> tuple[Graph, Counter]:
         a, b = node.inputs
         k, n = b.shape
         nr = analytic_gemm_blocking(max(node.type.size // n, 1), n, k, dtype).nr  # tuning keeps a panel's tile
-        if is_bf16_rounding(a) and holds_bf16_values(b):
+        if a.op == "cast" and holds_bf16_values(a) and holds_bf16_values(b):  # a widening from bf16
             # precision="bf16": half the bytes, packed once; the GEMM's pairs, or (too few rows for the
             # GEMM) the same pairs read by the matrix-vector helper, whose vectors hold 16 columns
             fired["matmul -> matmul_bf16_packed"] += 1

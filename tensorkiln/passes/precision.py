@@ -32,7 +32,10 @@ from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 from ..ir.rewrite import rewrite_graph, with_inputs
 from ..kernels.templates.attention import attention_parts
-from ..kernels.templates.gemm_bf16 import is_bf16_rounding
+from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
+
+
+_REORDERING = ("reshape", "permute")  # movement ops that keep every element: a rounding commutes with them
 
 
 def computes_in_bf16(node: Node) -> bool:
@@ -59,11 +62,19 @@ def round_to_bf16(graph: Graph) -> tuple[Graph, Counter]:
             fired["weight rounded to bf16"] += 1
             value = dt.f32_from_bf16_bits(dt.bf16_bits_from_f32(np.asarray(x.attrs["value"].array)))
             return constant_node(value, dt.float32, x.location)
-        if is_bf16_rounding(x) or x.dtype is not dt.float32:
+        if holds_bf16_values(x) or x.dtype is not dt.float32:
             return x
         fired["operand rounded to bf16"] += 1
+        # Round before the reshapes and transposes that lead to the operand (the same values): the
+        # kernel computing their input (a linear layer's epilogue) can then store the bf16 value.
+        moves = []
+        while x.op in _REORDERING and x.inputs[0].kind != OpKind.SOURCE:
+            moves.append(x)
+            x = x.inputs[0]
         narrow = make_node("cast", [x], Attrs(dtype=dt.bfloat16), x.scope, x.location)
-        return make_node("cast", [narrow], Attrs(dtype=dt.float32), x.scope, x.location)
+        for move in reversed(moves):
+            narrow = make_node(move.op, [narrow], move.attrs, move.scope, move.location)
+        return make_node("cast", [narrow], Attrs(dtype=dt.float32), narrow.scope, narrow.location)
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         node = with_inputs(node, inputs)

@@ -204,7 +204,9 @@ class TensorKilnGraph:
 
     def _partitioned(self, traced: torch.fx.GraphModule) -> Partitioned:
         """The graph as compiled parts around the ops tensorkiln does not lower, which run eagerly (warned)."""
-        parts = partition(traced, self.options)
+        options = self.options
+        parts = partition(traced, lambda fn: jit(fn, opt_level=options.opt_level, debug=options.debug,
+                                                 precision=options.precision))
         STATS["compiles"] += parts.compiled_parts
         lines = [f"  {op}" for op in parts.eager_ops] + [f"  part {why}" for why in parts.failed_parts]
         warnings.warn("tensorkiln cannot convert these PyTorch op(s) of this torch.compile graph; they run with "

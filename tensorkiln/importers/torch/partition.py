@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...errors import TensorKilnError
-from ...frontend.jit import jit
 from .convert import _TORCH_TO_TK, _get_attr, convert_graph, rebuild_outputs, unsupported_nodes
 from .tensors import to_numpy, to_torch
 
@@ -49,13 +49,13 @@ def _has_tk_dtype(value) -> bool:
 class CompiledPart(torch.nn.Module):
     """One part of the graph, compiled by tensorkiln: called with torch tensors, returns torch tensors."""
 
-    def __init__(self, part: torch.fx.GraphModule, constants: dict[str, torch.Tensor], options):
+    def __init__(self, part: torch.fx.GraphModule, constants: dict[str, torch.Tensor], compile_fn: Callable):
         super().__init__()
         converted = convert_graph(part, constants, what="graph part")
         self.placeholders = [n.name for n in part.graph.nodes if n.op == "placeholder"]
         self.constant_names = set(constants)
         self.structure = converted.output_structure
-        self.run = jit(converted.fn, opt_level=options.opt_level, debug=options.debug, precision=options.precision)
+        self.run = compile_fn(converted.fn)  # tk.jit with the backend's options
 
     def forward(self, *args):
         arrays = [to_numpy(a) for name, a in zip(self.placeholders, args) if name not in self.constant_names]
@@ -72,8 +72,9 @@ class Partitioned:
     failed_parts: list[str]  # parts that did not compile, with the reason
 
 
-def partition(traced: torch.fx.GraphModule, options) -> Partitioned:
-    """Cut `traced` (an ATen graph from make_fx) into compiled parts and eager nodes."""
+def partition(traced: torch.fx.GraphModule, compile_fn: Callable) -> Partitioned:
+    """Cut `traced` (an ATen graph from make_fx) into compiled parts and eager nodes; `compile_fn(fn)`
+    compiles one part's function (tk.jit with the backend's options)."""
     missing = unsupported_nodes(traced.graph)
     unsupported = {name for names in missing.values() for name in names}
     partitioner = CapabilityBasedPartitioner(traced, _Lowerable(unsupported), allows_single_node_partition=True)
@@ -88,7 +89,7 @@ def partition(traced: torch.fx.GraphModule, options) -> Partitioned:
         constants = {p.name: _get_attr(fused, a.target) for p, a in zip(_placeholders(part), node.args)
                      if isinstance(a, torch.fx.Node) and a.op == "get_attr"}
         try:
-            setattr(fused, node.target, CompiledPart(part, constants, options))
+            setattr(fused, node.target, CompiledPart(part, constants, compile_fn))
             compiled += 1
         except TensorKilnError as err:  # UnsupportedOpError included: the part stays a PyTorch module
             failed.append(f"{node.target}: {str(err).splitlines()[0]}")

@@ -414,10 +414,7 @@ class _AttentionKernel:
                                       Store(self.row_sum, i, self._const(0.0))), "vectorized"),
             For(z, E.const(mq * dvp), Store(self.o_acc, z, self._const(0.0)), "vectorized"))
         per_task = block(self._pack_queries(), init, self._key_loop(), self._write_out())
-        for buf in (self.corr, self.shift, self.new_max, self.row_sum, self.row_max, self.probs, self.vals,
-                    self.keys, self.o_acc, self.q_t):
-            if (buf is self.keys and self.keys_direct) or (buf is self.vals and self.values_direct):
-                continue
+        for buf in self._local_buffers():
             per_task = Alloc(buf, per_task)
         per_task = block(*self.origin, per_task)
         tasks = self.batch * self.q_blocks
@@ -425,6 +422,12 @@ class _AttentionKernel:
         choice = all_of(at_least(self.batch * self.m * self.n * self.d, PARALLEL_MIN_ELEMENTS), at_least(tasks, 2))
         return For(self.task, E.const(tasks), per_task, "parallel" if may_be_parallel(choice) else "serial",
                    threads_if(choice))
+
+    def _local_buffers(self) -> list[Buffer]:
+        """The per-task buffers, innermost allocation first."""
+        return [buf for buf in (self.corr, self.shift, self.new_max, self.row_sum, self.row_max, self.probs,
+                                self.vals, self.keys, self.o_acc, self.q_t)
+                if not (buf is self.keys and self.keys_direct) and not (buf is self.vals and self.values_direct)]
 
     def _const(self, value: float) -> E.Expr:
         return E.Const(float(value), self.dtype)
@@ -508,19 +511,9 @@ class _AttentionKernel:
         """
         bl = self.bl
         mrk, nq, mq = bl.score_keys, bl.score_queries, bl.query_block
-        kg, qc, t, kr, i = (E.Var(name) for name in ("kg", "qc", "t", "kr", "si"))
+        kg, qc, kr, i = (E.Var(name) for name in ("kg", "qc", "kr", "si"))
         acc = Buffer("s_acc", self.dtype, (mrk * nq,), scope="local")
-        key = kg * mrk + kr
-        # the first step initializes the tile: a zeroing loop would become a memset, which GCC
-        # cannot keep in registers
-        first_step = For(kr, E.const(mrk), For(i, E.const(nq), Store(
-            acc, kr * nq + i, self._key_element(key, E.const(0)) * E.Load(self.q_t, qc * nq + i)), "vectorized"),
-            "unrolled")
-        t1 = t + 1
-        update = E.call("fma", self._key_element(key, t1), E.Load(self.q_t, t1 * mq + qc * nq + i),
-                        E.Load(acc, kr * nq + i))
-        micro_kernel = block(first_step, For(t, E.const(self.d - 1), For(kr, E.const(mrk), For(
-            i, E.const(nq), Store(acc, kr * nq + i, update), "vectorized"), "unrolled")))
+        micro_kernel = self._score_products(acc, kg, qc)
         at = lambda row: (kg * mrk + row) * mq + qc * nq + i  # noqa: E731
 
         def store_scores(mask: E.Expr | None) -> Stmt:
@@ -546,6 +539,22 @@ class _AttentionKernel:
         fold_max = For(i, E.const(nq), Store(self.new_max, qc * nq + i, tile_max), "vectorized")
         groups = (width + (mrk - 1)) // mrk
         return For(kg, groups, _loop(qc, mq // nq, Alloc(acc, block(micro_kernel, write, fold_max))))
+
+    def _score_products(self, acc: Buffer, kg: E.Expr, qc: E.Expr) -> Stmt:
+        """acc[kr][i] = q_i . k_j for key group kg (MRK keys j) and query chunk qc (NQ queries i)."""
+        mrk, nq, mq = self.bl.score_keys, self.bl.score_queries, self.bl.query_block
+        t, kr, i = E.Var("t"), E.Var("kr"), E.Var("si")
+        key = kg * mrk + kr
+        # the first step initializes the tile: a zeroing loop would become a memset, which GCC
+        # cannot keep in registers
+        first_step = For(kr, E.const(mrk), For(i, E.const(nq), Store(
+            acc, kr * nq + i, self._key_element(key, E.const(0)) * E.Load(self.q_t, qc * nq + i)), "vectorized"),
+            "unrolled")
+        t1 = t + 1
+        update = E.call("fma", self._key_element(key, t1), E.Load(self.q_t, t1 * mq + qc * nq + i),
+                        E.Load(acc, kr * nq + i))
+        return block(first_step, For(t, E.const(self.d - 1), For(kr, E.const(mrk), For(
+            i, E.const(nq), Store(acc, kr * nq + i, update), "vectorized"), "unrolled")))
 
     def _softmax_step(self, width: E.Expr) -> Stmt:
         """Online softmax over the block: rescale factors, then probabilities and their sums."""

@@ -22,6 +22,7 @@ same order, which GCC vectorizes like gemm.py's micro-kernel.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -37,6 +38,16 @@ from .gemm import (GemmBlocking, IndexFn, Panels, _chunk_extent, _round_up, blis
                    gemm_thread_split, task_blocks, tile_writeback)
 
 NATIVE_MR = 8  # the rows of the intrinsics tile
+# A bf16 output (a narrowing epilogue: precision="bf16" stores q, k, v and GELU's output as bf16)
+# cannot hold partial sums over depth blocks, so such a GEMM takes its whole depth in one block,
+# up to this K (its packed A block stays within ONE_BLOCK_A_BYTES of a thread's stack).
+ONE_BLOCK_MAX_K = 1024
+ONE_BLOCK_A_BYTES = 1 << 17
+
+
+def one_depth_block(k: int, out_dtype: str, prepacked_b: bool) -> bool:
+    """A GEMM into a non-float32 output over depth k runs as one depth block (ONE_BLOCK_MAX_K)."""
+    return out_dtype != "float32" and prepacked_b and k <= ONE_BLOCK_MAX_K
 
 
 def holds_bf16_values(node: Node) -> bool:
@@ -103,6 +114,10 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     """
     dtype = "float32"
     bl = blocking or gemm_blocking(m, n, k, dtype, b_panels is not None, template="gemm_bf16")
+    if k > bl.kc and one_depth_block(k, out.dtype, b_pairs is not None):
+        depth = _round_up(k, 2)
+        rows = max(bl.mr, ONE_BLOCK_A_BYTES // (2 * depth) // bl.mr * bl.mr)
+        bl = replace(bl, kc=depth, mc=min(bl.mc, rows))
     mr, nr = bl.mr, bl.nr
     kc_max = _round_up(bl.kc, 2)
     split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=False)
@@ -199,5 +214,6 @@ def bf16_gemm(out: Buffer, batch: int, m: int, n: int, k: int,
     return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial", split.threads_if)
 
 
-__all__ = ["NATIVE_MR", "PACKING_CONTRACTIONS", "bf16_gemm", "gemm_template", "holds_bf16_values", "is_bf16_rounding",
+__all__ = ["NATIVE_MR", "ONE_BLOCK_MAX_K", "PACKING_CONTRACTIONS", "bf16_gemm", "gemm_template", "holds_bf16_values",
+           "is_bf16_rounding", "one_depth_block",
            "native_tile"]

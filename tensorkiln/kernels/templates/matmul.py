@@ -27,7 +27,7 @@ from ...loops.ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
 from .gemm import Panels, analytic_gemm_blocking, gemm_blocking, gemm_needs_partial_sums
-from .gemm_bf16 import bf16_gemm, gemm_template
+from .gemm_bf16 import bf16_gemm, gemm_template, one_depth_block
 from .weight_only import bf16_matvec_body
 from ...shapes import is_symbolic, prod
 from ...loops.simplify import index_step
@@ -71,7 +71,8 @@ def blis_gemm_applies(root: Node, out_dtype: str) -> bool:
         return False
     # a tuned blocking never adds depth blocks to the analytic one's (gemm.blocking_legal)
     blocking = analytic_gemm_blocking(m, n, k, dtype)
-    return out_dtype == dtype or not gemm_needs_partial_sums(k, blocking)
+    return (out_dtype == dtype or not gemm_needs_partial_sums(k, blocking)
+            or one_depth_block(k, out_dtype, root.op == "matmul_bf16_packed"))
 
 
 PANEL_MIN_WEIGHTS = 4096  # a smaller B is not worth a second layout
