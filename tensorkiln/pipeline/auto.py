@@ -8,13 +8,17 @@ output's tile, and so is a Func several others read (computed once, not per
 reader); pointwise Funcs and boundary conditions inlined; Funcs with update
 definitions, and
 those read at data-dependent points, computed at the root with their pure
-loop vectorized.
+loop vectorized. The breadth-first candidates (auto_root.py) compute every
+Func that is not cheap to inline once, at the root: they win where a tile's
+producers would reach far beyond the tile (a deep pyramid).
 
 The cost model lowers each candidate (bounds inference gives every
 producer's region per tile) and counts, over the loop nest, the points each
 stage computes times the operations of its definition, plus a charge per
-loop iteration for loop overhead; a candidate whose per-tile buffers do not
-fit in half of the L2 cache is refused. `trials` > 0 then times the best few
+loop iteration for loop overhead, and MEMORY_COST per vector stored to a
+root buffer larger than half the L2 cache; a candidate whose per-tile buffers
+do not fit in half of the L2 cache is refused (and larger tiles are not
+lowered). `trials` > 0 then times the best few
 candidates on the bound inputs and keeps the fastest.
 """
 from __future__ import annotations
