@@ -257,11 +257,6 @@ def same(a: np.ndarray, b: np.ndarray, name: str, peer: str) -> None:
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-4, err_msg=f"{name}: {peer}")
 
 
-# auto_schedule lowers each of its candidates whole; the local Laplacian's 130 Funcs, most of them per tile,
-# take minutes a candidate to lower, so its automatic schedule is checked in the tests (3 pyramid levels) only
-NO_AUTO = {"local_laplacian"}
-
-
 def run_case(name: str, example, image: np.ndarray, calls: int, hl) -> dict:
     out, size, funcs = example.algorithm(image)
     example.hand_schedule(funcs)
@@ -271,14 +266,13 @@ def run_case(name: str, example, image: np.ndarray, calls: int, hl) -> dict:
     same(hand_out, reference, name, "numpy")
     fns = [lambda: hand(out=hand_out), lambda: example.reference(image)]
     labels = ["tensorkiln hand", "numpy"]
-    if name not in NO_AUTO:
-        auto_out_func, _, _ = example.algorithm(image)
-        pl.auto_schedule(auto_out_func, size)
-        auto = auto_out_func.compile(size)
-        auto_out = auto()
-        same(hand_out, auto_out, name, "auto_schedule")
-        fns.append(lambda: auto(out=auto_out))
-        labels.append("tensorkiln auto")
+    auto_out_func, _, _ = example.algorithm(image)
+    pl.auto_schedule(auto_out_func, size)
+    auto = auto_out_func.compile(size)
+    auto_out = auto()
+    same(hand_out, auto_out, name, "auto_schedule")
+    fns.append(lambda: auto(out=auto_out))
+    labels.append("tensorkiln auto")
     if hl is not None and name in HALIDE:
         func, (w, h), htype, _ = HALIDE[name](image, hl)
         func.compile_jit(hl.get_jit_target_from_environment())

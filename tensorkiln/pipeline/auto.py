@@ -8,17 +8,22 @@ output's tile, and so is a Func several others read (computed once, not per
 reader); pointwise Funcs and boundary conditions inlined; Funcs with update
 definitions, and
 those read at data-dependent points, computed at the root with their pure
-loop vectorized.
+loop vectorized. The breadth-first candidates (auto_root.py) compute every
+Func that is not cheap to inline once, at the root: they win where a tile's
+producers would reach far beyond the tile (a deep pyramid).
 
 The cost model lowers each candidate (bounds inference gives every
 producer's region per tile) and counts, over the loop nest, the points each
 stage computes times the operations of its definition, plus a charge per
-loop iteration for loop overhead; a candidate whose per-tile buffers do not
-fit in half of the L2 cache is refused. `trials` > 0 then times the best few
+loop iteration for loop overhead, and MEMORY_COST per vector stored to a
+root buffer larger than half the L2 cache; a candidate whose per-tile buffers
+do not fit in half of the L2 cache is refused (and larger tiles are not
+lowered). `trials` > 0 then times the best few
 candidates on the bound inputs and keeps the fastest.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Sequence
@@ -26,8 +31,9 @@ from typing import Sequence
 
 from tensorkiln.loops import expr as L
 from tensorkiln.loops.bounds import Bounds
-from tensorkiln.loops.ir import Alloc, For, Stmt, Store, stmt_exprs
+from tensorkiln.loops.ir import Alloc, For, If, Stmt, Store, stmt_exprs
 from tensorkiln.pipeline import expr as P
+from tensorkiln.pipeline.auto_root import all_at_root, breadth_first_candidate, inlined_funcs, root_points
 from tensorkiln.pipeline.compile import CompiledPipeline, lower_pipeline
 from tensorkiln.pipeline.func import Func, apply_schedule, pipeline_funcs
 from tensorkiln.pipeline.names import PipelineError
@@ -35,6 +41,7 @@ from tensorkiln.pipeline.schedule import vector_width
 
 L2_BYTES = 1 << 20
 LOOP_OVERHEAD = 4.0          # cost of one loop iteration, in operations
+MEMORY_COST = 64.0           # a vector stored to memory and loaded back, in operations
 TILE_WIDTHS = (128, 256, 512)
 TILE_HEIGHTS = (16, 32, 64)
 
@@ -91,27 +98,55 @@ def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
     return data
 
 
-def estimate_cost(stmt: Stmt, ranges: dict | None = None, trips: float = 1.0) -> tuple[float, int]:
-    """(operations the loop nest performs, largest bytes allocated inside a loop) of a lowered kernel body."""
+def estimate_cost(stmt: Stmt, ranges: dict | None = None, trips: float = 1.0,
+                  in_memory: frozenset = frozenset()) -> tuple[float, int]:
+    """(operations the loop nest performs, largest bytes allocated inside a loop) of a lowered kernel body.
+
+    A store into a buffer allocated outside every loop and larger than half the L2 cache (`in_memory`: a
+    root Func's) also costs MEMORY_COST: that value goes out to memory and comes back for its readers."""
     ranges = dict(ranges or {})
     if isinstance(stmt, For):
         extent = Bounds(ranges)(stmt.extent)[1]
         extent = 1 if math.isinf(extent) else max(int(extent), 1)
         ranges[stmt.var.name] = (0, extent - 1)
         width = extent if stmt.kind != "vectorized" else max(1, extent // 16)
-        ops, local = estimate_cost(stmt.body, ranges, trips * width)
+        ops, local = estimate_cost(stmt.body, ranges, trips * width, in_memory)
         return ops + trips * width * LOOP_OVERHEAD, local
     if isinstance(stmt, Store):
         nodes = sum(1 for e in stmt_exprs(stmt) for _ in L.walk(e))
-        return trips * nodes, 0
+        return trips * (nodes + (MEMORY_COST if stmt.buffer.name in in_memory else 0)), 0
     if isinstance(stmt, Alloc):
-        ops, local = estimate_cost(stmt.body, ranges, trips)
+        if trips <= 1 and stmt.buffer.nbytes > L2_BYTES // 2:
+            in_memory = in_memory | {stmt.buffer.name}
+        ops, local = estimate_cost(stmt.body, ranges, trips, in_memory)
         return ops, max(local, stmt.buffer.nbytes if trips > 1 else 0)
+    if isinstance(stmt, If):  # a partitioned loop's steady state or its edge: the dearer one
+        branches = [estimate_cost(b, ranges, trips, in_memory) for b in (stmt.then, stmt.else_) if b is not None]
+        return max(ops for ops, _ in branches), max(local for _, local in branches)
     total, local = 0.0, 0
     for child in getattr(stmt, "stmts", ()):
-        ops, inner = estimate_cost(child, ranges, trips)
+        ops, inner = estimate_cost(child, ranges, trips, in_memory)
         total, local = total + ops, max(local, inner)
     return total, local
+
+
+def candidates(output: Func, funcs: list[Func], sizes: Sequence[int]) -> list[tuple[tuple, dict]]:
+    """(tile, schedule data) of every candidate: the tiled ones, smallest tiles first (tile sizes that fit the
+    output), then the breadth-first ones (auto_root.py; tile ()), each schedule once."""
+    found = []
+    heights = TILE_HEIGHTS if output.dimensions > 1 else (1,)
+    for tx in TILE_WIDTHS:
+        for ty in heights:
+            if tx > 2 * sizes[0] or (output.dimensions > 1 and ty > 2 * sizes[1]):
+                continue
+            found.append(((tx, ty), _candidate(output, funcs, tx, ty)))
+    everything = all_at_root(output, funcs)
+    apply_schedule(output, everything)
+    points = root_points(lower_pipeline(output, sizes)[0], funcs)
+    points[output.name] = math.prod(sizes)
+    found += [((), everything), ((), breadth_first_candidate(output, funcs, inlined_funcs(funcs, output, points)))]
+    unique = {json.dumps(data, sort_keys=True): (tile, data) for tile, data in found}
+    return list(unique.values())
 
 
 def auto_schedule(output: Func, sizes: Sequence[int], trials: int = 0) -> dict:
@@ -123,31 +158,33 @@ def auto_schedule(output: Func, sizes: Sequence[int], trials: int = 0) -> dict:
     funcs = pipeline_funcs(output)
     if not output.defined:
         raise PipelineError(f"Func {output.name} is not defined")
-    ranked = []
-    heights = TILE_HEIGHTS if output.dimensions > 1 else (1,)
-    for tx in TILE_WIDTHS:
-        for ty in heights:
-            if tx > 2 * sizes[0] or (output.dimensions > 1 and ty > 2 * sizes[1]):
-                continue
-            data = _candidate(output, funcs, tx, ty)
-            apply_schedule(output, data)
+    ranked, too_big = [], []
+    for tile, data in candidates(output, funcs, sizes):
+        if tile and any(tile[0] >= w and tile[1] >= h for w, h in too_big):
+            continue  # a larger tile than one whose buffers did not fit: not lowered at all
+        apply_schedule(output, data)
+        try:
             program, _ = lower_pipeline(output, sizes)
-            ops, local = estimate_cost(program.kernels[0].body)
-            if local <= L2_BYTES // 2:
-                ranked.append((ops, tx, ty, data))
+        except PipelineError:
+            continue  # a candidate the lowering refuses (a tile whose producer regions it cannot place)
+        ops, local = estimate_cost(program.kernels[0].body)
+        if local <= L2_BYTES // 2:
+            ranked.append((ops, data))
+        elif tile:
+            too_big.append(tile)
     if not ranked:
-        ranked.append((0.0, 0, 0, _candidate(output, funcs, min(TILE_WIDTHS), min(heights))))
+        ranked.append((0.0, all_at_root(output, funcs)))
     ranked.sort(key=lambda r: r[0])
-    best = ranked[0][3]
+    best = ranked[0][1]
     if trials > 0:
-        best = _fastest([r[3] for r in ranked[:trials]], output, sizes)
+        best = _fastest([r[1] for r in ranked[:trials]], output, sizes)
     apply_schedule(output, best)
     return best
 
 
-def _fastest(candidates: list[dict], output: Func, sizes: Sequence[int]) -> dict:
+def _fastest(schedules: list[dict], output: Func, sizes: Sequence[int]) -> dict:
     timings = []
-    for data in candidates:
+    for data in schedules:
         apply_schedule(output, data)
         fn = CompiledPipeline(output, sizes)
         out = fn()

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from tensorkiln.loops import expr as L
+from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.loops.types import int_range, is_int
 
@@ -118,19 +121,114 @@ def tighten(e: L.Expr, ranges: dict) -> L.Expr:
 
     Bounds inference makes nests like min(min(a, a + 1), a + 2) (a stencil's
     three taps); comparing operands by their difference reduces that to a, so a
-    producer's region inside a tile has a constant extent.
+    producer's region inside a tile has a constant extent. Nested mins (maxes)
+    are flattened and each operand is kept once: a region that is the union of
+    the regions of several readers, each from a level below it (a pyramid),
+    would otherwise repeat the level below's bound once per reader, and the
+    bound would grow exponentially with the pyramid's depth.
     """
-    e = simplify(e, ranges)
-    if not isinstance(e, L.BinOp):
-        return e
-    a, b = tighten(e.a, ranges), tighten(e.b, ranges)
-    if e.operator in ("min", "max"):
-        diff = simplify(b - a, ranges)
-        if isinstance(diff, L.Const):
-            return a if (diff.value >= 0) == (e.operator == "min") else b
-    if a is e.a and b is e.b:
-        return e
-    return simplify(L.BinOp(e.operator, a, b), ranges)
+    return simplify(_Tightener(ranges).visit(e), ranges)
+
+
+GRID_POINTS = 4096  # a difference of operands over at most this many points of its loops is decided by evaluation
+
+
+class _Tightener:
+    """One bottom-up pass (memoized: shared subtrees are visited once); a min/max nest is flattened before
+    anything is simplified, so the operands are compared as the union made them."""
+
+    def __init__(self, ranges: dict):
+        self.ranges = ranges
+        self.memo: dict[L.Expr, L.Expr] = {}
+
+    def visit(self, e: L.Expr) -> L.Expr:
+        found = self.memo.get(e)
+        if found is not None:
+            return found
+        if isinstance(e, L.BinOp) and e.operator in ("min", "max"):
+            a, b = (simplify(self.visit(x), self.ranges) for x in (e.a, e.b))
+            if self._dominates(a, b, e.operator):  # whole operands first: min(m + 1, m) is m, m = min(u, v)
+                result = a
+            elif self._dominates(b, a, e.operator):
+                result = b
+            else:
+                result = self._extremum(e.operator, _operands(a, e.operator) + _operands(b, e.operator))
+        else:
+            children = tuple(self.visit(c) for c in e.children)
+            changed = any(c is not old for c, old in zip(children, e.children))
+            result = e.with_children(children) if changed else e
+        self.memo[e] = result
+        return result
+
+    def _extremum(self, op: str, operands: list[L.Expr]) -> L.Expr:
+        """min (max) of `operands`, each kept once and only if no other one is always at most (least) it."""
+        kept: list[L.Expr] = []
+        for x in dict.fromkeys(operands):  # structurally equal operands once, in order
+            if any(self._dominates(k, x, op) for k in kept):
+                continue
+            kept = [k for k in kept if not self._dominates(x, k, op)] + [x]
+        out = kept[0]
+        for x in kept[1:]:
+            out = L.BinOp(op, out, x)
+        return simplify(out, self.ranges) if len(kept) > 1 else out  # the simplifier's own min/max rules
+
+    def _dominates(self, a: L.Expr, b: L.Expr, op: str) -> bool:
+        """True when op(a, b) == a everywhere in the loop ranges (a <= b for min, a >= b for max)."""
+        diff = simplify(b - a, self.ranges)
+        low, high = _difference_range(diff, self.ranges)
+        return low >= 0 if op == "min" else high <= 0
+
+
+def _operands(e: L.Expr, op: str) -> list[L.Expr]:
+    """The operands of a nest of `op` (min or max) applications; [e] when e is not one."""
+    if isinstance(e, L.BinOp) and e.operator == op:
+        return _operands(e.a, op) + _operands(e.b, op)
+    return [e]
+
+
+def _difference_range(diff: L.Expr, ranges: dict) -> tuple[float, float]:
+    """Bounds of an integer expression: its value if constant, else exact over the grid of its loop
+    variables when that is small (interval arithmetic cannot see that 2*(y//4) - y//2 is 0 or -1), else
+    interval arithmetic."""
+    if isinstance(diff, L.Const):
+        return diff.value, diff.value
+    low, high = Bounds(ranges)(diff)
+    if low >= 0 or high <= 0:
+        return low, high
+    names = sorted(L.free_vars(diff))
+    if not names or any(n not in ranges for n in names):
+        return low, high
+    size = 1
+    for n in names:
+        size *= ranges[n][1] - ranges[n][0] + 1
+    if size > GRID_POINTS:
+        return low, high
+    axes = np.meshgrid(*[np.arange(ranges[n][0], ranges[n][1] + 1, dtype=np.int64) for n in names],
+                       indexing="ij")
+    values = _evaluate_grid(diff, dict(zip(names, axes)))
+    if values is None:
+        return low, high
+    return int(values.min()), int(values.max())
+
+
+_GRID_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+def _evaluate_grid(e: L.Expr, env: dict[str, np.ndarray]) -> Optional[np.ndarray]:
+    """An int64 index expression at every point of a grid, or None if it uses an operation not handled here."""
+    if isinstance(e, L.Const) and e.dtype == "int64":
+        return np.int64(e.value)
+    if isinstance(e, L.Var):
+        return env[e.name]
+    if isinstance(e, L.BinOp) and e.dtype == "int64":
+        a, b = _evaluate_grid(e.a, env), _evaluate_grid(e.b, env)
+        if a is None or b is None:
+            return None
+        if e.operator in _GRID_OPS:
+            return _GRID_OPS[e.operator](a, b)
+        if e.operator in ("floordiv", "mod") and isinstance(e.b, L.Const) and e.b.value > 0:
+            return a // b if e.operator == "floordiv" else a % b  # floor division and modulo, as the loop IR's
+    return None
 
 
 def widen_box(box: Box, var: str, lo: L.Expr, hi: L.Expr, ranges: dict) -> Box:
