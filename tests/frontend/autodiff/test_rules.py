@@ -42,7 +42,7 @@ UNARY = {
     "log2": positive, "log10": positive,
     "neg": normal, "abs": away_from_zero, "relu": away_from_zero, "exp": normal, "log": positive,
     "sqrt": positive, "rsqrt": positive, "reciprocal": away_from_zero, "sin": normal, "cos": normal,
-    "tanh": normal, "erf": normal, "sigmoid": normal,
+    "tanh": normal, "erf": normal, "sigmoid": normal, "erfc": normal, "exp2": normal,
 }
 UNARY_SHAPES = [(), (1,), (3, 1), (2, 3)]
 
@@ -59,7 +59,7 @@ BINARY = {
     "add": (normal, normal), "sub": (normal, normal), "mul": (normal, normal),
     "div": (normal, away_from_zero), "pow": (positive, normal), "maximum": (normal, normal),
     "minimum": (normal, normal), "mod": (positive, positive), "fmod": (positive, positive),
-    "atan2": (normal, away_from_zero),
+    "atan2": (normal, away_from_zero), "hypot": (away_from_zero, away_from_zero),
 }
 
 
