@@ -24,54 +24,36 @@ from __future__ import annotations
 BF16_TILE_NR = (16, 32)  # the tile widths with a helper: one or two vectors of 16 float32
 
 
-def _bf16_tile(nr: int) -> str:
+def _bf16_tile(nr: int, strided: bool = False) -> str:
+    """tk_bf16_tile_8x<NR>: c[8 x NR] += bf16 pairs of A (8 rows, pair q of row i at a[q*16 + 2i]) x B
+    (NR columns, pair q at b[q * 2NR]). strided: tk_bf16_tile_8x<NR>_strided, the same tile with the
+    pairs' strides as arguments (fused attention's operands): row i's pair q of A at
+    a[q * a_pair + i * a_row], B's pair q at b[q * b_pair]."""
     vectors = nr // 16
-    lines = [
-        f"/* c[8 x {nr}] += bf16 pairs of A (8 rows) x B ({nr} columns), float32 accumulation (vdpbf16ps) */",
-        f"static inline void tk_bf16_tile_8x{nr}(int64_t pairs, const uint16_t *restrict a, "
-        f"const uint16_t *restrict b, float *restrict c)",
-        "{",
-    ]
+    if strided:
+        header = [f"/* c[8 x {nr}] += bf16 pairs of A (8 rows) x B ({nr} columns), float32 accumulation (vdpbf16ps);",
+                  " * row i's pair q of A at a[q * a_pair + i * a_row], pair q of B at b[q * b_pair] */",
+                  f"static inline void tk_bf16_tile_8x{nr}_strided(int64_t pairs, const uint16_t *restrict a, "
+                  f"int64_t a_pair, int64_t a_row, const uint16_t *restrict b, int64_t b_pair, float *restrict c)"]
+        loop_start = ["    for (int64_t q = 0; q < pairs; ++q) {", "        const uint16_t *restrict ap = a + q * a_pair;"]
+        b_at, a_at = "b + q * b_pair + {offset}", "ap + {i} * a_row"
+    else:
+        header = [f"/* c[8 x {nr}] += bf16 pairs of A (8 rows) x B ({nr} columns), float32 accumulation (vdpbf16ps) */",
+                  f"static inline void tk_bf16_tile_8x{nr}(int64_t pairs, const uint16_t *restrict a, "
+                  f"const uint16_t *restrict b, float *restrict c)"]
+        loop_start = ["    for (int64_t q = 0; q < pairs; ++q) {"]
+        b_at, a_at = f"b + q * {2 * nr} + {{offset}}", "a + q * 16 + {two_i}"
+    lines = header + ["{"]
     for i in range(8):
         lines.append("    " + " ".join(f"__m512 c{i}{v} = _mm512_loadu_ps(c + {i * nr + 16 * v});"
                                        for v in range(vectors)))
-    lines += ["    for (int64_t q = 0; q < pairs; ++q) {"]
+    lines += loop_start
     for v in range(vectors):
         lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512("
-                     f"(const void *)(b + q * {2 * nr} + {32 * v}));")
+                     f"(const void *)({b_at.format(offset=32 * v)}));")
     for i in range(8):
-        lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(*(const int32_t *)(a + q * 16 + {2 * i}));")
-        for v in range(vectors):
-            lines.append(f"        c{i}{v} = _mm512_dpbf16_ps(c{i}{v}, a{i}, b{v});")
-    lines.append("    }")
-    for i in range(8):
-        lines.append("    " + " ".join(f"_mm512_storeu_ps(c + {i * nr + 16 * v}, c{i}{v});"
-                                       for v in range(vectors)))
-    lines.append("}")
-    return "\n".join(lines)
-
-
-def _bf16_tile_strided(nr: int) -> str:
-    """tk_bf16_tile_8x<NR> with the pairs' strides as arguments (fused attention's operands): row i's
-    pair q of A at a[q * a_pair + i * a_row], B's pair q at b[q * b_pair] (NR columns side by side)."""
-    vectors = nr // 16
-    lines = [
-        f"/* c[8 x {nr}] += bf16 pairs of A (8 rows) x B ({nr} columns), float32 accumulation (vdpbf16ps);",
-        " * row i's pair q of A at a[q * a_pair + i * a_row], pair q of B at b[q * b_pair] */",
-        f"static inline void tk_bf16_tile_8x{nr}_strided(int64_t pairs, const uint16_t *restrict a, int64_t a_pair, "
-        f"int64_t a_row, const uint16_t *restrict b, int64_t b_pair, float *restrict c)",
-        "{",
-    ]
-    for i in range(8):
-        lines.append("    " + " ".join(f"__m512 c{i}{v} = _mm512_loadu_ps(c + {i * nr + 16 * v});"
-                                       for v in range(vectors)))
-    lines += ["    for (int64_t q = 0; q < pairs; ++q) {",
-              "        const uint16_t *restrict ap = a + q * a_pair;"]
-    for v in range(vectors):
-        lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512("
-                     f"(const void *)(b + q * b_pair + {32 * v}));")
-    for i in range(8):
-        lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(*(const int32_t *)(ap + {i} * a_row));")
+        lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(*(const int32_t *)"
+                     f"({a_at.format(i=i, two_i=2 * i)}));")
         for v in range(vectors):
             lines.append(f"        c{i}{v} = _mm512_dpbf16_ps(c{i}{v}, a{i}, b{v});")
     lines.append("    }")
@@ -85,7 +67,7 @@ def _bf16_tile_strided(nr: int) -> str:
 _INCLUDE = "#include <immintrin.h>"
 NATIVE_FUNCTIONS: dict[str, str] = {
     **{f"tk_bf16_tile_8x{nr}": _bf16_tile(nr) for nr in BF16_TILE_NR},
-    **{f"tk_bf16_tile_8x{nr}_strided": _bf16_tile_strided(nr) for nr in BF16_TILE_NR},
+    **{f"tk_bf16_tile_8x{nr}_strided": _bf16_tile(nr, strided=True) for nr in BF16_TILE_NR},
 }
 
 

@@ -52,7 +52,7 @@ class CompiledPart(torch.nn.Module):
     def __init__(self, part: torch.fx.GraphModule, constants: dict[str, torch.Tensor], compile_fn: Callable):
         super().__init__()
         converted = convert_graph(part, constants, what="graph part")
-        self.placeholders = [n.name for n in part.graph.nodes if n.op == "placeholder"]
+        self.placeholders = [n.name for n in _placeholders(part)]
         self.constant_names = set(constants)
         self.structure = converted.output_structure
         self.run = compile_fn(converted.fn)  # tk.jit with the backend's options
