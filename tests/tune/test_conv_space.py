@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
 
 from tensorkiln.kernels.templates.conv_choice import (ConvConfig, ConvShape, analytic_conv_config, conv_config,
