@@ -138,7 +138,11 @@ class WorkloadSearch:
 
     @property
     def seconds_per_trial(self) -> float:
-        return self.measuring_seconds / max(self.trials, 1)
+        """What a candidate's trial costs: the trials after the first (which also started the worker,
+        computed the reference and built the default), or the first alone while it is the only one."""
+        if self.trials <= 1:
+            return self.measuring_seconds
+        return (self.measuring_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
 
     def best_score(self) -> float:
         """The best time relative to the default measured so far (1.0: only the default)."""
@@ -204,13 +208,14 @@ def tune_workload(workload: str, trials: int = 64, seconds: float | None = None,
 
     def time_left() -> bool:
         """Another trial fits: under `trials`, and within `seconds` with room left for the confirmation
-        (about two trials' time) after it."""
+        (about two trials' time) after it. After the default alone the cost of a candidate is not known
+        yet (the default's trial also started the worker): one is measured if any time is left."""
         if search.trials >= trials:
             return False
         if seconds is None:
             return True
-        elapsed = time.monotonic() - start
-        return elapsed + 3 * elapsed / max(search.trials, 1) <= seconds
+        per_trial = search.seconds_per_trial if search.trials > 1 else 0.0
+        return time.monotonic() - start + 3 * per_trial <= seconds
 
     try:
         search.start()
