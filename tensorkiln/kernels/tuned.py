@@ -152,6 +152,14 @@ def config_of(value: object) -> dict:
     return dataclasses.asdict(value)  # type: ignore[call-overload]
 
 
+def shown_config(value: object) -> dict:
+    """The knobs a kernel comment names: all but the `quiet` ones (field metadata) at their neutral
+    default, so a knob added to a template leaves the untuned kernels' C as it was."""
+    quiet = {f.name: f.default for f in dataclasses.fields(value)  # type: ignore[arg-type]
+             if f.metadata.get("quiet")}
+    return {k: v for k, v in config_of(value).items() if k not in quiet or v != quiet[k]}
+
+
 def from_config(cls: type[T], config: dict) -> T | None:
     """`cls` built from a record's config, or None when the knobs do not match its fields."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -175,7 +183,7 @@ def configured(workload: str, analytic: T, legal: Callable[[T], bool]) -> T:
             source = "default (its tuned record is not a legal configuration here)"
     log = _LOG.get()
     if log is not None and all(use.workload != workload for use in log):
-        log.append(TunedUse(workload, config_of(chosen), source))
+        log.append(TunedUse(workload, shown_config(chosen), source))
     return chosen
 
 
@@ -193,5 +201,5 @@ def records_note() -> str:
 
 
 __all__ = ["COMMENT_PREFIX", "RecordTable", "TunedUse", "active_configs", "config_of", "configured",
-           "from_config", "parse_workload", "record_table", "records_note", "target_key", "tuning_digest",
+           "from_config", "parse_workload", "record_table", "records_note", "shown_config", "target_key", "tuning_digest",
            "tuning_log", "using_configs", "workload_key"]

@@ -35,8 +35,9 @@ from collections import Counter
 from .. import dtypes as dt
 from ..ir.graph import Graph, Node, make_node
 from ..loops.buffer import Buffer
-from ..kernels.target import cpu_target
 from ..kernels.templates import conv as conv_templates
+from ..kernels.templates.conv_choice import NCHWC, conv_config
+from ..kernels.templates.conv_nchwc import channel_block
 from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
@@ -53,11 +54,7 @@ MIN_BLOCKED_INPUT_CHANNELS = 8
 
 def block_size(channels: int) -> int | None:
     """The channel block for `channels` on this CPU: one vector of float32 (or half of one), or None."""
-    lanes = cpu_target().vector_bytes // 4
-    for kb in (lanes, lanes // 2):
-        if kb >= 4 and channels % kb == 0:
-            return kb
-    return None
+    return channel_block(channels)
 
 
 def input_block(channels: int) -> int:
@@ -107,7 +104,8 @@ def blocked_conv_choice(node: Node) -> int | None:
     time), output channels a multiple of a vector (or half of one), and not a
     layer the NCHW path runs as Winograd (`conv_algorithm`), which beats a
     direct convolution on 3x3 stride-1 layers (a bf16 one too:
-    `BF16_DIRECT_OVER_WINOGRAD`).
+    `BF16_DIRECT_OVER_WINOGRAD`). A tuning record of the layer
+    (kernels/templates/conv_choice.py) can choose either way.
     """
     if node.op != "conv2d" or node.dtype != dt.float32 or (node.attrs["groups"] != 1 and not is_depthwise(node)):
         return None
@@ -116,6 +114,9 @@ def blocked_conv_choice(node: Node) -> int | None:
     kb = block_size(node.shape[1])
     if kb is None or is_depthwise(node):
         return kb
+    config = conv_config(node)
+    if config is not None:
+        return kb if config.algorithm == NCHWC else None
     probe = Buffer("probe", node.dtype.name, node.shape)
     if conv_templates.conv_algorithm(node, probe).startswith("winograd") and \
             not (BF16_DIRECT_OVER_WINOGRAD and bf16_operands(node)):

@@ -5,7 +5,8 @@ the A panels of the kernel's GEMMs (which then read it in place).
 The kernel would otherwise transform its weights on every call (about 10%
 of a 128-channel layer at batch 1, more with more channels). Which layers
 run as Winograd is the convolution rule's decision (`winograd_choice` in
-kernels/templates/conv.py, or an algorithm forced by `forced_conv_algorithm`),
+kernels/templates/conv.py, or an algorithm forced by `forced_conv_algorithm`, or a tuning
+record of the layer: conv_choice.py),
 so this pass changes where the transform happens, never which algorithm
 runs. Weights that are graph inputs (training) keep the in-kernel transform.
 """
@@ -17,7 +18,7 @@ from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.winograd_math import transform_weights, weight_panels
 from ..ir.rewrite import rewrite_graph, with_inputs
-from ..kernels.templates.conv import winograd_algorithm
+from ..kernels.templates.conv_choice import tuned_winograd_algorithm
 from ..kernels.templates.winograd import winograd_plan
 
 
@@ -29,7 +30,7 @@ def transform_winograd_weights(graph: Graph) -> tuple[Graph, Counter]:
         node = with_inputs(node, inputs)
         if node.op != "conv2d" or node.inputs[1].op != "constant" or any(d == 0 for d in node.shape):
             return node
-        algorithm = winograd_algorithm(node)
+        algorithm = tuned_winograd_algorithm(node)
         if algorithm is None:
             return node
         m = int(algorithm[len("winograd"):])

@@ -2,8 +2,9 @@
 
 For an ONNX file (inputs: seeded random data of the declared shapes, or of
 --input-shape) or a model of the zoo (resnet18, mobilenetv2, bert, mlp, at
---batch): tk.tune searches every tunable kernel with a progress bar, then
-prints a table of the kernels (default and best time, speedup, trials) and
+--batch): tk.tune searches every distinct tunable kernel workload with a
+progress bar, the task scheduler sharing --seconds among them (tune/scheduler.py),
+then prints a table of the workloads (uses, default and best time, speedup, trials) and
 the whole model's latency untuned and tuned, timed in alternating turns in
 this run, and writes the convergence plot (best time against trials, one
 line per kernel, relative to its default; PNG, needs matplotlib).

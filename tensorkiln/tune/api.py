@@ -3,9 +3,12 @@
 The function is compiled for the example arguments (tk.jit, or the object's
 own `report` for a JitFunction or a loaded ONNX model); each kernel's comment
 names the workloads its templates asked `kernels/tuned.py` about, and every
-workload with a search space is tuned (tuner.py), largest first. Records are
-appended to the records file, so the next compile, in this process or
-another, uses them; a JitFunction passed in forgets its compiled signatures.
+workload with a search space is a task (deduplicated: kernels of the same
+shape share one), tuned together within the budget by the task scheduler
+(scheduler.py: trials go where they are expected to save the most model
+latency per second). Records are appended to the records file, so the next
+compile, in this process or another, uses them; a JitFunction passed in
+forgets its compiled signatures.
 """
 from __future__ import annotations
 
@@ -15,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..frontend.jit import jit
+from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.templates.spaces import space_of
 from ..kernels.tuned import parse_workload
 from .measure import Measurer
-from .tuner import WorkloadResult, tune_workload
+from .scheduler import Task, schedule
+from .tuner import WorkloadResult
 
 
 @dataclass
@@ -28,6 +33,7 @@ class KernelTuning:
     kernel: str
     workload: str
     result: WorkloadResult
+    uses: int = 1  # kernels of the model with this workload
 
     @property
     def default_seconds(self) -> float:
@@ -55,29 +61,42 @@ class TuneResult:
 
     def __str__(self) -> str:
         lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials",
-                 f"{'kernel':<24} {'workload':<52} {'default ms':>10} {'best ms':>9} {'speedup':>7} {'trials':>6}"]
+                 f"{'kernel':<24} {'workload':<52} {'uses':>4} {'default ms':>10} {'best ms':>9} {'speedup':>7} "
+                 f"{'trials':>6}"]
         for k in self.kernels:
             mark = "" if k.result.tuned else "  (default kept)"
-            lines.append(f"{k.kernel[:24]:<24} {k.workload[:52]:<52} {k.default_seconds * 1e3:10.3f} "
+            lines.append(f"{k.kernel[:24]:<24} {k.workload[:52]:<52} {k.uses:4d} {k.default_seconds * 1e3:10.3f} "
                          f"{k.best_seconds * 1e3:9.3f} {k.result.speedup:6.2f}x {k.trials:6d}{mark}")
         return "\n".join(lines)
 
 
-def kernel_workloads(fn, *example_args, **example_kwargs) -> list[tuple[str, str]]:
-    """(kernel name, workload key) of every tunable workload the compiled function's kernels use."""
+def workload_uses(fn, *example_args, **example_kwargs) -> dict[str, list[str]]:
+    """{workload key: the names of the kernels that use it} for every tunable workload of the compiled function."""
     compiled = fn if hasattr(fn, "report") else jit(fn)
     report = compiled.report(*example_args, **example_kwargs)
-    found: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
     for kernel in report.kernels:
         for use in kernel.tuning:
             workload = use.split(" ", 1)[0]
-            if workload not in found and space_of(workload) is not None:
-                found[workload] = kernel.name
-    return [(kernel, workload) for workload, kernel in found.items()]
+            if workload in found:
+                found[workload].append(kernel.name)
+            elif space_of(workload) is not None:
+                found[workload] = [kernel.name]
+    return found
+
+
+def kernel_workloads(fn, *example_args, **example_kwargs) -> list[tuple[str, str]]:
+    """(first kernel name, workload key) of every tunable workload the compiled function's kernels use."""
+    return [(kernels[0], w) for w, kernels in workload_uses(fn, *example_args, **example_kwargs).items()]
 
 
 def _work(workload: str) -> float:
-    facts = parse_workload(workload)[1]
+    """Multiply-adds of one call of the workload's kernel (the order tasks start in)."""
+    template, facts = parse_workload(workload)
+    if template == "conv":
+        shape = shape_of_workload(workload)
+        oh, ow = shape.out_hw
+        return shape.n * shape.k * oh * ow * shape.c * shape.kh * shape.kw
     return math.prod(int(facts.get(f, 1)) for f in ("m", "n", "k"))
 
 
@@ -87,26 +106,19 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     """Tune fn's kernels for these example arguments; records are kept for every later compile.
 
     trials: candidates measured per workload at most (the default counts as one).
-    seconds: the whole call's budget, shared out among the workloads still to tune.
+    seconds: the whole call's budget, shared among the workloads by the task scheduler (scheduler.py).
     strategy: random, genetic, annealing or evolutionary (cost-model guided; the default).
     progress(kernel, workload, result, trial) is called after every trial.
     """
     start = time.monotonic()
-    found = sorted(kernel_workloads(fn, *example_args, **example_kwargs), key=lambda kw: -_work(kw[1]))
+    uses = workload_uses(fn, *example_args, **example_kwargs)
+    tasks = [Task(w, kernels) for w, kernels in sorted(uses.items(), key=lambda item: -_work(item[0]) * len(item[1]))]
     outcome = TuneResult()
     owned = measurer is None
     measurer = measurer or Measurer()
     try:
-        for index, (kernel, workload) in enumerate(found):
-            budget = None
-            if seconds is not None:
-                left = seconds - (time.monotonic() - start)
-                if left <= 0:
-                    break
-                budget = left / (len(found) - index)
-            on_trial = (lambda result, trial, k=kernel, w=workload: progress(k, w, result, trial)) if progress else None
-            result = tune_workload(workload, trials, budget, strategy, measurer, on_trial=on_trial)
-            outcome.kernels.append(KernelTuning(kernel, workload, result))
+        for task in schedule(tasks, measurer, trials, seconds, strategy, progress):
+            outcome.kernels.append(KernelTuning(task.kernels[0], task.workload, task.search.result, task.weight))
     finally:
         if owned:
             measurer.close()
@@ -116,4 +128,4 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     return outcome
 
 
-__all__ = ["KernelTuning", "TuneResult", "kernel_workloads", "tune"]
+__all__ = ["KernelTuning", "TuneResult", "kernel_workloads", "tune", "workload_uses"]

@@ -83,13 +83,19 @@ class Measurer:
                     code = None
                 return f"crashed (exit status {code})"
 
-    def measure(self, workload: str, config: dict | None, rounds: int | None = None) -> Measurement:
-        """Build, check and time `config` (None: the default alone) for `workload` in the worker."""
+    def measure(self, workload: str, config: dict | None, rounds: int | None = None,
+                cutoff: float | None = None) -> Measurement:
+        """Build, check and time `config` (None: the default alone) for `workload` in the worker.
+
+        cutoff: a candidate slower than this ratio to the default in its first round is not timed further
+        (the search's best so far, with a margin: it cannot win)."""
         if self.process is None or self.process.poll() is not None:
             self._kill()
             self._start()
         request = {"workload": workload, "config": config, "rounds": rounds or self.rounds,
                    "block_seconds": self.block_seconds}
+        if cutoff is not None:
+            request["cutoff"] = cutoff
         limit = self.timeout + (self.startup_seconds if self.fresh else 0.0)
         try:
             self.process.stdin.write((json.dumps(request) + "\n").encode())

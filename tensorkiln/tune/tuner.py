@@ -32,6 +32,7 @@ from .measure import Measurement, Measurer
 from .strategies import EvolutionarySearch, make_strategy
 
 NOISE = 0.02  # a candidate must be faster than the default by more than this, twice
+CUTOFF = 1.10  # a candidate this much slower than the best so far in its first round is not timed further
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Trial:
 
     config: Config
     measurement: Measurement
-    elapsed: float  # seconds since the search began
+    elapsed: float  # seconds the search of its workload had spent measuring, this trial included
     is_default: bool = False
 
     @property
@@ -108,68 +109,125 @@ def nearest_tuned(workload: str) -> tuple[str, Config] | None:
     return (best[1], best[2]) if best else None
 
 
+class WorkloadSearch:
+    """The search of one workload, run a few trials at a time (`step`), so that a task scheduler can
+    share a budget among many workloads (scheduler.py); `tune_workload` runs one to the end.
+
+    `start()` measures the default (trial 1) and the nearest tuned workload's configuration;
+    `step(count)` measures up to `count` more candidates and says whether the space has more;
+    `finish()` confirms the best and appends its record.
+    """
+
+    def __init__(self, workload: str, measurer: Measurer, strategy: str = "evolutionary", seed: int = 0,
+                 on_trial: Callable[[WorkloadResult, Trial], None] | None = None):
+        space = space_of(workload)
+        if space is None:
+            raise ValueError(f"workload {workload!r} has no search space")
+        self.space, self.measurer, self.on_trial = space, measurer, on_trial
+        self.search = make_strategy(strategy, space, seed)
+        self.result = WorkloadResult(workload, math.inf, math.inf, dict(space.default), dict(space.default),
+                                     strategy=strategy,
+                                     cost_model=self.search.model.name if isinstance(self.search, EvolutionarySearch)
+                                     else "")
+        self.exhausted = False
+        self.measuring_seconds = 0.0  # time spent measuring this workload (the scheduler's cost of a trial)
+
+    @property
+    def trials(self) -> int:
+        return len(self.result.trials)
+
+    @property
+    def seconds_per_trial(self) -> float:
+        """What a candidate's trial costs: the trials after the first (which also started the worker,
+        computed the reference and built the default), or the first alone while it is the only one."""
+        if self.trials <= 1:
+            return self.measuring_seconds
+        return (self.measuring_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
+
+    def best_score(self) -> float:
+        """The best time relative to the default measured so far (1.0: only the default)."""
+        return min((t.score for t in self.result.trials if t.score is not None), default=1.0)
+
+    def _run(self, config: Config | None) -> Trial:
+        began = time.monotonic()
+        cutoff = None if config is None else self.best_score() * CUTOFF
+        measurement = self.measurer.measure(self.result.workload, config, cutoff=cutoff)
+        self.measuring_seconds += time.monotonic() - began
+        trial = Trial(dict(config or self.space.default), measurement, self.measuring_seconds, is_default=config is None)
+        self.result.trials.append(trial)
+        self.search.observe(trial.config, trial.score)
+        if self.on_trial:
+            self.on_trial(self.result, trial)
+        return trial
+
+    def start(self) -> None:
+        """The default (trial 1, the reference of every later one), then the nearest tuned configuration."""
+        first = self._run(None)
+        if not first.measurement.ok:
+            raise RuntimeError(f"{self.result.workload}: the default configuration failed: {first.measurement.error}")
+        self.result.default_seconds = self.result.best_seconds = first.measurement.default_seconds
+
+    def transfer(self) -> None:
+        """Try the configuration of the nearest workload tuned on this machine, made legal here."""
+        near = nearest_tuned(self.result.workload)
+        if near is not None:
+            transferred = self.space.fix(dict(near[1]))
+            if transferred is not None and not self.search.seen(transferred):
+                self._run(transferred)
+
+    def step(self, count: int, may_continue: Callable[[], bool] = lambda: True) -> bool:
+        """Measure up to `count` proposed candidates while `may_continue()`; False once the space is exhausted."""
+        batch = self.search.propose(count)
+        if not batch:
+            self.exhausted = True
+            return False
+        for config in batch:
+            if not may_continue():
+                break
+            self._run(config)
+        return True
+
+    def finish(self, write_record: bool = True) -> WorkloadResult:
+        """Confirm the best candidate (twice the rounds); append its record if it wins again."""
+        _confirm(self.result, self.search, self.measurer, self.space.default)
+        if self.result.tuned and write_record:
+            tuning_records.append_record(tuning_records.TuningRecord(
+                self.result.workload, target_key(), self.result.best_config, self.result.best_seconds,
+                self.result.default_seconds, len(self.result.trials)))
+        return self.result
+
+
 def tune_workload(workload: str, trials: int = 64, seconds: float | None = None, strategy: str = "evolutionary",
                   measurer: Measurer | None = None, seed: int = 0, write_record: bool = True,
                   on_trial: Callable[[WorkloadResult, Trial], None] | None = None) -> WorkloadResult:
     """Search `workload`'s space (see the module docstring); the result says what was found and kept."""
-    space = space_of(workload)
-    if space is None:
-        raise ValueError(f"workload {workload!r} has no search space")
     owned = measurer is None
     measurer = measurer or Measurer()
-    search = make_strategy(strategy, space, seed)
+    search = WorkloadSearch(workload, measurer, strategy, seed, on_trial)
     start = time.monotonic()
-    result = WorkloadResult(workload, math.inf, math.inf, dict(space.default), dict(space.default),
-                            strategy=strategy, cost_model=search.model.name if isinstance(search,
-                                                                                           EvolutionarySearch) else "")
-
-    def run(config: Config | None) -> Trial:
-        trial = Trial(dict(config or space.default), measurer.measure(workload, config), time.monotonic() - start,
-                      is_default=config is None)
-        result.trials.append(trial)
-        search.observe(trial.config, trial.score)
-        if on_trial:
-            on_trial(result, trial)
-        return trial
 
     def time_left() -> bool:
         """Another trial fits: under `trials`, and within `seconds` with room left for the confirmation
-        (about two trials' time) after it."""
-        if len(result.trials) >= trials:
+        (about two trials' time) after it. After the default alone the cost of a candidate is not known
+        yet (the default's trial also started the worker): one is measured if any time is left."""
+        if search.trials >= trials:
             return False
         if seconds is None:
             return True
-        elapsed = time.monotonic() - start
-        per_trial = elapsed / max(len(result.trials), 1)
-        return elapsed + 3 * per_trial <= seconds
+        per_trial = search.seconds_per_trial if search.trials > 1 else 0.0
+        return time.monotonic() - start + 3 * per_trial <= seconds
 
     try:
-        first = run(None)  # the default: trial 1, and the reference of every later one
-        if not first.measurement.ok:
-            raise RuntimeError(f"{workload}: the default configuration failed: {first.measurement.error}")
-        result.default_seconds = result.best_seconds = first.measurement.default_seconds
-        near = nearest_tuned(workload)
-        if near is not None and time_left():
-            transferred = space.fix(dict(near[1]))
-            if transferred is not None and not search.seen(transferred):
-                run(transferred)
-        while time_left():
-            batch = search.propose(min(4, trials - len(result.trials)))
-            if not batch:
-                break  # the space is exhausted
-            for config in batch:
-                if not time_left():
-                    break
-                run(config)
-        _confirm(result, search, measurer, space.default)
+        search.start()
+        if time_left():
+            search.transfer()
+        while time_left() and search.step(min(4, trials - search.trials), time_left):
+            pass
+        result = search.finish(write_record)
     finally:
         if owned:
             measurer.close()
     result.seconds_spent = time.monotonic() - start
-    if result.tuned and write_record:
-        tuning_records.append_record(tuning_records.TuningRecord(
-            workload, target_key(), result.best_config, result.best_seconds, result.default_seconds,
-            len(result.trials)))
     return result
 
 
@@ -190,4 +248,4 @@ def _confirm(result: WorkloadResult, search, measurer: Measurer, default: Config
     result.best_seconds = ratio * result.default_seconds
 
 
-__all__ = ["NOISE", "Trial", "WorkloadResult", "nearest_tuned", "tune_workload"]
+__all__ = ["CUTOFF", "NOISE", "Trial", "WorkloadResult", "WorkloadSearch", "nearest_tuned", "tune_workload"]

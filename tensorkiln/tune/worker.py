@@ -3,7 +3,7 @@
 It reads one JSON request per line on stdin and answers one JSON line on the
 stdout it was started with (everything the compiler prints goes to stderr):
 
-    request  {"workload": KEY, "config": {...} or null, "rounds": 5, "block_seconds": 0.02}
+    request  {"workload": KEY, "config": {...} or null, "rounds": 5, "block_seconds": 0.02, "cutoff": 1.2}
     answer   {"ok": true, "seconds": s, "default_seconds": s0, "ratio": r, "compile_seconds": c}
              {"ok": false, "error": "why"}
 
@@ -15,7 +15,10 @@ default-candidate then candidate-default, `rounds` times; each block repeats
 the call until it lasts `block_seconds`. `ratio` is the median of the
 rounds' candidate/default ratios, so a machine whose speed drifts over
 minutes shifts both sides of a round alike. A candidate `HOPELESS` times
-slower than the default in the first round is not timed further. A crash or a hang here costs
+slower than the default in the first round, or slower than the request's
+`cutoff` (the search's best so far, with a margin), is not timed further: a
+trial of an obviously bad candidate costs one round. The reference check's
+call, timed, sizes the blocks, so no call is spent on that alone. A crash or a hang here costs
 only this process: the tuner (measure.py) kills it and starts another.
 """
 from __future__ import annotations
@@ -43,7 +46,18 @@ def _block(fn: Callable, inputs: list[np.ndarray], calls: int) -> float:
 
 def check(fn: Callable, bench: Benchmark) -> str | None:
     """Why `fn`'s answer is wrong (None when it matches the reference within the tolerance)."""
-    out = np.asarray(fn(*bench.inputs).numpy(), dtype=np.float64)
+    return timed_check(fn, bench)[0]
+
+
+def timed_check(fn: Callable, bench: Benchmark) -> tuple[str | None, float]:
+    """(check's answer, the seconds of the call it made)."""
+    start = time.perf_counter()
+    result = fn(*bench.inputs)
+    seconds = time.perf_counter() - start
+    return _wrong(np.asarray(result.numpy(), dtype=np.float64), bench), seconds
+
+
+def _wrong(out: np.ndarray, bench: Benchmark) -> str | None:
     if out.shape != bench.reference.shape:
         return f"wrong shape {out.shape}, expected {bench.reference.shape}"
     error = float(np.max(np.abs(out - bench.reference))) if out.size else 0.0
@@ -53,10 +67,14 @@ def check(fn: Callable, bench: Benchmark) -> str | None:
 
 
 def compare(candidate: Callable, default: Callable, inputs: list[np.ndarray], rounds: int,
-            block_seconds: float) -> dict:
-    """Candidate and default timed in alternating blocks; medians and the median per-round ratio."""
-    single = max(_block(default, inputs, 1), _block(candidate, inputs, 1), 1e-7)
-    calls = max(1, int(block_seconds / single))
+            block_seconds: float, cutoff: float | None = None, single: float | None = None) -> dict:
+    """Candidate and default timed in alternating blocks; medians and the median per-round ratio.
+
+    single: seconds of one call, if known (else timed here); cutoff: stop after a first round slower than this."""
+    if single is None:
+        single = max(_block(default, inputs, 1), _block(candidate, inputs, 1))
+    calls = max(1, int(block_seconds / max(single, 1e-7)))
+    stop = min(HOPELESS, cutoff) if cutoff is not None else HOPELESS
     cand_times, default_times, ratios = [], [], []
     for r in range(rounds):
         if r % 2 == 0:
@@ -66,8 +84,8 @@ def compare(candidate: Callable, default: Callable, inputs: list[np.ndarray], ro
         cand_times.append(c)
         default_times.append(d)
         ratios.append(c / d)
-        if r == 0 and c > HOPELESS * d:
-            break  # far slower: more rounds would only confirm it
+        if r == 0 and c > stop * d:
+            break  # far slower (than the default or the best so far): more rounds would only confirm it
     return {"seconds": float(np.median(cand_times)), "default_seconds": float(np.median(default_times)),
             "ratio": float(np.median(ratios))}
 
@@ -78,6 +96,7 @@ class Worker:
     def __init__(self) -> None:
         self.benchmarks: dict[str, Benchmark] = {}
         self.defaults: dict[str, Callable] = {}
+        self.default_call: dict[str, float] = {}  # seconds of the default's checked call
 
     def answer(self, request: dict) -> dict:
         workload = request["workload"]
@@ -86,18 +105,20 @@ class Worker:
         bench = self.benchmarks[workload]
         if workload not in self.defaults:
             default = bench.build(None)
-            wrong = check(default, bench)
+            wrong, self.default_call[workload] = timed_check(default, bench)
             if wrong:
                 return {"ok": False, "error": f"the default configuration is wrong: {wrong}"}
             self.defaults[workload] = default
         start = time.perf_counter()
         candidate = bench.build(request["config"]) if request["config"] else self.defaults[workload]
         compile_seconds = time.perf_counter() - start
-        wrong = check(candidate, bench)
+        wrong, call = timed_check(candidate, bench)
         if wrong:
             return {"ok": False, "error": wrong}
+        cutoff = request.get("cutoff")
         timing = compare(candidate, self.defaults[workload], bench.inputs, int(request.get("rounds", 5)),
-                         float(request.get("block_seconds", 0.02)))
+                         float(request.get("block_seconds", 0.02)), float(cutoff) if cutoff is not None else None,
+                         single=max(call, self.default_call[workload]))
         return {"ok": True, "compile_seconds": compile_seconds, **timing}
 
 

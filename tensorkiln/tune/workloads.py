@@ -4,9 +4,13 @@ A workload key (kernels/tuned.py) names a template and the facts that decide
 its code; here each tunable template's key becomes a small graph that
 exercises exactly that kernel: a `gemm` key is A (m x k) @ B (k x n), with B
 a constant (laid out in panels by the graph passes) when the key says
-`panels=1`; a `gemm_bf16` key is the same compiled with precision="bf16".
+`panels=1`; a `gemm_bf16` key is the same compiled with precision="bf16";
+a `conv` key is one conv2d layer on an NCHW input, its weight a constant
+when the key says `const=1` (as in an inference model: the layout pass may
+block it, the Winograd pass transform it).
 The reference is numpy in float64 on the same operands (rounded to bf16
-first for the bf16 GEMM, whose products are then exact in float32).
+first for the bf16 GEMM, whose products are then exact in float32; the
+op table's conv2d reference for a layer).
 """
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ import numpy as np
 from ..frontend import functions  # noqa: F401  (adds Tensor.__matmul__)
 from ..frontend.creation import tensor
 from ..frontend.jit import jit
+from ..frontend.tensor import apply, as_tensor
+from ..ir.ops import get_op
+from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.tuned import parse_workload, using_configs
 
 
@@ -69,7 +76,38 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
     return Benchmark(inputs, build, reference, tolerance=4 * eps * k)
 
 
-BENCHMARKS: dict[str, Callable[[str], Benchmark]] = {"gemm": gemm_benchmark, "gemm_bf16": gemm_benchmark}
+CONV_TOLERANCE_EPS = 32  # Winograd's transforms round more than a direct sum: eps * K per this many
+
+
+def conv_benchmark(workload: str, seed: int = 0) -> Benchmark:
+    """The benchmark of a `conv` workload key."""
+    shape = shape_of_workload(workload)
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (shape.n, shape.c, shape.h, shape.w)).astype(np.float32)
+    w = rng.uniform(-1, 1, (shape.k, shape.c, shape.kh, shape.kw)).astype(np.float32)
+    attrs = dict(stride=shape.stride, padding=shape.padding, dilation=shape.dilation, groups=1)
+    reference = get_op("conv2d").reference([x.astype(np.float64), w.astype(np.float64)], attrs, None)
+
+    def build(config: dict | None) -> Callable:
+        def layer(inp, weight):
+            return apply("conv2d", [as_tensor(inp), as_tensor(weight)], **attrs)
+        with using_configs({workload: config} if config else {}):
+            if shape.constant_weight:
+                weights = tensor(w)
+                fn = jit(lambda inp: layer(inp, weights))
+                fn(x)  # compiled here, under this configuration
+            else:
+                fn = jit(layer)
+                fn(x, w)
+            return fn
+
+    k = shape.c * shape.kh * shape.kw
+    inputs = [x] if shape.constant_weight else [x, w]
+    return Benchmark(inputs, build, reference, tolerance=CONV_TOLERANCE_EPS * float(np.finfo(np.float32).eps) * k)
+
+
+BENCHMARKS: dict[str, Callable[[str], Benchmark]] = {"gemm": gemm_benchmark, "gemm_bf16": gemm_benchmark,
+                                                     "conv": conv_benchmark}
 
 
 def benchmark_of(workload: str) -> Benchmark:
@@ -80,4 +118,4 @@ def benchmark_of(workload: str) -> Benchmark:
     return BENCHMARKS[template](workload)
 
 
-__all__ = ["BENCHMARKS", "Benchmark", "benchmark_of", "gemm_benchmark"]
+__all__ = ["BENCHMARKS", "Benchmark", "benchmark_of", "conv_benchmark", "gemm_benchmark"]

@@ -76,3 +76,31 @@ def test_tuned_configurations_change_the_kernel_and_stay_correct(rng, panels):
         assert [kk.loop_ir for kk in report.kernels] != default_ir, (key, config)
         assert any(use.startswith(f"{key} tuned:") for kk in report.kernels for use in kk.tuning)
         np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_unroll_prefetch_and_split_k_candidates_are_correct(rng):
+    """The micro-kernel's depth unroll, B's prefetch distance and the depth cut, on random tall-K shapes."""
+    for unroll, prefetch, chunks in ((2, 4, 2), (4, 16, 3), (8, 32, 8), (4, 0, 1)):
+        m, n = (int(x) for x in rng.integers(33, 90, 2))  # above 32^3 multiply-adds: the BLIS GEMM
+        k = int(rng.integers(100, 700))  # tails past every unroll and chunk
+        key = gemm_workload(m, n, k, "float32")
+        space = space_of(key)
+        config = {**space.default, "ku": unroll, "pf": prefetch, "ksplit": chunks}
+        assert space.legal(config), config
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        with using_configs({key: config}):
+            fn = tk.jit(lambda x, y: x @ y)
+            out = fn(a, b).numpy()
+            uses = [use for kernel in fn.report(a, b).kernels for use in kernel.tuning]
+        assert any(use.startswith(f"{key} tuned:") and f"ku={unroll}" in use for use in uses), (key, config, uses)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5 * k)
+
+
+def test_new_knobs_are_quiet_at_their_neutral_values():
+    key = gemm_workload(64, 64, 512, "float32")
+    with using_configs({}), tuning_log() as log:
+        gemm_blocking(64, 64, 512, "float32")
+    assert "ku=" not in log[0].comment_line() and "split=auto" in log[0].comment_line()
+    space = space_of(key)
+    assert {"ku", "pf", "ksplit"} <= set(space.knobs) and 8 in space.knobs["ksplit"]  # K >= max(M, N): tall

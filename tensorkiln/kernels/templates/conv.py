@@ -256,17 +256,20 @@ def _padded_rows_n(root: Node) -> int | None:
     return rows if 2 * rows <= 3 * oh * ow else None
 
 
-def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
+def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None, algorithm: str | None = None
+                ) -> Stmt | None:
     """Loop IR computing epilogue(conv2d(x, w)): grouped, strided, dilated, padded.
 
     `epilogue(index, acc)` gives the stored value of output element `index`
     (n, o, y, x) whose convolution sum is `acc` (default: acc itself).
+    algorithm: one of `applicable_conv_algorithms` (a tuned choice), else `conv_algorithm`'s.
     """
     if epilogue is None:
         epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
     if any(d == 0 for d in root.shape):
         return None
-    algorithm = conv_algorithm(root, out)
+    if algorithm is None or algorithm not in applicable_conv_algorithms(root, out):
+        algorithm = conv_algorithm(root, out)
     if algorithm.startswith("winograd"):
         return winograd_conv(root, out, values, epilogue, m=int(algorithm[len("winograd"):]))
     if algorithm == "gemm":

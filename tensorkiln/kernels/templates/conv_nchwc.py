@@ -77,6 +77,15 @@ class NchwcTile:
     blocks: int
 
 
+def channel_block(channels: int) -> int | None:
+    """The channel block for `channels` on this CPU: one vector of float32 (or half of one), or None."""
+    lanes = cpu_target().vector_bytes // 4
+    for kb in (lanes, lanes // 2):
+        if kb >= 4 and channels % kb == 0:
+            return kb
+    return None
+
+
 L2_BYTES_PER_CYCLE = 32  # sustained L2 -> L1 bandwidth of one core, about half the peak on recent x86
 
 
@@ -252,12 +261,15 @@ def _weight(values: ValueBuilder, w_node: Node, flat: E.Expr, *index: E.Expr) ->
     return values.value(w_node, list(index))
 
 
-def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
+def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None, tile: NchwcTile | None = None,
+                      groups_inner: bool = False) -> Stmt | None:
     """Loop IR computing epilogue(conv2d_nchwc(x, w)); see the module docstring.
 
     `epilogue(index, acc)` gives the stored value of output element `index`
     ((n, k-block, oy, ox, lane), or (n, channel, oy, ox) for out_layout "nchw")
-    whose convolution sum is `acc`.
+    whose convolution sum is `acc`. tile: the register tile (default `nchwc_tile`'s);
+    groups_inner: number the tasks (image, row, channel group) rather than (image, group, row),
+    so that neighbouring tasks share input rows rather than weights (not for depthwise layers).
     """
     if epilogue is None:
         epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
@@ -273,7 +285,8 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     pt, _, pl, _ = root.attrs["padding"]
     dtype = compute_dtype(root.dtype.name)
     depthwise = _is_depthwise(root)
-    tile = depthwise_tile(ow) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
+    if tile is None:
+        tile = depthwise_tile(ow) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
     t_full, g_blocks = tile.pixels, tile.blocks
     groups = kblocks // g_blocks
     in_blocks, in_cb = _input_blocks(root)
@@ -316,6 +329,8 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     img = task // (groups * bands)
     grp = (task // bands) % groups
     oy = (task % bands) * band + band_row if task_rows else task % oh
+    if groups_inner and not task_rows:
+        grp, oy = task % groups, (task // groups) % oh
     w_block = cblocks * kh * kw * cb * kb  # weight elements of one output-channel block
 
     def tile_code(pixels: int, ox0: E.Expr, s_range: tuple[E.Expr, E.Expr] | None = None) -> Stmt:

@@ -50,13 +50,13 @@ K > KC needs an output of its compute dtype (float32/float64); the epilogue
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ...loops import expr as E
 from ...loops.buffer import Buffer
-from ...loops.ir import Alloc, For, If, Stmt, Store, block
-from ...loops.schedule import substitute
+from ...loops.ir import Alloc, For, If, NativeCall, Pointer, Stmt, Store, block
+from ...loops.schedule import substitute, substitute_expr
 from ..schedule_defaults import thread_count
 from ..run_time_choice import at_least, threads_if
 from ...loops.types import itemsize
@@ -67,10 +67,20 @@ from ...shapes import is_symbolic
 IndexFn = Callable[..., E.Expr]
 
 
+# Knobs whose neutral value leaves the code as it was before they existed: a kernel comment names
+# them only when a configuration moves them (tuned.shown_config), so untuned C stays the same.
+QUIET = {"quiet": True}
+
+
 @dataclass(frozen=True)
 class GemmBlocking:
     """Register tile (mr x nr), cache blocks (mc x kc rows of A, kc x nc of B) and how the threads
-    cut a matrix (`split`: "auto" is gemm_thread_split's rule, "rows" / "cols" force the cut)."""
+    cut a matrix (`split`: "auto" is gemm_thread_split's rule, "rows" / "cols" force the cut).
+
+    The micro-kernel's depth loop is unrolled `ku` steps at a time (1: left to the compiler);
+    `pf` > 0 prefetches B's micro-panel `pf` depth steps ahead; `ksplit` cuts K for the threads:
+    0 is gemm_thread_split's rule, 1 never, c >= 2 into c chunks summed afterwards (batch 1).
+    """
 
     mr: int
     nr: int
@@ -78,9 +88,16 @@ class GemmBlocking:
     mc: int
     nc: int
     split: str = "auto"
+    ku: int = field(default=1, metadata=QUIET)
+    pf: int = field(default=0, metadata=QUIET)
+    ksplit: int = field(default=0, metadata=QUIET)
 
 
 THREAD_SPLITS = ("auto", "rows", "cols")
+K_UNROLLS = (1, 2, 4, 8)
+MAX_PREFETCH_STEPS = 64  # prefetch distance in depth steps at most
+MAX_K_CHUNKS = 16
+SPLIT_K_MAX_TUNED_BYTES = 16 << 20  # partial products of a tuned split-K, all chunks together
 MAX_LOCAL_BYTES = 64 << 20  # packed blocks of one task: more is no blocking a cache could hold
 
 
@@ -133,7 +150,17 @@ def blocking_legal(bl: GemmBlocking, m: int, n: int, k: int, dtype: str, panels_
         return False
     if bl.nc % bl.nr or not bl.nr <= bl.nc <= max(_round_up(n, bl.nr), analytic.nc):
         return False
+    if bl.ku not in K_UNROLLS or not 0 <= bl.pf <= MAX_PREFETCH_STEPS or not k_split_legal(bl.ksplit, m, n, k, dtype):
+        return False
     return bl.split in THREAD_SPLITS and bl.kc * (bl.mc + bl.nc) * itemsize(dtype) <= MAX_LOCAL_BYTES
+
+
+def k_split_legal(chunks: int, m: int, n: int, k: int, dtype: str) -> bool:
+    """0 (the rule) and 1 (never) always; c >= 2 chunks of at least 8 deep whose partials fit the bound."""
+    if chunks in (0, 1):
+        return True
+    return (2 <= chunks <= MAX_K_CHUNKS and k >= 8 * chunks
+            and chunks * m * n * itemsize(dtype) <= SPLIT_K_MAX_TUNED_BYTES)
 
 
 def analytic_gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: bool = False) -> GemmBlocking:
@@ -229,7 +256,9 @@ def _thread_cut(batch: int, m: int, n: int, k: int, blocking: GemmBlocking, thre
     """gemm_thread_split's cut of a GEMM large enough to share."""
     if batch % threads == 0 or batch >= 4 * threads:
         return ThreadSplit(1, 1, True)
-    if depth_split and batch == 1 and split_k_applies(m, n, k, blocking, threads):
+    if depth_split and batch == 1 and blocking.ksplit >= 2:  # a tuned blocking chose the depth cut
+        return ThreadSplit(1, 1, True, blocking.ksplit)
+    if depth_split and batch == 1 and blocking.ksplit == 0 and split_k_applies(m, n, k, blocking, threads):
         return ThreadSplit(1, 1, True, threads)
     cuts = threads // math.gcd(batch, threads)
     row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
@@ -367,10 +396,11 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         a_micro = a_panels.load(bi, panel + ib * (mc_max // mr) + iq, k_at(p), i)
     # fma: one rounding per step, and C compiled as -std=c99 contracts nothing by itself
     update = E.call("fma", a_micro, b_micro, E.Load(acc, i * nr + j))
-    micro_kernel = block(
-        For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
-        For(p, kc, For(i, E.const(mr), For(j, E.const(nr), Store(acc, i * nr + j, update), "vectorized"),
-                       "unrolled")))
+    step: Stmt = For(i, E.const(mr), For(j, E.const(nr), Store(acc, i * nr + j, update), "vectorized"), "unrolled")
+    if bl.pf:
+        step = block(*prefetch_ahead(b_micro, p, j, bl.pf, nr, dtype), step)
+    micro_kernel = block(For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
+                         *depth_loop(p, kc, step, bl.ku, prefix))
     writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,
                                (wi, wj), (m, n), (mr, nr), pc, n_k, dtype, zero)
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
@@ -387,6 +417,34 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
     matrix = substitute(matrix, {bi.name: task // chunks if chunks > 1 else task})
     return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial", split.threads_if)
+
+
+PREFETCH_SOURCE = "static inline void tk_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }"
+CACHE_LINE = 64
+
+
+def prefetch_ahead(b_micro: E.Load, p: E.Var, lane: E.Var, distance: int, nr: int, dtype: str) -> list[Stmt]:
+    """Prefetches of B's micro-panel row `distance` depth steps past p, one per cache line of its NR
+    lanes (clamped into the buffer: a prefetch never faults, but its address stays in bounds)."""
+    last = b_micro.buffer.size - 1
+    ahead = substitute_expr(b_micro.index, {p.name: p + distance, lane.name: E.const(0)})
+    lanes_per_line = max(CACHE_LINE // itemsize(dtype), 1)
+    return [NativeCall("tk_prefetch", (Pointer(b_micro.buffer, E.minimum(ahead + lane, last)),),
+                       source=PREFETCH_SOURCE) for lane in range(0, nr, lanes_per_line)]
+
+
+def depth_loop(p: E.Var, depth: E.Expr, step: Stmt, unroll: int, prefix: str) -> list[Stmt]:
+    """`for p < depth: step`, or with unroll u > 1: `for po < depth / u: for pu < u (unrolled): step`
+    at p = po*u + pu, then the depth % u steps left (none where depth is a constant multiple of u)."""
+    if unroll <= 1:
+        return [For(p, depth, step)]
+    outer, inner, rest = E.Var(f"{prefix}_po"), E.Var(f"{prefix}_pu"), E.Var(f"{prefix}_pt")
+    whole = depth // unroll
+    loops: list[Stmt] = [For(outer, whole, For(inner, E.const(unroll), substitute(step, {p.name: outer * unroll + inner}),
+                                             "unrolled"))]
+    if not (isinstance(depth, E.Const) and int(depth.value) % unroll == 0):
+        loops.append(For(rest, depth - whole * unroll, substitute(step, {p.name: whole * unroll + rest})))
+    return loops
 
 
 def a_reads_rows(a_value: IndexFn, probe: E.Var) -> bool:

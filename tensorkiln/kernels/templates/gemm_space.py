@@ -7,7 +7,13 @@ Knobs (gemm.py's `GemmBlocking`):
 - `kc`: the depth block (A's and B's micro-panels in L1), 32..1024 in steps;
 - `mc`: the rows of A's block (L2), a multiple of mr;
 - `nc`: the columns of B's block (L3), a multiple of nr;
-- `split`: how the threads cut one matrix ("auto": gemm_thread_split's rule).
+- `split`: how the threads cut one matrix ("auto": gemm_thread_split's rule);
+- `ku`: the micro-kernel's depth loop unrolled 1, 2, 4 or 8 steps at a time;
+- `pf`: software prefetch of B's micro-panel 0 (none), 4 ... 32 depth steps ahead;
+- `ksplit`: the depth cut for the threads, 0 (the rule), 1 (never) or 2-8 chunks, searched
+  only for a tall K (K >= max(M, N)) of an operand not given in panels.
+
+`gemm_bf16` has its own micro-kernel: its `ku`, `pf` and `ksplit` stay at their neutral values.
 
 A B or A given in panels keeps its tile (only the blocks and the cut move).
 Every list includes the analytic choice, and `gemm.blocking_legal` is the rule
@@ -27,17 +33,19 @@ from ..knob_space import Config, KnobSpace
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from ..tuned import config_of, parse_workload
-from .gemm import THREAD_SPLITS, GemmBlocking, _round_up, analytic_gemm_blocking, blocking_legal
+from .gemm import K_UNROLLS, THREAD_SPLITS, GemmBlocking, _round_up, analytic_gemm_blocking, blocking_legal
 
 KC_VALUES = (32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 1024)
 MC_VALUES = (16, 32, 48, 64, 96, 128, 144, 192, 240, 288, 336, 384, 480, 576, 768, 960)
 NC_VALUES = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 MR_VALUES = (4, 6, 8, 10, 12, 14, 16)
+PF_VALUES = (0, 4, 8, 16, 32)
+KSPLIT_VALUES = (0, 1, 2, 4, 8)
 
 
 def gemm_space(workload: str) -> KnobSpace:
     """The space of a `gemm` or `gemm_bf16` workload key (gemm.gemm_workload)."""
-    _, facts = parse_workload(workload)
+    template, facts = parse_workload(workload)
     m, n, k, dtype, panels = int(facts["m"]), int(facts["n"]), int(facts["k"]), facts["dtype"], facts["panels"] == "1"
     analytic = analytic_gemm_blocking(m, n, k, dtype, panels)
     lanes = max(cpu_target().vector_bytes // itemsize(dtype), 1)
@@ -55,8 +63,11 @@ def gemm_space(workload: str) -> KnobSpace:
         config["nc"] = max(nr, min(config["nc"], _round_up(n, nr)) // nr * nr)
         return config
 
+    plain = template == "gemm"  # gemm_bf16's micro-kernel has no unroll, prefetch or depth cut to tune
+    tall = plain and not panels and k >= max(m, n)
     knobs = {"mr": mr_values, "nr": nr_values, "kc": KC_VALUES, "mc": MC_VALUES, "nc": NC_VALUES,
-             "split": THREAD_SPLITS}
+             "split": THREAD_SPLITS, "ku": K_UNROLLS if plain else (1,), "pf": PF_VALUES if plain else (0,),
+             "ksplit": KSPLIT_VALUES if tall else (0,)}
     # the values past the matrix all repair to the same point: keep one of them
     knobs["kc"] = tuple(v for v in KC_VALUES if v < _round_up(k, 8)) + (_round_up(k, 8),)
     return KnobSpace(workload, knobs, config_of(analytic), legal, repair,
@@ -76,7 +87,8 @@ def gemm_features(config: Config, m: int, n: int, k: int, dtype: str) -> list[fl
     split = THREAD_SPLITS.index(config["split"])
     tasks = math.ceil(m / mr) if config["split"] != "cols" else math.ceil(n / nr)
     return [mr, nr, kc, mc, nc, mr * nr, intensity, l1, l2, l3, padded, *blocks, math.log2(m * n * k),
-            split, tasks / threads, m / mc % 1.0, n / nc % 1.0, k / kc % 1.0]
+            split, tasks / threads, m / mc % 1.0, n / nc % 1.0, k / kc % 1.0,
+            config.get("ku", 1), config.get("pf", 0), config.get("ksplit", 0)]
 
 
 __all__ = ["gemm_features", "gemm_space"]

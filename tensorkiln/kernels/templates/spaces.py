@@ -5,11 +5,13 @@ from typing import Callable
 
 from ..knob_space import KnobSpace
 from ..tuned import parse_workload
+from .conv_space import conv_space
 from .gemm_space import gemm_space
 
 SPACES: dict[str, Callable[[str], KnobSpace]] = {
     "gemm": gemm_space,
     "gemm_bf16": gemm_space,
+    "conv": conv_space,
 }
 
 
