@@ -33,7 +33,8 @@ from tensorkiln.loops import expr as L
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.ir import Alloc, For, If, Stmt, Store, stmt_exprs
 from tensorkiln.pipeline import expr as P
-from tensorkiln.pipeline.auto_root import all_at_root, breadth_first_candidate, inlined_funcs, root_points
+from tensorkiln.pipeline.auto_root import (all_at_root, at_sole_readers, breadth_first_candidate, inlined_funcs,
+                                          is_boundary_condition, root_points, root_steps)
 from tensorkiln.pipeline.compile import CompiledPipeline, lower_pipeline
 from tensorkiln.pipeline.func import Func, apply_schedule, pipeline_funcs
 from tensorkiln.pipeline.names import PipelineError
@@ -86,11 +87,10 @@ def _candidate(output: Func, funcs: list[Func], tx: int, ty: int) -> dict:
             else:
                 steps += [["split", x, x, "xi_v", vector], ["vectorize", "xi_v"]]
             stages[0] = {"compute": "inline", "store": None, "steps": steps}
+        elif is_boundary_condition(f):
+            pass  # one clamped read of an input, inlined where it is read
         elif f.updates or f.name in gathered or f.name not in at_tile:
-            stages[0] = {"compute": "root", "store": None, "steps": [["split", first, first, f"{first}_v", vector],
-                                                                     ["vectorize", f"{first}_v"]]}
-        elif len(f.values) == 1 and isinstance(f.value, P.Call) and not isinstance(f.value.target, Func):
-            pass  # a boundary condition: one clamped read of an input, inlined where it is read
+            stages[0] = {"compute": "root", "store": None, "steps": root_steps(f)}
         elif (f.name in stencil or len(consumers.get(f.name, ())) > 1) and y is not None and not output.updates:
             stages[0] = {"compute": [output.name, x], "store": None,
                          "steps": [["split", first, first, f"{first}_v", vector], ["vectorize", f"{first}_v"]]}
@@ -145,6 +145,7 @@ def candidates(output: Func, funcs: list[Func], sizes: Sequence[int]) -> list[tu
     points = root_points(lower_pipeline(output, sizes)[0], funcs)
     points[output.name] = math.prod(sizes)
     found += [((), everything), ((), breadth_first_candidate(output, funcs, inlined_funcs(funcs, output, points)))]
+    found += [(tile, moved) for tile, data in found if (moved := at_sole_readers(output, funcs, data)) is not None]
     unique = {json.dumps(data, sort_keys=True): (tile, data) for tile, data in found}
     return list(unique.values())
 

@@ -109,6 +109,38 @@ def breadth_first_candidate(output, funcs: list, inlined: set[str]) -> dict:
     return data
 
 
+def at_sole_readers(output, funcs: list, data: dict) -> dict | None:
+    """`data` with each root Func with update definitions that one other root Func alone reads computed in
+    that reader's parallel row strips (Halide's bilateral grid: the histogram per strip of the z blur), or
+    None where there is no such Func.
+
+    A root Func's updates run serially over its whole region (a scatter's rows may collide, so they are
+    not parallel); per strip of its reader they run in the strips' parallel loop, over the region the
+    strip reads, in a buffer that stays in cache. Pure Funcs are left where they are: their rows are
+    parallel at the root already, and moving a chain of them would recompute each strip's halo."""
+    readers: dict[str, set[str]] = {}
+    for f in funcs:
+        for name in _calls(f):
+            readers.setdefault(name, set()).add(f.name)
+    by_name = {f.name: f for f in funcs}
+    moved = {name: [dict(stage) for stage in stages] for name, stages in data.items()}
+    changed = False
+    for f in funcs:
+        sole = readers.get(f.name, set())
+        if f is output or not f.updates or len(sole) != 1 or data[f.name][0]["compute"] != "root":
+            continue
+        reader = by_name[next(iter(sole))]
+        if reader is output or reader.updates or reader.dimensions < 2 or f.dimensions < 2 \
+                or data[reader.name][0]["compute"] != "root":
+            continue
+        first, vector = f.args[0].name, vector_width(f.types[0])
+        moved[f.name][0] = {"compute": [reader.name, reader.args[1].name],  # root_steps' strip loop
+                            "store": None, "steps": [["split", first, first, f"{first}_v", vector],
+                                                     ["vectorize", f"{first}_v"]]}
+        changed = True
+    return moved if changed else None
+
+
 def all_at_root(output, funcs: list) -> dict:
     """The breadth-first candidate that inlines only the boundary conditions."""
     return breadth_first_candidate(output, funcs, {f.name for f in funcs if is_boundary_condition(f)})

@@ -1,18 +1,20 @@
 """auto_schedule on deep pipelines: the lowering grows linearly with pyramid depth, the breadth-first
-candidate inlines what is cheap to recompute, the cost model sees both sides of a partitioned loop, and
-the automatic schedule of a deep local Laplacian computes what numpy does."""
+candidate inlines what is cheap to recompute, the cost model sees both sides of a partitioned loop, a
+scatter read by one root Func is computed in that Func's parallel strips, and the automatic schedules of
+a deep local Laplacian and of the bilateral grid compute what numpy does."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import bilateral_grid
 import local_laplacian
 import unsharp
 import tensorkiln.pipeline as pl
 from tensorkiln.loops import expr as L
 from tensorkiln.loops.ir import If, iter_stmts, stmt_exprs
 from tensorkiln.pipeline.auto import _candidate, estimate_cost
-from tensorkiln.pipeline.auto_root import all_at_root, inlined_funcs, root_points
+from tensorkiln.pipeline.auto_root import all_at_root, at_sole_readers, inlined_funcs, root_points
 from tensorkiln.pipeline.bounds import tighten
 from tensorkiln.pipeline.compile import lower_pipeline
 from tensorkiln.pipeline.func import apply_schedule, pipeline_funcs
@@ -86,3 +88,24 @@ def test_auto_schedule_of_a_deep_local_laplacian_matches_numpy(shape):
     pl.auto_schedule(out, size)
     np.testing.assert_allclose(out.realize(size), local_laplacian.reference(image, pyramid_levels=5),
                                rtol=2e-4, atol=1e-4)
+
+
+def test_a_scatter_read_by_one_root_func_moves_into_its_strips():
+    image = RNG.random((40, 56), dtype=np.float32)
+    out, size, _ = bilateral_grid.algorithm(image)
+    found = pipeline_funcs(out)
+    moved = at_sole_readers(out, found, all_at_root(out, found))
+    assert moved is not None
+    assert moved["histogram"][0]["compute"] == ["blurz", "y"]     # the update runs per strip of blurz's rows
+    assert not any(step[0] == "parallel" for step in moved["histogram"][0]["steps"])  # inside a parallel loop
+    for pure in ("blurz", "blurx", "blury"):                       # pure Funcs stay at the root
+        assert moved[pure][0]["compute"] == "root"
+    assert at_sole_readers(out, found, moved) is None              # nothing left to move
+
+
+def test_auto_schedule_of_the_bilateral_grid_matches_numpy():
+    image = RNG.random((70, 90), dtype=np.float32)
+    out, size, _ = bilateral_grid.algorithm(image)
+    data = pl.auto_schedule(out, size)
+    assert data["input_repeat_edge"][0]["compute"] == "inline"      # a boundary condition
+    np.testing.assert_allclose(out.realize(size), bilateral_grid.reference(image), rtol=2e-4, atol=1e-5)
