@@ -17,6 +17,7 @@ from .functional_sim import FunctionalResult, run_gemm
 from .graph_layers import layers_from_graph
 from .layer import Gemm, Layer
 from .model import LayerResult, best_dataflow, simulate_layer
+from .precision import PRECISIONS, Precision
 from .report import SimReport, Totals
 from .scalesim_cfg import ScaleSimConfig, read_config, write_config
 from .scalesim_reports import read_scalesim_report, write_scalesim_reports
@@ -26,7 +27,7 @@ from .topology import read_topology, write_topology
 __all__ = [
     "AccelConfigError", "AccelLayerError", "ArrayConfig", "DATAFLOWS", "DramTraffic", "EYERISS",
     "EnergyBreakdown", "EnergyTable", "FoldPlan", "FunctionalResult", "Gemm", "Layer",
-    "LayerResult", "PRESETS", "SCALESIM_32", "ScaleSimConfig", "SimReport", "SramTooSmallError",
+    "LayerResult", "PRECISIONS", "PRESETS", "Precision", "SCALESIM_32", "ScaleSimConfig", "SimReport", "SramTooSmallError",
     "SweepPoint", "TPU_V1", "Totals", "as_layers", "best_dataflow", "dram_traffic",
     "layers_from_graph", "make_array", "plan_folds", "preset", "read_config",
     "read_scalesim_report", "read_topology", "run_gemm", "simulate", "simulate_layer", "simulate_model",

@@ -12,6 +12,7 @@ from .graph_layers import layers_from_graph
 from .dram import _slice_footprint
 from .layer import Layer, touched_positions
 from .model import best_dataflow, simulate_layer
+from .precision import precision as precision_named
 from .report import SimReport
 from .topology import read_topology
 
@@ -36,8 +37,13 @@ def make_array(array: tuple[int, int] | str | ArrayConfig | None = None,
                sram_kb: tuple[float, float, float] | None = None,
                preset: str | ArrayConfig | None = None,
                dram_words_per_cycle: float | None = None,
-               word_bytes: int | None = None) -> ArrayConfig:
-    """An ArrayConfig: start from ``preset`` (default SCALE-Sim's 32x32) and apply overrides."""
+               word_bytes: int | None = None,
+               precision: str | None = None) -> ArrayConfig:
+    """An ArrayConfig: start from ``preset`` (default SCALE-Sim's 32x32) and apply overrides.
+
+    ``precision`` ("int8", "bf16", "fp32") sets the word width; the DRAM link keeps its bytes per
+    cycle (a preset's words per cycle are converted), unless ``dram_words_per_cycle`` is given, which
+    then counts words of that precision."""
     if isinstance(array, ArrayConfig):
         base = array
     elif isinstance(preset, ArrayConfig):
@@ -61,6 +67,13 @@ def make_array(array: tuple[int, int] | str | ArrayConfig | None = None,
         changes["dram_words_per_cycle"] = dram_words_per_cycle
     if word_bytes is not None:
         changes["word_bytes"] = word_bytes
+    if precision is not None:
+        width = precision_named(precision).operand_bytes
+        if word_bytes is not None and word_bytes != width:
+            raise AccelConfigError(f"precision {precision} has {width}-byte words, not word_bytes={word_bytes}")
+        changes.update(word_bytes=width, precision=precision)
+        if dram_words_per_cycle is None and base.dram_words_per_cycle is not None:
+            changes["dram_words_per_cycle"] = base.dram_words_per_cycle * base.word_bytes / width
     if changes and "rows" in changes and base.name == SCALESIM_32.name:
         changes["name"] = f"{changes['rows']}x{changes['cols']}"
     return base.with_(**changes) if changes else base
@@ -72,20 +85,27 @@ def simulate(workload: Any, array: tuple[int, int] | str | ArrayConfig | None = 
              preset: str | ArrayConfig | None = None,
              dram_words_per_cycle: float | None = None,
              word_bytes: int | None = None,
-             energy: EnergyTable | None = None) -> SimReport:
+             energy: EnergyTable | None = None,
+             precision: str | None = None) -> SimReport:
     """Model a workload on a systolic array and return a SimReport.
 
     ``workload``: Layers, a SCALE-Sim topology path, or a graph. ``array``:
     (rows, cols), "32x32" or an ArrayConfig. ``dataflow``: "ws", "os", "is" or
     "best" (fastest per layer). ``sram_kb``: (ifmap, filter, ofmap) KiB.
     ``preset``: "tpu-v1", "eyeriss", "scalesim-32x32"; explicit arguments
-    override it. Example::
+    override it. ``precision``: "int8", "bf16" or "fp32" operands (hw/precision.py):
+    the word width and, unless ``energy`` is given, energies in picojoules. Example::
 
         report = simulate("resnet18.csv", array=(32, 32), dataflow="ws")
         print(report.table()); report.to_csv("out/")
     """
-    config = make_array(array, dataflow, sram_kb, preset, dram_words_per_cycle, word_bytes)
-    table = energy or EnergyTable()
+    config = make_array(array, dataflow, sram_kb, preset, dram_words_per_cycle, word_bytes, precision)
+    if energy is not None:
+        table = energy
+    elif config.precision is not None:
+        table = precision_named(config.precision).energy_table()
+    else:
+        table = EnergyTable()
     layers = as_layers(workload)
     if dataflow == "best":
         results = tuple(best_dataflow(layer, config, table) for layer in layers)

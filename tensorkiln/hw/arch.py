@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .errors import AccelConfigError
+from .precision import precision as precision_named
 
 DATAFLOWS = ("ws", "os", "is")
 DATAFLOW_NAMES = {"ws": "weight stationary", "os": "output stationary", "is": "input stationary"}
@@ -33,6 +34,7 @@ class ArrayConfig:
     dram_words_per_cycle: float | None = None
     clock_mhz: float | None = None
     name: str = "array"
+    precision: str | None = None  # a name in hw/precision.py; its operand bytes are word_bytes
 
     def __post_init__(self) -> None:
         for field in ("rows", "cols", "word_bytes"):
@@ -45,6 +47,11 @@ class ArrayConfig:
         if self.dataflow not in DATAFLOWS:
             raise AccelConfigError(
                 f"dataflow must be one of {', '.join(DATAFLOWS)}, got {self.dataflow!r}")
+        if self.precision is not None:
+            from_table = precision_named(self.precision).operand_bytes
+            if self.word_bytes != from_table:
+                raise AccelConfigError(f"precision {self.precision} has {from_table}-byte operands, "
+                                       f"but word_bytes is {self.word_bytes}")
         if self.dram_words_per_cycle is not None and not self.dram_words_per_cycle > 0:
             raise AccelConfigError(
                 f"DRAM bandwidth must be positive, got {self.dram_words_per_cycle!r}")

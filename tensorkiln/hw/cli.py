@@ -19,6 +19,7 @@ from .arch import DATAFLOWS, PRESETS, SCALESIM_32, ArrayConfig, parse_array_shap
 from .errors import AccelConfigError
 from .graph_layers import layers_from_graph
 from .layer import Layer
+from .precision import PRECISIONS
 from .scalesim_cfg import read_config
 from .sweep import plot_sweep, sweep, write_sweep_csv
 from .topology import read_topology
@@ -49,6 +50,8 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="ws, os, is, or best (fastest per layer)")
     p.add_argument("--sram-kb", type=_sram_kb, help="SRAM KiB: one size or ifmap,filter,ofmap")
     p.add_argument("--bandwidth", type=float, help="DRAM words per cycle (default: unlimited)")
+    p.add_argument("--precision", choices=sorted(PRECISIONS),
+                   help="operand format: word width and energy per MAC/access in pJ (hw/precision.py)")
     p.add_argument("--out", "-o", help="write SCALE-Sim's report CSVs into this directory")
     return p
 
@@ -68,6 +71,8 @@ def _sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--sram-kb", default="32,64,256",
                    help="sizes in KiB, each used for all three SRAMs (default: %(default)s)")
     p.add_argument("--bandwidth", type=float, help="DRAM words per cycle (default: unlimited)")
+    p.add_argument("--precision", choices=sorted(PRECISIONS),
+                   help="operand format: word width and energy per MAC/access in pJ (hw/precision.py)")
     return p
 
 
@@ -106,7 +111,7 @@ def _run(argv: list[str]) -> int:
     config = make_array(array=parse_array_shape(args.array) if args.array else None,
                         dataflow=args.dataflow, sram_kb=args.sram_kb,
                         preset=_base_array(args.config, args.preset),
-                        dram_words_per_cycle=args.bandwidth)
+                        dram_words_per_cycle=args.bandwidth, precision=args.precision)
     report = simulate(layers, array=config, dataflow=args.dataflow)
     print(report.table())
     if args.out:
@@ -119,8 +124,7 @@ def _sweep(argv: list[str]) -> int:
     args = _sweep_parser().parse_args(argv)
     layers = read_topology(args.topology)
     base = _base_array(args.config, args.preset)
-    if args.bandwidth is not None:
-        base = base.with_(dram_words_per_cycle=args.bandwidth)
+    base = make_array(preset=base, dram_words_per_cycle=args.bandwidth, precision=args.precision)
     arrays = [parse_array_shape(a) for a in args.arrays.split(",") if a.strip()]
     dataflows = [d.strip() for d in args.dataflows.split(",") if d.strip()]
     for d in dataflows:

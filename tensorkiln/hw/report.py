@@ -96,7 +96,8 @@ class SimReport:
         lines = [
             f"{a.name}: {a.rows}x{a.cols} array, {df}, SRAM ifmap/filter/ofmap "
             f"{a.ifmap_sram_kb:g}/{a.filter_sram_kb:g}/{a.ofmap_sram_kb:g} KiB, "
-            f"{a.word_bytes}-byte words, DRAM "
+            + (f"{a.precision} " if a.precision else "")
+            + f"{a.word_bytes}-byte words, DRAM "
             + (f"{bw * a.word_bytes:.3g} B/cycle" if bw else "unlimited (reporting need)"),
             f"roofline: peak {a.pes} MAC/cycle"
             + (f", ridge at {a.pes / (bw * a.word_bytes):.3g} MAC/B" if bw else ""),
@@ -125,7 +126,8 @@ class SimReport:
         e = t.energy
         lines.append(
             f"energy ({e.unit}): MAC {e.mac:.4g}, register {e.register:.4g}, inter-PE "
-            f"{e.inter_pe:.4g}, SRAM {e.sram:.4g}, DRAM {e.dram:.4g}  [{self.energy_table.source}]")
+            f"{e.inter_pe:.4g}, SRAM {e.sram:.4g}, DRAM {e.dram:.4g}; {e.total / max(1, t.macs):.4g} per MAC"
+            f"  [{self.energy_table.source}]")
         if a.clock_mhz:
             lines.append(f"time at {a.clock_mhz:g} MHz: {t.cycles / (a.clock_mhz * 1e3):.4g} ms")
         notes = [f"  {r.layer.name}: {n}" for r in self.results for n in r.dram.notes]
