@@ -4,6 +4,7 @@ It reads one JSON request per line on stdin and answers one JSON line on the
 stdout it was started with (everything the compiler prints goes to stderr):
 
     request  {"workload": KEY, "config": {...} or null, "rounds": 5, "block_seconds": 0.02, "cutoff": 1.2}
+             (+ "kernel": a sketch workload's loop-IR kernel, pickled, from the tuner that started this process)
     answer   {"ok": true, "seconds": s, "default_seconds": s0, "ratio": r, "compile_seconds": c}
              {"ok": false, "error": "why"}
 
@@ -23,14 +24,17 @@ only this process: the tuner (measure.py) kills it and starts another.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import sys
 import time
 from typing import Callable
 
 import numpy as np
 
+from ..kernels.sketch import remember_kernel
 from .workloads import Benchmark, benchmark_of
 
 HOPELESS = 1.15  # a candidate this much slower than the default in the first round is not timed again
@@ -100,6 +104,8 @@ class Worker:
 
     def answer(self, request: dict) -> dict:
         workload = request["workload"]
+        if "kernel" in request:  # only ever from the parent process that started this one
+            remember_kernel(workload, pickle.loads(base64.b64decode(request["kernel"])))
         if workload not in self.benchmarks:
             self.benchmarks[workload] = benchmark_of(workload)
         bench = self.benchmarks[workload]
