@@ -9,7 +9,9 @@ and materialized intermediate gets one Buffer.
 
 The loop structure (which loops run in parallel, which are vectorized, how
 long rows are split for threads) is chosen while the loop nests are built, by
-schedule_defaults.py and the templates: there is no separate scheduling step.
+schedule_defaults.py and the templates: there is no separate scheduling step,
+except that a kernel no template tunes gets its tuned schedule sketch
+(sketch.py) applied to that nest where a tuning record asks for one.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Schedule sketches: the tunable loop structure of kernels that have no template.
 
-An elementwise group, a reduction or a row kernel is lowered with the
-default loop nest (schedule_defaults.py, reduction.py, templates/rows.py).
+An elementwise group, a reduction, a row kernel or a fused attention kernel
+is lowered with its default loop nest (schedule_defaults.py, reduction.py,
+templates/rows.py, templates/attention.py), none of which asks the tuner.
 A *sketch* is a short sequence of schedule primitives (loops/schedule.py)
 applied on top of that nest, chosen by rules from what the nest holds, as in
 Ansor's sketch generation; its knobs (`SketchConfig`) say which rules apply
@@ -41,7 +42,7 @@ from ..loops.ir import For, Kernel, iter_stmts
 from ..loops.nest import ScheduleError, carried_dependences
 from .tuned import configured, workload_key
 
-SKETCHED_KINDS = ("injective", "reduction", "row")  # kernel groups lowered without a template
+SKETCHED_KINDS = ("injective", "reduction", "row", "attention")  # lowered without a tuned template
 
 
 @dataclass(frozen=True)
@@ -241,8 +242,22 @@ def remember_kernel(workload: str, kernel: Kernel) -> None:
         _KERNELS.popitem(last=False)
 
 
+def has_constant_sizes(kernel: Kernel) -> bool:
+    """Whether every buffer of `kernel` has a shape known now (a run-time size has no workload)."""
+    return all(isinstance(d, int) for p in kernel.params for d in p.shape)
+
+
+def measurable_alone(kernel: Kernel) -> bool:
+    """Whether `kernel` can be built and timed as a program of its own: sizes known now, and an output
+    that is not also one of its inputs (updated in place)."""
+    out = kernel.params[0]
+    return has_constant_sizes(kernel) and all(p.name != out.name for p in kernel.params[1:])
+
+
 def sketched(kernel: Kernel, kind: str) -> Kernel:
     """The kernel with its tuned sketch applied (a record for its workload), else unchanged."""
+    if not kernel.params or not has_constant_sizes(kernel):
+        return kernel
     workload = sketch_workload(kernel, kind)
     remember_kernel(workload, kernel)
     config = configured(workload, SketchConfig(), lambda c: sketch_legal(kernel, c))
@@ -256,5 +271,5 @@ def sketch_config(values: dict) -> SketchConfig:
     return dataclasses.replace(SketchConfig(), **values)
 
 
-__all__ = ["NestFacts", "SKETCHED_KINDS", "SketchConfig", "nest_facts", "remember_kernel", "sketch", "sketch_config",
+__all__ = ["NestFacts", "SKETCHED_KINDS", "SketchConfig", "has_constant_sizes", "measurable_alone", "nest_facts", "remember_kernel", "sketch", "sketch_config",
            "sketch_kernel", "sketch_legal", "sketch_workload", "sketched"]

@@ -19,7 +19,7 @@ import math
 from ..loops.ir import Kernel
 from .knob_space import Config, KnobSpace
 from .schedule_defaults import thread_count
-from .sketch import NestFacts, SketchConfig, nest_facts, sketch_config, sketch_kernel, sketch_legal
+from .sketch import NestFacts, SketchConfig, measurable_alone, nest_facts, sketch_config, sketch_kernel, sketch_legal
 
 TILES = (8, 16, 32, 64, 128, 256, 512)
 UNROLLS = (2, 4, 8)
@@ -62,9 +62,10 @@ def sketch_features(kernel: Kernel, facts: NestFacts, config: Config) -> list[fl
 
 
 def sketch_space(workload: str) -> KnobSpace | None:
-    """The space of a sketch workload whose kernel was lowered in this process (None: not lowered here)."""
+    """The space of a sketch workload whose kernel was lowered in this process (None: not lowered here, or
+    a kernel that cannot be measured alone)."""
     kernel = sketch_kernel(workload)
-    if kernel is None:
+    if kernel is None or not measurable_alone(kernel):
         return None
     facts = nest_facts(kernel)
     default = dataclasses.asdict(SketchConfig())

@@ -32,7 +32,7 @@ from ..frontend.tensor import apply, as_tensor
 from ..ir.ops import get_op
 from ..kernels.templates.conv_choice import shape_of_workload
 from ..driver.build import build as build_program
-from ..kernels.sketch import sketch, sketch_config, sketch_kernel
+from ..kernels.sketch import measurable_alone, sketch, sketch_config, sketch_kernel
 from ..kernels.tuned import parse_workload, using_configs
 from ..loops.program import Program
 from ..runtime.signature import numpy_dtypes
@@ -152,7 +152,7 @@ def sketch_benchmark(workload: str, seed: int = 0) -> Benchmark:
     if kernel is None:
         raise ValueError(f"sketch workload {workload!r}: its kernel is not known in this process")
     out, params = kernel.params[0], kernel.params[1:]
-    if any(p.name == out.name for p in params) or any(not isinstance(d, int) for p in kernel.params for d in p.shape):
+    if not measurable_alone(kernel):
         raise ValueError(f"sketch workload {workload!r}: a kernel updating its output in place, or of run-time "
                          "sizes, is not measured alone")
     rng = np.random.default_rng(seed)

