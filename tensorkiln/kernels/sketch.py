@@ -37,8 +37,9 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from ..loops import expr as E
 from ..loops import schedule as S
-from ..loops.ir import For, Kernel, iter_stmts
+from ..loops.ir import Block, For, Kernel, Stmt, iter_stmts
 from ..loops.nest import ScheduleError, carried_dependences
 from .tuned import configured, workload_key
 
@@ -71,16 +72,17 @@ class NestFacts:
 
     def extent(self, loop: For | None) -> int:
         """The loop's constant extent (0 when it has none)."""
-        return int(loop.extent.value) if loop is not None and hasattr(loop.extent, "value") else 0
+        return int(loop.extent.value) if loop is not None and isinstance(loop.extent, E.Const) else 0
 
 
 def _loops(kernel: Kernel) -> list[For]:
     return [s for s in iter_stmts(kernel.body) if isinstance(s, For)]
 
 
-def _only_statement(loop: For):
+def _only_statement(loop: For) -> Stmt:
+    """The loop's body, looking through blocks of one statement."""
     body = loop.body
-    while hasattr(body, "stmts") and len(body.stmts) == 1:
+    while isinstance(body, Block) and len(body.stmts) == 1:
         body = body.stmts[0]
     return body
 
@@ -97,18 +99,19 @@ def nest_facts(kernel: Kernel) -> NestFacts:
         counts[loop.var.name] = counts.get(loop.var.name, 0) + 1
     loops = [l for l in loops if counts[l.var.name] == 1]
     independent = [l for l in loops if not carried_dependences(l)]
+    free = {id(l) for l in independent}  # loops compared by identity: two may print alike
     top = kernel.body if isinstance(kernel.body, For) else None
     fusable = None
-    if top is not None and top in independent:
+    if top is not None and id(top) in free:
         inner = _only_statement(top)
-        if isinstance(inner, For) and inner in independent:
+        if isinstance(inner, For) and id(inner) in free:
             fusable = (top, inner)
     vector = next((l for l in reversed(independent) if l.kind == "vectorized" and _innermost(l)), None)
     around = next((l for l in loops if vector is not None and _only_statement(l) is vector), None)
     parallel = next((l for l in loops if l.kind == "parallel"), None)
     serial_outer = None if parallel is not None or any(l.kind == "parallel" for l in _loops(kernel)) \
         else next(iter(independent), None)
-    reduction = next((l for l in reversed(loops) if _innermost(l) and l not in independent), None)
+    reduction = next((l for l in reversed(loops) if _innermost(l) and id(l) not in free), None)
     return NestFacts(fusable, vector, around, parallel, serial_outer, reduction)
 
 
