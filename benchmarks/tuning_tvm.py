@@ -75,18 +75,26 @@ def tvm_tuned(tvm, ms, prim_func, trials: int):
     strategy = ms.search_strategy.EvolutionarySearch(population_size=settings["population_size"],
                                                      init_min_unmeasured=settings["init_min_unmeasured"],
                                                      genetic_num_iters=settings["genetic_num_iters"])
-    builder = ms.builder.LocalBuilder(max_workers=settings["builder_workers"], timeout_sec=120)
-    runner = ms.runner.LocalRunner(timeout_sec=120, evaluator_config=ms.runner.EvaluatorConfig(
+    # generous timeouts: on a loaded machine one LLVM build of a candidate took minutes of wall time
+    builder = ms.builder.LocalBuilder(max_workers=settings["builder_workers"], timeout_sec=900)
+    runner = ms.runner.LocalRunner(timeout_sec=300, evaluator_config=ms.runner.EvaluatorConfig(
         number=3, repeat=1, min_repeat_ms=20))
     start = time.monotonic()
-    with tempfile.TemporaryDirectory() as work_dir:
-        database = ms.tune_tir(prim_func, target, work_dir, max_trials_global=trials,
-                               num_trials_per_iter=settings["num_trials_per_iter"], builder=builder, runner=runner,
-                               strategy=strategy, num_tuning_cores=os.cpu_count() or 1, seed=0)
-        schedule = ms.tir_integration.compile_tir(database, prim_func, target)
+    work_dir = tempfile.mkdtemp(prefix="tk-metaschedule-")  # kept: its logs say why a candidate failed
+    database = ms.tune_tir(prim_func, target, work_dir, max_trials_global=trials,
+                           num_trials_per_iter=settings["num_trials_per_iter"], builder=builder, runner=runner,
+                           strategy=strategy, num_tuning_cores=os.cpu_count() or 1, seed=0)
+    schedule = ms.tir_integration.compile_tir(database, prim_func, target)
     seconds = time.monotonic() - start
     note(f"TVM tuned in {seconds:.0f} s")
+    if schedule is None:
+        raise NoSchedule(f"MetaSchedule measured no valid candidate in {trials} trials and {seconds:.0f} s "
+                         f"(build or run errors: {work_dir}/logs)")
     return tvm.compile(schedule.mod, target=target)["main"], seconds
+
+
+class NoSchedule(RuntimeError):
+    """MetaSchedule ended without one candidate that built and ran."""
 
 
 def note(text: str) -> None:
@@ -190,9 +198,14 @@ def main() -> int:
     print(f"MetaSchedule: evolutionary population {settings['population_size']}, first sample "
           f"{settings['init_min_unmeasured']} unmeasured, {settings['genetic_num_iters']} generations, "
           f"{settings['num_trials_per_iter']} per round, local builder with {settings['builder_workers']} process")
-    cases = [sgemm_case(tvm, ms, args.size, args.trials, rounds=5 if args.smoke else 11)]
-    if not args.skip_conv:
-        cases.append(conv_case(tvm, ms, args.trials))
+    cases = []
+    try:
+        cases.append(sgemm_case(tvm, ms, args.size, args.trials, rounds=5 if args.smoke else 11))
+        if not args.skip_conv:
+            cases.append(conv_case(tvm, ms, args.trials))
+    except NoSchedule as err:
+        print(f"tuning_tvm: no TVM figure: {err}")
+        return 1
     rows = []
     for c in cases:
         t = c["times"]
