@@ -65,6 +65,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),
     "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),
     "tuning": ([sys.executable, os.path.join(HERE, "tuning.py")], True),
+    "tuning_sketch": ([sys.executable, os.path.join(HERE, "tuning_sketch.py")], True),
     # TVM MetaSchedule at the same trial count (skips, saying why, without apache-tvm: pip install .[tvm])
     "tuning_tvm": ([sys.executable, os.path.join(HERE, "tuning_tvm.py")], True),
     "onnx_lstm_scan": ([sys.executable, os.path.join(HERE, "onnx_lstm_scan.py")], True),

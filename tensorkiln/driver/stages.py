@@ -245,6 +245,7 @@ def kernel_infos(lowered: LoweredGraph) -> list[KernelInfo]:
         lines = k.comment.splitlines()
         nodes = [line for line in lines if not line.startswith(COMMENT_PREFIX)]
         tuning = [line[len(COMMENT_PREFIX):] for line in lines if line.startswith(COMMENT_PREFIX)]
+        tuning += lowered.quiet_tuning.get(k.name, [])
         infos.append(KernelInfo(k.name, group.kind if group else "copy", nodes, str(k), precision, tuning))
     return infos
 

@@ -9,12 +9,14 @@ and materialized intermediate gets one Buffer.
 
 The loop structure (which loops run in parallel, which are vectorized, how
 long rows are split for threads) is chosen while the loop nests are built, by
-schedule_defaults.py and the templates: there is no separate scheduling step.
+schedule_defaults.py and the templates: there is no separate scheduling step,
+except that a kernel no template tunes gets its tuned schedule sketch
+(sketch.py) applied to that nest where a tuning record asks for one.
 """
 from __future__ import annotations
 
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,7 +47,8 @@ from .templates.weight_only import weight_only_body
 from .templates.matmul_integer import matmul_integer_body
 from .templates.pool import pool_body
 from .templates.rows import row_body
-from .tuned import tuning_log
+from .sketch import SKETCHED_KINDS, sketched
+from .tuned import COMMENT_PREFIX, tuning_log
 from ..loops.types import compute_dtype
 from ..shapes import prod
 
@@ -64,6 +67,9 @@ class LoweredGraph:
     constants: list[np.ndarray]  # in program.constants order
     groups: list[KernelGroup]
     kernel_groups: dict[str, KernelGroup]
+    # kernel name -> workloads it asked about that its comment does not name (an untuned sketch keeps
+    # the C as it was; the report still lists the workload for the tuner)
+    quiet_tuning: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _identifier(name: str, taken: set[str], fallback: str) -> str:
@@ -386,6 +392,7 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
             temps.append(buffers[group.root.id])
 
     kernels, kernel_groups, subprograms = [], {}, []
+    quiet_tuning: dict[str, list[str]] = {}
     for index, group in enumerate(groups):
         params = [buffers.get(group.root.id)] + [buffers[n.id] for n in group.inputs if n.id in buffers]
         params = list(dict.fromkeys(params))
@@ -417,6 +424,12 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
             continue
         with tuning_log() as uses:  # the configurations the templates asked for: named in the comment
             kernel = lower_group(group, buffers, params, name, comment)
+            if kernel is not None and not uses and group.kind in SKETCHED_KINDS:
+                kernel = sketched(kernel, group.kind)  # no template: its loop nest is the tunable sketch
+        quiet = [use for use in uses if use.workload.startswith("sketch:") and use.source == "default"]
+        uses = [use for use in uses if use not in quiet]
+        if kernel is not None and quiet:
+            quiet_tuning[kernel.name] = [use.comment_line()[len(COMMENT_PREFIX):] for use in quiet]
         if kernel is not None and uses:
             kernel = Kernel(kernel.name, kernel.params, kernel.body,
                             "\n".join([kernel.comment] + [use.comment_line() for use in uses]))
@@ -431,7 +444,7 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
     program_name = _identifier(graph.name, set(), "graph")
     program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps),
                       subprograms=tuple(subprograms))
-    return LoweredGraph(program, constant_arrays, groups, kernel_groups)
+    return LoweredGraph(program, constant_arrays, groups, kernel_groups, quiet_tuning)
 
 
 def _result_buffers(node: Node, readers: list[Node], buffers: dict[int, Buffer], copies: list,

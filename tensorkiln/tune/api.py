@@ -2,7 +2,8 @@
 
 The function is compiled for the example arguments (tk.jit, or the object's
 own `report` for a JitFunction or a loaded ONNX model); each kernel's comment
-names the workloads its templates asked `kernels/tuned.py` about, and every
+names the workloads its templates asked `kernels/tuned.py` about (a kernel
+without a template, its schedule sketch: kernels/sketch.py), and every
 workload with a search space is a task (deduplicated: kernels of the same
 shape share one), tuned together within the budget by the task scheduler
 (scheduler.py: trials go where they are expected to save the most model
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..frontend.jit import jit
+from ..kernels.sketch import sketch_kernel
 from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.templates.spaces import space_of
 from ..kernels.tuned import parse_workload
@@ -74,6 +76,9 @@ def workload_uses(fn, *example_args, **example_kwargs) -> dict[str, list[str]]:
     """{workload key: the names of the kernels that use it} for every tunable workload of the compiled function."""
     compiled = fn if hasattr(fn, "report") else jit(fn)
     report = compiled.report(*example_args, **example_kwargs)
+    sketches = {use.split(" ", 1)[0] for kernel in report.kernels for use in kernel.tuning if use.startswith("sketch:")}
+    if any(sketch_kernel(w) is None for w in sketches) and hasattr(compiled, "explain"):
+        compiled.explain(*example_args, **example_kwargs)  # a cached build: lowered again for its sketch kernels
     found: dict[str, list[str]] = {}
     for kernel in report.kernels:
         for use in kernel.tuning:
@@ -93,6 +98,8 @@ def kernel_workloads(fn, *example_args, **example_kwargs) -> list[tuple[str, str
 def _work(workload: str) -> float:
     """Multiply-adds of one call of the workload's kernel (the order tasks start in)."""
     template, facts = parse_workload(workload)
+    if template == "sketch":  # elements of the output
+        return math.prod(int(d) for d in facts["shape"].split("x"))
     if template == "conv":
         shape = shape_of_workload(workload)
         oh, ow = shape.out_hw

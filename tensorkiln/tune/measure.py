@@ -6,17 +6,23 @@ in alternating turns) and waits at most `timeout` seconds for its answer.
 A worker that crashes (its pipe closes) or hangs (no answer in time) is
 killed; that candidate is recorded as failed with the reason, and the next
 request starts a fresh worker. The tuner never runs candidate code itself.
+A sketch workload's kernel (kernels/sketch.py) exists only in the process
+that lowered it: the first request of it to a worker carries the kernel.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import select
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+
+from ..kernels.sketch import sketch_kernel
 
 STARTUP_SECONDS = 60.0  # a fresh worker imports tensorkiln and builds the default first
 
@@ -54,6 +60,7 @@ class Measurer:
         self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, start_new_session=True)
         self.fresh = True
+        self.kernels_sent: set[str] = set()  # sketch workloads whose kernel this worker holds
 
     def _kill(self) -> None:
         if self.process is not None:
@@ -96,6 +103,10 @@ class Measurer:
                    "block_seconds": self.block_seconds}
         if cutoff is not None:
             request["cutoff"] = cutoff
+        kernel = sketch_kernel(workload) if workload.startswith("sketch:") else None
+        if kernel is not None and workload not in self.kernels_sent:
+            request["kernel"] = base64.b64encode(pickle.dumps(kernel)).decode()
+            self.kernels_sent.add(workload)
         limit = self.timeout + (self.startup_seconds if self.fresh else 0.0)
         try:
             self.process.stdin.write((json.dumps(request) + "\n").encode())

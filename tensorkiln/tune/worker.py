@@ -4,7 +4,8 @@ It reads one JSON request per line on stdin and answers one JSON line on the
 stdout it was started with (everything the compiler prints goes to stderr):
 
     request  {"workload": KEY, "config": {...} or null, "rounds": 5, "block_seconds": 0.02, "cutoff": 1.2}
-    answer   {"ok": true, "seconds": s, "default_seconds": s0, "ratio": r, "compile_seconds": c}
+             (+ "kernel": a sketch workload's loop-IR kernel, pickled, from the tuner that started this process)
+    answer   {"ok": true, "seconds": s, "default_seconds": s0, "ratio": r, "compile_seconds": c (, "untimed": true)}
              {"ok": false, "error": "why"}
 
 A candidate is compiled, run once and compared with the reference before
@@ -17,23 +18,30 @@ rounds' candidate/default ratios, so a machine whose speed drifts over
 minutes shifts both sides of a round alike. A candidate `HOPELESS` times
 slower than the default in the first round, or slower than the request's
 `cutoff` (the search's best so far, with a margin), is not timed further: a
-trial of an obviously bad candidate costs one round. The reference check's
-call, timed, sizes the blocks, so no call is spent on that alone. A crash or a hang here costs
+trial of an obviously bad candidate costs one round; one whose checked call
+alone took `UNTIMED_MARGIN` times the cutoff's share of the default's is not
+timed at all (its ratio is that of the two single calls, marked
+"untimed"). The reference check's call, timed, sizes the blocks, so no call
+is spent on that alone. A crash or a hang here costs
 only this process: the tuner (measure.py) kills it and starts another.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import sys
 import time
 from typing import Callable
 
 import numpy as np
 
+from ..kernels.sketch import remember_kernel
 from .workloads import Benchmark, benchmark_of
 
 HOPELESS = 1.15  # a candidate this much slower than the default in the first round is not timed again
+UNTIMED_MARGIN = 2.0  # a checked call this many times past the cutoff: not timed (one call is noisy, hence 2)
 
 
 def _block(fn: Callable, inputs: list[np.ndarray], calls: int) -> float:
@@ -100,6 +108,8 @@ class Worker:
 
     def answer(self, request: dict) -> dict:
         workload = request["workload"]
+        if "kernel" in request:  # only ever from the parent process that started this one
+            remember_kernel(workload, pickle.loads(base64.b64decode(request["kernel"])))
         if workload not in self.benchmarks:
             self.benchmarks[workload] = benchmark_of(workload)
         bench = self.benchmarks[workload]
@@ -116,6 +126,10 @@ class Worker:
         if wrong:
             return {"ok": False, "error": wrong}
         cutoff = request.get("cutoff")
+        default_call = self.default_call[workload]
+        if cutoff is not None and call > UNTIMED_MARGIN * max(float(cutoff), 1.0) * default_call:
+            return {"ok": True, "compile_seconds": compile_seconds, "seconds": call, "default_seconds": default_call,
+                    "ratio": call / default_call, "untimed": True}
         timing = compare(candidate, self.defaults[workload], bench.inputs, int(request.get("rounds", 5)),
                          float(request.get("block_seconds", 0.02)), float(cutoff) if cutoff is not None else None,
                          single=max(call, self.default_call[workload]))

@@ -7,10 +7,16 @@ a constant (laid out in panels by the graph passes) when the key says
 `panels=1`; a `gemm_bf16` key is the same compiled with precision="bf16";
 a `conv` key is one conv2d layer on an NCHW input, its weight a constant
 when the key says `const=1` (as in an inference model: the layout pass may
-block it, the Winograd pass transform it).
+block it, the Winograd pass transform it); a `sketch` key is the one loop-IR
+kernel it names (lowered in this process, or handed to the worker with the
+request) built alone as a program.
 The reference is numpy in float64 on the same operands (rounded to bf16
 first for the bf16 GEMM, whose products are then exact in float32; the
-op table's conv2d reference for a layer).
+op table's conv2d reference for a layer); a sketch's is its default
+kernel's answer, which the lowering's own tests check against the op table.
+Each reference is computed once per workload and operands and kept on disk
+(`reference_cache`), so a fresh worker does not compute a float64 product of
+2048^3 again.
 """
 from __future__ import annotations
 
@@ -25,7 +31,12 @@ from ..frontend.jit import jit
 from ..frontend.tensor import apply, as_tensor
 from ..ir.ops import get_op
 from ..kernels.templates.conv_choice import shape_of_workload
+from ..driver.build import build as build_program
+from ..kernels.sketch import measurable_alone, sketch, sketch_config, sketch_kernel
 from ..kernels.tuned import parse_workload, using_configs
+from ..loops.program import Program
+from ..runtime.signature import numpy_dtypes
+from .reference_cache import cached_reference
 
 
 @dataclass
@@ -58,7 +69,7 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
     precision = "bf16" if template == "gemm_bf16" else "fp32"
     if precision == "bf16":
         a, b = _bf16_round(a), _bf16_round(b)
-    reference = a.astype(np.float64) @ b.astype(np.float64)
+    reference = cached_reference(workload, seed, [a, b], lambda: a.astype(np.float64) @ b.astype(np.float64))
     eps = float(np.finfo(dtype).eps)
 
     def build(config: dict | None) -> Callable:
@@ -86,7 +97,8 @@ def conv_benchmark(workload: str, seed: int = 0) -> Benchmark:
     x = rng.uniform(-1, 1, (shape.n, shape.c, shape.h, shape.w)).astype(np.float32)
     w = rng.uniform(-1, 1, (shape.k, shape.c, shape.kh, shape.kw)).astype(np.float32)
     attrs = dict(stride=shape.stride, padding=shape.padding, dilation=shape.dilation, groups=1)
-    reference = get_op("conv2d").reference([x.astype(np.float64), w.astype(np.float64)], attrs, None)
+    reference = cached_reference(workload, seed, [x, w], lambda: get_op("conv2d").reference(
+        [x.astype(np.float64), w.astype(np.float64)], attrs, None))
 
     def build(config: dict | None) -> Callable:
         def layer(inp, weight):
@@ -106,8 +118,57 @@ def conv_benchmark(workload: str, seed: int = 0) -> Benchmark:
     return Benchmark(inputs, build, reference, tolerance=CONV_TOLERANCE_EPS * float(np.finfo(np.float32).eps) * k)
 
 
+class _ProgramCall:
+    """A built one-kernel program called like a compiled function: its output, with `.numpy()`."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def __call__(self, *inputs: np.ndarray) -> "_ProgramCall._Result":
+        return self._Result(self.module.run(*inputs)[0])
+
+    class _Result:
+        def __init__(self, array: np.ndarray):
+            self.array = array
+
+        def numpy(self) -> np.ndarray:
+            return self.array
+
+
+def _operand(dtype: np.dtype, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A kernel operand: floats in [0.5, 1.5] (every log, root and quotient defined), integers and
+    booleans zero (an index read from it is in bounds)."""
+    if np.issubdtype(dtype, np.floating):
+        return rng.uniform(0.5, 1.5, shape).astype(dtype)
+    return np.zeros(shape, dtype)
+
+
+SKETCH_TOLERANCE = 1e-4  # relative to the output's largest magnitude: rfactor and tiles reassociate sums
+
+
+def sketch_benchmark(workload: str, seed: int = 0) -> Benchmark:
+    """The benchmark of a `sketch` workload key: its kernel alone, built as a program."""
+    kernel = sketch_kernel(workload)
+    if kernel is None:
+        raise ValueError(f"sketch workload {workload!r}: its kernel is not known in this process")
+    out, params = kernel.params[0], kernel.params[1:]
+    if not measurable_alone(kernel):
+        raise ValueError(f"sketch workload {workload!r}: a kernel updating its output in place, or of run-time "
+                         "sizes, is not measured alone")
+    rng = np.random.default_rng(seed)
+    inputs = [_operand(numpy_dtypes(p.dtype)[0], tuple(p.shape), rng) for p in params]
+
+    def build(config: dict | None) -> Callable:
+        chosen = kernel if not config else sketch(kernel, sketch_config(config))[0]
+        return _ProgramCall(build_program(Program("sketch_" + kernel.name, (chosen,), tuple(params), (out,))))
+
+    reference = np.asarray(build(None)(*inputs).numpy(), dtype=np.float64)
+    scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+    return Benchmark(inputs, build, reference, tolerance=SKETCH_TOLERANCE * max(scale, 1.0))
+
+
 BENCHMARKS: dict[str, Callable[[str], Benchmark]] = {"gemm": gemm_benchmark, "gemm_bf16": gemm_benchmark,
-                                                     "conv": conv_benchmark}
+                                                     "conv": conv_benchmark, "sketch": sketch_benchmark}
 
 
 def benchmark_of(workload: str) -> Benchmark:

@@ -4,14 +4,16 @@ from __future__ import annotations
 from typing import Callable
 
 from ..knob_space import KnobSpace
+from ..sketch_space import sketch_space
 from ..tuned import parse_workload
 from .conv_space import conv_space
 from .gemm_space import gemm_space
 
-SPACES: dict[str, Callable[[str], KnobSpace]] = {
+SPACES: dict[str, Callable[[str], KnobSpace | None]] = {
     "gemm": gemm_space,
     "gemm_bf16": gemm_space,
     "conv": conv_space,
+    "sketch": sketch_space,  # kernels without a template (None until its kernel was lowered in this process)
 }
 
 
