@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -37,7 +35,8 @@ from common import machine_summary, print_table  # noqa: E402
 from tensorkiln.distributed.cost_model import (Network, TimelineEvent, amdahl_serial_fraction,  # noqa: E402
                                                all_reduce_seconds, predict_data_parallel_step,
                                                predict_overlapped_step)
-from tensorkiln.distributed.launch import plan  # noqa: E402
+from mpi_launches import launch as launch_worker  # noqa: E402
+from mpi_launches import median_of, mpi_rank_and_size, worker_ping_pong, write_result  # noqa: E402
 
 CNN_BATCH, BERT_BATCH, STEPS, WARMUP = 64, 16, 20, 3
 STATED_NETWORK = Network.from_link(100, 2.0)  # 100 Gb/s, 2 us: an InfiniBand-class cluster link
@@ -136,13 +135,6 @@ def timeline(profile, bucket_bytes: list[int]) -> list[dict]:
     return events
 
 
-def mpi_rank_and_size() -> tuple[int, int]:
-    """This process's rank and the number of ranks, as MPICH's or Open MPI's launcher states them."""
-    env = os.environ
-    rank = env.get("PMI_RANK", env.get("OMPI_COMM_WORLD_RANK", 0))
-    return int(rank), int(env.get("PMI_SIZE", env.get("OMPI_COMM_WORLD_SIZE", 1)))
-
-
 def worker_torch_ddp() -> dict:
     """The digits CNN in PyTorch, DistributedDataParallel over gloo, on the ranks mpiexec started."""
     import torch
@@ -170,24 +162,6 @@ def worker_torch_ddp() -> dict:
     return {"step_seconds": float(np.median(times[WARMUP:]))}
 
 
-def worker_ping_pong() -> dict:
-    import tensorkiln.distributed as dist
-    from tensorkiln.distributed.ping_pong import measure_network
-    dist.init(check_agreement=False)  # as the peers: no extra message per collective
-    net, points = measure_network(repeats=30)
-    from tensorkiln.runtime import communicator
-    small = np.ones(2, np.float32)
-    samples = []
-    for _ in range(7):  # an 8-byte all-reduce through the eager path, in blocks of 200
-        communicator.barrier()
-        start = time.perf_counter()
-        for _ in range(200):
-            communicator.all_reduce(small)
-        samples.append((time.perf_counter() - start) / 200)
-    return {"alpha": net.alpha, "beta": net.beta, "points": {str(k): v for k, v in points.items()},
-            "all_reduce_8_bytes": float(np.median(samples[2:]))}
-
-
 def worker_gpt2_decode(tokens: int = 16) -> dict:
     """Per-token decode latency of GPT-2 small, split over every rank (tensor_parallel = world size)."""
     import tensorkiln as tk
@@ -211,40 +185,47 @@ def worker_gpt2_decode(tokens: int = 16) -> dict:
             token = logits[:, -1].argmax(-1).numpy().reshape(1, 1)
             times.append(time.perf_counter() - start)
             chosen.append(int(token[0, 0]))
-    return {"token_seconds": float(np.median(times[WARMUP:])), "tokens": chosen, "logits": logits.numpy().tolist()}
+    # what one token reads: every weight of this rank's shard once (the position table: one row)
+    weight_bytes = sum(p.numel() * p.dtype.itemsize for p in model.parameters())
+    all_ranks_bytes = float(dist.all_reduce(tk.tensor(np.float64(weight_bytes))).numpy())
+    return {"token_seconds": float(np.median(times[WARMUP:])), "tokens": chosen, "logits": logits.numpy().tolist(),
+            "weight_bytes_per_rank": weight_bytes, "weight_bytes_all_ranks": all_ranks_bytes}
+
+
+def worker_stream(elements: int = 16 * 2 ** 20, repeats: int = 20) -> dict:
+    """Memory bandwidth with every rank streaming at once: STREAM's add, a = b + c, on float32 arrays of
+    64 MiB each (twice the L3), the traffic of the triad (2 reads, 1 write: 12 bytes an element). The
+    ranks start each pass together (a barrier); the bandwidth is all ranks' bytes over the median pass."""
+    import tensorkiln.distributed as dist
+    from tensorkiln.runtime import communicator
+    dist.init(check_agreement=False)
+    a, b, c = np.zeros(elements, np.float32), np.ones(elements, np.float32), np.full(elements, 2, np.float32)
+    times = []
+    for _ in range(repeats):
+        communicator.barrier()
+        start = time.perf_counter()
+        np.add(b, c, out=a)
+        communicator.barrier()  # the pass ends when the slowest rank's ends
+        times.append(time.perf_counter() - start)
+    seconds = float(np.median(times[3:]))
+    return {"pass_seconds": seconds, "bandwidth": 12 * elements * dist.world_size() / seconds}
 
 
 WORKERS = {"cnn": lambda: worker_data_parallel("cnn", True), "cnn_compute": lambda: worker_data_parallel("cnn", False),
            "bert": lambda: worker_data_parallel("bert", True),
            "bert_compute": lambda: worker_data_parallel("bert", False), "torch_ddp": worker_torch_ddp,
-           "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode}
+           "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode, "stream": worker_stream}
 
 
 def run_worker(name: str, path: str) -> None:
-    result = WORKERS[name]()
-    if mpi_rank_and_size()[0] == 0:
-        with open(path, "w") as f:
-            json.dump(result, f)
+    write_result(WORKERS[name](), path)
 
 
 # ---- the driver -----------------------------------------------------------------------------------
 
 def launch(name: str, ranks: int, wait: str = "auto") -> dict:
-    """One launch as `tensorkiln launch --wait WAIT` makes it (1 thread per rank), its result."""
-    with tempfile.TemporaryDirectory() as scratch:
-        path = os.path.join(scratch, "result.json")
-        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1,
-                           wait=wait)
-        env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
-        if done.returncode == 0 and os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-    raise RuntimeError(f"{name} on {ranks} rank(s) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-
-
-def median_of(results: list[dict], key: str) -> float:
-    return float(np.median([r[key] for r in results]))
+    """One launch of worker `name` as `tensorkiln launch --wait WAIT` makes it (1 thread per rank)."""
+    return launch_worker(__file__, name, ranks, wait)
 
 
 def main() -> int:
@@ -266,7 +247,8 @@ def main() -> int:
     runs: dict[str, list[dict]] = {}
     plan = [("ping_pong", 2, "yield"), ("ping_pong", 2, "auto"), ("cnn", 1, "auto"), ("cnn", 2, "auto"),
             ("cnn_compute", 2, "auto"), ("torch_ddp", 2, "auto"), ("torch_ddp", 1, "auto"), ("bert", 1, "auto"),
-            ("bert", 2, "auto"), ("bert_compute", 2, "auto"), ("gpt2_decode", 1, "auto"), ("gpt2_decode", 2, "auto")]
+            ("bert", 2, "auto"), ("bert_compute", 2, "auto"), ("stream", 1, "auto"), ("stream", 2, "auto"), ("gpt2_decode", 1, "auto"),
+            ("gpt2_decode", 2, "auto")]
     for round_ in range(args.rounds):  # the 1- and 2-rank launches alternate, round after round
         for name, ranks, wait in plan:
             if name == "ping_pong" and round_:
@@ -306,9 +288,12 @@ def main() -> int:
     same_tokens = runs["gpt2_decode@1"][0]["tokens"] == runs["gpt2_decode@2"][0]["tokens"]
     logits_one, logits_two = (np.array(runs[f"gpt2_decode@{n}"][0]["logits"]) for n in (1, 2))
     logit_error = float(np.max(np.abs(logits_two - logits_one)) / np.max(np.abs(logits_one)))
+    stream_one, stream_two = median_of(runs["stream@1"], "bandwidth"), median_of(runs["stream@2"], "bandwidth")
+    roofline = decode_roofline(runs["gpt2_decode@1"][0]["weight_bytes_all_ranks"], gpt_one, gpt_two, stream_one,
+                               stream_two)
     results["gpt2_tensor_parallel_decode"] = {"one_rank_token_ms": gpt_one * 1e3, "two_rank_token_ms": gpt_two * 1e3,
                                               "speedup": gpt_one / gpt_two, "same_tokens": same_tokens,
-                                              "logits_relative_error": logit_error}
+                                              "logits_relative_error": logit_error, **roofline}
     print(f"\nping-pong, waiting ranks spin (--wait auto here): alpha {net.alpha * 1e6:.1f} us, bandwidth "
           f"{net.bandwidth / 1e9:.2f} GB/s; 8-byte all_reduce {net_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print(f"ping-pong, waiting ranks yield (--wait yield): alpha {yield_fit['alpha'] * 1e6:.1f} us; 8-byte "
@@ -320,6 +305,13 @@ def main() -> int:
           f"{results['torch_ddp_gloo']['tensorkiln_speedup']:.2f}x faster")
     print(f"GPT-2 small decode, tensor parallel: 1 rank {gpt_one * 1e3:.1f} ms/token, 2 ranks {gpt_two * 1e3:.1f} "
           f"ms/token ({gpt_one / gpt_two:.2f}x); same tokens: {same_tokens}; logits rel. error {logit_error:.1e}")
+    print(f"  memory bandwidth (STREAM add, float32, 64 MiB arrays): 1 process {stream_one / 1e9:.1f} GB/s, 2 processes "
+          f"{stream_two / 1e9:.1f} GB/s ({stream_two / stream_one:.2f}x)")
+    print(f"  a token reads {roofline['weight_bytes'] / 1e6:.0f} MB of weights: 1 rank at "
+          f"{roofline['one_rank_GBps']:.1f} GB/s ({100 * roofline['one_rank_of_stream']:.0f}% of 1 process's STREAM), "
+          f"2 ranks at {roofline['two_rank_GBps']:.1f} GB/s ({100 * roofline['two_rank_of_stream']:.0f}% of 2 processes'); "
+          f"roofline: {roofline['roofline_token_ms']:.1f} ms/token on 2 ranks, at most "
+          f"{roofline['roofline_speedup']:.2f}x over 1 rank")
     print(f"\npredicted weak scaling on {STATED_NETWORK.name} (compute per step as measured on 1 rank)")
     predictions = {}
     prediction_rows = []
@@ -342,6 +334,20 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
     return 0
+
+
+def decode_roofline(weight_bytes: float, one_seconds: float, two_seconds: float, stream_one: float,
+                    stream_two: float) -> dict:
+    """A decode step reads every weight once (matrix-vector products: 2 flops per 4-byte weight), so its
+    time is at least the weights' bytes over the memory bandwidth: on 2 ranks, each reading its half at
+    once, the bandwidth of 2 processes streaming together."""
+    best_two = weight_bytes / stream_two
+    return {"weight_bytes": weight_bytes, "stream_one_process_GBps": stream_one / 1e9,
+            "stream_two_processes_GBps": stream_two / 1e9, "one_rank_GBps": weight_bytes / one_seconds / 1e9,
+            "two_rank_GBps": weight_bytes / two_seconds / 1e9,
+            "one_rank_of_stream": weight_bytes / one_seconds / stream_one,
+            "two_rank_of_stream": weight_bytes / two_seconds / stream_two,
+            "roofline_token_ms": best_two * 1e3, "roofline_speedup": one_seconds / best_two}
 
 
 def model_overlapped_step(ddp_runs: list[dict], compute_runs: list[dict], net: Network) -> float:
