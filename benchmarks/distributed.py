@@ -185,11 +185,19 @@ def worker_gpt2_decode(tokens: int = 16) -> dict:
             token = logits[:, -1].argmax(-1).numpy().reshape(1, 1)
             times.append(time.perf_counter() - start)
             chosen.append(int(token[0, 0]))
+        kernels = step.report(tk.tensor(token), tk.tensor(np.int64(8 + tokens + WARMUP - 1)), caches).kernels
+    # the collectives of one token's compiled step, by op (each is a start and a wait kernel)
+    collectives: dict[str, int] = {}
+    for k in kernels:
+        if k.name.endswith("_start"):
+            op = k.name.split("_", 1)[1].rsplit("_", 1)[0]
+            collectives[op] = collectives.get(op, 0) + 1
     # what one token reads: every weight of this rank's shard once (the position table: one row)
     weight_bytes = sum(p.numel() * p.dtype.itemsize for p in model.parameters())
     all_ranks_bytes = float(dist.all_reduce(tk.tensor(np.float64(weight_bytes))).numpy())
     return {"token_seconds": float(np.median(times[WARMUP:])), "tokens": chosen, "logits": logits.numpy().tolist(),
-            "weight_bytes_per_rank": weight_bytes, "weight_bytes_all_ranks": all_ranks_bytes}
+            "weight_bytes_per_rank": weight_bytes, "weight_bytes_all_ranks": all_ranks_bytes,
+            "collectives_per_token": collectives, "layers": model.config.n_layer}
 
 
 def worker_stream(elements: int = 16 * 2 ** 20, repeats: int = 20) -> dict:
@@ -293,7 +301,9 @@ def main() -> int:
                                stream_two)
     results["gpt2_tensor_parallel_decode"] = {"one_rank_token_ms": gpt_one * 1e3, "two_rank_token_ms": gpt_two * 1e3,
                                               "speedup": gpt_one / gpt_two, "same_tokens": same_tokens,
-                                              "logits_relative_error": logit_error, **roofline}
+                                              "logits_relative_error": logit_error,
+                                              "collectives_per_token": runs["gpt2_decode@2"][0]["collectives_per_token"],
+                                              **roofline}
     print(f"\nping-pong, waiting ranks spin (--wait auto here): alpha {net.alpha * 1e6:.1f} us, bandwidth "
           f"{net.bandwidth / 1e9:.2f} GB/s; 8-byte all_reduce {net_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print(f"ping-pong, waiting ranks yield (--wait yield): alpha {yield_fit['alpha'] * 1e6:.1f} us; 8-byte "
@@ -312,6 +322,9 @@ def main() -> int:
           f"2 ranks at {roofline['two_rank_GBps']:.1f} GB/s ({100 * roofline['two_rank_of_stream']:.0f}% of 2 processes'); "
           f"roofline: {roofline['roofline_token_ms']:.1f} ms/token on 2 ranks, at most "
           f"{roofline['roofline_speedup']:.2f}x over 1 rank")
+    per_token = runs["gpt2_decode@2"][0]["collectives_per_token"]
+    print(f"  collectives per token on 2 ranks ({runs['gpt2_decode@2'][0]['layers']} layers): "
+          + ", ".join(f"{count} {op}" for op, count in sorted(per_token.items())))
     print(f"\npredicted weak scaling on {STATED_NETWORK.name} (compute per step as measured on 1 rank)")
     predictions = {}
     prediction_rows = []
@@ -351,10 +364,12 @@ def decode_roofline(weight_bytes: float, one_seconds: float, two_seconds: float,
 
 
 def model_overlapped_step(ddp_runs: list[dict], compute_runs: list[dict], net: Network) -> float:
-    """The alpha-beta model of a DDP step with overlap: the step on 2 ranks without DDP plus the time the
-    model says the DDP step's all-reduces add to its kernel timeline (each start where it runs, after the
-    kernels that make its bucket; the bytes move at the waits: ranks of one thread each, sharing memory,
-    progress MPI only inside its calls)."""
+    """The alpha-beta model of a DDP step with overlap: the step on 2 ranks without DDP, plus the compute
+    DDP adds to it (each bucket's gradients copied into one flat vector and the mean read back by the
+    update: the DDP step's kernels less the plain step's, both profiled in the same launches), plus the
+    time the model says the all-reduces add to the DDP step's kernel timeline (each start where it runs,
+    after the kernels that make its bucket; the bytes move at the waits: ranks of one thread each, sharing
+    memory, progress MPI only inside its calls)."""
     events = ddp_runs[0]["timeline"]
     starts = [e["seconds"] for e in events if e["kind"] == "start"]
     call_seconds = float(np.median(starts)) if starts else 0.0  # a start's own cost: the copy, the call
@@ -362,7 +377,14 @@ def model_overlapped_step(ddp_runs: list[dict], compute_runs: list[dict], net: N
                 TimelineEvent(e["kind"], key=e["key"], nbytes=e["nbytes"]) for e in events]
     kernels = sum(e.seconds for e in timeline if e.kind == "compute")
     added = predict_overlapped_step(timeline, 2, net, call_seconds=call_seconds) - kernels
-    return median_of(compute_runs, "step_seconds") + added
+    bucket_compute = (float(np.median([compute_seconds(r["timeline"]) for r in ddp_runs]))
+                      - float(np.median([compute_seconds(r["timeline"]) for r in compute_runs])))
+    return median_of(compute_runs, "step_seconds") + bucket_compute + added
+
+
+def compute_seconds(events: list[dict]) -> float:
+    """The kernels' time of a profiled step, its collectives' starts and waits left out."""
+    return sum(e["seconds"] for e in events if e["kind"] == "compute")
 
 
 def compare_wait_policies(rounds: int, json_path: str | None) -> int:

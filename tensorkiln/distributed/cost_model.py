@@ -26,7 +26,8 @@ at the wait, on the rank's own core, as it does between ranks that share
 memory and have one thread each. The bucket size that minimizes the exposed
 time of B buckets of N bytes in all, N beta / B + B alpha, is sqrt(N alpha /
 beta) (`bucket_bytes_for`), never less than alpha / beta, the size at which
-a message runs at half the bandwidth.
+a message runs at half the bandwidth; without background progress it is N
+beta + B alpha, and one bucket is the best.
 """
 from __future__ import annotations
 
@@ -111,9 +112,13 @@ def predict_data_parallel_step(compute_seconds: float, bucket_bytes: list[int], 
     return StepPrediction(ranks, compute_seconds, communication)
 
 
-def bucket_bytes_for(total_bytes: float, net: Network) -> int:
+def bucket_bytes_for(total_bytes: float, net: Network, background_progress: bool = True) -> int:
     """The gradient bucket size for `total_bytes` of gradients: sqrt(N alpha / beta), at least alpha / beta
-    (half bandwidth), rounded to split N evenly (N itself: one bucket)."""
+    (half bandwidth), rounded to split N evenly (N itself: one bucket). Without background progress every
+    bucket's bytes move at its wait whatever it overlaps, so B buckets expose N beta plus B latencies and
+    B pairs of runtime calls: one bucket is the fastest."""
+    if not background_progress:
+        return max(1, math.ceil(total_bytes))
     half_bandwidth = net.alpha / net.beta
     best = max(math.sqrt(max(total_bytes, 1.0) * half_bandwidth), half_bandwidth)
     count = max(1, round(total_bytes / best))  # whole buckets of even size

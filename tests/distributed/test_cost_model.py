@@ -88,6 +88,10 @@ def test_bucket_size_balances_latency_against_the_last_buckets_bytes():
     best_count = min(range(1, 200), key=lambda b: total * net.beta / b + b * net.alpha)
     assert abs(total / bucket_bytes_for(total, net) - best_count) <= 1
 
+    # without background progress each bucket's bytes move at its wait: one bucket, whatever the size
+    for total in (1.0, 24e3, 2e6, 8e6 + 1):
+        assert bucket_bytes_for(total, net, background_progress=False) == math.ceil(total)
+
 
 def test_overlapped_step_timeline():
     from tensorkiln.distributed.cost_model import TimelineEvent as E, predict_overlapped_step
