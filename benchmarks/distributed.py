@@ -12,7 +12,11 @@ spin while they wait). The ping-pong runs under each wait policy (yield: the lau
 The alpha-beta model of a DDP step replays the step's own kernel timeline (`step.profile` on both
 ranks: each kernel's time, where each bucket's all-reduce starts and is waited for) through
 cost_model.predict_overlapped_step and adds what the all-reduces cost there to the same step's time on
-2 ranks without DDP. All in float32.
+2 ranks without DDP, together with the compute DDP adds (the DDP step's kernels less the plain step's).
+BERT's step also runs three ways in turns in one launch (without DDP, one bucket, the quiet link's
+buckets). Beside the tensor-parallel decode: STREAM's add on 1 and 2 processes at once (the memory
+bandwidth a decode step is bound by), the roofline it gives, and the collectives of one token's step.
+All in float32.
 The ranks skip the agreement check of each collective
 (dist.init(check_agreement=False)), as the peers do not make one.
 """
@@ -40,6 +44,7 @@ from mpi_launches import median_of, mpi_rank_and_size, worker_ping_pong, write_r
 
 CNN_BATCH, BERT_BATCH, STEPS, WARMUP = 64, 16, 20, 3
 STATED_NETWORK = Network.from_link(100, 2.0)  # 100 Gb/s, 2 us: an InfiniBand-class cluster link
+QUIET_LINK = Network(3.5e-6, 1 / 11.8e9, "this machine's ranks, quiet")  # docs/distributed.md, Measured here
 
 
 # ---- the workers (run under mpiexec) ---------------------------------------------------------------
@@ -117,6 +122,50 @@ def worker_data_parallel(model_name: str, wrap: bool) -> dict:
     profile = step.profile(x[share], y[share], repeat=10)  # every rank: the profile runs the collectives
     return {"step_seconds": float(np.median(times[WARMUP:])), "losses": losses[WARMUP:],
             "bucket_bytes": bucket_bytes, "timeline": timeline(profile, bucket_bytes)}
+
+
+def worker_bucket_choice(model_name: str = "bert") -> dict:
+    """The same model's compiled step on 2 ranks three ways, in turns step after step: without DDP, DDP
+    with one bucket (what DDP chooses where MPI has no background progress) and DDP with the buckets it
+    chose before, the link's size sqrt(N alpha / beta) for the link of this machine when quiet."""
+    import tensorkiln as tk
+    import tensorkiln.distributed as dist
+    import tensorkiln.nn.functional as F
+    from tensorkiln import nn
+    from tensorkiln.distributed.cost_model import bucket_bytes_for
+    dist.init(check_agreement=False)
+    rank, size = dist.rank(), dist.world_size()
+    tk.manual_seed(0)
+    model = digits_cnn(nn) if model_name == "cnn" else small_bert(tk, nn)
+    global_batch = CNN_BATCH if model_name == "cnn" else BERT_BATCH
+    total = sum(p.numel() * 4 for p in model.parameters() if p.requires_grad)
+    link_cap_mb = bucket_bytes_for(total, QUIET_LINK, background_progress=True) / 2 ** 20
+    ways = {"without DDP": model, "one bucket": nn.parallel.DistributedDataParallel(model, bucket_cap_mb=total),
+            "the quiet link's buckets": nn.parallel.DistributedDataParallel(model, bucket_cap_mb=link_cap_mb)}
+    opt = tk.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def compiled_step(trained):
+        @tk.jit
+        def step(x, y):
+            loss = F.cross_entropy(trained(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    steps = {name: compiled_step(trained) for name, trained in ways.items()}
+    share = slice(rank * global_batch // size, (rank + 1) * global_batch // size)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for x, y in batches(model_name, global_batch):
+        for name, step in steps.items():
+            dist.barrier()
+            start = time.perf_counter()
+            step(x[share], y[share])
+            dist.barrier()
+            times[name].append(time.perf_counter() - start)
+    return {name: {"step_seconds": float(np.median(t[WARMUP:])),
+                   "buckets": len(ways[name].buckets) if name != "without DDP" else 0}
+            for name, t in times.items()}
 
 
 def timeline(profile, bucket_bytes: list[int]) -> list[dict]:
@@ -222,7 +271,8 @@ def worker_stream(elements: int = 16 * 2 ** 20, repeats: int = 20) -> dict:
 WORKERS = {"cnn": lambda: worker_data_parallel("cnn", True), "cnn_compute": lambda: worker_data_parallel("cnn", False),
            "bert": lambda: worker_data_parallel("bert", True),
            "bert_compute": lambda: worker_data_parallel("bert", False), "torch_ddp": worker_torch_ddp,
-           "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode, "stream": worker_stream}
+           "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode, "stream": worker_stream,
+           "bert_buckets": worker_bucket_choice}
 
 
 def run_worker(name: str, path: str) -> None:
@@ -255,7 +305,7 @@ def main() -> int:
     runs: dict[str, list[dict]] = {}
     plan = [("ping_pong", 2, "yield"), ("ping_pong", 2, "auto"), ("cnn", 1, "auto"), ("cnn", 2, "auto"),
             ("cnn_compute", 2, "auto"), ("torch_ddp", 2, "auto"), ("torch_ddp", 1, "auto"), ("bert", 1, "auto"),
-            ("bert", 2, "auto"), ("bert_compute", 2, "auto"), ("stream", 1, "auto"), ("stream", 2, "auto"), ("gpt2_decode", 1, "auto"),
+            ("bert", 2, "auto"), ("bert_compute", 2, "auto"), ("bert_buckets", 2, "auto"), ("stream", 1, "auto"), ("stream", 2, "auto"), ("gpt2_decode", 1, "auto"),
             ("gpt2_decode", 2, "auto")]
     for round_ in range(args.rounds):  # the 1- and 2-rank launches alternate, round after round
         for name, ranks, wait in plan:
@@ -304,13 +354,18 @@ def main() -> int:
                                               "logits_relative_error": logit_error,
                                               "collectives_per_token": runs["gpt2_decode@2"][0]["collectives_per_token"],
                                               **roofline}
-    print(f"\nping-pong, waiting ranks spin (--wait auto here): alpha {net.alpha * 1e6:.1f} us, bandwidth "
+    print(f"\nping-pong, --wait auto (spinning on an idle machine): alpha {net.alpha * 1e6:.1f} us, bandwidth "
           f"{net.bandwidth / 1e9:.2f} GB/s; 8-byte all_reduce {net_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print(f"ping-pong, waiting ranks yield (--wait yield): alpha {yield_fit['alpha'] * 1e6:.1f} us; 8-byte "
           f"all_reduce {yield_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print("\ndata parallel, compiled SGD step (global batch: CNN 64, BERT 16), median ms")
     print_table(["model", "1 rank", "2 ranks", "throughput", "2 ranks without DDP", "buckets", "alpha-beta model",
                  "model error", "model without overlap", "loss drift"], rows)
+    choice = {name: {"step_ms": median_of([r[name] for r in runs["bert_buckets@2"]], "step_seconds") * 1e3,
+                     "buckets": runs["bert_buckets@2"][0][name]["buckets"]} for name in runs["bert_buckets@2"][0]}
+    results["bert_bucket_choice"] = choice
+    print("\nsmall BERT on 2 ranks, the three steps in turns in one launch, median ms: "
+          + "; ".join(f"{name} ({way['buckets']} buckets) {way['step_ms']:.2f}" for name, way in choice.items()))
     print(f"\nPyTorch DDP (gloo), digits CNN, 2 ranks: {torch_two * 1e3:.2f} ms per step; tensorkiln DDP is "
           f"{results['torch_ddp_gloo']['tensorkiln_speedup']:.2f}x faster")
     print(f"GPT-2 small decode, tensor parallel: 1 rank {gpt_one * 1e3:.1f} ms/token, 2 ranks {gpt_two * 1e3:.1f} "
