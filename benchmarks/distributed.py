@@ -9,9 +9,9 @@ Each measurement is its own `mpiexec` launch of this script in a worker mode (`-
 1- and 2-rank launches alternate, `--rounds` times; a figure is the median over rounds of each launch's
 median step time, launched as `tensorkiln launch` does (`--wait auto`: on 2 cores, 2 ranks of one thread
 spin while they wait). The ping-pong runs under each wait policy (yield: the launcher's former default).
-The alpha-beta model of a DDP step replays the step's own kernel timeline (`step.profile` on both
-ranks: each kernel's time, where each bucket's all-reduce starts and is waited for) through
-cost_model.predict_overlapped_step and adds what the all-reduces cost there to the same step's time on
+The alpha-beta model of a DDP step replays the step's own kernel timelines (`step.profile` on each
+rank: each kernel's time, where each bucket's all-reduce starts and is waited for) through
+cost_model.predict_overlapped_ranks and adds what the all-reduces cost there to the same step's time on
 2 ranks without DDP, together with the compute DDP adds (the DDP step's kernels less the plain step's).
 BERT's step also runs three ways in turns in one launch (without DDP, one bucket, the quiet link's
 buckets). Beside the tensor-parallel decode: STREAM's add on 1 and 2 processes at once (the memory
@@ -38,7 +38,7 @@ sys.path.insert(0, ROOT)
 from common import machine_summary, print_table  # noqa: E402
 from tensorkiln.distributed.cost_model import (Network, TimelineEvent, amdahl_serial_fraction,  # noqa: E402
                                                all_reduce_seconds, predict_data_parallel_step,
-                                               predict_overlapped_step)
+                                               predict_overlapped_ranks)
 from mpi_launches import launch as launch_worker  # noqa: E402
 from mpi_launches import median_of, mpi_rank_and_size, worker_ping_pong, write_result  # noqa: E402
 
@@ -120,8 +120,11 @@ def worker_data_parallel(model_name: str, wrap: bool) -> dict:
     bucket_bytes = [sum(p.numel() * 4 for p in b.params) for b in buckets]
     x, y = data[0]
     profile = step.profile(x[share], y[share], repeat=10)  # every rank: the profile runs the collectives
+    mine = timeline(profile, bucket_bytes)
+    from tensorkiln.runtime import communicator
+    every_rank = communicator.communicator(communicator.WORLD).allgather(mine)  # each rank's own kernel times
     return {"step_seconds": float(np.median(times[WARMUP:])), "losses": losses[WARMUP:],
-            "bucket_bytes": bucket_bytes, "timeline": timeline(profile, bucket_bytes)}
+            "bucket_bytes": bucket_bytes, "timeline": mine, "timelines": every_rank}
 
 
 def worker_bucket_choice(model_name: str = "bert") -> dict:
@@ -422,16 +425,17 @@ def model_overlapped_step(ddp_runs: list[dict], compute_runs: list[dict], net: N
     """The alpha-beta model of a DDP step with overlap: the step on 2 ranks without DDP, plus the compute
     DDP adds to it (each bucket's gradients copied into one flat vector and the mean read back by the
     update: the DDP step's kernels less the plain step's, both profiled in the same launches), plus the
-    time the model says the all-reduces add to the DDP step's kernel timeline (each start where it runs,
-    after the kernels that make its bucket; the bytes move at the waits: ranks of one thread each, sharing
-    memory, progress MPI only inside its calls)."""
-    events = ddp_runs[0]["timeline"]
-    starts = [e["seconds"] for e in events if e["kind"] == "start"]
+    time the model says the all-reduces add to the ranks' kernel timelines (each rank's own profile;
+    each start where it runs, after the kernels that make its bucket; a wait lasts for the slower rank,
+    and the bytes move at the waits: ranks of one thread each, sharing memory, progress MPI only inside
+    its calls)."""
+    timelines = [[TimelineEvent("compute", e["seconds"]) if e["kind"] == "compute" else
+                  TimelineEvent(e["kind"], key=e["key"], nbytes=e["nbytes"]) for e in events]
+                 for events in ddp_runs[0]["timelines"]]
+    starts = [e["seconds"] for e in ddp_runs[0]["timeline"] if e["kind"] == "start"]
     call_seconds = float(np.median(starts)) if starts else 0.0  # a start's own cost: the copy, the call
-    timeline = [TimelineEvent("compute", e["seconds"]) if e["kind"] == "compute" else
-                TimelineEvent(e["kind"], key=e["key"], nbytes=e["nbytes"]) for e in events]
-    kernels = sum(e.seconds for e in timeline if e.kind == "compute")
-    added = predict_overlapped_step(timeline, 2, net, call_seconds=call_seconds) - kernels
+    slowest = max(sum(e.seconds for e in events if e.kind == "compute") for events in timelines)
+    added = predict_overlapped_ranks(timelines, net, call_seconds=call_seconds) - slowest
     bucket_compute = (float(np.median([compute_seconds(r["timeline"]) for r in ddp_runs]))
                       - float(np.median([compute_seconds(r["timeline"]) for r in compute_runs])))
     return median_of(compute_runs, "step_seconds") + bucket_compute + added
