@@ -9,10 +9,14 @@ Each measurement is its own `mpiexec` launch of this script in a worker mode (`-
 1- and 2-rank launches alternate, `--rounds` times; a figure is the median over rounds of each launch's
 median step time, launched as `tensorkiln launch` does (`--wait auto`: on 2 cores, 2 ranks of one thread
 spin while they wait). The ping-pong runs under each wait policy (yield: the launcher's former default).
-The alpha-beta model of a DDP step replays the step's own kernel timeline (`step.profile` on both
-ranks: each kernel's time, where each bucket's all-reduce starts and is waited for) through
-cost_model.predict_overlapped_step and adds what the all-reduces cost there to the same step's time on
-2 ranks without DDP. All in float32.
+The alpha-beta model of a DDP step replays the step's own kernel timelines (`step.profile` on each
+rank: each kernel's time, where each bucket's all-reduce starts and is waited for) through
+cost_model.predict_overlapped_ranks and adds what the all-reduces cost there to the same step's time on
+2 ranks without DDP, together with the compute DDP adds (the DDP step's kernels less the plain step's).
+BERT's step also runs three ways in turns in one launch (without DDP, one bucket, the quiet link's
+buckets). Beside the tensor-parallel decode: STREAM's add on 1 and 2 processes at once (the memory
+bandwidth a decode step is bound by), the roofline it gives, and the collectives of one token's step.
+All in float32.
 The ranks skip the agreement check of each collective
 (dist.init(check_agreement=False)), as the peers do not make one.
 """
@@ -21,9 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -36,11 +38,13 @@ sys.path.insert(0, ROOT)
 from common import machine_summary, print_table  # noqa: E402
 from tensorkiln.distributed.cost_model import (Network, TimelineEvent, amdahl_serial_fraction,  # noqa: E402
                                                all_reduce_seconds, predict_data_parallel_step,
-                                               predict_overlapped_step)
-from tensorkiln.distributed.launch import plan  # noqa: E402
+                                               predict_overlapped_ranks)
+from mpi_launches import launch as launch_worker  # noqa: E402
+from mpi_launches import median_of, mpi_rank_and_size, worker_ping_pong, write_result  # noqa: E402
 
 CNN_BATCH, BERT_BATCH, STEPS, WARMUP = 64, 16, 20, 3
 STATED_NETWORK = Network.from_link(100, 2.0)  # 100 Gb/s, 2 us: an InfiniBand-class cluster link
+QUIET_LINK = Network(3.5e-6, 1 / 11.8e9, "this machine's ranks, quiet")  # docs/distributed.md, Measured here
 
 
 # ---- the workers (run under mpiexec) ---------------------------------------------------------------
@@ -116,8 +120,55 @@ def worker_data_parallel(model_name: str, wrap: bool) -> dict:
     bucket_bytes = [sum(p.numel() * 4 for p in b.params) for b in buckets]
     x, y = data[0]
     profile = step.profile(x[share], y[share], repeat=10)  # every rank: the profile runs the collectives
+    mine = timeline(profile, bucket_bytes)
+    from tensorkiln.runtime import communicator
+    every_rank = communicator.communicator(communicator.WORLD).allgather(mine)  # each rank's own kernel times
     return {"step_seconds": float(np.median(times[WARMUP:])), "losses": losses[WARMUP:],
-            "bucket_bytes": bucket_bytes, "timeline": timeline(profile, bucket_bytes)}
+            "bucket_bytes": bucket_bytes, "timeline": mine, "timelines": every_rank}
+
+
+def worker_bucket_choice(model_name: str = "bert") -> dict:
+    """The same model's compiled step on 2 ranks three ways, in turns step after step: without DDP, DDP
+    with one bucket (what DDP chooses where MPI has no background progress) and DDP with the buckets it
+    chose before, the link's size sqrt(N alpha / beta) for the link of this machine when quiet."""
+    import tensorkiln as tk
+    import tensorkiln.distributed as dist
+    import tensorkiln.nn.functional as F
+    from tensorkiln import nn
+    from tensorkiln.distributed.cost_model import bucket_bytes_for
+    dist.init(check_agreement=False)
+    rank, size = dist.rank(), dist.world_size()
+    tk.manual_seed(0)
+    model = digits_cnn(nn) if model_name == "cnn" else small_bert(tk, nn)
+    global_batch = CNN_BATCH if model_name == "cnn" else BERT_BATCH
+    total = sum(p.numel() * 4 for p in model.parameters() if p.requires_grad)
+    link_cap_mb = bucket_bytes_for(total, QUIET_LINK, background_progress=True) / 2 ** 20
+    ways = {"without DDP": model, "one bucket": nn.parallel.DistributedDataParallel(model, bucket_cap_mb=total),
+            "the quiet link's buckets": nn.parallel.DistributedDataParallel(model, bucket_cap_mb=link_cap_mb)}
+    opt = tk.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def compiled_step(trained):
+        @tk.jit
+        def step(x, y):
+            loss = F.cross_entropy(trained(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    steps = {name: compiled_step(trained) for name, trained in ways.items()}
+    share = slice(rank * global_batch // size, (rank + 1) * global_batch // size)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for x, y in batches(model_name, global_batch):
+        for name, step in steps.items():
+            dist.barrier()
+            start = time.perf_counter()
+            step(x[share], y[share])
+            dist.barrier()
+            times[name].append(time.perf_counter() - start)
+    return {name: {"step_seconds": float(np.median(t[WARMUP:])),
+                   "buckets": len(ways[name].buckets) if name != "without DDP" else 0}
+            for name, t in times.items()}
 
 
 def timeline(profile, bucket_bytes: list[int]) -> list[dict]:
@@ -134,13 +185,6 @@ def timeline(profile, bucket_bytes: list[int]) -> list[dict]:
         else:
             events.append({"kind": "compute", "seconds": k.seconds})
     return events
-
-
-def mpi_rank_and_size() -> tuple[int, int]:
-    """This process's rank and the number of ranks, as MPICH's or Open MPI's launcher states them."""
-    env = os.environ
-    rank = env.get("PMI_RANK", env.get("OMPI_COMM_WORLD_RANK", 0))
-    return int(rank), int(env.get("PMI_SIZE", env.get("OMPI_COMM_WORLD_SIZE", 1)))
 
 
 def worker_torch_ddp() -> dict:
@@ -170,24 +214,6 @@ def worker_torch_ddp() -> dict:
     return {"step_seconds": float(np.median(times[WARMUP:]))}
 
 
-def worker_ping_pong() -> dict:
-    import tensorkiln.distributed as dist
-    from tensorkiln.distributed.ping_pong import measure_network
-    dist.init(check_agreement=False)  # as the peers: no extra message per collective
-    net, points = measure_network(repeats=30)
-    from tensorkiln.runtime import communicator
-    small = np.ones(2, np.float32)
-    samples = []
-    for _ in range(7):  # an 8-byte all-reduce through the eager path, in blocks of 200
-        communicator.barrier()
-        start = time.perf_counter()
-        for _ in range(200):
-            communicator.all_reduce(small)
-        samples.append((time.perf_counter() - start) / 200)
-    return {"alpha": net.alpha, "beta": net.beta, "points": {str(k): v for k, v in points.items()},
-            "all_reduce_8_bytes": float(np.median(samples[2:]))}
-
-
 def worker_gpt2_decode(tokens: int = 16) -> dict:
     """Per-token decode latency of GPT-2 small, split over every rank (tensor_parallel = world size)."""
     import tensorkiln as tk
@@ -211,40 +237,56 @@ def worker_gpt2_decode(tokens: int = 16) -> dict:
             token = logits[:, -1].argmax(-1).numpy().reshape(1, 1)
             times.append(time.perf_counter() - start)
             chosen.append(int(token[0, 0]))
-    return {"token_seconds": float(np.median(times[WARMUP:])), "tokens": chosen, "logits": logits.numpy().tolist()}
+        kernels = step.report(tk.tensor(token), tk.tensor(np.int64(8 + tokens + WARMUP - 1)), caches).kernels
+    # the collectives of one token's compiled step, by op (each is a start and a wait kernel)
+    collectives: dict[str, int] = {}
+    for k in kernels:
+        if k.name.endswith("_start"):
+            op = k.name.split("_", 1)[1].rsplit("_", 1)[0]
+            collectives[op] = collectives.get(op, 0) + 1
+    # what one token reads: every weight of this rank's shard once (the position table: one row)
+    weight_bytes = sum(p.numel() * p.dtype.itemsize for p in model.parameters())
+    all_ranks_bytes = float(dist.all_reduce(tk.tensor(np.float64(weight_bytes))).numpy())
+    return {"token_seconds": float(np.median(times[WARMUP:])), "tokens": chosen, "logits": logits.numpy().tolist(),
+            "weight_bytes_per_rank": weight_bytes, "weight_bytes_all_ranks": all_ranks_bytes,
+            "collectives_per_token": collectives, "layers": model.config.n_layer}
+
+
+def worker_stream(elements: int = 16 * 2 ** 20, repeats: int = 20) -> dict:
+    """Memory bandwidth with every rank streaming at once: STREAM's add, a = b + c, on float32 arrays of
+    64 MiB each (twice the L3), the traffic of the triad (2 reads, 1 write: 12 bytes an element). The
+    ranks start each pass together (a barrier); the bandwidth is all ranks' bytes over the median pass."""
+    import tensorkiln.distributed as dist
+    from tensorkiln.runtime import communicator
+    dist.init(check_agreement=False)
+    a, b, c = np.zeros(elements, np.float32), np.ones(elements, np.float32), np.full(elements, 2, np.float32)
+    times = []
+    for _ in range(repeats):
+        communicator.barrier()
+        start = time.perf_counter()
+        np.add(b, c, out=a)
+        communicator.barrier()  # the pass ends when the slowest rank's ends
+        times.append(time.perf_counter() - start)
+    seconds = float(np.median(times[3:]))
+    return {"pass_seconds": seconds, "bandwidth": 12 * elements * dist.world_size() / seconds}
 
 
 WORKERS = {"cnn": lambda: worker_data_parallel("cnn", True), "cnn_compute": lambda: worker_data_parallel("cnn", False),
            "bert": lambda: worker_data_parallel("bert", True),
            "bert_compute": lambda: worker_data_parallel("bert", False), "torch_ddp": worker_torch_ddp,
-           "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode}
+           "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode, "stream": worker_stream,
+           "bert_buckets": worker_bucket_choice}
 
 
 def run_worker(name: str, path: str) -> None:
-    result = WORKERS[name]()
-    if mpi_rank_and_size()[0] == 0:
-        with open(path, "w") as f:
-            json.dump(result, f)
+    write_result(WORKERS[name](), path)
 
 
 # ---- the driver -----------------------------------------------------------------------------------
 
 def launch(name: str, ranks: int, wait: str = "auto") -> dict:
-    """One launch as `tensorkiln launch --wait WAIT` makes it (1 thread per rank), its result."""
-    with tempfile.TemporaryDirectory() as scratch:
-        path = os.path.join(scratch, "result.json")
-        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", name, "--result", path], threads=1,
-                           wait=wait)
-        env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
-        if done.returncode == 0 and os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-    raise RuntimeError(f"{name} on {ranks} rank(s) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-
-
-def median_of(results: list[dict], key: str) -> float:
-    return float(np.median([r[key] for r in results]))
+    """One launch of worker `name` as `tensorkiln launch --wait WAIT` makes it (1 thread per rank)."""
+    return launch_worker(__file__, name, ranks, wait)
 
 
 def main() -> int:
@@ -266,7 +308,8 @@ def main() -> int:
     runs: dict[str, list[dict]] = {}
     plan = [("ping_pong", 2, "yield"), ("ping_pong", 2, "auto"), ("cnn", 1, "auto"), ("cnn", 2, "auto"),
             ("cnn_compute", 2, "auto"), ("torch_ddp", 2, "auto"), ("torch_ddp", 1, "auto"), ("bert", 1, "auto"),
-            ("bert", 2, "auto"), ("bert_compute", 2, "auto"), ("gpt2_decode", 1, "auto"), ("gpt2_decode", 2, "auto")]
+            ("bert", 2, "auto"), ("bert_compute", 2, "auto"), ("bert_buckets", 2, "auto"), ("stream", 1, "auto"), ("stream", 2, "auto"), ("gpt2_decode", 1, "auto"),
+            ("gpt2_decode", 2, "auto")]
     for round_ in range(args.rounds):  # the 1- and 2-rank launches alternate, round after round
         for name, ranks, wait in plan:
             if name == "ping_pong" and round_:
@@ -306,20 +349,40 @@ def main() -> int:
     same_tokens = runs["gpt2_decode@1"][0]["tokens"] == runs["gpt2_decode@2"][0]["tokens"]
     logits_one, logits_two = (np.array(runs[f"gpt2_decode@{n}"][0]["logits"]) for n in (1, 2))
     logit_error = float(np.max(np.abs(logits_two - logits_one)) / np.max(np.abs(logits_one)))
+    stream_one, stream_two = median_of(runs["stream@1"], "bandwidth"), median_of(runs["stream@2"], "bandwidth")
+    roofline = decode_roofline(runs["gpt2_decode@1"][0]["weight_bytes_all_ranks"], gpt_one, gpt_two, stream_one,
+                               stream_two)
     results["gpt2_tensor_parallel_decode"] = {"one_rank_token_ms": gpt_one * 1e3, "two_rank_token_ms": gpt_two * 1e3,
                                               "speedup": gpt_one / gpt_two, "same_tokens": same_tokens,
-                                              "logits_relative_error": logit_error}
-    print(f"\nping-pong, waiting ranks spin (--wait auto here): alpha {net.alpha * 1e6:.1f} us, bandwidth "
+                                              "logits_relative_error": logit_error,
+                                              "collectives_per_token": runs["gpt2_decode@2"][0]["collectives_per_token"],
+                                              **roofline}
+    print(f"\nping-pong, --wait auto (spinning on an idle machine): alpha {net.alpha * 1e6:.1f} us, bandwidth "
           f"{net.bandwidth / 1e9:.2f} GB/s; 8-byte all_reduce {net_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print(f"ping-pong, waiting ranks yield (--wait yield): alpha {yield_fit['alpha'] * 1e6:.1f} us; 8-byte "
           f"all_reduce {yield_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print("\ndata parallel, compiled SGD step (global batch: CNN 64, BERT 16), median ms")
     print_table(["model", "1 rank", "2 ranks", "throughput", "2 ranks without DDP", "buckets", "alpha-beta model",
                  "model error", "model without overlap", "loss drift"], rows)
+    choice = {name: {"step_ms": median_of([r[name] for r in runs["bert_buckets@2"]], "step_seconds") * 1e3,
+                     "buckets": runs["bert_buckets@2"][0][name]["buckets"]} for name in runs["bert_buckets@2"][0]}
+    results["bert_bucket_choice"] = choice
+    print("\nsmall BERT on 2 ranks, the three steps in turns in one launch, median ms: "
+          + "; ".join(f"{name} ({way['buckets']} buckets) {way['step_ms']:.2f}" for name, way in choice.items()))
     print(f"\nPyTorch DDP (gloo), digits CNN, 2 ranks: {torch_two * 1e3:.2f} ms per step; tensorkiln DDP is "
           f"{results['torch_ddp_gloo']['tensorkiln_speedup']:.2f}x faster")
     print(f"GPT-2 small decode, tensor parallel: 1 rank {gpt_one * 1e3:.1f} ms/token, 2 ranks {gpt_two * 1e3:.1f} "
           f"ms/token ({gpt_one / gpt_two:.2f}x); same tokens: {same_tokens}; logits rel. error {logit_error:.1e}")
+    print(f"  memory bandwidth (STREAM add, float32, 64 MiB arrays): 1 process {stream_one / 1e9:.1f} GB/s, 2 processes "
+          f"{stream_two / 1e9:.1f} GB/s ({stream_two / stream_one:.2f}x)")
+    print(f"  a token reads {roofline['weight_bytes'] / 1e6:.0f} MB of weights: 1 rank at "
+          f"{roofline['one_rank_GBps']:.1f} GB/s ({100 * roofline['one_rank_of_stream']:.0f}% of 1 process's STREAM), "
+          f"2 ranks at {roofline['two_rank_GBps']:.1f} GB/s ({100 * roofline['two_rank_of_stream']:.0f}% of 2 processes'); "
+          f"roofline: {roofline['roofline_token_ms']:.1f} ms/token on 2 ranks, at most "
+          f"{roofline['roofline_speedup']:.2f}x over 1 rank")
+    per_token = runs["gpt2_decode@2"][0]["collectives_per_token"]
+    print(f"  collectives per token on 2 ranks ({runs['gpt2_decode@2'][0]['layers']} layers): "
+          + ", ".join(f"{count} {op}" for op, count in sorted(per_token.items())))
     print(f"\npredicted weak scaling on {STATED_NETWORK.name} (compute per step as measured on 1 rank)")
     predictions = {}
     prediction_rows = []
@@ -344,19 +407,43 @@ def main() -> int:
     return 0
 
 
+def decode_roofline(weight_bytes: float, one_seconds: float, two_seconds: float, stream_one: float,
+                    stream_two: float) -> dict:
+    """A decode step reads every weight once (matrix-vector products: 2 flops per 4-byte weight), so its
+    time is at least the weights' bytes over the memory bandwidth: on 2 ranks, each reading its half at
+    once, the bandwidth of 2 processes streaming together."""
+    best_two = weight_bytes / stream_two
+    return {"weight_bytes": weight_bytes, "stream_one_process_GBps": stream_one / 1e9,
+            "stream_two_processes_GBps": stream_two / 1e9, "one_rank_GBps": weight_bytes / one_seconds / 1e9,
+            "two_rank_GBps": weight_bytes / two_seconds / 1e9,
+            "one_rank_of_stream": weight_bytes / one_seconds / stream_one,
+            "two_rank_of_stream": weight_bytes / two_seconds / stream_two,
+            "roofline_token_ms": best_two * 1e3, "roofline_speedup": one_seconds / best_two}
+
+
 def model_overlapped_step(ddp_runs: list[dict], compute_runs: list[dict], net: Network) -> float:
-    """The alpha-beta model of a DDP step with overlap: the step on 2 ranks without DDP plus the time the
-    model says the DDP step's all-reduces add to its kernel timeline (each start where it runs, after the
-    kernels that make its bucket; the bytes move at the waits: ranks of one thread each, sharing memory,
-    progress MPI only inside its calls)."""
-    events = ddp_runs[0]["timeline"]
-    starts = [e["seconds"] for e in events if e["kind"] == "start"]
+    """The alpha-beta model of a DDP step with overlap: the step on 2 ranks without DDP, plus the compute
+    DDP adds to it (each bucket's gradients copied into one flat vector and the mean read back by the
+    update: the DDP step's kernels less the plain step's, both profiled in the same launches), plus the
+    time the model says the all-reduces add to the ranks' kernel timelines (each rank's own profile;
+    each start where it runs, after the kernels that make its bucket; a wait lasts for the slower rank,
+    and the bytes move at the waits: ranks of one thread each, sharing memory, progress MPI only inside
+    its calls)."""
+    timelines = [[TimelineEvent("compute", e["seconds"]) if e["kind"] == "compute" else
+                  TimelineEvent(e["kind"], key=e["key"], nbytes=e["nbytes"]) for e in events]
+                 for events in ddp_runs[0]["timelines"]]
+    starts = [e["seconds"] for e in ddp_runs[0]["timeline"] if e["kind"] == "start"]
     call_seconds = float(np.median(starts)) if starts else 0.0  # a start's own cost: the copy, the call
-    timeline = [TimelineEvent("compute", e["seconds"]) if e["kind"] == "compute" else
-                TimelineEvent(e["kind"], key=e["key"], nbytes=e["nbytes"]) for e in events]
-    kernels = sum(e.seconds for e in timeline if e.kind == "compute")
-    added = predict_overlapped_step(timeline, 2, net, call_seconds=call_seconds) - kernels
-    return median_of(compute_runs, "step_seconds") + added
+    slowest = max(sum(e.seconds for e in events if e.kind == "compute") for events in timelines)
+    added = predict_overlapped_ranks(timelines, net, call_seconds=call_seconds) - slowest
+    bucket_compute = (float(np.median([compute_seconds(r["timeline"]) for r in ddp_runs]))
+                      - float(np.median([compute_seconds(r["timeline"]) for r in compute_runs])))
+    return median_of(compute_runs, "step_seconds") + bucket_compute + added
+
+
+def compute_seconds(events: list[dict]) -> float:
+    """The kernels' time of a profiled step, its collectives' starts and waits left out."""
+    return sum(e["seconds"] for e in events if e["kind"] == "compute")
 
 
 def compare_wait_policies(rounds: int, json_path: str | None) -> int:

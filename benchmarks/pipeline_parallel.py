@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -35,7 +33,7 @@ sys.path.insert(0, ROOT)
 
 from common import machine_summary, print_table  # noqa: E402
 from tensorkiln.distributed.cost_model import Network, pipeline_bubble_fraction, predict_pipeline_step  # noqa: E402
-from tensorkiln.distributed.launch import plan  # noqa: E402
+from mpi_launches import launch as launch_worker, median_of, worker_ping_pong, write_result  # noqa: E402
 
 WIDTH, BLOCKS, CLASSES, BATCH, STEPS, WARMUP = 1024, 8, 10, 64, 10, 2
 MICROBATCHES = (1, 2, 4, 8)
@@ -167,42 +165,24 @@ def worker_torch(schedule_name: str, microbatches: int) -> dict:
     return {"step_seconds": float(np.median(times[WARMUP:]))}
 
 
-def worker_ping_pong() -> dict:
-    import tensorkiln.distributed as dist
-    from tensorkiln.distributed.ping_pong import measure_network
-    dist.init(check_agreement=False)
-    net, _ = measure_network(repeats=30)
-    return {"alpha": net.alpha, "beta": net.beta}
-
-
 def run_worker(spec: str, path: str) -> None:
     name, *rest = spec.split(":")
     if name == "one_rank":
         result = worker_one_rank()
     elif name == "ping_pong":
-        result = worker_ping_pong()
+        result = worker_ping_pong(small_all_reduce=False)
     elif name == "tensorkiln":
         result = worker_tensorkiln(rest[0], int(rest[1]))
     else:
         result = worker_torch(rest[0], int(rest[1]))
-    if int(os.environ.get("PMI_RANK", 0)) == 0:
-        with open(path, "w") as f:
-            json.dump(result, f)
+    write_result(result, path)
 
 
 # ---- the driver -----------------------------------------------------------------------------------
 
 def launch(spec: str, ranks: int) -> dict:
-    """One launch as `tensorkiln launch` makes it (1 thread per rank, waiting ranks yield), its result."""
-    with tempfile.TemporaryDirectory() as scratch:
-        path = os.path.join(scratch, "result.json")
-        launch_plan = plan(ranks, [os.path.abspath(__file__), "--worker", spec, "--result", path], threads=1)
-        env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=1800)
-        if done.returncode == 0 and os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-    raise RuntimeError(f"{spec} on {ranks} rank(s) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    """One launch of worker `spec` as `tensorkiln launch` makes it (1 thread per rank, --wait auto)."""
+    return launch_worker(__file__, spec, ranks)
 
 
 def torch_pipelining_available() -> bool:
@@ -241,7 +221,7 @@ def main() -> int:
                 if torch_runs(schedule, m):
                     runs.setdefault(f"torch:{schedule}:{m}", []).append(launch(f"torch:{schedule}:{m}", 2))
     net = Network(runs["ping_pong"][0]["alpha"], runs["ping_pong"][0]["beta"], "ping-pong here")
-    one = float(np.median([r["step_seconds"] for r in runs["one_rank"]]))
+    one = median_of(runs["one_rank"], "step_seconds")
     flops = step_flops()
     results = {"load_average_at_start": load, "peak_gflops": peak, "alpha_us": net.alpha * 1e6,
                "bandwidth_GBps": net.bandwidth / 1e9, "one_rank_step_ms": one * 1e3, "pipelines": {}}
@@ -249,10 +229,10 @@ def main() -> int:
     for m in MICROBATCHES:
         for schedule in ("gpipe", "1f1b"):
             key = f"tensorkiln:{schedule}:{m}"
-            step = float(np.median([r["step_seconds"] for r in runs[key]]))
-            t_mb = float(np.median([r["microbatch_seconds"] for r in runs[key]]))
+            step = median_of(runs[key], "step_seconds")
+            t_mb = median_of(runs[key], "microbatch_seconds")
             predicted = predict_pipeline_step(t_mb, 2, m, runs[key][0]["activation_bytes"], net)
-            torch_step = float(np.median([r["step_seconds"] for r in runs[f"torch:{schedule}:{m}"]])) \
+            torch_step = median_of(runs[f"torch:{schedule}:{m}"], "step_seconds") \
                 if torch_runs(schedule, m) else float("nan")
             entry = {"step_ms": step * 1e3, "speedup_vs_one_rank": one / step,
                      "bubble_analytic": pipeline_bubble_fraction(2, m), "idle_measured": 1 - m * t_mb / step,

@@ -26,7 +26,8 @@ at the wait, on the rank's own core, as it does between ranks that share
 memory and have one thread each. The bucket size that minimizes the exposed
 time of B buckets of N bytes in all, N beta / B + B alpha, is sqrt(N alpha /
 beta) (`bucket_bytes_for`), never less than alpha / beta, the size at which
-a message runs at half the bandwidth.
+a message runs at half the bandwidth; without background progress it is N
+beta + B alpha, and one bucket is the best.
 """
 from __future__ import annotations
 
@@ -111,9 +112,13 @@ def predict_data_parallel_step(compute_seconds: float, bucket_bytes: list[int], 
     return StepPrediction(ranks, compute_seconds, communication)
 
 
-def bucket_bytes_for(total_bytes: float, net: Network) -> int:
+def bucket_bytes_for(total_bytes: float, net: Network, background_progress: bool = True) -> int:
     """The gradient bucket size for `total_bytes` of gradients: sqrt(N alpha / beta), at least alpha / beta
-    (half bandwidth), rounded to split N evenly (N itself: one bucket)."""
+    (half bandwidth), rounded to split N evenly (N itself: one bucket). Without background progress every
+    bucket's bytes move at its wait whatever it overlaps, so B buckets expose N beta plus B latencies and
+    B pairs of runtime calls: one bucket is the fastest."""
+    if not background_progress:
+        return max(1, math.ceil(total_bytes))
     half_bandwidth = net.alpha / net.beta
     best = max(math.sqrt(max(total_bytes, 1.0) * half_bandwidth), half_bandwidth)
     count = max(1, round(total_bytes / best))  # whole buckets of even size
@@ -159,6 +164,48 @@ def predict_overlapped_step(events: list[TimelineEvent], ranks: int, net: Networ
             finished, left = done.pop(event.key)
             now = max(now, finished) + left + call_seconds
     return now
+
+
+def predict_overlapped_ranks(timelines: list[list[TimelineEvent]], net: Network,
+                             background_progress: bool = False, call_seconds: float = 0.0) -> float:
+    """`predict_overlapped_step` with every rank's own timeline (the same collectives, waited for in the
+    same order; the kernels' times may differ): a collective's latency part runs from the last rank's
+    start and its bytes part, without background progress, once the last rank has reached the wait,
+    so a wait also lasts for the slower rank. The step ends when the last rank's ends."""
+    ranks = len(timelines)
+    latency = all_reduce_seconds(0.0, ranks, net)
+    nbytes = {e.key: e.nbytes for events in timelines for e in events if e.kind == "start"}
+    now, cursor = [0.0] * ranks, [0] * ranks
+    last_start: dict[str, float] = {}
+    channel_free = 0.0
+
+    def run_to_wait(r: int) -> str | None:
+        """Rank r's compute and starts up to its next wait; that wait's key (None at the end)."""
+        events = timelines[r]
+        while cursor[r] < len(events):
+            event = events[cursor[r]]
+            cursor[r] += 1
+            if event.kind == "wait":
+                return event.key
+            now[r] += event.seconds if event.kind == "compute" else call_seconds
+            if event.kind == "start":
+                last_start[event.key] = max(last_start.get(event.key, 0.0), now[r])
+        return None
+
+    while True:
+        keys = {run_to_wait(r) for r in range(ranks)}
+        if keys == {None}:
+            return max(now)
+        if len(keys) != 1:
+            raise ValueError(f"the ranks wait for different collectives next: {sorted(map(str, keys))}")
+        key = keys.pop()
+        transfer = all_reduce_seconds(nbytes[key], ranks, net) - latency
+        if background_progress:
+            channel_free = max(last_start[key] + latency, channel_free) + transfer
+            leave = max(max(now), channel_free)
+        else:
+            leave = max(max(now), last_start[key] + latency) + transfer
+        now = [leave + call_seconds] * ranks
 
 
 def amdahl_serial_fraction(speedup: float, ranks: int) -> float:

@@ -94,3 +94,11 @@ def wait_environment(policy: str, flavour: str) -> dict[str, str]:
     """The environment variables that make `flavour`'s ranks ('mpich' or 'openmpi') wait by `policy`."""
     table = SPIN_WHEN_WAITING if policy == "spin" else YIELD_WHEN_WAITING
     return dict(table[flavour])
+
+
+def progresses_in_background(environ: dict[str, str] | None = None) -> bool:
+    """Whether the MPI library moves a started collective's bytes while the rank computes: only with
+    MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1, which costs a core). Otherwise they move
+    inside MPI calls, as between ranks that share memory and have one thread each."""
+    environ = os.environ if environ is None else environ
+    return environ.get("MPIR_CVAR_ASYNC_PROGRESS", "0").strip() not in ("", "0")

@@ -243,7 +243,7 @@ def lower_group(group: KernelGroup, buffers: dict[int, Buffer], params: list[Buf
                 if body is not None:
                     return parallelize_blocks(simplify_kernel(Kernel(name, tuple(params), body, comment)))
     else:
-        body = _piecewise_concat(root, out, values, buffers)
+        body = _piecewise_concat(root, out, values, buffers, tuple(params))
         if body is None:
             body = output_nest(root.shape, lambda index, flat: Store(
                 out, flat, E.cast(values.value(root, index), out.value_dtype)), "")
@@ -301,10 +301,18 @@ def _concat_leaves(node: Node, to_root, buffers: dict[int, Buffer], root: Node) 
             leaves += _concat_leaves(piece, shifted, buffers, root)
             start += piece.shape[axis]
         return leaves
+    if node.op == "reshape" and node is not root and node.id not in buffers and node.inputs[0].id not in buffers \
+            and node.inputs[0].ndim >= 2:
+        # a piece flattened from a computed tensor (a weight gradient's permute, flattened into a DDP
+        # bucket): walk the tensor's own rows and columns, so a transposed read can be tiled
+        source = node.inputs[0]
+        return [(source, lambda index, node=node, source=source, f=to_root: f(
+            reshape_index(index, source.shape, node.shape)))]
     return [(node, to_root)]
 
 
-def _piecewise_concat(root: Node, out: Buffer, values: ValueBuilder, buffers: dict[int, Buffer]):
+def _piecewise_concat(root: Node, out: Buffer, values: ValueBuilder, buffers: dict[int, Buffer],
+                      params: tuple[Buffer, ...]):
     """A kernel that stores concats of many pieces (under reshapes too) as one loop nest per
     piece, each writing its part of the output; None for other kernels.
 
@@ -320,8 +328,13 @@ def _piecewise_concat(root: Node, out: Buffer, values: ValueBuilder, buffers: di
         def body(index, flat, piece=piece, to_root=to_root):
             dest = sum(i * stride for i, stride in zip(to_root(index), strides))
             return Store(out, dest, E.cast(values.value(piece, index), out.value_dtype))
-        nests.append(output_nest(tuple(piece.shape), body, f"p{k}_"))
+        nests.append(_tiled_nest(output_nest(tuple(piece.shape), body, f"p{k}_"), params))
     return block(*[n for n in nests if n is not None])
+
+
+def _tiled_nest(nest, params: tuple[Buffer, ...]):
+    """One piece's nest with its transposed reads tiled (transposed.py), where it has any."""
+    return None if nest is None else tile_transposed_reads(Kernel("piece", params, nest, "")).body
 
 
 def _copy_kernel(name: str, src: Buffer, dst: Buffer) -> Kernel | None:

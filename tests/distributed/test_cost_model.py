@@ -88,6 +88,10 @@ def test_bucket_size_balances_latency_against_the_last_buckets_bytes():
     best_count = min(range(1, 200), key=lambda b: total * net.beta / b + b * net.alpha)
     assert abs(total / bucket_bytes_for(total, net) - best_count) <= 1
 
+    # without background progress each bucket's bytes move at its wait: one bucket, whatever the size
+    for total in (1.0, 24e3, 2e6, 8e6 + 1):
+        assert bucket_bytes_for(total, net, background_progress=False) == math.ceil(total)
+
 
 def test_overlapped_step_timeline():
     from tensorkiln.distributed.cost_model import TimelineEvent as E, predict_overlapped_step
@@ -111,3 +115,28 @@ def test_overlapped_step_timeline():
     assert predict_overlapped_step(two, 2, net, True) == pytest.approx(latency + 2 * transfer)
     # each runtime call costs its own time
     assert predict_overlapped_step(late, 2, net, call_seconds=1e-4) == pytest.approx(no_overlap + 2e-4)
+
+
+def test_overlapped_step_of_every_ranks_timeline():
+    from tensorkiln.distributed.cost_model import TimelineEvent as E, predict_overlapped_ranks, predict_overlapped_step
+    net = Network(alpha=1e-3, beta=1e-9)
+    n, latency, transfer = 2e6, 2e-3, 2e-3
+    cases = [[E("start", key="a", nbytes=n), E("compute", 5e-3), E("wait", key="a")],
+             [E("compute", 5e-3), E("start", key="a", nbytes=n), E("wait", key="a"), E("compute", 1e-3)],
+             [E("start", key="a", nbytes=n), E("start", key="b", nbytes=n), E("compute", 1e-3), E("wait", key="a"),
+              E("compute", 2e-3), E("wait", key="b")]]
+    for events in cases:  # ranks with the same timeline: the one-timeline model
+        for background in (False, True):
+            for call in (0.0, 1e-4):
+                assert predict_overlapped_ranks([events] * 2, net, background, call) == pytest.approx(
+                    predict_overlapped_step(events, 2, net, background, call))
+    # a rank 3 ms slower before the wait: the wait lasts for it, then the bytes move
+    slow = [E("compute", 3e-3), *cases[0]]
+    assert predict_overlapped_ranks([cases[0], slow], net) == pytest.approx(8e-3 + transfer)
+    # ... and where the bytes move in the background they are through by then
+    assert predict_overlapped_ranks([cases[0], slow], net, background_progress=True) == pytest.approx(8e-3)
+    # rank 1 starts late: the latency runs from its start
+    late = [E("compute", 9e-3), E("start", key="a", nbytes=n), E("wait", key="a")]
+    assert predict_overlapped_ranks([cases[0], late], net) == pytest.approx(9e-3 + latency + transfer)
+    with pytest.raises(ValueError, match="different collectives"):
+        predict_overlapped_ranks([cases[2], [*cases[2][:2], E("wait", key="b"), E("wait", key="a")]], net)

@@ -82,3 +82,10 @@ def test_launch_help_names_the_policies(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--wait {auto,spin,yield}" in text and "auto (default) spins when ranks x threads <=" in text
     assert "less those other work keeps busy now" in text
+
+
+def test_background_progress_only_with_mpichs_progress_thread():
+    from tensorkiln.distributed.wait_policy import progresses_in_background
+    assert not progresses_in_background({})
+    assert not progresses_in_background({"MPIR_CVAR_ASYNC_PROGRESS": "0"})
+    assert progresses_in_background({"MPIR_CVAR_ASYNC_PROGRESS": "1"})

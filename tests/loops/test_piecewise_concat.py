@@ -36,3 +36,23 @@ def test_a_reshaped_concat_of_many_pieces_is_written_piecewise():
     f = tk.jit(lambda x: tk.concat([x[i:i + 1] * float(i) for i in range(8)], 0).reshape(4, 10))
     np.testing.assert_allclose(f(x).numpy(), (x * np.arange(8, dtype=np.float32)[:, None]).reshape(4, 10))
     assert any("where(" not in ir and ir.count("for ") >= 8 for ir in _kernels(f, x))
+
+
+def test_flattened_transposes_are_tiled_and_exact():
+    """A DDP bucket flattens weight gradients that are transposes: each piece walks its own rows and
+    columns, and those read transposed are tiled (transposed.py: a packed block, contiguous reads)."""
+    rng = np.random.default_rng(3)
+    cases = [([(512, 128), (128, 1), (1, 129), (1000, 33)], True),
+             ([(130, 191), (3, 5), (191, 130), (64, 96)], False)]  # odd tiles: exact, tiled or not
+    for shapes, tiled in cases:
+        xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+        def fn(*xs):
+            flat = [x.permute(1, 0).reshape(-1) for x in xs]
+            return tk.concat(flat + [(xs[0] * 2.0).permute(1, 0).reshape(-1), xs[-1].reshape(-1)])
+        f = tk.jit(fn)
+        expected = np.concatenate([x.T.ravel() for x in xs] + [(xs[0] * 2).T.ravel(), xs[-1].ravel()])
+        np.testing.assert_array_equal(f(*xs).numpy(), expected)
+        concat = [ir for ir in _kernels(f, *xs) if "concat" in ir.splitlines()[0]]
+        assert concat and "where(" not in concat[0], concat
+        assert "_pack" in concat[0] or not tiled, concat

@@ -9,7 +9,8 @@ started before the first is waited for; inside a tk.jit training step each
 bucket is one all_reduce node of the step's graph, reading only its own
 gradients, started as soon as they are computed (kernels/overlap.py). Without
 `bucket_cap_mb` the bucket size comes from the alpha-beta model of the link
-(cost_model.bucket_bytes_for), measured by a short ping-pong when wrapping.
+(cost_model.bucket_bytes_for), measured by a short ping-pong when wrapping
+where MPI progresses in the background (else one bucket).
 `no_sync()` skips the averaging for the backward passes inside it
 (gradient accumulation): the gradients they add up locally are averaged with
 the first backward after it, as torch's.
@@ -26,6 +27,7 @@ from ...distributed import ProcessGroup, all_reduce, world_size
 from ...distributed.cost_model import Network, bucket_bytes_for
 from ...distributed.ping_pong import QUICK_SIZES, measure_network
 from ...distributed.process import _group
+from ...distributed.wait_policy import progresses_in_background
 from ...frontend.autodiff.mode import is_grad_enabled
 from ...frontend.autodiff.tape import queue_after_backward, set_grad
 from ...frontend.creation import zeros_like
@@ -65,9 +67,11 @@ class DistributedDataParallel(Module):
         broadcast_from_first_rank(tensors, _group(process_group))
 
     def _modelled_bucket_bytes(self, total_bytes: int) -> int:
-        """The bucket size the alpha-beta model gives (one bucket on one rank)."""
+        """The bucket size the alpha-beta model gives (one bucket on one rank, and where MPI moves bytes
+        only inside its calls: then several buckets hide nothing and cost a latency and two runtime
+        calls each)."""
         group = _group(self.process_group)
-        if communicator.group_size(group) == 1:
+        if communicator.group_size(group) == 1 or not progresses_in_background():
             return max(total_bytes, 1)
         if self.network is None:
             self.network, _ = measure_network(QUICK_SIZES, repeats=10, group=group)
