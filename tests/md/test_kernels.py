@@ -37,14 +37,16 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("full_list", [True, False], ids=["full", "half"])
 @pytest.mark.parametrize("atoms, lengths, cutoff, skin, threads", CASES)
-def test_neighbor_list_and_forces_match_brute_force(rng, atoms, lengths, cutoff, skin, threads):
+def test_neighbor_list_and_forces_match_brute_force(rng, atoms, lengths, cutoff, skin, threads, full_list):
     system = _random_system(rng, atoms, lengths)
     pair = LJCut(1.3, 0.9, cutoff)
-    sim = Simulation(system, pair, NeighborSettings(skin=skin), threads=threads)
+    sim = Simulation(system, pair, NeighborSettings(skin=skin), threads=threads, full_list=full_list)
     sim.build_neighbor_list()
     assert sim.neighbor_pairs() == pair_table(system.positions, system.box.lengths, cutoff + skin)
-    assert int(sim.neighbor_counts().sum()) == len(sim.neighbor_pairs())  # each pair stored once
+    # each pair stored once in a half list, from both ends in a full one
+    assert int(sim.neighbor_counts().sum()) == len(sim.neighbor_pairs()) * (2 if full_list else 1)
 
     sim.compute_forces(energy=True)
     forces, energy, virial = lj_brute_force(system.positions, system.box.lengths, 1.3, 0.9, cutoff)
@@ -93,12 +95,14 @@ def test_cases_cover_both_image_rules():
     assert modes == [False, True]
 
 
-def test_bounds_checked_build_gives_the_same_run(rng):
+@pytest.mark.parametrize("full_list", [True, False], ids=["full", "half"])
+def test_bounds_checked_build_gives_the_same_run(rng, full_list):
     # every load and store the compiler cannot prove in range is checked: a stray index would raise
     system = _random_system(rng, 70, (6.1, 7.3, 9.0))
     system.velocities = rng.normal(size=(70, 3))
     runs = [Simulation(System(system.box, system.positions, 1.0, system.velocities), LJCut(cutoff=2.5),
-                       NeighborSettings(skin=0.3, every=1), threads=2, debug=debug) for debug in (False, True)]
+                       NeighborSettings(skin=0.3, every=1), threads=2, debug=debug, full_list=full_list)
+            for debug in (False, True)]
     rows = [sim.run(10).rows[-1] for sim in runs]
     assert rows[1].tot_eng == pytest.approx(rows[0].tot_eng, rel=1e-12)
 
