@@ -69,6 +69,7 @@ class Simulation:
     (debug=True: kernels compiled with bounds checks)."""
 
     procs = 1  # MPI ranks running it (decomposed.py runs one part per rank)
+    full_list = False  # each instance says; decomposed.py's ranks build half lists
 
     def __init__(self, system: System, pair: LJCut, neighbor: NeighborSettings = NeighborSettings(),
                  dt: float = 0.005, threads: Optional[int] = None, debug: bool = False, full_list: bool = True):
@@ -198,6 +199,11 @@ class Simulation:
         rows = np.repeat(np.arange(self.system.atoms), listed.sum(axis=1))
         a, b = self.ids[rows], self.ids[self.neighbors[listed]]
         return set(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
+
+    def pair_count(self) -> int:
+        """Distinct pairs in the current neighbour list (a full list holds each twice)."""
+        listed = int(self.neighbor_counts().sum())
+        return listed // 2 if self.full_list else listed
 
     def neighbor_counts(self) -> np.ndarray:
         """Neighbours listed per atom (a full list: all of them; a half list: each pair once, so about half)."""

@@ -11,20 +11,14 @@ import numpy as np
 import pytest
 
 from md_reference import lj_brute_force, pair_table
+from md_systems import melt
 from tensorkiln.md.decomposed import DecomposedSimulation
-from tensorkiln.md.lattice import Box, Lattice, block_region
+from tensorkiln.md.lattice import Box
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.simulation import NeighborSettings, Simulation
 from tensorkiln.md.system import System
 
 pytestmark = pytest.mark.filterwarnings("ignore::tensorkiln.md.simulation.DangerousBuildWarning")
-
-
-def _melt(style="fcc", density=0.8442, cells=(5, 5, 5), temperature=1.44, seed=87287) -> System:
-    lattice = Lattice.from_density(style, density)
-    system = System.from_lattice(lattice, block_region(lattice, (0, cells[0], 0, cells[1], 0, cells[2])))
-    system.create_velocities(temperature, seed)
-    return system
 
 
 @pytest.mark.parametrize("style, density, cells, cutoff, skin, threads", [
@@ -33,7 +27,7 @@ def _melt(style="fcc", density=0.8442, cells=(5, 5, 5), temperature=1.44, seed=8
     ("sc", 1.05, (6, 9, 7), 1.8, 0.2, 1),
 ])
 def test_pairs_once_and_forces_match_all_pairs(style, density, cells, cutoff, skin, threads):
-    system = _melt(style, density, cells)
+    system = melt(style, density, cells)
     rng = np.random.default_rng(7)
     system.positions += rng.uniform(-0.1, 0.1, system.positions.shape)  # off the lattice: no coordinate ties
     sim = DecomposedSimulation(system, LJCut(cutoff=cutoff), NeighborSettings(skin=skin), threads=threads)
@@ -55,8 +49,8 @@ def test_pairs_once_and_forces_match_all_pairs(style, density, cells, cutoff, sk
 @pytest.mark.parametrize("check", [False, True])
 def test_run_prints_the_one_process_table(check):
     settings = NeighborSettings(skin=0.3, every=5 if check else 10, check=check)
-    one = Simulation(_melt(cells=(6, 5, 7)), LJCut(), settings, threads=1)
-    decomposed = DecomposedSimulation(_melt(cells=(6, 5, 7)), LJCut(), settings, threads=1)
+    one = Simulation(melt(cells=(6, 5, 7)), LJCut(), settings, threads=1)
+    decomposed = DecomposedSimulation(melt(cells=(6, 5, 7)), LJCut(), settings, threads=1)
     lines_one, lines_decomposed = [], []
     a = one.run(60, thermo_every=20, out=lines_one.append)
     b = decomposed.run(60, thermo_every=20, out=lines_decomposed.append)

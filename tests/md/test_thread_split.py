@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from md_reference import lj_brute_force
-from tensorkiln.md.lattice import Box, Lattice, block_region
+from md_systems import lattice_block
+from tensorkiln.md.lattice import Box
 from tensorkiln.md.neighbor_kernels import CellGrid
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.simulation import NeighborSettings, Simulation
@@ -15,8 +16,7 @@ from tensorkiln.md.system import System
 
 def _liquid(rng, cells=(5, 6, 15), jitter=0.15) -> System:
     """An fcc block (odd sizes, tall in z: enough z-planes for the threads) shaken off its lattice."""
-    lattice = Lattice.from_density("fcc", 0.8442)
-    system = System.from_lattice(lattice, block_region(lattice, (0, cells[0], 0, cells[1], 0, cells[2])))
+    system = lattice_block("fcc", 0.8442, cells)
     x = system.positions + rng.uniform(-jitter, jitter, size=system.positions.shape)
     return System(system.box, x, 1.0, rng.normal(scale=0.5, size=x.shape))
 

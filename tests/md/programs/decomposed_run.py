@@ -15,8 +15,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/md: the numpy references
 from md_reference import lj_brute_force, pair_table  # noqa: E402
+from md_systems import lattice_block  # noqa: E402
 from tensorkiln.md.decomposed import DecomposedSimulation  # noqa: E402
-from tensorkiln.md.lattice import Lattice, block_region  # noqa: E402
 from tensorkiln.md.pair_lj import LJCut  # noqa: E402
 from tensorkiln.md.simulation import DangerousBuildWarning, NeighborSettings, Simulation  # noqa: E402
 from tensorkiln.md.system import System  # noqa: E402
@@ -31,8 +31,7 @@ CHECK = sys.argv[4] == "check"  # `check yes` every step: the displacement is re
 
 
 def system() -> System:
-    lattice = Lattice.from_density("fcc", 0.8442)
-    s = System.from_lattice(lattice, block_region(lattice, (0, CELLS[0], 0, CELLS[1], 0, CELLS[2])))
+    s = lattice_block("fcc", 0.8442, CELLS)
     s.positions += np.random.default_rng(11).uniform(-0.1, 0.1, s.positions.shape)
     s.create_velocities(1.44, 87287)
     return s
