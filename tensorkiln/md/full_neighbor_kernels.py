@@ -16,7 +16,12 @@ one per image (-1, 0, +1 box lengths).
 Row i of `neighbors` holds, as a half list's rows do, the neighbours whose
 nearest image is the atom itself from the front and those across the
 boundary from the back (`neighbor_count[i]` = both counts), so the force
-kernel spends the minimum-image arithmetic only on the latter.
+kernel spends the minimum-image arithmetic only on the latter. Each segment
+is padded with i itself up to a multiple of `ROW_PADDING` (the force kernel
+skips j == i), so the force kernel's SIMD loop never runs a scalar remainder:
+in.lj's rows average ~69 + ~7 pairs, and the remainders cost more than the
+padded lanes (force call 6.9 -> 5.9 ms on in.lj, 32,000 atoms, one thread,
+Zen 4, CPU time on a loaded machine).
 """
 from __future__ import annotations
 
@@ -26,10 +31,19 @@ import math
 import numpy as np
 
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.expr import Load, Var, call, cast, eq, logical_and, lt, maximum, minimum, ne
+from tensorkiln.loops.expr import Expr, Load, Var, call, cast, eq, logical_and, lt, maximum, minimum, ne
 from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Stmt, Store, block
 from tensorkiln.md.loop_helpers import F64, I64, f64, i64, index, let, load3
 from tensorkiln.md.neighbor_kernels import CellGrid, NeighborBuffers
+
+
+# Doubles per AVX-512 vector: each row segment is padded to a multiple of it (correct at any vector width).
+ROW_PADDING = 8
+
+
+def padded(count: Expr) -> Expr:
+    """`count` rounded up to a multiple of ROW_PADDING."""
+    return (count + (ROW_PADDING - 1)) // ROW_PADDING * ROW_PADDING
 
 
 def full_capacity(density: float, cutoff: float) -> int:
@@ -67,7 +81,8 @@ def row_stencil(grid: CellGrid, cutoff: float) -> np.ndarray:
 
 
 def build_full_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
-    """Full neighbour list of atoms sorted by cell: every j != i within `cutoff` of i, in row i.
+    """Full neighbour list of atoms sorted by cell: every j != i within `cutoff` of i, in row i, each segment
+    padded with i to a multiple of ROW_PADDING.
 
     The kernel reads `row_stencil(b.grid, cutoff)` as its `stencil` argument; row i holds the same-image neighbours from
     the front, those across the boundary from the back; `most_neighbors[0]` is the longest row.
@@ -170,12 +185,17 @@ def build_full_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     stmts.append(For(s, rows, block(*decls, *pieces)))
     stmts += [Store(b.neighbor_count, i * 2, cast(counts["plain"], "int32")),
               Store(b.neighbor_count, i * 2 + 1, cast(counts["image"], "int32"))]
-    most = Var("most", I64)
-    stmts.append(Assign(most, maximum(most, counts["plain"] + counts["image"])))
+    for segment, count in counts.items():  # i itself fills each segment up to a multiple of ROW_PADDING
+        p = Var(f"pad_{segment}")
+        position = minimum(count + p, i64(capacity - 1))  # an overflowing row is built again, as above
+        slot = position if segment == "plain" else (capacity - 1) - position
+        stmts.append(For(p, padded(count) - count, Store(b.neighbors, i * capacity + slot, cast(i, "int32"))))
+    most = Var("most", I64)  # the room a row takes, padding included
+    stmts.append(Assign(most, maximum(most, padded(counts["plain"]) + padded(counts["image"]))))
     body = block(Let(most, i64(0)), For(i, b.atoms, block(*stmts), b.kind),
                  Store(b.most_neighbors, i64(0), cast(most, "int32")))
     return Kernel("build_full_neighbors",
                   (b.x, b.cell, b.cell_start, stencil, b.neighbors, b.neighbor_count, b.most_neighbors),
                   body, f"full neighbour list within {cutoff:g}, {rows} stencil rows of cells, capacity "
                         f"{capacity} per atom (same-image pairs from the front, pairs across the boundary from "
-                        "the back)")
+                        f"the back, each padded to a multiple of {ROW_PADDING})")

@@ -1,4 +1,5 @@
-"""The full neighbour list's stencil of cell runs: every cell within reach once, none beyond."""
+"""The full neighbour list: its stencil of cell runs holds every cell within reach once, none beyond, and its
+rows are padded to whole vectors. (Its pairs and forces against brute force: test_kernels.py.)"""
 from __future__ import annotations
 
 import itertools
@@ -6,9 +7,12 @@ import itertools
 import numpy as np
 import pytest
 
-from tensorkiln.md.full_neighbor_kernels import row_stencil
+from md_systems import random_system
+from tensorkiln.md.full_neighbor_kernels import ROW_PADDING, row_stencil
 from tensorkiln.md.lattice import Box
 from tensorkiln.md.neighbor_kernels import CellGrid
+from tensorkiln.md.pair_lj import LJCut
+from tensorkiln.md.simulation import NeighborSettings, Simulation
 
 
 def _near_residues(grid: CellGrid, cutoff: float) -> set[tuple[int, ...]]:
@@ -40,3 +44,16 @@ def test_rows_cover_each_near_cell_once(lengths, cutoff):
         seen += [tuple(np.mod((dx, dy, dz), counts)) for dx in range(lo, hi + 1)]
     assert len(seen) == len(set(seen))
     assert set(seen) == _near_residues(grid, cutoff)
+
+
+def test_rows_are_padded_with_the_atom_itself_to_whole_vectors(rng):
+    system = random_system(rng, 90, (7.3, 8.1, 6.9))
+    sim = Simulation(system, LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=1)
+    sim.build_neighbor_list()
+    capacity = sim.neighbors.shape[1]
+    for i, (plain, image) in enumerate(sim.neighbor_count.tolist()):
+        front = sim.neighbors[i, plain:-(-plain // ROW_PADDING) * ROW_PADDING]
+        back = sim.neighbors[i, capacity + (-image // ROW_PADDING) * ROW_PADDING:capacity - image]
+        assert (front == i).all() and (back == i).all()
+        assert i not in sim.neighbors[i, :plain] and i not in sim.neighbors[i, capacity - image:]
+    assert int(sim.most_neighbors[0]) < capacity  # the padding fits the room too
