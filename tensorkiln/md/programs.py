@@ -144,8 +144,8 @@ class Programs(CompiledPrograms):
         # the neighbour build's stencil argument: cells for a half list, rows of cells for a full one
         self.stencil = np.ascontiguousarray(
             full_neighbors.row_stencil(self.grid, s.neighbor_cutoff) if s.full_list else self.grid.stencil)
-        build_list = (full_neighbors.build_full_neighbors(nb, s.neighbor_cutoff) if s.full_list
-                      else neighbors.build_neighbors(nb, s.neighbor_cutoff))
+        build_list = ([full_neighbors.build_full_neighbors(nb, s.neighbor_cutoff), full_neighbors.pad_full_rows(nb)]
+                      if s.full_list else [neighbors.build_neighbors(nb, s.neighbor_cutoff)])
         self.programs: dict[str, Program] = {
             "sort": _program(
                 "md_sort_atoms",
@@ -156,7 +156,8 @@ class Programs(CompiledPrograms):
                  nb.per_atom("v_sorted"), nb.per_atom("f_sorted"), nb.per_atom("ids_sorted", "int32", 0),
                  nb.per_atom("cell_sorted", "int32", 0), nb.x_hold)),
             "neighbor": _program(
-                "md_neighbor", [build_list], (nb.x, nb.cell, nb.cell_start, Buffer("stencil", "int32", self.stencil.shape)),
+                "md_neighbor", build_list,
+                (nb.x, nb.cell, nb.cell_start, Buffer("stencil", "int32", self.stencil.shape)),
                 (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
             **atom_programs(s),
         }
