@@ -194,6 +194,11 @@ def build_full_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
 
 
 def pad_full_rows(b: NeighborBuffers) -> Kernel:
+    """`pad_rows` for the one-process list of `b`."""
+    return pad_rows(b.neighbors, b.neighbor_count, b.most_neighbors, b.kind)
+
+
+def pad_rows(neighbors: Buffer, neighbor_count: Buffer, most_neighbors: Buffer, kind: str) -> Kernel:
     """Fill each segment of each row with the atom itself up to a multiple of ROW_PADDING; most_neighbors[0] =
     the most room a row takes, padding included.
 
@@ -201,21 +206,21 @@ def pad_full_rows(b: NeighborBuffers) -> Kernel:
     slower (in.lj: 30 -> 42 ms of CPU per build, the compiler's code for the candidate loops changed).
     """
     i = Var("i")
-    capacity = b.max_neighbors
+    rows, capacity = neighbors.shape
     stmts: list[Stmt] = []
     counts = {}
     for column, segment in enumerate(("plain", "image")):
-        decl, count = let(f"n_{segment}", index(Load(b.neighbor_count, i * 2 + column)))
+        decl, count = let(f"n_{segment}", index(Load(neighbor_count, i * 2 + column)))
         stmts.append(decl)
         counts[segment] = count
         p = Var(f"pad_{segment}")
         position = minimum(count + p, i64(capacity - 1))  # an overflowing row is built again (has_room)
         slot = position if segment == "plain" else (capacity - 1) - position
-        stmts.append(For(p, padded(count) - count, Store(b.neighbors, i * capacity + slot, cast(i, "int32"))))
+        stmts.append(For(p, padded(count) - count, Store(neighbors, i * capacity + slot, cast(i, "int32"))))
     most = Var("most", I64)
     stmts.append(Assign(most, maximum(most, padded(counts["plain"]) + padded(counts["image"]))))
-    body = block(Let(most, i64(0)), For(i, b.atoms, block(*stmts), b.kind),
-                 Store(b.most_neighbors, i64(0), cast(most, "int32")))
-    return Kernel("pad_full_rows", (b.neighbor_count, b.neighbors, b.most_neighbors), body,
+    body = block(Let(most, i64(0)), For(i, rows, block(*stmts), kind),
+                 Store(most_neighbors, i64(0), cast(most, "int32")))
+    return Kernel("pad_full_rows", (neighbor_count, neighbors, most_neighbors), body,
                   f"each row segment padded with its own atom to a multiple of {ROW_PADDING} (the force kernel's "
                   "vector width); the longest row, padding included")
