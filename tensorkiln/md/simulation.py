@@ -66,10 +66,11 @@ class RunResult:
 
 class Simulation:
     """An NVE run of `system` under `pair`, with neighbour lists per `neighbor` and time step `dt`
-    (debug=True: kernels compiled with bounds checks)."""
+    (debug=True: kernels compiled with bounds checks; full_list=False: a half list and Newton's third law
+    instead of a full list)."""
 
     procs = 1  # MPI ranks running it (decomposed.py runs one part per rank)
-    full_list = False  # each instance says; decomposed.py's ranks build half lists
+    full_list = False  # each instance sets it: a full neighbour list (the default) or a half one
 
     def __init__(self, system: System, pair: LJCut, neighbor: NeighborSettings = NeighborSettings(),
                  dt: float = 0.005, threads: Optional[int] = None, debug: bool = False, full_list: bool = True):
