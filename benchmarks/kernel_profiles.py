@@ -284,7 +284,7 @@ def case_fake_quant(args) -> list[dict]:
 
 
 def case_md_pieces(args) -> list[dict]:
-    from md_lj import IN_LJ
+    from md_common import IN_LJ
     from tensorkiln.md.input_script import InputScript
     script = IN_LJ.format(nx=20, ny=20, nz=20).replace("run 100", "run 20")
     state = InputScript(lambda line: None, threads=args.threads).run_text(script)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,25 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-IN_LJ = """units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 {nx} 0 {ny} 0 {nz}
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 1.44 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify delay 0 every 20 check no
-fix 1 all nve
-thermo 100
-run 100
-"""
-# per listed pair: 3 for the distance vector, 5 for r^2, 1 division, 2 for r6inv, 3 for fpair, 3 products and
-# 6 additions for the forces on i and j (the minimum-image correction of boundary pairs not counted)
-FLOPS_PER_PAIR = 23
+from benchmarks.md_common import FLOPS_PER_PAIR, in_lj, mpiexec, run_figures  # noqa: E402
 
 
 # The phases of a step, by the compiled programs that make them up (md/programs.py).
@@ -99,14 +80,12 @@ def _phase_table(sizes, results, print_table) -> list[dict]:
 
 def _worker(args: argparse.Namespace) -> None:
     """Run one configuration in this process and print its figures as JSON on the last line."""
-    script = IN_LJ.format(nx=args.cells[0], ny=args.cells[1], nz=args.cells[2])
+    script = in_lj(args.cells)
     if args.worker == "tensorkiln":
         from tensorkiln.md.input_script import InputScript
         state = InputScript(lambda line: None, threads=args.threads).run_text(script)
         run = state.runs[0]
-        pairs = int(state.simulation.neighbor_counts().sum())
-        out = {"loop_seconds": run.loop_seconds, "e0": run.rows[0].tot_eng, "e1": run.rows[-1].tot_eng,
-               "atoms": state.system.atoms, "pairs": pairs, "phases": _phases(run)}
+        out = {**run_figures(state.simulation, run), "phases": _phases(run)}
     elif args.worker == "lammps":
         from tensorkiln.tools.lammps_reference import load_lammps
         lammps_class = load_lammps()
@@ -158,18 +137,12 @@ def _configurations(sizes: list[tuple[int, int, int]], have_lammps: bool, have_m
                 yield ("lammps", "LAMMPS lj/cut/opt, 2 MPI ranks", cells, 1, "opt", 2)
 
 
-def _mpiexec() -> str | None:
-    """MPICH's launcher: on PATH, or next to this Python (the `mpich` wheel installs it there)."""
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return shutil.which("mpiexec") or (beside if os.access(beside, os.X_OK) else None)
-
-
 def _launch(kind: str, cells, threads: int, suffix: str, ranks: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
     command = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--threads", str(threads),
                "--cells", *map(str, cells)] + (["--suffix", suffix] if suffix else [])
     if ranks > 1:
-        command = [_mpiexec(), "-n", str(ranks)] + command
+        command = [mpiexec(), "-n", str(ranks)] + command
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
@@ -197,7 +170,7 @@ def main() -> int:
     except LammpsUnavailable as error:
         print(f"LAMMPS not available ({error}): tensorkiln only")
         have_lammps = False
-    have_mpi = _mpiexec() is not None
+    have_mpi = mpiexec() is not None
     sizes = [(16, 16, 16)] if args.quick else [(16, 16, 16), (16, 16, 32), (20, 20, 20)]
     repeats = 1 if args.quick else args.repeats
     configs = list(_configurations(sizes, have_lammps, have_mpi))

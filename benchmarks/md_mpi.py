@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.md_lj import FLOPS_PER_PAIR, IN_LJ, _mpiexec  # noqa: E402
+from benchmarks.md_common import FLOPS_PER_PAIR, in_lj, mpiexec, run_figures  # noqa: E402
 
 STRONG = (20, 20, 20)
 WEAK = {1: (16, 16, 16), 2: (16, 16, 32)}
@@ -51,7 +51,7 @@ def _worker(args: argparse.Namespace) -> None:
         from tensorkiln.runtime import communicator
         communicator.init()
         ranks, rank = communicator.world_size(), communicator.rank()
-    script = IN_LJ.format(nx=args.cells[0], ny=args.cells[1], nz=args.cells[2])
+    script = in_lj(args.cells)
     if args.decomposed_one_rank:
         from tensorkiln.md.decomposed import DecomposedSimulation
         from tensorkiln.md.simulation import NeighborSettings
@@ -62,13 +62,12 @@ def _worker(args: argparse.Namespace) -> None:
     else:
         state = InputScript(lambda line: None, threads=args.threads, ranks=ranks, rank=rank).run_text(script)
         sim, run = state.simulation, state.runs[0]
-    pairs = int(sim.neighbor_counts().sum())
+    pairs = sim.pair_count()
     if ranks > 1:
         import numpy as np
         pairs = int(communicator.all_reduce(np.array([pairs], np.int64))[0])
     if rank == 0:
-        print(json.dumps({"loop_seconds": run.loop_seconds, "e0": run.rows[0].tot_eng, "e1": run.rows[-1].tot_eng,
-                          "atoms": sim.system.atoms, "pairs": pairs}))
+        print(json.dumps(run_figures(sim, run, pairs)))
 
 
 def _environment(threads: int, pythonpath: str, ranks: int = 1) -> dict[str, str]:
@@ -96,7 +95,7 @@ def _launch(config: dict) -> dict:
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--threads", str(config["threads"]),
                    "--cells", *cells] + (["--decomposed-one-rank"] if config.get("decomposed") else [])
     if config["ranks"] > 1:
-        command = [_mpiexec(), "-n", str(config["ranks"])] + command
+        command = [mpiexec(), "-n", str(config["ranks"])] + command
     done = subprocess.run(command, capture_output=True, text=True,
                           env=_environment(config["threads"], tree, config["ranks"]), cwd=tree)
     if done.returncode:
@@ -171,7 +170,7 @@ def main() -> int:
     except LammpsUnavailable as error:
         print(f"LAMMPS not available ({error}): tensorkiln only")
         have_lammps = False
-    have_mpi = _mpiexec() is not None
+    have_mpi = mpiexec() is not None
     if not have_mpi:
         print("no mpiexec: 1-rank configurations only")
     configs = _configurations(have_lammps, have_mpi, args.before)

@@ -55,6 +55,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "md_lj": ([sys.executable, os.path.join(HERE, "md_lj.py")], True),
     "md_skin": ([sys.executable, os.path.join(HERE, "md_skin.py")], True),
     "md_mpi": ([sys.executable, os.path.join(HERE, "md_mpi.py")], True),
+    "md_lists": ([sys.executable, os.path.join(HERE, "md_lists.py")], True),
     "models_bf16": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "--precision", "bf16",
                                   "--threads", "2"], True),
     "bf16_gemm": ([sys.executable, os.path.join(HERE, "bf16_gemm.py")], True),

@@ -4,11 +4,13 @@
 ranks as LAMMPS's Verlet does: a re-neighbouring step wraps the own atoms
 into the box, migrates those that left the sub-box (`ghosts.exchange`),
 sorts them by cell, gathers the ghosts (`ghosts.borders`) and builds the
-half list over own atoms and ghosts (domain_neighbor_kernels.py); every
-other step sends the ghosts' new positions (`ghosts.forward`). Newton's
-third law stays on, as in LAMMPS by default: each pair is computed by one
-rank only and the forces it puts on ghosts go back to their owners
-(`ghosts.reverse`). The thermo sums (kinetic, energy, virial) and the
+list over own atoms and ghosts (domain_neighbor_kernels.py); every other
+step sends the ghosts' new positions (`ghosts.forward`). The list is full
+(LAMMPS's `newton off` with a full list): each rank computes the forces on
+its own atoms alone, a pair across two ranks on both, and no force goes
+back. With `full_list=False` it is a half list with Newton's third law, as
+LAMMPS by default: each pair is computed by one rank only and the forces it
+puts on ghosts go back to their owners (`ghosts.reverse`). The thermo sums (kinetic, energy, virial) and the
 displacement check are reduced over the ranks, so every rank decides alike
 and the thermo table is the one-process table up to the order of the sums.
 
@@ -27,6 +29,7 @@ from tensorkiln.kernels.schedule_defaults import thread_count
 from tensorkiln.md import ghosts
 from tensorkiln.md.domain import Domain
 from tensorkiln.md.domain_neighbor_kernels import ShellGrid
+from tensorkiln.md.full_neighbor_kernels import full_capacity
 from tensorkiln.md.lattice import MDInputError
 from tensorkiln.md.loop_helpers import atom_loop_kind
 from tensorkiln.md.neighbor_kernels import has_room, initial_capacity
@@ -50,8 +53,9 @@ class DecomposedSimulation(Simulation):
 
     def __init__(self, system: System, pair: LJCut, neighbor: NeighborSettings = NeighborSettings(),
                  dt: float = 0.005, threads: Optional[int] = None, debug: bool = False, ranks: int = 1,
-                 rank: int = 0):
+                 rank: int = 0, full_list: bool = True):
         self.system, self.pair, self.neighbor, self.dt, self.debug = system, pair, neighbor, dt, debug
+        self.full_list = full_list
         if system.atoms < 1:
             raise MDInputError("the system has no atoms")
         self.domain = Domain.for_rank(system.box, ranks, rank)
@@ -80,7 +84,8 @@ class DecomposedSimulation(Simulation):
         self.ghosts_current = False
         shell_volume = np.prod(self.domain.sub_hi - self.domain.sub_lo + 2 * self.cutoff)
         expected = int(system.atoms / system.box.volume * shell_volume)
-        self._allocate(int(1.2 * expected) + 64, initial_capacity(system.atoms / system.box.volume, self.cutoff))
+        room = full_capacity if full_list else initial_capacity
+        self._allocate(int(1.2 * expected) + 64, room(system.atoms / system.box.volume, self.cutoff))
         self.x[:self.own] = x[mine]
         self.v[:self.own] = system.velocities[mine]
         self.ids[:self.own] = np.nonzero(mine)[0]
@@ -91,7 +96,7 @@ class DecomposedSimulation(Simulation):
         """Compile for `capacity` rows and `max_neighbors` per row; the arrays keep their rows."""
         s = self.system
         self.setup = Setup(capacity, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt,
-                           s.mass, debug=self.debug)
+                           s.mass, debug=self.debug, full_list=self.full_list)
         self.programs = RankPrograms(self.setup, self.shell, self.clock)
 
         def resized(name: str, shape, dtype=np.float64) -> np.ndarray:
@@ -104,7 +109,7 @@ class DecomposedSimulation(Simulation):
         self.x, self.v, self.f = (resized(name, (capacity, 3)) for name in ("x", "v", "f"))
         self.x_hold = resized("x_hold", (capacity, 3))
         self.ids = resized("ids", (capacity,), np.int32)
-        self.force_copies = np.zeros((self.threads, capacity, 3)) if self.threads > 1 else None
+        self.force_copies = np.zeros((self.threads, capacity, 3)) if self.threads > 1 and not self.full_list else None
         grid = self.shell
         self.half_stencil = np.ascontiguousarray(grid.half_stencil)
         self.full_stencil = np.ascontiguousarray(grid.full_stencil)
@@ -138,8 +143,9 @@ class DecomposedSimulation(Simulation):
         self.ids[:self.rows_used], self.ids[self.rows_used:] = all_ids, -1
         self.x_hold[:] = self.x
         self.counts[:] = (self.own, self.rows_used)
+        stencils = (self.full_stencil,) if self.full_list else (self.half_stencil, self.full_stencil)
         while True:
-            self.programs("neighbor", self.x, self.counts, self.half_stencil, self.full_stencil, self.cell,
+            self.programs("neighbor", self.x, self.counts, *stencils, self.cell,
                           *self.cell_lists, self.neighbors, self.neighbor_count, self.most_neighbors)
             most = int(_sum_over_ranks(self.most_neighbors.astype(np.int64), self.domain, "max")[0])
             if has_room(most, self.setup.max_neighbors):
@@ -151,12 +157,16 @@ class DecomposedSimulation(Simulation):
         self.ghosts_current = True
 
     def compute_forces(self, energy: bool) -> None:
-        """Ghost positions forward, forces (and energy, virial), ghost forces back to their owners."""
+        """Ghost positions forward, forces (and energy, virial), ghost forces back to their owners (a half
+        list's; a full list puts none on ghosts)."""
         if not self.ghosts_current:
             ghosts.forward(self.domain, self.swaps, self.x)
         self.timer.stamp("Comm")
         super().compute_forces(energy)
         self.timer.stamp("Pair")
+        if self.full_list:
+            self.ghosts_current = False
+            return
         ghosts.reverse(self.domain, self.swaps, self.f)
         self.f[self.own:self.rows_used] = 0.0  # the ghosts' share is now their owners'
         self.ghosts_current = False

@@ -1,4 +1,4 @@
-"""Loop-IR kernels of the half neighbour list of one rank of a decomposed run: own atoms and ghosts.
+"""Loop-IR kernels of the neighbour list of one rank of a decomposed run: own atoms and ghosts.
 
 The arrays hold the rank's own atoms in rows [0, n_own), ghosts (with
 coordinates shifted across the periodic boundary, ghosts.py) in [n_own, n_all)
@@ -20,6 +20,10 @@ a pair's distance is x_i - x_j.
      Newton's third law the ghost's force is sent back (ghosts.reverse).
    Rows of ghosts and unused rows get no pairs, so the force kernel, compiled
    for the capacity, runs over all rows unchanged.
+
+`build_full_neighbors` is step 3 for a full list (the default): row i holds
+every own atom and ghost j != i of the full stencil, the rank computes the
+forces on its own atoms alone, and no ghost force goes back.
 """
 from __future__ import annotations
 
@@ -284,3 +288,67 @@ def build_neighbors(b: ShellBuffers, cutoff: float) -> Kernel:
                   body, f"half neighbour list within {cutoff:g} of own atoms and ghosts: own atoms over a half "
                         f"stencil of {g.half_stencil.shape[0]} cells, ghosts above i over the full stencil of "
                         f"{g.full_stencil.shape[0]}; capacity {capacity} per atom")
+
+
+def build_full_neighbors(b: ShellBuffers, cutoff: float) -> Kernel:
+    """Full list within `cutoff` of the own atoms: every own atom and ghost j != i of the full stencil's cells.
+
+    Each rank then computes the forces on its own atoms alone (full_force_kernels.py): a pair of two own
+    atoms is met from both, a pair across ranks once on each rank, so no ghost force goes back. Rows of ghosts
+    and unused rows get no pairs; `pad_rows` pads the rows and measures the longest next.
+    """
+    i, t = Var("i"), Var("t")
+    g = b.grid
+    capacity = b.max_neighbors
+    decl_home, home_cell = let("home", index(Load(b.cell, i)))
+    stmts: list[Stmt] = [decl_home]
+    home = []
+    for d, coordinate in enumerate([home_cell % g.counts[0], (home_cell // g.counts[0]) % g.counts[1],
+                                    home_cell // (g.counts[0] * g.counts[1])]):
+        decl, var = let(f"c{'xyz'[d]}", coordinate)
+        stmts.append(decl)
+        home.append(var)
+    xi = []
+    for d, name in enumerate("xyz"):
+        decl, var = let(f"{name}i", load3(b.x, i, d))
+        stmts.append(decl)
+        xi.append(var)
+    decl_count, count = let("n_pairs", i64(0))
+    stmts.append(decl_count)
+
+    def candidates(group: str, begin, size) -> Stmt:
+        """The atoms of one cell of `group`, each written at the next free slot and kept when within the
+        cutoff and not i (branch-free, as the one-process build)."""
+        k = Var(f"k_{group}")
+        decl_j, j = let(f"j_{group}", index(Load(b.members(group), begin + k)))
+        inner: list[Stmt] = [decl_j]
+        deltas = []
+        for d, name in enumerate("xyz"):
+            decl_d, dd = let(f"d{name}_{group}", xi[d] - load3(b.x, j, d))
+            inner.append(decl_d)
+            deltas.append(dd)
+        decl_rsq, rsq = let(f"rsq_{group}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
+        decl_take, take = let(f"take_{group}", logical_and(ne(j, i), lt(rsq, f64(cutoff * cutoff))))
+        slot = minimum(count, i64(capacity - 1))
+        inner += [decl_rsq, decl_take, Store(b.neighbors, i * capacity + slot, cast(j, "int32")),
+                  Assign(count, count + cast(take, I64))]
+        return For(k, size, block(*inner))
+
+    per_cell: list[Stmt] = []
+    for group in ("own", "ghost"):
+        decls, begin, size = _cell_range(b, group, home, lambda d: index(Load(b.full_stencil, t * 3 + d)), group)
+        per_cell += [*decls, candidates(group, begin, size)]
+    stmts.append(For(t, g.full_stencil.shape[0], block(*per_cell)))
+    stmts += [Store(b.neighbor_count, i * 2, cast(count, "int32")),
+              Store(b.neighbor_count, i * 2 + 1, Const(0, "int32"))]  # ghosts carry their image: no back segment
+    r = Var("r")
+    own = _own_count(b)
+    no_pairs = block(Store(b.neighbor_count, (own + r) * 2, Const(0, "int32")),
+                     Store(b.neighbor_count, (own + r) * 2 + 1, Const(0, "int32")))
+    body = block(For(i, own, block(*stmts), b.kind),
+                 For(r, i64(b.capacity) - own, no_pairs, b.kind))  # ghosts and unused rows: no pairs
+    return Kernel("build_full_neighbors",
+                  (b.x, b.counts, b.cell, b.start("own"), b.members("own"), b.start("ghost"), b.members("ghost"),
+                   b.full_stencil, b.neighbors, b.neighbor_count),
+                  body, f"full neighbour list within {cutoff:g} of own atoms: own atoms and ghosts over the full "
+                        f"stencil of {g.full_stencil.shape[0]} cells; capacity {capacity} per atom")

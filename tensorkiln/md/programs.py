@@ -18,6 +18,8 @@ from tensorkiln.driver.build import build
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.program import Program
 from tensorkiln.md import force_kernels as forces
+from tensorkiln.md import full_force_kernels as full_forces
+from tensorkiln.md import full_neighbor_kernels as full_neighbors
 from tensorkiln.md import integrate_kernels as integrate
 from tensorkiln.md import neighbor_kernels as neighbors
 from tensorkiln.md import thread_split
@@ -41,6 +43,7 @@ class Setup:
     mass: float
     cells_per_cutoff: int = 2
     debug: bool = False  # compile with bounds checks on every load and store not proven in range
+    full_list: bool = False  # a full neighbour list (each pair in both rows) and its force kernel
 
     @property
     def neighbor_cutoff(self) -> float:
@@ -52,10 +55,14 @@ def _program(name: str, kernels, inputs: tuple[Buffer, ...], outputs: tuple[Buff
 
 
 def _force_program(s: Setup, fb: forces.ForceBuffers, energy: bool) -> Program:
-    """The forces added to f: one thread, or several over per-thread copies of the forces."""
-    kernel = forces.lj_force(fb, s.pair, s.box, energy)
+    """The forces added to f: over a full list, or a half list on one thread or several over per-thread
+    copies of the forces."""
     extra = (fb.energy_virial,) if energy else ()
     name = "md_force_energy" if energy else "md_force"
+    if s.full_list:
+        return _program(name, [full_forces.lj_force_full(fb, s.pair, s.box, energy)],
+                        (fb.x, fb.neighbors, fb.neighbor_count), (fb.f, *extra))
+    kernel = forces.lj_force(fb, s.pair, s.box, energy)
     if s.threads == 1:
         return _program(name, [kernel], (fb.x, fb.neighbors, fb.neighbor_count), (fb.f, *extra))
     return _program(name, [kernel, forces.sum_force_copies(fb)], (fb.x, fb.neighbors, fb.neighbor_count),
@@ -134,6 +141,11 @@ class Programs(CompiledPrograms):
         s = setup
         self.grid = neighbors.CellGrid.for_cutoff(s.box, s.neighbor_cutoff, s.cells_per_cutoff)
         nb = neighbors.NeighborBuffers(s.atoms, self.grid, s.max_neighbors, s.threads)
+        # the neighbour build's stencil argument: cells for a half list, rows of cells for a full one
+        self.stencil = np.ascontiguousarray(
+            full_neighbors.row_stencil(self.grid, s.neighbor_cutoff) if s.full_list else self.grid.stencil)
+        build_list = ([full_neighbors.build_full_neighbors(nb, s.neighbor_cutoff), full_neighbors.pad_full_rows(nb)]
+                      if s.full_list else [neighbors.build_neighbors(nb, s.neighbor_cutoff)])
         self.programs: dict[str, Program] = {
             "sort": _program(
                 "md_sort_atoms",
@@ -144,14 +156,15 @@ class Programs(CompiledPrograms):
                  nb.per_atom("v_sorted"), nb.per_atom("f_sorted"), nb.per_atom("ids_sorted", "int32", 0),
                  nb.per_atom("cell_sorted", "int32", 0), nb.x_hold)),
             "neighbor": _program(
-                "md_neighbor", [neighbors.build_neighbors(nb, s.neighbor_cutoff)],
-                (nb.x, nb.cell, nb.cell_start, nb.stencil),
+                "md_neighbor", build_list,
+                (nb.x, nb.cell, nb.cell_start, Buffer("stencil", "int32", self.stencil.shape)),
                 (nb.neighbors, nb.neighbor_count, nb.most_neighbors)),
             **atom_programs(s),
         }
         reach = self.grid.plane_reach
-        # several threads add into one force array where the grid lets chunks of atoms be kept apart
-        self.coloured = s.threads > 1 and reach is not None
+        # several threads add into one force array where the grid lets chunks of atoms be kept apart (a full
+        # list's force kernel writes f[i] alone: its threads need no split)
+        self.coloured = s.threads > 1 and reach is not None and not s.full_list
         if self.coloured:
             split = thread_split.SplitBuffers(s.atoms, s.threads)
             nx, ny, nz = self.grid.counts

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from tensorkiln.kernels.schedule_defaults import thread_count
+from tensorkiln.md.full_neighbor_kernels import full_capacity
 from tensorkiln.md.lattice import MDInputError
 from tensorkiln.md.loop_helpers import atom_loop_kind
 from tensorkiln.md.pair_lj import LJCut
@@ -65,13 +66,16 @@ class RunResult:
 
 class Simulation:
     """An NVE run of `system` under `pair`, with neighbour lists per `neighbor` and time step `dt`
-    (debug=True: kernels compiled with bounds checks)."""
+    (debug=True: kernels compiled with bounds checks; full_list=False: a half list and Newton's third law
+    instead of a full list)."""
 
     procs = 1  # MPI ranks running it (decomposed.py runs one part per rank)
+    full_list = False  # each instance sets it: a full neighbour list (the default) or a half one
 
     def __init__(self, system: System, pair: LJCut, neighbor: NeighborSettings = NeighborSettings(),
-                 dt: float = 0.005, threads: Optional[int] = None, debug: bool = False):
+                 dt: float = 0.005, threads: Optional[int] = None, debug: bool = False, full_list: bool = True):
         self.system = system
+        self.full_list = full_list  # a full neighbour list (each pair in both rows), else a half list
         self.pair = pair
         self.neighbor = neighbor
         self.dt = dt
@@ -90,16 +94,17 @@ class Simulation:
         self.ids = np.arange(n, dtype=np.int32)  # atom i of the arrays is atom ids[i] of the system
         self.spare = {name: np.zeros_like(getattr(self, name)) for name in ("x", "v", "f", "ids")}
         self.x_hold = np.zeros((n, 3))
-        self.force_copies = np.zeros((self.threads, n, 3)) if self.threads > 1 else None
+        self.force_copies = np.zeros((self.threads, n, 3)) if self.threads > 1 and not full_list else None
         self.energy_virial = np.zeros(2)
         self.kinetic = np.zeros(1)
         self.moved = np.zeros(1)
         self.since_build = 0
         self.builds = 0
         self.dangerous_builds = 0
-        self._compile(initial_capacity(n / system.box.volume, pair.cutoff + neighbor.skin))
+        capacity = full_capacity if full_list else initial_capacity
+        self._compile(capacity(n / system.box.volume, pair.cutoff + neighbor.skin))
         grid = self.programs.grid  # the cell arrays depend on the grid only, not on the list's capacity
-        self.stencil = np.ascontiguousarray(grid.stencil)
+        self.stencil = self.programs.stencil
         self.cell = np.zeros(n, np.int32)
         self.cell_start = np.zeros(grid.cells + 1, np.int32)
         self.cell_fill = np.zeros(grid.cells, np.int32)
@@ -110,7 +115,7 @@ class Simulation:
         """Build the programs for a neighbour-list capacity (again when a row outgrows it)."""
         s = self.system
         self.setup = Setup(s.atoms, s.box, self.pair, self.neighbor.skin, max_neighbors, self.threads, self.dt, s.mass,
-                           debug=self.debug)
+                           debug=self.debug, full_list=self.full_list)
         self.programs = Programs(self.setup, self.clock)
         n = s.atoms
         self.neighbors = np.zeros((n, max_neighbors), np.int32)
@@ -196,8 +201,13 @@ class Simulation:
         a, b = self.ids[rows], self.ids[self.neighbors[listed]]
         return set(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
 
+    def pair_count(self) -> int:
+        """Distinct pairs in the current neighbour list (a full list holds each twice)."""
+        listed = int(self.neighbor_counts().sum())
+        return listed // 2 if self.full_list else listed
+
     def neighbor_counts(self) -> np.ndarray:
-        """Neighbours listed per atom (each pair once, so about half of each atom's neighbours)."""
+        """Neighbours listed per atom (a full list: all of them; a half list: each pair once, so about half)."""
         return self.neighbor_count.sum(axis=1)
 
     def positions(self) -> np.ndarray:

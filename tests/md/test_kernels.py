@@ -5,27 +5,12 @@ import numpy as np
 import pytest
 
 from md_reference import lj_brute_force, pair_table
+from md_systems import random_system
 from tensorkiln.md.lattice import Box, MDInputError
 from tensorkiln.md.neighbor_kernels import CellGrid
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.simulation import NeighborSettings, Simulation
 from tensorkiln.md.system import System
-
-
-def _random_system(rng, atoms: int, lengths, min_distance: float = 0.8) -> System:
-    """Atoms placed at random, none closer than min_distance (so LJ forces stay moderate)."""
-    lengths = np.asarray(lengths, float)
-    lo = rng.uniform(-3, 3, size=3)
-    points: list[np.ndarray] = []
-    while len(points) < atoms:
-        p = lo + rng.random(3) * lengths
-        if points:
-            d = np.array(points) - p
-            d -= lengths * np.round(d / lengths)
-            if np.min(np.sum(d * d, axis=1)) < min_distance ** 2:
-                continue
-        points.append(p)
-    return System(Box(tuple(lo), tuple(lo + lengths)), np.array(points))
 
 
 # box shapes: many cells, exactly 2 cutoffs wide (1-2 cells per axis), and odd sizes
@@ -37,14 +22,16 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("full_list", [True, False], ids=["full", "half"])
 @pytest.mark.parametrize("atoms, lengths, cutoff, skin, threads", CASES)
-def test_neighbor_list_and_forces_match_brute_force(rng, atoms, lengths, cutoff, skin, threads):
-    system = _random_system(rng, atoms, lengths)
+def test_neighbor_list_and_forces_match_brute_force(rng, atoms, lengths, cutoff, skin, threads, full_list):
+    system = random_system(rng, atoms, lengths)
     pair = LJCut(1.3, 0.9, cutoff)
-    sim = Simulation(system, pair, NeighborSettings(skin=skin), threads=threads)
+    sim = Simulation(system, pair, NeighborSettings(skin=skin), threads=threads, full_list=full_list)
     sim.build_neighbor_list()
     assert sim.neighbor_pairs() == pair_table(system.positions, system.box.lengths, cutoff + skin)
-    assert int(sim.neighbor_counts().sum()) == len(sim.neighbor_pairs())  # each pair stored once
+    # each pair stored once in a half list, from both ends in a full one
+    assert int(sim.neighbor_counts().sum()) == len(sim.neighbor_pairs()) * (2 if full_list else 1)
 
     sim.compute_forces(energy=True)
     forces, energy, virial = lj_brute_force(system.positions, system.box.lengths, 1.3, 0.9, cutoff)
@@ -57,7 +44,7 @@ def test_neighbor_list_and_forces_match_brute_force(rng, atoms, lengths, cutoff,
 
 
 def test_list_capacity_grows_when_a_row_overflows(rng):
-    system = _random_system(rng, 120, (8.0, 8.0, 8.0), min_distance=0.5)
+    system = random_system(rng, 120, (8.0, 8.0, 8.0), min_distance=0.5)
     sim = Simulation(system, LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=1)
     sim._compile(2)  # far too small: every row overflows
     sim.build_neighbor_list()
@@ -93,12 +80,14 @@ def test_cases_cover_both_image_rules():
     assert modes == [False, True]
 
 
-def test_bounds_checked_build_gives_the_same_run(rng):
+@pytest.mark.parametrize("full_list", [True, False], ids=["full", "half"])
+def test_bounds_checked_build_gives_the_same_run(rng, full_list):
     # every load and store the compiler cannot prove in range is checked: a stray index would raise
-    system = _random_system(rng, 70, (6.1, 7.3, 9.0))
+    system = random_system(rng, 70, (6.1, 7.3, 9.0))
     system.velocities = rng.normal(size=(70, 3))
     runs = [Simulation(System(system.box, system.positions, 1.0, system.velocities), LJCut(cutoff=2.5),
-                       NeighborSettings(skin=0.3, every=1), threads=2, debug=debug) for debug in (False, True)]
+                       NeighborSettings(skin=0.3, every=1), threads=2, debug=debug, full_list=full_list)
+            for debug in (False, True)]
     rows = [sim.run(10).rows[-1] for sim in runs]
     assert rows[1].tot_eng == pytest.approx(rows[0].tot_eng, rel=1e-12)
 
@@ -106,7 +95,7 @@ def test_bounds_checked_build_gives_the_same_run(rng):
 def test_a_row_that_fills_its_capacity_exactly_is_built_again(rng):
     # the build writes every candidate at the next free slot before deciding to keep it, so a row at exactly
     # the capacity would lose its last entry to a later candidate: the list needs one spare slot per row
-    system = _random_system(rng, 150, (8.3, 8.0, 8.6), min_distance=0.5)
+    system = random_system(rng, 150, (8.3, 8.0, 8.6), min_distance=0.5)
     sim = Simulation(system, LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=1)
     sim.build_neighbor_list()
     fullest = int(sim.neighbor_counts().max())

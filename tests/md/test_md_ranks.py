@@ -83,9 +83,10 @@ def test_md_command_on_ranks_prints_the_one_rank_table(tmp_path, ranks):
     assert re.search(rf"Loop time of [\d.e+-]+ on {ranks} procs for 100 steps with 1512 atoms", several)
 
 
-@pytest.mark.parametrize("ranks, cells, rebuild", [(2, (9, 6, 5), "every-5"), (4, (8, 8, 5), "check")])
-def test_pairs_forces_and_trajectory_on_ranks_match_one_process(ranks, cells, rebuild):
-    output = _run(str(HERE / "programs" / "decomposed_run.py"), *map(str, cells), rebuild, ranks=ranks)
+@pytest.mark.parametrize("ranks, cells, rebuild, list_kind", [(2, (9, 6, 5), "every-5", "full"),
+                                                              (4, (8, 8, 5), "check", "half")])
+def test_pairs_forces_and_trajectory_on_ranks_match_one_process(ranks, cells, rebuild, list_kind):
+    output = _run(str(HERE / "programs" / "decomposed_run.py"), *map(str, cells), rebuild, list_kind, ranks=ranks)
     for rank in range(ranks):
         assert f"OK decomposed_run rank {rank}" in output, output[-4000:]
 

@@ -5,23 +5,15 @@ import numpy as np
 import pytest
 
 from md_reference import thermo_step0
-from tensorkiln.md.lattice import Lattice, block_region
+from md_systems import melt
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.simulation import DangerousBuildWarning, NeighborSettings, Simulation
-from tensorkiln.md.system import System
-
-
-def _melt(style="fcc", density=0.8442, cells=4, temperature=1.44, seed=87287) -> System:
-    lattice = Lattice.from_density(style, density)
-    system = System.from_lattice(lattice, block_region(lattice, (0, cells, 0, cells, 0, cells)))
-    system.create_velocities(temperature, seed)
-    return system
 
 
 @pytest.mark.parametrize("style, density, cutoff, threads", [("fcc", 0.8442, 2.5, 1), ("bcc", 0.7, 2.2, 2),
                                                               ("sc", 1.1, 1.8, 3)])
 def test_step0_thermo_matches_numpy(style, density, cutoff, threads):
-    system = _melt(style, density, cells=5)
+    system = melt(style, density, cells=5)
     sim = Simulation(system, LJCut(cutoff=cutoff), NeighborSettings(skin=0.3), threads=threads)
     row = sim.setup_run()
     temp, e_pair, tot_eng, press = thermo_step0(system.positions, system.velocities, 1.0, system.box.lengths,
@@ -37,7 +29,7 @@ def test_energy_is_conserved():
     # not shrink with dt, ~2e-3 here, as in LAMMPS.)
     drifts = []
     for dt in (0.004, 0.002):
-        sim = Simulation(_melt(cells=4), LJCut(cutoff=2.5, shift=True), NeighborSettings(skin=0.3, every=1),
+        sim = Simulation(melt(cells=4), LJCut(cutoff=2.5, shift=True), NeighborSettings(skin=0.3, every=1),
                          dt=dt, threads=2)
         result = sim.run(int(0.4 / dt), thermo_every=int(0.4 / dt) // 4)
         energies = np.array([row.tot_eng for row in result.rows])
@@ -49,8 +41,8 @@ def test_energy_is_conserved():
 
 
 def test_check_yes_gives_the_trajectory_of_a_rebuild_every_step():
-    every_step = Simulation(_melt(cells=4), LJCut(), NeighborSettings(skin=0.3, every=1, check=False), threads=1)
-    checked = Simulation(_melt(cells=4), LJCut(), NeighborSettings(skin=0.3, every=1, check=True), threads=1)
+    every_step = Simulation(melt(cells=4), LJCut(), NeighborSettings(skin=0.3, every=1, check=False), threads=1)
+    checked = Simulation(melt(cells=4), LJCut(), NeighborSettings(skin=0.3, every=1, check=True), threads=1)
     a, b = every_step.run(60), checked.run(60)
     assert b.builds < a.builds == 60
     lengths = every_step.system.box.lengths
@@ -61,7 +53,7 @@ def test_check_yes_gives_the_trajectory_of_a_rebuild_every_step():
 
 @pytest.mark.parametrize("check", [False, True])
 def test_too_small_skin_is_warned(check):
-    sim = Simulation(_melt(cells=4, temperature=3.0), LJCut(), NeighborSettings(skin=0.05, every=20, check=check),
+    sim = Simulation(melt(cells=4, temperature=3.0), LJCut(), NeighborSettings(skin=0.05, every=20, check=check),
                      threads=1)
     with pytest.warns(DangerousBuildWarning, match="more than half the skin"):
         result = sim.run(40)
@@ -70,12 +62,12 @@ def test_too_small_skin_is_warned(check):
 
 def test_wide_skin_or_checking_every_step_is_not_dangerous():
     for settings in (NeighborSettings(skin=0.8, every=10, check=False), NeighborSettings(skin=0.05, every=1)):
-        result = Simulation(_melt(cells=4), LJCut(), settings, threads=1).run(40)
+        result = Simulation(melt(cells=4), LJCut(), settings, threads=1).run(40)
         assert result.builds > 0 and result.dangerous_builds == 0
 
 
 def test_thermo_rows_at_first_interval_and_last_step():
-    sim = Simulation(_melt(cells=4), LJCut(), threads=1)
+    sim = Simulation(melt(cells=4), LJCut(), threads=1)
     lines: list[str] = []
     result = sim.run(25, thermo_every=10, out=lines.append)
     assert [row.step for row in result.rows] == [0, 10, 20, 25]

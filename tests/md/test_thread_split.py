@@ -1,11 +1,13 @@
-"""The force kernel's split among threads: chunks of equal pairs in two colours, never two threads on one atom."""
+"""The half-list force kernel's split among threads: chunks of equal pairs in two colours, never two threads on
+one atom (a full list's force kernel writes only its own atoms and needs no split)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from md_reference import lj_brute_force
-from tensorkiln.md.lattice import Box, Lattice, block_region
+from md_systems import lattice_block
+from tensorkiln.md.lattice import Box
 from tensorkiln.md.neighbor_kernels import CellGrid
 from tensorkiln.md.pair_lj import LJCut
 from tensorkiln.md.simulation import NeighborSettings, Simulation
@@ -14,8 +16,7 @@ from tensorkiln.md.system import System
 
 def _liquid(rng, cells=(5, 6, 15), jitter=0.15) -> System:
     """An fcc block (odd sizes, tall in z: enough z-planes for the threads) shaken off its lattice."""
-    lattice = Lattice.from_density("fcc", 0.8442)
-    system = System.from_lattice(lattice, block_region(lattice, (0, cells[0], 0, cells[1], 0, cells[2])))
+    system = lattice_block("fcc", 0.8442, cells)
     x = system.positions + rng.uniform(-jitter, jitter, size=system.positions.shape)
     return System(system.box, x, 1.0, rng.normal(scale=0.5, size=x.shape))
 
@@ -33,7 +34,7 @@ def _written_atoms(sim: Simulation, first: int, end: int) -> set[int]:
 
 @pytest.mark.parametrize("threads", [2, 3])
 def test_chunks_of_one_colour_write_disjoint_atoms_and_hold_equal_pairs(rng, threads):
-    sim = Simulation(_liquid(rng), LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=threads)
+    sim = Simulation(_liquid(rng), LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=threads, full_list=False)
     sim.build_neighbor_list()
     assert sim.programs.coloured and sim.coloured[0] == 1
     starts = sim.chunk_start.tolist()
@@ -53,7 +54,7 @@ def test_chunks_of_one_colour_write_disjoint_atoms_and_hold_equal_pairs(rng, thr
 def test_coloured_forces_match_brute_force_and_one_thread(rng, threads):
     system = _liquid(rng)
     pair = LJCut(1.0, 1.0, 2.5)
-    sim = Simulation(system, pair, NeighborSettings(skin=0.3), threads=threads)
+    sim = Simulation(system, pair, NeighborSettings(skin=0.3), threads=threads, full_list=False)
     sim.build_neighbor_list()
     sim.compute_forces(energy=True)
     assert sim.coloured[0] == 1
@@ -64,7 +65,8 @@ def test_coloured_forces_match_brute_force_and_one_thread(rng, threads):
     assert sim.energy_virial[1] == pytest.approx(virial, rel=1e-10)
     # whole runs: the same table on one thread and several, up to the order of the sums
     runs = [Simulation(System(system.box, system.positions, 1.0, system.velocities), pair,
-                       NeighborSettings(skin=0.3, every=1, check=True), threads=t).run(20, thermo_every=10)
+                       NeighborSettings(skin=0.3, every=1, check=True), threads=t, full_list=False)
+            .run(20, thermo_every=10)
             for t in (1, threads)]
     for one, several in zip(*(r.rows for r in runs)):
         assert several.tot_eng == pytest.approx(one.tot_eng, rel=1e-12)
@@ -73,7 +75,8 @@ def test_coloured_forces_match_brute_force_and_one_thread(rng, threads):
 
 def test_too_few_planes_fall_back_to_force_copies(rng):
     # 4 chunks over 9 z-planes cannot keep two planes between chunks of one colour
-    sim = Simulation(_liquid(rng, cells=(8, 8, 5)), LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=2)
+    sim = Simulation(_liquid(rng, cells=(8, 8, 5)), LJCut(cutoff=2.5), NeighborSettings(skin=0.3), threads=2,
+                     full_list=False)
     sim.build_neighbor_list()
     assert sim.coloured[0] == 0
     sim.compute_forces(energy=False)
