@@ -43,6 +43,7 @@ UNARY = {
     "neg": normal, "abs": away_from_zero, "relu": away_from_zero, "exp": normal, "log": positive,
     "sqrt": positive, "rsqrt": positive, "reciprocal": away_from_zero, "sin": normal, "cos": normal,
     "tanh": normal, "erf": normal, "sigmoid": normal, "erfc": normal, "exp2": normal,
+    "i0": normal, "i0e": away_from_zero, "i1": normal, "i1e": away_from_zero,
 }
 UNARY_SHAPES = [(), (1,), (3, 1), (2, 3)]
 

@@ -65,6 +65,7 @@ UNARY = {
     "erfc": (scipy.special.erfc, "float", (-3, 3)),
     "exp2": (np.exp2, "float", (-3, 3)),
     "lgamma": (scipy.special.gammaln, "float", (0.1, 5)),
+    "i0": (scipy.special.i0, "float", (-3, 3)),
     "isnan": (np.isnan, "any", (-3, 3)),
     "isinf": (np.isinf, "any", (-3, 3)),
     "logical_not": (np.logical_not, "any", (-3, 3)),
