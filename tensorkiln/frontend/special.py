@@ -5,6 +5,8 @@ named as torch.special names it. Integer operands compute in float32, as in PyTo
 """
 from __future__ import annotations
 
+import math
+
 from .. import dtypes as dt
 from .tensor import Tensor, apply, as_tensor
 
@@ -52,6 +54,7 @@ bessel_j1 = _unary("bessel_j1", "J1(x), the Bessel function of the first kind of
 bessel_y0 = _unary("bessel_y0", "Y0(x), the Bessel function of the second kind of order 0.")
 bessel_y1 = _unary("bessel_y1", "Y1(x), the Bessel function of the second kind of order 1.")
 spherical_bessel_j0 = _unary("spherical_bessel_j0", "sin(x)/x, 1 at 0.")
+airy_ai = _unary("airy_ai", "Ai(x), the Airy function of the first kind.")
 
 chebyshev_polynomial_t = _binary("chebyshev_polynomial_t", "Chebyshev polynomial T_n(x).")
 chebyshev_polynomial_u = _binary("chebyshev_polynomial_u", "Chebyshev polynomial U_n(x).")
@@ -65,3 +68,39 @@ hermite_polynomial_h = _binary("hermite_polynomial_h", "Physicists' Hermite poly
 hermite_polynomial_he = _binary("hermite_polynomial_he", "Probabilists' Hermite polynomial He_n(x).")
 laguerre_polynomial_l = _binary("laguerre_polynomial_l", "Laguerre polynomial L_n(x).")
 legendre_polynomial_p = _binary("legendre_polynomial_p", "Legendre polynomial P_n(x).")
+
+digamma = psi = _unary("digamma", "psi(x) = Gamma'(x) / Gamma(x).")
+erfinv = _unary("erfinv", "The inverse error function.")
+ndtri = _unary("ndtri", "The inverse of the standard normal CDF.")
+erfcx = _unary("erfcx", "exp(x^2) erfc(x).")
+log_ndtr = _unary("log_ndtr", "log of the standard normal CDF.")
+zeta = _binary("zeta", "The Hurwitz zeta function: sum over k >= 0 of (k + q)^-x.")
+gammainc = _binary("igamma", "The regularized lower incomplete gamma function P(a, x).")
+gammaincc = _binary("igammac", "The regularized upper incomplete gamma function Q(a, x).")
+
+
+def polygamma(n: int, x) -> Tensor:
+    """The n-th derivative of digamma (n = 0: digamma itself)."""
+    if int(n) != n or n < 0:
+        raise ValueError(f"polygamma needs an integer order n >= 0, got {n}")
+    x = _float(x)
+    return digamma(x) if n == 0 else apply("polygamma", [x], n=int(n))
+
+
+def multigammaln(x, p: int) -> Tensor:
+    """The multivariate log-gamma function of dimension p: sum over i < p of lgamma(x - i/2), plus
+    p (p - 1)/4 log(pi) (torch.mvlgamma)."""
+    if int(p) != p or p < 1:
+        raise ValueError(f"multigammaln needs an integer dimension p >= 1, got {p}")
+    x = _float(x)
+    total = x.lgamma()
+    for i in range(1, int(p)):
+        total = total + (x - i / 2).lgamma()
+    return total + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def frexp(x) -> tuple[Tensor, Tensor]:
+    """(mantissa, exponent) with x = mantissa * 2**exponent, 0.5 <= |mantissa| < 1, exponent int32
+    (torch.frexp; 0, infinities and NaN have exponent 0)."""
+    x = _float(x)
+    return apply("frexp_mantissa", [x]), apply("frexp_exponent", [x]).to(dt.int32)

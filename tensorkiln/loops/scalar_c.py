@@ -24,7 +24,7 @@ import inspect
 import math
 import textwrap
 from fractions import Fraction
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -108,6 +108,7 @@ sin, cos, tan, sinh, cosh, tanh = np.sin, np.cos, np.tan, np.sinh, np.cosh, np.t
 asin, acos, atan = np.arcsin, np.arccos, np.arctan
 fabs, floor, ceil, trunc, rint, pow, fmod = np.fabs, np.floor, np.ceil, np.trunc, np.rint, np.power, np.fmod
 copysign, fmin, fmax, isnan, isinf, isfinite = np.copysign, np.fmin, np.fmax, np.isnan, np.isinf, np.isfinite
+ldexp = np.ldexp  # x * 2^k for an integer k (int(...)), exact
 erf, erfc, lgamma = _erf, _erfc, _lgamma
 
 
@@ -119,7 +120,7 @@ def fma(a, b, c):
     return np.float32(float(exact)) if isinstance(a, np.float32) else np.float64(float(exact))
 MATH_NAMES = ("exp", "expm1", "log", "log1p", "log2", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
               "asin", "acos", "atan", "fabs", "floor", "ceil", "trunc", "rint", "pow", "fmod", "copysign", "fmin", "fmax",
-              "isnan", "isinf", "isfinite", "erf", "erfc", "lgamma", "fma")
+              "isnan", "isinf", "isfinite", "erf", "erfc", "lgamma", "fma", "ldexp")
 
 
 @dataclass
@@ -143,7 +144,9 @@ class ScalarFunction:
         return len(inspect.signature(self.python).parameters)
 
     def __call__(self, *args):
-        return self.python(*(np.float64(a) for a in args))
+        """The algorithm on scalars: float64, or float32 for a native function given float32 ones."""
+        scalar = np.float32 if self.native and any(isinstance(a, np.float32) for a in args) else np.float64
+        return self.python(*(scalar(a) for a in args))
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         """The function over broadcast arrays, in float64, returned in the first array's float dtype."""
@@ -261,11 +264,13 @@ class _CWriter:
             return [f"{pad}while ({self.expr(s.test)}) {{"] + self.block(s.body, depth + 1) + [f"{pad}}}"]
         if isinstance(s, ast.For) and not s.orelse and isinstance(s.iter, ast.Call) \
                 and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range":
-            bounds = [self.expr(a) for a in s.iter.args]
+            bounds = [self.index(a) for a in s.iter.args]
             start, stop = (bounds[0], bounds[1]) if len(bounds) > 1 else ("0", bounds[0])
             step = bounds[2] if len(bounds) > 2 else "1"
             var = s.target.id
-            compare = ">" if step.startswith("-") else "<"
+            step_node = s.iter.args[2] if len(s.iter.args) > 2 else None
+            descending = isinstance(step_node, ast.UnaryOp) and isinstance(step_node.op, ast.USub)
+            compare = ">" if descending else "<"
             return ([f"{pad}for ({var} = {start}; {var} {compare} {stop}; {var} += {step}) {{"]
                     + self.block(s.body, depth + 1) + [f"{pad}}}"])
         if isinstance(s, ast.Break):
@@ -306,10 +311,24 @@ class _CWriter:
         if isinstance(e, ast.IfExp):
             return f"({self.expr(e.test)} ? {self.expr(e.body)} : {self.expr(e.orelse)})"
         if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name):
-            return f"{self.table(e.value)}[{self.expr(e.slice)}]"
+            return f"{self.table(e.value)}[{self.index(e.slice)}]"
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
             return self.call(e)
         self.fail(e, ast.dump(e)[:60])
+
+    def index(self, e: ast.expr) -> str:
+        """An integer expression (a table index, a range bound): int constants, loop variables, + - *."""
+        if isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool):
+            return str(e.value)
+        if isinstance(e, ast.Name) and e.id in self.ints:
+            return e.id
+        if isinstance(e, ast.BinOp) and type(e.op) in (ast.Add, ast.Sub, ast.Mult):
+            return f"({self.index(e.left)} {_BINARY[type(e.op)]} {self.index(e.right)})"
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            return f"(-{self.index(e.operand)})"
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "int":
+            return self.expr(e)
+        self.fail(e, "a non-integer index or range bound")
 
     def table(self, name: ast.Name) -> str:
         values = self.globals.get(name.id)

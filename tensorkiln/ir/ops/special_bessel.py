@@ -1,5 +1,5 @@
 """Bessel functions as primitives: I0, I1 (and exponentially scaled), K0, K1 (and scaled), J0, J1,
-Y0, Y1 and the spherical j0.
+Y0, Y1, the spherical j0, and the Airy function Ai.
 
 Each is a scalar algorithm (loops/scalar_c.py: one text, the numpy reference and the generated C),
 the Cephes approximations PyTorch uses (aten/src/ATen/native/Math.h), evaluated in double (float32
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...loops.scalar_c import chbevl, cos, exp, fabs, isinf, log, polevl, scalar_function, sin, sqrt
 from .gradient import NOT_DIFFERENTIABLE
-from .special_bessel_tables import (I0_A, I0_B, I1_A, I1_B, J0_PP, J0_PQ, J0_QP, J0_QQ, J0_RP, J0_RQ,  # noqa: F401
+from .special_bessel_tables import (AIRY_AD, AIRY_AFD, AIRY_AFN, AIRY_AGD, AIRY_AGN, AIRY_AN, I0_A, I0_B, I1_A, I1_B, J0_PP, J0_PQ, J0_QP, J0_QQ, J0_RP, J0_RQ,  # noqa: F401
                                     J1_PP, J1_PQ, J1_QP, J1_QQ, J1_RP, J1_RQ, K0_A, K0_B, K1_A, K1_B, Y0_YP,
                                     Y0_YQ, Y1_YP, Y1_YQ)
 from .special_rows import special_unary
@@ -19,6 +19,9 @@ SQRT_2_OVER_PI = 0.797884560802865355879892119868763737
 TWO_OVER_PI = 0.636619772367581343075535053490057448
 PI_OVER_4 = 0.785398163397448309615660845819875721
 THREE_PI_OVER_4 = 2.356194490192344928846982537459627163
+PI = 3.14159265358979323846
+ONE_OVER_SQRT_PI = 5.64189583547756286948e-01
+DOUBLE_EPSILON = 2.220446049250313e-16
 INFINITY = float("inf")
 NAN = float("nan")
 
@@ -193,6 +196,53 @@ def spherical_bessel_j0(x):
     return sin(x) / x
 
 
+@scalar_function
+def airy_ai(x):
+    """Ai(x), the Airy function of the first kind (Cephes airy, as PyTorch evaluates it): for
+    x < -2.09 the oscillating asymptotic form in z = 1/zeta, zeta = 2/3 (-x)^(3/2); for x >= 2.09
+    the decaying one, exp(-zeta) AN/AD; between, the Maclaurin series of its two parts f and g.
+    0 past x = 103.892 (underflow), NaN at +-inf."""
+    if isinf(x):
+        return NAN
+    if x > 103.892:
+        return 0.0
+    if x < -2.09:
+        zeta = -2.0 * x * sqrt(-x) / 3.0
+        z = 1.0 / zeta
+        afn = polevl(z * z, AIRY_AFN)
+        afd = polevl(z * z, AIRY_AFD)
+        agn = polevl(z * z, AIRY_AGN)
+        agd = polevl(z * z, AIRY_AGD)
+        t = zeta + 0.25 * PI
+        return ONE_OVER_SQRT_PI / sqrt(sqrt(-x)) * (sin(t) * (1.0 + z * z * afn / afd) - cos(t) * (z * agn / agd))
+    if x >= 2.09:
+        zeta = 2.0 * x * sqrt(x) / 3.0
+        an = polevl(1.0 / zeta, AIRY_AN)
+        ad = polevl(1.0 / zeta, AIRY_AD)
+        return ONE_OVER_SQRT_PI * (an / ad) / (2.0 * sqrt(sqrt(x)) * exp(zeta))
+    f = 1.0
+    g = x
+    k = 1.0
+    m = 1.0
+    n = x
+    t = 1.0
+    z = x * x * x
+    while t > DOUBLE_EPSILON:
+        m *= z
+        k += 1.0
+        m /= k
+        n *= z
+        k += 1.0
+        n /= k
+        m /= k
+        f += m
+        k += 1.0
+        n /= k
+        g += n
+        t = fabs(m / f)
+    return 0.355028053887817239260 * f - 0.258819403792806798405 * g
+
+
 def _where_zero(build, x, at_zero: float, elsewhere):
     """`elsewhere`, and `at_zero` where x == 0 (a removable singularity of the formula)."""
     return build.apply("where", [x == 0, build.constant(at_zero, x.dtype), elsewhere])
@@ -228,3 +278,4 @@ special_unary("bessel_j1",           bessel_j1,            NOT_DIFFERENTIABLE, "
 special_unary("bessel_y0",           bessel_y0,            NOT_DIFFERENTIABLE, "Y0, Bessel function of the second kind")
 special_unary("bessel_y1",           bessel_y1,            NOT_DIFFERENTIABLE, "Y1, Bessel function of the second kind")
 special_unary("spherical_bessel_j0", spherical_bessel_j0,  NOT_DIFFERENTIABLE, "sin(x)/x, 1 at 0")
+special_unary("airy_ai",             airy_ai,              NOT_DIFFERENTIABLE, "Ai, Airy function of the first kind")

@@ -66,6 +66,8 @@ UNARY = {
     "exp2": (np.exp2, "float", (-3, 3)),
     "lgamma": (scipy.special.gammaln, "float", (0.1, 5)),
     "i0": (scipy.special.i0, "float", (-3, 3)),
+    "digamma": (scipy.special.digamma, "float", (0.5, 5)),
+    "erfinv": (scipy.special.erfinv, "float", (-0.9, 0.9)),
     "isnan": (np.isnan, "any", (-3, 3)),
     "isinf": (np.isinf, "any", (-3, 3)),
     "logical_not": (np.logical_not, "any", (-3, 3)),
