@@ -7,7 +7,7 @@
     tk.grad(fn)(x); loss.backward()         # autodiff (docs/autodiff.md); tk.nn, tk.optim for training
 """
 # Tensor's methods are added by the modules above frontend/tensor.py that implement them: load these first.
-from .frontend import functions, indexing  # noqa: F401
+from .frontend import functions, indexing, special  # noqa: F401  (tk.special)
 from .frontend.autodiff import tensor_api  # noqa: F401
 from . import nn
 from .frontend.creation import (arange, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,

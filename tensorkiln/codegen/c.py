@@ -203,7 +203,10 @@ class _KernelWriter:
             return code, _UNARY
         if isinstance(e, Call):
             args = ", ".join(self.expr(a)[0] for a in e.args)
-            return MATH_FUNCTIONS[e.fn].c[e.dtype].format(args=args), _ATOM
+            function = MATH_FUNCTIONS[e.fn]
+            for piece in function.source:  # a function libm lacks: its definitions go once into the file
+                self.native_sources.setdefault(piece, piece)
+            return function.c[e.dtype].format(args=args), _ATOM
         if isinstance(e, Select):
             cond, cp = self.expr(e.cond)
             a, ap = self.expr(e.a)
@@ -830,6 +833,7 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
         parts += [RUNTIME_HOOK, ""]
     natives: dict[str, str] = {}
+    natives_end = 1  # helpers go after the prelude, in the order first called (a later one may call an earlier)
     parts += _size_globals(program)
     for part in program.all_programs():  # sub-programs (control-flow bodies) before their callers
         outer = part is program
@@ -844,11 +848,13 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
             parts.extend(writer.function())
             if writer.streamed and STREAM_HELPERS not in parts:
                 parts.insert(1, STREAM_HELPERS)
+                natives_end += 1
             for function, source in writer.native_sources.items():
                 if natives.setdefault(function, source) != source:
                     raise ValueError(f"two definitions of the native helper {function}")
                 elif source not in parts:
-                    parts.insert(1, source)
+                    parts.insert(natives_end, source)
+                    natives_end += 1
         parts.append("")
         if not outer:
             parts.extend(_entry(part, _signature(part), sub=True))

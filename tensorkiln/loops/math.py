@@ -26,21 +26,25 @@ class MathFunction:
     arity: int
     evaluate: Callable[..., object]  # numpy float scalars (one dtype) -> a number
     c: Mapping[str, str]  # float dtype -> C expression with {args}
+    source: tuple[str, ...] = ()  # C definitions the spelling calls, each emitted once per file
 
 
 MATH_FUNCTIONS: dict[str, MathFunction] = {}
 
 
 def math_function(name: str, arity: int, evaluate: Callable[..., object],
-                  c: Mapping[str, str] | None = None) -> MathFunction:
+                  c: Mapping[str, str] | None = None, source: tuple[str, ...] = ()) -> MathFunction:
     """Add a math function; `c` defaults to libm's names (`{name}f` for float32, `{name}` for float64).
+
+    A function libm lacks brings its C definitions as `source`: pieces the C backend writes once into
+    each file that calls it, in any order (a piece that calls another declares its prototype).
 
     Registering the same function again with the same arity is allowed (two ops may share one).
     """
     spelling = dict(c) if c is not None else {"float32": f"{name}f({{args}})", "float64": f"{name}({{args}})"}
-    function = MathFunction(name, arity, evaluate, spelling)
+    function = MathFunction(name, arity, evaluate, spelling, source)
     known = MATH_FUNCTIONS.get(name)
-    if known is not None and (known.arity, dict(known.c)) != (arity, spelling):
+    if known is not None and (known.arity, dict(known.c), known.source) != (arity, spelling, source):
         raise ValueError(f"math function {name!r} defined twice, differently")
     MATH_FUNCTIONS.setdefault(name, function)
     return MATH_FUNCTIONS[name]

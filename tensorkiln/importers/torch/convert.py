@@ -20,6 +20,7 @@ from ...errors import TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor
 from ...shapes import hint_of
 from . import (lowering_backward, lowering_indexing, lowering_math, lowering_nn, lowering_scan,  # noqa: F401
+               lowering_special,
                lowering_order, lowering_sizes)  # (registration)
 from .lowering import LOWERINGS
 from .refusals import refusal_reason

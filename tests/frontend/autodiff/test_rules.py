@@ -43,6 +43,10 @@ UNARY = {
     "neg": normal, "abs": away_from_zero, "relu": away_from_zero, "exp": normal, "log": positive,
     "sqrt": positive, "rsqrt": positive, "reciprocal": away_from_zero, "sin": normal, "cos": normal,
     "tanh": normal, "erf": normal, "sigmoid": normal, "erfc": normal, "exp2": normal,
+    "i0": normal, "i0e": away_from_zero, "i1": normal, "i1e": away_from_zero,
+    "digamma": positive, "erfinv": inside_one, "erfcx": normal, "log_ndtr": normal,
+    "ndtri": lambda *shape: lambda rng: rng.uniform(0.1, 0.9, shape),
+    "frexp_mantissa": lambda *shape: lambda rng: rng.uniform(0.55, 0.95, shape) * 2.0 ** rng.integers(-3, 4, shape),
 }
 UNARY_SHAPES = [(), (1,), (3, 1), (2, 3)]
 
@@ -71,6 +75,11 @@ def test_binary(op, shapes, rng):
     if op in ("mod", "fmod"):  # stay away from the jumps of a mod b
         b = b + 3.0
     assert gradcheck(lambda x, y: apply(op, x, y), a, b)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_polygamma_gradient_is_the_next_order(n, rng):
+    assert gradcheck(lambda x: apply("polygamma", x, n=n), rng.uniform(0.5, 2.0, (2, 3)))
 
 
 def test_maximum_ties_split_evenly():
@@ -172,6 +181,7 @@ def _gradient_is_zero(op) -> bool:
 def test_every_differentiable_elementwise_primitive_is_checked_here():
     """UNARY and BINARY cover the table's elementwise rows that have a nonzero gradient."""
     rows = {op.name for op in REGISTRY.values() if op.kind == OpKind.ELEMENTWISE and op.arity in (1, 2)
+            and op.name != "polygamma"  # its order is an attribute: test_polygamma_gradient_is_the_next_order
             and op.gradient is not NOT_DIFFERENTIABLE and not _gradient_is_zero(op)}
     rows.discard("cast")  # a conversion: test_where_and_cast
     assert rows <= set(UNARY) | set(BINARY), sorted(rows - set(UNARY) - set(BINARY))

@@ -1,0 +1,371 @@
+"""Orthogonal polynomials P_n(x) as two-operand primitives: Chebyshev T, U, V, W (and shifted to
+[0, 1]), Hermite H and He, Laguerre L, Legendre P.
+
+The degree n is an operand (a tensor, of x's dtype), truncated to an integer as PyTorch's cast does;
+a negative or non-finite degree gives 0. Each algorithm is PyTorch's (aten/src/ATen/native/Math.h):
+the three-term recurrence up to n (stopped early once it turns NaN), closed forms at x = +-1 (or
+0 and 1 when shifted), and for large n inside (-1, 1) the trigonometric form (T_n(cos t) = cos(n t)
+...), which does not lose accuracy as the recurrence does. One scalar text is the numpy reference
+and the C (loops/scalar_c.py), evaluated in double.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...loops import expr as E
+from ...loops.scalar_c import acos, cos, fabs, fma, fmod, isfinite, isnan, scalar_function, sin, trunc
+from .gradient import NOT_DIFFERENTIABLE
+from .elementwise import FLOAT_ONLY, binary
+from .special_rows import special_math_function
+
+# Degrees PyTorch's int64 cast cannot hold give its out-of-range result, a negative degree.
+LARGEST_DEGREE = 9.2e18
+NAN = float("nan")
+
+
+@scalar_function(native=True)
+def chebyshev_t(x, n):
+    """T_n(x): T_0 = 1, T_1 = x, T_k = 2x T_{k-1} - T_{k-2}; cos(n acos x) for n > 6 and |x| < 1."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if fabs(x) == 1.0:
+        return 1.0 if x > 0.0 or fmod(n, 2.0) == 0.0 else -1.0
+    if n > 6.0 and fabs(x) < 1.0:
+        return cos(n * acos(x))
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = x
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (x + x) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def chebyshev_u(x, n):
+    """U_n(x): U_0 = 1, U_1 = 2x, T's recurrence; sin((n+1) t)/sin t (x = cos t) for n > 8, |x| < 1."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if fabs(x) == 1.0:
+        return n + 1.0 if x > 0.0 or fmod(n, 2.0) == 0.0 else -(n + 1.0)
+    if n > 8.0 and fabs(x) < 1.0:
+        t = acos(x)
+        if sin(t) != 0.0:
+            return sin((n + 1.0) * t) / sin(t)
+        return (n + 1.0) * cos((n + 1.0) * t) / x
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = x + x
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (x + x) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def chebyshev_v(x, n):
+    """V_n(x): V_0 = 1, V_1 = 2x - 1, T's recurrence; cos((n+1/2) t)/cos(t/2) for n > 8, |x| < 1."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if fabs(x) == 1.0:
+        if x > 0.0:
+            return 1.0
+        return n + n + 1.0 if fmod(n, 2.0) == 0.0 else -(n + n + 1.0)
+    if n > 8.0 and fabs(x) < 1.0:
+        t = acos(x)
+        if sin(t / 2.0) != 1.0:
+            return cos((n + 0.5) * t) / cos(t / 2.0)
+        return n + n + 1.0 if fmod(n, 2.0) == 0.0 else -(n + n + 1.0)
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = x + x - 1.0
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (x + x) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def chebyshev_w(x, n):
+    """W_n(x): W_0 = 1, W_1 = 2x + 1, T's recurrence; sin((n+1/2) t)/sin(t/2) for n > 8, |x| < 1."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if fabs(x) == 1.0:
+        if x > 0.0:
+            return n + n + 1.0
+        return 1.0 if fmod(n, 2.0) == 0.0 else -1.0
+    if n > 8.0 and fabs(x) < 1.0:
+        t = acos(x)
+        if cos(t / 2.0) != 1.0:
+            return sin((n + 0.5) * t) / sin(t / 2.0)
+        if x > 0.0:
+            return n + n + 1.0
+        return 1.0 if fmod(n, 2.0) == 0.0 else -1.0
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = x + x + 1.0
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (x + x) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def shifted_chebyshev_t(x, n):
+    """T*_n(x) = T_n(2x - 1), PyTorch's algorithm on [0, 1] (trigonometric form for n > 6)."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if x == 1.0:
+        return 1.0
+    if x == 0.0:
+        return 1.0 if fmod(n, 2.0) == 0.0 else -1.0
+    y = x + x - 1.0
+    if n > 6.0 and fabs(y) < 1.0:
+        return cos(n * acos(y))
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = y
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (y + y) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def shifted_chebyshev_u(x, n):
+    """U*_n(x) = U_n(2x - 1) (trigonometric form for n > 6)."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if x == 1.0:
+        return n + 1.0
+    if x == 0.0:
+        return n + 1.0 if fmod(n, 2.0) == 0.0 else -(n + 1.0)
+    y = x + x - 1.0
+    if n > 6.0 and fabs(y) < 1.0:
+        t = acos(y)
+        if sin(t) != 0.0:
+            return sin((n + 1.0) * t) / sin(t)
+        return (n + 1.0) * cos((n + 1.0) * t) / y
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = y + y
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (y + y) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def shifted_chebyshev_v(x, n):
+    """V*_n(x) = V_n(2x - 1) (trigonometric form for n > 6)."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if x == 1.0:
+        return 1.0
+    if x == 0.0:
+        return n + n + 1.0 if fmod(n, 2.0) == 0.0 else -(n + n + 1.0)
+    y = x + x - 1.0
+    if n > 6.0 and fabs(y) < 1.0:
+        t = acos(y)
+        if sin(t / 2.0) != 1.0:
+            return cos((n + 0.5) * t) / cos(t / 2.0)
+        return n + n + 1.0 if fmod(n, 2.0) == 0.0 else -(n + n + 1.0)
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = y + y - 1.0
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (y + y) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def shifted_chebyshev_w(x, n):
+    """W*_n(x) = W_n(2x - 1) (trigonometric form for n > 4)."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if x == 1.0:
+        return n + n + 1.0
+    if x == 0.0:
+        return 1.0 if fmod(n, 2.0) == 0.0 else -1.0
+    y = x + x - 1.0
+    if n > 4.0 and fabs(y) < 1.0:
+        t = acos(y)
+        if cos(t / 2.0) != 1.0:
+            return sin((n + 0.5) * t) / sin(t / 2.0)
+        return 1.0 if fmod(n, 2.0) == 0.0 else -1.0
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = y + y + 1.0
+    for k in range(2, int(n) + 1):
+        if isnan(q):
+            break
+        r = (y + y) * q - p
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def hermite_h(x, n):
+    """H_n(x), the physicists' Hermite polynomial: H_0 = 1, H_1 = 2x, H_{k+1} = 2x H_k - 2k H_{k-1}.
+    (PyTorch's NaN past degree 128 in float32, 512 in float64 is the op's, not this function's.)"""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = x + x
+    for k in range(2, int(n + n), 2):
+        r = fma(x + x, q, -(k * p))  # as PyTorch's compiled kernel rounds it
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def hermite_he(x, n):
+    """He_n(x), the probabilists' Hermite polynomial: He_0 = 1, He_1 = x, He_{k+1} = x He_k - k He_{k-1}."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = x
+    for k in range(1, int(n)):
+        r = fma(x, q, -(k * p))
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def laguerre_l(x, n):
+    """L_n(x): L_0 = 1, L_1 = 1 - x, (k+1) L_{k+1} = (2k + 1 - x) L_k - k L_{k-1}; 1 at x = 0."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if x == 0.0 or n == 0.0:
+        return 1.0
+    p = 1.0
+    q = 1.0 - x
+    for k in range(1, int(n)):
+        if isnan(q):
+            break
+        r = ((k + k) + (1.0 - x)) * q - k * p
+        r = r / (k + 1)
+        p = q
+        q = r
+    return q
+
+
+@scalar_function(native=True)
+def legendre_p(x, n):
+    """P_n(x): P_0 = 1, P_1 = x, (k+1) P_{k+1} = (2k+1) x P_k - k P_{k-1}; +-1 at x = +-1."""
+    n = trunc(n)
+    if not isfinite(n) or n < 0.0 or n > LARGEST_DEGREE:
+        return 0.0
+    if fabs(x) == 1.0:
+        return 1.0 if x > 0.0 or fmod(n, 2.0) == 0.0 else -1.0
+    if n == 0.0:
+        return 1.0
+    p = 1.0
+    q = x
+    for k in range(1, int(n)):
+        if isnan(q):
+            break
+        r = ((k + k + 1) * x * q - k * p) / (k + 1)
+        p = q
+        q = r
+    return q
+
+
+# PyTorch's Hermite polynomials are NaN past these degrees (getHermitianLimit in Math.h)
+HERMITE_LIMITS = {"float32": 128.0, "float64": 512.0}
+
+
+def _past_hermite_limit(n, limit: float):
+    """trunc(n) > limit for a degree PyTorch's cast keeps (finite, within int64)."""
+    return (n >= limit + 1.0) & (n <= LARGEST_DEGREE)
+
+
+def _lower(fn, hermite: bool):
+    """The call; for the Hermite polynomials NaN past PyTorch's degree limit for the dtype."""
+    def lower(args, node):
+        value = E.call(fn.name, *args)
+        if not hermite:
+            return value
+        x, n = args
+        limit = HERMITE_LIMITS.get(x.dtype, 1024.0)
+        past = E.logical_and(E.ge(n, E.Const(limit + 1.0, x.dtype)), E.le(n, E.Const(LARGEST_DEGREE, x.dtype)))
+        return E.Select(past, E.Const(NAN, x.dtype), value)
+    return lower
+
+
+def _hermite_reference(fn):
+    def reference(x, n):
+        out = fn.reference(x, n)
+        past = _past_hermite_limit(np.asarray(n), HERMITE_LIMITS.get(out.dtype.name, 1024.0))
+        return np.where(past, NAN, out).astype(out.dtype)
+    return reference
+
+
+def _polynomial(name: str, fn, doc: str, hermite: bool = False) -> None:
+    special_math_function(fn)
+    reference = _hermite_reference(fn) if hermite else fn.reference
+    binary(name, reference, FLOAT_ONLY, _lower(fn, hermite), NOT_DIFFERENTIABLE, doc=doc + "; n truncated")
+
+
+_polynomial("chebyshev_polynomial_t",         chebyshev_t,         "Chebyshev T_n(x)")
+_polynomial("chebyshev_polynomial_u",         chebyshev_u,         "Chebyshev U_n(x)")
+_polynomial("chebyshev_polynomial_v",         chebyshev_v,         "Chebyshev V_n(x)")
+_polynomial("chebyshev_polynomial_w",         chebyshev_w,         "Chebyshev W_n(x)")
+_polynomial("shifted_chebyshev_polynomial_t", shifted_chebyshev_t, "T_n(2x - 1)")
+_polynomial("shifted_chebyshev_polynomial_u", shifted_chebyshev_u, "U_n(2x - 1)")
+_polynomial("shifted_chebyshev_polynomial_v", shifted_chebyshev_v, "V_n(2x - 1)")
+_polynomial("shifted_chebyshev_polynomial_w", shifted_chebyshev_w, "W_n(2x - 1)")
+_polynomial("hermite_polynomial_h",           hermite_h,           "physicists' Hermite H_n(x), NaN past n = 128 "
+                                                                   "(float32) or 512", hermite=True)
+_polynomial("hermite_polynomial_he",          hermite_he,          "probabilists' Hermite He_n(x), NaN past n = "
+                                                                   "128 (float32) or 512", hermite=True)
+_polynomial("laguerre_polynomial_l",          laguerre_l,          "Laguerre L_n(x)")
+_polynomial("legendre_polynomial_p",          legendre_p,          "Legendre P_n(x)")
