@@ -1,0 +1,162 @@
+"""A convolution's per-channel epilogue as one vector helper: the requantization of an int8 layer.
+
+A quantized layer's epilogue is a chain of elementwise ops, each on the previous value and a
+constant that varies at most along the output channels:
+
+    int32 sums + compensation -> float32 -> * weight scale[o] -> + bias[o] -> relu
+        -> / output scale -> round (half to even) -> + zero point -> clamp -> uint8
+
+Loop IR spells it per element, and the C compiler vectorizes that (a short channel loop, a
+narrowing store, saturating conversions) poorly: measured at about 1.3 ns per output on this machine
+against 0.19 ns for the same operations in 512-bit vectors, which made the epilogue two thirds of
+MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a kernel's
+contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C helper
+of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail), with
+the graph's own float32 operations in the graph's order (a multiply then an add, never fused; a true
+division), so its results are the reference interpreter's bit for bit. A chain with anything else
+(a residual operand, a reshape, a second reader of a middle value) keeps the loop-IR epilogue.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir.graph import Node
+from ...loops.buffer import Buffer
+
+# op -> the intrinsic applied to (value, operand); "r" ops take the operand first
+_BINARY = {"add": "_mm512_add_ps(v, b)", "mul": "_mm512_mul_ps(v, b)", "sub": "_mm512_sub_ps(v, b)",
+           "rsub": "_mm512_sub_ps(b, v)", "div": "_mm512_div_ps(v, b)", "rdiv": "_mm512_div_ps(b, v)",
+           "maximum": "_mm512_max_ps(v, b)", "minimum": "_mm512_min_ps(v, b)"}
+_COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
+_UNARY = {"relu": "_mm512_max_ps(v, _mm512_setzero_ps())",
+          "round": "_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}
+# the stored types: the root's cast (NaN to 0, saturate, truncate: the graph's float -> integer cast)
+_STORES = {"uint8": ("uint8_t", 0.0, 255.0, "_mm512_cvtusepi32_epi8"),
+           "int8": ("int8_t", -128.0, 127.0, "_mm512_cvtsepi32_epi8"), "float32": ("float", None, None, None)}
+
+
+@dataclass(frozen=True)
+class ChannelStep:
+    """One op of the chain: `op` on the running value and a scalar or the channel vector `channel`
+    (the index of the helper's per-channel pointer argument); unary ops have neither."""
+
+    op: str
+    scalar: float | None = None
+    channel: int | None = None
+
+
+@dataclass(frozen=True)
+class ChannelEpilogue:
+    """The recognized chain: its steps, the stored dtype, and the per-channel operands' buffers."""
+
+    steps: tuple[ChannelStep, ...]
+    store_dtype: str
+    operands: tuple[Buffer, ...]
+
+    @property
+    def function(self) -> str:
+        """The helper's C name, a digest of what it computes."""
+        text = repr((self.steps, self.store_dtype))
+        return "tk_channel_epilogue_" + hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def channel_epilogue(contraction: Node, root: Node, buffers: dict[int, Buffer]) -> ChannelEpilogue | None:
+    """The chain from `contraction` (int32 sums, channels last) up to the kernel's `root`, or None when
+    it is not one of cast, per-channel binary ops, relu, round and a final cast."""
+    if root is contraction or root.shape != contraction.shape or contraction.dtype.name != "int32" or \
+            root.dtype.name not in _STORES:
+        return None
+    chain = []
+    node = root
+    while node is not contraction:
+        if node.id in buffers and node is not root:  # a middle value another kernel reads: stored here too
+            return None
+        operands = [x for x in node.inputs if x.op != "constant"]
+        if len(operands) != 1 or node.shape != contraction.shape:
+            return None
+        chain.append(node)
+        node = operands[0]
+    chain.reverse()
+    first, *middle = chain
+    if first.op != "cast" or first.dtype.name != "float32":
+        return None
+    last = middle.pop() if middle and middle[-1].op == "cast" else None
+    if (last is None and root.dtype.name != "float32") or (last is not None and last is not root):
+        return None
+    steps, operands = [], []
+    channels = contraction.shape[-1]
+    for node in middle:
+        if node.dtype.name != "float32":
+            return None
+        if node.op in _UNARY:
+            steps.append(ChannelStep(node.op))
+            continue
+        if node.op not in _BINARY or len(node.inputs) != 2:
+            return None
+        constant_first = node.inputs[0].op == "constant"
+        constant = node.inputs[0 if constant_first else 1]
+        op = node.op if not constant_first or node.op in _COMMUTATIVE else "r" + node.op
+        if constant.dtype.name != "float32":
+            return None
+        if constant.type.size == 1:
+            steps.append(ChannelStep(op, scalar=float(np.float32(constant.attrs["value"].array.reshape(-1)[0]))))
+        elif constant.shape[-1] == channels and constant.type.size == channels and constant.id in buffers:
+            steps.append(ChannelStep(op, channel=len(operands)))
+            operands.append(buffers[constant.id])
+        else:
+            return None
+    return ChannelEpilogue(tuple(steps), root.dtype.name, tuple(operands))
+
+
+def _operand(step: ChannelStep) -> str:
+    if step.scalar is not None:
+        return f"_mm512_set1_ps({float(step.scalar).hex()}f)" if np.isfinite(step.scalar) else \
+            f"_mm512_set1_ps({'-' if step.scalar < 0 else ''}INFINITY)" if np.isinf(step.scalar) else \
+            "_mm512_set1_ps(NAN)"
+    return f"_mm512_maskz_loadu_ps(m, channel{step.channel} + c)"
+
+
+def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
+    """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
+    ctype, low, high, narrow = _STORES[epilogue.store_dtype]
+    pointers = "".join(f", const float *restrict channel{i}" for i in range(len(epilogue.operands)))
+    body = []
+    for step in epilogue.steps:
+        if step.op in _UNARY:
+            body.append(f"v = {_UNARY[step.op]};  /* {step.op} */")
+        else:
+            body.append(f"{{ const __m512 b = {_operand(step)}; v = {_BINARY[step.op]}; }}  /* {step.op} */")
+    if narrow is None:
+        store = "_mm512_mask_storeu_ps(out + r * ldo + c, m, v);"
+    else:
+        store = "\n            ".join([
+            "v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  /* NaN -> 0 */",
+            f"v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps({low:.1f}f)), _mm512_set1_ps({high:.1f}f));",
+            f"_mm_mask_storeu_epi8(out + r * ldo + c, m, {narrow}(_mm512_cvttps_epi32(v)));  /* saturated */"])
+    steps = "\n            ".join(body)
+    ops = ", ".join(s.op for s in epilogue.steps)
+    return f"""#include <immintrin.h>
+#include <math.h>
+/* a convolution's epilogue, 16 channels a vector: int32 sums + compensation -> float32 -> {ops}
+ * -> {epilogue.store_dtype} (kernels/templates/channel_epilogue.py) */
+static void {epilogue.function}(const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{pointers},
+                                {ctype} *restrict out, int64_t ldo, int64_t rows, int64_t cols)
+{{
+    for (int64_t r = 0; r < rows; r++) {{
+        for (int64_t c = 0; c < cols; c += 16) {{
+            const __mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1u);
+            const __m512i sums = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, tile + r * ldt + c),
+                                                  _mm512_maskz_loadu_epi32(m, comp + c));
+            __m512 v = _mm512_cvtepi32_ps(sums);
+            {steps}
+            {store}
+        }}
+    }}
+}}
+"""
+
+
+__all__ = ["ChannelEpilogue", "ChannelStep", "channel_epilogue", "channel_epilogue_source"]
