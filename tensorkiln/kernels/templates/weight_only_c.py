@@ -13,7 +13,7 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
 - `tk_w4_matmul_<kind>`: int4 panels (P, steps, 64), each 64 bytes 4 depths x 16 columns: byte
   4j + d holds depth d of column j in its low nibble and of column j + 16 in its high one, stored
   as q + 8 (0..15, unsigned). The rows of A are first quantized to int8 per group of depths
-  (`tk_w4_quantize_rows`, ir/ops/weight_only.quantize_rows), so one mask (and one shift) gives 64
+  (`tk_w4_quantize_rows_<kind>`, ir/ops/weight_only.quantize_rows), so one mask (and one shift) gives 64
   unsigned bytes and `vpdpbusd` sums 4 depths x 16 columns of u8 x s8 products into int32 lanes:
   one instruction per 64 weights and row, as llama.cpp's Q4_0 x Q8_0 dot product. Per group, the
   stored + 8 costs `8 * sum(a_q)`, subtracted, then c += (w_scale * a_scale) * float(sum).
@@ -175,31 +175,51 @@ _INT4_QUANTIZE = r"""
 /* Rows of float32 a, quantized per group of depths to int8 (ir/ops/weight_only.quantize_rows):
  * aq[r][g * steps * 4 + t] (zero past a group's end), scale[r][g] = max|a| / 127 and
  * comp[r][g] = -8 * sum(aq) (what the stored q + 8 adds to a group's sum) */
-static void tk_w4_quantize_rows(const float *restrict a, int64_t lda, int64_t rows, int64_t depth, int64_t group,
-                                int64_t groups, int64_t steps, int8_t *restrict aq, float *restrict scale,
-                                int32_t *restrict comp)
-{
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t g = 0; g < groups; g++) {
+static void tk_w4_quantize_rows_{kind}(const float *restrict a, int64_t lda, int64_t rows, int64_t depth,
+                                      int64_t group, int64_t groups, int64_t steps, int8_t *restrict aq,
+                                      float *restrict scale, int32_t *restrict comp)
+{{
+    for (int64_t r = 0; r < rows; r++) {{
+        for (int64_t g = 0; g < groups; g++) {{
             const float *x = a + r * lda + g * group;
             const int64_t n = g * group + group < depth ? group : depth - g * group;
             int8_t *out = aq + (r * groups + g) * steps * 4;
-            float amax = 0.0f;
-            for (int64_t k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[k]));
-            const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
-            int32_t sum = 0;
-            for (int64_t k = 0; k < n; k++) {
-                const float v = fminf(fmaxf(rintf(x[k] * inverse), -127.0f), 127.0f);
-                out[k] = (int8_t)v;
-                sum += (int32_t)v;
-            }
+            {quantize}
             memset(out + n, 0, (size_t)(steps * 4 - n));
             scale[r * groups + g] = amax / 127.0f;
             comp[r * groups + g] = -8 * sum;
-        }
-    }
-}
+        }}
+    }}
+}}
 """
+# the same values both ways: max|x| is exact in any order, then rint(x * (127 / max|x|)) per element
+_INT4_QUANTIZE_SCALAR = """float amax = 0.0f;
+            for (int64_t k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[k]));
+            const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+            int32_t sum = 0;
+            for (int64_t k = 0; k < n; k++) {{
+                const float v = fminf(fmaxf(rintf(x[k] * inverse), -127.0f), 127.0f);
+                out[k] = (int8_t)v;
+                sum += (int32_t)v;
+            }}"""
+_INT4_QUANTIZE_AVX512 = """__m512 top = _mm512_setzero_ps();
+            for (int64_t k = 0; k < n; k += 16) {{
+                const __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1u);
+                top = _mm512_max_ps(top, _mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + k)));
+            }}
+            const float amax = _mm512_reduce_max_ps(top);
+            const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            __m512i total = _mm512_setzero_si512();
+            for (int64_t k = 0; k < n; k += 16) {{
+                const __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1u);
+                const __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), inverse),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                const __m512i q = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127)),
+                                                   _mm512_set1_epi32(-127));
+                total = _mm512_add_epi32(total, q);
+                _mm_mask_storeu_epi8(out + k, m, _mm512_cvtepi32_epi8(q));
+            }}
+            const int32_t sum = _mm512_reduce_add_epi32(total);"""
 
 _INT4_TILE = r"""
 /* int4 weights x int8 rows ({how}): c[i][0..31] = sum over groups g of w_scale[g][j] * a_scale[i][g] *
@@ -321,7 +341,7 @@ static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t ro
     float *ascale = malloc((size_t)(rows * groups) * sizeof(float));
     int32_t *comp = malloc((size_t)(rows * groups) * sizeof(int32_t));
     if (aq == NULL || ascale == NULL || comp == NULL) abort();
-    tk_w4_quantize_rows(a, lda, rows, depth, group, groups, steps, aq, ascale, comp);
+    tk_w4_quantize_rows_{kind}(a, lda, rows, depth, group, groups, steps, aq, ascale, comp);
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
         const uint8_t *qp = q + p * groups * steps * 64;
         const float *sp = scales + p * groups * 32;
@@ -353,10 +373,12 @@ def int4_weight_source(kind: str) -> str:
     """The C of `tk_w4_matmul_<kind>` (kind in INT4_KINDS)."""
     if kind == "portable":
         tile = _INT4_TILE_PORTABLE
+        quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
     else:
         tile = _INCLUDE + _INT4_TILE.format(kind=kind, how=_INT4_HOW[kind], update=_INT4_UPDATE[kind],
                                             constants=_INT4_CONSTANTS[kind])
-    return _INT4_QUANTIZE + tile + _INT4_DRIVER.format(kind=kind)
+        quantize = _INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX512.format())
+    return quantize + tile + _INT4_DRIVER.format(kind=kind)
 
 
 # ---- bf16 weights -----------------------------------------------------------------------------------
