@@ -144,3 +144,39 @@ def test_the_chain_is_read_from_the_graph():
     middle = next(n for n in graph.nodes if n.op == "round")
     buffers[middle.id] = object()  # a middle value stored for another reader: not a private chain
     assert channel_epilogue(conv, root, buffers) is None
+
+
+def test_int8_activations_between_layers(tmp_path):
+    """A QDQ model with int8 activations (quantize_static, QInt8): each layer's epilogue ends in the cast
+    to int8 and the +128 that makes the next layer's uint8 input, or, for the model's output, the
+    dequantized float32; every one in the vector helper, bit for bit."""
+    torch = pytest.importorskip("torch")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    if not VECTOR:
+        pytest.skip("the vector epilogue needs AVX-512BW")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 24, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(24, 24, 3, padding=1, groups=24), torch.nn.ReLU(),
+                              torch.nn.Conv2d(24, 40, 1)).eval()
+    float_path, int8_path = tmp_path / "net.onnx", tmp_path / "net.int8.onnx"
+    torch.onnx.export(net, (torch.randn(1, 3, 9, 9),), str(float_path), input_names=["x"], output_names=["y"],
+                      dynamo=False)
+    rng = np.random.default_rng(3)
+
+    class Images(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rng.standard_normal((1, 3, 9, 9)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantization.quantize_static(str(float_path), str(int8_path), Images(), per_channel=True,
+                                 quant_format=quantization.QuantFormat.QDQ,
+                                 activation_type=quantization.QuantType.QInt8)
+    model = onnx.load(str(int8_path))
+    feeds = {"x": rng.standard_normal((1, 3, 9, 9)).astype(np.float32)}
+    got, reference, kernels = _compiled_and_reference(model, feeds)
+    np.testing.assert_array_equal(got[0], reference[0])
+    contractions = [k for k in kernels if k.kind == "contraction"]
+    assert len(contractions) == 3 and all("tk_channel_epilogue_" in k.loop_ir for k in contractions), \
+        [k.nodes for k in contractions]

@@ -13,7 +13,10 @@ MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between
 contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C helper
 of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail), with
 the graph's own float32 operations in the graph's order (a multiply then an add, never fused; a true
-division), so its results are the reference interpreter's bit for bit. A chain with anything else
+division), so its results are the reference interpreter's bit for bit. After the saturating cast to
+8 bits, integer ops on scalars may follow (a QDQ model with int8 activations reads them as uint8:
+cast to uint8, add 128, wrapping), computed on the exact 8-bit value in each 32-bit lane and
+narrowed by truncation. A chain with anything else
 (a residual operand, a reshape, a second reader of a middle value) keeps the loop-IR epilogue.
 """
 from __future__ import annotations
@@ -33,19 +36,26 @@ _BINARY = {"add": "_mm512_add_ps(v, b)", "mul": "_mm512_mul_ps(v, b)", "sub": "_
 _COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
 _UNARY = {"relu": "_mm512_max_ps(v, _mm512_setzero_ps())",
           "round": "_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}
-# the stored types: the root's cast (NaN to 0, saturate, truncate: the graph's float -> integer cast)
-_STORES = {"uint8": ("uint8_t", 0.0, 255.0, "_mm512_cvtusepi32_epi8"),
-           "int8": ("int8_t", -128.0, 127.0, "_mm512_cvtsepi32_epi8"), "float32": ("float", None, None, None)}
+# the graph's float -> 8-bit cast (NaN to 0, saturate, truncate): the range of each integer type
+_RANGES = {"uint8": (0.0, 255.0), "int8": (-128.0, 127.0)}
+_C_TYPES = {"uint8": "uint8_t", "int8": "int8_t", "float32": "float"}
+# an integer lane holding an exact 8-bit value after an op that wraps: uint8 keeps the low byte, int8
+# sign-extends it
+_WRAP = {"uint8": "v8 = _mm512_and_si512(v8, _mm512_set1_epi32(255));",
+         "int8": "v8 = _mm512_srai_epi32(_mm512_slli_epi32(v8, 24), 24);"}
+_INTEGER = {"add": "_mm512_add_epi32(v8, b)", "sub": "_mm512_sub_epi32(v8, b)", "rsub": "_mm512_sub_epi32(b, v8)"}
 
 
 @dataclass(frozen=True)
 class ChannelStep:
     """One op of the chain: `op` on the running value and a scalar or the channel vector `channel`
-    (the index of the helper's per-channel pointer argument); unary ops have neither."""
+    (the index of the helper's per-channel pointer argument); unary ops have neither. `dtype`: the
+    value's type after the op (float32, or an 8-bit type from the saturating cast on)."""
 
     op: str
     scalar: float | None = None
     channel: int | None = None
+    dtype: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -65,9 +75,11 @@ class ChannelEpilogue:
 
 def channel_epilogue(contraction: Node, root: Node, buffers: dict[int, Buffer]) -> ChannelEpilogue | None:
     """The chain from `contraction` (int32 sums, channels last) up to the kernel's `root`, or None when
-    it is not one of cast, per-channel binary ops, relu, round and a final cast."""
+    it is not: cast to float32, per-channel binary ops, relu and round, then either the end (float32)
+    or a saturating cast to 8 bits followed by 8-bit casts and adds of scalars (and, for a dequantized
+    output, a cast back to float32 and more float ops)."""
     if root is contraction or root.shape != contraction.shape or contraction.dtype.name != "int32" or \
-            root.dtype.name not in _STORES:
+            root.dtype.name not in _C_TYPES:
         return None
     chain = []
     node = root
@@ -80,34 +92,47 @@ def channel_epilogue(contraction: Node, root: Node, buffers: dict[int, Buffer]) 
         chain.append(node)
         node = operands[0]
     chain.reverse()
-    first, *middle = chain
-    if first.op != "cast" or first.dtype.name != "float32":
-        return None
-    last = middle.pop() if middle and middle[-1].op == "cast" else None
-    if (last is None and root.dtype.name != "float32") or (last is not None and last is not root):
+    if chain[0].op != "cast" or chain[0].dtype.name != "float32":
         return None
     steps, operands = [], []
     channels = contraction.shape[-1]
-    for node in middle:
-        if node.dtype.name != "float32":
+    for node in chain[1:]:
+        value = node.inputs[0] if node.inputs[0].op != "constant" else node.inputs[1]
+        dtype, before = node.dtype.name, value.dtype.name
+        if dtype not in _C_TYPES or before not in _C_TYPES:
             return None
-        if node.op in _UNARY:
+        if node.op == "cast":
+            if before == "float32" and dtype in _RANGES:
+                steps.append(ChannelStep("saturate", dtype=dtype))
+            elif before in _RANGES and dtype in _RANGES:
+                steps.append(ChannelStep("wrap", dtype=dtype))
+            elif before in _RANGES and dtype == "float32":  # a dequantized output: exact
+                steps.append(ChannelStep("widen"))
+            else:
+                return None
+            continue
+        if node.op in _UNARY and dtype == "float32":
             steps.append(ChannelStep(node.op))
             continue
-        if node.op not in _BINARY or len(node.inputs) != 2:
+        integer = dtype in _RANGES
+        if (node.op not in (_INTEGER if integer else _BINARY)) or len(node.inputs) != 2:
             return None
         constant_first = node.inputs[0].op == "constant"
         constant = node.inputs[0 if constant_first else 1]
         op = node.op if not constant_first or node.op in _COMMUTATIVE else "r" + node.op
-        if constant.dtype.name != "float32":
+        if constant.dtype.name != dtype:
             return None
         if constant.type.size == 1:
-            steps.append(ChannelStep(op, scalar=float(np.float32(constant.attrs["value"].array.reshape(-1)[0]))))
-        elif constant.shape[-1] == channels and constant.type.size == channels and constant.id in buffers:
+            scalar = constant.attrs["value"].array.reshape(-1)[0]
+            steps.append(ChannelStep(op, scalar=int(scalar) if integer else float(np.float32(scalar)), dtype=dtype))
+        elif not integer and constant.shape[-1] == channels and constant.type.size == channels and \
+                constant.id in buffers:
             steps.append(ChannelStep(op, channel=len(operands)))
             operands.append(buffers[constant.id])
         else:
             return None
+    if (steps[-1].dtype if steps else "float32") != root.dtype.name:
+        return None
     return ChannelEpilogue(tuple(steps), root.dtype.name, tuple(operands))
 
 
@@ -119,31 +144,43 @@ def _operand(step: ChannelStep) -> str:
     return f"_mm512_maskz_loadu_ps(m, channel{step.channel} + c)"
 
 
+def _c_step(step: ChannelStep) -> str:
+    """One step as C on `v` (float32 lanes) or `v8` (the exact 8-bit value in int32 lanes)."""
+    if step.op == "saturate":
+        low, high = _RANGES[step.dtype]
+        return ("v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  /* cast: NaN -> 0, */\n"
+                f"            v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps({low:.1f}f)), "
+                f"_mm512_set1_ps({high:.1f}f));  /* saturate, */\n"
+                f"            v8 = _mm512_cvttps_epi32(v);  /* truncate to {step.dtype} */")
+    if step.op == "wrap":
+        return f"{_WRAP[step.dtype]}  /* cast to {step.dtype} */"
+    if step.op == "widen":
+        return "v = _mm512_cvtepi32_ps(v8);  /* cast to float32 */"
+    if step.dtype != "float32":
+        return (f"{{ const __m512i b = _mm512_set1_epi32({int(step.scalar)}); v8 = {_INTEGER[step.op]}; }}  "
+                f"/* {step.op} ({step.dtype}) */\n            {_WRAP[step.dtype]}")
+    if step.op in _UNARY:
+        return f"v = {_UNARY[step.op]};  /* {step.op} */"
+    return f"{{ const __m512 b = {_operand(step)}; v = {_BINARY[step.op]}; }}  /* {step.op} */"
+
+
 def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
     """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
-    ctype, low, high, narrow = _STORES[epilogue.store_dtype]
+    ctype = _C_TYPES[epilogue.store_dtype]
     pointers = "".join(f", const float *restrict channel{i}" for i in range(len(epilogue.operands)))
-    body = []
-    for step in epilogue.steps:
-        if step.op in _UNARY:
-            body.append(f"v = {_UNARY[step.op]};  /* {step.op} */")
-        else:
-            body.append(f"{{ const __m512 b = {_operand(step)}; v = {_BINARY[step.op]}; }}  /* {step.op} */")
-    if narrow is None:
+    steps = "\n            ".join(_c_step(step) for step in epilogue.steps)
+    if epilogue.store_dtype == "float32":
         store = "_mm512_mask_storeu_ps(out + r * ldo + c, m, v);"
-    else:
-        store = "\n            ".join([
-            "v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  /* NaN -> 0 */",
-            f"v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps({low:.1f}f)), _mm512_set1_ps({high:.1f}f));",
-            f"_mm_mask_storeu_epi8(out + r * ldo + c, m, {narrow}(_mm512_cvttps_epi32(v)));  /* saturated */"])
-    steps = "\n            ".join(body)
-    ops = ", ".join(s.op for s in epilogue.steps)
+    else:  # each lane holds the exact 8-bit value: the low byte is it
+        store = "_mm_mask_storeu_epi8(out + r * ldo + c, m, _mm512_cvtepi32_epi8(v8));"
+    ops = ", ".join(s.op if s.dtype == "float32" else f"{s.op} ({s.dtype})" for s in epilogue.steps)
     return f"""#include <immintrin.h>
 #include <math.h>
 /* a convolution's epilogue, 16 channels a vector: int32 sums + compensation -> float32 -> {ops}
- * -> {epilogue.store_dtype} (kernels/templates/channel_epilogue.py) */
-static void {epilogue.function}(const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{pointers},
-                                {ctype} *restrict out, int64_t ldo, int64_t rows, int64_t cols)
+ * (kernels/templates/channel_epilogue.py) */
+static void {epilogue.function}(
+    const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{pointers},
+    {ctype} *restrict out, int64_t ldo, int64_t rows, int64_t cols)
 {{
     for (int64_t r = 0; r < rows; r++) {{
         for (int64_t c = 0; c < cols; c += 16) {{
@@ -151,7 +188,9 @@ static void {epilogue.function}(const int32_t *restrict tile, int64_t ldt, const
             const __m512i sums = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, tile + r * ldt + c),
                                                   _mm512_maskz_loadu_epi32(m, comp + c));
             __m512 v = _mm512_cvtepi32_ps(sums);
+            __m512i v8 = _mm512_setzero_si512();
             {steps}
+            (void)v8;
             {store}
         }}
     }}
