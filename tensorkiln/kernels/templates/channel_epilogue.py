@@ -30,12 +30,12 @@ from ...ir.graph import Node
 from ...loops.buffer import Buffer
 
 # op -> the intrinsic applied to (value, operand); "r" ops take the operand first
-_BINARY = {"add": "_mm512_add_ps(v, b)", "mul": "_mm512_mul_ps(v, b)", "sub": "_mm512_sub_ps(v, b)",
-           "rsub": "_mm512_sub_ps(b, v)", "div": "_mm512_div_ps(v, b)", "rdiv": "_mm512_div_ps(b, v)",
-           "maximum": "_mm512_max_ps(v, b)", "minimum": "_mm512_min_ps(v, b)"}
+_BINARY = {"add": "_mm512_add_ps({v}, b)", "mul": "_mm512_mul_ps({v}, b)", "sub": "_mm512_sub_ps({v}, b)",
+           "rsub": "_mm512_sub_ps(b, {v})", "div": "_mm512_div_ps({v}, b)", "rdiv": "_mm512_div_ps(b, {v})",
+           "maximum": "_mm512_max_ps({v}, b)", "minimum": "_mm512_min_ps({v}, b)"}
 _COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
-_UNARY = {"relu": "_mm512_max_ps(v, _mm512_setzero_ps())",
-          "round": "_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}
+_UNARY = {"relu": "_mm512_max_ps({v}, _mm512_setzero_ps())",
+          "round": "_mm512_roundscale_ps({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}
 # the graph's float -> 8-bit cast (NaN to 0, saturate, truncate): the range of each integer type
 _RANGES = {"uint8": (0.0, 255.0), "int8": (-128.0, 127.0)}
 _C_TYPES = {"uint8": "uint8_t", "int8": "int8_t", "float32": "float"}
@@ -56,87 +56,159 @@ class ChannelStep:
     scalar: float | None = None
     channel: int | None = None
     dtype: str = "float32"
+    side: int | None = None  # the operand is side value `side` (a residual), computed per element
+
+
+@dataclass(frozen=True)
+class SideValue:
+    """A second operand read element by element at the output's own index (a residual block's input):
+    a stored tensor of the contraction's shape, widened to float32, then its own constant steps."""
+
+    dtype: str
+    steps: tuple[ChannelStep, ...]
 
 
 @dataclass(frozen=True)
 class ChannelEpilogue:
-    """The recognized chain: its steps, the stored dtype, and the per-channel operands' buffers."""
+    """The recognized chain: its steps, the stored dtype, the per-channel operands' buffers, and the
+    side values with their buffers."""
 
     steps: tuple[ChannelStep, ...]
     store_dtype: str
     operands: tuple[Buffer, ...]
+    sides: tuple[SideValue, ...] = ()
+    side_buffers: tuple[Buffer, ...] = ()
 
     @property
     def function(self) -> str:
         """The helper's C name, a digest of what it computes."""
-        text = repr((self.steps, self.store_dtype))
+        text = repr((self.steps, self.store_dtype, self.sides))
         return "tk_channel_epilogue_" + hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def channel_epilogue(contraction: Node, root: Node, buffers: dict[int, Buffer]) -> ChannelEpilogue | None:
     """The chain from `contraction` (int32 sums, channels last) up to the kernel's `root`, or None when
-    it is not: cast to float32, per-channel binary ops, relu and round, then either the end (float32)
-    or a saturating cast to 8 bits followed by 8-bit casts and adds of scalars (and, for a dequantized
-    output, a cast back to float32 and more float ops)."""
+    it is not: cast to float32, per-channel binary ops (whose operand may also be a side value: a
+    stored tensor of the same shape, cast to float32, through ops of its own), relu and round, then
+    either the end (float32) or a saturating cast to 8 bits followed by 8-bit casts and adds of
+    scalars (and, for a dequantized output, a cast back to float32 and more float ops)."""
     if root is contraction or root.shape != contraction.shape or contraction.dtype.name != "int32" or \
             root.dtype.name not in _C_TYPES:
         return None
-    chain = []
-    node = root
-    while node is not contraction:
-        if node.id in buffers and node is not root:  # a middle value another kernel reads: stored here too
-            return None
-        operands = [x for x in node.inputs if x.op != "constant"]
-        if len(operands) != 1 or node.shape != contraction.shape:
-            return None
-        chain.append(node)
-        node = operands[0]
-    chain.reverse()
-    if chain[0].op != "cast" or chain[0].dtype.name != "float32":
+    chain = _path(contraction, root, buffers)
+    if chain is None or chain[0].op != "cast" or chain[0].dtype.name != "float32":
         return None
-    steps, operands = [], []
-    channels = contraction.shape[-1]
-    for node in chain[1:]:
-        value = node.inputs[0] if node.inputs[0].op != "constant" else node.inputs[1]
-        dtype, before = node.dtype.name, value.dtype.name
-        if dtype not in _C_TYPES or before not in _C_TYPES:
-            return None
-        if node.op == "cast":
-            if before == "float32" and dtype in _RANGES:
-                steps.append(ChannelStep("saturate", dtype=dtype))
-            elif before in _RANGES and dtype in _RANGES:
-                steps.append(ChannelStep("wrap", dtype=dtype))
-            elif before in _RANGES and dtype == "float32":  # a dequantized output: exact
-                steps.append(ChannelStep("widen"))
-            else:
+    steps, operands, sides, side_buffers = [], [], [], []
+    for below, node in zip(chain, chain[1:]):
+        others = [x for x in node.inputs if x is not below]
+        if len(others) == 1 and others[0].op != "constant":  # a side value: a residual
+            side = _side_value(others[0], contraction, buffers, operands)
+            if side is None or node.op not in _BINARY or node.dtype.name != "float32":
                 return None
+            value, leaf = side
+            op = node.op if node.inputs[1] is others[0] or node.op in _COMMUTATIVE else "r" + node.op
+            steps.append(ChannelStep(op, side=len(sides)))
+            sides.append(value)
+            side_buffers.append(buffers[leaf.id])
             continue
-        if node.op in _UNARY and dtype == "float32":
-            steps.append(ChannelStep(node.op))
-            continue
-        integer = dtype in _RANGES
-        if (node.op not in (_INTEGER if integer else _BINARY)) or len(node.inputs) != 2:
+        step = _step(node, below, contraction.shape[-1], buffers, operands)
+        if step is None:
             return None
-        constant_first = node.inputs[0].op == "constant"
-        constant = node.inputs[0 if constant_first else 1]
-        op = node.op if not constant_first or node.op in _COMMUTATIVE else "r" + node.op
-        if constant.dtype.name != dtype:
-            return None
-        if constant.type.size == 1:
-            scalar = constant.attrs["value"].array.reshape(-1)[0]
-            steps.append(ChannelStep(op, scalar=int(scalar) if integer else float(np.float32(scalar)), dtype=dtype))
-        elif not integer and constant.shape[-1] == channels and constant.type.size == channels and \
-                constant.id in buffers:
-            steps.append(ChannelStep(op, channel=len(operands)))
-            operands.append(buffers[constant.id])
-        else:
-            return None
+        steps.append(step)
     if (steps[-1].dtype if steps else "float32") != root.dtype.name:
         return None
-    return ChannelEpilogue(tuple(steps), root.dtype.name, tuple(operands))
+    return ChannelEpilogue(tuple(steps), root.dtype.name, tuple(operands), tuple(sides), tuple(side_buffers))
+
+
+def _path(contraction: Node, root: Node, buffers: dict[int, Buffer]) -> list[Node] | None:
+    """The nodes from the contraction's reader up to root, each reading the previous one, none stored
+    except root (a middle value another kernel reads would be stored here too), or None."""
+    path, node = [], root
+    while node is not contraction:
+        if (node.id in buffers and node is not root) or node.shape != contraction.shape:
+            return None
+        below = [x for x in node.inputs if x is contraction or _reads(x, contraction, buffers)]
+        if len(below) != 1:
+            return None
+        path.append(node)
+        node = below[0]
+    return path[::-1]
+
+
+def _reads(node: Node, contraction: Node, buffers: dict[int, Buffer], depth: int = 64) -> bool:
+    """Whether node's value, within this kernel (not through a stored buffer), reads the contraction."""
+    if node is contraction:
+        return True
+    if depth == 0 or node.id in buffers or node.op == "constant":
+        return False
+    return any(_reads(x, contraction, buffers, depth - 1) for x in node.inputs)
+
+
+def _side_value(node: Node, contraction: Node, buffers: dict[int, Buffer],
+                operands: list[Buffer]) -> tuple[SideValue, Node] | None:
+    """(the side value, its stored leaf) of a residual operand: a chain of single-operand ops down to a
+    stored tensor of the contraction's shape (8-bit or float32), or None."""
+    path = []
+    while node.id not in buffers:
+        inputs = [x for x in node.inputs if x.op != "constant"]
+        if node is contraction or len(inputs) != 1 or node.shape != contraction.shape:
+            return None
+        path.append(node)
+        node = inputs[0]
+    leaf, path = node, path[::-1]
+    if leaf.shape != contraction.shape or leaf.dtype.name not in _C_TYPES:
+        return None
+    previous = leaf
+    if leaf.dtype.name != "float32":  # widened exactly first
+        if not path or path[0].op != "cast" or path[0].dtype.name != "float32":
+            return None
+        previous, path = path[0], path[1:]
+    steps = []
+    for node in path:
+        step = _step(node, previous, contraction.shape[-1], buffers, operands)
+        if step is None or step.dtype != "float32" or step.op in ("saturate", "wrap", "widen"):
+            return None
+        steps.append(step)
+        previous = node
+    return SideValue(leaf.dtype.name, tuple(steps)), leaf
+
+
+def _step(node: Node, below: Node, channels: int, buffers: dict[int, Buffer],
+          operands: list[Buffer]) -> ChannelStep | None:
+    """The step `node` applies to its operand `below` (the other operand, if any, a constant), or None."""
+    dtype, before = node.dtype.name, below.dtype.name
+    if dtype not in _C_TYPES or before not in _C_TYPES:
+        return None
+    if node.op == "cast":
+        if before == "float32" and dtype in _RANGES:
+            return ChannelStep("saturate", dtype=dtype)
+        if before in _RANGES and dtype in _RANGES:
+            return ChannelStep("wrap", dtype=dtype)
+        if before in _RANGES and dtype == "float32":  # a dequantized output: exact
+            return ChannelStep("widen")
+        return None
+    if node.op in _UNARY and dtype == "float32":
+        return ChannelStep(node.op)
+    integer = dtype in _RANGES
+    if node.op not in (_INTEGER if integer else _BINARY) or len(node.inputs) != 2:
+        return None
+    constant_first = node.inputs[0] is not below
+    constant = node.inputs[0 if constant_first else 1]
+    if constant.op != "constant" or constant.dtype.name != dtype:
+        return None
+    op = node.op if not constant_first or node.op in _COMMUTATIVE else "r" + node.op
+    if constant.type.size == 1:
+        scalar = constant.attrs["value"].array.reshape(-1)[0]
+        return ChannelStep(op, scalar=int(scalar) if integer else float(np.float32(scalar)), dtype=dtype)
+    if not integer and constant.shape[-1] == channels and constant.type.size == channels and constant.id in buffers:
+        operands.append(buffers[constant.id])
+        return ChannelStep(op, channel=len(operands) - 1)
+    return None
 
 
 def _operand(step: ChannelStep) -> str:
+    if step.side is not None:
+        return f"side_value{step.side}"
     if step.scalar is not None:
         return f"_mm512_set1_ps({float(step.scalar).hex()}f)" if np.isfinite(step.scalar) else \
             f"_mm512_set1_ps({'-' if step.scalar < 0 else ''}INFINITY)" if np.isinf(step.scalar) else \
@@ -144,7 +216,7 @@ def _operand(step: ChannelStep) -> str:
     return f"_mm512_maskz_loadu_ps(m, channel{step.channel} + c)"
 
 
-def _c_step(step: ChannelStep) -> str:
+def _c_step(step: ChannelStep, v: str = "v") -> str:
     """One step as C on `v` (float32 lanes) or `v8` (the exact 8-bit value in int32 lanes)."""
     if step.op == "saturate":
         low, high = _RANGES[step.dtype]
@@ -160,15 +232,24 @@ def _c_step(step: ChannelStep) -> str:
         return (f"{{ const __m512i b = _mm512_set1_epi32({int(step.scalar)}); v8 = {_INTEGER[step.op]}; }}  "
                 f"/* {step.op} ({step.dtype}) */\n            {_WRAP[step.dtype]}")
     if step.op in _UNARY:
-        return f"v = {_UNARY[step.op]};  /* {step.op} */"
-    return f"{{ const __m512 b = {_operand(step)}; v = {_BINARY[step.op]}; }}  /* {step.op} */"
+        return f"{v} = {_UNARY[step.op].format(v=v)};  /* {step.op} */"
+    return f"{{ const __m512 b = {_operand(step)}; {v} = {_BINARY[step.op].format(v=v)}; }}  /* {step.op} */"
 
 
 def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
     """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
     ctype = _C_TYPES[epilogue.store_dtype]
     pointers = "".join(f", const float *restrict channel{i}" for i in range(len(epilogue.operands)))
-    steps = "\n            ".join(_c_step(step) for step in epilogue.steps)
+    pointers += "".join(f", const {_C_TYPES[side.dtype]} *restrict side{i}" for i, side in enumerate(epilogue.sides))
+    loads = []
+    for i, side in enumerate(epilogue.sides):
+        at = f"side{i} + r * ldo + c"
+        load = {"float32": f"_mm512_maskz_loadu_ps(m, {at})",
+                "uint8": f"_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, {at})))",
+                "int8": f"_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, {at})))"}[side.dtype]
+        loads.append(f"__m512 side_value{i} = {load};  /* side value {i}: {side.dtype} at the output's index */")
+        loads += [_c_step(step, f"side_value{i}") for step in side.steps]
+    steps = "\n            ".join(loads + [_c_step(step) for step in epilogue.steps])
     if epilogue.store_dtype == "float32":
         store = "_mm512_mask_storeu_ps(out + r * ldo + c, m, v);"
     else:  # each lane holds the exact 8-bit value: the low byte is it

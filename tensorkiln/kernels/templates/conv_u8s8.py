@@ -95,10 +95,12 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, lanes: int, 
     c = E.Var("qc_c")
     chain = _vector_epilogue(root, values) if epilogue is not None else None
     if chain is not None:
+        first = (image * pixels + p0) * channels + c0  # the task's first output (a residual's too)
         write = NativeCall(chain.function, (
             Pointer(tile, E.const(0)), E.const(nb), Pointer(values.buffers[comp_node.id], c0),
-            *(Pointer(b, c0) for b in chain.operands), Pointer(out, (image * pixels + p0) * channels + c0),
-            E.const(channels), task_pixels, task_cols), writes=(out.name,), source=channel_epilogue_source(chain))
+            *(Pointer(b, c0) for b in chain.operands), *(Pointer(b, first) for b in chain.side_buffers),
+            Pointer(out, first), E.const(channels), task_pixels, task_cols), writes=(out.name,),
+            source=channel_epilogue_source(chain))
     else:
         write = For(r, task_pixels, For(c, task_cols, store(c), "vectorized"))
     tasks = n * runs * col_tasks
