@@ -7,9 +7,8 @@ constant that varies at most along the output channels:
         -> / output scale -> round (half to even) -> + zero point -> clamp -> uint8
 
 Loop IR spells it per element, and the C compiler vectorizes that (a short channel loop, a
-narrowing store, saturating conversions) poorly: measured at about 1.3 ns per output on this machine
-against 0.19 ns for the same operations in 512-bit vectors, which made the epilogue two thirds of
-MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a kernel's
+narrowing store, saturating conversions) poorly, in 128-bit pieces and scalar tails, several times
+slower than the same operations in 512-bit vectors: it was two thirds of MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a kernel's
 contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C helper
 of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail), with
 the graph's own float32 operations in the graph's order (a multiply then an add, never fused; a true
