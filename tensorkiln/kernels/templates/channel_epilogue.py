@@ -7,16 +7,20 @@ constant that varies at most along the output channels:
         -> / output scale -> round (half to even) -> + zero point -> clamp -> uint8
 
 Loop IR spells it per element, and the C compiler vectorizes that (a short channel loop, a
-narrowing store, saturating conversions) poorly, in 128-bit pieces and scalar tails, several times
-slower than the same operations in 512-bit vectors: it was two thirds of MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a kernel's
-contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C helper
-of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail), with
-the graph's own float32 operations in the graph's order (a multiply then an add, never fused; a true
-division), so its results are the reference interpreter's bit for bit. After the saturating cast to
-8 bits, integer ops on scalars may follow (a QDQ model with int8 activations reads them as uint8:
-cast to uint8, add 128, wrapping), computed on the exact 8-bit value in each 32-bit lane and
-narrowed by truncation. A chain with anything else
-(a residual operand, a reshape, a second reader of a middle value) keeps the loop-IR epilogue.
+narrowing store, saturating conversions) poorly, in 128-bit pieces and scalar tails: it was two
+thirds of MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a
+kernel's contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C
+helper of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail),
+with the graph's own float32 operations in the graph's order (a multiply then an add, never fused;
+a true division), so its results are the reference interpreter's bit for bit.
+
+One binary op may instead take a side value: a stored tensor of the output's shape (a residual
+block's input, 8-bit or float32) loaded at the output's own index, widened, and put through its
+own constant steps (its dequantization). After the saturating cast to 8 bits, integer ops on
+scalars may follow (a QDQ model with int8 activations hands the next layer uint8: cast to uint8,
+add 128, wrapping), computed on the exact 8-bit value in each 32-bit lane and narrowed by
+truncation. A chain with anything else (a reshape, a second reader of a middle value, a residual
+read through a transpose) keeps the loop-IR epilogue.
 """
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, lanes: int, 
         return Store(out, (image * pixels + pixel) * channels + c0 + c, stored)
 
     c = E.Var("qc_c")
-    chain = _vector_epilogue(root, values) if epilogue is not None else None
+    chain = _vector_epilogue(root, out, values) if epilogue is not None else None
     if chain is not None:
         first = (image * pixels + p0) * channels + c0  # the task's first output (a residual's too)
         write = NativeCall(chain.function, (
@@ -109,10 +109,12 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, lanes: int, 
     return For(task, E.const(tasks), Alloc(tile, block(fill, write)), "parallel" if parallel else "serial")
 
 
-def _vector_epilogue(root: Node, values: ValueBuilder):
-    """The epilogue as channel_epilogue.py's vector helper, or None (loop IR): AVX-512BW targets only."""
+def _vector_epilogue(root: Node, out: Buffer, values: ValueBuilder):
+    """The epilogue as channel_epilogue.py's vector helper, or None (loop IR): AVX-512BW targets only,
+    the output stored in the root's own dtype (not, say, as bf16)."""
     target = cpu_target()
-    if target.vector_bytes < 64 or target.int8_dot == "portable" or root.inputs[2].id not in values.buffers:
+    if target.vector_bytes < 64 or target.int8_dot == "portable" or root.inputs[2].id not in values.buffers or \
+            values.inline_root is None or out.dtype != values.inline_root.dtype.name:
         return None
     return channel_epilogue(root, values.inline_root, values.buffers)
 
