@@ -3,9 +3,9 @@
     python benchmarks/int8_layer_profile.py [resnet18 mobilenetv2] [--threads 1] [--top 12] [--json out.json]
 
 The QDQ models of benchmarks/int8_models.py (ONNX Runtime's quantize_static, per-channel int8
-weights, uint8 activations, batch 1) run in tensorkiln (`model.profile(...)`: each kernel's mean time
-per call, in a timing build) and in OpenVINO with PERF_COUNT=YES (its default precision, int8 for
-these layers; each executed layer's real time, means over the same number of calls). Both are
+weights, uint8 activations, batch 1) run in tensorkiln (`model.profile(...)`: each kernel's time in a
+timing build) and in OpenVINO with PERF_COUNT=YES (its default precision, int8 for these layers;
+each executed layer's real time), each layer's median over `--repeat` calls. Both are
 grouped by what the time is spent on:
 
     dense conv kxk / dense conv 1x1 / depthwise conv   the int8 convolutions and their fused epilogues
@@ -13,8 +13,10 @@ grouped by what the time is spent on:
                                                        layout changes, quantize / dequantize
 
 and tensorkiln's slowest kernels are listed with their multiply-adds, G multiply-adds/s and the
-share of the int8 peak they reach: one 512-bit `vpdpbusd` (64 multiply-adds) per cycle and thread
-at the clock /proc/cpuinfo reports, and bytes moved (input, weights and output once) per second,
+share of the int8 peak they reach (`--peak`, G multiply-adds/s per thread: by default 4x the
+float32 FMA rate `python benchmarks/kernels.py` measured with one thread on a quiet machine, 134.5 G
+FMA/s, since one 512-bit `vpdpbusd` does 64 multiply-adds where an FMA does 16, at the same rate;
+/proc/cpuinfo's clock is not the boost clock the cores run at), and bytes moved (input, weights and output once) per second,
 which says whether a layer is bound by compute or by memory. A machine shared with other jobs
 inflates every time: compare the two engines' shares, and rerun on a quiet machine for times.
 """
@@ -35,14 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 CATEGORIES = ("dense conv kxk", "dense conv 1x1", "depthwise conv", "other")  # OpenVINO's: no kxk / 1x1
 
 
-def clock_ghz() -> float:
-    """The CPU clock /proc/cpuinfo reports (GHz), for the int8 peak."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            mhz = [float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")]
-        return max(mhz) / 1e3 if mhz else 3.0
-    except OSError:
-        return 3.0
+INT8_PEAK_PER_THREAD = 4 * 134.5  # G multiply-adds/s: 4x the quiet float32 FMA rate of benchmarks/kernels.py
 
 
 def tensorkiln_layers(module, feeds: dict, repeat: int) -> list[dict]:
@@ -50,17 +45,21 @@ def tensorkiln_layers(module, feeds: dict, repeat: int) -> list[dict]:
     from tensorkiln.ir.graph import node_names
     graph = module.optimized_graph(**feeds)
     by_name = {name: node for node, name in ((n, node_names(graph)[n.id]) for n in graph.nodes)}
-    profile = module.profile(**feeds, repeat=repeat)
+    # one call per profile, `repeat` profiles: each kernel's median, which a shared machine's preemptions
+    # (a kernel now and then waiting for a core) move much less than the mean
+    profiles = [module.profile(**feeds, repeat=1) for _ in range(repeat)]
+    medians = {k.name: float(np.median([p.kernels[i].seconds for p in profiles]))
+               for i, k in enumerate(profiles[0].kernels)}
     kernels = {k.name: k for k in module.report(**feeds).kernels}
     layers = []
-    for timed in profile.kernels:
+    for timed in profiles[0].kernels:
         info = kernels[timed.name]
         conv = None
         for line in info.nodes:
             match = re.match(r"\s*(%\d+) = (conv2d_u8s8|depthwise_u8s8)\(", line)
             if match:
                 conv = by_name.get(match.group(1))
-        layer = dict(name=timed.name, ms=timed.seconds * 1e3, category="other", macs=0, bytes=0,
+        layer = dict(name=timed.name, ms=medians[timed.name] * 1e3, category="other", macs=0, bytes=0,
                      ops=timed.ops[:6])
         if conv is not None:
             x, weights = conv.inputs[0], conv.inputs[1]
@@ -76,31 +75,33 @@ def tensorkiln_layers(module, feeds: dict, repeat: int) -> list[dict]:
 
 
 def openvino_layers(path: str, arrays: list[np.ndarray], threads: int, repeat: int) -> list[dict]:
-    """Each executed OpenVINO layer: name, type, exec type, category and mean ms (PERF_COUNT)."""
+    """Each executed OpenVINO layer: name, type, exec type, category and median ms over the calls
+    (PERF_COUNT)."""
     import openvino
     core = openvino.Core()
     compiled = core.compile_model(path, "CPU", {"PERF_COUNT": "YES", "INFERENCE_NUM_THREADS": threads})
     request = compiled.create_infer_request()
     feed = {k: np.ascontiguousarray(a) for k, a in enumerate(arrays)}
     request.infer(feed)
-    totals: dict[str, float] = defaultdict(float)
+    times: dict[str, list[float]] = defaultdict(list)
     kinds: dict[str, tuple[str, str]] = {}
     for _ in range(repeat):
         request.infer(feed)
         for info in request.profiling_info:
             if info.status.name != "EXECUTED":
                 continue
-            totals[info.node_name] += info.real_time.total_seconds() * 1e3
+            times[info.node_name].append(info.real_time.total_seconds() * 1e3)
             kinds[info.node_name] = (info.node_type, info.exec_type)
     layers = []
-    for name, ms in totals.items():
+    for name, samples in times.items():
         node_type, exec_type = kinds[name]
         category = "other"
         if node_type == "Convolution":
             category = "depthwise conv" if "dw" in exec_type else "dense conv"
         elif node_type == "GroupConvolution":
             category = "depthwise conv"
-        layers.append(dict(name=name, type=node_type, exec_type=exec_type, ms=ms / repeat, category=category))
+        layers.append(dict(name=name, type=node_type, exec_type=exec_type, ms=float(np.median(samples)),
+                           category=category))
     return layers
 
 
@@ -110,6 +111,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--peak", type=float, default=INT8_PEAK_PER_THREAD,
+                        help="int8 peak, G multiply-adds/s per thread")
     parser.add_argument("--json")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -119,9 +122,9 @@ def main() -> int:
     from int8_models import _quantized
     from tensorkiln.tools.bench import build
 
-    peak = 64 * clock_ghz() * args.threads  # G multiply-adds/s: one vpdpbusd a cycle and thread
-    print(f"int8 per-layer profile, batch 1, {args.threads} threads; int8 peak {peak:.0f} G multiply-adds/s "
-          f"(64 a cycle at {clock_ghz():.2f} GHz); mean ms per call over {args.repeat} calls")
+    peak = args.peak * args.threads
+    print(f"int8 per-layer profile, batch 1, {args.threads} threads; int8 peak {peak:.0f} G multiply-adds/s; "
+          f"each layer's median ms over {args.repeat} calls")
     folder = tempfile.mkdtemp(prefix="tensorkiln-int8-profile-")
     results = {}
     for name in args.models:
@@ -136,7 +139,7 @@ def main() -> int:
         ov_layers = openvino_layers(int8_path, arrays, args.threads, args.repeat)
         tk_total, ov_total = sum(l["ms"] for l in tk_layers), sum(l["ms"] for l in ov_layers)
         print(f"\n{name}: tensorkiln {len(tk_layers)} kernels {tk_total:.2f} ms, OpenVINO {len(ov_layers)} "
-              f"layers {ov_total:.2f} ms (sums of per-layer means)")
+              f"layers {ov_total:.2f} ms (sums of per-layer medians)")
         print(f"{'category':<16} {'tk ms':>8} {'tk %':>6} {'OV ms':>8} {'OV %':>6} {'tk / OV':>8}")
         for category in ("dense conv", "depthwise conv", "other"):
             tk_ms = sum(l["ms"] for l in tk_layers if l["category"].startswith(category))
