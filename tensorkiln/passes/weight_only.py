@@ -85,7 +85,7 @@ def _quantized_nodes(b: Node, bits: int, group: int) -> tuple[Node, Node]:
     values = [_QUANTIZED.get(key) for key in keys]
     if any(v is None for v in values):
         q, scales = quantize_groups(b.attrs["value"].array, bits, group)
-        arrays = pack_weight_only(q, scales, bits)
+        arrays = pack_weight_only(q, scales, bits, group)
         values = [ConstantValue(array, hashlib.sha1(f"int{bits}w {part} g{group} of {source}".encode()).hexdigest())
                   for array, (_, _, _, part) in zip(arrays, keys)]
         for key, value in zip(keys, values):

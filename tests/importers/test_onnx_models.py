@@ -82,6 +82,8 @@ def test_model_compiled_matches_reference(build, shape):
         np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
     report = module.report(x)
     assert report.backend == "c"
+    profile = module.profile(x, repeat=2)  # every kernel of that signature, timed
+    assert [k.name for k in profile.kernels] == [k.name for k in report.kernels]
 
 
 def test_transformer_graph_has_no_shape_ops():

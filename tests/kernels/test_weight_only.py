@@ -2,8 +2,9 @@
 bf16 weights in the matrix-vector helper, dequantized in registers with float32 sums.
 
 The reference dequantizes the same integers with the same scales (ir/ops/weight_only.py) and sums in
-float64; the kernels differ from it only by the order of float32 additions. Each case runs with the
-AVX-512 helpers and with the portable C ones (the target described with 256-bit vectors).
+float64 (int4: times the rows of A quantized to int8 per group, as the kernels do); the kernels differ
+from it only by the order of float32 additions. Each case runs with the AVX-512 helpers and with the
+portable C ones (the target described with 256-bit vectors); int4 also with vpmaddubsw for vpdpbusd.
 """
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import tensorkiln as tk
 from tensorkiln.driver.options import CompileOptions
 from tensorkiln.errors import ShapeError
 from tensorkiln.ir.ops import REGISTRY, TensorType, infer_type
-from tensorkiln.ir.ops.weight_only import dequantize, pack_weight_only, quantize_groups, unpack_weight_only
-from tensorkiln.kernels.target import cpu_target
+from tensorkiln.ir.ops.weight_only import (dequantize, int4_steps, pack_weight_only, quantize_groups,
+                                           quantize_rows, unpack_weight_only)
+from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target
 from tensorkiln.passes.weight_only import WeightOnlySpec, weight_only_spec
 from tensorkiln import dtypes as dt
 from tensorkiln.ir.ops import Attrs
@@ -48,6 +50,19 @@ def dequantized(w: np.ndarray, bits: int, group: int | None) -> np.ndarray:
     return dequantize(q, scales, min(group or w.shape[0], w.shape[0])).astype(np.float64)
 
 
+def quantized_rows(x: np.ndarray, bits: int, group: int | None) -> np.ndarray:
+    """x as the kernel multiplies it: float32 for int8 weights, int8 per row and group for int4."""
+    if bits == 8:
+        return x.astype(np.float64)
+    group = min(group, x.shape[-1])
+    a_q, scales = quantize_rows(x, group)
+    return a_q.astype(np.float64) * np.repeat(scales, group, axis=-1)[..., :x.shape[-1]]
+
+
+def expected_product(x: np.ndarray, w: np.ndarray, bits: int, group: int | None) -> np.ndarray:
+    return quantized_rows(x, bits, group) @ dequantized(w, bits, group)
+
+
 # (rows, k, n): one row (decoding) and a few, a depth of one, depths that are not a multiple of the
 # group (a short last group) or of the two chains, columns past the last whole panel of 32, and many
 # rows (a prefill: 4-row tiles, a 1-3 row remainder, several row blocks of 32)
@@ -65,7 +80,7 @@ def test_matmul_by_quantized_weight(kind, precision, bits, group):
     ws = [RNG.standard_normal((k, n)).astype(np.float32) for m, k, n in SHAPES]
     f = tk.jit(lambda *xs: tuple(x @ tk.tensor(w) for x, w in zip(xs, ws)), precision=precision)
     for x, w, result in zip(xs, ws, f(*xs)):
-        assert_close(result.numpy(), x.astype(np.float64) @ dequantized(w, bits, group), x.shape[1])
+        assert_close(result.numpy(), expected_product(x, w, bits, group), x.shape[1])
     assert {kernel.precision for kernel in f.report(*xs).kernels} == {f"int{bits}w"}
 
 
@@ -77,7 +92,7 @@ def test_linear_layer_batch_and_epilogue(kind, precision, bits):
     w = RNG.standard_normal((80, 96)).astype(np.float32)  # (out, in), as nn.Linear holds it
     b = RNG.standard_normal(80).astype(np.float32)
     f = tk.jit(lambda x: (x @ tk.tensor(w).permute(1, 0) + tk.tensor(b)).relu(), precision=precision)
-    want = np.maximum(x.astype(np.float64) @ dequantized(w.T.copy(), bits, 32 if bits == 4 else None) + b, 0)
+    want = np.maximum(expected_product(x, w.T.copy(), bits, 32 if bits == 4 else None) + b, 0)
     assert_close(f(x).numpy(), want, 96)
     assert len(f.report(x).kernels) == 1  # the epilogue fused
 
@@ -115,10 +130,56 @@ def test_quantization_grid(bits, group):
     rounded = q != high if bits == 4 else np.ones_like(q, dtype=bool)
     assert np.all(error[rounded] <= steps[rounded] / 2 + 1e-6) and np.all(error <= steps + 1e-6)
     assert np.all(q[:, 3] == 0) and np.all(scales[:, 3] == 0)
-    panels, scale_panels = pack_weight_only(q, scales, bits)
+    panels, scale_panels = pack_weight_only(q, scales, bits, group)
+    if bits == 4:  # each group padded to whole steps of 4 depths
+        assert panels.shape == (2, int4_steps(k, group), 64) and int4_steps(k, group) == -(-k // group) * -(-group // 4)
     q_back, scales_back = unpack_weight_only(panels, scale_panels, bits, k, n, group)
     np.testing.assert_array_equal(q_back, q)
     np.testing.assert_array_equal(scales_back, scales)
+
+
+@pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "portable"])
+def test_int4_integer_sums(monkeypatch, int4_path):
+    """int4 weights x int8 rows on each integer dot product: groups that are no multiple of the 4-depth
+    step (padded), a short last group, one group per column, a row of zeros, an outlier in a group."""
+    best = cpu_target().int8_dot if cpu_target().vector_bytes >= 64 else "portable"
+    if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(best):
+        pytest.skip(f"this CPU has no {int4_path}")
+    if int4_path == "avx512bw":
+        monkeypatch.setenv("TENSORKILN_INT8_DOT", "avx512bw")
+    if int4_path == "portable":
+        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    cpu_target.cache_clear()
+    cases = [(2, 70, 64, 5), (1, 130, 70, 7), (6, 67, 65, 32), (1, 96, 64, 96), (3, 200, 40, 64)]  # >= 4096 weights
+    xs = [RNG.standard_normal((m, k)).astype(np.float32) for m, k, n, g in cases]
+    xs[0][1] = 0.0  # a row of zeros: scale 0, no division by it
+    xs[1][0, 3] = 1e4  # an outlier: the rest of its group rounds to few levels, as the reference does
+    ws = [RNG.standard_normal((k, n)).astype(np.float32) for m, k, n, g in cases]
+    try:  # the groups differ per case: one graph (one C compile) per group size
+        results = []
+        for x, w, (m, k, n, g) in zip(xs, ws, cases):
+            f = tk.jit(lambda x: x @ tk.tensor(w), precision=f"int4w-g{g}")
+            results.append(f(x).numpy())
+            assert any(f"native tk_w4_matmul_{int4_path}(" in kernel.loop_ir for kernel in f.report(x).kernels)
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()
+    for x, w, result, (m, k, n, g) in zip(xs, ws, results, cases):
+        assert_close(result, expected_product(x, w, 4, g), k)
+    assert np.all(results[0][1] == 0.0)
+
+
+def test_rows_quantized_per_group():
+    """quantize_rows: symmetric int8 per row and group, the largest magnitude at +-127, each value within
+    half a step; a short last group; a group of zeros."""
+    x = RNG.standard_normal((3, 70)).astype(np.float32)
+    x[2, 32:64] = 0.0
+    a_q, scales = quantize_rows(x, 32)
+    assert a_q.dtype == np.int8 and a_q.shape == (3, 70) and scales.shape == (3, 3)
+    assert scales[2, 1] == 0 and np.all(a_q[2, 32:64] == 0)
+    steps = np.repeat(scales, 32, axis=-1)[:, :70]
+    assert np.all(np.abs(a_q * steps - x) <= steps / 2 * (1 + 1e-5) + 1e-12)
+    assert np.all(np.abs(a_q).reshape(3, -1)[:, :64].reshape(3, 2, 32).max(-1)[[0, 1, 2], [0, 0, 0]] == 127)
 
 
 @pytest.mark.parametrize("path", ["dpbf16", "widened", "portable"])

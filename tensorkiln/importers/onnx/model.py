@@ -619,6 +619,10 @@ class OnnxModule:
         """The graph after the optimization passes (batch norm folded, ...) for these inputs' signature."""
         return self._jit.optimized_graph(*self._arguments(args, kwargs))
 
+    def profile(self, *args, repeat: int = 20, **kwargs):
+        """Mean time per call of each kernel for these inputs' signature (tk.jit's profile)."""
+        return self._jit.profile(*self._arguments(args, kwargs), repeat=repeat)
+
     def report(self, *args, **kwargs):
         """The CompileReport for these inputs' signature (compiles it if needed); a model run in stages:
         one report of all its segments (staged.py)."""

@@ -13,13 +13,22 @@ and stored in panels of PANEL_COLUMNS columns, the layout the kernels stream
 (kernels/templates/weight_only.py):
 
     int8:  q8[p, k, j]     = q[k, p*32 + j]                                 (P, K, 32) int8
-    int4:  q4[p, k, j]     = (q[k, p*32 + j] + 8) | (q[k, p*32 + 16 + j] + 8) << 4
-                                                                          (P, K, 16) uint8
+    int4:  q4[p, s, 4j+d]  = (q[k, p*32 + j] + 8) | (q[k, p*32 + 16 + j] + 8) << 4
+           for depth k = g * group + 4 t + d, step s = g * T + t, T = ceil(group / 4)
+                                                                          (P, G * T, 64) uint8
     both:  scales[p, g, j] = scale[g, p*32 + j]                             (P, G, 32) float32
 
-with zeros (nibble 8 for int4) past N. Decoding reads each weight once per token, so the 1 or
-1/2 byte per weight (plus a scale per group) is what sets its speed. Backend only: the pass
-builds them, never users or importers.
+with zeros (nibble 8 for int4) past N and, for int4, past the end of a group (each group padded to
+a whole number of 4-depth steps). Decoding reads each weight once per token, so the 1 or 1/2 byte
+per weight (plus a scale per group) is what sets its speed. Backend only: the pass builds them,
+never users or importers.
+
+int4 multiplies in integers, as llama.cpp's Q4_0 x Q8_0 dot product does: each row of the float32
+activations is quantized per group of the same `group` depths, symmetric int8 (`quantize_rows`),
+so a 32-bit lane of an int4 step holds the 4 depths of one column that `vpdpbusd` sums against 4
+int8 activations. Both the kernels and the reference below compute
+
+    A @ W ~ sum over groups g of  a_scale[g] * w_scale[g, n] * sum over k in g of a_q[k] * q[k, n]
 """
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ from .registry import MappingType, OpKind, TensorType, register
 
 PANEL_COLUMNS = 32  # columns of a panel: two 512-bit vectors of float32 sums
 INT4_OFFSET = 8  # a stored nibble is q + 8, in 0..15
+INT4_STEP = 4  # depths of an int4 step: the 4 bytes vpdpbusd sums in one 32-bit lane
 WEIGHT_BITS = {"matmul_int8w": 8, "matmul_int4w": 4}
 
 
@@ -71,24 +81,65 @@ def _unpanel(panels: np.ndarray, n: int) -> np.ndarray:
     return panels.transpose(1, 0, 2).reshape(r, count * width)[:, :n]
 
 
-def pack_weight_only(q: np.ndarray, scales: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(integer panels, scale panels) of q (K, N) and scales (G, N), the layouts above."""
+def int4_steps(k: int, group: int) -> int:
+    """The 4-depth steps of an int4 weight of depth k: each group padded to whole steps."""
+    return -(-k // group) * -(-group // INT4_STEP)
+
+
+def _group_padded_depths(k: int, group: int) -> np.ndarray:
+    """For each padded depth of the int4 layout (groups of whole steps), its depth in 0..k, k past a group."""
+    per_group = -(-group // INT4_STEP) * INT4_STEP
+    padded = np.arange(-(-k // group) * per_group)
+    depth = padded // per_group * group + padded % per_group
+    return np.where((padded % per_group < group) & (depth < k), depth, k)
+
+
+def pack_weight_only(q: np.ndarray, scales: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, np.ndarray]:
+    """(integer panels, scale panels) of q (K, N) and scales (G, N) with groups of `group` depths,
+    the layouts above."""
     scale_panels = _panels(scales.astype(np.float32), np.float32(0))
     if bits == 8:
         return _panels(q.astype(np.int8), np.int8(0)), scale_panels
-    nibbles = _panels((q.astype(np.int16) + INT4_OFFSET).astype(np.uint8), np.uint8(INT4_OFFSET))
+    k = q.shape[0]
+    stored = np.full((k + 1, q.shape[1]), INT4_OFFSET, dtype=np.uint8)  # row k: a padded depth
+    stored[:k] = (q.astype(np.int16) + INT4_OFFSET).astype(np.uint8)
+    nibbles = _panels(stored[_group_padded_depths(k, group)], np.uint8(INT4_OFFSET))  # (P, steps * 4, 32)
     half = PANEL_COLUMNS // 2
-    packed = nibbles[:, :, :half] | (nibbles[:, :, half:] << 4)
-    return np.ascontiguousarray(packed.astype(np.uint8)), scale_panels
+    packed = nibbles[:, :, :half] | (nibbles[:, :, half:] << 4)  # (P, steps * 4, 16): depth, column
+    count, depths, _ = packed.shape
+    steps = packed.reshape(count, depths // INT4_STEP, INT4_STEP, half).transpose(0, 1, 3, 2)
+    return np.ascontiguousarray(steps.reshape(count, depths // INT4_STEP, half * INT4_STEP)), scale_panels
 
 
 def unpack_weight_only(panels: np.ndarray, scale_panels: np.ndarray, bits: int, k: int, n: int,
                        group: int) -> tuple[np.ndarray, np.ndarray]:
     """(q (K, N) int8, scales (G, N)) from the panels `pack_weight_only` made."""
     if bits == 4:
-        low, high = panels & 0x0F, panels >> 4
-        panels = (np.concatenate([low, high], axis=2).astype(np.int16) - INT4_OFFSET).astype(np.int8)
+        count, steps, width = panels.shape
+        half = width // INT4_STEP
+        by_depth = panels.reshape(count, steps, half, INT4_STEP).transpose(0, 1, 3, 2).reshape(count, -1, half)
+        low, high = by_depth & 0x0F, by_depth >> 4
+        padded = (np.concatenate([low, high], axis=2).astype(np.int16) - INT4_OFFSET).astype(np.int8)
+        depths = _group_padded_depths(k, group)
+        panels = padded[:, depths < k][:, np.argsort(depths[depths < k], kind="stable")]
     return _unpanel(panels, n)[:k], _unpanel(scale_panels, n)
+
+
+def quantize_rows(a: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a_q (..., K) int8, scales (..., G) float32): each row of float32 a quantized per group of `group`
+    depths, symmetric: scale = max|a| / 127, a_q = clip(rint(a * (127 / max|a|)), -127, 127), in
+    float32 arithmetic, as the int4 kernels compute it (a group of zeros: scale 0, a_q 0)."""
+    a = np.asarray(a, dtype=np.float32)
+    k = a.shape[-1]
+    groups = -(-k // group)
+    padded = np.zeros(a.shape[:-1] + (groups * group,), dtype=np.float32)
+    padded[..., :k] = a
+    blocks = padded.reshape(a.shape[:-1] + (groups, group))
+    amax = np.abs(blocks).max(axis=-1)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    a_q = np.clip(np.rint(blocks * inverse[..., None]), -127, 127).astype(np.int8)
+    return a_q.reshape(padded.shape)[..., :k], (amax / np.float32(127)).astype(np.float32)
 
 
 def dequantize(q: np.ndarray, scales: np.ndarray, group: int) -> np.ndarray:
@@ -99,7 +150,7 @@ def dequantize(q: np.ndarray, scales: np.ndarray, group: int) -> np.ndarray:
 def _infer(name: str):
     bits = WEIGHT_BITS[name]
     dtype = "int8" if bits == 8 else "uint8"
-    depth_width = PANEL_COLUMNS if bits == 8 else PANEL_COLUMNS // 2
+    layout = "K, 32" if bits == 8 else "ceil(K / group) * ceil(group / 4), 64"
 
     def infer(types, attrs):
         a, panels, scales = types
@@ -108,9 +159,10 @@ def _infer(name: str):
             raise DTypeError(f"{name} expects a float32 A, {dtype} weight panels and float32 scales, got "
                              f"{a.dtype.name}, {panels.dtype.name} and {scales.dtype.name}")
         count = -(-n // PANEL_COLUMNS)
-        if group < 1 or a.ndim < 2 or a.shape[-1] != k or panels.shape != (count, k, depth_width) or \
+        depth_shape = (k, PANEL_COLUMNS) if bits == 8 else (int4_steps(k, group) if group >= 1 else -1, 64)
+        if group < 1 or a.ndim < 2 or a.shape[-1] != k or panels.shape != (count,) + depth_shape or \
                 scales.shape != (count, -(-k // group), PANEL_COLUMNS):
-            raise ShapeError(f"{name} expects A (..., M, K), weight panels (ceil(N / 32), K, {depth_width}) and "
+            raise ShapeError(f"{name} expects A (..., M, K), weight panels (ceil(N / 32), {layout}) and "
                              f"scales (ceil(N / 32), ceil(K / group), 32) for K = {k}, N = {n}, group = {group}; "
                              f"got {a.shape}, {panels.shape} and {scales.shape}")
         return TensorType(a.shape[:-1] + (n,), a.dtype)
@@ -123,14 +175,20 @@ def _reference(name: str):
     def reference(inputs, attrs, out):
         a, panels, scale_panels = inputs
         q, scales = unpack_weight_only(panels, scale_panels, bits, attrs["k"], attrs["n"], attrs["group"])
-        return np.matmul(a, dequantize(q, scales, attrs["group"]))
+        weight = dequantize(q, scales, attrs["group"])
+        if bits == 8:
+            return np.matmul(a, weight)
+        a_q, a_scales = quantize_rows(a, attrs["group"])  # int4: int8 activations (module docstring)
+        rows = a_q.astype(np.float64) * np.repeat(a_scales, attrs["group"], axis=-1)[..., :attrs["k"]]
+        return np.matmul(rows, weight.astype(np.float64)).astype(np.float32)
     return reference
 
 
 for _name, _bits in WEIGHT_BITS.items():
     register(_name, OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _infer(_name), _reference(_name), 3,
              backend_only=True,
-             doc=f"float32 A (..., M, K) @ a weight of int{_bits} values in panels (ceil(N/32), K, "
-                 f"{32 if _bits == 8 else 16}) times float32 scales per group of K (ceil(N/32), ceil(K/group), "
-                 f"32); attrs n, k, group",
+             doc=f"float32 A (..., M, K) @ a weight of int{_bits} values in panels (ceil(N/32), "
+                 f"{'K, 32' if _bits == 8 else 'ceil(K/group) * ceil(group/4), 64'}) times float32 scales per "
+                 f"group of K (ceil(N/32), ceil(K/group), 32)"
+                 f"{'' if _bits == 8 else ', A quantized to int8 per row and group'}; attrs n, k, group",
              gradient=NOT_DIFFERENTIABLE)

@@ -7,8 +7,10 @@ pixels of one image x a block of output channels, spread over the threads::
     for task in images x pixel runs x channel blocks (parallel):
       tile[pixels x channels] = sums                      # a native helper (conv_u8s8_native.py),
                                                           #   reading x's windows where they lie
-      out[n, pixels, channels] = epilogue(tile + comp)    # loop IR: the fused epilogue (scale, bias,
-                                                          #   residual, requantize to uint8 NHWC ...)
+      out[n, pixels, channels] = epilogue(tile + comp)    # the fused epilogue (scale, bias, residual,
+                                                          #   requantize to uint8 NHWC ...): a vector
+                                                          #   helper where it is a per-channel chain
+                                                          #   (channel_epilogue.py), else loop IR
 
 The input x is a stored buffer (the op table's `stored_operands`: the
 grouping stores it), already padded with the activation's zero point, so the
@@ -26,6 +28,7 @@ from ...loops.ir import Alloc, For, NativeCall, Pointer, Stmt, Store, block
 from ..inline import ValueBuilder
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
+from .channel_epilogue import channel_epilogue, channel_epilogue_source
 from .conv_u8s8_native import dense_source, depthwise_source
 from .gemm import PARALLEL_MIN_MACS
 
@@ -90,11 +93,30 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, lanes: int, 
         return Store(out, (image * pixels + pixel) * channels + c0 + c, stored)
 
     c = E.Var("qc_c")
-    write = For(r, task_pixels, For(c, task_cols, store(c), "vectorized"))
+    chain = _vector_epilogue(root, out, values) if epilogue is not None else None
+    if chain is not None:
+        first = (image * pixels + p0) * channels + c0  # the task's first output (a residual's too)
+        write = NativeCall(chain.function, (
+            Pointer(tile, E.const(0)), E.const(nb), Pointer(values.buffers[comp_node.id], c0),
+            *(Pointer(b, c0) for b in chain.operands), *(Pointer(b, first) for b in chain.side_buffers),
+            Pointer(out, first), E.const(channels), task_pixels, task_cols), writes=(out.name,),
+            source=channel_epilogue_source(chain))
+    else:
+        write = For(r, task_pixels, For(c, task_cols, store(c), "vectorized"))
     tasks = n * runs * col_tasks
     parallel = threads > 1 and tasks > 1 and macs >= PARALLEL_MIN_MACS
     fill = call(image, p0, task_pixels, c0, task_cols, tile, nb)
     return For(task, E.const(tasks), Alloc(tile, block(fill, write)), "parallel" if parallel else "serial")
+
+
+def _vector_epilogue(root: Node, out: Buffer, values: ValueBuilder):
+    """The epilogue as channel_epilogue.py's vector helper, or None (loop IR): AVX-512BW targets only,
+    the output stored in the root's own dtype (not, say, as bf16)."""
+    target = cpu_target()
+    if target.vector_bytes < 64 or target.int8_dot == "portable" or root.inputs[2].id not in values.buffers or \
+            values.inline_root is None or out.dtype != values.inline_root.dtype.name:
+        return None
+    return channel_epilogue(root, values.inline_root, values.buffers)
 
 
 def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:

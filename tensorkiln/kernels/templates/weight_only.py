@@ -31,7 +31,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
-from .weight_only_c import bf16_matvec_source, int_weight_source
+from .weight_only_c import bf16_matvec_source, int4_weight_source, int_weight_source
 
 ROW_BLOCK = 32  # rows of A per task: their K floats stay in L1/L2 while the panels stream past
 COLUMN_BLOCK = 512  # columns per task at most
@@ -41,6 +41,12 @@ TASKS_PER_THREAD = 4  # enough tasks that uneven progress of the threads evens o
 def weight_only_kind() -> str:
     """The int8/int4 helpers' variant on this target: "avx512" (512-bit vectors) or "portable"."""
     return "avx512" if cpu_target().vector_bytes >= 64 else "portable"
+
+
+def int4_kind() -> str:
+    """The int4 helper's variant: "vnni" (vpdpbusd), "avx512bw" (vpmaddubsw) or "portable"."""
+    target = cpu_target()
+    return "portable" if target.vector_bytes < 64 or target.int8_dot == "portable" else target.int8_dot
 
 
 def bf16_matvec_kind() -> str:
@@ -121,12 +127,12 @@ def weight_only_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=Non
     """Loop IR computing out = epilogue(A @ dequantized W) for a matmul_int8w / matmul_int4w node."""
     a_node, q_node, s_node = root.inputs
     bits = WEIGHT_BITS[root.op]
-    kind = weight_only_kind()
+    kind = weight_only_kind() if bits == 8 else int4_kind()
     k, group = root.attrs["k"], root.attrs["group"]
     groups = s_node.shape[1]
     panels = q_node.shape[0]
     q_buf, s_buf = values.buffers[q_node.id], values.buffers[s_node.id]
-    panel_bytes = k * q_node.shape[2]
+    panel_bytes = q_node.shape[1] * q_node.shape[2]
     function = f"tk_w{bits}_matmul_{kind}"
 
     def call(a: Pointer, lda: int, rows: E.Expr, panel0: E.Expr, count: E.Expr, tile: Buffer) -> Stmt:
@@ -134,7 +140,8 @@ def weight_only_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=Non
                                      Pointer(s_buf, panel0 * (groups * PANEL_COLUMNS)), count, E.const(k),
                                      E.const(group), E.const(groups), Pointer(tile, E.const(0)),
                                      E.const(_tile_columns(root, panels, PANEL_COLUMNS))),
-                          writes=(tile.name,), source=int_weight_source(bits, kind))
+                          writes=(tile.name,),
+                          source=int_weight_source(bits, kind) if bits == 8 else int4_weight_source(kind))
 
     in_place = a_node.id in values.buffers and a_node.dtype.name == "float32"
     return _tasks(root, out, values, epilogue, PANEL_COLUMNS, panels, None if in_place else ("float32", k), call,
@@ -170,4 +177,4 @@ def _tile_columns(root: Node, panels: int, width: int) -> int:
     return _split(rows, panels, width, rows * n * k)[1] * width
 
 
-__all__ = ["bf16_matvec_body", "bf16_matvec_kind", "weight_only_body", "weight_only_kind"]
+__all__ = ["bf16_matvec_body", "bf16_matvec_kind", "int4_kind", "weight_only_body", "weight_only_kind"]

@@ -10,17 +10,22 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
 - `tk_w8_matmul_<kind>`: int8 panels (P, K, 32), float32 scales (P, G, 32). Per group of depths,
   sums of a[k] * q[k][j] (bytes sign-extended to int32, converted to float32), then
   c += scale[g][j] * sum.
-- `tk_w4_matmul_<kind>`: int4 panels (P, K, 16): byte j of depth k holds column j in its low
-  nibble and column j + 16 in its high one, each stored as q + 8. The 16 bytes are widened to
-  32-bit lanes, and `vpermps` looks each nibble up in a table of the 16 floats -8..7: it reads
-  only an index's low 4 bits, so the low nibbles need no mask and the high ones one shift.
+- `tk_w4_matmul_<kind>`: int4 panels (P, steps, 64), each 64 bytes 4 depths x 16 columns: byte
+  4j + d holds depth d of column j in its low nibble and of column j + 16 in its high one, stored
+  as q + 8 (0..15, unsigned). The rows of A are first quantized to int8 per group of depths
+  (`tk_w4_quantize_rows_<kind>`, ir/ops/weight_only.quantize_rows), so one mask (and one shift) gives 64
+  unsigned bytes and `vpdpbusd` sums 4 depths x 16 columns of u8 x s8 products into int32 lanes:
+  one instruction per 64 weights and row, as llama.cpp's Q4_0 x Q8_0 dot product. Per group, the
+  stored + 8 costs `8 * sum(a_q)`, subtracted, then c += (w_scale * a_scale) * float(sum).
+  `avx512bw` sums the same products with `vpmaddubsw` (exact: two products of at most 15 x 127)
+  and `vpmaddwd` by ones.
 - `tk_bf16_matvec_<kind>`: bf16 pairs (P, ceil(K/2), 2 W) as the bf16 GEMM packs them
   (ir/ops/gemm_panels.py), A given as bf16 pairs too. `dpbf16`: vdpbf16ps adds both depths of a
   pair in one instruction; `avx512`: each bf16 widened to float32 by a shift or a mask (exact),
   then two FMAs.
 
-`kind` is `avx512` (or `dpbf16`) where the target has 512-bit vectors, else `portable`: plain C
-computing the same sums.
+`kind` is `avx512` (or `dpbf16`; int4: `vnni` or `avx512bw`) where the target has 512-bit vectors,
+else `portable`: plain C computing the same sums.
 """
 from __future__ import annotations
 
@@ -93,13 +98,8 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx512(
 _WIDEN = {
     8: ("w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + (K) * 32)))); \\\n"
         "            w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + (K) * 32 + 16))));"),
-    4: ("const __m512i nib = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + (K) * 16))); \\\n"
-        "            w0 = _mm512_permutexvar_ps(nib, values); \\\n"
-        "            w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(nib, 4), values);"),
 }
-_TABLE = {8: "",
-          4: ("const __m512 values = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f, "
-              "0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);  /* nibble -> q */")}
+_TABLE = {8: ""}
 
 _INT_TILE_PORTABLE = r"""
 /* int{bits} weights x float32 rows, plain C: the sums of tk_w{bits}_tile_avx512 (one chain) */
@@ -128,8 +128,7 @@ static inline void tk_w{bits}_tile_portable(
     }}
 }}
 """
-_PORTABLE_WEIGHT = {8: "(float)q[k * 32 + j]",
-                    4: "(float)((j < 16 ? (q[k * 16 + j] & 15) : (q[k * 16 + j - 16] >> 4)) - 8)"}
+_PORTABLE_WEIGHT = {8: "(float)q[k * 32 + j]"}
 
 _INT_DRIVER = r"""
 static void tk_w{bits}_matmul_{kind}(const float *restrict a, int64_t lda, int64_t rows,
@@ -157,14 +156,229 @@ INT_KINDS = ("avx512", "portable")
 
 
 def int_weight_source(bits: int, kind: str) -> str:
-    """The C of `tk_w<bits>_matmul_<kind>` (bits 8 or 4, kind in INT_KINDS)."""
-    qtype = "int8_t" if bits == 8 else "uint8_t"
-    fields = dict(bits=bits, qtype=qtype, kind=kind, bytes_per_depth=32 if bits == 8 else 16)
+    """The C of `tk_w<bits>_matmul_<kind>` (bits 8, kind in INT_KINDS; int4: int4_weight_source)."""
+    if bits != 8:
+        raise ValueError(f"float32 sums of dequantized weights are the int8 helper's; int{bits}: int4_weight_source")
+    fields = dict(bits=bits, qtype="int8_t", kind=kind, bytes_per_depth=32)
     if kind == "avx512":
         tile = _INCLUDE + _INT_TILE_AVX512.format(widen=_WIDEN[bits], table=_TABLE[bits], **fields)
     else:
         tile = _INT_TILE_PORTABLE.format(portable_weight=_PORTABLE_WEIGHT[bits], **fields)
     return tile + _INT_DRIVER.format(**fields)
+
+
+# ---- int4 weights x int8 activations ------------------------------------------------------------------
+_INT4_QUANTIZE = r"""
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+/* Rows of float32 a, quantized per group of depths to int8 (ir/ops/weight_only.quantize_rows):
+ * aq[r][g * steps * 4 + t] (zero past a group's end), scale[r][g] = max|a| / 127 and
+ * comp[r][g] = -8 * sum(aq) (what the stored q + 8 adds to a group's sum) */
+static void tk_w4_quantize_rows_{kind}(const float *restrict a, int64_t lda, int64_t rows, int64_t depth,
+                                      int64_t group, int64_t groups, int64_t steps, int8_t *restrict aq,
+                                      float *restrict scale, int32_t *restrict comp)
+{{
+    for (int64_t r = 0; r < rows; r++) {{
+        for (int64_t g = 0; g < groups; g++) {{
+            const float *x = a + r * lda + g * group;
+            const int64_t n = g * group + group < depth ? group : depth - g * group;
+            int8_t *out = aq + (r * groups + g) * steps * 4;
+            {quantize}
+            memset(out + n, 0, (size_t)(steps * 4 - n));
+            scale[r * groups + g] = amax / 127.0f;
+            comp[r * groups + g] = -8 * sum;
+        }}
+    }}
+}}
+"""
+# the same values both ways: max|x| is exact in any order, then rint(x * (127 / max|x|)) per element
+_INT4_QUANTIZE_SCALAR = """float amax = 0.0f;
+            for (int64_t k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[k]));
+            const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+            int32_t sum = 0;
+            for (int64_t k = 0; k < n; k++) {{
+                const float v = fminf(fmaxf(rintf(x[k] * inverse), -127.0f), 127.0f);
+                out[k] = (int8_t)v;
+                sum += (int32_t)v;
+            }}"""
+_INT4_QUANTIZE_AVX512 = """__m512 top = _mm512_setzero_ps();
+            for (int64_t k = 0; k < n; k += 16) {{
+                const __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1u);
+                top = _mm512_max_ps(top, _mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + k)));
+            }}
+            const float amax = _mm512_reduce_max_ps(top);
+            const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            __m512i total = _mm512_setzero_si512();
+            for (int64_t k = 0; k < n; k += 16) {{
+                const __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1u);
+                const __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), inverse),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                const __m512i q = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127)),
+                                                   _mm512_set1_epi32(-127));
+                total = _mm512_add_epi32(total, q);
+                _mm_mask_storeu_epi8(out + k, m, _mm512_cvtepi32_epi8(q));
+            }}
+            const int32_t sum = _mm512_reduce_add_epi32(total);"""
+
+_INT4_TILE = r"""
+/* int4 weights x int8 rows ({how}): c[i][0..31] = sum over groups g of w_scale[g][j] * a_scale[i][g] *
+ * (sum over the group's steps of the u8 x s8 products + comp[i][g]), for mr rows */
+static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
+    const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const float *restrict s,
+    float *restrict c, int64_t ldc, int64_t steps)
+{{
+    const int chains = mr <= 2 ? 2 : 1;  /* independent sums per output: latency, not throughput */
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    {constants}
+    __m512 acc[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {{
+        acc[i][0] = _mm512_setzero_ps();
+        acc[i][1] = _mm512_setzero_ps();
+    }}
+    for (int64_t g = 0; g < groups; g++) {{
+        __m512i sum[2][4][2];
+#pragma GCC unroll 2
+        for (int t = 0; t < chains; t++) {{
+#pragma GCC unroll 4
+            for (int i = 0; i < mr; i++) {{
+                sum[t][i][0] = _mm512_setzero_si512();
+                sum[t][i][1] = _mm512_setzero_si512();
+            }}
+        }}
+        const uint8_t *qg = q + g * steps * 64;
+        const int8_t *ag = aq + g * steps * 4;
+#define TK_W4_STEP(S, T) do {{ \
+            const __m512i bytes = _mm512_loadu_si512((const void *)(qg + (S) * 64)); \
+            const __m512i w0 = _mm512_and_si512(bytes, low);  /* columns 0..15, 4 depths each */ \
+            const __m512i w1 = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);  /* 16..31 */ \
+            _Pragma("GCC unroll 4") \
+            for (int i = 0; i < mr; i++) {{ \
+                int32_t four; \
+                memcpy(&four, ag + i * ldq + (S) * 4, 4); \
+                const __m512i av = _mm512_set1_epi32(four); \
+                {update} \
+            }} \
+        }} while (0)
+        int64_t st = 0;
+        for (; st + chains <= steps; st += chains) {{
+#pragma GCC unroll 2
+            for (int t = 0; t < chains; t++) TK_W4_STEP(st + t, t);
+        }}
+        for (; st < steps; st++) TK_W4_STEP(st, 0);
+#undef TK_W4_STEP
+        const __m512 s0 = _mm512_loadu_ps(s + g * 32), s1 = _mm512_loadu_ps(s + g * 32 + 16);
+#pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {{
+            const __m512i offset = _mm512_set1_epi32(comp[i * groups + g]);
+            __m512i t0 = _mm512_add_epi32(sum[0][i][0], offset), t1 = _mm512_add_epi32(sum[0][i][1], offset);
+            if (chains > 1) {{
+                t0 = _mm512_add_epi32(t0, sum[1][i][0]);
+                t1 = _mm512_add_epi32(t1, sum[1][i][1]);
+            }}
+            const __m512 sa = _mm512_set1_ps(ascale[i * groups + g]);
+            acc[i][0] = _mm512_fmadd_ps(_mm512_mul_ps(s0, sa), _mm512_cvtepi32_ps(t0), acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(_mm512_mul_ps(s1, sa), _mm512_cvtepi32_ps(t1), acc[i][1]);
+        }}
+    }}
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {{
+        _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+        _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+    }}
+}}
+"""
+_INT4_UPDATE = {
+    "vnni": ("sum[T][i][0] = _mm512_dpbusd_epi32(sum[T][i][0], w0, av); \\\n"
+             "                sum[T][i][1] = _mm512_dpbusd_epi32(sum[T][i][1], w1, av);"),
+    "avx512bw": ("sum[T][i][0] = _mm512_add_epi32(sum[T][i][0], _mm512_madd_epi16(_mm512_maddubs_epi16(w0, av), "
+                 "ones)); \\\n"
+                 "                sum[T][i][1] = _mm512_add_epi32(sum[T][i][1], "
+                 "_mm512_madd_epi16(_mm512_maddubs_epi16(w1, av), ones));"),
+}
+_INT4_CONSTANTS = {"vnni": "", "avx512bw": "const __m512i ones = _mm512_set1_epi16(1);"}
+_INT4_HOW = {"vnni": "vpdpbusd", "avx512bw": "vpmaddubsw + vpmaddwd"}
+
+_INT4_TILE_PORTABLE = r"""
+/* int4 weights x int8 rows, plain C: the sums of the vector tiles (one chain) */
+static inline void tk_w4_tile_portable(
+    const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const float *restrict s,
+    float *restrict c, int64_t ldc, int64_t steps)
+{
+    for (int i = 0; i < mr; i++) {
+        float acc[32] = {0.0f};
+        for (int64_t g = 0; g < groups; g++) {
+            int32_t sum[32];
+            for (int j = 0; j < 32; j++) sum[j] = comp[i * groups + g];
+            for (int64_t st = 0; st < steps; st++) {
+                const uint8_t *bytes = q + (g * steps + st) * 64;
+                const int8_t *x = aq + i * ldq + (g * steps + st) * 4;
+                for (int j = 0; j < 16; j++) {
+                    for (int d = 0; d < 4; d++) {
+                        sum[j] += (bytes[4 * j + d] & 15) * x[d];
+                        sum[j + 16] += (bytes[4 * j + d] >> 4) * x[d];
+                    }
+                }
+            }
+            for (int j = 0; j < 32; j++) acc[j] += s[g * 32 + j] * ascale[i * groups + g] * (float)sum[j];
+        }
+        for (int j = 0; j < 32; j++) c[i * ldc + j] = acc[j];
+    }
+}
+"""
+
+_INT4_DRIVER = r"""
+static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t rows,
+                               const uint8_t *restrict q, const float *restrict scales, int64_t npanels,
+                               int64_t depth, int64_t group, int64_t groups, float *restrict c, int64_t ldc)
+{{
+    const int64_t steps = (group + 3) / 4;  /* 4-depth steps per group (ir/ops/weight_only.py) */
+    const int64_t ldq = groups * steps * 4;
+    int8_t *aq = malloc((size_t)(rows * ldq));
+    float *ascale = malloc((size_t)(rows * groups) * sizeof(float));
+    int32_t *comp = malloc((size_t)(rows * groups) * sizeof(int32_t));
+    if (aq == NULL || ascale == NULL || comp == NULL) abort();
+    tk_w4_quantize_rows_{kind}(a, lda, rows, depth, group, groups, steps, aq, ascale, comp);
+    for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
+        const uint8_t *qp = q + p * groups * steps * 64;
+        const float *sp = scales + p * groups * 32;
+        int64_t r = 0;
+        for (; r + 4 <= rows; r += 4) {{
+            tk_w4_tile_{kind}(4, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+                             c + r * ldc + p * 32, ldc, steps);
+        }}
+        switch (rows - r) {{  /* a tile of constant height each: its sums stay in registers */
+        case 3: tk_w4_tile_{kind}(3, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+                                 c + r * ldc + p * 32, ldc, steps); break;
+        case 2: tk_w4_tile_{kind}(2, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+                                 c + r * ldc + p * 32, ldc, steps); break;
+        case 1: tk_w4_tile_{kind}(1, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+                                 c + r * ldc + p * 32, ldc, steps); break;
+        default: break;
+        }}
+    }}
+    free(aq);
+    free(ascale);
+    free(comp);
+}}
+"""
+
+INT4_KINDS = ("vnni", "avx512bw", "portable")
+
+
+def int4_weight_source(kind: str) -> str:
+    """The C of `tk_w4_matmul_<kind>` (kind in INT4_KINDS)."""
+    if kind == "portable":
+        tile = _INT4_TILE_PORTABLE
+        quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
+    else:
+        tile = _INCLUDE + _INT4_TILE.format(kind=kind, how=_INT4_HOW[kind], update=_INT4_UPDATE[kind],
+                                            constants=_INT4_CONSTANTS[kind])
+        quantize = _INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX512.format())
+    return quantize + tile + _INT4_DRIVER.format(kind=kind)
 
 
 # ---- bf16 weights -----------------------------------------------------------------------------------

@@ -1,0 +1,285 @@
+"""A convolution's per-channel epilogue as one vector helper: the requantization of an int8 layer.
+
+A quantized layer's epilogue is a chain of elementwise ops, each on the previous value and a
+constant that varies at most along the output channels:
+
+    int32 sums + compensation -> float32 -> * weight scale[o] -> + bias[o] -> relu
+        -> / output scale -> round (half to even) -> + zero point -> clamp -> uint8
+
+Loop IR spells it per element, and the C compiler vectorizes that (a short channel loop, a
+narrowing store, saturating conversions) poorly, in 128-bit pieces and scalar tails: it was two
+thirds of MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a
+kernel's contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C
+helper of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail),
+with the graph's own float32 operations in the graph's order (a multiply then an add, never fused;
+a true division), so its results are the reference interpreter's bit for bit.
+
+One binary op may instead take a side value: a stored tensor of the output's shape (a residual
+block's input, 8-bit or float32) loaded at the output's own index, widened, and put through its
+own constant steps (its dequantization). After the saturating cast to 8 bits, integer ops on
+scalars may follow (a QDQ model with int8 activations hands the next layer uint8: cast to uint8,
+add 128, wrapping), computed on the exact 8-bit value in each 32-bit lane and narrowed by
+truncation. A chain with anything else (a reshape, a second reader of a middle value, a residual
+read through a transpose) keeps the loop-IR epilogue.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir.graph import Node
+from ...loops.buffer import Buffer
+
+# op -> the intrinsic applied to (value, operand); "r" ops take the operand first
+_BINARY = {"add": "_mm512_add_ps({v}, b)", "mul": "_mm512_mul_ps({v}, b)", "sub": "_mm512_sub_ps({v}, b)",
+           "rsub": "_mm512_sub_ps(b, {v})", "div": "_mm512_div_ps({v}, b)", "rdiv": "_mm512_div_ps(b, {v})",
+           "maximum": "_mm512_max_ps({v}, b)", "minimum": "_mm512_min_ps({v}, b)"}
+_COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
+_UNARY = {"relu": "_mm512_max_ps({v}, _mm512_setzero_ps())",
+          "round": "_mm512_roundscale_ps({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}
+# the graph's float -> 8-bit cast (NaN to 0, saturate, truncate): the range of each integer type
+_RANGES = {"uint8": (0.0, 255.0), "int8": (-128.0, 127.0)}
+_C_TYPES = {"uint8": "uint8_t", "int8": "int8_t", "float32": "float"}
+# an integer lane holding an exact 8-bit value after an op that wraps: uint8 keeps the low byte, int8
+# sign-extends it
+_WRAP = {"uint8": "v8 = _mm512_and_si512(v8, _mm512_set1_epi32(255));",
+         "int8": "v8 = _mm512_srai_epi32(_mm512_slli_epi32(v8, 24), 24);"}
+_INTEGER = {"add": "_mm512_add_epi32(v8, b)", "sub": "_mm512_sub_epi32(v8, b)", "rsub": "_mm512_sub_epi32(b, v8)"}
+
+
+@dataclass(frozen=True)
+class ChannelStep:
+    """One op of the chain: `op` on the running value and a scalar or the channel vector `channel`
+    (the index of the helper's per-channel pointer argument); unary ops have neither. `dtype`: the
+    value's type after the op (float32, or an 8-bit type from the saturating cast on)."""
+
+    op: str
+    scalar: float | None = None
+    channel: int | None = None
+    dtype: str = "float32"
+    side: int | None = None  # the operand is side value `side` (a residual), computed per element
+
+
+@dataclass(frozen=True)
+class SideValue:
+    """A second operand read element by element at the output's own index (a residual block's input):
+    a stored tensor of the contraction's shape, widened to float32, then its own constant steps."""
+
+    dtype: str
+    steps: tuple[ChannelStep, ...]
+
+
+@dataclass(frozen=True)
+class ChannelEpilogue:
+    """The recognized chain: its steps, the stored dtype, the per-channel operands' buffers, and the
+    side values with their buffers."""
+
+    steps: tuple[ChannelStep, ...]
+    store_dtype: str
+    operands: tuple[Buffer, ...]
+    sides: tuple[SideValue, ...] = ()
+    side_buffers: tuple[Buffer, ...] = ()
+
+    @property
+    def function(self) -> str:
+        """The helper's C name, a digest of what it computes."""
+        text = repr((self.steps, self.store_dtype, self.sides))
+        return "tk_channel_epilogue_" + hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def channel_epilogue(contraction: Node, root: Node, buffers: dict[int, Buffer]) -> ChannelEpilogue | None:
+    """The chain from `contraction` (int32 sums, channels last) up to the kernel's `root`, or None when
+    it is not: cast to float32, per-channel binary ops (whose operand may also be a side value: a
+    stored tensor of the same shape, cast to float32, through ops of its own), relu and round, then
+    either the end (float32) or a saturating cast to 8 bits followed by 8-bit casts and adds of
+    scalars (and, for a dequantized output, a cast back to float32 and more float ops)."""
+    if root is contraction or root.shape != contraction.shape or contraction.dtype.name != "int32" or \
+            root.dtype.name not in _C_TYPES:
+        return None
+    chain = _path(contraction, root, buffers)
+    if chain is None or chain[0].op != "cast" or chain[0].dtype.name != "float32":
+        return None
+    steps, operands, sides, side_buffers = [], [], [], []
+    for below, node in zip(chain, chain[1:]):
+        others = [x for x in node.inputs if x is not below]
+        if len(others) == 1 and others[0].op != "constant":  # a side value: a residual
+            side = _side_value(others[0], contraction, buffers, operands)
+            if side is None or node.op not in _BINARY or node.dtype.name != "float32":
+                return None
+            value, leaf = side
+            op = node.op if node.inputs[1] is others[0] or node.op in _COMMUTATIVE else "r" + node.op
+            steps.append(ChannelStep(op, side=len(sides)))
+            sides.append(value)
+            side_buffers.append(buffers[leaf.id])
+            continue
+        step = _step(node, below, contraction.shape[-1], buffers, operands)
+        if step is None:
+            return None
+        steps.append(step)
+    if (steps[-1].dtype if steps else "float32") != root.dtype.name:
+        return None
+    return ChannelEpilogue(tuple(steps), root.dtype.name, tuple(operands), tuple(sides), tuple(side_buffers))
+
+
+def _path(contraction: Node, root: Node, buffers: dict[int, Buffer]) -> list[Node] | None:
+    """The nodes from the contraction's reader up to root, each reading the previous one, none stored
+    except root (a middle value another kernel reads would be stored here too), or None."""
+    path, node = [], root
+    while node is not contraction:
+        if (node.id in buffers and node is not root) or node.shape != contraction.shape:
+            return None
+        below = [x for x in node.inputs if x is contraction or _reads(x, contraction, buffers)]
+        if len(below) != 1:
+            return None
+        path.append(node)
+        node = below[0]
+    return path[::-1]
+
+
+def _reads(node: Node, contraction: Node, buffers: dict[int, Buffer], depth: int = 64) -> bool:
+    """Whether node's value, within this kernel (not through a stored buffer), reads the contraction."""
+    if node is contraction:
+        return True
+    if depth == 0 or node.id in buffers or node.op == "constant":
+        return False
+    return any(_reads(x, contraction, buffers, depth - 1) for x in node.inputs)
+
+
+def _side_value(node: Node, contraction: Node, buffers: dict[int, Buffer],
+                operands: list[Buffer]) -> tuple[SideValue, Node] | None:
+    """(the side value, its stored leaf) of a residual operand: a chain of single-operand ops down to a
+    stored tensor of the contraction's shape (8-bit or float32), or None."""
+    path = []
+    while node.id not in buffers:
+        inputs = [x for x in node.inputs if x.op != "constant"]
+        if node is contraction or len(inputs) != 1 or node.shape != contraction.shape:
+            return None
+        path.append(node)
+        node = inputs[0]
+    leaf, path = node, path[::-1]
+    if leaf.shape != contraction.shape or leaf.dtype.name not in _C_TYPES:
+        return None
+    previous = leaf
+    if leaf.dtype.name != "float32":  # widened exactly first
+        if not path or path[0].op != "cast" or path[0].dtype.name != "float32":
+            return None
+        previous, path = path[0], path[1:]
+    steps = []
+    for node in path:
+        step = _step(node, previous, contraction.shape[-1], buffers, operands)
+        if step is None or step.dtype != "float32" or step.op in ("saturate", "wrap", "widen"):
+            return None
+        steps.append(step)
+        previous = node
+    return SideValue(leaf.dtype.name, tuple(steps)), leaf
+
+
+def _step(node: Node, below: Node, channels: int, buffers: dict[int, Buffer],
+          operands: list[Buffer]) -> ChannelStep | None:
+    """The step `node` applies to its operand `below` (the other operand, if any, a constant), or None."""
+    dtype, before = node.dtype.name, below.dtype.name
+    if dtype not in _C_TYPES or before not in _C_TYPES:
+        return None
+    if node.op == "cast":
+        if before == "float32" and dtype in _RANGES:
+            return ChannelStep("saturate", dtype=dtype)
+        if before in _RANGES and dtype in _RANGES:
+            return ChannelStep("wrap", dtype=dtype)
+        if before in _RANGES and dtype == "float32":  # a dequantized output: exact
+            return ChannelStep("widen")
+        return None
+    if node.op in _UNARY and dtype == "float32":
+        return ChannelStep(node.op)
+    integer = dtype in _RANGES
+    if node.op not in (_INTEGER if integer else _BINARY) or len(node.inputs) != 2:
+        return None
+    constant_first = node.inputs[0] is not below
+    constant = node.inputs[0 if constant_first else 1]
+    if constant.op != "constant" or constant.dtype.name != dtype:
+        return None
+    op = node.op if not constant_first or node.op in _COMMUTATIVE else "r" + node.op
+    if constant.type.size == 1:
+        scalar = constant.attrs["value"].array.reshape(-1)[0]
+        return ChannelStep(op, scalar=int(scalar) if integer else float(np.float32(scalar)), dtype=dtype)
+    if not integer and constant.shape[-1] == channels and constant.type.size == channels and constant.id in buffers:
+        operands.append(buffers[constant.id])
+        return ChannelStep(op, channel=len(operands) - 1)
+    return None
+
+
+def _operand(step: ChannelStep) -> str:
+    if step.side is not None:
+        return f"side_value{step.side}"
+    if step.scalar is not None:
+        return f"_mm512_set1_ps({float(step.scalar).hex()}f)" if np.isfinite(step.scalar) else \
+            f"_mm512_set1_ps({'-' if step.scalar < 0 else ''}INFINITY)" if np.isinf(step.scalar) else \
+            "_mm512_set1_ps(NAN)"
+    return f"_mm512_maskz_loadu_ps(m, channel{step.channel} + c)"
+
+
+def _c_step(step: ChannelStep, v: str = "v") -> str:
+    """One step as C on `v` (float32 lanes) or `v8` (the exact 8-bit value in int32 lanes)."""
+    if step.op == "saturate":
+        low, high = _RANGES[step.dtype]
+        return ("v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  /* cast: NaN -> 0, */\n"
+                f"            v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps({low:.1f}f)), "
+                f"_mm512_set1_ps({high:.1f}f));  /* saturate, */\n"
+                f"            v8 = _mm512_cvttps_epi32(v);  /* truncate to {step.dtype} */")
+    if step.op == "wrap":
+        return f"{_WRAP[step.dtype]}  /* cast to {step.dtype} */"
+    if step.op == "widen":
+        return "v = _mm512_cvtepi32_ps(v8);  /* cast to float32 */"
+    if step.dtype != "float32":
+        return (f"{{ const __m512i b = _mm512_set1_epi32({int(step.scalar)}); v8 = {_INTEGER[step.op]}; }}  "
+                f"/* {step.op} ({step.dtype}) */\n            {_WRAP[step.dtype]}")
+    if step.op in _UNARY:
+        return f"{v} = {_UNARY[step.op].format(v=v)};  /* {step.op} */"
+    return f"{{ const __m512 b = {_operand(step)}; {v} = {_BINARY[step.op].format(v=v)}; }}  /* {step.op} */"
+
+
+def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
+    """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
+    ctype = _C_TYPES[epilogue.store_dtype]
+    pointers = "".join(f", const float *restrict channel{i}" for i in range(len(epilogue.operands)))
+    pointers += "".join(f", const {_C_TYPES[side.dtype]} *restrict side{i}" for i, side in enumerate(epilogue.sides))
+    loads = []
+    for i, side in enumerate(epilogue.sides):
+        at = f"side{i} + r * ldo + c"
+        load = {"float32": f"_mm512_maskz_loadu_ps(m, {at})",
+                "uint8": f"_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, {at})))",
+                "int8": f"_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, {at})))"}[side.dtype]
+        loads.append(f"__m512 side_value{i} = {load};  /* side value {i}: {side.dtype} at the output's index */")
+        loads += [_c_step(step, f"side_value{i}") for step in side.steps]
+    steps = "\n            ".join(loads + [_c_step(step) for step in epilogue.steps])
+    if epilogue.store_dtype == "float32":
+        store = "_mm512_mask_storeu_ps(out + r * ldo + c, m, v);"
+    else:  # each lane holds the exact 8-bit value: the low byte is it
+        store = "_mm_mask_storeu_epi8(out + r * ldo + c, m, _mm512_cvtepi32_epi8(v8));"
+    ops = ", ".join(s.op if s.dtype == "float32" else f"{s.op} ({s.dtype})" for s in epilogue.steps)
+    return f"""#include <immintrin.h>
+#include <math.h>
+/* a convolution's epilogue, 16 channels a vector: int32 sums + compensation -> float32 -> {ops}
+ * (kernels/templates/channel_epilogue.py) */
+static void {epilogue.function}(
+    const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{pointers},
+    {ctype} *restrict out, int64_t ldo, int64_t rows, int64_t cols)
+{{
+    for (int64_t r = 0; r < rows; r++) {{
+        for (int64_t c = 0; c < cols; c += 16) {{
+            const __mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1u);
+            const __m512i sums = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, tile + r * ldt + c),
+                                                  _mm512_maskz_loadu_epi32(m, comp + c));
+            __m512 v = _mm512_cvtepi32_ps(sums);
+            __m512i v8 = _mm512_setzero_si512();
+            {steps}
+            (void)v8;
+            {store}
+        }}
+    }}
+}}
+"""
+
+
+__all__ = ["ChannelEpilogue", "ChannelStep", "channel_epilogue", "channel_epilogue_source"]
