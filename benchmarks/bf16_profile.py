@@ -52,8 +52,8 @@ def tk_class(kernel, first_conv: bool) -> str:
         padding = (attribute(args, "padding") or "(0").strip("()").split(",")[0]
         return conv_class(2 * int(padding) + 1, int(attribute(args, "groups") or "1"), first_conv,
                           algorithm_of(kernel, op) == "winograd")
-    if any(op.startswith("attention") for op in ops):
-        return "attention"
+    if "exp" in ops and any(op.startswith("matmul") for op in ops):
+        return "attention"  # the fused kernel: q k^T, softmax, P V
     if any(op.startswith("matmul") for op in ops):
         return "matmul / linear"
     if "window" in ops:
@@ -68,10 +68,10 @@ def tk_class(kernel, first_conv: bool) -> str:
 
 
 OV_CLASSES = [  # (pattern on "<layer type> <implementation>", class); the first that matches
-    (r"MatMul|FullyConnected", "matmul / linear"),
-    (r"ScaledDotProductAttention|Softmax", "attention"),
+    (r"^FullyConnected", "matmul / linear"),  # a MatMul by a constant weight
+    (r"^MatMul|ScaledDotProductAttention|Softmax", "attention"),  # products of two activations
     (r"MVN|Normalize|Reduce", "reduce / normalization"),
-    (r"Pooling", "pooling"),
+    (r"Pool", "pooling"),
     (r"Gather", "gather / embedding"),
     (r"Reorder|Transpose|Reshape|Concat|Split|StridedSlice|Convert|Broadcast", "layout / copies"),
 ]
