@@ -12,20 +12,18 @@ the bf16-rounded operands (its probabilities are rounded to bf16 for P V).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorkiln as tk  # noqa: E402
 import tensorkiln.nn.functional as F  # noqa: E402
-from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits  # noqa: E402
-from tensorkiln.kernels.target import cpu_target  # noqa: E402
 from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
+from common import benchmark_arguments, bf16_dot_text, bf16_rounded, write_json  # noqa: E402
 
 # (name, batch, heads, sequence, head dim, causal): BERT-base's and GPT-2 small's attention at 128 tokens
 CASES = [("BERT-base, seq 128", 1, 12, 128, 64, False), ("GPT-2 prefill, 128 tokens", 1, 12, 128, 64, True),
@@ -33,7 +31,7 @@ CASES = [("BERT-base, seq 128", 1, 12, 128, 64, False), ("GPT-2 prefill, 128 tok
 
 
 def _bf16(a: np.ndarray) -> np.ndarray:
-    return f32_from_bf16_bits(bf16_bits_from_f32(a.astype(np.float32))).astype(np.float64)
+    return bf16_rounded(a).astype(np.float64)
 
 
 def _reference(q, k, v, causal: bool) -> np.ndarray:
@@ -46,14 +44,10 @@ def _reference(q, k, v, causal: bool) -> np.ndarray:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
+    args = benchmark_arguments(__doc__).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
     import torch  # the peer; optional, like every benchmark's peers
     torch.set_num_threads(args.threads)
-    print(f"fused attention, {args.threads} threads, vdpbf16ps: {'yes' if cpu_target().bf16_dot else 'no (widened)'}; "
+    print(f"fused attention, {args.threads} threads, vdpbf16ps: {bf16_dot_text()}; "
           f"GFLOP/s, medians of turns")
     print(f"{'case':>26} {'tk bf16':>8} {'tk fp32':>8} {'torch bf16':>10} {'torch fp32':>10} {'bf16/fp32':>9} "
           f"{'max rel err':>11}")
@@ -79,8 +73,7 @@ def main() -> int:
         results.append({"case": name, "gflops": gflops, "bf16_over_fp32": seconds["tk fp32"] / seconds["tk bf16"],
                         "max_rel_error": error})
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "results": results}, f, indent=2)
+        write_json(args.json, {"threads": args.threads, "results": results})
     return 0 if all(r["max_rel_error"] < 1e-2 for r in results) else 1
 
 

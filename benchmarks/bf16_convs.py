@@ -13,10 +13,10 @@ medians):
   bf16 kernel (conv_nchwc_bf16.py); "bf16, direct" runs every layer on the
   blocked bf16 kernel (passes/layout.py's `BF16_DIRECT_OVER_WINOGRAD` set).
 - MobileNetV2's inverted residual blocks (1x1 expand, 3x3 depthwise, 1x1
-  project): "bf16" stores the depthwise layer's output as bfloat16 for the
-  projection and its input as float32; "bf16, bf16 depthwise input" stores
-  that input as bfloat16 too, each load of the depthwise kernel widening it
-  (grouping.py's `BF16_DEPTHWISE_INPUT` set).
+  project): "bf16" stores the depthwise layer's input and output as
+  bfloat16 (the depthwise kernel widens its input rows as it copies them);
+  "bf16, fp32 depthwise input" stores that input as float32 (grouping.py's
+  `BF16_DEPTHWISE_INPUT` unset).
 
 Every variant is compiled into a fresh cache directory (a variant's optimized
 graph may equal another's). Figures: ms per call, GFLOP/s (2 per
@@ -26,8 +26,6 @@ multiply-adds per lane where an FMA does one, at the same rate on Zen 4).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import tempfile
@@ -42,6 +40,7 @@ import tensorkiln.nn.functional as F  # noqa: E402
 from tensorkiln.kernels import grouping  # noqa: E402
 from tensorkiln.passes import layout  # noqa: E402
 from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
+from common import benchmark_arguments, write_json  # noqa: E402
 
 RNG = np.random.default_rng(0)
 RESNET_BLOCKS = [(64, 56), (128, 28), (256, 14), (512, 7)]  # (channels, image size) of each stage
@@ -77,13 +76,13 @@ def mobilenet_block(c: int, size: int, expand: int = 6):
     return block, RNG.standard_normal((1, c, size, size)).astype(np.float32), (2 * c * e + 9 * e) * size * size
 
 
-def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool = False):
+def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool = True):
     """tk.jit(fn) compiled now, in a fresh cache, with one bf16 decision replaced where asked."""
     saved = layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT
     os.environ["TENSORKILN_CACHE"] = tempfile.mkdtemp(prefix="tk-bf16-convs-")
     try:
         layout.BF16_DIRECT_OVER_WINOGRAD = direct or saved[0]
-        grouping.BF16_DEPTHWISE_INPUT = bf16_depthwise_input or saved[1]
+        grouping.BF16_DEPTHWISE_INPUT = bf16_depthwise_input
         f = tk.jit(fn, precision=precision)
         f(x)
         return f
@@ -92,18 +91,14 @@ def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
+    args = benchmark_arguments(__doc__).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
     from kernels import measure_limits  # benchmarks/kernels.py: the float32 FMA peak of this machine
     peak = measure_limits(3)["peak_gflops"]
     print(f"bf16 convolutions, batch 1, {args.threads} threads; peak measured: fp32 FMA {peak:.0f} GFLOP/s, "
           f"bf16 (vdpbf16ps) {2 * peak:.0f}; ms per call, medians of turns")
     cases = [("resnet18", c, s, resnet_block(c, s), {"bf16, direct": dict(direct=True)})
              for c, s in RESNET_BLOCKS]
-    cases += [("mobilenetv2", c, s, mobilenet_block(c, s), {"bf16, bf16 depthwise input": dict(bf16_depthwise_input=True)})
+    cases += [("mobilenetv2", c, s, mobilenet_block(c, s), {"bf16, fp32 depthwise input": dict(bf16_depthwise_input=False)})
               for c, s in MOBILENET_BLOCKS]
     results = []
     print(f"{'block':22} {'variant':26} {'ms':>8} {'GFLOP/s':>8} {'% peak':>7} {'vs fp32':>8} {'rel err':>8}")
@@ -121,8 +116,7 @@ def main() -> int:
             results.append({"model": model, "channels": c, "size": size, "variant": name,
                             "seconds": seconds[name], "gflops": gflops, "peak_share": share, "relative_error": error})
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "peak_fp32_gflops": peak, "results": results}, f, indent=2)
+        write_json(args.json, {"threads": args.threads, "peak_fp32_gflops": peak, "results": results})
     return 0 if all(r["relative_error"] < 2e-2 for r in results) else 1
 
 

@@ -12,38 +12,27 @@ checked against a float64 product of the bf16-rounded operands.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorkiln as tk  # noqa: E402
-from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits  # noqa: E402
-from tensorkiln.kernels.target import cpu_target  # noqa: E402
+from common import benchmark_arguments, bf16_dot_text, bf16_rounded, write_json  # noqa: E402
 from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
 
 # BERT-base's projections at sequence 128, its FFN, and a square case.
 SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (512, 512, 512)]
 
 
-def _bf16(a: np.ndarray) -> np.ndarray:
-    """`a` rounded to bfloat16 (to nearest even), as float32."""
-    return f32_from_bf16_bits(bf16_bits_from_f32(a.astype(np.float32)))
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
+    args = benchmark_arguments(__doc__).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
     import torch  # the peer; optional, like every benchmark's peers
     torch.set_num_threads(args.threads)
-    print(f"bf16 GEMM, {args.threads} threads, vdpbf16ps: {'yes' if cpu_target().bf16_dot else 'no (widened)'}; "
+    print(f"bf16 GEMM, {args.threads} threads, vdpbf16ps: {bf16_dot_text()}; "
           f"GFLOP/s, medians of turns")
     print(f"{'M x K x N':>18} {'tk bf16':>8} {'tk fp32':>8} {'torch bf16':>10} {'torch fp32':>10} "
           f"{'bf16/fp32':>9} {'max rel err':>11}")
@@ -54,7 +43,7 @@ def main() -> int:
         w = tk.tensor((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32))
         fp32, bf16 = tk.jit(lambda a: a @ w), tk.jit(lambda a: a @ w, precision="bf16")
         got = bf16(x).numpy()
-        want = _bf16(x).astype(np.float64) @ _bf16(w.numpy()).astype(np.float64)
+        want = bf16_rounded(x).astype(np.float64) @ bf16_rounded(w.numpy()).astype(np.float64)
         error = float(np.abs(got - want).max() / np.abs(want).max())
         tx, tw = torch.from_numpy(x), torch.from_numpy(w.numpy())
         bx, bw = tx.to(torch.bfloat16), tw.to(torch.bfloat16)
@@ -69,8 +58,7 @@ def main() -> int:
         results.append({"shape": [m, k, n], "gflops": gflops, "bf16_over_fp32": seconds["tk fp32"] / seconds["tk bf16"],
                         "max_rel_error": error})
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "results": results}, f, indent=2)
+        write_json(args.json, {"threads": args.threads, "results": results})
     return 0 if all(r["max_rel_error"] < 1e-3 for r in results) else 1
 
 

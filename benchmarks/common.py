@@ -1,6 +1,7 @@
 """Shared timing helpers for the benchmark scripts: medians after warm-up, tables, JSON."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -74,3 +75,36 @@ def interleaved_seconds(fns, calls: int, quantile: float = 10) -> list[float]:
             fn()
             times[k].append(time.perf_counter() - start)
     return [float(np.percentile(t, quantile)) for t in times]
+
+
+def benchmark_arguments(doc: str, threads: int = 2) -> argparse.ArgumentParser:
+    """The parser every kernel benchmark starts from: --threads and --json, described by `doc`'s first line.
+
+    Call `parse_args` on it before importing anything that loads OpenMP: `parse_args` sets
+    OMP_NUM_THREADS from --threads, which the OpenMP runtime reads once, when it loads.
+    """
+    parser = _ThreadsParser(description=doc.strip().splitlines()[0])
+    parser.add_argument("--threads", type=int, default=threads, help="OpenMP threads (OMP_NUM_THREADS)")
+    parser.add_argument("--json", help="write the figures to this file")
+    return parser
+
+
+class _ThreadsParser(argparse.ArgumentParser):
+    """An ArgumentParser whose parse_args also sets OMP_NUM_THREADS from --threads."""
+
+    def parse_args(self, *args, **kwargs):  # type: ignore[override]
+        parsed = super().parse_args(*args, **kwargs)
+        os.environ["OMP_NUM_THREADS"] = str(parsed.threads)  # read when the first library loads OpenMP
+        return parsed
+
+
+def bf16_rounded(a: np.ndarray) -> np.ndarray:
+    """`a` rounded to bfloat16 (to nearest even), as float32: the operands a bf16 kernel multiplies."""
+    from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
+    return f32_from_bf16_bits(bf16_bits_from_f32(np.asarray(a, dtype=np.float32)))
+
+
+def bf16_dot_text() -> str:
+    """Whether this host multiplies bf16 pairs with vdpbf16ps, for a benchmark's header line."""
+    from tensorkiln.kernels.target import cpu_target
+    return "yes" if cpu_target().bf16_dot else "no (widened)"

@@ -63,6 +63,10 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "bf16_convs": ([sys.executable, os.path.join(HERE, "bf16_convs.py")], True),
     "bf16_attention": ([sys.executable, os.path.join(HERE, "bf16_attention.py")], True),
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
+    # tensorkiln's bf16 kernels next to OpenVINO's layers (PERF_COUNT), grouped by class
+    "bf16_profile": ([sys.executable, os.path.join(HERE, "bf16_profile.py")], True),
+    # whole models against OpenVINO's default, CPU time and wall time in turns (one thread)
+    "bf16_models": ([sys.executable, os.path.join(HERE, "bf16_models.py")], True),
     "kernel_profiles": ([sys.executable, os.path.join(HERE, "kernel_profiles.py")], True),
     "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),
     "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),

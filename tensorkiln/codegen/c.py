@@ -424,7 +424,7 @@ class _KernelWriter:
 
     def store(self, s: Store, depth: int) -> None:
         buffer = s.buffer
-        value = self.expr(s.value)[0]
+        value = self.expr(_rounding_dropped(s.value) if buffer.dtype == "bfloat16" else s.value)[0]
         if buffer.dtype == "float16":
             value = f"tk_f32_to_f16({value})"
         elif buffer.dtype == "bfloat16":
@@ -864,3 +864,13 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     parts.extend(_exports(signature))
     return CSource("\n".join(parts) + "\n", signature, debug, program.name)
 
+
+def _rounding_dropped(value: Expr) -> Expr:
+    """A value stored into a bfloat16 buffer without its rounding to bf16: the store rounds, and
+    rounding twice to nearest even gives the same bits as rounding once (NaN stays the same quiet
+    NaN), so a convolution's or GEMM's epilogue that ends in round_bf16 converts once, not three times."""
+    if isinstance(value, Call) and value.fn == "round_bf16" and value.args[0].dtype == "float32":
+        return value.args[0]
+    if isinstance(value, Select):
+        return Select(value.cond, _rounding_dropped(value.a), _rounding_dropped(value.b))
+    return value

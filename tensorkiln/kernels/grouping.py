@@ -199,11 +199,11 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
 BF16_STORAGE_READERS = frozenset({"conv2d_nchwc_bf16"})
 
 
-# A blocked depthwise layer can read its input from bfloat16 storage too, each load widened to
-# float32 (conv_nchwc.py), but that measured slower than reading float32 on MobileNetV2 (the widening
-# of every tap's load costs more than the halved bytes save at batch 1; `python benchmarks/bf16_convs.py`):
-# off, so a depthwise layer reads float32 and only its output is stored as bf16 for the projection.
-BF16_DEPTHWISE_INPUT = False
+# A blocked depthwise layer reads its input from bfloat16 storage too: the expanding 1x1 layer before
+# it stores half the bytes, and the depthwise kernel widens each element once, copying the rows of its
+# band (conv_nchwc.py). Widened at each of its 9 taps instead it measured slower than float32 storage;
+# widened in the copy, 1.0-1.06x faster on MobileNetV2's blocks (`python benchmarks/bf16_convs.py`).
+BF16_DEPTHWISE_INPUT = True
 
 
 def reads_bf16_storage(node: Node) -> bool:

@@ -13,28 +13,10 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.kernels.target import cpu_target
+
+from .dot_paths import HAS_BF16_DOT, bf16, bf16_path as path  # noqa: F401  (path: the fixture)
 
 RNG = np.random.default_rng(17)
-HAS_BF16_DOT = cpu_target().bf16_dot
-
-
-@pytest.fixture(params=["vdpbf16ps", "widened"])
-def path(request, monkeypatch):
-    """Which bf16 tile the target asks for."""
-    if request.param == "vdpbf16ps" and not HAS_BF16_DOT:
-        pytest.skip("this CPU has no AVX512-BF16")
-    if request.param == "widened":
-        monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
-    cpu_target.cache_clear()
-    yield request.param
-    monkeypatch.undo()
-    cpu_target.cache_clear()
-
-
-def bf16(a: np.ndarray) -> np.ndarray:
-    """`a` rounded to bfloat16 (nearest even), as float64."""
-    return tk.dtypes.f32_from_bf16_bits(tk.dtypes.bf16_bits_from_f32(a.astype(np.float32))).astype(np.float64)
 
 
 def reference(q, k, v, mask=None, causal=False, scale=None) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ from tensorkiln.kernels import grouping
 from tensorkiln.passes.conv_bf16_weights import conv_weight_pairs
 
 from .test_conv_nchwc import block_input, block_weight, reference, unblock
-from .test_gemm_bf16 import HAS_BF16_DOT, bf16, path  # noqa: F401  (path: the fixture)
+from .dot_paths import HAS_BF16_DOT, bf16, bf16_path as path  # noqa: F401  (path: the fixture)
 
 RNG = np.random.default_rng(3)
 BF16_TOLERANCE = 2e-2  # relative (Frobenius) error of a bf16 result against float32, docs/precision.md

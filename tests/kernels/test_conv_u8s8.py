@@ -12,10 +12,10 @@ from tensorkiln.ir.ops import Attrs, TensorType, infer_type
 from tensorkiln import dtypes as dt
 from tensorkiln.ir.ops.quantized_conv import conv_u8s8_matrix, pack_conv_u8s8
 from tensorkiln.ir.ops.quantized import unpack_u8s8_panels
-from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target, int8_dot_kind, _cpu_flags
+from tensorkiln.kernels.target import INT8_DOT_KINDS
 
+from .dot_paths import int8_path, random_ints  # noqa: F401  (int8_path: the fixture)
 
-AVAILABLE = INT8_DOT_KINDS[INT8_DOT_KINDS.index(int8_dot_kind(_cpu_flags())):]
 
 # (N, C, H, W, O, kernel, stride, padding, dilation, groups): size-1 dims, channels that are no multiple
 # of 4 / 16 / 32, odd planes, stride 2, dilation, padding, size-1 spatial, depthwise (groups = C = O)
@@ -32,21 +32,6 @@ LAYERS = [
     (1, 16, 1, 1, 16, 3, 1, 1, 1, 16),
     (1, 5, 6, 6, 5, 5, 1, 2, 2, 5),
 ]
-
-
-@pytest.fixture(params=AVAILABLE)
-def int8_path(request, monkeypatch):
-    """Force one int8 dot-product path of those this CPU has (the target is read once per process)."""
-    monkeypatch.setenv("TENSORKILN_INT8_DOT", request.param)
-    cpu_target.cache_clear()
-    yield request.param
-    monkeypatch.undo()
-    cpu_target.cache_clear()
-
-
-def _ints(rng, dtype, shape):
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
 def _integer_conv(xq: np.ndarray, zero: int, w: np.ndarray, stride, padding, dilation, groups) -> np.ndarray:
@@ -119,7 +104,7 @@ def _run(layers: list[dict]):
 
 def _layer(rng, x_dtype, n, c, h, w, o, k, stride, padding, dilation, groups, per_channel) -> dict:
     zero = int(rng.integers(-20, 20)) + (128 if x_dtype == np.uint8 else 0)
-    return dict(x=_ints(rng, x_dtype, (n, c, h, w)), w=_ints(rng, np.int8, (o, c // groups, k, k)), zero=zero,
+    return dict(x=random_ints(rng, x_dtype, (n, c, h, w)), w=random_ints(rng, np.int8, (o, c // groups, k, k)), zero=zero,
                 x_scale=0.05, w_scale=rng.uniform(0.001, 0.01, o if per_channel else 1).astype(np.float32),
                 stride=stride, padding=padding, dilation=dilation, groups=groups)
 
@@ -177,7 +162,7 @@ def test_grouped_convolutions_other_than_depthwise_stay_in_float():
 
 def test_filters_are_laid_out_tap_major_with_channels_in_groups_of_four():
     rng = np.random.default_rng(4)
-    filters = _ints(rng, np.int8, (37, 6, 3, 2))  # 6 channels: padded to 8
+    filters = random_ints(rng, np.int8, (37, 6, 3, 2))  # 6 channels: padded to 8
     matrix = conv_u8s8_matrix(filters)
     assert matrix.shape == (3 * 2 * 8, 37)
     assert matrix[(2 * 2 + 1) * 8 + 5, 36] == filters[36, 5, 2, 1] and not matrix[6:8].any()

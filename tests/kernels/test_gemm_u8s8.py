@@ -9,29 +9,14 @@ import tensorkiln as tk
 from tensorkiln.errors import DTypeError, ShapeError
 from tensorkiln.frontend.functions import matmul_integer
 from tensorkiln.ir.ops.quantized import pack_u8s8_panels, unpack_u8s8_panels
-from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target, int8_dot_kind, _cpu_flags
+from tensorkiln.kernels.target import INT8_DOT_KINDS
 
 from .compiled import check_compiled
 from .disassembly import needs_vector_disassembly
+from .dot_paths import INT8_PATHS as AVAILABLE, int8_path, random_ints  # noqa: F401  (int8_path: the fixture)
 
-AVAILABLE = INT8_DOT_KINDS[INT8_DOT_KINDS.index(int8_dot_kind(_cpu_flags())):]
 # (M, K, N): size-1 dims, K not a multiple of 4, N not a multiple of the 32-column panel, M tails of the 8-row tile
 SHAPES = [(1, 1, 1), (1, 64, 96), (3, 5, 7), (9, 33, 31), (37, 130, 65), (70, 256, 200)]
-
-
-@pytest.fixture(params=AVAILABLE)
-def int8_path(request, monkeypatch):
-    """Force one int8 dot-product path of those this CPU has (the target is read once per process)."""
-    monkeypatch.setenv("TENSORKILN_INT8_DOT", request.param)
-    cpu_target.cache_clear()
-    yield request.param
-    monkeypatch.undo()
-    cpu_target.cache_clear()
-
-
-def _ints(rng, dtype, shape):
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
 def _kernel_ops(f, *args) -> list[str]:
@@ -42,7 +27,7 @@ def _kernel_ops(f, *args) -> list[str]:
 def test_int8_gemm_is_exact_on_every_path(int8_path, a_dtype):
     rng = np.random.default_rng(INT8_DOT_KINDS.index(int8_path))
     for m, k, n in SHAPES:
-        a, w = _ints(rng, a_dtype, (m, k)), _ints(rng, np.int8, (k, n))
+        a, w = random_ints(rng, a_dtype, (m, k)), random_ints(rng, np.int8, (k, n))
         weights = tk.tensor(w)
         f = check_compiled(lambda x: matmul_integer(x, weights), a)
         assert f(a).numpy().dtype == np.int32
@@ -53,7 +38,7 @@ def test_int8_gemm_is_exact_on_every_path(int8_path, a_dtype):
 def test_dequantizing_epilogue_fuses_into_the_gemm(int8_path):
     """scale * (A @ W - zero compensation) + bias, as a quantized linear layer: one kernel."""
     rng = np.random.default_rng(7)
-    a, w = _ints(rng, np.uint8, (2, 5, 77)), _ints(rng, np.int8, (77, 45))
+    a, w = random_ints(rng, np.uint8, (2, 5, 77)), random_ints(rng, np.int8, (77, 45))
     scales = rng.uniform(0.001, 0.01, 45).astype(np.float32)
     bias = rng.standard_normal(45).astype(np.float32)
     weights, column_sums = tk.tensor(w), tk.tensor(w.astype(np.int32).sum(0))
@@ -70,7 +55,7 @@ def test_dequantizing_epilogue_fuses_into_the_gemm(int8_path):
 
 def test_uint8_weights_within_int8_range_use_the_gemm_and_larger_ones_the_loop_nest():
     rng = np.random.default_rng(3)
-    a = _ints(rng, np.uint8, (6, 40))
+    a = random_ints(rng, np.uint8, (6, 40))
     for high, op in ((128, "matmul_u8s8"), (256, "matmul_integer")):
         w = rng.integers(0, high, (40, 19)).astype(np.uint8)
         weights = tk.tensor(w)
@@ -81,7 +66,7 @@ def test_uint8_weights_within_int8_range_use_the_gemm_and_larger_ones_the_loop_n
 
 def test_computed_right_operands_run_on_the_integer_loop_nest():
     rng = np.random.default_rng(4)
-    a, b = _ints(rng, np.int8, (3, 4, 9)), _ints(rng, np.uint8, (9, 5))
+    a, b = random_ints(rng, np.int8, (3, 4, 9)), random_ints(rng, np.uint8, (9, 5))
     f = check_compiled(lambda x, y: matmul_integer(x, y), a, b)
     np.testing.assert_array_equal(f(a, b).numpy(), a.astype(np.int64) @ b.astype(np.int64))
 
@@ -89,7 +74,7 @@ def test_computed_right_operands_run_on_the_integer_loop_nest():
 def test_panels_hold_the_matrix():
     rng = np.random.default_rng(5)
     for k, n in ((1, 1), (5, 33), (64, 64)):
-        w = _ints(rng, np.int8, (k, n))
+        w = random_ints(rng, np.int8, (k, n))
         panels = pack_u8s8_panels(w)
         assert panels.shape == (-(-n // 32), -(-k // 4), 128)
         np.testing.assert_array_equal(unpack_u8s8_panels(panels, k, n), w)

@@ -170,7 +170,15 @@ def _input_buffer(root: Node, values: ValueBuilder) -> Buffer | None:
 def _reads_in_place(root: Node, values: ValueBuilder) -> bool:
     """The kernel reads its blocked input where it lies, no copy: an unpadded layer, or a
     depthwise one (whose taps outside the image are skipped, `_tap_range`)."""
-    return _blocked_buffer_input(root, values) and (not any(root.attrs["padding"]) or _is_depthwise(root))
+    source = _input_buffer(root, values)
+    if source is None or (DEPTHWISE_WIDENS_IN_ROWS and _is_depthwise(root) and source.dtype == "bfloat16"):
+        return False
+    return not any(root.attrs["padding"]) or _is_depthwise(root)
+
+
+# A depthwise layer reading bfloat16 storage widens each input element once, as it copies the rows of
+# its band (9 loads of each element follow), rather than at each of its 9 taps read in place.
+DEPTHWISE_WIDENS_IN_ROWS = True
 
 
 def _tap_range(out_at: E.Expr | int, stride: int, pad: int, dilation: int, taps: int,

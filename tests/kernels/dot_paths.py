@@ -1,0 +1,60 @@
+"""The instruction paths a low-precision kernel test runs on, and the operands it feeds them.
+
+The target (`kernels/target.py: cpu_target`) is read once per process; these fixtures describe
+another host through its environment switches and clear the cached target before and after, so
+one machine runs every path:
+
+- `bf16_path`: "vdpbf16ps" (the AVX512-BF16 tile, skipped on a CPU without it) or "widened"
+  (`TENSORKILN_NO_BF16_DOT=1`: loop IR that widens each bf16 value and multiplies with fma);
+- `int8_path`: each int8 dot-product kind this CPU has (`TENSORKILN_INT8_DOT`), its own first.
+
+A test module imports the fixture it needs (`from .dot_paths import bf16_path`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
+from tensorkiln.kernels.target import INT8_DOT_KINDS, _cpu_flags, cpu_target, int8_dot_kind
+
+HAS_BF16_DOT = cpu_target().bf16_dot
+INT8_PATHS = INT8_DOT_KINDS[INT8_DOT_KINDS.index(int8_dot_kind(_cpu_flags())):]
+
+
+def _on_target(monkeypatch, variable: str | None, value: str = "1"):
+    """Set one target switch (none: the host as it is) with a fresh target; undo both afterwards."""
+    if variable is not None:
+        monkeypatch.setenv(variable, value)
+    cpu_target.cache_clear()
+    yield
+    monkeypatch.undo()
+    cpu_target.cache_clear()
+
+
+@pytest.fixture(params=["vdpbf16ps", "widened"])
+def bf16_path(request, monkeypatch):
+    """Which bf16 micro-kernel the target asks for."""
+    if request.param == "vdpbf16ps" and not HAS_BF16_DOT:
+        pytest.skip("this CPU has no AVX512-BF16")
+    variable = "TENSORKILN_NO_BF16_DOT" if request.param == "widened" else None
+    for _ in _on_target(monkeypatch, variable):
+        yield request.param
+
+
+@pytest.fixture(params=INT8_PATHS)
+def int8_path(request, monkeypatch):
+    """Force one int8 dot-product path of those this CPU has."""
+    for _ in _on_target(monkeypatch, "TENSORKILN_INT8_DOT", request.param):
+        yield request.param
+
+
+def bf16(a: np.ndarray) -> np.ndarray:
+    """`a` rounded to bfloat16 (nearest even), as float64: the operands a bf16 kernel multiplies."""
+    return f32_from_bf16_bits(bf16_bits_from_f32(np.asarray(a, dtype=np.float32))).astype(np.float64)
+
+
+def random_ints(rng: np.random.Generator, dtype, shape) -> np.ndarray:
+    """Integers over the whole range of `dtype`."""
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)

@@ -1,0 +1,91 @@
+"""Depthwise convolutions in bf16 between 1x1 layers (MobileNetV2's inverted residual block): the expanding
+layer stores its rounded output as bfloat16, the depthwise kernel widens it as it copies its rows
+(conv_nchwc.py) and stores its own rounded output as bfloat16 for the projection.
+
+Checked against a float64 reference that rounds to bf16 where the precision rule does, and against the
+reference interpreter's bf16 graph, over random shapes: channel counts of one or several blocks of 8 and
+16, odd planes, a plane of one row, stride 2, padding 1 and 2 (a 5x5 window)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+import tensorkiln.nn.functional as F
+
+from .dot_paths import bf16, bf16_path as path  # noqa: F401  (path: the fixture)
+
+RNG = np.random.default_rng(23)
+
+# (input channels, expanded channels, height, width, window, stride)
+BLOCKS = [(8, 48, 9, 7, 3, 1), (16, 32, 1, 11, 3, 2), (24, 144, 13, 13, 3, 2), (8, 16, 6, 10, 5, 1)]
+
+
+def weights(c: int, e: int, window: int):
+    scale = lambda fan_in: np.sqrt(1.5 / fan_in)  # noqa: E731  (activations keep their size)
+    w1 = RNG.standard_normal((e, c, 1, 1)) * scale(c)
+    wd = RNG.standard_normal((e, 1, window, window)) * scale(window * window)
+    w2 = RNG.standard_normal((c, e, 1, 1)) * scale(e)
+    bias = RNG.standard_normal(e) * 0.1
+    return [a.astype(np.float32) for a in (w1, wd, w2, bias)]
+
+
+def block_function(w1, wd, w2, bias, stride: int):
+    t1, td, t2, tb = (tk.tensor(a) for a in (w1, wd, w2, bias))
+    pad = wd.shape[-1] // 2
+
+    def block(x):
+        y = F.conv2d(x, t1).clip(0.0, 6.0)
+        y = F.conv2d(y, td, tb, stride=stride, padding=pad, groups=wd.shape[0]).clip(0.0, 6.0)
+        return F.conv2d(y, t2)
+
+    return block
+
+
+def depthwise64(x: np.ndarray, w: np.ndarray, bias: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """A depthwise convolution in float64: x[N, C, H, W], w[C, 1, K, K]."""
+    n, c, h, width = x.shape
+    k = w.shape[-1]
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - k) // stride + 1, (width + 2 * pad - k) // stride + 1
+    out = np.zeros((n, c, oh, ow)) + bias[None, :, None, None]
+    for r in range(k):
+        for s in range(k):
+            window = xp[:, :, r:r + stride * (oh - 1) + 1:stride, s:s + stride * (ow - 1) + 1:stride]
+            out += window * w[None, :, 0, r, s, None, None]
+    return out
+
+
+def reference(x, w1, wd, w2, bias, stride: int) -> np.ndarray:
+    """The block in float64, its contractions' operands rounded to bf16 as the precision rule says."""
+    y = np.einsum("nchw,ec->nehw", bf16(x), bf16(w1[:, :, 0, 0])).clip(0.0, 6.0)
+    y = depthwise64(bf16(y), bf16(wd), bias.astype(np.float64), stride, wd.shape[-1] // 2).clip(0.0, 6.0)
+    return np.einsum("nehw,ce->nchw", bf16(y), bf16(w2[:, :, 0, 0]))
+
+
+@pytest.mark.parametrize("c,e,h,w,window,stride", BLOCKS)
+def test_depthwise_block_matches_float64_and_the_bf16_graph(path, c, e, h, w, window, stride):
+    w1, wd, w2, bias = weights(c, e, window)
+    block = block_function(w1, wd, w2, bias, stride)
+    x = RNG.standard_normal((1, c, h, w)).astype(np.float32)
+    f = tk.jit(block, precision="bf16")
+    got = f(x).numpy()
+    want = reference(x, w1, wd, w2, bias, stride)
+    # float32 sums can tip a rounding to bf16 of an intermediate: 2^-8 of it, through one more layer
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3
+    oracle = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
+    assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 2e-3
+    fp32 = tk.jit(block)(x).numpy()
+    assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < 2e-2
+
+
+def test_the_depthwise_layer_reads_and_writes_bf16_storage():
+    w1, wd, w2, bias = weights(16, 96, 3)
+    block = block_function(w1, wd, w2, bias, 1)
+    x = RNG.standard_normal((1, 16, 14, 14)).astype(np.float32)
+    kernels = tk.jit(block, precision="bf16").report(x).kernels
+    depthwise = [k for k in kernels if any("groups=96" in n for n in k.nodes)]
+    assert len(depthwise) == 1
+    signature = depthwise[0].loop_ir.splitlines()[0]  # kernel name(output, inputs...)
+    assert signature.count("bfloat16[") == 2, signature  # its output and its input
+    assert all(k.kind == "contraction" for k in kernels)  # no rounding kernel in between
