@@ -128,8 +128,10 @@ class OrtGenerator:
         return np.concatenate(tokens, axis=1)
 
 
-def generate_part(ours, reference, prompts: list[int], pairs: int) -> tuple[dict, list[list[str]]]:
-    """Generate NEW_TOKENS after each prompt length with both; programs compiled, tokens/s in turns."""
+def generate_part(ours, reference, prompts: list[int], pairs: int,
+                  timed: list[int] | None = None) -> tuple[dict, list[list[str]]]:
+    """Generate NEW_TOKENS after each prompt length with both; programs compiled, tokens/s in turns at
+    the `timed` prompt lengths (default: every one), each row printed as it is measured."""
     config = ours.config
     ours_generate = TensorkilnGenerator(ours)
     start = time.perf_counter()
@@ -144,8 +146,11 @@ def generate_part(ours, reference, prompts: list[int], pairs: int) -> tuple[dict
     result = {"prompts": prompts, "prefill_programs": prefills, "decode_programs": decodes, "seconds": seconds,
               "new_tokens": NEW_TOKENS, "samples": {}}
     rows = []
-    for n in sorted(prompts):
-        ids = prompt_ids[n]
+    for n in sorted(timed or prompts):
+        ids = prompt_ids.get(n)
+        if ids is None:
+            ids = prompt_ids[n] = np.random.default_rng(n).integers(0, config.vocab_size, (1, n)).astype(np.int64)
+            generated[n] = ours_generate(ids)
         same = int((theirs(ids)[:, n:] == generated[n][:, n:]).sum())
         times = alternating_blocks({"tensorkiln": lambda: ours_generate(ids), "ort": lambda: theirs(ids)},
                                    pairs=pairs)
@@ -153,6 +158,8 @@ def generate_part(ours, reference, prompts: list[int], pairs: int) -> tuple[dict
         speedup = float(np.median([o / t for t, o in zip(times["tensorkiln"], times["ort"])]))
         rows.append([str(n), f"{NEW_TOKENS / med['tensorkiln']:.1f}", f"{NEW_TOKENS / med['ort']:.1f}",
                      f"{speedup:.3f}", f"{same}/{NEW_TOKENS}"])
+        print("  prompt {}: tensorkiln {} tokens/s, ORT {} tokens/s, ratio {}, same tokens {}".format(*rows[-1]),
+              flush=True)
         result["samples"][str(n)] = {"tensorkiln_s": med["tensorkiln"], "ort_s": med["ort"],
                                      "tokens_per_s_over_ort": speedup, "same_tokens": same}
     return result, rows
