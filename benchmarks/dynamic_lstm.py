@@ -102,6 +102,7 @@ def main() -> None:
     with unrolled_checkout(args.baseline) as baseline:
         for n in samples:
             row, figures = measure(n, symbolic, session, baseline, scratch, args.pairs)
+            print(f"  seq {n}: symbolic / unrolled {figures['symbolic_over_unrolled']:.3f}", flush=True)
             rows.append(row)
             results["samples"][str(n)] = figures
     print()
