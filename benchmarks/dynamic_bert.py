@@ -1,8 +1,8 @@
 """BERT-base with a symbolic sequence length: programs compiled over many lengths, and latency against
-programs specialized to one length.
+programs specialized to one length and against ONNX Runtime on the same ONNX model.
 
     OMP_WAIT_POLICY=passive python benchmarks/dynamic_bert.py [--lengths 24] [--samples 16,128,384]
-        [--pairs 5] [--json FILE]
+        [--pairs 5] [--parts native,onnx] [--json FILE]
 
 tensorkiln's own BERT-base (tensorkiln.models.bert_base, float32, batch 1, random weights and
 tokens), tk.jit(model, dynamic={"input_ids": {1: "seq"}}) under no_grad, called once at each of
@@ -12,6 +12,14 @@ seconds all calls took, compiling included. Then, at each sampled length, the pe
 that symbolic function against tk.jit(model, dynamic=False) specialized to the length, timed in
 alternating blocks (tools/timing.alternating_blocks: medians of the blocks and of the per-round
 ratios; ratio > 1: the symbolic program is slower).
+
+The onnx part (benchmarks/dynamic/bert_onnx.py): the PyTorch reference BERT-base encoder
+(tools/torch_reference.BertEncoder: 12 layers, hidden 768, 512 positions, a pooler and a 2-class head)
+exported to ONNX with dim_param axes ("batch", "seq") on input_ids and attention_mask; tk.onnx.load of
+that file (batch and seq size symbols) called once at each length (batch 1) and at batch 2, 3 and 5,
+programs counted; then at each sampled length, per call, tensorkiln against ONNX Runtime on the same
+file (one session, IOBinding bound per length, 2 intra-op threads, all graph optimizations), in
+alternating blocks; outputs agree to 1e-4 relative.
 Threads: the OpenMP default (all cores). The machine's speed drifts, so read the ratios.
 """
 from __future__ import annotations
@@ -27,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorkiln as tk  # noqa: E402
 from benchmarks.common import machine_summary, print_table, write_json  # noqa: E402
+from benchmarks.dynamic.bert_onnx import onnx_part  # noqa: E402
 from tensorkiln.models import bert_base  # noqa: E402
 from tensorkiln.tools.timing import alternating_blocks  # noqa: E402
 
@@ -43,14 +52,8 @@ def tokens(length: int) -> np.ndarray:
     return np.random.default_rng(length).integers(0, 30522, (1, length)).astype(np.int64)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lengths", type=int, default=24)
-    parser.add_argument("--samples", default="16,128,384")
-    parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    print(machine_summary())
+def native_part(args) -> dict:
+    """tensorkiln's own BERT-base, symbolic against specialized."""
     tk.manual_seed(0)
     model = bert_base()
     model.eval()
@@ -75,6 +78,23 @@ def main() -> None:
             rows.append([str(n), f"{sym * 1e3:.2f}", f"{spec * 1e3:.2f}", f"{ratio:.3f}"])
             results[str(n)] = {"symbolic_s": sym, "specialized_s": spec, "ratio": ratio}
     print_table(["seq", "symbolic ms", "specialized ms", "symbolic / specialized"], rows)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lengths", type=int, default=24)
+    parser.add_argument("--samples", default="16,128,384")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--parts", default="native,onnx")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    print(machine_summary())
+    results = {}
+    if "native" in args.parts.split(","):
+        results["native"] = native_part(args)
+    if "onnx" in args.parts.split(","):
+        results["onnx"] = onnx_part(lengths(args.lengths), [int(s) for s in args.samples.split(",")], args.pairs)
     if args.json:
         write_json(args.json, results)
 

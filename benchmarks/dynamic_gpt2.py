@@ -1,8 +1,9 @@
 """GPT-2 small with a symbolic prompt length (prefill) and a symbolic KV-cache length (decode step):
-programs compiled over many lengths, and per-call time against programs specialized to one length.
+programs compiled over many lengths, per-call time against programs specialized to one length, and
+tokens/s generating 32 tokens after each prompt against ONNX Runtime.
 
     OMP_WAIT_POLICY=passive python benchmarks/dynamic_gpt2.py [--lengths 16] [--samples 16,128,384]
-        [--pairs 4] [--parts prefill,decode] [--json FILE]
+        [--pairs 4] [--parts prefill,decode,generate] [--generate-samples all|16,128] [--json FILE]
 
 tensorkiln's GPT-2 small (tensorkiln.models, float32, batch 1) with the weights of the PyTorch
 reference model (tools/torch_reference.GPT2, random initialization), under no_grad.
@@ -23,6 +24,14 @@ torch.no_grad), timed in alternating blocks (tools/timing.alternating_blocks: me
 and of the per-round ratios; ratio > 1: the symbolic program is slower), with the symbolic program's
 GFLOP/s against the machine's peak FMA rate (benchmarks/kernels.py's measure_limits). The logits of
 the symbolic and specialized programs must agree to 1e-5 relative (max |difference| / max |logit|).
+
+- generate (benchmarks/dynamic/gpt2_generate.py): greedy generation of 32 tokens after each of `--lengths`
+  prompt lengths in [8, 512]: tensorkiln's symbolic prefill (cache sized prompt + 32) and symbolic
+  decode step (programs counted: the goal is at most 2 prefill and 1 decode program) against ONNX
+  Runtime running the reference model's prefill and decode graphs exported with dim_param axes
+  (the prompt and past lengths), IOBinding, 2 intra-op threads, all graph optimizations; tokens/s
+  of each whole generation (prefill included), timed in turns at every prompt length (or those of
+  `--generate-samples`; `--pairs` rounds); the tokens both generate are compared.
 The machine may be shared: read ratios measured side by side, not absolute times.
 """
 from __future__ import annotations
@@ -38,6 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorkiln as tk  # noqa: E402
 from benchmarks.common import machine_summary, print_table, write_json  # noqa: E402
+from benchmarks.dynamic.gpt2_generate import generate_part, print_generate_table  # noqa: E402
 from benchmarks.kernels import measure_limits  # noqa: E402
 from tensorkiln.models import GPT2Config, GPT2LMHeadModel  # noqa: E402
 from tensorkiln.tools.timing import alternating_blocks  # noqa: E402
@@ -171,6 +181,11 @@ def run_decode(ours, reference, args, peak: float) -> tuple[dict, list[list[str]
     return result, rows
 
 
+def run_generate(ours, reference, args, peak: float) -> tuple[dict, list[list[str]]]:
+    timed = None if args.generate_samples == "all" else [int(s) for s in args.generate_samples.split(",")]
+    return generate_part(ours, reference, lengths(args.lengths), args.pairs, timed)
+
+
 def _ratio(times: dict, a: str, b: str) -> float:
     return float(np.median([x / y for x, y in zip(times[a], times[b])]))
 
@@ -196,7 +211,9 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, default=16)
     parser.add_argument("--samples", default="16,128,384")
     parser.add_argument("--pairs", type=int, default=4)
-    parser.add_argument("--parts", default="prefill,decode")
+    parser.add_argument("--parts", default="prefill,decode,generate")
+    parser.add_argument("--generate-samples", default="all",
+                        help="prompt lengths whose generation is timed: 'all' (every length) or a list")
     parser.add_argument("--json")
     args = parser.parse_args()
     args.samples = [int(s) for s in args.samples.split(",")]
@@ -206,13 +223,17 @@ def main() -> None:
     ours, reference = models()
     results, rows = {"peak_gflops": peak}, []
     with tk.no_grad():
-        for part, run in (("prefill", run_prefill), ("decode", run_decode)):
+        for part, run in (("prefill", run_prefill), ("decode", run_decode), ("generate", run_generate)):
             if part in args.parts.split(","):
                 results[part], part_rows = run(ours, reference, args, peak)
-                rows += part_rows
+                if part == "generate":
+                    print_generate_table(part_rows)
+                else:
+                    rows += part_rows
     print()
-    print_table(["part", "length", "symbolic ms", "specialized ms", "torch eager ms", "symbolic / specialized",
-                 "symbolic / torch", "specialized compile s", "rel. error", "symbolic GFLOP/s (% of peak)"], rows)
+    if rows:
+            print_table(["part", "length", "symbolic ms", "specialized ms", "torch eager ms", "symbolic / specialized",
+                     "symbolic / torch", "specialized compile s", "rel. error", "symbolic GFLOP/s (% of peak)"], rows)
     if args.json:
         write_json(args.json, results)
 

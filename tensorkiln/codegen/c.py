@@ -73,6 +73,7 @@ from tensorkiln.codegen.c_prefetch import RowPrefetch, row_prefetch
 from tensorkiln.loops.program import Program
 from tensorkiln.loops.types import int_range, is_bool, is_float, itemsize
 from tensorkiln.runtime.signature import ArgSpec, Signature
+from tensorkiln.shapes.symint import upper_bound
 
 STACK_LIMIT_BYTES = 16 * 1024  # local buffers up to this size live on the stack
 INDENT = "    "
@@ -458,7 +459,9 @@ class _KernelWriter:
         ctype = C_TYPES[buffer.dtype]
         name = c_name(buffer.name)
         size = max(buffer.size, 1)
-        if buffer.nbytes <= STACK_LIMIT_BYTES:
+        # a run-time size goes on the stack only where its symbols' bounds keep it small: asking its
+        # trace-time value would pin a size class (a guard) for a choice the heap serves at every size
+        if upper_bound(buffer.nbytes) <= STACK_LIMIT_BYTES:
             self.emit(depth, "{")
             # Accessed through a restrict pointer: with the array itself, GCC 12 loses track that two
             # local arrays are distinct once it vectorizes their accesses, and then keeps register

@@ -75,9 +75,17 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     dims = normalize_dims(dim, x.ndim, "mean")
     out_dtype = x.dtype
     x = x.to(out_dtype.compute)  # 16-bit floats: accumulate and divide in float32, round once (PyTorch)
-    count = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
+    count = prod([x.shape[d] for d in dims])
     total = x.sum(dims, keepdim)
+    if is_symbolic(count):  # a run-time count (symbols are >= 2): its reciprocal computed per call, no guard
+        return (total * (1.0 / _size_value(count, x.dtype))).to(out_dtype)
+    count = int(count)
     return (total * (1.0 / count) if count else total / 0.0).to(out_dtype)
+
+
+def _size_value(size, dtype) -> Tensor:
+    """A symbolic size as a 0-d tensor of `dtype`, read at run time (a one-element iota starting at it)."""
+    return apply("iota", [], length=1, start=size, step=1, dtype=dtype).reshape(())
 
 
 @composite("var")

@@ -40,6 +40,17 @@ def may_be_parallel(choice: Choice) -> bool:
     return isinstance(choice, E.Expr) or bool(choice)
 
 
+def loop_kind(choice: Choice) -> str:
+    """The kind of a loop made for `choice`: "parallel" at some size (with `threads_if(choice)`), else "serial"."""
+    return "parallel" if may_be_parallel(choice) else "serial"
+
+
+def parallel_when(work, tasks, minimum_work: int) -> Choice:
+    """Spread `tasks` over threads when there are at least two and `work` reaches `minimum_work` (the
+    templates' rule, with schedule_defaults.PARALLEL_MIN_ELEMENTS), decided per call for run-time sizes."""
+    return all_of(at_least(tasks, 2), at_least(work, minimum_work))
+
+
 def all_of(*choices: Choice) -> Choice:
     """Every choice holds: False when one is decided false, else the run-time ones joined by `and`."""
     if any(c is False for c in choices):

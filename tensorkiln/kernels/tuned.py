@@ -36,6 +36,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
+from ..shapes.symint import is_symbolic
 from ..runtime import tuning_records
 from .schedule_defaults import thread_count
 from .target import cpu_model_name, cpu_target
@@ -58,11 +59,16 @@ class TunedUse:
 
 
 def workload_key(template: str, **facts: object) -> str:
-    """`template:name=value:...` in the order given (no spaces: it is one token in comments)."""
-    text = ":".join([template] + [f"{name}={value}" for name, value in facts.items()])
+    """`template:name=value:...` in the order given (no spaces: it is one token in comments). A run-time
+    size is its symbolic text without spaces (`h=((h-2)//2)+1`)."""
+    text = ":".join([template] + [f"{name}={_token(value)}" for name, value in facts.items()])
     if " " in text:
         raise ValueError(f"workload key {text!r} must not contain spaces")
     return text
+
+
+def _token(value: object) -> str:
+    return str(value).replace(" ", "") if is_symbolic(value) else str(value)
 
 
 def parse_workload(key: str) -> tuple[str, dict[str, str]]:

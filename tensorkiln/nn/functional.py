@@ -18,7 +18,7 @@ from ..frontend.creation import arange, randint
 from ..frontend.functions import concat, flip, matmul, mean, var, where
 from ..frontend.tensor import Tensor, apply, as_tensor, normalize_dim, tensor_methods
 from ..frontend.trace import composite, mark_mutable
-from ..shapes import is_symbolic
+from ..shapes import has_symbols, is_symbolic
 
 
 def _pair(value, name: str) -> tuple[int, int]:
@@ -320,6 +320,8 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     total = windows.sum((-2, -1))
     if divisor_override:
         return total * (1.0 / divisor_override)
+    if not any(padding) and not any(extra) and has_symbols(outs):  # every window whole, at run-time sizes
+        return total / as_tensor(np.float64(kernel[0] * kernel[1]), x.dtype)
     divisor = pool_divisors(outs, x.shape[-2:], kernel, stride, padding, count_include_pad)
     return total / as_tensor(divisor, x.dtype)
 

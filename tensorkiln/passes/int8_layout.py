@@ -37,6 +37,7 @@ from ..ir.graph import Graph, Node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 from ..ir.rewrite import rewrite_graph, with_inputs
+from ..shapes.symint import same_shape
 from .qdq_conv import NCHW_OF_NHWC, NHWC_OF_NCHW
 from .qdq_integer import dequantized
 
@@ -81,7 +82,7 @@ def keep_int8_channels_last(graph: Graph) -> tuple[Graph, Counter]:
             return reduced
         if node.kind != OpKind.ELEMENTWISE or node.ndim != 4:
             return node
-        if not any(i.shape == node.shape and from_direct_conv(i) for i in node.inputs):
+        if not any(same_shape(i.shape, node.shape) and from_direct_conv(i) for i in node.inputs):
             return node
         operands = [_channels_last(i, node) for i in node.inputs]
         where = (node.scope, node.location)

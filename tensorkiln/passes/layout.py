@@ -41,6 +41,7 @@ from ..kernels.templates.conv_nchwc import channel_block
 from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
+from ..shapes.symint import hint_of
 
 # A chain of blocked convolutions converts its input and output itself (in the padded copy
 # of its first convolutions, the store of its last); it runs blocked only where those
@@ -378,10 +379,11 @@ def _chains(chosen: dict[int, int], rewriter: _Rewriter, nodes: dict[int, Node])
 
 
 def _chain_share(chain: set[int], rewriter: _Rewriter, nodes: dict[int, Node], nchw_out: set[int]) -> float:
-    """Elements a chain converts at its edges per multiply-add of its convolutions."""
+    """Elements a chain converts at its edges per multiply-add of its convolutions (a share, weighed at
+    the sizes' trace-time hints: it only ranks layouts, so a symbolic size records no guard here)."""
     converted = sum(edge_conversions(nodes[i], nodes[i].inputs[0].id not in rewriter.block, i in nchw_out)
                     for i in chain)
-    return converted / sum(multiply_adds(nodes[i]) for i in chain)
+    return hint_of(converted) / hint_of(sum(multiply_adds(nodes[i]) for i in chain))
 
 
 __all__ = ["block_layouts", "blocked_conv_choice", "block_size", "from_blocked", "to_blocked"]

@@ -233,6 +233,14 @@ def hint_of(value: IntLike) -> int:
     return value.hint if isinstance(value, SymInt) else int(value)
 
 
+def same_shape(a: Iterable[IntLike], b: Iterable[IntLike]) -> bool:
+    """Shapes equal at every size, without a guard: equal ints, structurally equal SymInts (a SymInt
+    is never the same as an int, which it only equals at some sizes)."""
+    a, b = tuple(a), tuple(b)
+    return len(a) == len(b) and all(x.same_as(y) if isinstance(x, SymInt) else
+                                    not isinstance(y, SymInt) and int(x) == int(y) for x, y in zip(a, b))
+
+
 def upper_bound(value: IntLike) -> int:
     """The largest value a size can take within its symbols' bounds (itself for an int), without a guard:
     for the loop-variable ranges that interval analysis proves things with."""

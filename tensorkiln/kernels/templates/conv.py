@@ -49,6 +49,7 @@ from ...loops.buffer import Buffer
 from ..inline import ValueBuilder
 from ...loops.ir import Alloc, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ..run_time_choice import at_least, loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype
 from .conv_shallow import shallow_conv_body
 from .depthwise import depthwise_body
@@ -217,6 +218,10 @@ def winograd_choice(root: Node) -> str | None:
     WINOGRAD4_MIN_SIDE on both sides and its U qualifies, else F(2x2, 3x3)
     (2.25x), whose 2x2 tiles fit small outputs better and whose U is
     2.25x smaller.
+
+    With run-time sizes (a symbolic batch or image) Winograd is chosen only where it qualifies at
+    every size the symbols' bounds allow: a choice that depends on the size's value would be a
+    size class (a guard, another program), and the GEMM forms serve every size.
     """
     if not _winograd_applies(root):
         return None
@@ -224,18 +229,23 @@ def winograd_choice(root: Node) -> str | None:
     c_out = root.inputs[1].shape[0]
     _, _, oh, ow = root.shape
     pixels = n_img * oh * ow
-    if c_in < WINOGRAD_MIN_CHANNELS or pixels < WINOGRAD_MIN_PIXELS:
+    if c_in < WINOGRAD_MIN_CHANNELS or not _always_at_least(pixels, WINOGRAD_MIN_PIXELS):
         return None
-    if pixels * c_out * c_in * 9 < WINOGRAD_MIN_MACS:
+    if not _always_at_least(pixels * c_out * c_in * 9, WINOGRAD_MIN_MACS):
         return None
     target = cpu_target()
     for m in (4, 2):
-        if m == 4 and min(oh, ow) < WINOGRAD4_MIN_SIDE:
+        if m == 4 and not (_always_at_least(oh, WINOGRAD4_MIN_SIDE) and _always_at_least(ow, WINOGRAD4_MIN_SIDE)):
             continue
         u_bytes = (m + 2) ** 2 * c_in * c_out * 4
-        if u_bytes <= target.l2 or (u_bytes <= target.l3 // 4 and pixels >= WINOGRAD_LARGE_U_PIXELS):
+        if u_bytes <= target.l2 or (u_bytes <= target.l3 // 4 and _always_at_least(pixels, WINOGRAD_LARGE_U_PIXELS)):
             return f"winograd{m}"
     return None
+
+
+def _always_at_least(value, minimum: int) -> bool:
+    """`value >= minimum` at every size (for a run-time size: decided by its symbols' bounds; no guard)."""
+    return at_least(value, minimum) is True
 
 
 def _padded_rows_n(root: Node) -> int | None:
@@ -379,9 +389,9 @@ def _implicit_gemm_rows(root: Node, out: Buffer, values: ValueBuilder, epilogue)
         elem = E.Select(inside, values.value(x_node, [plane // c_in, plane % c_in, clamp(iy, h), clamp(ix, w)]), zero)
     else:
         elem = values.value(x_node, [plane // c_in, plane % c_in, iy, ix])
-    kind = "parallel" if n_img * c_in * hp * wp >= PARALLEL_MIN_ELEMENTS and n_img * c_in > 1 else "serial"
+    choice = parallel_when(n_img * c_in * hp * wp, n_img * c_in, PARALLEL_MIN_ELEMENTS)
     fill = For(plane, E.const(n_img * c_in), For(yy, E.const(hp), For(xx, E.const(wp), Store(
-        xpad, (plane * hp + yy) * wp + xx, elem), "vectorized")), kind)
+        xpad, (plane * hp + yy) * wp + xx, elem), "vectorized")), loop_kind(choice), threads_if(choice))
 
     def split_k(kk):
         return kk // (kh * kw), (kk // kw) % kh, kk % kw
@@ -404,9 +414,9 @@ def _implicit_gemm_rows(root: Node, out: Buffer, values: ValueBuilder, epilogue)
                                lambda b, row, col: (b * m + row) * n + col, lambda b, row, col, acc: acc)
     bm, y, x = E.Var("g_bm"), E.Var("g_y"), E.Var("g_x")
     value = epilogue([bm // c_out, bm % c_out, y, x], E.Load(cbuf, bm * n + y * wp + x))
-    kind = "parallel" if n_img * c_out * oh * ow >= PARALLEL_MIN_ELEMENTS and n_img * c_out > 1 else "serial"
+    choice = parallel_when(n_img * c_out * oh * ow, n_img * c_out, PARALLEL_MIN_ELEMENTS)
     final = For(bm, E.const(n_img * c_out), For(y, E.const(oh), For(x, E.const(ow), Store(
-        out, (bm * oh + y) * ow + x, value), "vectorized")), kind)
+        out, (bm * oh + y) * ow + x, value), "vectorized")), loop_kind(choice), threads_if(choice))
     return Alloc(xpad, Alloc(cbuf, block(fill, gemm, final)))
 
 
@@ -445,5 +455,5 @@ def _direct(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt | N
                                        epilogue([img, o, q // ow, q % ow], E.Load(acc, q))),
             "vectorized")))
     work = n_img * c_out * oh * ow * c_group * kh * kw
-    parallel = work >= PARALLEL_MIN_ELEMENTS and n_img * c_out > 1
-    return For(no, E.const(n_img * c_out), plane, "parallel" if parallel else "serial")
+    choice = parallel_when(work, n_img * c_out, PARALLEL_MIN_ELEMENTS)  # per call for run-time sizes
+    return For(no, E.const(n_img * c_out), plane, loop_kind(choice), threads_if(choice))

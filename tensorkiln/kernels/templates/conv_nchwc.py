@@ -63,7 +63,9 @@ from ...loops.buffer import Buffer
 from ..inline import ValueBuilder
 from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
+from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype, itemsize
+from ...shapes.symint import hint_of
 from ..target import cpu_target
 
 PREFIX = "nc"
@@ -103,7 +105,11 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     (image, channel group, row) tasks are shared by the threads, so an
     uneven share costs what the idle thread waits. Ties go to wider tiles
     (each weight vector reused by more pixels).
+
+    A run-time task count (a symbolic batch or height) is weighed at its trace-time hint: the
+    balance only ranks tiles, every tile is correct at every size, so it records no guard.
     """
+    tasks_per_block = hint_of(tasks_per_block)
     target = cpu_target()
     v = max(1, -(-kb * itemsize(dtype) // target.vector_bytes))
     threads = threads or thread_count()
@@ -226,8 +232,8 @@ def _padded_copy(root: Node, values: ValueBuilder, xpad: Buffer, hp: int, wp: in
     plane = row // hp
     body = _padded_row(root, values, xpad, row * (wp * cb), plane // cblocks, plane % cblocks, row % hp,
                        hp, wp, sample)
-    kind = "parallel" if n_img * cblocks * hp * wp * cb >= PARALLEL_MIN_ELEMENTS else "serial"
-    return For(row, E.const(n_img * cblocks * hp), body, kind)
+    choice = parallel_when(n_img * cblocks * hp * wp * cb, 2, PARALLEL_MIN_ELEMENTS)  # per call if run-time
+    return For(row, E.const(n_img * cblocks * hp), body, loop_kind(choice), threads_if(choice))
 
 
 def _padded_row(root: Node, values: ValueBuilder, buf: Buffer, base: E.Expr, img: E.Expr, icb: E.Expr,
@@ -404,14 +410,14 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     row += [tile_code(1, E.const(ox), _tap_range(ox, sw, pl, dw, kw, w)) for ox in range(x_stop, ow)]
     tasks = n_img * groups * bands
     work = n_img * groups * oh * ow * kb * g_blocks * (1 if depthwise else cblocks * cb) * kh * kw
-    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and tasks > 1 else "serial"
+    choice = parallel_when(work, tasks, PARALLEL_MIN_ELEMENTS)  # per call for run-time sizes
     if task_rows:
         first = (task % bands) * (band * sh)  # the band's first padded input row
         count = E.const(rows) if oh % band == 0 else E.minimum(E.const(rows), hp - first)
         fill = For(r, count, _padded_row(root, values, source, r * (wp * kb), img, grp, first + r, hp, wp))
         out_rows = E.const(band) if oh % band == 0 else E.minimum(E.const(band), oh - (task % bands) * band)
         row = [Alloc(source, block(fill, For(band_row, out_rows, block(*row))))]
-    nest: Stmt = For(task, E.const(tasks), block(*row), kind)
+    nest: Stmt = For(task, E.const(tasks), block(*row), loop_kind(choice), threads_if(choice))
     if xpad is None:
         return nest
     return Alloc(xpad, block(_padded_copy(root, values, xpad, hp, wp, sample), nest))

@@ -44,7 +44,9 @@ from ...loops.buffer import Buffer
 from ..inline import ValueBuilder
 from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
+from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype, itemsize
+from ...shapes.symint import hint_of
 from .plane import PhasedPlane, fill_plane_row
 from ..target import cpu_target
 
@@ -72,7 +74,10 @@ def shallow_tile(out_channels: int, width: int, lanes: int, registers: int, task
     and the channels with a narrower channel tile, all counted; the
     (image, row, channel tile) tasks are shared by the threads, so an uneven
     share costs what the idle thread waits. Ties go to larger tiles.
+    A run-time task count (a symbolic batch or height) is weighed at its trace-time hint: the
+    balance only ranks tiles, so it records no guard.
     """
+    tasks_per_tile_row = hint_of(tasks_per_tile_row)
     threads = threads or thread_count()
     vectors_per_row = -(-width // lanes)  # the last one partly used
 
@@ -134,10 +139,10 @@ def _planes(root: Node, values: ValueBuilder, dtype: str, lanes: int) -> tuple[P
     fill = fill_plane_row(plane, index * (sw * hp * wq), yy,
                           lambda iy, ix: E.cast(values.value(x_node, [img, ch, iy, ix]), dtype),
                           (h, w), (pt, pl), E.Const(0.0, dtype), PREFIX)
-    kind = "parallel" if size >= PARALLEL_MIN_ELEMENTS else "serial"
+    choice = parallel_when(size, 2, PARALLEL_MIN_ELEMENTS)  # per call for run-time sizes
     q = E.Var(f"{PREFIX}_slack")
     slack = For(q, E.const(lanes), Store(buf, size + q, E.Const(0.0, dtype)), "vectorized")
-    return plane, block(For(row, E.const(n_img * c_in * hp), fill, kind), slack)
+    return plane, block(For(row, E.const(n_img * c_in * hp), fill, loop_kind(choice), threads_if(choice)), slack)
 
 
 def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt | None:
@@ -238,6 +243,6 @@ def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -
         body = If(E.lt(ctile, full_tiles), body, row_code(last)) if full_tiles else row_code(last)
     tasks = n_img * oh * groups * tiles_per_group
     work = n_img * c_out * oh * ow * taps
-    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and tasks > 1 else "serial"
-    nest = For(task, E.const(tasks), body, kind)
+    choice = parallel_when(work, tasks, PARALLEL_MIN_ELEMENTS)  # per call for run-time sizes
+    nest = For(task, E.const(tasks), body, loop_kind(choice), threads_if(choice))
     return Alloc(offsets, Alloc(plane.buffer, block(fill_offsets, copy, nest)))

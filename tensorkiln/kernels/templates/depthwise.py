@@ -21,6 +21,7 @@ from ...loops.buffer import Buffer
 from ..inline import ValueBuilder
 from ...loops.ir import Alloc, For, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype
 from .plane import fill_plane, phased_plane
 
@@ -52,6 +53,6 @@ def depthwise_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> S
     compute = For(y, E.const(oh), For(x, E.const(ow), pixel, "vectorized"))
     body = Alloc(pad.buffer, block(*fill, *weights, compute))
     work = n_img * channels * oh * ow * kh * kw
-    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and n_img * channels > 1 else "serial"
-    return For(plane, E.const(n_img * channels), body, kind)
+    choice = parallel_when(work, n_img * channels, PARALLEL_MIN_ELEMENTS)  # per call for run-time sizes
+    return For(plane, E.const(n_img * channels), body, loop_kind(choice), threads_if(choice))
 

@@ -29,6 +29,7 @@ from ...loops.buffer import Buffer
 from ..inline import ValueBuilder, delinearize
 from ...loops.ir import Alloc, Assign, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
+from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype
 from .plane import fill_plane, phased_plane
 from ...shapes import prod
@@ -83,8 +84,9 @@ def pool_body(root: Node, out: Buffer, values: ValueBuilder) -> Stmt | None:
 
     compute = taps(nan_aware=False) if root.op == "reduce_sum" else _unless_nan(buf, taps)
     work = planes * (buf.hp * buf.wp + oh * ow * kh * kw)
-    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and planes > 1 else "serial"
-    return For(plane, E.const(planes), Alloc(buf.buffer, block(*copy, compute)), kind)
+    choice = parallel_when(work, planes, PARALLEL_MIN_ELEMENTS)  # per call for run-time sizes
+    return For(plane, E.const(planes), Alloc(buf.buffer, block(*copy, compute)), loop_kind(choice),
+               threads_if(choice))
 
 
 def _unpadded(src: Node, dtype: str) -> tuple[Node, tuple[int, int], E.Expr]:

@@ -1,0 +1,76 @@
+"""BERT-base as one ONNX file with dim_param batch and sequence axes: tensorkiln (tk.onnx.load, size
+symbols) against ONNX Runtime on the same file (dynamic_bert.py's `onnx` part)."""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+import tensorkiln as tk
+from benchmarks.common import print_table
+from benchmarks.dynamic.ort_peer import bound_runner, ort_session
+from tensorkiln.tools.timing import alternating_blocks
+
+VOCAB, MAX_POSITIONS = 30522, 512
+TOLERANCE = 1e-4  # max |difference| relative to the largest |logit|
+EXTRA_BATCHES = (2, 3, 5)  # called at one length each, after the batch-1 lengths: the batch axis symbolic too
+
+
+def export_bert(folder: str) -> str:
+    """The reference BERT-base encoder as ONNX, input_ids and attention_mask (batch, seq) dim_params."""
+    import torch
+    from tensorkiln.tools import torch_reference as ref
+    torch.manual_seed(0)
+    model = ref.BertEncoder(vocab=VOCAB, hidden=768, layers=12, heads=12, intermediate=3072,
+                            max_positions=MAX_POSITIONS, num_classes=2).eval()
+    ids, mask = inputs(2, 16)
+    path = os.path.join(folder, "bert_base.onnx")
+    axes = {0: "batch", 1: "seq"}
+    torch.onnx.export(model, (torch.from_numpy(ids), torch.from_numpy(mask)), path, dynamo=False,
+                      input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                      dynamic_axes={"input_ids": axes, "attention_mask": axes, "logits": {0: "batch"}})
+    return path
+
+
+def inputs(batch: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random tokens and a mask with the last sequence's final quarter padded."""
+    rng = np.random.default_rng(seq * 7 + batch)
+    ids = rng.integers(0, VOCAB, (batch, seq)).astype(np.int64)
+    mask = np.ones((batch, seq), dtype=np.int64)
+    mask[-1, seq - seq // 4:] = 0
+    return ids, mask
+
+
+def onnx_part(lengths: list[int], samples: list[int], pairs: int) -> dict:
+    """Programs over `lengths` (batch 1) and EXTRA_BATCHES; per-call time against ORT at `samples`."""
+    path = export_bert(tempfile.mkdtemp(prefix="tk-bert-onnx-"))
+    model = tk.onnx.load(path)
+    start = time.perf_counter()
+    for n in lengths:
+        model(*inputs(1, n))
+    for b in EXTRA_BATCHES:
+        model(*inputs(b, 64))
+    seconds = time.perf_counter() - start
+    print(f"\nonnx: {len(lengths)} lengths in [2, 512] at batch 1, then batch {EXTRA_BATCHES} at 64: "
+          f"{model.compile_count} programs, {seconds:.1f} s for all calls (compiling included)")
+    results = {"programs": model.compile_count, "seconds": seconds, "samples": {}}
+    session = ort_session(path)
+    rows = []
+    for n in samples:
+        ids, mask = inputs(1, n)
+        ort_run, (want,) = bound_runner(session, {"input_ids": ids, "attention_mask": mask})
+        ort_run()
+        got = np.asarray(model(ids, mask))
+        error = float(np.abs(got - want).max() / np.abs(want).max())
+        assert error < TOLERANCE, f"seq {n}: tensorkiln and ONNX Runtime differ by {error:.2e}"
+        times = alternating_blocks({"tensorkiln": lambda: model(ids, mask), "ort": ort_run}, pairs=pairs)
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        ratio = float(np.median([a / b for a, b in zip(times["tensorkiln"], times["ort"])]))
+        rows.append([str(n), f"{med['tensorkiln'] * 1e3:.2f}", f"{med['ort'] * 1e3:.2f}", f"{ratio:.3f}",
+                     f"{error:.1e}"])
+        results["samples"][str(n)] = {"tensorkiln_s": med["tensorkiln"], "ort_s": med["ort"],
+                                      "tensorkiln_over_ort": ratio, "relative_error": error}
+    print_table(["seq", "tensorkiln (symbolic) ms", "ONNX Runtime ms", "tensorkiln / ORT", "rel. error"], rows)
+    return results
