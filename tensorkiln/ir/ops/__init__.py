@@ -1,6 +1,6 @@
 """The op registry and every primitive op (importing this package registers them)."""
 from . import (backend, backend_bf16, bitwise, collective, contraction, control, elementwise,  # noqa: F401
-               elementwise_more, iota, movement, quantized, quantized_conv, reduce, sources,
+               elementwise_more, iota, movement, quantized, quantized_conv, random, reduce, sources,
                weight_only)  # (registration)
 from .registry import (REGISTRY, Attrs, ConstantValue, MappingType, OpDef, OpKind, TensorType,
                        get_op, infer_type, register)
