@@ -7,8 +7,9 @@ outputs, and the graph writes them into the buffers with `copy_`, which the
 backend turns into a write-back after the call (input_mutations.py).
 `native_batch_norm` and `_native_batch_norm_legit` update the running tensors
 as a side effect their schemas do not show: `functional_running_updates`
-rewrites such a node into the functional form followed by those `copy_`s when
-the running statistics are graph inputs, and the lowering refuses it otherwise.
+rewrites such a node into the functional form, followed by those `copy_`s when
+the running statistics are graph inputs, or read by every later node when they
+are intermediates (instance norm's); the lowering refuses the rest.
 
 The update is PyTorch's: running = (1 - momentum) * running + momentum * batch,
 with the batch variance unbiased (times n / (n - 1), n the elements per channel).
@@ -92,8 +93,10 @@ def _functional_meta(x: torch.Tensor, running_mean: torch.Tensor, running_var: t
 
 
 def functional_running_updates(gm: torch.fx.GraphModule) -> None:
-    """Rewrite each training batch norm that updates placeholder running statistics as a side effect into
-    `_native_batch_norm_legit_functional` and `copy_`s of the new statistics into them at the graph's end."""
+    """Rewrite each training batch norm that updates its running statistics as a side effect into
+    `_native_batch_norm_legit_functional`: running statistics that are graph inputs get `copy_`s of the new
+    values at the graph's end; intermediate ones (instance norm's repeated statistics) are read as the new
+    values by every node after the batch norm. Statistics baked in as constants stay (the lowering refuses)."""
     graph = gm.graph
     output = next(n for n in graph.nodes if n.op == "output")
     changed = False
@@ -101,23 +104,38 @@ def functional_running_updates(gm: torch.fx.GraphModule) -> None:
         if node.op != "call_function" or node.target not in _SIDE_EFFECT_FORMS:
             continue
         args = list(node.args) + [None] * (8 - len(node.args))
-        x, weight, bias, running_mean, running_var, training, momentum, eps = args[:8]
-        if not (training and isinstance(running_mean, torch.fx.Node) and running_mean.op == "placeholder"
-                and isinstance(running_var, torch.fx.Node) and running_var.op == "placeholder"):
+        x, _, _, running_mean, running_var, training = args[:6]
+        running = (running_mean, running_var)
+        if not training or not all(isinstance(r, torch.fx.Node) and r.op in ("placeholder", "call_function")
+                                   for r in running):
             continue
         with graph.inserting_before(node):
             functional = graph.call_function(aten._native_batch_norm_legit_functional.default, tuple(args[:8]))
             functional.meta["val"] = _functional_meta(x.meta["val"], running_mean.meta["val"], running_var.meta["val"])
         for user in list(node.users):  # getitem(node, i) for i < 3 reads the same outputs
             user.replace_input_with(node, functional)
-        with graph.inserting_before(output):
-            for position, target in ((3, running_mean), (4, running_var)):
+        for position, target in ((3, running_mean), (4, running_var)):
+            with graph.inserting_after(functional):
                 new = graph.call_function(operator.getitem, (functional, position))
                 new.meta["val"] = functional.meta["val"][position]
-                graph.call_function(aten.copy_.default, (target, new))
+            if target.op == "placeholder":
+                with graph.inserting_before(output):
+                    graph.call_function(aten.copy_.default, (target, new))
+            else:
+                for user in list(target.users):
+                    if user is not functional and user is not new and _comes_after(user, node):
+                        user.replace_input_with(target, new)
         graph.erase_node(node)
         changed = True
     if changed:
         graph.lint()
         gm.recompile()
 
+
+def _comes_after(node: torch.fx.Node, anchor: torch.fx.Node) -> bool:
+    current = anchor.next
+    while current.op != "root":
+        if current is node:
+            return True
+        current = current.next
+    return False
