@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     # the first float32 sample of every OpInfo, tensorkiln and Inductor (`make opinfo` runs every sample)
     "opinfo": ([sys.executable, "-m", "tensorkiln.tools.opinfo_conformance", "--samples", "1", "--inductor",
                 "--fallback"], True),
+    "random_numbers": ([sys.executable, os.path.join(HERE, "random_numbers.py")], True),
     "int8_gemm": ([sys.executable, os.path.join(HERE, "int8_gemm.py")], True),
     "int8_models": ([sys.executable, os.path.join(HERE, "int8_models.py")], True),
     "int8_convs": ([sys.executable, os.path.join(HERE, "int8_convs.py")], True),

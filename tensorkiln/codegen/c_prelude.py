@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..loops.expr import BITCAST_PAIRS
 from ..loops.types import int_range
+from .c_random import C_RANDOM
 
 C_TYPES: dict[str, str] = {
     "float32": "float",
@@ -414,4 +415,5 @@ def c_prelude() -> str:
     for a, b in sorted(BITCAST_PAIRS):
         for to, src in ((a, b), (b, a)):
             parts.append(_BITCAST.format(to=to, src=src, to_t=C_TYPES[to], src_t=C_TYPES[src]))
+    parts.append(C_RANDOM)
     return "".join(parts)

@@ -1,7 +1,10 @@
 """Tensor creation: tensor, zeros, ones, full, arange, linspace, eye, rand, randn, randint.
 
 Random tensors come from one numpy Generator that `manual_seed` resets, or
-from a fresh one when `seed=` is given, so results are reproducible.
+from a fresh one when `seed=` is given, so results are reproducible. Inside a
+trace (tk.jit), `rand` and `randn` without `seed=` draw in the compiled code
+instead (frontend/random.py: Philox, new numbers every call; `manual_seed`
+seeds it too).
 """
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..shapes import is_symbolic
+from . import random
 from .tensor import Tensor, apply, as_tensor
 from .trace import current_trace
 
@@ -16,9 +20,10 @@ _generator = np.random.default_rng(0)
 
 
 def manual_seed(seed: int) -> None:
-    """Reset the default random generator."""
+    """Reset the default random generators (numpy's for eager tensors, Philox's for compiled code)."""
     global _generator
     _generator = np.random.default_rng(seed)
+    random.reseed(seed)
 
 
 def _rng(seed: int | None) -> np.random.Generator:
@@ -126,11 +131,15 @@ def eye(n: int, m: int | None = None, dtype=dt.float32) -> Tensor:
 
 def rand(*size, seed: int | None = None, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1)."""
+    if seed is None and current_trace() is not None:
+        return random.draw(_shape(size), dtype, "uniform").requires_grad_(requires_grad)
     return as_tensor(_rng(seed).random(_shape(size)), dtype).requires_grad_(requires_grad)
 
 
 def randn(*size, seed: int | None = None, dtype=dt.float32, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
+    if seed is None and current_trace() is not None:
+        return random.draw(_shape(size), dtype, "normal").requires_grad_(requires_grad)
     return as_tensor(_rng(seed).standard_normal(_shape(size)), dtype).requires_grad_(requires_grad)
 
 

@@ -130,7 +130,8 @@ class ValueBuilder:
         if lower is not None:  # elementwise: the op table's row says how
             if not node.inputs:  # an element that is a function of its index alone (iota)
                 return lower(tuple(index), node)
-            return lower(tuple(self._operand(node, k, index) for k in range(len(node.inputs))), node)
+            operands = tuple(self._operand(node, k, index) for k in range(len(node.inputs)))
+            return lower(operands + tuple(index) if get_op(node.op).indexed else operands, node)
         handler = getattr(self, "_" + node.op, None)
         if handler is not None:
             return handler(node, index)

@@ -301,6 +301,12 @@ class Call(Expr):
             raise ValueError(f"unknown math function {self.fn!r}; known: {', '.join(sorted(MATH_FUNCTIONS))}")
         if len(self.args) != MATH_FUNCTIONS[self.fn].arity:
             raise ValueError(f"{self.fn} takes {MATH_FUNCTIONS[self.fn].arity} argument(s), got {len(self.args)}")
+        signature = MATH_FUNCTIONS[self.fn].signature
+        if signature is not None:
+            if tuple(a.dtype for a in self.args) != signature[0]:
+                raise DTypeError(f"{self.fn} needs arguments of dtypes {signature[0]}, "
+                                 f"got {tuple(a.dtype for a in self.args)}")
+            return
         dtypes = {a.dtype for a in self.args}
         if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
             raise DTypeError(f"{self.fn} needs float arguments of one dtype, got {sorted(dtypes)}")
@@ -311,7 +317,8 @@ class Call(Expr):
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
-        return self.args[0].dtype
+        signature = MATH_FUNCTIONS[self.fn].signature
+        return signature[1] if signature is not None else self.args[0].dtype
 
     @property
     def children(self) -> tuple[Expr, ...]:
@@ -704,6 +711,9 @@ def evaluate(expr: Expr, env: Mapping[str, Number], buffers: Mapping[str, np.nda
         value = np.array(evaluate(expr.x, env, buffers), dtype=expr.x.dtype)
         return value.view(expr.dtype).item()
     if isinstance(expr, Call):
+        if MATH_FUNCTIONS[expr.fn].signature is not None:  # integer arguments, as they are
+            return _normalize(MATH_FUNCTIONS[expr.fn].evaluate(*(evaluate(a, env, buffers) for a in expr.args)),
+                              expr.dtype)
         args = [_np_scalar(evaluate(a, env, buffers), expr.dtype) for a in expr.args]
         with np.errstate(all="ignore"):
             return float(MATH_FUNCTIONS[expr.fn].evaluate(*args))

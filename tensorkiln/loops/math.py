@@ -27,13 +27,17 @@ class MathFunction:
     evaluate: Callable[..., object]  # numpy float scalars (one dtype) -> a number
     c: Mapping[str, str]  # float dtype -> C expression with {args}
     source: tuple[str, ...] = ()  # C definitions the spelling calls, each emitted once per file
+    # Fixed (argument dtypes, result dtype) of a function that is not float -> same float (a counter-based
+    # random number: integer seed and counter in, a float out); None: float arguments of one dtype, its result
+    signature: tuple[tuple[str, ...], str] | None = None
 
 
 MATH_FUNCTIONS: dict[str, MathFunction] = {}
 
 
 def math_function(name: str, arity: int, evaluate: Callable[..., object],
-                  c: Mapping[str, str] | None = None, source: tuple[str, ...] = ()) -> MathFunction:
+                  c: Mapping[str, str] | None = None, source: tuple[str, ...] = (),
+                  signature: tuple[tuple[str, ...], str] | None = None) -> MathFunction:
     """Add a math function; `c` defaults to libm's names (`{name}f` for float32, `{name}` for float64).
 
     A function libm lacks brings its C definitions as `source`: pieces the C backend writes once into
@@ -42,9 +46,10 @@ def math_function(name: str, arity: int, evaluate: Callable[..., object],
     Registering the same function again with the same arity is allowed (two ops may share one).
     """
     spelling = dict(c) if c is not None else {"float32": f"{name}f({{args}})", "float64": f"{name}({{args}})"}
-    function = MathFunction(name, arity, evaluate, spelling, source)
+    function = MathFunction(name, arity, evaluate, spelling, source, signature)
     known = MATH_FUNCTIONS.get(name)
-    if known is not None and (known.arity, dict(known.c), known.source) != (arity, spelling, source):
+    if known is not None and (known.arity, dict(known.c), known.source, known.signature) != \
+            (arity, spelling, source, signature):
         raise ValueError(f"math function {name!r} defined twice, differently")
     MATH_FUNCTIONS.setdefault(name, function)
     return MATH_FUNCTIONS[name]

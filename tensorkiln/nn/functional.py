@@ -16,6 +16,7 @@ from ..errors import DTypeError, ShapeError, at_user_line
 from ..frontend.autodiff.mode import no_grad
 from ..frontend.creation import arange, randint
 from ..frontend.functions import concat, flip, matmul, mean, var, where
+from ..frontend.random import philox
 from ..frontend.tensor import Tensor, apply, as_tensor, normalize_dim, tensor_methods
 from ..frontend.trace import composite, mark_mutable
 from ..shapes import has_symbols, is_symbolic
@@ -663,28 +664,13 @@ def new_dropout_seed() -> Tensor:
 _default_seed: list = []  # the seed F.dropout uses when none is given (created on first use)
 
 
-def _uniform_hash(seed: Tensor, shape: tuple) -> Tensor:
-    """Uniform [0, 1) float32 values from a counter-based integer hash of (seed, element index).
-
-    Multiply-add and fold-the-high-bits rounds modulo 2**32 (values stay below
-    2**59, so nothing overflows): the same in the numpy reference and in C.
-    """
-    n = int(np.prod(shape, dtype=np.int64))
-    modulus = 2 ** 32
-    h = (as_tensor(np.arange(n, dtype=np.int64).reshape(shape)) + seed.to(dt.int64) * 2654435761) % modulus
-    for _ in range(3):
-        h = (h * 73244475 + 12345) % modulus
-        h = (h + (h // 65536) * 7919) % modulus
-    return h.to(dt.float32) * (1.0 / modulus)
-
-
 @composite("dropout")
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False,
             seed: Tensor | None = None) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p) (identity when not training).
 
-    The mask is a hash of `seed` (an int64 0-d tensor, advanced by one per call)
-    and the element index; without a seed a default one drawn from
+    The mask compares Philox uniform numbers under key `seed` (an int64 0-d tensor,
+    advanced by one per call) with p (frontend/random.py); without a seed a default one drawn from
     tk.manual_seed's generator is used. Works the same eagerly and inside tk.jit.
     """
     x = _floating(as_tensor(input))
@@ -698,7 +684,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         if not _default_seed:
             _default_seed.append(new_dropout_seed())
         seed = _default_seed[0]
-    keep = _uniform_hash(seed, tuple(x.shape)) >= p
+    keep = philox(seed, 0, tuple(x.shape)) >= p
     seed.add_(1)
     return where(keep, x * (1.0 / (1.0 - p)), 0.0)
 

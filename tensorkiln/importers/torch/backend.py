@@ -34,13 +34,16 @@ import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
 import torch
 
 from ...errors import UnsupportedOpError
 from ...frontend.jit import jit
 from .convert import convert_graph, rebuild_outputs, unsupported_nodes
 from .input_mutations import split_input_writes, write_back
+from .lowering_batch_norm import functional_running_updates
 from .partition import Partitioned, partition
+from .random_key import new_key
 from .tensors import to_numpy, to_torch
 
 #: Diagnostics: graphs handed to the backend, signatures compiled, calls run by tensorkiln or eagerly.
@@ -97,6 +100,7 @@ class _Entry:
     baked: list  # (position, tensor, version) of the parameters and buffers baked in
     written: list[int]  # positions of the inputs the graph updates in place (written back after each call)
     partitioned: Any = None  # with unsupported ops and fallback=True: the graph of compiled parts and eager ops
+    random: bool = False  # the graph draws random numbers: each call passes a new key (random_key.py)
 
 
 class TensorKilnGraph:
@@ -135,7 +139,8 @@ class TensorKilnGraph:
             result = entry.partitioned.module(*user_inputs)
         else:
             STATS["tensorkiln_calls"] += 1
-            outputs = entry.run(*[to_numpy(a) for a in user_inputs])
+            arrays = [to_numpy(a) for a in user_inputs] + ([np.array(new_key(), dtype=np.int64)] if entry.random else [])
+            outputs = entry.run(*arrays)
             result = rebuild_outputs(entry.output_structure, [to_torch(t) for t in outputs])
         if entry.written:
             result, new_values = result
@@ -188,10 +193,12 @@ class TensorKilnGraph:
 
         # clones: tracing runs the graph on real tensors, and must not apply its in-place writes to the caller's
         user_inputs = [args[i].clone() for i in user_positions]
-        with torch.no_grad():
+        # the trace runs the graph, random ops included: it must not move the caller's generator
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
             traced = make_fx(torch.func.functionalize(with_constants, remove="mutations"),
                              decomposition_table=decompositions(), tracing_mode="real")(*user_inputs)
         traced.graph.eliminate_dead_code()  # e.g. the unused uint8 `empty` batch norm's decomposition makes
+        functional_running_updates(traced)  # a training batch norm's hidden running-statistics update
         written = [user_positions[p] for p in split_input_writes(traced)]  # a KV cache's index_copy_
         baked = [(i, args[i], args[i]._version) for i in sorted(self.constant_positions)]
         if self.options.fallback and unsupported_nodes(traced.graph):
@@ -200,7 +207,7 @@ class TensorKilnGraph:
         STATS["compiles"] += 1
         run = jit(converted.fn, opt_level=self.options.opt_level, debug=self.options.debug,
                   precision=self.options.precision)
-        return _Entry(run, converted.output_structure, baked, written)
+        return _Entry(run, converted.output_structure, baked, written, random=converted.random)
 
     def _partitioned(self, traced: torch.fx.GraphModule) -> Partitioned:
         """The graph as compiled parts around the ops tensorkiln does not lower, which run eagerly (warned)."""

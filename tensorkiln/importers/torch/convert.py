@@ -19,10 +19,11 @@ import torch
 from ...errors import TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor
 from ...shapes import hint_of
-from . import (lowering_backward, lowering_indexing, lowering_math, lowering_nn, lowering_scan,  # noqa: F401
-               lowering_special,
-               lowering_order, lowering_sizes)  # (registration)
+from . import (lowering_backward, lowering_batch_norm, lowering_indexing, lowering_math,  # noqa: F401
+               lowering_misc, lowering_nn, lowering_order, lowering_random, lowering_scan,
+               lowering_sizes, lowering_special)  # (registration)
 from .lowering import LOWERINGS
+from .random_key import drawing_under, is_random
 from .refusals import refusal_reason
 from .tensors import _TORCH_TO_TK, tk_dtype, to_numpy, to_tk, to_torch, torch_dtype  # noqa: F401  (re-exported)
 
@@ -119,6 +120,7 @@ class ConvertedGraph:
     fn: Callable
     input_names: list[str]
     output_structure: Any  # the graph's output with tensors replaced by their index in the flat list
+    random: bool = False  # it draws random numbers: `fn` takes one more input, a 0-d int64 key per call
 
 
 def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, Any] | None = None,
@@ -143,8 +145,15 @@ def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, Any] | None = N
     output_node = next(n for n in graph.nodes if n.op == "output")
     flat_outputs: list[torch.fx.Node] = []
     structure = _index_outputs(output_node.args[0], flat_outputs)
+    random = any(node.op == "call_function" and is_random(node.target) for node in graph.nodes)
 
     def run(*args):
+        if random:  # the last input is the key the random ops draw under (random_key.py)
+            with drawing_under(args[-1]):
+                return replay(*args[:-1])
+        return replay(*args)
+
+    def replay(*args):
         env: dict[torch.fx.Node, Any] = {}
         for node, value in zip(inputs, args):
             env[node] = value
@@ -164,7 +173,7 @@ def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, Any] | None = N
                 env[node] = _match_meta(value, node.meta.get("val"), node)
         return [env[n] for n in flat_outputs]
 
-    return ConvertedGraph(run, [n.name for n in inputs], structure)
+    return ConvertedGraph(run, [n.name for n in inputs], structure, random)
 
 
 def _get_attr(gm: torch.nn.Module, target: str):

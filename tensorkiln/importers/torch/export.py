@@ -18,6 +18,7 @@ torch's, with its bounds, so one compiled program serves every size in range
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import warnings
@@ -173,6 +174,9 @@ def from_torch(module: torch.nn.Module, example_inputs: Any, example_kwargs: dic
         raise UnsupportedOpError(f"the exported program updates state ({', '.join(mutations)}): tensorkiln "
                                  f"imports inference graphs; call module.eval()")
     converted = convert_graph(exported.graph_module, constants, what="model")
+    if converted.random:  # an inference graph keeps dropout(train=False): it draws nothing, so takes no key
+        fn = converted.fn
+        converted = dataclasses.replace(converted, fn=lambda *tensors: fn(*tensors, None), random=False)
     placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
     values = [placeholders[name].meta["val"] for name in converted.input_names]
     shapes = [tuple(None if isinstance(size, torch.SymInt) else int(size) for size in v.shape) for v in values]

@@ -24,6 +24,7 @@ def split_input_writes(gm: torch.fx.GraphModule) -> list[int]:
     with trailing `copy_` nodes, it returns `(outputs, [new values])`; returns the positions, among the
     placeholders, of the inputs written (in the order of the new values)."""
     graph = gm.graph
+    _write_through_aliases(graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     writes = [n for n in graph.nodes if n.op == "call_function" and n.target is _COPY
               and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"]
@@ -44,6 +45,17 @@ def split_input_writes(gm: torch.fx.GraphModule) -> list[int]:
     graph.lint()
     gm.recompile()
     return positions
+
+
+def _write_through_aliases(graph: torch.fx.Graph) -> None:
+    """`copy_(alias(input), value)` (instance norm's running-statistics update) writes the input itself."""
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is _COPY and isinstance(node.args[0], torch.fx.Node):
+            alias = node.args[0]
+            if alias.target is torch.ops.aten.alias.default and alias.args[0].op == "placeholder" \
+                    and len(alias.users) == 1:
+                node.args = (alias.args[0],) + tuple(node.args[1:])
+                graph.erase_node(alias)
 
 
 def _after(node: torch.fx.Node, other: torch.fx.Node) -> bool:

@@ -16,12 +16,14 @@ import operator
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...errors import TensorKilnError
 from .convert import _TORCH_TO_TK, _get_attr, convert_graph, rebuild_outputs, unsupported_nodes
+from .random_key import new_key
 from .tensors import to_numpy, to_torch
 
 
@@ -55,10 +57,12 @@ class CompiledPart(torch.nn.Module):
         self.placeholders = [n.name for n in _placeholders(part)]
         self.constant_names = set(constants)
         self.structure = converted.output_structure
+        self.random = converted.random  # a new key per call (random_key.py)
         self.run = compile_fn(converted.fn)  # tk.jit with the backend's options
 
     def forward(self, *args):
         arrays = [to_numpy(a) for name, a in zip(self.placeholders, args) if name not in self.constant_names]
+        arrays += [np.array(new_key(), dtype=np.int64)] if self.random else []
         return rebuild_outputs(self.structure, [to_torch(t) for t in self.run(*arrays)])
 
 

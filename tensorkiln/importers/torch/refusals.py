@@ -10,17 +10,12 @@ approximation.
 """
 from __future__ import annotations
 
-RANDOM = ("random numbers: tensorkiln's generator is not PyTorch's, so a fixed seed would not give "
-          "PyTorch's values")
 DATA_DEPENDENT = "the output's shape depends on the input's values (needs dynamic shapes)"
 COMPLEX = "complex results: tensorkiln has no complex dtype"
 LAYOUT = "a memory-layout query: tensorkiln values have no strides or storage offsets"
 
 #: core ATen overload (as `str(torch.ops.aten.<op>.<overload>)`) -> why tensorkiln refuses it
 REFUSED: dict[str, str] = {
-    "aten.rand.default": RANDOM,
-    "aten.randn.default": RANDOM,
-    "aten.randperm.default": RANDOM,
     "aten.nonzero.default": DATA_DEPENDENT,
     "aten._local_scalar_dense.default": "reads a tensor's value into Python (`.item()`): " + DATA_DEPENDENT,
     "aten._fft_r2c.default": COMPLEX,

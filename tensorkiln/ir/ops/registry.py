@@ -154,6 +154,9 @@ class OpDef:
     # expressions at the same index (kernels/inline.py); an op without operands (iota) receives the output
     # index instead; movement and other ops are lowered by kernels/.
     lower: Callable | None = None
+    # The lowering receives the output index after the operands' expressions: an element that depends on
+    # where it is as well as on its operands (a random number: philox)
+    indexed: bool = False
     cheap: bool = False  # one or two instructions per element: a reader recomputes it rather than load it
     # Where users and importers meet the op (elementwise rows): the Tensor method and tk.<name> that
     # apply exactly this op, the ONNX operator and the ATen operator that are exactly this op.
