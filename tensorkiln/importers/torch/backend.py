@@ -119,6 +119,11 @@ class TensorKilnGraph:
         self._eager_reason: str | None = None
         self._warned_grad = False
 
+    @property
+    def draws_random_numbers(self) -> bool:
+        """True when a program compiled for this graph draws random numbers (a new key each call)."""
+        return any(entry.random for entry in self._cache.values())
+
     # ---- calling ------------------------------------------------------------------------------
     def __call__(self, *args):
         if self._eager_reason is not None:
