@@ -54,12 +54,12 @@ def _is_private_update(node: torch.fx.Node) -> bool:
 
     Then replaying it out of place gives the same values: the overwritten tensor is
     a fresh result (not a graph input, parameter or view of another tensor) whose
-    only reader is this node. torch.export's graph before decomposition keeps
+    only reader of values is this node (`full_like` of it reads only its shape). torch.export's graph before decomposition keeps
     in-place ops such as `relu_` and `add_`; anything less simple is functionalized.
     """
     for position in _written_arguments(node.target):
         arg = node.args[position] if position < len(node.args) else None
-        if not isinstance(arg, torch.fx.Node) or arg.op != "call_function" or len(arg.users) != 1:
+        if not isinstance(arg, torch.fx.Node) or arg.op != "call_function" or len(_value_readers(arg)) != 1:
             return False
         schema = getattr(arg.target, "_schema", None)
         if schema is None:
@@ -68,6 +68,16 @@ def _is_private_update(node: torch.fx.Node) -> bool:
         if aliases and not (_written_arguments(arg.target) and _is_private_update(arg)):
             return False
     return True
+
+
+# ops that read only a tensor's shape and dtype: a write into the tensor changes nothing they compute
+_SHAPE_ONLY_READERS = frozenset({torch.ops.aten.full_like.default, torch.ops.aten.empty_like.default,
+                                 torch.ops.aten.zeros_like.default, torch.ops.aten.ones_like.default})
+
+
+def _value_readers(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The users of `node` that read its values (`full_like(x, 0)` reads only x's shape and dtype)."""
+    return [user for user in node.users if user.target not in _SHAPE_ONLY_READERS]
 
 
 def _lowering_of(node: torch.fx.Node):

@@ -103,6 +103,8 @@ def index_put(x, indices, values, accumulate=False):
     tensors = [indices[d] for d in positions]
     batch = _broadcast_shape(tensors)
     k, n = len(positions), int(np.prod(batch, dtype=np.int64))
+    if n == 0:  # no index: nothing is written or added
+        return x
     order = positions + others
     xt = x.permute(tuple(order))  # (indexed..., others...)
     indexed_shape, rest = tuple(xt.shape[:k]), tuple(xt.shape[k:])
@@ -136,6 +138,13 @@ def index_put(x, indices, values, accumulate=False):
         out = where((last >= 0).reshape(indexed_shape + (1,) * len(rest)), taken, xt)
     inverse = tuple(int(i) for i in np.argsort(order))
     return out.permute(inverse)
+
+
+@register_lowering(aten.put.default)
+def put(x, index, source, accumulate=False):
+    """x.put(index, source): x flattened, written (or added to) at `index` (negative from the end)."""
+    flat = index_put(x.reshape((-1,)), [index.reshape((-1,))], source.reshape((-1,)), accumulate)
+    return flat.reshape(tuple(x.shape))
 
 
 # ---- scatter -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Lowerings of ATen ops that are compositions of tensorkiln's primitives: empty_permuted, narrow_copy,
-Tensor.unfold, dist and adaptive max pooling (each says what it is built from)."""
+resize, Tensor.unfold, dist and adaptive max pooling (each says what it is built from)."""
 from __future__ import annotations
 
 import math
@@ -25,6 +25,23 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
 def narrow_copy(x, dim, start, length):
     """A copy of `length` elements from `start` along `dim` (tensorkiln values are copies already)."""
     return x.narrow(dim, start % x.shape[dim] if start < 0 else start, length)
+
+
+def _check_resize(node) -> str | None:
+    source, size = node.args[0].meta.get("val"), node.args[1]
+    if not isinstance(source, torch.Tensor) or not source.is_contiguous():
+        return "resize of a tensor that is not contiguous (its storage order is not its element order)"
+    if math.prod(int(d) for d in size) > source.numel():
+        return "resize to more elements than the tensor has (PyTorch leaves the new ones uninitialized)"
+    return None
+
+
+@register_lowering(aten.resize.default, check=_check_resize)
+def resize(x, size, memory_format=None):
+    """A contiguous tensor's first prod(size) elements in row-major order, as `size` (resize_ keeps the
+    storage and reads it with the new shape's contiguous strides)."""
+    count = math.prod(int(d) for d in size)
+    return x.reshape((-1,))[:count].reshape(tuple(int(d) for d in size))
 
 
 @register_lowering(aten.unfold.default)
