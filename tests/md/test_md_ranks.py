@@ -14,25 +14,11 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "distributed"))
 from mpi_programs import ROOT, TIMEOUT, environment, needs_mpi  # noqa: E402
+from md_systems import lj_script  # noqa: E402
 
 pytestmark = needs_mpi
 
-IN_SMALL = """units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 9 0 7 0 6
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 1.44 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify delay 0 every 20 check no
-fix 1 all nve
-thermo 25
-run 100
-"""
+IN_SMALL = lj_script(cells=(9, 7, 6), every=20, thermo=25, run=100)
 ROW = re.compile(r"^\s*(\d+)((?:\s+-?[\d.e+-]+){5})\s*$")
 
 
@@ -93,7 +79,7 @@ def test_pairs_forces_and_trajectory_on_ranks_match_one_process(ranks, cells, re
 
 def test_too_many_ranks_for_the_box_is_an_error_on_every_rank(tmp_path):
     script = tmp_path / "in.tiny"
-    script.write_text(IN_SMALL.replace("block 0 9 0 7 0 6", "block 0 4 0 4 0 4"))
+    script.write_text(lj_script(cells=(4, 4, 4), every=20, thermo=25, run=100))
     output = _run("tensorkiln", "md", str(script), ranks=3, fails=True)
     assert "in.tiny:15: run 100" in output  # the script's line
     assert "3 ranks as a 1x1x3 grid make sub-boxes 2.23946 wide along z, narrower than the neighbour cutoff 2.8" \

@@ -8,22 +8,9 @@ import pytest
 from tensorkiln.md.timing import SECTIONS, SectionStats, breakdown_lines, program_lines
 from tensorkiln.tools.cli import main
 
-IN_LJ = """units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 4 0 5 0 4
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 1.44 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify delay 0 every 5 check no
-fix 1 all nve
-thermo 10
-run 30
-"""
+from md_systems import lj_script
+
+IN_LJ = lj_script(cells=(4, 5, 4), every=5, thermo=10, run=30)
 
 
 def test_breakdown_has_lammps_layout():
