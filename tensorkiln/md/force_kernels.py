@@ -94,43 +94,63 @@ def _pair_loop(b: ForceBuffers, target: Buffer, target_base, i, pair: LJCut, box
     return block(*stmts)
 
 
+def row_neighbor(b: ForceBuffers, box: Box, xi: list, i, k: Var, segment: str) -> tuple[list[Stmt], Var, list, Stmt, Var]:
+    """The k-th neighbour j of row i's `segment` ("plain": from the front, no periodic correction;
+    "image": from the back, across the boundary, minimum image): (the Lets of j and of the deltas
+    xi - xj, j, the deltas, the Let of rsq, rsq)."""
+    tag = "" if segment == "plain" else "_image"
+    lengths = [float(v) for v in box.lengths]
+    capacity = b.max_neighbors
+    slot = k if segment == "plain" else (capacity - 1) - k
+    decl_j, j = let(f"j{tag}", index(Load(b.neighbors, i * capacity + slot)))
+    lets: list[Stmt] = [decl_j]
+    deltas = []
+    for d, name in enumerate("xyz"):
+        if segment == "plain":
+            decl_d, dd = let(f"d{name}", xi[d] - load3(b.x, j, d))
+            lets.append(decl_d)
+        else:
+            decl_raw, raw = let(f"d{name}_raw", xi[d] - load3(b.x, j, d))
+            decl_d, dd = let(f"d{name}{tag}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
+            lets += [decl_raw, decl_d]
+        deltas.append(dd)
+    decl_rsq, rsq = let(f"rsq{tag}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
+    return lets, j, deltas, decl_rsq, rsq
+
+
+def lj_pair_terms(pair: LJCut, rsq: Var, inside: Var, tag: str) -> tuple[list[Stmt], Var, Var]:
+    """The Lets of r2inv, r6inv and fpair of one pair (all 0 outside the cutoff: `inside` false keeps the
+    arithmetic finite too), r6inv and fpair."""
+    decl_r2inv, r2inv = let(f"r2inv{tag}", where(inside, f64(1.0) / rsq, f64(0.0)))
+    decl_r6inv, r6inv = let(f"r6inv{tag}", r2inv * r2inv * r2inv)
+    decl_fpair, fpair = let(f"fpair{tag}", r6inv * (f64(pair.lj1) * r6inv - f64(pair.lj2)) * r2inv)
+    return [decl_r2inv, decl_r6inv, decl_fpair], r6inv, fpair
+
+
+def lj_pair_tally(pair: LJCut, rsq: Var, inside: Var, r6inv: Var, fpair: Var) -> list[Stmt]:
+    """One pair's energy and virial added to the running `energy` and `virial`."""
+    evdwl = r6inv * (f64(pair.lj3) * r6inv - f64(pair.lj4)) - f64(pair.offset)
+    return [Assign(Var("energy", F64), Var("energy", F64) + where(inside, evdwl, f64(0.0))),
+            Assign(Var("virial", F64), Var("virial", F64) + rsq * fpair)]
+
+
 def _segment_loop(b: ForceBuffers, target: Buffer, target_base, i, xi, sums, pair: LJCut, box: Box, energy: bool,
                   segment: str) -> Stmt:
     """The pairs of one segment of row i: "plain" (from the front, no periodic correction) or "image"
     (from the back, across the boundary: minimum image)."""
     k = Var(f"k_{segment}")
     tag = "" if segment == "plain" else "_image"
-    lengths = [float(v) for v in box.lengths]
-    capacity = b.max_neighbors
     count = index(Load(b.neighbor_count, i * 2 + (0 if segment == "plain" else 1)))
-    slot = k if segment == "plain" else (capacity - 1) - k
-    decl_j, j = let(f"j{tag}", index(Load(b.neighbors, i * capacity + slot)))
-    inner: list[Stmt] = [decl_j]
-    deltas = []
-    for d, name in enumerate("xyz"):
-        if segment == "plain":
-            decl_d, dd = let(f"d{name}", xi[d] - load3(b.x, j, d))
-            inner.append(decl_d)
-        else:
-            decl_raw, raw = let(f"d{name}_raw", xi[d] - load3(b.x, j, d))
-            decl_d, dd = let(f"d{name}{tag}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
-            inner += [decl_raw, decl_d]
-        deltas.append(dd)
-    decl_rsq, rsq = let(f"rsq{tag}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
+    inner, j, deltas, decl_rsq, rsq = row_neighbor(b, box, xi, i, k, segment)
     decl_inside, inside = let(f"inside{tag}", lt(rsq, f64(pair.cutoff ** 2)))
-    # beyond the cutoff the pair contributes nothing; r2inv of 0 keeps the arithmetic finite too
-    decl_r2inv, r2inv = let(f"r2inv{tag}", where(inside, f64(1.0) / rsq, f64(0.0)))
-    decl_r6inv, r6inv = let(f"r6inv{tag}", r2inv * r2inv * r2inv)
-    decl_fpair, fpair = let(f"fpair{tag}", r6inv * (f64(pair.lj1) * r6inv - f64(pair.lj2)) * r2inv)
-    inner += [decl_rsq, decl_inside, decl_r2inv, decl_r6inv, decl_fpair]
+    terms, r6inv, fpair = lj_pair_terms(pair, rsq, inside, tag)
+    inner += [decl_rsq, decl_inside, *terms]
     for d in range(3):
         decl_push, push = let(f"push{'xyz'[d]}{tag}", deltas[d] * fpair)
         inner += [decl_push, Assign(sums[d], sums[d] + push),
                   Store(target, target_base + j * 3 + d, Load(target, target_base + j * 3 + d) - push)]
     if energy:
-        evdwl = r6inv * (f64(pair.lj3) * r6inv - f64(pair.lj4)) - f64(pair.offset)
-        inner.append(Assign(Var("energy", F64), Var("energy", F64) + where(inside, evdwl, f64(0.0))))
-        inner.append(Assign(Var("virial", F64), Var("virial", F64) + rsq * fpair))
+        inner += lj_pair_tally(pair, rsq, inside, r6inv, fpair)
     return For(k, count, block(*inner), PAIR_LOOP_KIND)
 
 

@@ -18,9 +18,9 @@ halved at the end.
 """
 from __future__ import annotations
 
-from tensorkiln.loops.expr import Load, Var, call, logical_and, lt, ne, where
+from tensorkiln.loops.expr import Load, Var, logical_and, lt, ne
 from tensorkiln.loops.ir import Assign, For, Kernel, Let, Stmt, Store, block
-from tensorkiln.md.force_kernels import ForceBuffers
+from tensorkiln.md.force_kernels import ForceBuffers, lj_pair_tally, lj_pair_terms, row_neighbor
 from tensorkiln.md.full_neighbor_kernels import padded
 from tensorkiln.md.lattice import Box
 from tensorkiln.md.loop_helpers import F64, atom_loop_kind, f64, i64, index, let, load3
@@ -35,35 +35,15 @@ def _segment_loop(b: ForceBuffers, i: Var, xi: list, sums: list, pair: LJCut, bo
     """The pairs of one segment of row i: "plain" (from the front) or "image" (from the back: minimum image)."""
     k = Var(f"k_{segment}")
     tag = "" if segment == "plain" else "_image"
-    lengths = [float(v) for v in box.lengths]
-    capacity = b.max_neighbors
     count = padded(index(Load(b.neighbor_count, i * 2 + (0 if segment == "plain" else 1))))
-    slot = k if segment == "plain" else (capacity - 1) - k
-    decl_j, j = let(f"j{tag}", index(Load(b.neighbors, i * capacity + slot)))
-    inner: list[Stmt] = [decl_j]
-    deltas = []
-    for d, name in enumerate("xyz"):
-        if segment == "plain":
-            decl_d, dd = let(f"d{name}", xi[d] - load3(b.x, j, d))
-            inner.append(decl_d)
-        else:
-            decl_raw, raw = let(f"d{name}_raw", xi[d] - load3(b.x, j, d))
-            decl_d, dd = let(f"d{name}{tag}", raw - f64(lengths[d]) * call("rint", raw * f64(1.0 / lengths[d])))
-            inner += [decl_raw, decl_d]
-        deltas.append(dd)
-    decl_rsq, rsq = let(f"rsq{tag}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
+    inner, j, deltas, decl_rsq, rsq = row_neighbor(b, box, xi, i, k, segment)
     # the row's padding (j == i) contributes nothing, as a pair beyond the cutoff
     decl_inside, inside = let(f"inside{tag}", logical_and(lt(rsq, f64(pair.cutoff ** 2)), ne(j, i)))
-    # beyond the cutoff the pair contributes nothing; r2inv of 0 keeps the arithmetic finite too
-    decl_r2inv, r2inv = let(f"r2inv{tag}", where(inside, f64(1.0) / rsq, f64(0.0)))
-    decl_r6inv, r6inv = let(f"r6inv{tag}", r2inv * r2inv * r2inv)
-    decl_fpair, fpair = let(f"fpair{tag}", r6inv * (f64(pair.lj1) * r6inv - f64(pair.lj2)) * r2inv)
-    inner += [decl_rsq, decl_inside, decl_r2inv, decl_r6inv, decl_fpair]
+    terms, r6inv, fpair = lj_pair_terms(pair, rsq, inside, tag)
+    inner += [decl_rsq, decl_inside, *terms]
     inner += [Assign(sums[d], sums[d] + deltas[d] * fpair) for d in range(3)]
     if energy:
-        evdwl = r6inv * (f64(pair.lj3) * r6inv - f64(pair.lj4)) - f64(pair.offset)
-        inner.append(Assign(Var("energy", F64), Var("energy", F64) + where(inside, evdwl, f64(0.0))))
-        inner.append(Assign(Var("virial", F64), Var("virial", F64) + rsq * fpair))
+        inner += lj_pair_tally(pair, rsq, inside, r6inv, fpair)
     return For(k, count, block(*inner), PAIR_LOOP_KIND)
 
 
