@@ -37,7 +37,8 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import (Const, Load, Var, call, cast, eq, logical_and, logical_not, logical_or, lt,
                                    maximum, minimum, ne, where)
 from tensorkiln.loops.ir import Assign, For, Kernel, Let, Stmt, Store, block
-from tensorkiln.md.loop_helpers import F64, I64, atom_loop_kind, f64, i64, index, let, load3
+from tensorkiln.md.loop_helpers import (F64, I64, atom_loop_kind, f64, i64, index, let, let_cell_coordinates,
+                                        let_position, load3)
 
 
 @dataclass(frozen=True)
@@ -217,44 +218,57 @@ def _cell_range(b: ShellBuffers, group: str, home, offset_of, tag: str) -> tuple
     return decls + [decl_cell, decl_begin, decl_size], begin, size
 
 
+def _row_start(b: ShellBuffers, i: Var) -> tuple[list[Stmt], list, list, Var]:
+    """The statements that open row i of a list: (decls, i's cell coordinates, x_i, the pair count)."""
+    g = b.grid
+    decl_home, home_cell = let("home", index(Load(b.cell, i)))
+    decl_cells, home = let_cell_coordinates(home_cell, g.counts)
+    decl_position, xi = let_position(b.x, i)
+    stmts: list[Stmt] = [decl_home, *decl_cells, *decl_position]
+    decl_count, count = let("n_pairs", i64(0))
+    stmts.append(decl_count)
+    return stmts, home, xi, count
+
+
+def _candidates(b: ShellBuffers, cutoff: float, i: Var, xi: list, count: Var, group: str, begin, size,
+                counted) -> Stmt:
+    """Loop over the atoms of one cell of `group`, each written at row i's next free slot and kept when
+    within the cutoff and `counted(j, deltas)` (branch-free, as the one-process build)."""
+    capacity = b.max_neighbors
+    k = Var(f"k_{group}")
+    decl_j, j = let(f"j_{group}", index(Load(b.members(group), begin + k)))
+    inner: list[Stmt] = [decl_j]
+    deltas = []
+    for d, name in enumerate("xyz"):
+        decl_d, dd = let(f"d{name}_{group}", xi[d] - load3(b.x, j, d))
+        inner.append(decl_d)
+        deltas.append(dd)
+    decl_rsq, rsq = let(f"rsq_{group}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
+    decl_take, take = let(f"take_{group}", logical_and(counted(j, deltas), lt(rsq, f64(cutoff * cutoff))))
+    slot = minimum(count, i64(capacity - 1))
+    inner += [decl_rsq, decl_take, Store(b.neighbors, i * capacity + slot, cast(j, "int32")),
+              Assign(count, count + cast(take, I64))]
+    return For(k, size, block(*inner))
+
+
+def _rows_without_pairs(b: ShellBuffers) -> Stmt:
+    """Ghosts' and unused rows: no pairs."""
+    r = Var("r")
+    own = _own_count(b)
+    no_pairs = block(Store(b.neighbor_count, (own + r) * 2, Const(0, "int32")),
+                     Store(b.neighbor_count, (own + r) * 2 + 1, Const(0, "int32")))
+    return For(r, i64(b.capacity) - own, no_pairs, b.kind)
+
+
 def build_neighbors(b: ShellBuffers, cutoff: float) -> Kernel:
     """Half list within `cutoff` of the own atoms against own atoms and ghosts (module docstring)."""
     i, s, t = Var("i"), Var("s"), Var("t")
     g = b.grid
     capacity = b.max_neighbors
-    decl_home, home_cell = let("home", index(Load(b.cell, i)))
-    stmts: list[Stmt] = [decl_home]
-    home = []
-    for d, coordinate in enumerate([home_cell % g.counts[0], (home_cell // g.counts[0]) % g.counts[1],
-                                    home_cell // (g.counts[0] * g.counts[1])]):
-        decl, var = let(f"c{'xyz'[d]}", coordinate)
-        stmts.append(decl)
-        home.append(var)
-    xi = []
-    for d, name in enumerate("xyz"):
-        decl, var = let(f"{name}i", load3(b.x, i, d))
-        stmts.append(decl)
-        xi.append(var)
-    decl_count, count = let("n_pairs", i64(0))
-    stmts.append(decl_count)
+    stmts, home, xi, count = _row_start(b, i)
 
     def candidates(group: str, begin, size, counted) -> Stmt:
-        """Loop over the atoms of one cell of `group`, each written at the next free slot and kept when
-        within the cutoff and `counted(j, deltas)` (branch-free, as the one-process build)."""
-        k = Var(f"k_{group}")
-        decl_j, j = let(f"j_{group}", index(Load(b.members(group), begin + k)))
-        inner: list[Stmt] = [decl_j]
-        deltas = []
-        for d, name in enumerate("xyz"):
-            decl_d, dd = let(f"d{name}_{group}", xi[d] - load3(b.x, j, d))
-            inner.append(decl_d)
-            deltas.append(dd)
-        decl_rsq, rsq = let(f"rsq_{group}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
-        decl_take, take = let(f"take_{group}", logical_and(counted(j, deltas), lt(rsq, f64(cutoff * cutoff))))
-        slot = minimum(count, i64(capacity - 1))
-        inner += [decl_rsq, decl_take, Store(b.neighbors, i * capacity + slot, cast(j, "int32")),
-                  Assign(count, count + cast(take, I64))]
-        return For(k, size, block(*inner))
+        return _candidates(b, cutoff, i, xi, count, group, begin, size, counted)
 
     # own atoms over the half stencil: in the home cell only j > i
     decls, begin, size = _cell_range(b, "own", home, lambda d: index(Load(b.half_stencil, s * 4 + d)), "own")
@@ -275,12 +289,8 @@ def build_neighbors(b: ShellBuffers, cutoff: float) -> Kernel:
                                                                           Const(0, "int32"))]
     most = Var("most", I64)
     stmts.append(Assign(most, maximum(most, count)))
-    r = Var("r")
     own = _own_count(b)
-    no_pairs = block(Store(b.neighbor_count, (own + r) * 2, Const(0, "int32")),
-                     Store(b.neighbor_count, (own + r) * 2 + 1, Const(0, "int32")))
-    body = block(Let(most, i64(0)), For(i, own, block(*stmts), b.kind),
-                 For(r, i64(b.capacity) - own, no_pairs, b.kind),  # ghosts and unused rows: no pairs
+    body = block(Let(most, i64(0)), For(i, own, block(*stmts), b.kind), _rows_without_pairs(b),
                  Store(b.most_neighbors, i64(0), cast(most, "int32")))
     return Kernel("build_neighbors",
                   (b.x, b.counts, b.cell, b.start("own"), b.members("own"), b.start("ghost"), b.members("ghost"),
@@ -300,53 +310,16 @@ def build_full_neighbors(b: ShellBuffers, cutoff: float) -> Kernel:
     i, t = Var("i"), Var("t")
     g = b.grid
     capacity = b.max_neighbors
-    decl_home, home_cell = let("home", index(Load(b.cell, i)))
-    stmts: list[Stmt] = [decl_home]
-    home = []
-    for d, coordinate in enumerate([home_cell % g.counts[0], (home_cell // g.counts[0]) % g.counts[1],
-                                    home_cell // (g.counts[0] * g.counts[1])]):
-        decl, var = let(f"c{'xyz'[d]}", coordinate)
-        stmts.append(decl)
-        home.append(var)
-    xi = []
-    for d, name in enumerate("xyz"):
-        decl, var = let(f"{name}i", load3(b.x, i, d))
-        stmts.append(decl)
-        xi.append(var)
-    decl_count, count = let("n_pairs", i64(0))
-    stmts.append(decl_count)
-
-    def candidates(group: str, begin, size) -> Stmt:
-        """The atoms of one cell of `group`, each written at the next free slot and kept when within the
-        cutoff and not i (branch-free, as the one-process build)."""
-        k = Var(f"k_{group}")
-        decl_j, j = let(f"j_{group}", index(Load(b.members(group), begin + k)))
-        inner: list[Stmt] = [decl_j]
-        deltas = []
-        for d, name in enumerate("xyz"):
-            decl_d, dd = let(f"d{name}_{group}", xi[d] - load3(b.x, j, d))
-            inner.append(decl_d)
-            deltas.append(dd)
-        decl_rsq, rsq = let(f"rsq_{group}", deltas[0] * deltas[0] + deltas[1] * deltas[1] + deltas[2] * deltas[2])
-        decl_take, take = let(f"take_{group}", logical_and(ne(j, i), lt(rsq, f64(cutoff * cutoff))))
-        slot = minimum(count, i64(capacity - 1))
-        inner += [decl_rsq, decl_take, Store(b.neighbors, i * capacity + slot, cast(j, "int32")),
-                  Assign(count, count + cast(take, I64))]
-        return For(k, size, block(*inner))
-
+    stmts, home, xi, count = _row_start(b, i)
     per_cell: list[Stmt] = []
     for group in ("own", "ghost"):
         decls, begin, size = _cell_range(b, group, home, lambda d: index(Load(b.full_stencil, t * 3 + d)), group)
-        per_cell += [*decls, candidates(group, begin, size)]
+        per_cell += [*decls, _candidates(b, cutoff, i, xi, count, group, begin, size, lambda j, _: ne(j, i))]
     stmts.append(For(t, g.full_stencil.shape[0], block(*per_cell)))
     stmts += [Store(b.neighbor_count, i * 2, cast(count, "int32")),
               Store(b.neighbor_count, i * 2 + 1, Const(0, "int32"))]  # ghosts carry their image: no back segment
-    r = Var("r")
     own = _own_count(b)
-    no_pairs = block(Store(b.neighbor_count, (own + r) * 2, Const(0, "int32")),
-                     Store(b.neighbor_count, (own + r) * 2 + 1, Const(0, "int32")))
-    body = block(For(i, own, block(*stmts), b.kind),
-                 For(r, i64(b.capacity) - own, no_pairs, b.kind))  # ghosts and unused rows: no pairs
+    body = block(For(i, own, block(*stmts), b.kind), _rows_without_pairs(b))
     return Kernel("build_full_neighbors",
                   (b.x, b.counts, b.cell, b.start("own"), b.members("own"), b.start("ghost"), b.members("ghost"),
                    b.full_stencil, b.neighbors, b.neighbor_count),

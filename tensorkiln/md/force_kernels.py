@@ -31,7 +31,7 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var, call, lt, maximum, minimum, where
 from tensorkiln.loops.ir import Assign, For, Kernel, Let, Stmt, Store, block
 from tensorkiln.md.lattice import Box
-from tensorkiln.md.loop_helpers import F64, atom_loop_kind, f64, i64, index, let, load3, store3
+from tensorkiln.md.loop_helpers import F64, atom_loop_kind, f64, i64, index, let, let_position, load3
 from tensorkiln.md.pair_lj import LJCut
 
 # The pair loop is branch-free, so it could run as SIMD lanes (gathers of x[j], scatters to f[j]; the atoms
@@ -79,12 +79,7 @@ class ForceBuffers:
 
 def _pair_loop(b: ForceBuffers, target: Buffer, target_base, i, pair: LJCut, box: Box, energy: bool) -> Stmt:
     """The forces of atom i's neighbour row, added to i and subtracted from each j in `target`."""
-    stmts: list[Stmt] = []
-    xi = []
-    for d, name in enumerate("xyz"):
-        decl, var = let(f"{name}i", load3(b.x, i, d))
-        stmts.append(decl)
-        xi.append(var)
+    stmts, xi = let_position(b.x, i)
     sums = [Var(f"f{name}i", F64) for name in "xyz"]
     stmts += [Let(v, f64(0.0)) for v in sums]
     for segment in ("plain", "image"):

@@ -23,7 +23,7 @@ from tensorkiln.loops.ir import Assign, For, Kernel, Let, Stmt, Store, block
 from tensorkiln.md.force_kernels import ForceBuffers, lj_pair_tally, lj_pair_terms, row_neighbor
 from tensorkiln.md.full_neighbor_kernels import padded
 from tensorkiln.md.lattice import Box
-from tensorkiln.md.loop_helpers import F64, atom_loop_kind, f64, i64, index, let, load3
+from tensorkiln.md.loop_helpers import F64, atom_loop_kind, f64, i64, index, let, let_position
 from tensorkiln.md.pair_lj import LJCut
 
 # The pair loop as SIMD lanes: 8 neighbours at a time in AVX-512 (see the module docstring for the figures).
@@ -51,12 +51,7 @@ def lj_force_full(b: ForceBuffers, pair: LJCut, box: Box, energy: bool) -> Kerne
     """Add every atom's force from its full neighbour row to f (parallel over atoms when the threads have
     work); with `energy`, energy_virial = [pair energy, pair virial], each pair counted once."""
     i = Var("i")
-    xi = []
-    stmts: list[Stmt] = []
-    for d, name in enumerate("xyz"):
-        decl, var = let(f"{name}i", load3(b.x, i, d))
-        stmts.append(decl)
-        xi.append(var)
+    stmts, xi = let_position(b.x, i)
     sums = [Var(f"f{name}i", F64) for name in "xyz"]
     stmts += [Let(v, f64(0.0)) for v in sums]
     stmts += [_segment_loop(b, i, xi, sums, pair, box, energy, segment) for segment in ("plain", "image")]

@@ -34,7 +34,7 @@ import numpy as np
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Expr, Load, Var, call, cast, eq, logical_and, lt, maximum, minimum, ne
 from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Stmt, Store, block
-from tensorkiln.md.loop_helpers import F64, I64, f64, i64, index, let, load3
+from tensorkiln.md.loop_helpers import F64, I64, f64, i64, index, let, let_cell_coordinates, let_position, load3
 from tensorkiln.md.neighbor_kernels import CellGrid, NeighborBuffers
 
 
@@ -95,17 +95,9 @@ def build_full_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     lengths = [float(v) for v in b.grid.box.lengths]
     minimum_image = b.grid.needs_minimum_image
     decl_home, home = let("home", index(Load(b.cell, i)))
-    stmts: list[Stmt] = [decl_home]
-    cvars = []
-    for d, coordinate in enumerate([home % nx, (home // nx) % ny, home // (nx * ny)]):
-        decl, var = let(f"c{'xyz'[d]}", coordinate)
-        stmts.append(decl)
-        cvars.append(var)
-    positions = []
-    for d, name in enumerate("xyz"):
-        decl, var = let(f"{name}i", load3(b.x, i, d))
-        stmts.append(decl)
-        positions.append(var)
+    decl_cells, cvars = let_cell_coordinates(home, b.grid.counts)
+    decl_position, positions = let_position(b.x, i)
+    stmts: list[Stmt] = [decl_home, *decl_cells, *decl_position]
     counts = {"plain": Var("n_plain", I64), "image": Var("n_image", I64)}
     stmts += [Let(counts["plain"], i64(0)), Let(counts["image"], i64(0))]
 

@@ -46,3 +46,27 @@ def let(name: str, value: Expr) -> tuple[Let, Var]:
 def atom_loop_kind(atoms: int, threads: int) -> str:
     """"parallel" for a loop over `atoms` when `threads` threads have enough work, else "serial"."""
     return "parallel" if threads > 1 and atoms >= MIN_ATOMS_PER_THREAD * threads else "serial"
+
+
+def let_position(x: Buffer, atom: Expr) -> tuple[list[Stmt], list[Var]]:
+    """Declare xi, yi, zi = the coordinates of `atom` in x; returns the statements and the variables."""
+    decls: list[Stmt] = []
+    position: list[Var] = []
+    for d, name in enumerate("xyz"):
+        decl, var = let(f"{name}i", load3(x, atom, d))
+        decls.append(decl)
+        position.append(var)
+    return decls, position
+
+
+def let_cell_coordinates(home: Expr, counts: tuple[int, int, int]) -> tuple[list[Stmt], list[Var]]:
+    """Declare cx, cy, cz = the coordinates of the flat cell `home` in a grid of `counts` cells per axis
+    (x fastest); returns the statements and the variables."""
+    nx, ny, _ = counts
+    decls: list[Stmt] = []
+    coordinates: list[Var] = []
+    for d, coordinate in enumerate([home % nx, (home // nx) % ny, home // (nx * ny)]):
+        decl, var = let(f"c{'xyz'[d]}", coordinate)
+        decls.append(decl)
+        coordinates.append(var)
+    return decls, coordinates

@@ -43,7 +43,8 @@ from tensorkiln.loops.expr import (Const, Load, Var, call, cast, eq, logical_and
                                    maximum, minimum, ne)
 from tensorkiln.loops.ir import Assign, For, If, Kernel, Let, Stmt, Store, block
 from tensorkiln.md.lattice import Box, MDInputError
-from tensorkiln.md.loop_helpers import F64, I64, atom_loop_kind, f64, i64, index, let, load3, store3
+from tensorkiln.md.loop_helpers import (F64, I64, atom_loop_kind, f64, i64, index, let, let_cell_coordinates,
+                                        let_position, load3, store3)
 
 
 def initial_capacity(density: float, cutoff: float) -> int:
@@ -285,17 +286,9 @@ def build_neighbors(b: NeighborBuffers, cutoff: float) -> Kernel:
     capacity = b.max_neighbors
     lengths = [float(v) for v in b.grid.box.lengths]
     decl_home, home = let("home", index(Load(b.cell, i)))
-    stmts = [decl_home]
-    cvars = []
-    for d, coordinate in enumerate([home % nx, (home // nx) % ny, home // (nx * ny)]):
-        decl, var = let(f"c{'xyz'[d]}", coordinate)
-        stmts.append(decl)
-        cvars.append(var)
-    positions = []
-    for d, name in enumerate("xyz"):
-        decl, var = let(f"{name}i", load3(b.x, i, d))
-        stmts.append(decl)
-        positions.append(var)
+    decl_cells, cvars = let_cell_coordinates(home, b.grid.counts)
+    decl_position, positions = let_position(b.x, i)
+    stmts: list[Stmt] = [decl_home, *decl_cells, *decl_position]
     decl_plain, plain_count = let("n_plain", i64(0))
     decl_image, image_count = let("n_image", i64(0))
     stmts += [decl_plain, decl_image]
