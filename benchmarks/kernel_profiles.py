@@ -284,9 +284,9 @@ def case_fake_quant(args) -> list[dict]:
 
 
 def case_md_pieces(args) -> list[dict]:
-    from md_common import IN_LJ
+    from tensorkiln.md.in_lj import in_lj
     from tensorkiln.md.input_script import InputScript
-    script = IN_LJ.format(nx=20, ny=20, nz=20).replace("run 100", "run 20")
+    script = in_lj((20, 20, 20), run=20)
     state = InputScript(lambda line: None, threads=args.threads).run_text(script)
     sim = state.simulation
 

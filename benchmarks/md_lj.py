@@ -36,7 +36,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from benchmarks.md_common import FLOPS_PER_PAIR, in_lj, mpiexec, run_figures  # noqa: E402
+from benchmarks.md_common import FLOPS_PER_PAIR, mpiexec, run_figures  # noqa: E402
+from tensorkiln.md.in_lj import in_lj  # noqa: E402
 
 
 # The phases of a step, by the compiled programs that make them up (md/programs.py).

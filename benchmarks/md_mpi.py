@@ -36,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.md_common import FLOPS_PER_PAIR, in_lj, mpiexec, run_figures  # noqa: E402
+from benchmarks.md_common import FLOPS_PER_PAIR, mpiexec, run_figures  # noqa: E402
+from tensorkiln.md.in_lj import in_lj  # noqa: E402
 
 STRONG = (20, 20, 20)
 WEAK = {1: (16, 16, 16), 2: (16, 16, 32)}

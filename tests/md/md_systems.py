@@ -1,5 +1,4 @@
-"""The systems the MD tests run: lattice blocks, melts (LAMMPS's `velocity ... loop geom`), random boxes, and
-in.lj-style input scripts of a chosen size."""
+"""The systems the MD tests run: lattice blocks, melts (LAMMPS's `velocity ... loop geom`), random boxes."""
 from __future__ import annotations
 
 import numpy as np
@@ -38,24 +37,3 @@ def random_system(rng, atoms: int, lengths, min_distance: float = 0.8) -> System
                 continue
         points.append(p)
     return System(Box(tuple(lo), tuple(lo + lengths)), np.array(points))
-
-
-def lj_script(cells=(4, 4, 4), every: int = 20, thermo: int = 10, run: int = 25) -> str:
-    """LAMMPS's in.lj (fcc 0.8442, T 1.44, cutoff 2.5, skin 0.3) over a block of `cells`, `neigh_modify every`."""
-    x, y, z = cells
-    return f"""units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 {x} 0 {y} 0 {z}
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 1.44 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify delay 0 every {every} check no
-fix 1 all nve
-thermo {thermo}
-run {run}
-"""

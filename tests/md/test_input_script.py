@@ -3,29 +3,14 @@ from __future__ import annotations
 
 import pytest
 
+from tensorkiln.md.in_lj import in_lj
 from tensorkiln.md.input_script import InputScript
 from tensorkiln.md.lattice import MDInputError
 from tensorkiln.tools.cli import main
 
-IN_LJ = """# 3d Lennard-Jones melt
-variable        x index 1
-variable        xx equal 4*$x
-units           lj
-atom_style      atomic
-lattice         fcc 0.8442
-region          box block 0 ${xx} 0 4 0 4
-create_box      1 box
-create_atoms    1 box
-mass            1 1.0
-velocity        all create 1.44 87287 loop geom
-pair_style      lj/cut 2.5
-pair_coeff      1 1 1.0 1.0 2.5
-neighbor        0.3 bin
-neigh_modify    delay 0 every 20 check no
-fix             1 all nve
-thermo          10
-run             25
-"""
+# LAMMPS's in.lj at 4 x 4 x 4 cells, its x size from an index variable as bench/in.lj sets it
+IN_LJ = ("# 3d Lennard-Jones melt\nvariable        x index 1\nvariable        xx equal 4*$x\n"
+         + in_lj(("${xx}", 4, 4), every=20, thermo=10, run=25))
 
 
 def _run(text: str, **variables: str) -> tuple[list[str], InputScript]:
@@ -46,13 +31,13 @@ def test_in_lj_prints_lammps_thermo_table():
 
 
 def test_command_line_variable_overrides_index_variable():
-    lines, script = _run(IN_LJ.replace("run             25", "run 0"), x="2")
+    lines, script = _run(IN_LJ.replace("run 25", "run 0"), x="2")
     assert script.state.system.atoms == 512  # 8 x 4 x 4 cells
     assert lines[-1].endswith("for 0 steps with 512 atoms")
 
 
 def test_continued_lines_comments_and_a_second_run():
-    text = IN_LJ.replace("thermo          10", "thermo 5 # every five\npair_modify &\n  shift yes")
+    text = IN_LJ.replace("thermo 10", "thermo 5 # every five\npair_modify &\n  shift yes")
     lines, script = _run(text + "run 5\n")
     assert [r.rows[-1].step for r in script.state.runs] == [25, 30]
     assert lines[-2].split()[0] == "30"
@@ -84,7 +69,7 @@ def test_run_without_setup_is_an_error():
     with pytest.raises(MDInputError, match="run needs atoms"):
         _run("units lj\nrun 10\n")
     with pytest.raises(MDInputError, match="run needs the atoms' mass"):
-        _run(IN_LJ.replace("mass            1 1.0\n", "").replace("velocity        all create 1.44 87287 loop geom\n", ""))
+        _run(IN_LJ.replace("mass 1 1.0\n", "").replace("velocity all create 1.44 87287 loop geom\n", ""))
 
 
 def test_tensorkiln_md_command(tmp_path, capsys):

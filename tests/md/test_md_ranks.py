@@ -14,11 +14,11 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "distributed"))
 from mpi_programs import ROOT, TIMEOUT, environment, needs_mpi  # noqa: E402
-from md_systems import lj_script  # noqa: E402
+from tensorkiln.md.in_lj import in_lj  # noqa: E402
 
 pytestmark = needs_mpi
 
-IN_SMALL = lj_script(cells=(9, 7, 6), every=20, thermo=25, run=100)
+IN_SMALL = in_lj(cells=(9, 7, 6), every=20, thermo=25, run=100)
 ROW = re.compile(r"^\s*(\d+)((?:\s+-?[\d.e+-]+){5})\s*$")
 
 
@@ -79,7 +79,7 @@ def test_pairs_forces_and_trajectory_on_ranks_match_one_process(ranks, cells, re
 
 def test_too_many_ranks_for_the_box_is_an_error_on_every_rank(tmp_path):
     script = tmp_path / "in.tiny"
-    script.write_text(lj_script(cells=(4, 4, 4), every=20, thermo=25, run=100))
+    script.write_text(in_lj(cells=(4, 4, 4), every=20, thermo=25, run=100))
     output = _run("tensorkiln", "md", str(script), ranks=3, fails=True)
     assert "in.tiny:15: run 100" in output  # the script's line
     assert "3 ranks as a 1x1x3 grid make sub-boxes 2.23946 wide along z, narrower than the neighbour cutoff 2.8" \

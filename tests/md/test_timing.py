@@ -8,9 +8,9 @@ import pytest
 from tensorkiln.md.timing import SECTIONS, SectionStats, breakdown_lines, program_lines
 from tensorkiln.tools.cli import main
 
-from md_systems import lj_script
+from tensorkiln.md.in_lj import in_lj
 
-IN_LJ = lj_script(cells=(4, 5, 4), every=5, thermo=10, run=30)
+IN_LJ = in_lj(cells=(4, 5, 4), every=5, thermo=10, run=30)
 
 
 def test_breakdown_has_lammps_layout():
