@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorkiln as tk  # noqa: E402
 import tensorkiln.nn.functional as F  # noqa: E402
-from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
-from common import benchmark_arguments, bf16_dot_text, bf16_rounded, write_json  # noqa: E402
+from common import (benchmark_arguments, bf16_rounded, finish, print_bf16_header, time_bf16_case,  # noqa: E402
+                    torch_peer)
 
 # (name, batch, heads, sequence, head dim, causal): BERT-base's and GPT-2 small's attention at 128 tokens
 CASES = [("BERT-base, seq 128", 1, 12, 128, 64, False), ("GPT-2 prefill, 128 tokens", 1, 12, 128, 64, True),
@@ -45,12 +45,8 @@ def _reference(q, k, v, causal: bool) -> np.ndarray:
 
 def main() -> int:
     args = benchmark_arguments(__doc__).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
-    import torch  # the peer; optional, like every benchmark's peers
-    torch.set_num_threads(args.threads)
-    print(f"fused attention, {args.threads} threads, vdpbf16ps: {bf16_dot_text()}; "
-          f"GFLOP/s, medians of turns")
-    print(f"{'case':>26} {'tk bf16':>8} {'tk fp32':>8} {'torch bf16':>10} {'torch fp32':>10} {'bf16/fp32':>9} "
-          f"{'max rel err':>11}")
+    torch = torch_peer(args.threads)
+    print_bf16_header("fused attention", args.threads, "case", 26)
     rng = np.random.default_rng(0)
     results = []
     for name, b, h, n, d, causal in CASES:
@@ -63,18 +59,11 @@ def main() -> int:
         tq, tk_, tv = (torch.from_numpy(a) for a in (q, k, v))
         bq, bk, bv = (t.to(torch.bfloat16) for t in (tq, tk_, tv))
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        seconds = interleaved_medians({"tk bf16": lambda: bf16(q, k, v), "tk fp32": lambda: fp32(q, k, v),
-                                       "torch bf16": lambda: sdpa(bq, bk, bv, is_causal=causal),
-                                       "torch fp32": lambda: sdpa(tq, tk_, tv, is_causal=causal)},
-                                      repeat=20, rounds=5)
-        gflops = {key: 4 * b * h * n * n * d / s / 1e9 for key, s in seconds.items()}
-        print(f"{name:>26} {gflops['tk bf16']:8.1f} {gflops['tk fp32']:8.1f} {gflops['torch bf16']:10.1f} "
-              f"{gflops['torch fp32']:10.1f} {seconds['tk fp32'] / seconds['tk bf16']:8.2f}x {error:11.1e}")
-        results.append({"case": name, "gflops": gflops, "bf16_over_fp32": seconds["tk fp32"] / seconds["tk bf16"],
-                        "max_rel_error": error})
-    if args.json:
-        write_json(args.json, {"threads": args.threads, "results": results})
-    return 0 if all(r["max_rel_error"] < 1e-2 for r in results) else 1
+        runs = {"tk bf16": lambda: bf16(q, k, v), "tk fp32": lambda: fp32(q, k, v),
+                "torch bf16": lambda: sdpa(bq, bk, bv, is_causal=causal),
+                "torch fp32": lambda: sdpa(tq, tk_, tv, is_causal=causal)}
+        results.append({"case": name, **time_bf16_case(name, 26, 4 * b * h * n * n * d, runs, error)})
+    return finish(args, results, all(r["max_rel_error"] < 1e-2 for r in results))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import tensorkiln.nn.functional as F  # noqa: E402
 from tensorkiln.kernels import grouping  # noqa: E402
 from tensorkiln.passes import layout  # noqa: E402
 from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
-from common import benchmark_arguments, write_json  # noqa: E402
+from common import benchmark_arguments, finish  # noqa: E402
 
 RNG = np.random.default_rng(0)
 RESNET_BLOCKS = [(64, 56), (128, 28), (256, 14), (512, 7)]  # (channels, image size) of each stage
@@ -115,9 +115,7 @@ def main() -> int:
                   f"{share:6.1f}% {seconds['fp32'] / seconds[name]:7.2f}x {error:8.1e}")
             results.append({"model": model, "channels": c, "size": size, "variant": name,
                             "seconds": seconds[name], "gflops": gflops, "peak_share": share, "relative_error": error})
-    if args.json:
-        write_json(args.json, {"threads": args.threads, "peak_fp32_gflops": peak, "results": results})
-    return 0 if all(r["relative_error"] < 2e-2 for r in results) else 1
+    return finish(args, results, all(r["relative_error"] < 2e-2 for r in results), peak_fp32_gflops=peak)
 
 
 if __name__ == "__main__":

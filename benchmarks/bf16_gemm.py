@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorkiln as tk  # noqa: E402
-from common import benchmark_arguments, bf16_dot_text, bf16_rounded, write_json  # noqa: E402
-from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
+from common import (benchmark_arguments, bf16_rounded, finish, print_bf16_header, time_bf16_case,  # noqa: E402
+                    torch_peer)
 
 # BERT-base's projections at sequence 128, its FFN, and a square case.
 SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (512, 512, 512)]
@@ -30,12 +30,8 @@ SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (512, 512, 512)]
 
 def main() -> int:
     args = benchmark_arguments(__doc__).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
-    import torch  # the peer; optional, like every benchmark's peers
-    torch.set_num_threads(args.threads)
-    print(f"bf16 GEMM, {args.threads} threads, vdpbf16ps: {bf16_dot_text()}; "
-          f"GFLOP/s, medians of turns")
-    print(f"{'M x K x N':>18} {'tk bf16':>8} {'tk fp32':>8} {'torch bf16':>10} {'torch fp32':>10} "
-          f"{'bf16/fp32':>9} {'max rel err':>11}")
+    torch = torch_peer(args.threads)
+    print_bf16_header("bf16 GEMM", args.threads, "M x K x N", 18)
     rng = np.random.default_rng(0)
     results = []
     for m, k, n in SHAPES:
@@ -48,18 +44,10 @@ def main() -> int:
         tx, tw = torch.from_numpy(x), torch.from_numpy(w.numpy())
         bx, bw = tx.to(torch.bfloat16), tw.to(torch.bfloat16)
         fp32(x)
-        seconds = interleaved_medians({"tk bf16": lambda: bf16(x), "tk fp32": lambda: fp32(x),
-                                       "torch bf16": lambda: torch.matmul(bx, bw),
-                                       "torch fp32": lambda: torch.matmul(tx, tw)}, repeat=20, rounds=5)
-        gflops = {name: 2 * m * k * n / s / 1e9 for name, s in seconds.items()}
-        print(f"{f'{m} x {k} x {n}':>18} {gflops['tk bf16']:8.1f} {gflops['tk fp32']:8.1f} "
-              f"{gflops['torch bf16']:10.1f} {gflops['torch fp32']:10.1f} "
-              f"{seconds['tk fp32'] / seconds['tk bf16']:8.2f}x {error:11.1e}")
-        results.append({"shape": [m, k, n], "gflops": gflops, "bf16_over_fp32": seconds["tk fp32"] / seconds["tk bf16"],
-                        "max_rel_error": error})
-    if args.json:
-        write_json(args.json, {"threads": args.threads, "results": results})
-    return 0 if all(r["max_rel_error"] < 1e-3 for r in results) else 1
+        runs = {"tk bf16": lambda: bf16(x), "tk fp32": lambda: fp32(x), "torch bf16": lambda: torch.matmul(bx, bw),
+                "torch fp32": lambda: torch.matmul(tx, tw)}
+        results.append({"shape": [m, k, n], **time_bf16_case(f"{m} x {k} x {n}", 18, 2 * m * k * n, runs, error)})
+    return finish(args, results, all(r["max_rel_error"] < 1e-3 for r in results))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from common import benchmark_arguments, print_table, write_json  # noqa: E402
+from common import benchmark_arguments, finish, print_table, torch_peer  # noqa: E402
 
 MODELS = ("resnet18", "mobilenetv2", "bert")
 
@@ -69,8 +69,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=5, help="calls per framework per round")
     args = parser.parse_args()
-    import torch
-    torch.set_num_threads(args.threads)
+    torch_peer(args.threads)
     results = {}
     rows = []
     for name in args.models:
@@ -82,9 +81,7 @@ def main() -> int:
                          f"{f['wall_s'] * 1e3:.2f}", f"{ov['wall_s'] / f['wall_s']:.2f}x"])
     print(f"\nbatch 1, {args.threads} thread(s), medians of {args.rounds} rounds of {args.calls} calls in turns")
     print_table(["model, framework", "CPU ms", "OV / it (CPU)", "wall ms", "OV / it (wall)"], rows)
-    if args.json:
-        write_json(args.json, {"threads": args.threads, "rounds": args.rounds, "results": results})
-    return 0
+    return finish(args, results, rounds=args.rounds)
 
 
 if __name__ == "__main__":

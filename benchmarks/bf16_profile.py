@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from common import benchmark_arguments, print_table, write_json  # noqa: E402
+from common import benchmark_arguments, finish, print_table, torch_peer  # noqa: E402
 from kernel_profiles import algorithm_of, attribute, conv_of  # noqa: E402
 
 MODELS = ("resnet18", "mobilenetv2", "bert")
@@ -153,8 +153,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    import torch  # the reference models (and the ONNX export)
-    torch.set_num_threads(args.threads)
+    torch_peer(args.threads)  # the reference models (and the ONNX export)
     results = {}
     for name in args.models:
         result = profile_model(name, args.rounds, args.repeat)
@@ -171,9 +170,7 @@ def main() -> int:
                 for key, r in sorted(table.items(), key=lambda kv: -kv[1]["tensorkiln_ms"])]
         rows.append(["total", f"{tk_total:.3f}", "", f"{ov_total:.3f}", "", f"{ov_total / tk_total:.2f}x"])
         print_table(["class", "tk ms", "tk %", "OV ms", "OV %", "OV/tk"], rows)
-    if args.json:
-        write_json(args.json, {"threads": args.threads, "rounds": args.rounds, "results": results})
-    return 0
+    return finish(args, results, rounds=args.rounds)
 
 
 if __name__ == "__main__":

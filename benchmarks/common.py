@@ -108,3 +108,41 @@ def bf16_dot_text() -> str:
     """Whether this host multiplies bf16 pairs with vdpbf16ps, for a benchmark's header line."""
     from tensorkiln.kernels.target import cpu_target
     return "yes" if cpu_target().bf16_dot else "no (widened)"
+
+
+def torch_peer(threads: int):
+    """PyTorch, the peer, on `threads` threads (imported on use: like every benchmark's peers, optional)."""
+    import torch
+    torch.set_num_threads(threads)
+    return torch
+
+
+def finish(args: argparse.Namespace, results, passed: bool = True, **figures) -> int:
+    """The end of a benchmark's main(): the results (and `figures`) to --json, if given, with the thread
+    count; the exit status, 1 where a check of the results failed."""
+    if args.json:
+        write_json(args.json, {"threads": args.threads, **figures, "results": results})
+    return 0 if passed else 1
+
+
+# The four runs a bf16 kernel benchmark times in turns: tensorkiln in bf16 and fp32, torch in both.
+BF16_RUNS = ("tk bf16", "tk fp32", "torch bf16", "torch fp32")
+
+
+def print_bf16_header(what: str, threads: int, case: str, width: int) -> None:
+    """The title and column heads of a table of `time_bf16_case` rows (`case` heads the first column)."""
+    print(f"{what}, {threads} threads, vdpbf16ps: {bf16_dot_text()}; GFLOP/s, medians of turns")
+    print(f"{case:>{width}} {'tk bf16':>8} {'tk fp32':>8} {'torch bf16':>10} {'torch fp32':>10} {'bf16/fp32':>9} "
+          f"{'max rel err':>11}")
+
+
+def time_bf16_case(label: str, width: int, flops: float, runs: dict, error: float) -> dict:
+    """Time the four `runs` (BF16_RUNS) in turns, print their GFLOP/s, bf16's speed-up over fp32 and the
+    bf16 result's error as one row; return those figures."""
+    from tensorkiln.tools.timing import interleaved_medians
+    seconds = interleaved_medians(runs, repeat=20, rounds=5)
+    gflops = {name: flops / s / 1e9 for name, s in seconds.items()}
+    speedup = seconds["tk fp32"] / seconds["tk bf16"]
+    print(f"{label:>{width}} {gflops['tk bf16']:8.1f} {gflops['tk fp32']:8.1f} {gflops['torch bf16']:10.1f} "
+          f"{gflops['torch fp32']:10.1f} {speedup:8.2f}x {error:11.1e}")
+    return {"gflops": gflops, "bf16_over_fp32": speedup, "max_rel_error": error}
