@@ -1,5 +1,5 @@
-"""What the MD benchmarks (md_lj.py, md_mpi.py) share: MPICH's launcher and the figures a tensorkiln worker
-prints (their input, in.lj, is tensorkiln.md.in_lj)."""
+"""What the MD benchmarks (md_lj.py, md_mpi.py) share: whether LAMMPS loads, MPICH's launcher and the
+figures a tensorkiln worker prints (their input, in.lj, is tensorkiln.md.in_lj)."""
 from __future__ import annotations
 
 import os
@@ -9,6 +9,17 @@ import sys
 # per pair: 3 for the distance vector, 5 for r^2, 1 division, 2 for r6inv, 3 for fpair, 3 products and
 # 6 additions for the forces on i and j (the minimum-image correction of boundary pairs not counted)
 FLOPS_PER_PAIR = 23
+
+
+def lammps_available() -> bool:
+    """Whether LAMMPS's library loads (the peer); where not, says why and that tensorkiln runs alone."""
+    from tensorkiln.tools.lammps_reference import LammpsUnavailable, load_lammps
+    try:
+        load_lammps()
+        return True
+    except LammpsUnavailable as error:
+        print(f"LAMMPS not available ({error}): tensorkiln only")
+        return False
 
 
 def mpiexec() -> str | None:

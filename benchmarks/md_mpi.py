@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.md_common import FLOPS_PER_PAIR, mpiexec, run_figures  # noqa: E402
+from benchmarks.md_common import FLOPS_PER_PAIR, lammps_available, mpiexec, run_figures  # noqa: E402
 from tensorkiln.md.in_lj import in_lj  # noqa: E402
 
 STRONG = (20, 20, 20)
@@ -164,13 +164,7 @@ def main() -> int:
         _worker(args)
         return 0
     from benchmarks.common import machine_summary, print_table
-    from tensorkiln.tools.lammps_reference import LammpsUnavailable, load_lammps
-    try:
-        load_lammps()
-        have_lammps = True
-    except LammpsUnavailable as error:
-        print(f"LAMMPS not available ({error}): tensorkiln only")
-        have_lammps = False
+    have_lammps = lammps_available()
     have_mpi = mpiexec() is not None
     if not have_mpi:
         print("no mpiexec: 1-rank configurations only")
