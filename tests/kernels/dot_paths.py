@@ -6,7 +6,9 @@ one machine runs every path:
 
 - `bf16_path`: "vdpbf16ps" (the AVX512-BF16 tile, skipped on a CPU without it) or "widened"
   (`TENSORKILN_NO_BF16_DOT=1`: loop IR that widens each bf16 value and multiplies with fma);
-- `int8_path`: each int8 dot-product kind this CPU has (`TENSORKILN_INT8_DOT`), its own first.
+- `int8_path`: each int8 dot-product kind this CPU has (`TENSORKILN_INT8_DOT`), its own first;
+- `vector_path`: "avx512" (512-bit vectors, skipped on a CPU without them) or "portable"
+  (`TENSORKILN_VECTOR_BYTES=32`: the helpers written without AVX-512).
 
 A test module imports the fixture it needs (`from .dot_paths import bf16_path`).
 """
@@ -19,6 +21,7 @@ from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
 from tensorkiln.kernels.target import INT8_DOT_KINDS, _cpu_flags, cpu_target, int8_dot_kind
 
 HAS_BF16_DOT = cpu_target().bf16_dot
+HAS_AVX512 = cpu_target().vector_bytes >= 64
 INT8_PATHS = INT8_DOT_KINDS[INT8_DOT_KINDS.index(int8_dot_kind(_cpu_flags())):]
 
 
@@ -46,6 +49,16 @@ def bf16_path(request, monkeypatch):
 def int8_path(request, monkeypatch):
     """Force one int8 dot-product path of those this CPU has."""
     for _ in _on_target(monkeypatch, "TENSORKILN_INT8_DOT", request.param):
+        yield request.param
+
+
+@pytest.fixture(params=["avx512", "portable"])
+def vector_path(request, monkeypatch):
+    """Which helper variant the target asks for: with 512-bit vectors or the portable one."""
+    if request.param == "avx512" and not HAS_AVX512:
+        pytest.skip("this CPU has no 512-bit vectors")
+    variable = "TENSORKILN_VECTOR_BYTES" if request.param == "portable" else None
+    for _ in _on_target(monkeypatch, variable, "32"):
         yield request.param
 
 

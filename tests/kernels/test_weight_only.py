@@ -22,21 +22,9 @@ from tensorkiln.passes.weight_only import WeightOnlySpec, weight_only_spec
 from tensorkiln import dtypes as dt
 from tensorkiln.ir.ops import Attrs
 
+from .dot_paths import bf16, vector_path as kind  # noqa: F401  (kind: the fixture)
+
 RNG = np.random.default_rng(0)
-HAS_AVX512 = cpu_target().vector_bytes >= 64
-
-
-@pytest.fixture(params=["avx512", "portable"])
-def kind(request, monkeypatch):
-    """Which helper variant the target asks for."""
-    if request.param == "avx512" and not HAS_AVX512:
-        pytest.skip("this CPU has no 512-bit vectors")
-    if request.param == "portable":
-        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
-    cpu_target.cache_clear()
-    yield request.param
-    monkeypatch.undo()
-    cpu_target.cache_clear()
 
 
 def assert_close(result: np.ndarray, expected: np.ndarray, k: int) -> None:
@@ -203,7 +191,6 @@ def test_bf16_matrix_vector(monkeypatch, path):
     finally:
         monkeypatch.undo()
         cpu_target.cache_clear()
-    bf16 = lambda a: tk.dtypes.f32_from_bf16_bits(tk.dtypes.bf16_bits_from_f32(a)).astype(np.float64)  # noqa: E731
     for x, w, result in zip(xs, ws, results):
         assert_close(result, bf16(x) @ bf16(w) + 1.0, x.shape[1])
     assert precisions == {{"dpbf16": "bf16 (matvec, vdpbf16ps)"}.get(path, "bf16 (matvec, widened to fp32)")}
