@@ -19,9 +19,10 @@ import torch
 from ...errors import TensorKilnError, UnsupportedOpError
 from ...frontend.tensor import Tensor
 from ...shapes import hint_of
-from . import (lowering_backward, lowering_batch_norm, lowering_indexing, lowering_math,  # noqa: F401
-               lowering_misc, lowering_nn, lowering_order, lowering_random, lowering_scan,
-               lowering_sizes, lowering_special)  # (registration)
+from . import (lowering_backward, lowering_batch_norm, lowering_creation, lowering_elementwise,  # noqa: F401
+               lowering_indexing, lowering_layers, lowering_math, lowering_misc, lowering_movement, lowering_nn,
+               lowering_order, lowering_random, lowering_reductions, lowering_scan, lowering_sizes,
+               lowering_special)  # (registration)
 from .lowering import LOWERINGS
 from .random_key import drawing_under, is_random
 from .refusals import refusal_reason

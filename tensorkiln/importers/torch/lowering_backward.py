@@ -23,7 +23,8 @@ from ...frontend.creation import arange, as_tensor, zeros
 from ...frontend.functions import where
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
-from .lowering import avg_pool2d, adaptive_avg_pool2d, convolution, register_lowering
+from .lowering import register_lowering
+from .lowering_layers import adaptive_avg_pool2d, avg_pool2d, convolution
 from .lowering_nn import adaptive_avg_pool3d, avg_pool3d, grid_sampler_2d, reflection_pad, replication_pad
 
 aten = torch.ops.aten
