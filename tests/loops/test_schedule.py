@@ -13,6 +13,7 @@ import pytest
 
 import tensorkiln.loops.schedule as S
 import tensorkiln.loops.tensorize as tensorize_module
+import tensorkiln.loops.producers as producers_module
 from tensorkiln.driver.build import build
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.buffer import Buffer
@@ -36,6 +37,8 @@ def test_doctests():
     assert result.attempted > 10 and result.failed == 0
     result = doctest.testmod(tensorize_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+    result = doctest.testmod(producers_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 3 and result.failed == 0
 
 
 # ---- kernels, parameterized by the name of their output (two copies go into one program)
