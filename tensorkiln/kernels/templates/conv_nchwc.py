@@ -67,6 +67,8 @@ from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype, itemsize
 from ...shapes.symint import hint_of
 from ..target import cpu_target
+from .depthwise_columns import depthwise_columns_tile, depthwise_row_update
+from .bf16_store import bf16_tile_store, uses_vector_store
 
 PREFIX = "nc"
 
@@ -144,15 +146,15 @@ def depthwise_band(planes: int, oh: int, threads: int | None = None) -> int:
     return max(1, min(DEPTHWISE_BAND_ROWS, oh, planes * oh // (DEPTHWISE_TASKS_PER_THREAD * threads)))
 
 
-def depthwise_tile(ow: int) -> NchwcTile:
+def depthwise_tile(ow: int, kw: int = 3) -> NchwcTile:
     """The tile of a depthwise layer: one channel block, as many pixels as registers allow.
 
-    Each step loads one weight vector and one input vector per pixel for one
-    FMA per pixel (no input channel to reuse a load across), so a tile only
-    shares the weight vector among its pixels; the accumulators, the weight
-    and a loaded input vector must stay in registers.
+    There is no input channel to reuse a load across: a tile shares its KW
+    weight vectors of a kernel row among its pixels and each input column among
+    the pixels and taps that read it (depthwise_columns.py); the accumulators,
+    the weights and a loaded column must stay in registers.
     """
-    return NchwcTile(max(1, min(ow, (cpu_target().vector_registers - 2) // 2)), 1)
+    return NchwcTile(depthwise_columns_tile(ow, kw, cpu_target().vector_registers), 1)
 
 
 def _blocked_buffer_input(root: Node, values: ValueBuilder) -> bool:
@@ -300,7 +302,7 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     dtype = compute_dtype(root.dtype.name)
     depthwise = _is_depthwise(root)
     if tile is None:
-        tile = depthwise_tile(ow) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
+        tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
     t_full, g_blocks = tile.pixels, tile.blocks
     groups = kblocks // g_blocks
     in_blocks, in_cb = _input_blocks(root)
@@ -363,6 +365,14 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
             tap_r, tap_s = (r if _is_zero(r0) else r0 + r), (s if _is_zero(s0) else s0 + s)
             first_row = band_row * sh + tap_r * dh if task_rows else \
                 (img * kblocks + grp) * rows + oy * sh + tap_r * dh - shift_y
+        if depthwise and s_range is None:  # every tap inside: each input column loaded once per row
+            row_w = (grp * kh + tap_r) * kw * kb
+            update_row = depthwise_row_update(
+                source, x_at, lambda s_, j_: _weight(values, w_node, w_at + s_ * kb + j_, grp, 0, tap_r, s_, 0, j_),
+                acc, pixels, kw, kb, sw, dw, PREFIX)
+            reduce = For(r, r_count, block(Let(x_at, (first_row * cols + ox0 * sw - shift_x) * kb),
+                                           Let(w_at, row_w), update_row))
+        elif depthwise:
             step_offsets = block(
                 Let(x_at, (first_row * cols + ox0 * sw + tap_s * dw - shift_x) * kb),
                 Let(w_at, ((grp * kh + tap_r) * kw + tap_s) * kb))
@@ -389,7 +399,12 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         else:  # the end of a chain: lane j is channel kblock*kb + j of an NCHW output
             out_index = [img, kblock * kb + j, oy, ox0 + i]
             flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
-        store = lanes(Store(out, flat, epilogue(out_index, E.Load(acc, slot))))
+        value = epilogue(out_index, E.Load(acc, slot))
+        if blocked_out and uses_vector_store(out, kb):  # the epilogue in place, then vcvtneps2bf16
+            out_at = (((img * kblocks + grp * g_blocks + o) * oh + oy) * ow + ox0) * kb
+            store = bf16_tile_store(out, acc, lanes, slot, value, o, g_blocks, pixels, out_at)
+        else:
+            store = lanes(Store(out, flat, value))
         zero = For(q, E.const(pixels * g_blocks * kb), Store(acc, q, E.Const(0.0, dtype)), "vectorized")
         return Alloc(acc, block(zero, reduce, store))
 

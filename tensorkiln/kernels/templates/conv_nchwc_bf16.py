@@ -39,6 +39,7 @@ from ...loops.ir import Alloc, For, Let, NativeCall, Pointer, Stmt, Store, block
 from ..inline import ValueBuilder
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..target import cpu_target
+from .bf16_store import bf16_tile_store, uses_vector_store
 from .conv_nchwc import _padded_copy, nchwc_tile
 from .conv_nchwc_bf16_c import conv_tile_name, conv_tile_source
 
@@ -129,7 +130,12 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
         else:  # the end of a chain: lane j is channel kblock*kb + j of an NCHW output
             out_index = [img, kblock * kb + j, oy, ox0 + i]
             flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
-        store = lanes(Store(out, flat, epilogue(out_index, E.Load(acc, slot))))
+        value = epilogue(out_index, E.Load(acc, slot))
+        if blocked_out and uses_vector_store(out, kb):  # the epilogue in place, then vcvtneps2bf16
+            out_at = (((img * kblocks + grp * g_blocks + o) * oh + oy) * ow + ox0) * kb
+            store = bf16_tile_store(out, acc, lanes, slot, value, o, g_blocks, pixels, out_at)
+        else:
+            store = lanes(Store(out, flat, value))
         return Alloc(acc, block(products, store))
 
     row: list[Stmt] = []
