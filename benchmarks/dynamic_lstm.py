@@ -120,7 +120,8 @@ def main() -> None:
     print()
     for key in ("symbolic_over_unrolled", "best_symbolic_over_unrolled"):
         worst = max(f[key] for f in results["samples"].values())
-        print(f"worst {key.replace('_over_', ' / ').replace('_', ' ')}: {worst:.3f} (goal: at most {GOAL} at every length)")
+        name = key.replace("_over_", " / ").replace("_", " ")
+        print(f"worst {name}: {worst:.3f} (goal: at most {GOAL} at every length)")
     if args.json:
         write_json(args.json, results)
 
