@@ -64,7 +64,7 @@ from tensorkiln.loops.expr import (
 )
 from tensorkiln.loops.math import MATH_FUNCTIONS
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt,
+    Alloc, Assign, Block, Concurrent, For, If, Kernel, Let, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt,
     Store, While, iter_stmts, simplify_kernel, stmt_exprs,
 )
 from tensorkiln.codegen.c_names import c_name, check_unique_c_names, kernel_function_name, program_function_name
@@ -177,6 +177,10 @@ class _KernelWriter:
         self.native_sources: dict[str, str] = {}  # function -> C definition, of the NativeCalls written
         self.may_stream = not debug and streams(kernel.body)  # some loop is a stream copy (c_stream.py)
         self.streamed = False  # a loop became tk_stream_f32 calls: the file needs the helpers
+        # where a failed sub-program call leaves: the kernel, or (inside an OpenMP section, which a
+        # return may not leave) the end of that section
+        self.failure_exit = "return;"
+        self.sections = 0
 
     # ---- expressions
 
@@ -385,6 +389,8 @@ class _KernelWriter:
             self.native_call(s, depth)
         elif isinstance(s, ProgramCall):
             self.program_call(s, depth)
+        elif isinstance(s, Concurrent):
+            self.concurrent(s, depth, in_parallel, in_simd)
         elif isinstance(s, While):
             self.emit(depth, f"while ({self.expr(s.cond)[0]}) {{")
             self.stmt(s.body, depth + 1, in_parallel, in_simd)
@@ -402,7 +408,31 @@ class _KernelWriter:
         arena = address(s.arena) if s.arena is not None else "0"
         self.emit(depth, "{")
         self.emit(depth + 1, f"void *tk_args[] = {{{', '.join(address(a) for a in s.args) or '0'}}};")
-        self.emit(depth + 1, f"if ({program_function_name(s.program)}(tk_args, {arena}) != TK_OK) return;")
+        self.emit(depth + 1, f"if ({program_function_name(s.program)}(tk_args, {arena}) != TK_OK) {self.failure_exit}")
+        self.emit(depth, "}")
+
+    def concurrent(self, s: Concurrent, depth: int, in_parallel: bool, in_simd: bool) -> None:
+        """Independent parts as OpenMP sections, one thread each (serially inside a parallel region);
+        a failure in one part ends that part, and the others stop at their next sub-program call."""
+        if in_parallel or in_simd or len(s.parts) < 2:
+            for part in s.parts:
+                self.stmt(part, depth, in_parallel, in_simd)
+            return
+        self.emit(depth, f"#pragma omp parallel sections num_threads({len(s.parts)})")
+        self.emit(depth, "{")
+        outer_exit = self.failure_exit
+        for part in s.parts:
+            self.sections += 1
+            label = f"tk_section{self.sections}_end"
+            self.failure_exit = f"goto {label};"
+            self.emit(depth + 1, "#pragma omp section")
+            self.emit(depth + 1, "{")
+            start = len(self.lines)
+            self.stmt(part, depth + 2, True, False)
+            if any(f"goto {label};" in line for line in self.lines[start:]):
+                self.emit(depth + 1, f"{label}: ;")
+            self.emit(depth + 1, "}")
+        self.failure_exit = outer_exit
         self.emit(depth, "}")
 
     def runtime_call(self, s: RuntimeCall, depth: int) -> None:
@@ -754,7 +784,8 @@ def _entry(program: Program, signature: Signature, profile: bool = False, sub: b
     if not program.temps:
         lines.append(f"{INDENT}(void)arena;")
     lines += [f"{INDENT}(void){c_name(size)};" for size in program.sizes]
-    lines.append(f"{INDENT}tk_status = TK_OK;")
+    if not sub:  # a sub-program runs only while the status is OK; a concurrent part's failure must stand
+        lines.append(f"{INDENT}tk_status = TK_OK;")
     if profile:
         lines.append(f"{INDENT}double tk_clock = omp_get_wtime();")
     for i, k in enumerate(program.kernels):

@@ -36,6 +36,7 @@ from ..loops.buffer import Buffer
 from ..loops.ir import Block, For, If, Kernel, Pointer, ProgramCall, Stmt, Store, While, block
 from ..loops.program import Program
 from ..loops.types import INDEX_DTYPE
+from .small_body import serial_if_small
 
 # lower_subgraph(graph named as its program, prefix of its kernels) -> (planned Program, its constant arrays)
 LowerSubgraph = Callable[[Graph], tuple[Program, list[np.ndarray]]]
@@ -68,9 +69,12 @@ class _Builder:
         self.out.temps.append(buffer)
         return buffer
 
-    def program(self, role: str, sub: Graph) -> Program:
+    def program(self, role: str, sub: Graph, loop_body: bool = False) -> Program:
+        """The sub-program of `sub`; a loop's body (run once per step) on one thread when it is small."""
         named = Graph(sub.inputs, sub.outputs, f"{self.name}_{role}")
         program, arrays = self.lower_subgraph(named)
+        if loop_body:
+            program = serial_if_small(program)
         self.out.subprograms.append(program)
         lifted = [Buffer(self.new_name(f"{program.name}_{c.name}"), c.dtype, c.shape) for c in program.constants]
         self.out.constants += lifted
@@ -119,8 +123,8 @@ def lower_control(node: Node, operands: list[Buffer], results: list[Buffer], nam
                         b.call(else_, args, _whole(results), arena))
     elif node.op == "while_loop":
         carried = node.attrs["carried"]
-        step = b.program("body", graphs["body"].graph)  # in sub_graphs' order: the order of lifted constants
-        cond = b.program("cond", graphs["cond"].graph)
+        step = b.program("body", graphs["body"].graph, loop_body=True)  # sub_graphs order: lifted constants
+        cond = b.program("cond", graphs["cond"].graph, loop_body=True)
         arena = b.arena([cond, step])
         flag = b.temp(Buffer("flag", "bool", ()), "flag")
         carry, captured = results[:carried], _whole(operands[carried:])
@@ -141,7 +145,7 @@ def lower_control(node: Node, operands: list[Buffer], results: list[Buffer], nam
 
 def _scan_body(node: Node, operands: list[Buffer], results: list[Buffer], b: _Builder, graph: Graph) -> Stmt:
     carried, scanned, length = node.attrs["carried"], node.attrs["scanned"], node.attrs["length"]
-    step_program = b.program("body", graph)
+    step_program = b.program("body", graph, loop_body=True)
     arena = b.arena([step_program])
     carry, ys = results[:carried], results[carried:]
     xs, captured = operands[carried:carried + scanned], operands[carried + scanned:]

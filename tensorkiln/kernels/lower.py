@@ -25,6 +25,7 @@ from ..ir.graph import Graph, Node, format_node, node_names, node_notes
 from ..ir.ops.registry import OpDef, OpKind, get_op
 from ..ir.ops.collective import TOKEN
 from .grouping import KernelGroup
+from .concurrent import concurrent_control
 from .control import LowerSubgraph, lower_control
 from ..ir.ops.control import CONTROL_OPS, result_types, sub_graphs
 from ..loops import expr as E
@@ -454,6 +455,9 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
         if kernel is not None:
             kernels.append(kernel)
     kernels = overlapped_order(kernels)
+    kernels, merged = concurrent_control(kernels)  # independent scans of one length: side by side
+    for name, parts in merged.items():
+        kernel_groups[name] = kernel_groups[parts[0]]
     program_name = _identifier(graph.name, set(), "graph")
     program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps),
                       subprograms=tuple(subprograms))

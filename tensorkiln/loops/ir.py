@@ -262,6 +262,20 @@ class While(Stmt):
 
 
 @dataclass(frozen=True)
+class Concurrent(Stmt):
+    """Independent statements that may run at the same time, each on one thread (OpenMP sections).
+
+    No part may write a buffer another part reads or writes (kernels/concurrent.py checks this
+    before building one); each part runs as written, its parallel loops on its own thread.
+    """
+
+    parts: tuple[Stmt, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parts", tuple(self.parts))
+
+
+@dataclass(frozen=True)
 class ProgramCall(Stmt):
     """Run sub-program `program` (a Program of `Program.subprograms`) on `args`: one Pointer per
     buffer of its signature (inputs, outputs, constants, in order), `arena` its intermediates'
@@ -345,6 +359,9 @@ def iter_stmts(stmt: Stmt) -> Iterator[Stmt]:
     elif isinstance(stmt, Block):
         for s in stmt.stmts:
             yield from iter_stmts(s)
+    elif isinstance(stmt, Concurrent):
+        for s in stmt.parts:
+            yield from iter_stmts(s)
 
 
 def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
@@ -391,6 +408,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr, Mapping[str, tuple[int, int]]], Ex
         return If(fn(stmt.cond, ranges), map_exprs(stmt.then, fn, ranges), else_)
     if isinstance(stmt, Block):
         return Block(tuple(map_exprs(s, fn, ranges) for s in stmt.stmts))
+    if isinstance(stmt, Concurrent):
+        return Concurrent(tuple(map_exprs(s, fn, ranges) for s in stmt.parts))
     if isinstance(stmt, RuntimeCall):
         return stmt
     if isinstance(stmt, (NativeCall, ProgramCall)):
@@ -485,6 +504,9 @@ class _Verifier:
             inner = dict(scalars)
             for s in stmt.stmts:
                 self.check(s, buffers, inner)
+        elif isinstance(stmt, Concurrent):
+            for s in stmt.parts:
+                self.check(s, buffers, dict(scalars))
         elif isinstance(stmt, RuntimeCall):
             for b in stmt.writes + stmt.reads:
                 self.check_buffer(b, buffers)
@@ -535,6 +557,9 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> list[str]:
     if isinstance(stmt, Block):
         lines = [line for s in stmt.stmts for line in format_stmt(s, depth)]
         return lines or [f"{pad}pass"]
+    if isinstance(stmt, Concurrent):
+        return [line for k, s in enumerate(stmt.parts)
+                for line in [f"{pad}concurrently, part {k}:"] + format_stmt(s, depth + 1)]
     if isinstance(stmt, RuntimeCall):
         return [f"{pad}{', '.join(b.name for b in stmt.writes)} = runtime({stmt.what!r}; "
                 f"{', '.join(b.name for b in stmt.reads)})"]

@@ -10,7 +10,7 @@ from tensorkiln.errors import TensorKilnError
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.ir import (
-    Alloc, Assign, Block, For, If, Kernel, Let, LoopIRError, NativeCall, Stmt, Store, block, iter_stmts,
+    Alloc, Assign, Block, Concurrent, For, If, Kernel, Let, LoopIRError, NativeCall, Stmt, Store, block, iter_stmts,
     simplify_kernel, stmt_exprs, verify_kernel,
 )
 from tensorkiln.loops.types import int_range
@@ -30,6 +30,8 @@ def _children(s: Stmt) -> tuple[Stmt, ...]:
         return (s.then,) if s.else_ is None else (s.then, s.else_)
     if isinstance(s, Block):
         return s.stmts
+    if isinstance(s, Concurrent):
+        return s.parts
     return ()
 
 
@@ -42,6 +44,8 @@ def _with_children(s: Stmt, children: tuple[Stmt, ...]) -> Stmt:
         return If(s.cond, children[0], children[1] if len(children) > 1 else None)
     if isinstance(s, Block):
         return block(*children) if children else Block(())
+    if isinstance(s, Concurrent):
+        return Concurrent(children)
     return s
 
 

@@ -257,3 +257,9 @@ def test_repeated_plain_array_calls_keep_every_check():
     y = -np.arange(12, dtype=np.float32).reshape(4, 3) + 5
     np.testing.assert_array_equal(module(y)[0], np.maximum(y, 0))
     np.testing.assert_array_equal(module(x, return_dict=True)["y0"], np.maximum(x, 0))
+    for _ in range(2):  # every input by name is the positional call, checks and shortcut included
+        np.testing.assert_array_equal(module(x=y)[0], np.maximum(y, 0))
+    with pytest.raises(tk.DTypeError, match="expects float32"):
+        module(x=y.astype(np.float64))
+    with pytest.raises(TypeError, match="no input 'z'"):
+        module(z=y)

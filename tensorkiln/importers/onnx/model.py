@@ -585,6 +585,8 @@ class OnnxModule:
 
     def __call__(self, *args, return_dict: bool = False, **kwargs):
         """Run the model: outputs as a list of numpy arrays (a dict by name with return_dict=True)."""
+        if kwargs and not args and list(kwargs) == self.input_names:  # every input by name, in order:
+            args, kwargs = tuple(kwargs.values()), {}  # the same call as positional, and its shortcut
         if not kwargs and self._staged is None and self._plain_signature is not None \
                 and all(type(a) is np.ndarray for a in args) \
                 and tuple((a.shape, a.dtype) for a in args) == self._plain_signature:
