@@ -166,10 +166,12 @@ def worker_data_parallel(model_name: str, wrap: bool = True) -> dict:
 
 
 def worker_bucket_choice(model_name: str = "bert") -> dict:
-    """The same model's compiled step on 2 ranks four ways, in turns step after step: without DDP, DDP
-    with one bucket (what DDP chooses where MPI has no background progress), the same with the bucket's
-    all-reduce started nonblocking (as before: Channel.defer_without_progress = False) and DDP with the
-    buckets it chose before, the link's size sqrt(N alpha / beta) for the link of this machine when quiet."""
+    """The same model's compiled step on 2 ranks five ways, in turns step after step: without DDP, DDP
+    with one bucket (what DDP chooses where MPI has no background progress; its all-reduce through the
+    ranks' shared memory), the same bucket through MPI's all-reduce at the wait
+    (Channel.share_memory_without_progress = False) and started nonblocking (as before: also
+    Channel.defer_without_progress = False), and DDP with the buckets it chose before, the link's size
+    sqrt(N alpha / beta) for the link of this machine when quiet."""
     import tensorkiln as tk
     import tensorkiln.distributed as dist
     import tensorkiln.nn.functional as F
@@ -197,13 +199,15 @@ def worker_bucket_choice(model_name: str = "bert") -> dict:
             return loss
         return step
     steps = {name: compiled_step(trained) for name, trained in ways.items()}
-    steps["one bucket, nonblocking start"] = steps["one bucket"]
-    ways["one bucket, nonblocking start"] = ways["one bucket"]
+    through = {"one bucket": (True, True), "one bucket, MPI's all-reduce": (False, True),
+               "one bucket, nonblocking start": (False, False)}  # (share memory, defer the start)
+    for name in through:
+        steps[name], ways[name] = steps["one bucket"], ways["one bucket"]
     share = slice(rank * global_batch // size, (rank + 1) * global_batch // size)
     times: dict[str, list[float]] = {name: [] for name in steps}
     for x, y in batches(model_name, global_batch):
         for name, step in steps.items():
-            Channel.defer_without_progress = name != "one bucket, nonblocking start"
+            Channel.share_memory_without_progress, Channel.defer_without_progress = through.get(name, (True, True))
             dist.barrier()
             start = time.perf_counter()
             step(x[share], y[share])
@@ -212,6 +216,38 @@ def worker_bucket_choice(model_name: str = "bert") -> dict:
     return {name: {"step_seconds": float(np.median(t[WARMUP:])),
                    "buckets": len(ways[name].buckets) if name != "without DDP" else 0}
             for name, t in times.items()}
+
+
+ALL_REDUCE_PATHS = {"shared memory": (True, True), "MPI at the wait": (False, True),
+                    "MPI, nonblocking start": (False, False)}  # (share memory, defer the start)
+
+
+def worker_all_reduce_paths(repeats: int = 60) -> dict:
+    """A compiled all-reduce's start and wait (collective_channel.Channel, a mean of float32) of the CNN's
+    and BERT's gradient bucket, three ways in turns, call after call: through the ranks' shared memory,
+    through MPI's blocking all-reduce at the wait, and started nonblocking at the start (as before)."""
+    import tensorkiln.distributed as dist
+    from tensorkiln.runtime import communicator
+    from tensorkiln.runtime.collective_channel import Channel
+    dist.init(check_agreement=False)
+    result = {}
+    for name, count in (("cnn", 6138), ("bert", 533506)):  # the buckets' float32 elements
+        fields = {"group": "world", "dtype": "float32", "in": str(count), "out": str(count), "reduction": "mean"}
+        channel = Channel("all_reduce", fields)
+        operand = np.random.default_rng(dist.rank()).standard_normal(count).astype(np.float32)
+        output = np.empty_like(operand)
+        times: dict[str, list[float]] = {way: [] for way in ALL_REDUCE_PATHS}
+        for _ in range(repeats):
+            for way, (share, defer) in ALL_REDUCE_PATHS.items():
+                Channel.share_memory_without_progress, Channel.defer_without_progress = share, defer
+                communicator.barrier()
+                start = time.perf_counter()
+                channel.start(operand.ctypes.data)
+                channel.wait(output.ctypes.data)
+                times[way].append(time.perf_counter() - start)
+        result[name] = {"bytes": 4 * count, **{way: float(np.median(t[5:])) for way, t in times.items()}}
+    Channel.share_memory_without_progress = Channel.defer_without_progress = True
+    return result
 
 
 def timeline(profile, bucket_bytes: list[int]) -> list[dict]:
@@ -376,7 +412,7 @@ def decode_breakdown(profile, token_seconds: float, call_seconds: float, weight_
 WORKERS = {"cnn": lambda: worker_data_parallel("cnn"), "bert": lambda: worker_data_parallel("bert"),
            "torch_ddp": worker_torch_ddp,
            "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode, "stream": worker_stream,
-           "bert_buckets": worker_bucket_choice}
+           "bert_buckets": worker_bucket_choice, "all_reduce_paths": worker_all_reduce_paths}
 
 
 def run_worker(name: str, path: str) -> None:
@@ -409,7 +445,7 @@ def main() -> int:
     runs: dict[str, list[dict]] = {}
     plan = [("ping_pong", 2, "yield"), ("ping_pong", 2, "auto"), ("cnn", 1, "auto"), ("cnn", 2, "auto"),
             ("torch_ddp", 2, "auto"), ("torch_ddp", 1, "auto"), ("bert", 1, "auto"), ("bert", 2, "auto"),
-            ("bert_buckets", 2, "auto"), ("stream", 1, "auto"), ("stream", 2, "auto"), ("gpt2_decode", 1, "auto"),
+            ("bert_buckets", 2, "auto"), ("all_reduce_paths", 2, "auto"), ("stream", 1, "auto"), ("stream", 2, "auto"), ("gpt2_decode", 1, "auto"),
             ("gpt2_decode", 2, "auto")]
     for round_ in range(args.rounds):  # the 1- and 2-rank launches alternate, round after round
         for name, ranks, wait in plan:
@@ -483,6 +519,12 @@ def main() -> int:
     results["bert_bucket_choice"] = choice
     print("\nsmall BERT on 2 ranks, the steps in turns in one launch, median ms: "
           + "; ".join(f"{name} ({way['buckets']} buckets) {way['step_ms']:.2f}" for name, way in choice.items()))
+    paths = {model: {way: median_of([r[model] for r in runs["all_reduce_paths@2"]], way) * 1e6
+                     for way in ALL_REDUCE_PATHS} for model in ("cnn", "bert")}
+    results["all_reduce_paths_us"] = paths
+    print("a compiled all-reduce (mean) of the gradient bucket on 2 ranks, start and wait, in turns, median us: "
+          + "; ".join(f"{model} ({runs['all_reduce_paths@2'][0][model]['bytes']} B): "
+                      + ", ".join(f"{way} {us:.1f}" for way, us in paths[model].items()) for model in paths))
     print(f"\nPyTorch DDP (gloo), digits CNN, 2 ranks: {torch_two * 1e3:.2f} ms per step; tensorkiln DDP is "
           f"{results['torch_ddp_gloo']['tensorkiln_speedup']:.2f}x faster")
     print(f"GPT-2 small decode, tensor parallel: 1 rank {gpt_one * 1e3:.1f} ms/token, 2 ranks {gpt_two * 1e3:.1f} "

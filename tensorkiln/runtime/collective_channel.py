@@ -39,6 +39,7 @@ from .. import dtypes as dt
 from ..errors import DistributedError
 from . import communicator
 from .communicator import progresses_in_background
+from .shared_all_reduce import SharedAllReduce, ranks_share_memory
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -89,6 +90,7 @@ class Channel:
         self._root = 0  # a broadcast's root, as a rank of the group
         self.blocking = fields.get("overlap") == "none"  # kernels/overlap.py: nothing runs between the halves
         self._operand = 0  # (blocking) the operand's address, read at the wait
+        self._shared: SharedAllReduce | None = None  # an all-reduce through shared memory (_share_memory)
         self._deferred = False  # (nonblocking) started as a copy only: the collective runs at the wait
         self._outputs: dict[int, np.ndarray] = {}  # output address -> a view of it (for the mean's divide)
 
@@ -104,17 +106,21 @@ class Channel:
     # Without a progress thread a started collective's bytes move only inside MPI calls, so a nonblocking
     # start buys nothing but its latency terms; False restores the nonblocking start (to compare them).
     defer_without_progress = True
+    # Without a progress thread, an all-reduce among ranks of one node goes through memory they share
+    # (shared_all_reduce.py) instead of MPI's queues; False keeps MPI's all-reduce (to compare them).
+    share_memory_without_progress = True
 
     def start(self, in_address: int) -> None:
+        communicator.agree(self.op, self.facts, self.group)  # before _connect, whose setup is collective
         comm = self._comm or self._connect()
-        communicator.agree(self.op, self.facts, self.group)
-        if self.blocking and self.op == "all_reduce":  # no kernel runs before the wait: read the operand there
-            self._operand = in_address
+        shared = self._shared is not None and self.share_memory_without_progress
+        if self.blocking and self.op == "all_reduce" and not shared:  # no kernel runs before the wait: read
+            self._operand = in_address                                  # the operand there
             return
         ctypes.memmove(self.send_address, in_address, self.in_bytes)
         if self.blocking:  # nothing runs before the wait: one blocking call there
             return
-        self._deferred = self.defer_without_progress and not self._background
+        self._deferred = (self.defer_without_progress or shared) and not self._background
         if self._deferred:
             return
         if self.op == "all_reduce":
@@ -139,6 +145,7 @@ class Channel:
         self._in_place = communicator.world().mpi.IN_PLACE
         if self.op == "all_reduce":
             self._reduction = communicator.mpi_op(self.fields["reduction"])
+            self._share_memory()
         if self.op == "broadcast":
             ranks, root = communicator.group_ranks(self.group), int(self.fields["root"])
             if root not in ranks:
@@ -146,7 +153,25 @@ class Channel:
             self._root = ranks.index(root)
         return self._comm
 
+    def _share_memory(self) -> None:
+        """Put the buffer in memory the group's ranks share, where they are all on this node and MPI
+        progresses only inside its calls (the shared path is blocking at the wait, as MPI's is then)."""
+        mpi = communicator.world().mpi
+        if self.size == 1 or self.send.size == 0 or self._background or not ranks_share_memory(self._comm, mpi):
+            return
+        self._shared = SharedAllReduce(self._comm, mpi, self.send.size, self.send.dtype, self.fields["reduction"])
+        self.send = self.receive = self._shared.slot.reshape(self.in_shape)
+        self.send_address = self.receive_address = self.send.ctypes.data
+
+    @property
+    def shares_memory(self) -> bool:
+        """Whether this all-reduce can go through memory the ranks share (known after the first start)."""
+        return self._shared is not None
+
     def wait(self, out_address: int) -> None:
+        if self._shared is not None and self.share_memory_without_progress and (self.blocking or self._deferred):
+            self._shared.run(self._output(out_address).reshape(-1))
+            return
         if self.blocking and self.op == "all_reduce":
             self._all_reduce_into(self._operand, out_address)
             return
