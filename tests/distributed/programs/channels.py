@@ -98,7 +98,8 @@ Channel.share_memory_without_progress = Channel.defer_without_progress = True
 
 def blocking_all_reduce_in_place(reduction: str, count: int, shift: int) -> None:
     """A blocking channel all-reduce of `count` float32 from offset 0 of a buffer into offset `shift`:
-    0 is the same memory, under `count` partly overlapping memory, else memory apart."""
+    0 is the same memory, under `count` partly overlapping memory, else memory apart; against numpy,
+    and every rank holds the same bits."""
     fields = {"group": "world", "dtype": "float32", "in": str(count), "out": str(count),
               "reduction": reduction, "overlap": "none"}
     channel = Channel("all_reduce", fields)
@@ -109,14 +110,18 @@ def blocking_all_reduce_in_place(reduction: str, count: int, shift: int) -> None
         channel.start(memory.ctypes.data)
         assert channel.shares_memory, "ranks on one node without a progress thread share the all-reduce's memory"
         channel.wait(memory.ctypes.data + 4 * shift)
-        total = np.sum(np.stack(mine).astype(np.float64), 0) / (SIZE if reduction == "mean" else 1)
-        np.testing.assert_allclose(memory[shift:], total, rtol=1e-6, atol=1e-6,
+        stack = np.stack(mine).astype(np.float64)
+        total = {"sum": stack.sum(0), "mean": stack.mean(0), "max": stack.max(0), "min": stack.min(0),
+                 "prod": stack.prod(0)}[reduction]
+        np.testing.assert_allclose(memory[shift:], total, rtol=1e-5, atol=1e-6,
                                    err_msg=f"rank {RANK}: blocking all_reduce {reduction} shift {shift}")
+        everyone = dist.all_gather(tk.tensor(memory[None, shift:].copy()), dim=0).numpy()
+        assert (everyone == everyone[0]).all(), (reduction, count, shift)
 
 
 for share in (True, False):
     Channel.share_memory_without_progress = share
-    for reduction in ("sum", "mean"):
+    for reduction in ("sum", "mean", "max", "min", "prod"):
         for count, shift in ((17, 0), (17, 5), (17, 17), (1, 0), (1, 3)):
             blocking_all_reduce_in_place(reduction, count, shift)
 print(f"OK channels rank {RANK}")
