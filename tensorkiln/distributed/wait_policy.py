@@ -24,6 +24,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from ..runtime.communicator import progresses_in_background  # noqa: F401  (the runtime's channels ask it too)
+
 WAIT_POLICIES = ("auto", "spin", "yield")
 
 # The MPI settings of each policy. Spinning keeps MPICH's light yield (a sched_yield every 1000 polls,
@@ -94,11 +96,3 @@ def wait_environment(policy: str, flavour: str) -> dict[str, str]:
     """The environment variables that make `flavour`'s ranks ('mpich' or 'openmpi') wait by `policy`."""
     table = SPIN_WHEN_WAITING if policy == "spin" else YIELD_WHEN_WAITING
     return dict(table[flavour])
-
-
-def progresses_in_background(environ: dict[str, str] | None = None) -> bool:
-    """Whether the MPI library moves a started collective's bytes while the rank computes: only with
-    MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1, which costs a core). Otherwise they move
-    inside MPI calls, as between ranks that share memory and have one thread each."""
-    environ = os.environ if environ is None else environ
-    return environ.get("MPIR_CVAR_ASYNC_PROGRESS", "0").strip() not in ("", "0")

@@ -9,7 +9,17 @@ process. `start` copies the operand into that buffer with one memmove and
 starts the nonblocking collective on it in place (MPI_IN_PLACE, no second
 buffer); `wait` finishes it and copies (or, for a mean, divides) the result
 straight into the output's memory. A collective that overlaps no kernel
-(`overlap=none`, kernels/overlap.py) makes one blocking call at its wait. Measured on one rank (the Python and
+(`overlap=none`, kernels/overlap.py) makes one blocking call at its wait,
+and an all-reduce among them reads its operand where it lies, unchanged
+until the wait, and writes the output's memory directly (no copy into the
+buffer). Where MPI moves a started collective's bytes only inside its own
+calls (no progress thread: communicator.progresses_in_background), a large
+message would not move before the wait anyway, so the start copies the
+operand and the wait makes one blocking call (`Channel.defer_without_progress`).
+There, too, an all-reduce among
+ranks that are all on this node uses a buffer in memory they share and
+reduces through it (shared_all_reduce.py; `Channel.share_memory_without_progress`),
+the start copying the operand into it. Measured on one rank (the Python and
 numpy work alone), a start and wait of a 24 KB all-reduce cost about 9 us
 through a channel and about 40 us through the general path, which parses,
 views, converts and allocates on every call.
@@ -30,6 +40,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DistributedError
 from . import communicator
+from .communicator import progresses_in_background
+from .shared_all_reduce import SharedAllReduce, ranks_share_memory
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -79,6 +91,9 @@ class Channel:
         self._reduction: Any = None
         self._root = 0  # a broadcast's root, as a rank of the group
         self.blocking = fields.get("overlap") == "none"  # kernels/overlap.py: nothing runs between the halves
+        self._operand = 0  # (blocking) the operand's address, read at the wait
+        self._shared: SharedAllReduce | None = None  # an all-reduce through shared memory (_share_memory)
+        self._deferred = False  # (nonblocking) started as a copy only: the collective runs at the wait
         self._outputs: dict[int, np.ndarray] = {}  # output address -> a view of it (for the mean's divide)
 
     def _facts(self) -> tuple:
@@ -90,11 +105,25 @@ class Channel:
             return base + (int(self.fields["axis"]),)
         return base + (int(self.fields["root"]),)
 
+    # Without a progress thread a started collective's bytes move only inside MPI calls, so a nonblocking
+    # start buys nothing but its latency terms; False restores the nonblocking start (to compare them).
+    defer_without_progress = True
+    # Without a progress thread, an all-reduce among ranks of one node goes through memory they share
+    # (shared_all_reduce.py) instead of MPI's queues; False keeps MPI's all-reduce (to compare them).
+    share_memory_without_progress = True
+
     def start(self, in_address: int) -> None:
+        communicator.agree(self.op, self.facts, self.group)  # before _connect, whose setup is collective
         comm = self._comm or self._connect()
-        communicator.agree(self.op, self.facts, self.group)
+        shared = self._shared is not None and self.share_memory_without_progress
+        if self.blocking and self.op == "all_reduce" and not shared:
+            self._operand = in_address  # no kernel runs before the wait: MPI reads the operand there
+            return
         ctypes.memmove(self.send_address, in_address, self.in_bytes)
         if self.blocking:  # nothing runs before the wait: one blocking call there
+            return
+        self._deferred = (self.defer_without_progress or shared) and not self._background
+        if self._deferred:
             return
         if self.op == "all_reduce":
             self._request = comm.Iallreduce(self._in_place, self.send, op=self._reduction)
@@ -114,9 +143,11 @@ class Channel:
 
     def _connect(self):
         self._comm = communicator.communicator(self.group)
+        self._background = progresses_in_background()
         self._in_place = communicator.world().mpi.IN_PLACE
         if self.op == "all_reduce":
             self._reduction = communicator.mpi_op(self.fields["reduction"])
+            self._share_memory()
         if self.op == "broadcast":
             ranks, root = communicator.group_ranks(self.group), int(self.fields["root"])
             if root not in ranks:
@@ -124,8 +155,29 @@ class Channel:
             self._root = ranks.index(root)
         return self._comm
 
+    def _share_memory(self) -> None:
+        """Put the buffer in memory the group's ranks share, where they are all on this node and MPI
+        progresses only inside its calls (the shared path is blocking at the wait, as MPI's is then)."""
+        mpi = communicator.world().mpi
+        if self.size == 1 or self.send.size == 0 or self._background or not ranks_share_memory(self._comm, mpi):
+            return
+        self._shared = SharedAllReduce(self._comm, mpi, self.send.size, self.send.dtype, self.fields["reduction"])
+        self.send = self.receive = self._shared.slot.reshape(self.in_shape)
+        self.send_address = self.receive_address = self.send.ctypes.data
+
+    @property
+    def shares_memory(self) -> bool:
+        """Whether this all-reduce can go through memory the ranks share (known after the first start)."""
+        return self._shared is not None
+
     def wait(self, out_address: int) -> None:
-        if self.blocking:
+        if self._shared is not None and self.share_memory_without_progress and (self.blocking or self._deferred):
+            self._shared.run(self._output(out_address).reshape(-1))
+            return
+        if self.blocking and self.op == "all_reduce":
+            self._all_reduce_into(self._operand, out_address)
+            return
+        if self.blocking or self._deferred:
             self._run_blocking()
         else:
             request, self._request = self._request, None
@@ -136,6 +188,26 @@ class Channel:
             np.divide(self.receive, self.size, out=self._output(out_address))
         else:
             ctypes.memmove(out_address, self.receive_address, self.out_bytes)
+
+    def _all_reduce_into(self, in_address: int, out_address: int) -> None:
+        """One blocking all-reduce from the operand's memory straight into the output's (in place when the
+        memory planner gave them the same bytes; through the channel's buffer if they partly overlap)."""
+        output = self._output(out_address) if self.out_bytes else self.receive
+        if in_address == out_address or self.out_bytes == 0:
+            self._comm.Allreduce(self._in_place, output, op=self._reduction)
+        elif abs(in_address - out_address) < self.in_bytes:  # partly overlapping: copy the operand first
+            ctypes.memmove(self.send_address, in_address, self.in_bytes)
+            self._comm.Allreduce(self._in_place, self.send, op=self._reduction)
+            ctypes.memmove(out_address, self.send_address, self.out_bytes)
+        else:
+            self._comm.Allreduce(self._view(in_address), output, op=self._reduction)
+        if self.fields["reduction"] == "mean" and self.out_bytes:
+            np.divide(output, self.size, out=output)
+
+    def _view(self, address: int) -> np.ndarray:
+        """The operand's memory as an array (read only by MPI)."""
+        memory = (ctypes.c_char * self.in_bytes).from_address(address)
+        return np.frombuffer(memory, self.dtype.storage, self.send.size).reshape(self.in_shape)
 
     def _output(self, address: int) -> np.ndarray:
         view = self._outputs.get(address)

@@ -12,6 +12,7 @@ failing rank never leaves the others waiting.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -24,6 +25,14 @@ from ..errors import DistributedError, DTypeError, at_user_line
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 WORLD: tuple[int, ...] = ()  # the `group` of a collective over every rank
+
+
+def progresses_in_background(environ: dict[str, str] | None = None) -> bool:
+    """Whether the MPI library moves a started collective's bytes while the rank computes: only with
+    MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1, which costs a core). Otherwise they move
+    inside MPI calls, as between ranks that share memory and have one thread each."""
+    environ = os.environ if environ is None else environ
+    return environ.get("MPIR_CVAR_ASYNC_PROGRESS", "0").strip() not in ("", "0")
 
 
 @dataclass

@@ -61,3 +61,7 @@ def test_an_uncaught_exception_ends_every_rank():
 
 def test_compiled_collectives_through_channels_and_the_general_path_match_numpy():
     assert_ok(launch(2, "channels.py"), "channels", 2)
+
+
+def test_compiled_collectives_through_channels_on_three_ranks():
+    assert_ok(launch(3, "channels.py"), "channels", 3)  # shared memory in three parts of odd sizes

@@ -4,7 +4,10 @@ A collective with no kernel between its start and its wait runs as one blocking 
 (`overlap=none`); one with compute between runs nonblocking; float32 and int32 take the
 preallocated channel (runtime/collective_channel.py), bfloat16 and a gather along an inner axis
 the general path. Each compiled function runs twice on new values, so a channel's buffer is
-reused. Prints 'OK channels rank r'.
+reused, three ways: through memory the ranks share (the default here: one node, no progress thread),
+through MPI's all-reduce at the wait, and with MPI's nonblocking start. A blocking all-reduce reads its
+operand in place: from memory apart from the output's, the same memory, or memory that partly
+overlaps it. Prints 'OK channels rank r'.
 """
 import re
 import warnings
@@ -13,6 +16,7 @@ import numpy as np
 
 import tensorkiln as tk
 import tensorkiln.distributed as dist
+from tensorkiln.runtime.collective_channel import Channel
 
 warnings.simplefilter("error")  # a compiled graph must not fall back to the interpreter
 dist.init()
@@ -69,8 +73,12 @@ for dtype in ("float32", "int32", "bfloat16"):
             inputs = [tk.tensor(value(r, shape, dtype, salt)).to(getattr(tk, dtype)) for r in range(SIZE)]
             arrays = [t.to(tk.float32).numpy().astype(np.float64) for t in inputs]
             want = expected(arrays, dtype)
-            for name, function, args in (("adjacent", adjacent, (inputs[RANK],)),
-                                         ("overlapped", overlapped, (inputs[RANK], tk.tensor(y)))):
+            calls = [(name, function, args, share, defer)
+                     for name, function, args in (("adjacent", adjacent, (inputs[RANK],)),
+                                                  ("overlapped", overlapped, (inputs[RANK], tk.tensor(y))))
+                     for share, defer in ((True, True), (False, True), (False, False))]
+            for name, function, args, share, defer in calls:
+                Channel.share_memory_without_progress, Channel.defer_without_progress = share, defer
                 got = function(*args)
                 got = got[:len(want)] if name == "overlapped" else got
                 for i, (g, w) in enumerate(zip(got, want)):
@@ -85,4 +93,35 @@ for dtype in ("float32", "int32", "bfloat16"):
             assert len(hooks) == 2 * len(want) and all("overlap=none" in h for h in hooks), hooks  # one blocking call
             hooks = runtime_calls(overlapped.report(inputs[RANK], tk.tensor(y)).source_path)
             assert len(hooks) == 2 * len(want) and not any("overlap=none" in h for h in hooks), hooks  # nonblocking
+Channel.share_memory_without_progress = Channel.defer_without_progress = True
+
+
+def blocking_all_reduce_in_place(reduction: str, count: int, shift: int) -> None:
+    """A blocking channel all-reduce of `count` float32 from offset 0 of a buffer into offset `shift`:
+    0 is the same memory, under `count` partly overlapping memory, else memory apart; against numpy,
+    and every rank holds the same bits."""
+    fields = {"group": "world", "dtype": "float32", "in": str(count), "out": str(count),
+              "reduction": reduction, "overlap": "none"}
+    channel = Channel("all_reduce", fields)
+    for salt in (1, 2):
+        mine = [value(r, (count,), "float32", salt + 10 * shift) for r in range(SIZE)]
+        memory = np.zeros(count + shift, np.float32)
+        memory[:count] = mine[RANK]
+        channel.start(memory.ctypes.data)
+        assert channel.shares_memory, "ranks on one node without a progress thread share the all-reduce's memory"
+        channel.wait(memory.ctypes.data + 4 * shift)
+        stack = np.stack(mine).astype(np.float64)
+        total = {"sum": stack.sum(0), "mean": stack.mean(0), "max": stack.max(0), "min": stack.min(0),
+                 "prod": stack.prod(0)}[reduction]
+        np.testing.assert_allclose(memory[shift:], total, rtol=1e-5, atol=1e-6,
+                                   err_msg=f"rank {RANK}: blocking all_reduce {reduction} shift {shift}")
+        everyone = dist.all_gather(tk.tensor(memory[None, shift:].copy()), dim=0).numpy()
+        assert (everyone == everyone[0]).all(), (reduction, count, shift)
+
+
+for share in (True, False):
+    Channel.share_memory_without_progress = share
+    for reduction in ("sum", "mean", "max", "min", "prod"):
+        for count, shift in ((17, 0), (17, 5), (17, 17), (1, 0), (1, 3)):
+            blocking_all_reduce_in_place(reduction, count, shift)
 print(f"OK channels rank {RANK}")
