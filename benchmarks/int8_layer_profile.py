@@ -12,7 +12,8 @@ grouped by what the time is spent on:
     other                                              pooling, the residual adds, the classifier,
                                                        layout changes, quantize / dequantize
 
-and tensorkiln's slowest kernels are listed with their multiply-adds, G multiply-adds/s and the
+then each convolution with OpenVINO's time for the same layer beside it, and tensorkiln's slowest
+kernels are listed with their multiply-adds, G multiply-adds/s and the
 share of the int8 peak they reach (`--peak`, G multiply-adds/s per thread: by default measured at the
 start of the run, one thread issuing only 512-bit `vpdpbusd` (64 multiply-adds each), timed in its CPU
 time; about 234 on this Zen 4, one instruction a cycle: its 512-bit integer operations take both 256-bit
@@ -142,6 +143,23 @@ def openvino_layers(path: str, arrays: list[np.ndarray], threads: int, repeat: i
     return layers
 
 
+def _print_side_by_side(tk_layers: list[dict], ov_layers: list[dict], peak: float) -> None:
+    """Each convolution with OpenVINO's time for the same layer beside it: both engines run the model's
+    convolutions in its order, so the i-th convolution kernel of one is the i-th of the other (printed
+    only when the counts agree)."""
+    tk_convs = [l for l in tk_layers if l["category"] != "other"]
+    ov_convs = [l for l in ov_layers if l["category"] != "other"]
+    if len(tk_convs) != len(ov_convs):
+        print(f"(convolutions: tensorkiln {len(tk_convs)}, OpenVINO {len(ov_convs)}: not paired)")
+        return
+    print(f"each convolution, in the model's order:\n{'layer':<30} {'tk ms':>7} {'% peak':>7} {'OV ms':>7} "
+          f"{'tk / OV':>8}  OpenVINO's kernel")
+    for mine, theirs in zip(tk_convs, ov_convs):
+        rate = mine["macs"] / (mine["ms"] * 1e-3) / 1e9
+        print(f"{mine.get('shape', '')[:30]:<30} {mine['ms']:7.3f} {100 * rate / peak:6.1f}% {theirs['ms']:7.3f} "
+              f"{mine['ms'] / theirs['ms']:7.2f}x  {theirs['exec_type']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["resnet18", "mobilenetv2"])
@@ -199,6 +217,7 @@ def main() -> int:
         for layer in sorted(ov_layers, key=lambda l: -l["ms"])[:args.top]:
             print(f"  {layer['name'][:48]:<48} {layer['type'][:18]:<18} {layer['exec_type'][:30]:<30} "
                   f"{layer['ms']:7.3f}")
+        _print_side_by_side(tk_layers, ov_layers, peak)
         results[name] = {"tensorkiln": tk_layers, "openvino": ov_layers}
     if args.json:
         with open(args.json, "w") as f:
