@@ -9,6 +9,7 @@ import pytest
 from tensorkiln.kernels.templates.conv_u8s8 import (
     DENSE_TILE_PIXELS, DEPTHWISE_TILE_PIXELS, TILE_BYTES, TaskShape, makespan, task_split)
 
+from .dot_paths import int8_path  # noqa: F401  (the fixture)
 from .test_conv_u8s8 import _layer, _run, _sums
 
 
@@ -46,10 +47,11 @@ def test_runs_are_whole_rows_where_rows_are_short():
         assert run % height == 0, (height, channels, run)
 
 
-def test_split_work_gives_the_exact_sums_with_two_threads(monkeypatch):
-    """Whole-row runs, runs across rows (rows wider than a tile), several channel blocks and images."""
+def test_split_work_gives_the_exact_sums_with_two_threads(monkeypatch, int8_path):
+    """Whole-row runs, runs across rows (rows wider than a tile), several channel blocks and images, on
+    every int8 dot-product path."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(7 + len(int8_path))
     shapes = [(1, 64, 7, 7, 130, 3, 1, 1, 1, 1), (2, 36, 14, 14, 70, 3, 1, 1, 1, 1),
               (1, 8, 3, 150, 40, 3, 1, 1, 1, 1), (1, 48, 13, 13, 48, 3, 2, 1, 1, 48),
               (1, 96, 9, 9, 96, 3, 1, 1, 1, 96)]
@@ -58,4 +60,4 @@ def test_split_work_gives_the_exact_sums_with_two_threads(monkeypatch):
     assert ops.count("conv2d_u8s8") == 3 and ops.count("depthwise_u8s8") == 2, ops
     for index, (layer, out) in enumerate(zip(layers, got)):
         scale = (np.float32(layer["x_scale"]) * layer["w_scale"]).astype(np.float32).reshape(-1, 1, 1)
-        np.testing.assert_array_equal(out, _sums(layer).astype(np.float32) * scale, err_msg=f"layer {index}")
+        np.testing.assert_array_equal(out, _sums(layer).astype(np.float32) * scale, err_msg=f"layer {index}, {int8_path}")
