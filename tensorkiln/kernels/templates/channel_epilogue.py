@@ -288,7 +288,9 @@ def _c_chain(steps: tuple[ChannelStep, ...], store_dtype: str) -> list[str]:
         elif step.op == "wrap" and integer_next:
             lines.append(f"/* cast to {step.dtype}: wrapped by the next op */")
         elif step.dtype in _RANGES and step.op in _INTEGER and following is None and store_dtype in _RANGES:
-            lines.append(_c_step(step).split("\n")[0] + "  /* the store keeps the low byte */")
+            operation = _c_step(step).split("\n")[0]  # the op without its wrap
+            lines.append(operation.replace(f"/* {step.op} ({step.dtype}) */",
+                                           f"/* {step.op} ({step.dtype}): the store keeps the low byte */"))
         else:
             lines.append(_c_step(step))
     return lines

@@ -20,6 +20,7 @@ sums never test a border. The helper is chosen by the target's `int8_dot`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -125,6 +126,7 @@ def _run_lengths(shape: TaskShape, longest: int) -> list[int]:
     return sorted(candidates)
 
 
+@lru_cache(maxsize=256)  # a model repeats its layer shapes (MobileNetV2's blocks): estimate each once
 def task_split(shape: TaskShape, macs: int, threads: int) -> tuple[int, int]:
     """(pixels, channels) of a task: a tile of at most TILE_BYTES, channels a multiple of the lanes, chosen
     to finish soonest (makespan) over the threads; with one thread, or too little work to share, the
