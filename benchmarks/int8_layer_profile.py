@@ -12,12 +12,12 @@ grouped by what the time is spent on:
     other                                              pooling, the residual adds, the classifier,
                                                        layout changes, quantize / dequantize
 
-and tensorkiln's slowest kernels are listed with their multiply-adds, G multiply-adds/s and the
-share of the int8 peak they reach (`--peak`, G multiply-adds/s per thread: by default 4x the
-float32 FMA rate `python benchmarks/kernels.py` measured with one thread on a quiet machine, 134.5 G
-FMA/s, since one 512-bit `vpdpbusd` does 64 multiply-adds where an FMA does 16, at the same rate;
-/proc/cpuinfo's clock is not the boost clock the cores run at), and bytes moved (input, weights and output once) per second,
-which says whether a layer is bound by compute or by memory. A machine shared with other jobs
+then each convolution with OpenVINO's time for the same layer beside it, and tensorkiln's slowest
+kernels are listed with their multiply-adds, G multiply-adds/s and the
+share of the int8 peak they reach (`--peak`, G multiply-adds/s per thread: by default measured at the
+start of the run, one thread issuing only 512-bit `vpdpbusd` (64 multiply-adds each), timed in its CPU
+time; about 234 on this Zen 4, one instruction a cycle: its 512-bit integer operations take both 256-bit
+halves of the vector unit), and bytes moved (input, weights and output once) per second, which says whether a layer is bound by compute or by memory. A machine shared with other jobs
 inflates every time: compare the two engines' shares, and rerun on a quiet machine for times.
 """
 from __future__ import annotations
@@ -37,7 +37,45 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 CATEGORIES = ("dense conv kxk", "dense conv 1x1", "depthwise conv", "other")  # OpenVINO's: no kxk / 1x1
 
 
-INT8_PEAK_PER_THREAD = 4 * 134.5  # G multiply-adds/s: 4x the quiet float32 FMA rate of benchmarks/kernels.py
+# one thread's int8 peak, measured: chains of independent 512-bit vpdpbusd (64 multiply-adds each), timed in the
+# thread's CPU time, which a machine shared with other jobs does not inflate
+_PEAK_SOURCE = r"""
+#include <immintrin.h>
+#include <stdint.h>
+int32_t tk_vpdpbusd_chains(int64_t iterations)
+{
+    __m512i acc[12];
+    __m512i x = _mm512_set1_epi32(0x01010101), w = _mm512_set1_epi32(0x02020202);
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_epi32(i);
+    for (int64_t k = 0; k < iterations; k++) {
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], x, w);
+        __asm__ volatile("" : "+v"(x));  /* one more step each time: the loop is not folded */
+    }
+    int32_t sum = 0;
+    for (int i = 0; i < 12; i++) sum += _mm512_reduce_add_epi32(acc[i]);
+    return sum;
+}
+"""
+
+
+def measured_int8_peak(iterations: int = 20_000_000) -> float | None:
+    """G multiply-adds/s of one thread issuing only 512-bit vpdpbusd (the best of 5 timings), or None
+    where the CPU has no AVX512-VNNI."""
+    import ctypes
+    import time
+    from tensorkiln.kernels.target import cpu_target
+    from tensorkiln.runtime.c_compiler import compile_c
+    if cpu_target().int8_dot != "vnni":
+        return None
+    library = ctypes.CDLL(compile_c(_PEAK_SOURCE, extra_flags=("-mavx512vnni",)).path)
+    chains = library.tk_vpdpbusd_chains
+    chains.argtypes, chains.restype = [ctypes.c_int64], ctypes.c_int32
+    best = float("inf")
+    for _ in range(5):
+        start = time.thread_time()
+        chains(iterations)
+        best = min(best, time.thread_time() - start)
+    return iterations * 12 * 64 / best / 1e9
 
 
 def tensorkiln_layers(module, feeds: dict, repeat: int) -> list[dict]:
@@ -105,14 +143,31 @@ def openvino_layers(path: str, arrays: list[np.ndarray], threads: int, repeat: i
     return layers
 
 
+def _print_side_by_side(tk_layers: list[dict], ov_layers: list[dict], peak: float) -> None:
+    """Each convolution with OpenVINO's time for the same layer beside it: both engines run the model's
+    convolutions in its order, so the i-th convolution kernel of one is the i-th of the other (printed
+    only when the counts agree)."""
+    tk_convs = [l for l in tk_layers if l["category"] != "other"]
+    ov_convs = [l for l in ov_layers if l["category"] != "other"]
+    if len(tk_convs) != len(ov_convs):
+        print(f"(convolutions: tensorkiln {len(tk_convs)}, OpenVINO {len(ov_convs)}: not paired)")
+        return
+    print(f"each convolution, in the model's order:\n{'layer':<30} {'tk ms':>7} {'% peak':>7} {'OV ms':>7} "
+          f"{'tk / OV':>8}  OpenVINO's kernel")
+    for mine, theirs in zip(tk_convs, ov_convs):
+        rate = mine["macs"] / (mine["ms"] * 1e-3) / 1e9
+        print(f"{mine.get('shape', '')[:30]:<30} {mine['ms']:7.3f} {100 * rate / peak:6.1f}% {theirs['ms']:7.3f} "
+              f"{mine['ms'] / theirs['ms']:7.2f}x  {theirs['exec_type']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["resnet18", "mobilenetv2"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--top", type=int, default=12)
-    parser.add_argument("--peak", type=float, default=INT8_PEAK_PER_THREAD,
-                        help="int8 peak, G multiply-adds/s per thread")
+    parser.add_argument("--peak", type=float, default=None,
+                        help="int8 peak, G multiply-adds/s per thread (default: measured, 512-bit vpdpbusd)")
     parser.add_argument("--json")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -122,7 +177,10 @@ def main() -> int:
     from int8_models import _quantized
     from tensorkiln.tools.bench import build
 
-    peak = args.peak * args.threads
+    per_thread = args.peak or measured_int8_peak()
+    if per_thread is None:
+        parser.error("no AVX512-VNNI on this CPU: give its int8 peak with --peak")
+    peak = per_thread * args.threads
     print(f"int8 per-layer profile, batch 1, {args.threads} threads; int8 peak {peak:.0f} G multiply-adds/s; "
           f"each layer's median ms over {args.repeat} calls")
     folder = tempfile.mkdtemp(prefix="tensorkiln-int8-profile-")
@@ -159,6 +217,7 @@ def main() -> int:
         for layer in sorted(ov_layers, key=lambda l: -l["ms"])[:args.top]:
             print(f"  {layer['name'][:48]:<48} {layer['type'][:18]:<18} {layer['exec_type'][:30]:<30} "
                   f"{layer['ms']:7.3f}")
+        _print_side_by_side(tk_layers, ov_layers, peak)
         results[name] = {"tensorkiln": tk_layers, "openvino": ov_layers}
     if args.json:
         with open(args.json, "w") as f:

@@ -496,8 +496,11 @@ def _store_invalid(graph: Graph, stored: set[int], users: dict[int, list[Node]],
     outputs = {n.id for n in graph.outputs}
     for root in roots:  # contractions first: storing one may make a row kernel valid
         members, _ = _collect(root, stored)
-        added |= {_epilogue_end(n, users, stored | outputs).id for n in members
-                  if n is not root and n.kind == OpKind.CONTRACTION and not _fusable_contraction(root, n, members)}
+        unfused = [n for n in members
+                   if n is not root and n.kind == OpKind.CONTRACTION and not _fusable_contraction(root, n, members)]
+        quantized = _quantized_branch_ends(unfused, users, stored | outputs)
+        added |= {n.id for n in quantized} if quantized else {_epilogue_end(n, users, stored | outputs).id
+                                                              for n in unfused}
     if not added:
         for root in roots:
             members, _ = _collect(root, stored)
@@ -506,6 +509,31 @@ def _store_invalid(graph: Graph, stored: set[int], users: dict[int, list[Node]],
     added -= stored
     stored |= added
     return bool(added)
+
+
+def _quantized_branch_ends(contractions: list[Node], users: dict[int, list[Node]], stop: set[int]) -> list[Node]:
+    """Where two quantized branches join (an int8 residual block's shortcut convolution), the 8-bit values
+    to store so the largest contraction keeps the join in its epilogue: every other contraction's own
+    epilogue up to its first 8-bit value (its requantization), fused into it, the join then reading that
+    value as a residual. Empty (store as before) unless each of those branches has such a value."""
+    if len(contractions) < 2:
+        return []
+    keep = max(contractions, key=lambda n: sum(x.type.size for x in n.inputs))
+    ends = []
+    for contraction in contractions:
+        if contraction is keep:
+            continue
+        node = contraction
+        while node.dtype.name not in ("int8", "uint8"):
+            readers = users.get(node.id, [])
+            if len(readers) != 1 or readers[0].id in stop or not is_epilogue(readers[0], node):
+                return []
+            node = readers[0]
+        members, _ = _collect(node, stop)
+        if node is contraction or not _fusable_contraction(node, contraction, members):
+            return []
+        ends.append(node)
+    return ends
 
 
 def _epilogue_end(contraction: Node, users: dict[int, list[Node]], stop: set[int]) -> Node:

@@ -1,6 +1,8 @@
 """The int8_layout pass: quantized convolutions pass uint8 NHWC from one to the next (through epilogues,
 residual adds, max pooling and a global mean), within one output quantum of ONNX Runtime, and a graph
-without direct int8 convolutions is left as it is."""
+without direct int8 convolutions is left as it is. A downsampling block (a strided 3x3 branch and a 1x1
+shortcut joined by an add): the shortcut's convolution requantizes in its own kernel and the add joins the
+3x3 convolution's epilogue."""
 from __future__ import annotations
 
 from collections import Counter
@@ -90,3 +92,48 @@ def test_the_pass_leaves_a_graph_without_int8_convolutions_alone():
     graph = tk.jit(f).graph(np.ones((1, 3, 6, 6), np.float32))
     rewritten, fired = keep_int8_channels_last(graph)
     assert not fired and str(rewritten) == str(graph)
+
+
+DOWNSAMPLE_SHAPE = (1, 13, 11, 9)
+
+
+class _Downsample(torch.nn.Module):
+    """ResNet's basic block with a stride and a shortcut convolution; odd channels and planes."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(13, 37, 3, stride=2, padding=1)
+        self.b = torch.nn.Conv2d(37, 37, 3, padding=1)
+        self.shortcut = torch.nn.Conv2d(13, 37, 1, stride=2)
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.relu(self.a(x))) + self.shortcut(x))
+
+
+@pytest.fixture(scope="module")
+def quantized_block(tmp_path_factory):
+    torch.manual_seed(5)
+    folder = tmp_path_factory.mktemp("int8_downsample")
+    float_path, path = folder / "block.onnx", folder / "block.int8.onnx"
+    torch.onnx.export(_Downsample().eval(), (torch.randn(*DOWNSAMPLE_SHAPE),), str(float_path), input_names=["x"],
+                      output_names=["y"], dynamo=False)
+    batches = [{"x": np.random.default_rng(i).standard_normal(DOWNSAMPLE_SHAPE).astype(np.float32)} for i in range(4)]
+    quantization.quantize_static(str(float_path), str(path), _Calibration(batches), per_channel=True,
+                                 quant_format=quantization.QuantFormat.QDQ)
+    return path
+
+
+def test_the_shortcut_add_fuses_into_a_convolution_and_matches_onnx_runtime(quantized_block):
+    x = np.random.default_rng(2).standard_normal(DOWNSAMPLE_SHAPE).astype(np.float32)
+    want = ort.InferenceSession(str(quantized_block), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    module = tk.onnx.load(str(quantized_block))
+    got = module(x=x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    assert np.max(np.abs(got - want)) <= _output_quantum(quantized_block) * 1.001
+    kernels = module.report(x=x).kernels
+    convolutions = [k for k in kernels if any("conv2d_u8s8(" in line for line in k.nodes)]
+    assert len(convolutions) == 3
+    # every convolution's kernel requantizes (no int32 sums stored for a separate add kernel)
+    assert all(any("round(" in line for line in k.nodes) for k in convolutions), [k.nodes for k in convolutions]
+    joined = [k for k in convolutions if sum(" add(" in line for line in k.nodes) >= 3]
+    assert joined, "the shortcut's add is in no convolution's kernel"

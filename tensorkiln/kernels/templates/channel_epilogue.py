@@ -239,6 +239,63 @@ def _c_step(step: ChannelStep, v: str = "v") -> str:
     return f"{{ const __m512 b = {_operand(step)}; {v} = {_BINARY[step.op].format(v=v)}; }}  /* {step.op} */"
 
 
+def _clamped_within(steps: tuple[ChannelStep, ...], i: int) -> bool:
+    """Whether steps i - 2 and i - 1 clamp by scalars within the range of the saturating cast at i: the
+    value is then never NaN (`_mm512_max_ps(v, b)` and `_mm512_min_ps(v, b)` give b for a NaN v) and already
+    in range, so the cast's own NaN test and clamp would not change it."""
+    if i < 2 or {steps[i - 2].op, steps[i - 1].op} != {"maximum", "minimum"}:
+        return False
+    low, high = _RANGES[steps[i].dtype]
+    bounds = {step.op: step.scalar for step in steps[i - 2:i]}
+    return all(b is not None and np.isfinite(b) for b in bounds.values()) and \
+        low <= bounds["maximum"] <= high and low <= bounds["minimum"] <= high
+
+
+def _reciprocal(divisor: float | None) -> np.float32 | None:
+    """1 / divisor correctly rounded to float32, where divisor and it are normal numbers, else None."""
+    if divisor is None or not np.isfinite(divisor) or abs(divisor) < np.finfo(np.float32).tiny:
+        return None
+    with np.errstate(over="ignore"):
+        y = np.float32(1.0) / np.float32(divisor)
+    return y if np.isfinite(y) and abs(y) >= np.finfo(np.float32).tiny else None
+
+
+def _exact_division(divisor: float) -> str:
+    """v / divisor as a multiply by the rounded reciprocal y and one correction, q + (v - q * divisor) * y with
+    the remainder exact in an FMA: the correctly rounded quotient (Markstein's theorem; the values here
+    neither overflow nor underflow), in three pipelined operations where `vdivps` takes six cycles. Only
+    before a round and an 8-bit store: 0 / divisor gives +0 for -0, which the conversion to 8 bits equates."""
+    y = float(_reciprocal(divisor))
+    return (f"{{ const __m512 b = _mm512_set1_ps({float(divisor).hex()}f), y = _mm512_set1_ps({y.hex()}f);\n"
+            "              const __m512 q = _mm512_mul_ps(v, y);\n"
+            "              v = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, b, v), y, q); }  /* div: correctly rounded */")
+
+
+def _c_chain(steps: tuple[ChannelStep, ...], store_dtype: str) -> list[str]:
+    """The C of the chain's steps, leaving out work that cannot change the stored value (and dividing by a
+    scalar as a multiply and a correction, _exact_division): the saturating
+    cast's NaN test and clamp right after a clamp within its range, an integer wrap that the next
+    integer op's wrap repeats, and the last wrap before an 8-bit store (which keeps the low byte)."""
+    lines = []
+    for i, step in enumerate(steps):
+        following = steps[i + 1] if i + 1 < len(steps) else None
+        integer_next = following is not None and following.dtype == step.dtype and following.op in _INTEGER
+        if step.op == "div" and following is not None and following.op == "round" and store_dtype in _RANGES \
+                and _reciprocal(step.scalar) is not None:
+            lines.append(_exact_division(step.scalar))
+        elif step.op == "saturate" and _clamped_within(steps, i):
+            lines.append(f"v8 = _mm512_cvttps_epi32(v);  /* cast to {step.dtype}: already clamped */")
+        elif step.op == "wrap" and integer_next:
+            lines.append(f"/* cast to {step.dtype}: wrapped by the next op */")
+        elif step.dtype in _RANGES and step.op in _INTEGER and following is None and store_dtype in _RANGES:
+            operation = _c_step(step).split("\n")[0]  # the op without its wrap
+            lines.append(operation.replace(f"/* {step.op} ({step.dtype}) */",
+                                           f"/* {step.op} ({step.dtype}): the store keeps the low byte */"))
+        else:
+            lines.append(_c_step(step))
+    return lines
+
+
 def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
     """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
     ctype = _C_TYPES[epilogue.store_dtype]
@@ -252,7 +309,7 @@ def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
                 "int8": f"_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, {at})))"}[side.dtype]
         loads.append(f"__m512 side_value{i} = {load};  /* side value {i}: {side.dtype} at the output's index */")
         loads += [_c_step(step, f"side_value{i}") for step in side.steps]
-    steps = "\n            ".join(loads + [_c_step(step) for step in epilogue.steps])
+    steps = "\n            ".join(loads + _c_chain(epilogue.steps, epilogue.store_dtype))
     if epilogue.store_dtype == "float32":
         store = "_mm512_mask_storeu_ps(out + r * ldo + c, m, v);"
     else:  # each lane holds the exact 8-bit value: the low byte is it

@@ -19,6 +19,11 @@ sums never test a border. The helper is chosen by the target's `int8_dot`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
 from ...errors import UnsupportedOpError
 from ...ir.graph import Node
 from ...ir.ops.quantized import U8S8_DEPTH_GROUP, U8S8_PANEL_COLUMNS
@@ -36,26 +41,113 @@ from .gemm import PARALLEL_MIN_MACS
 # the stack (codegen's STACK_LIMIT_BYTES), not allocated per task
 TILE_BYTES = 16 * 1024
 COLUMN_BLOCK = 512  # output channels of a task at most
-PIXEL_ALIGN = 8  # the dense micro-kernel's pixels; the depthwise helper's tiles (4) divide it
+PIXEL_ALIGN = 8  # runs that are no whole rows are multiples of this (the dense tile's height)
 DEPTHWISE_LANES = 16  # channels of one depthwise vector
 
 
-def task_split(images: int, pixels: int, channels: int, lanes: int, macs: int, threads: int) -> tuple[int, int]:
-    """(pixels, channels) of a task: a tile of at most TILE_BYTES, channels a multiple of `lanes`;
-    with several threads and enough work, runs shortened until every thread has about four tasks."""
-    nb = min(-(-channels // lanes) * lanes, COLUMN_BLOCK)
-    run = max(PIXEL_ALIGN, TILE_BYTES // (4 * nb) // PIXEL_ALIGN * PIXEL_ALIGN)
-    run = min(run, -(-pixels // PIXEL_ALIGN) * PIXEL_ALIGN)
+DENSE_TILE_PIXELS = 8  # the dense micro-kernel's tile height: pixels of one output row
+DEPTHWISE_TILE_PIXELS = 4  # the depthwise helper's pixels sharing a weight vector (across rows)
+STEP_OVERHEAD = 2  # cycles of a micro-kernel step besides its sums (the panel's loads, moving the pointers)
+EPILOGUE_CYCLES = 6  # cycles per output vector of 16 channels: the tile's reload, requantize and store
+TASK_CYCLES = 400  # cycles a task costs beyond its tiles (the call, the tile's setup)
 
-    def tasks(run: int, nb: int) -> int:
-        return images * -(-pixels // run) * -(-channels // nb)
 
-    if threads > 1 and macs >= PARALLEL_MIN_MACS:
-        while tasks(run, nb) < 4 * threads and run > PIXEL_ALIGN:
-            run = max(PIXEL_ALIGN, run // 2 // PIXEL_ALIGN * PIXEL_ALIGN)
-        while tasks(run, nb) < 2 * threads and nb > lanes:
-            nb = max(lanes, nb // 2 // lanes * lanes)
-    return run, nb
+@dataclass(frozen=True)
+class TaskShape:
+    """What the split needs to know of a direct convolution's output and helper."""
+
+    images: int
+    height: int  # output rows
+    width: int  # output pixels a row
+    channels: int
+    lanes: int  # channels a panel (dense, 32) or a vector (depthwise, 16)
+    depth_steps: int  # micro-kernel steps per tile and panel: taps x groups of 4 input channels (dense), taps
+    tile_pixels: int  # pixels of a micro-kernel tile
+    tiles_within_rows: bool  # the dense tile's windows are equally spaced: a tile never crosses a row
+
+
+def task_cost(shape: TaskShape, p0: int, pixels: int, channels: int) -> float:
+    """Estimated cycles of one task: its tiles' steps over every panel, its epilogue and its overhead.
+
+    A dense task's pixels split at row ends into tiles of equal height (conv_u8s8_native.py), so a run
+    that starts or ends mid-row pays for short tiles; that is what makes whole-row runs cheaper."""
+    panels = -(-channels // shape.lanes)
+    tiles = 0
+    if shape.tiles_within_rows:
+        t = 0
+        while t < pixels:
+            left = min(shape.width - (p0 + t) % shape.width, pixels - t)
+            count = -(-left // shape.tile_pixels)
+            tiles += count * (2 * -(-left // count) + STEP_OVERHEAD)
+            t += left
+    else:
+        count = -(-pixels // shape.tile_pixels)
+        tiles = count * (2 * shape.tile_pixels + STEP_OVERHEAD)
+    return panels * shape.depth_steps * tiles + pixels * -(-channels // 16) * EPILOGUE_CYCLES + TASK_CYCLES
+
+
+def makespan(shape: TaskShape, run: int, nb: int, threads: int) -> float:
+    """Estimated cycles until the last thread is done, the tasks (image, run, channel block) handed out
+    as OpenMP's static schedule does: contiguous chunks whose sizes differ by at most one."""
+    pixels = shape.height * shape.width
+    runs, col_tasks = -(-pixels // run), -(-shape.channels // nb)
+    known: dict[tuple[int, int, int], float] = {}  # a task's cost depends on where in a row it starts
+
+    def cost(p0: int, c0: int) -> float:
+        count, channels = min(run, pixels - p0), min(nb, shape.channels - c0)
+        key = (p0 % shape.width, count, channels)
+        if key not in known:
+            known[key] = task_cost(shape, p0, count, channels)
+        return known[key]
+
+    image = [cost(p * run, c * nb) for p in range(runs) for c in range(col_tasks)]
+    costs = np.tile(np.asarray(image), shape.images)
+    share, extra = divmod(len(costs), threads)
+    sizes = [share + (thread < extra) for thread in range(min(threads, len(costs)))]
+    ends = np.cumsum(sizes)
+    totals = np.concatenate(([0.0], np.cumsum(costs)))
+    return float(np.max(totals[ends] - totals[ends - np.asarray(sizes)]))
+
+
+def _run_lengths(shape: TaskShape, longest: int) -> list[int]:
+    """Candidate runs of at most `longest` pixels: whole output rows where a row fits (a dense tile
+    never crosses a row, so a run that ends mid-row leaves short tiles), else multiples of 8."""
+    pixels = shape.height * shape.width
+    if pixels <= longest:
+        candidates = {pixels}
+    else:
+        candidates = set()
+    if shape.width <= longest:
+        candidates |= {rows * shape.width for rows in range(1, min(shape.height, longest // shape.width) + 1)}
+    aligned = longest // PIXEL_ALIGN * PIXEL_ALIGN
+    while aligned >= PIXEL_ALIGN:
+        candidates.add(aligned)
+        aligned = aligned // 2 // PIXEL_ALIGN * PIXEL_ALIGN
+    return sorted(candidates)
+
+
+@lru_cache(maxsize=256)  # a model repeats its layer shapes (MobileNetV2's blocks): estimate each once
+def task_split(shape: TaskShape, macs: int, threads: int) -> tuple[int, int]:
+    """(pixels, channels) of a task: a tile of at most TILE_BYTES, channels a multiple of the lanes, chosen
+    to finish soonest (makespan) over the threads; with one thread, or too little work to share, the
+    same estimate picks the cheapest tiling. Ties go to fewer tasks, then to more channels a task (a
+    pixel's bytes read together)."""
+    if threads <= 1 or macs < PARALLEL_MIN_MACS:
+        threads = 1
+    lanes = shape.lanes
+    widest = min(-(-shape.channels // lanes) * lanes, COLUMN_BLOCK)
+    best: tuple[float, int, int, int] | None = None
+    for nb in range(lanes, widest + 1, lanes):
+        longest = TILE_BYTES // (4 * nb)
+        if longest < 1:
+            break
+        for run in _run_lengths(shape, longest):
+            tasks = shape.images * -(-(shape.height * shape.width) // run) * -(-shape.channels // nb)
+            key = (makespan(shape, run, nb, threads), tasks, -nb, run)
+            if best is None or key[:3] < best[:3]:
+                best = key
+    assert best is not None  # nb = lanes always gives a run of at least one pixel
+    return best[3], -best[2]
 
 
 def _input_buffer(root: Node, values: ValueBuilder) -> Buffer:
@@ -65,7 +157,8 @@ def _input_buffer(root: Node, values: ValueBuilder) -> Buffer:
     return values.buffers[x.id]
 
 
-def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, lanes: int, macs: int, call) -> Stmt | None:
+def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, split: TaskShape, macs: int,
+           call) -> Stmt | None:
     """The parallel loop over tasks: `call(image, p0, pixels, c0, channels, tile, nb)` fills the tile,
     then the epilogue stores it."""
     comp_node = root.inputs[2]
@@ -74,7 +167,7 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, lanes: int, 
     if n == 0 or pixels == 0 or channels == 0:
         return None
     threads = thread_count()
-    run, nb = task_split(n, pixels, channels, lanes, macs, threads)
+    run, nb = task_split(split, macs, threads)
     runs, col_tasks = -(-pixels // run), -(-channels // nb)
     task, r = E.Var("qc_task"), E.Var("qc_r")
     image = task // (runs * col_tasks)
@@ -137,7 +230,8 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
                 *(E.const(v) for v in (root.shape[2], wp, c4, sh, sw, dh, dw, kh, kw)))
         return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
 
-    return _tasks(root, out, values, epilogue, nr, macs, call)
+    split = TaskShape(*root.shape[:3], root.shape[3], nr, kh * kw * (c4 // U8S8_DEPTH_GROUP), DENSE_TILE_PIXELS, True)
+    return _tasks(root, out, values, epilogue, split, macs, call)
 
 
 def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
@@ -156,4 +250,5 @@ def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=
                 *(E.const(v) for v in (root.shape[2], wp, cin, sh, sw, dh, dw, kh, kw)))
         return NativeCall(f"tk_depthwise_u8s8_{kind}", args, writes=(tile.name,), source=depthwise_source(kind))
 
-    return _tasks(root, out, values, epilogue, DEPTHWISE_LANES, macs, call)
+    split = TaskShape(*root.shape[:3], root.shape[3], DEPTHWISE_LANES, kh * kw, DEPTHWISE_TILE_PIXELS, False)
+    return _tasks(root, out, values, epilogue, split, macs, call)

@@ -129,7 +129,10 @@ static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restric
         for (int64_t t = 0; t < pixels;) {{
             const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
             const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;  /* pixels left in this row */
-            const int mr = left < 8 ? (int)left : 8;
+            /* the row's pixels in tiles of equal height (28: 7 + 7 + 7 + 7, not 8 + 8 + 8 + 4): a short tile
+             * does a step's loads and bookkeeping for fewer sums */
+            const int64_t row_tiles = (left + 7) / 8;
+            const int mr = (int)((left + row_tiles - 1) / row_tiles);
             const uint8_t *a = x + (oy * sh * wp + ox * sw) * c4;
             int32_t *ct = c + t * ldc + p * 32;
             /* a tile of constant height each, so its sums stay in registers */

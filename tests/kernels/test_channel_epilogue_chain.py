@@ -1,0 +1,83 @@
+"""The epilogue helper's C leaves out only work that cannot change the stored value (channel_epilogue._c_chain);
+tests/kernels/test_channel_epilogue.py checks the helpers' values bit for bit against the reference."""
+from __future__ import annotations
+
+from tensorkiln.kernels.templates.channel_epilogue import ChannelStep, _c_chain
+
+_REQUANTIZE = (ChannelStep("mul", channel=0), ChannelStep("add", channel=1), ChannelStep("div", scalar=0.02),
+               ChannelStep("round"), ChannelStep("add", scalar=-3.0))
+
+
+def _chain(low: float, high: float, then_uint8: bool) -> tuple[ChannelStep, ...]:
+    clamp = (ChannelStep("maximum", scalar=low), ChannelStep("minimum", scalar=high), ChannelStep("saturate", dtype="int8"))
+    wrap = (ChannelStep("wrap", dtype="uint8"), ChannelStep("add", scalar=128, dtype="uint8")) if then_uint8 else ()
+    return _REQUANTIZE + clamp + wrap
+
+
+def test_a_clamp_within_the_range_makes_the_saturating_cast_a_conversion():
+    text = "\n".join(_c_chain(_chain(-128.0, 127.0, False), "int8"))
+    assert "_CMP_ORD_Q" not in text and text.count("_mm512_max_ps") == 1 and "cvttps" in text
+
+
+def test_a_clamp_wider_than_the_range_keeps_the_saturation():
+    for low, high in ((-200.0, 127.0), (-128.0, 300.0), (float("-inf"), 127.0)):
+        text = "\n".join(_c_chain(_chain(low, high, False), "int8"))
+        assert "_CMP_ORD_Q" in text and text.count("_mm512_max_ps") == 2, (low, high)
+
+
+def test_int8_to_uint8_plus_128_is_one_add_before_the_store():
+    text = "\n".join(_c_chain(_chain(-128.0, 127.0, True), "uint8"))
+    assert text.count("_mm512_and_si512") == 0 and text.count("_mm512_add_epi32") == 1
+    # read on as float32 (a dequantized output), the wrap after the add stays
+    widened = _chain(-128.0, 127.0, True) + (ChannelStep("widen"),)
+    assert "\n".join(_c_chain(widened, "float32")).count("_mm512_and_si512") == 1
+
+
+def _helper(steps: tuple[ChannelStep, ...]):
+    """The compiled helper of an int8-storing chain of scalar steps, as a numpy function of int32 sums."""
+    import ctypes
+
+    import numpy as np
+    import pytest
+
+    from tensorkiln.kernels.target import cpu_target
+    from tensorkiln.kernels.templates.channel_epilogue import ChannelEpilogue, channel_epilogue_source
+    from tensorkiln.runtime.c_compiler import compile_c
+    if cpu_target().vector_bytes < 64:
+        pytest.skip("the helper is AVX-512")
+    epilogue = ChannelEpilogue(steps, "int8", ())
+    source = "#include <stdint.h>\n" + channel_epilogue_source(epilogue).replace("static void", "void")
+    function = getattr(ctypes.CDLL(compile_c(source, extra_flags=("-march=native",)).path), epilogue.function)
+
+    def run(sums: np.ndarray) -> np.ndarray:
+        rows = sums.reshape(-1, 64).astype(np.int32)
+        out = np.zeros(rows.shape, np.int8)
+        comp = np.zeros(64, np.int32)
+        pointer = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+        function(pointer(rows), ctypes.c_int64(64), pointer(comp), pointer(out), ctypes.c_int64(64),
+                 ctypes.c_int64(rows.shape[0]), ctypes.c_int64(64))
+        return out.reshape(sums.shape)
+    return run
+
+
+def test_division_by_a_scalar_rounds_exactly_at_the_halfway_points():
+    """The multiply-and-correct division (_exact_division) against numpy's float32 division, on sums whose
+    quotients land on and next to the halfway points that round() decides."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    for case in range(12):
+        divisor = np.float32(rng.uniform(1e-3, 0.3))
+        # scale = divisor / 2 puts every odd sum's quotient within an ulp or two of a halfway point (the
+        # product rounds first): a division off by one ulp rounds some of them the other way
+        scale = divisor * np.float32(0.5) if case % 2 else np.float32(rng.uniform(1e-4, 1e-2))
+        steps = (ChannelStep("mul", scalar=float(scale)), ChannelStep("div", scalar=float(divisor)),
+                 ChannelStep("round"), ChannelStep("add", scalar=3.0), ChannelStep("maximum", scalar=-128.0),
+                 ChannelStep("minimum", scalar=127.0), ChannelStep("saturate", dtype="int8"))
+        assert "_mm512_div_ps" not in "\n".join(_c_chain(steps, "int8"))
+        halfway = (rng.integers(-140, 140, 1 << 16) + 0.5) * float(divisor) / float(scale)
+        sums = np.concatenate([np.round(halfway) + d for d in (-1, 0, 1)] + [np.arange(-255, 256)] * 64 +
+                              [rng.integers(-1 << 24, 1 << 24, 1 << 16)])
+        sums = sums[: sums.size // 64 * 64].astype(np.int32)
+        v = np.round(sums.astype(np.float32) * scale / divisor) + np.float32(3)
+        want = np.clip(v, -128, 127).astype(np.int8)
+        np.testing.assert_array_equal(_helper(steps)(sums), want)
