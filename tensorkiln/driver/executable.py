@@ -106,6 +106,13 @@ def index_checks(graph: Graph) -> list[tuple[int, int, str]]:
     return checks
 
 
+SIZED_CALLERS = 64  # input shapes of a symbolic program that get a C caller of their own
+
+
+class _NoTensor:
+    """No argument is of this type: the sized C callers are given storage arrays, never tensors."""
+
+
 class CompiledGraph:
     """A graph bound to its built module (or to the interpreter, as a fallback).
 
@@ -131,6 +138,7 @@ class CompiledGraph:
         self._sized = None  # a program with size symbols: how a call evaluates them (sized_call.py)
         self._callers: list = []  # C callers of the module (native_caller), invalidated on release
         self._native = None  # the last of them: calls go through it when their arrays pass as they are
+        self._sized_callers: dict = {}  # a symbolic program's input shapes -> (C caller, its sizes array)
 
     def interpreted(self, reason: str, warning: str | None = None) -> CompiledGraph:
         """Run with the reference interpreter from now on, because of `reason` (warned once, if given)."""
@@ -156,6 +164,7 @@ class CompiledGraph:
         self._input_types = [(np.dtype(dtype), tuple(n.shape)) for dtype, n in zip(self._input_dtypes, self.graph.inputs)]
         self._recycled = [None] * len(self._output_specs)
         self._plain = not self._index_checks and not self._in_place and sized is None
+        self._sized_callers = {}
         self._call_lock = module.lock  # one lock for recycling outputs and the module's pointer slots
         self.report = CompileReport(
             backend="c", kernels=kernels, passes=self.report.passes, source_path=module.source_path,
@@ -197,6 +206,7 @@ class CompiledGraph:
         for caller in self._callers:
             caller.invalidate()
         self._native = None
+        self._sized_callers = {}
         for module in (self.module, self._profiled):
             if module is not None:
                 module.release()
@@ -270,7 +280,34 @@ class CompiledGraph:
             lock.release()
 
     def _run_sized(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        """A call of a program with size symbols: their values from the inputs' shapes, fresh outputs."""
+        """A call of a program with size symbols: their values from the inputs' shapes, fresh outputs.
+
+        Input shapes seen before go through a C caller made for them (their sizes and output shapes
+        fixed) when the call needs nothing but the inputs' check, as a static program's warm call."""
+        found = self._sized_callers.get(tuple(getattr(a, "shape", None) for a in arrays))
+        if found is not None:
+            outputs = found[0](*arrays)  # None: an array to convert, or another thread is calling
+            if outputs is not None:
+                return list(outputs)
+        outputs = self._run_sized_in_python(arrays)
+        if not self._index_checks and not self._in_place and len(self._sized_callers) < SIZED_CALLERS:
+            self._add_sized_caller([a.shape for a in outputs], arrays)
+        return outputs
+
+    def _add_sized_caller(self, output_shapes: list[tuple[int, ...]], arrays: list) -> None:
+        """A C caller for calls at these arrays' shapes (after a call at them succeeded)."""
+        shapes = tuple(getattr(a, "shape", None) for a in arrays)
+        if None in shapes or shapes in self._sized_callers:
+            return
+        sizes, _, _, _ = self._sized.prepare(list(arrays))
+        caller = self.module.sized_caller([np.dtype(d) for d in self._input_dtypes], shapes,
+                                          tuple(output_shapes), sizes, _NoTensor)
+        if caller is not None:
+            self._callers.append(caller)  # invalidated on release, with the others
+            self._sized_callers[shapes] = (caller, sizes)
+
+    def _run_sized_in_python(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """The call through Python: inputs converted and checked, sizes evaluated, outputs recycled."""
         if len(arrays) != len(self._input_dtypes):
             raise TypeError(f"graph {self.graph.name} takes {len(self._input_dtypes)} arrays, got {len(arrays)}")
         inputs = [a if type(a) is np.ndarray and a.dtype == d and a.flags.c_contiguous

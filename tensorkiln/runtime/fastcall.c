@@ -25,6 +25,12 @@
  * writes (`writes.get(id(array), 0)`), and every guarded tensor still has (or
  * has no) .grad; if not, None (the Python path traces again).
  *
+ * A program with size symbols gets one Caller per set of input shapes: its
+ * sizes array is passed as one more constant (the entry reads it after the
+ * constants), and its arena grows when a call needs more, so such a Caller is
+ * given `arena_cell`, the ctypes pointer the module updates in place, and
+ * reads the arena's address from it under the lock at every call.
+ *
  * It returns the output arrays as a tuple. `invalidate()` makes every later
  * call return None: a released module's library is unloaded, so its entry
  * must never be called again.
@@ -40,6 +46,7 @@ typedef struct {
     PyObject_HEAD
     entry_fn entry;             /* NULL once invalidated */
     void *arena;
+    void **arena_cell;          /* where to read the arena's address at each call, or NULL: `arena` */
     Py_ssize_t n_inputs, n_outputs;
     PyArray_Descr **in_descr;   /* borrowed through `keep` */
     int *in_ndim;
@@ -119,15 +126,22 @@ static int read_shape(PyObject *shape, int *ndim, npy_intp **dims)
     return 0;
 }
 
-/* Caller(entry, arena, in_dtypes, in_shapes, out_dtypes, out_shapes, constants, lock, raise_failure, tensor_type) */
+/* Caller(entry, arena, in_dtypes, in_shapes, out_dtypes, out_shapes, constants, lock, raise_failure, tensor_type
+          [, arena_cell_address, arena_cell]): with the last two, the arena's address is read at each call
+   from the pointer at arena_cell_address (arena_cell, the ctypes object holding it, is kept alive) */
 static int caller_init(Caller *self, PyObject *args, PyObject *kwds)
 {
-    unsigned long long entry, arena;
+    unsigned long long entry, arena, arena_cell = 0;
     PyObject *in_dtypes, *in_shapes, *out_dtypes, *out_shapes, *constants, *lock, *raise_failure, *tensor_type;
-    if (!PyArg_ParseTuple(args, "KKO!O!O!O!OOOO", &entry, &arena, &PyTuple_Type, &in_dtypes, &PyTuple_Type,
+    PyObject *cell_owner = NULL;
+    if (!PyArg_ParseTuple(args, "KKO!O!O!O!OOOO|KO", &entry, &arena, &PyTuple_Type, &in_dtypes, &PyTuple_Type,
                           &in_shapes, &PyTuple_Type, &out_dtypes, &PyTuple_Type, &out_shapes, &constants, &lock,
-                          &raise_failure, &tensor_type))
+                          &raise_failure, &tensor_type, &arena_cell, &cell_owner))
         return -1;
+    if (arena_cell && !cell_owner) {
+        PyErr_SetString(PyExc_ValueError, "Caller: an arena cell needs the object that holds it");
+        return -1;
+    }
     if (!PyTuple_Check(constants) || PyTuple_GET_SIZE(in_dtypes) != PyTuple_GET_SIZE(in_shapes) ||
         PyTuple_GET_SIZE(out_dtypes) != PyTuple_GET_SIZE(out_shapes) || !entry) {
         PyErr_SetString(PyExc_ValueError, "Caller: inconsistent program description");
@@ -136,6 +150,7 @@ static int caller_init(Caller *self, PyObject *args, PyObject *kwds)
     caller_free_arrays(self);
     self->entry = (entry_fn)(uintptr_t)entry;
     self->arena = (void *)(uintptr_t)arena;
+    self->arena_cell = (void **)(uintptr_t)arena_cell;
     self->n_inputs = PyTuple_GET_SIZE(in_dtypes);
     self->n_outputs = PyTuple_GET_SIZE(out_dtypes);
     Py_ssize_t n_constants = PyTuple_GET_SIZE(constants);
@@ -359,7 +374,7 @@ static PyObject *caller_call(Caller *self, PyObject *args, PyObject *kwds)
     int status;
     entry_fn entry = self->entry;
     void *const *pointers = self->pointers;
-    void *arena = self->arena;
+    void *arena = self->arena_cell ? *self->arena_cell : self->arena;  /* read under the lock */
     Py_BEGIN_ALLOW_THREADS
     status = entry(pointers, arena);
     Py_END_ALLOW_THREADS

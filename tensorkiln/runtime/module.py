@@ -306,7 +306,9 @@ class CompiledModule:
         if self._lib is None:
             self._entry()  # released: raises, naming the program
         if arena_bytes > len(self._arena):
-            self._arena_raw, self._arena, self._arena_pointer = self._allocate_arena(arena_bytes)
+            # the pointer object is updated in place: sized C callers read the arena's address from it
+            self._arena_raw, self._arena, grown = self._allocate_arena(arena_bytes)
+            self._arena_pointer.value = grown.value
         slots = self._slot_arrays
         for i, array in enumerate(arrays):
             if array is not slots[i]:
@@ -387,18 +389,31 @@ class CompiledModule:
         output arrays, or None when the inputs are not exactly `input_dtypes` and the signature's shapes
         (C-contiguous ndarrays, or eager `tensor_type` instances holding one). None where the extension
         cannot be built."""
+        return self._caller(input_dtypes, tuple(tuple(spec.shape) for spec in self.signature.inputs),
+                            tuple(tuple(spec.shape) for spec in self.signature.outputs), (), tensor_type)
+
+    def sized_caller(self, input_dtypes: Sequence[np.dtype], input_shapes: tuple, output_shapes: tuple,
+                     sizes: np.ndarray, tensor_type: type):
+        """A C caller of a program with size symbols for calls whose inputs have exactly `input_shapes`:
+        `sizes` (int64, what `call_sized` takes for them; the caller of this keeps it alive) and the
+        outputs' shapes are fixed, the arena's address is read at each call (it grows in place).
+        None where the extension cannot be built."""
+        return self._caller(input_dtypes, input_shapes, output_shapes, (sizes.ctypes.data,), tensor_type,
+                            indirect_arena=True)
+
+    def _caller(self, input_dtypes, input_shapes, output_shapes, extra_pointers: tuple, tensor_type: type,
+                indirect_arena: bool = False):
         extension = fastcall.extension()
         if extension is None or self._lib is None:
             return None
         n_call = len(self._call_specs)
         constants = tuple(self._pointers[n_call + i] or 0 for i in range(len(self.signature.constants)))
         entry = ctypes.cast(self._entry, ctypes.c_void_p).value
-        outputs = self.signature.outputs
-        return extension.Caller(entry, self._arena_pointer.value or 0, tuple(input_dtypes),
-                                tuple(tuple(spec.shape) for spec in self.signature.inputs),
-                                tuple(numpy_dtypes(spec.dtype)[0] for spec in outputs),
-                                tuple(tuple(spec.shape) for spec in outputs), constants, self._lock,
-                                self._raise_failure, tensor_type)
+        output_dtypes = tuple(numpy_dtypes(spec.dtype)[0] for spec in self.signature.outputs)
+        cell = (ctypes.addressof(self._arena_pointer), self._arena_pointer) if indirect_arena else ()
+        return extension.Caller(entry, self._arena_pointer.value or 0, tuple(input_dtypes), input_shapes,
+                                output_dtypes, output_shapes, constants + extra_pointers, self._lock,
+                                self._raise_failure, tensor_type, *cell)
 
     def release(self) -> None:
         """Unload the library and free the arena; a later call raises TensorKilnError, never crashes.

@@ -184,3 +184,31 @@ def test_export_of_a_dynamic_function_builds_a_static_library(tmp_path):
     f(x)
     exported = f.export(tmp_path / "lib", x, name="relu3")  # an exported library's C API has static shapes
     np.testing.assert_allclose(tk.load_compiled(exported.directory)(x)[0], np.maximum(x * 3, 0), rtol=1e-6)
+
+
+def test_warm_calls_of_a_symbolic_program_go_through_c_callers_that_follow_the_growing_arena():
+    w = RNG.standard_normal((6, 5)).astype(np.float32)
+
+    @tk.jit(dynamic={"x": {0: "n"}})
+    def f(x):
+        h = (x @ w).tanh() * 2 + 1  # intermediates in the arena, which grows with n
+        return h.softmax(-1), (h * h).sum(0)
+
+    def expected(x):
+        h = np.tanh(x @ w) * 2 + 1
+        e = np.exp(h - h.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True), (h * h).sum(0)
+
+    kept = []
+    for n in [3, 3, 3, 40, 40, 3, 257, 3, 40, 257, 7, 7]:  # callers made at 3 and 40 before the arena grows
+        x = RNG.standard_normal((n, 6)).astype(np.float32)
+        got = f(x)
+        kept.append((got, expected(x)))
+        for g, want in zip(got, expected(x)):
+            np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-5)
+    for got, want in kept:  # results held by the caller are never recycled under it
+        for g, w_ in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w_, rtol=1e-5, atol=1e-5)
+    assert f.compile_count == 1
+    compiled = f._programs()[0].compiled
+    assert {shapes[0][0] for shapes in compiled._sized_callers} == {3, 40, 257, 7}
