@@ -73,37 +73,47 @@ class PairPlane:
 
 def _copy_rows(root: Node, values: ValueBuilder, plane: PairPlane, buf: Buffer) -> Stmt:
     """Fill the pair plane, parallel over (image, channel, row): each phase's column pairs, zero outside
-    the image."""
+    the image.
+
+    Element t of pair u of a phase holds column sw*u + phase + t*dw. Where sw = 2 dw (the stride-2
+    stem) that is column phase + dw*e of the phase's element e = 2u + t: the phase is one run of
+    contiguous stores (a plain copy of the padded row for dw = 1); otherwise each t is a run of stores
+    two elements apart.
+    """
     x_node = root.inputs[0]
     n_img, c_in, h, w = x_node.shape
     pt, _, pl, _ = root.attrs["padding"]
     v = lambda name: E.Var(f"{PREFIX}_{name}")  # noqa: E731
-    row, u = v("row"), v("u")
+    row, e = v("row"), v("e")
     index, yy = row // plane.hp, row % plane.hp
     img, ch = index // c_in, index % c_in
-    start = row * plane.row_pairs  # pair index of the row's phase 0, u 0
+    start = 2 * row * plane.row_pairs  # the row's first bf16 element
     zero = E.Const(0.0, "float32")  # a store into bfloat16 rounds (exact: 0 and bf16 values)
 
-    def span(at: int, count: int, value=None) -> list[Stmt]:
-        """Stores to bf16 elements at + 2u for u < count (zero, or value(u))."""
-        if count <= 0:
-            return []
-        return [For(u, E.const(count), Store(buf, 2 * start + at + 2 * u, zero if value is None else value(u)),
-                    "vectorized")]
+    def run(at: int, count: int, step: int, first: int, col_step: int) -> tuple[list[Stmt], list[Stmt]]:
+        """(image row, margin row) stores of elements at + step*e, e < count, holding image column
+        first + col_step*e (zero outside the image)."""
+        lo = min(max(0, -(first // col_step) if first < 0 else 0), count)
+        hi = min(max(lo, -(-(w - first) // col_step)), count)
 
-    inside: list[Stmt] = []
-    margin: list[Stmt] = []
+        def stores(begin: int, end: int, value=None) -> list[Stmt]:
+            if end <= begin:
+                return []
+            return [For(e, E.const(end - begin), Store(buf, start + at + step * (e + begin), zero if value is None
+                                                       else value(e + begin)), "vectorized")]
+
+        copy = stores(lo, hi, lambda i: values.value(x_node, [img, ch, yy - pt, first + col_step * i]))
+        return stores(0, lo) + copy + stores(hi, count), stores(0, count)
+
+    runs = []
     for slot, phase in enumerate(plane.phases):
-        for t in (0, 1):
-            at = 2 * slot * plane.wq + t
-            first = phase + t * plane.dw - pl  # image column of u = 0
-            lo = min(max(0, -(-(-first) // plane.sw)), plane.wq)
-            hi = min(max(lo, -(-(w - first) // plane.sw)), plane.wq)
-            inside += span(at, lo)
-            inside += [For(u, E.const(hi - lo), Store(buf, 2 * (start + u + lo) + at, values.value(
-                x_node, [img, ch, yy - pt, (u + lo) * plane.sw + first])), "vectorized")] if hi > lo else []
-            inside += span(at + 2 * hi, plane.wq - hi)
-            margin += span(at, plane.wq)
+        at = 2 * slot * plane.wq
+        if plane.sw == 2 * plane.dw:
+            runs.append(run(at, 2 * plane.wq, 1, phase - pl, plane.dw))
+        else:
+            runs += [run(at + t, plane.wq, 2, phase + t * plane.dw - pl, plane.sw) for t in (0, 1)]
+    inside = [stmt for image_row, _ in runs for stmt in image_row]
+    margin = [stmt for _, margin_row in runs for stmt in margin_row]
     rows_in = max(min(h, plane.hp - pt), 0)
     if rows_in == 0:
         body = block(*margin)
