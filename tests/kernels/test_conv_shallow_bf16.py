@@ -122,3 +122,14 @@ def test_fp32_compiles_keep_the_float32_shallow_kernel():
     report = tk.jit(fn).report(x)
     assert not any("conv2d_shallow_bf16" in " ".join(map(str, k.nodes)) for k in report.kernels)
     assert {k.precision for k in report.kernels} == {"fp32"}
+
+
+def test_the_input_gradient_is_that_of_conv2d_by_the_weight_the_pairs_hold():
+    wt = bf16(RNG.standard_normal((4, 3, 3, 5))).astype(np.float32)
+    x_np = RNG.standard_normal((1, 3, 9, 11)).astype(np.float32)
+    conv = dict(stride=(2, 1), padding=(1, 2, 0, 1), dilation=(1, 1), groups=1)
+    x = tk.tensor(x_np, requires_grad=True)
+    apply("conv2d_shallow_bf16", [x, pairs_constant(wt)], kernel_width=5, **conv).sum().backward()
+    x_ref = tk.tensor(x_np, requires_grad=True)
+    apply("conv2d", [x_ref, tk.tensor(wt)], **conv).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-5, atol=1e-5)
