@@ -12,6 +12,10 @@ medians):
   same float32 Winograd (on rounded operands), the others to the blocked
   bf16 kernel (conv_nchwc_bf16.py); "bf16, direct" runs every layer on the
   blocked bf16 kernel (passes/layout.py's `BF16_DIRECT_OVER_WINOGRAD` set).
+- ResNet-18's stem (7x7 stride-2 convolution of the RGB image, bias, ReLU):
+  "bf16" runs it on pairs of neighbouring taps (conv_shallow_bf16.py);
+  "bf16, fp32 shallow kernel" on the float32 shallow kernel with the rounded
+  operands (passes/shallow_bf16_weights.py's `BF16_SHALLOW` unset).
 - MobileNetV2's inverted residual blocks (1x1 expand, 3x3 depthwise, 1x1
   project): "bf16" stores the depthwise layer's input and output as
   bfloat16 (the depthwise kernel widens its input rows as it copies them);
@@ -38,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorkiln as tk  # noqa: E402
 import tensorkiln.nn.functional as F  # noqa: E402
 from tensorkiln.kernels import grouping  # noqa: E402
-from tensorkiln.passes import layout  # noqa: E402
+from tensorkiln.passes import layout, shallow_bf16_weights  # noqa: E402
 from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
 from common import benchmark_arguments, finish  # noqa: E402
 
@@ -63,6 +67,16 @@ def resnet_block(c: int, size: int):
     return block, RNG.standard_normal((1, c, size, size)).astype(np.float32), 2 * c * c * 9 * size * size
 
 
+def resnet_stem():
+    """(function, input, multiply-adds) of ResNet-18's stem convolution with bias and ReLU, 224x224."""
+    w, b = _weight(64, 3, 7, 7), _weight(64)
+
+    def stem(x):
+        return F.conv2d(x, w, b, stride=2, padding=3).relu()
+
+    return stem, RNG.standard_normal((1, 3, 224, 224)).astype(np.float32), 64 * 3 * 49 * 112 * 112
+
+
 def mobilenet_block(c: int, size: int, expand: int = 6):
     """(function, input, multiply-adds) of an inverted residual block with ReLU6."""
     e = c * expand
@@ -76,18 +90,20 @@ def mobilenet_block(c: int, size: int, expand: int = 6):
     return block, RNG.standard_normal((1, c, size, size)).astype(np.float32), (2 * c * e + 9 * e) * size * size
 
 
-def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool = True):
+def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool = True,
+             bf16_shallow: bool = True):
     """tk.jit(fn) compiled now, in a fresh cache, with one bf16 decision replaced where asked."""
-    saved = layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT
+    saved = layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW
     os.environ["TENSORKILN_CACHE"] = tempfile.mkdtemp(prefix="tk-bf16-convs-")
     try:
         layout.BF16_DIRECT_OVER_WINOGRAD = direct or saved[0]
         grouping.BF16_DEPTHWISE_INPUT = bf16_depthwise_input
+        shallow_bf16_weights.BF16_SHALLOW = bf16_shallow
         f = tk.jit(fn, precision=precision)
         f(x)
         return f
     finally:
-        layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT = saved
+        layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW = saved
 
 
 def main() -> int:
@@ -98,6 +114,7 @@ def main() -> int:
           f"bf16 (vdpbf16ps) {2 * peak:.0f}; ms per call, medians of turns")
     cases = [("resnet18", c, s, resnet_block(c, s), {"bf16, direct": dict(direct=True)})
              for c, s in RESNET_BLOCKS]
+    cases.insert(0, ("resnet18", 3, 224, resnet_stem(), {"bf16, fp32 shallow kernel": dict(bf16_shallow=False)}))
     cases += [("mobilenetv2", c, s, mobilenet_block(c, s), {"bf16, fp32 depthwise input": dict(bf16_depthwise_input=False)})
               for c, s in MOBILENET_BLOCKS]
     results = []

@@ -213,7 +213,7 @@ def reads_bf16_storage(node: Node) -> bool:
     return node.op in BF16_STORAGE_READERS or (BF16_DEPTHWISE_INPUT and depthwise)
 # Contractions that read each operand element about once, into a packed panel or a padded copy:
 # a rounding of a stored value read only by them is computed there, not stored first.
-CONV_ROUNDING_READERS = BF16_STORAGE_READERS | {"conv2d", "conv2d_winograd"}
+CONV_ROUNDING_READERS = BF16_STORAGE_READERS | {"conv2d", "conv2d_winograd", "conv2d_shallow_bf16"}
 ROUNDING_READERS = PACKING_CONTRACTIONS | CONV_ROUNDING_READERS | {"conv2d_nchwc"}
 
 

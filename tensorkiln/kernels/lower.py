@@ -41,6 +41,7 @@ from .parallel_blocks import parallelize_blocks
 from .templates.attention_bf16 import fused_attention_body
 from .templates.conv_choice import tuned_conv2d_body, tuned_conv2d_nchwc_body, tuned_winograd_given_body
 from .templates.conv_nchwc_bf16 import conv2d_nchwc_bf16_body
+from .templates.conv_shallow_bf16 import shallow_bf16_body
 from .templates.gemm_u8s8 import u8s8_gemm_body
 from .templates.conv_u8s8 import conv_u8s8_body, depthwise_u8s8_body
 from .templates.matmul import matmul_body
@@ -185,7 +186,8 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
 # The kernel template of each contraction op: template(node, out, values, epilogue) -> loop IR.
 TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "matmul_bf16_packed": matmul_body,
              "conv2d": tuned_conv2d_body, "conv2d_nchwc": tuned_conv2d_nchwc_body,
-             "conv2d_nchwc_bf16": conv2d_nchwc_bf16_body, "conv2d_winograd": tuned_winograd_given_body,
+             "conv2d_nchwc_bf16": conv2d_nchwc_bf16_body,
+             "conv2d_shallow_bf16": shallow_bf16_body, "conv2d_winograd": tuned_winograd_given_body,
              "matmul_integer": matmul_integer_body, "matmul_u8s8": u8s8_gemm_body,
              "conv2d_u8s8": conv_u8s8_body, "depthwise_u8s8": depthwise_u8s8_body,
              "matmul_int8w": weight_only_body, "matmul_int4w": weight_only_body}

@@ -17,7 +17,8 @@ chains of convolutions in channel-blocked layout (layout.py), transform the
 constant weights of the convolutions that run as Winograd (winograd_weights.py)
 and lay out constant GEMM weights as the micro-kernel's panels (packed_weights.py; int8
 ones for the u8 x s8 GEMM: int8_weights.py; with precision="bf16" the blocked convolutions'
-weights as bf16 pairs: conv_bf16_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
+weights as bf16 pairs: conv_bf16_weights.py, and the
+shallow (RGB stem) ones' as pairs of taps: shallow_bf16_weights.py). Levels 2 and 3 first run qdq_integer.py, which puts the
 matmuls and convolutions of dequantized 8-bit values on integers before folding makes float weights,
 and int8_layout.py keeps the direct 8-bit convolutions' activations channels-last between them.
 Last, sub_graphs.py runs the same pipeline inside the branches and loop bodies of
@@ -44,6 +45,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .layout import block_layouts
 from .rules import simplify_graph
+from .shallow_bf16_weights import pack_shallow_bf16_weights
 from .int8_layout import keep_int8_channels_last
 from .int8_weights import pack_int8_weights
 from .packed_weights import pack_matmul_weights
@@ -106,6 +108,7 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
             passes.append(("int8_weights", pack_int8_weights))
             if precision == "bf16":
                 passes.append(("conv_bf16_weights", pack_conv_bf16_weights))
+                passes.append(("shallow_bf16_weights", pack_shallow_bf16_weights))
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:
