@@ -323,8 +323,29 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
         return total * (1.0 / divisor_override)
     if not any(padding) and not any(extra) and has_symbols(outs):  # every window whole, at run-time sizes
         return total / as_tensor(np.float64(kernel[0] * kernel[1]), x.dtype)
+    if has_symbols(outs):  # windows clipped by the padding at run-time sizes: the counts computed per call
+        return total / _run_time_pool_divisors(outs, x.shape[-2:], kernel, stride, padding, count_include_pad,
+                                               x.dtype)
     divisor = pool_divisors(outs, x.shape[-2:], kernel, stride, padding, count_include_pad)
     return total / as_tensor(divisor, x.dtype)
+
+
+def _run_time_pool_divisors(outs, sizes, kernel, stride, padding, count_include_pad: bool, dtype) -> Tensor:
+    """pool_divisors' counts for run-time sizes: from iotas over the output positions, computed where the
+    division reads them (the window of output i starts at i*s - p and is clipped to [-p, size + p), or to
+    the image when the padding is not counted)."""
+    divisor = None
+    for axis, (n, size, k, s, p) in enumerate(zip(outs, sizes, kernel, stride, padding)):
+        start = arange(n) * s - p
+        end = (start + k).minimum(as_tensor(np.int64(0)) + (size + p))
+        if count_include_pad:
+            start = start.maximum(as_tensor(np.int64(-p)))
+        else:
+            start = start.maximum(as_tensor(np.int64(0)))
+            end = end.minimum(as_tensor(np.int64(0)) + size)
+        count = (end - start).astype(dtype).reshape((n, 1) if axis == 0 else (1, n))
+        divisor = count if divisor is None else divisor * count
+    return divisor
 
 
 def pool_divisors(outs, sizes, kernel, stride, padding, count_include_pad: bool) -> np.ndarray:
