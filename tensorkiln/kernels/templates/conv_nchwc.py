@@ -69,6 +69,7 @@ from ...shapes.symint import hint_of, is_symbolic
 from ..target import cpu_target
 from .depthwise_columns import depthwise_columns_tile, depthwise_row_update
 from .bf16_store import bf16_tile_store, uses_vector_store
+from .plane import as_expr, is_run_time, run_time_min
 
 PREFIX = "nc"
 
@@ -251,20 +252,21 @@ def _padded_row(root: Node, values: ValueBuilder, buf: Buffer, base: E.Expr, img
     zero = E.Const(0.0, buf.value_dtype)
     q = E.Var(f"{PREFIX}_q")
     # padded rows [y_lo, y_hi) and columns [x_lo, x_hi) come from inside the image
-    y_lo, y_hi = -(-pt // sy), min(hp, -(-(h + pt) // sy))
-    x_lo, x_hi = -(-pl // sx), min(wp, -(-(w + pl) // sx))
+    # (with run-time sizes the bounds are computed per call: comparing them would guard on parities)
+    y_lo, y_hi = -(-pt // sy), run_time_min(hp, (h + pt + sy - 1) // sy)
+    x_lo, x_hi = -(-pl // sx), run_time_min(wp, (w + pl + sx - 1) // sx)
     c = q % cb
     y, col = yy * sy - pt, (x_lo + q // cb) * sx - pl
     element = values.value(x_node, [img, icb, y, col, c] if x_node.ndim == 5 else [img, icb * cb + c, y, col])
     inside = block(*(s for s in (
         For(q, E.const(x_lo * cb), Store(buf, base + q, zero), "vectorized") if x_lo else None,
-        For(q, E.const((x_hi - x_lo) * cb), Store(buf, base + x_lo * cb + q, element), "vectorized"),
-        For(q, E.const((wp - x_hi) * cb), Store(buf, base + x_hi * cb + q, zero), "vectorized")
-        if x_hi < wp else None) if s is not None))
+        For(q, as_expr((x_hi - x_lo) * cb), Store(buf, base + x_lo * cb + q, element), "vectorized"),
+        For(q, as_expr((wp - x_hi) * cb), Store(buf, base + x_hi * cb + q, zero), "vectorized")
+        if is_run_time(x_hi, wp) or x_hi < wp else None) if s is not None))
     margin = For(q, E.const(wp * cb), Store(buf, base + q, zero), "vectorized")
-    if (y_lo, y_hi) == (0, hp):
+    if not is_run_time(y_hi, hp) and (y_lo, y_hi) == (0, hp):
         return inside
-    return If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, y_hi)), inside, margin)
+    return If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, as_expr(y_hi))), inside, margin)
 
 
 def _row_tiles(tile_code, ox_tile: E.Var, x_first, x_stop, t_full: int) -> list[Stmt]:
