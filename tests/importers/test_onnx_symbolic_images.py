@@ -44,7 +44,7 @@ def test_dim_param_height_and_width_stay_symbolic(tmp_path):
     assert "specialized by a guard" not in m.explain(x)
 
 
-@pytest.mark.parametrize("include_pad, dilation", [(0, 1), (1, 1), (0, 2), (1, 2)])
+@pytest.mark.parametrize("include_pad, dilation", [(0, 2), (1, 1)])
 def test_average_pool_with_padding_at_symbolic_sizes_counts_each_window_per_call(include_pad, dilation):
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator

