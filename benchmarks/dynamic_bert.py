@@ -2,7 +2,7 @@
 programs specialized to one length and against ONNX Runtime on the same ONNX model.
 
     OMP_WAIT_POLICY=passive python benchmarks/dynamic_bert.py [--lengths 24] [--samples 16,128,384]
-        [--pairs 5] [--parts native,onnx] [--json FILE]
+        [--pairs 5] [--parts native,onnx,kernels] [--layers 2] [--json FILE]
 
 tensorkiln's own BERT-base (tensorkiln.models.bert_base, float32, batch 1, random weights and
 tokens), tk.jit(model, dynamic={"input_ids": {1: "seq"}}) under no_grad, called once at each of
@@ -20,6 +20,11 @@ that file (batch and seq size symbols) called once at each length (batch 1) and 
 programs counted; then at each sampled length, per call, tensorkiln against ONNX Runtime on the same
 file (one session, IOBinding bound per length, 2 intra-op threads, all graph optimizations), in
 alternating blocks; outputs agree to 1e-4 relative.
+
+The kernels part (not in the default --parts): the same encoder with --layers layers, imported from
+the file with dim_params (symbolic) and from one exported with every size fixed (specialized), at
+batch 1 and each sampled length: each kernel's time (`profile`, 40 calls), medians of --pairs rounds
+taken in turns, side by side.
 Threads: the OpenMP default (all cores). The machine's speed drifts, so read the ratios.
 """
 from __future__ import annotations
@@ -35,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorkiln as tk  # noqa: E402
 from benchmarks.common import machine_summary, print_table, write_json  # noqa: E402
-from benchmarks.dynamic.bert_onnx import onnx_part  # noqa: E402
+from benchmarks.dynamic.bert_onnx import kernels_part, onnx_part  # noqa: E402
 from tensorkiln.models import bert_base  # noqa: E402
 from tensorkiln.tools.timing import alternating_blocks  # noqa: E402
 
@@ -87,6 +92,7 @@ def main() -> None:
     parser.add_argument("--samples", default="16,128,384")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--parts", default="native,onnx")
+    parser.add_argument("--layers", type=int, default=2, help="encoder layers of the kernels part")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(machine_summary())
@@ -95,6 +101,9 @@ def main() -> None:
         results["native"] = native_part(args)
     if "onnx" in args.parts.split(","):
         results["onnx"] = onnx_part(lengths(args.lengths), [int(s) for s in args.samples.split(",")], args.pairs)
+    if "kernels" in args.parts.split(","):
+        for n in [int(s) for s in args.samples.split(",")]:
+            results[f"kernels_{n}"] = kernels_part(args.layers, n, args.pairs)
     if args.json:
         write_json(args.json, results)
 

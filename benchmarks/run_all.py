@@ -80,6 +80,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "dynamic_bert": ([sys.executable, os.path.join(HERE, "dynamic_bert.py")], True),
     "dynamic_gpt2": ([sys.executable, os.path.join(HERE, "dynamic_gpt2.py")], True),
     "dynamic_lstm": ([sys.executable, os.path.join(HERE, "dynamic_lstm.py")], True),
+    "dynamic_resnet": ([sys.executable, os.path.join(HERE, "dynamic_resnet.py")], True),
     # every ONNX backend conformance case through the generated C and through ONNX Runtime
     "onnx_conformance_counts": ([sys.executable, os.path.join(HERE, "onnx_conformance_counts.py")], True),
     "ptq_accuracy": ([sys.executable, os.path.join(HERE, "ptq_accuracy.py")], True),

@@ -18,15 +18,16 @@ TOLERANCE = 1e-4  # max |difference| relative to the largest |logit|
 EXTRA_BATCHES = (2, 3, 5)  # called at one length each, after the batch-1 lengths: the batch axis symbolic too
 
 
-def export_bert(folder: str) -> str:
-    """The reference BERT-base encoder as ONNX, input_ids and attention_mask (batch, seq) dim_params."""
+def export_bert(folder: str, layers: int = 12) -> str:
+    """The reference BERT-base encoder (`layers` layers) as ONNX, input_ids and attention_mask (batch, seq)
+    dim_params."""
     import torch
     from tensorkiln.tools import torch_reference as ref
     torch.manual_seed(0)
-    model = ref.BertEncoder(vocab=VOCAB, hidden=768, layers=12, heads=12, intermediate=3072,
+    model = ref.BertEncoder(vocab=VOCAB, hidden=768, layers=layers, heads=12, intermediate=3072,
                             max_positions=MAX_POSITIONS, num_classes=2).eval()
     ids, mask = inputs(2, 16)
-    path = os.path.join(folder, "bert_base.onnx")
+    path = os.path.join(folder, f"bert_{layers}.onnx")
     axes = {0: "batch", 1: "seq"}
     torch.onnx.export(model, (torch.from_numpy(ids), torch.from_numpy(mask)), path, dynamo=False,
                       input_names=["input_ids", "attention_mask"], output_names=["logits"],
@@ -74,3 +75,41 @@ def onnx_part(lengths: list[int], samples: list[int], pairs: int) -> dict:
                                       "tensorkiln_over_ort": ratio, "relative_error": error}
     print_table(["seq", "tensorkiln (symbolic) ms", "ONNX Runtime ms", "tensorkiln / ORT", "rel. error"], rows)
     return results
+
+
+def kernels_part(layers: int, seq: int, rounds: int) -> dict:
+    """Per-kernel times of the imported program with symbolic sizes against the same model exported
+    with every size fixed (specialized), at batch 1 and length `seq`: `profile` in `rounds` turns."""
+    folder = tempfile.mkdtemp(prefix="tk-bert-kernels-")
+    ids, mask = inputs(1, seq)
+    static = export_static(folder, layers, ids, mask)
+    models = {"symbolic": tk.onnx.load(export_bert(folder, layers)), "specialized": tk.onnx.load(static)}
+    for model in models.values():
+        model(ids, mask)
+    models["symbolic"](*inputs(1, seq + 3))  # a second length: the symbolic program serves both
+    times: dict[str, dict[str, list[float]]] = {name: {} for name in models}
+    for round_index in range(rounds):
+        for name in (list(models) if round_index % 2 == 0 else list(models)[::-1]):
+            for line in str(models[name].profile(ids, mask, repeat=40)).splitlines()[2:]:
+                kernel, ms = line.split()[0], float(line.split()[3])
+                times[name].setdefault(kernel, []).append(ms)
+    rows = []
+    for a, b in zip(*(sorted(t, key=lambda k: int(k[1:].split("_")[0])) for t in times.values())):
+        rows.append([a, f"{np.median(times['symbolic'][a]):.3f}", b, f"{np.median(times['specialized'][b]):.3f}"])
+    print(f"\nkernels of the imported BERT, {layers} layers, batch 1, length {seq} ({models['symbolic'].compile_count}"
+          f" symbolic program for 2 lengths): ms per call, medians of {rounds} rounds")
+    print_table(["symbolic kernel", "ms", "specialized kernel", "ms"], rows)
+    return {name: {k: float(np.median(v)) for k, v in t.items()} for name, t in times.items()}
+
+
+def export_static(folder: str, layers: int, ids: np.ndarray, mask: np.ndarray) -> str:
+    """The reference encoder exported with every size fixed at `ids`'s."""
+    import torch
+    from tensorkiln.tools import torch_reference as ref
+    torch.manual_seed(0)
+    model = ref.BertEncoder(vocab=VOCAB, hidden=768, layers=layers, heads=12, intermediate=3072,
+                            max_positions=MAX_POSITIONS, num_classes=2).eval()
+    path = os.path.join(folder, f"bert_{layers}_static_{ids.shape[1]}.onnx")
+    torch.onnx.export(model, (torch.from_numpy(ids), torch.from_numpy(mask)), path, dynamo=False,
+                      input_names=["input_ids", "attention_mask"], output_names=["logits"])
+    return path

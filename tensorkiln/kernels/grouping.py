@@ -397,8 +397,8 @@ def _valid_row_group(root: Node, members: list[Node]) -> bool:
     for n in members:
         if n.kind in (OpKind.CONTRACTION,) or n.kind == OpKind.REDUCTION and not row_reduction_axes(n):
             return False
-        if n.kind == OpKind.ELEMENTWISE and n.shape not in (full, row_shape):
-            return False
+        if n.kind == OpKind.ELEMENTWISE and n.shape not in (full, row_shape) and not index_only(n):
+            return False  # an index-only value (a gather's iota positions) is recomputed where it is read
     return True
 
 

@@ -323,8 +323,34 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
         return total * (1.0 / divisor_override)
     if not any(padding) and not any(extra) and has_symbols(outs):  # every window whole, at run-time sizes
         return total / as_tensor(np.float64(kernel[0] * kernel[1]), x.dtype)
+    if has_symbols(outs):  # windows clipped by the padding at run-time sizes: the counts computed per call
+        return total / run_time_window_counts(outs, x.shape[-2:], kernel, stride, (1, 1),
+                                              [(p, p) for p in padding], count_include_pad, x.dtype)
     divisor = pool_divisors(outs, x.shape[-2:], kernel, stride, padding, count_include_pad)
     return total / as_tensor(divisor, x.dtype)
+
+
+def run_time_window_counts(outs, sizes, kernel, stride, dilation, pads, include_pad: bool, dtype) -> Tensor:
+    """The cells each pooling window averages, for run-time sizes: a tensor of the pooled axes' shape
+    computed from iotas over the output positions where the division reads it (no guard on a size).
+
+    Window o of an axis covers o*s - lo + j*d for j < k; it counts the cells in [-lo, size + hi) when
+    `include_pad`, else in [0, size). pads: (lo, hi) per axis.
+    """
+    counts = None
+    for axis, (n, size, k, s, d, (lo, hi)) in enumerate(zip(outs, sizes, kernel, stride, dilation, pads)):
+        start = arange(n) * s - lo
+        low, high = (-lo, size + hi) if include_pad else (0, size)
+        first = _ceil_div(-start + low, d).maximum(as_tensor(np.int64(0)))  # the first tap inside
+        stop = _ceil_div(-start + high, d).minimum(as_tensor(np.int64(k)))  # one past the last
+        count = (stop - first).maximum(as_tensor(np.int64(0))).astype(dtype)
+        count = count.reshape(tuple(n if i == axis else 1 for i in range(len(outs))))
+        counts = count if counts is None else counts * count
+    return counts
+
+
+def _ceil_div(a: Tensor, d: int) -> Tensor:
+    return a if d == 1 else -((-a) // d)
 
 
 def pool_divisors(outs, sizes, kernel, stride, padding, count_include_pad: bool) -> np.ndarray:

@@ -6,6 +6,8 @@ import numpy as np
 from ... import dtypes as dt
 from ...errors import ShapeError
 from ...frontend.tensor import Tensor
+from ...shapes import prod as sym_prod
+from ...shapes.symint import IntLike
 
 
 def normalize_axis(axis: int, rank: int) -> int:
@@ -15,9 +17,9 @@ def normalize_axis(axis: int, rank: int) -> int:
     return axis % max(rank, 1)
 
 
-def prod(values) -> int:
-    """The product of `values` (a shape) as a Python int; 1 when empty."""
-    return int(np.prod(list(values), dtype=np.int64))
+def prod(values) -> IntLike:
+    """The product of `values` (a shape) as a Python int; 1 when empty; symbolic when a size is."""
+    return sym_prod(values)
 
 
 def filled(shape, value, dtype: dt.DType) -> Tensor:

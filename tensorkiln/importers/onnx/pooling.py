@@ -23,6 +23,8 @@ from ...errors import ShapeError
 from ...frontend.functions import where
 from ...frontend.tensor import Tensor, apply, as_tensor
 from ...frontend.trace import composite_scope
+from ...nn.functional import run_time_window_counts
+from ...shapes import has_symbols
 from .conv import conv_pads
 from .helpers import filled, prod
 from .registry import converter
@@ -123,7 +125,11 @@ def _average_pool(ctx, inputs, attrs):
     with composite_scope("avg_pool"):
         w = _windows(x, 0.0, kernel, strides, dilations, pads, outs)
         total = w.sum(tuple(range(-n, 0)))
-        counts = _window_counts(x, kernel, strides, dilations, pads, outs, attrs.get("count_include_pad", 0))
+        include_pad = bool(attrs.get("count_include_pad", 0))
+        if has_symbols(outs):  # run-time image sizes: the counts computed per call
+            return total / run_time_window_counts(outs, x.shape[2:], kernel, strides, dilations, pads, include_pad,
+                                                  x.dtype)
+        counts = _window_counts(x, kernel, strides, dilations, pads, outs, include_pad)
         return total / as_tensor(counts, x.dtype)
 
 

@@ -56,6 +56,7 @@ from ...loops.simplify import index_step
 
 QUERY_BLOCK = 48  # queries sharing one packed block of keys and values (a multiple of every MR and vector)
 KEY_BLOCK = 64  # keys per block: one online-softmax step (rescale of O) per block
+SHORT_QUERIES = 16  # a run-time query count up to this runs a kernel blocked for this many queries
 
 
 def attention_parts(root: Node) -> tuple[Node, Node, Node] | None:
@@ -318,7 +319,17 @@ def attention_body(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> Stmt 
     if batch * m * dv == 0:
         return None
     blocking = attention_blocking(m, dv, root.dtype.name)
-    return _AttentionKernel(root, first, x, out, buffers, blocking).body()
+    whole = _AttentionKernel(root, first, x, out, buffers, blocking).body()
+    if not is_symbolic(m):
+        return whole
+    # A run-time query count of at most SHORT_QUERIES (a short input) takes the kernel blocked as for
+    # that many queries, chosen per call: whole blocks would compute QUERY_BLOCK rows, most of them
+    # past the last query. Either kernel is correct at every count.
+    longer = at_least(m, SHORT_QUERIES + 1)
+    if longer is True:
+        return whole
+    short = _AttentionKernel(root, first, x, out, buffers, attention_blocking(SHORT_QUERIES, dv, root.dtype.name))
+    return short.body() if longer is False else If(longer, whole, short.body())
 
 
 class _AttentionKernel:
@@ -377,6 +388,12 @@ class _AttentionKernel:
             qblock = E.Var("qblock")
             zigzag = E.Select(E.eq(pos % 2, 0), pos // 2, (self.q_blocks - 1) - pos // 2)
             return [Let(qblock, zigzag)], self.task // self.q_blocks, qblock * self.bl.query_block
+        if is_symbolic(self.q_blocks):
+            # a run-time block count: the task's batch index and block are named once per task, so the
+            # inner loops' indices hold no division by a run-time size (GCC does not hoist them)
+            batch_index, qblock = E.Var("batch_index"), E.Var("qblock")
+            return ([Let(batch_index, self.task // self.q_blocks), Let(qblock, pos)], batch_index,
+                    qblock * self.bl.query_block)
         return [], self.task // self.q_blocks, pos * self.bl.query_block
 
     @staticmethod

@@ -65,10 +65,11 @@ from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype, itemsize
-from ...shapes.symint import hint_of
+from ...shapes.symint import hint_of, is_symbolic
 from ..target import cpu_target
 from .depthwise_columns import depthwise_columns_tile, depthwise_row_update
 from .bf16_store import bf16_tile_store, uses_vector_store
+from .plane import as_expr, is_run_time, run_time_min
 
 PREFIX = "nc"
 
@@ -108,10 +109,11 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     uneven share costs what the idle thread waits. Ties go to wider tiles
     (each weight vector reused by more pixels).
 
-    A run-time task count (a symbolic batch or height) is weighed at its trace-time hint: the
-    balance only ranks tiles, every tile is correct at every size, so it records no guard.
+    A run-time task count (a symbolic batch or height) and a run-time row width are weighed at their
+    trace-time hints: they only rank tiles, every tile is correct at every size (a run-time row ends
+    in tail tiles chosen per call, `_row_tiles`), so the choice records no guard.
     """
-    tasks_per_block = hint_of(tasks_per_block)
+    tasks_per_block, ow = hint_of(tasks_per_block), hint_of(ow)
     target = cpu_target()
     v = max(1, -(-kb * itemsize(dtype) // target.vector_bytes))
     threads = threads or thread_count()
@@ -154,7 +156,8 @@ def depthwise_tile(ow: int, kw: int = 3) -> NchwcTile:
     the pixels and taps that read it (depthwise_columns.py); the accumulators,
     the weights and a loaded column must stay in registers.
     """
-    return NchwcTile(depthwise_columns_tile(ow, kw, cpu_target().vector_registers), 1)
+    # a run-time width ranks tiles at its hint: every tile is correct at every width (`_row_tiles`)
+    return NchwcTile(depthwise_columns_tile(hint_of(ow), kw, cpu_target().vector_registers), 1)
 
 
 def _blocked_buffer_input(root: Node, values: ValueBuilder) -> bool:
@@ -249,20 +252,46 @@ def _padded_row(root: Node, values: ValueBuilder, buf: Buffer, base: E.Expr, img
     zero = E.Const(0.0, buf.value_dtype)
     q = E.Var(f"{PREFIX}_q")
     # padded rows [y_lo, y_hi) and columns [x_lo, x_hi) come from inside the image
-    y_lo, y_hi = -(-pt // sy), min(hp, -(-(h + pt) // sy))
-    x_lo, x_hi = -(-pl // sx), min(wp, -(-(w + pl) // sx))
+    # (with run-time sizes the bounds are computed per call: comparing them would guard on parities)
+    y_lo, y_hi = -(-pt // sy), run_time_min(hp, (h + pt + sy - 1) // sy)
+    x_lo, x_hi = -(-pl // sx), run_time_min(wp, (w + pl + sx - 1) // sx)
     c = q % cb
     y, col = yy * sy - pt, (x_lo + q // cb) * sx - pl
     element = values.value(x_node, [img, icb, y, col, c] if x_node.ndim == 5 else [img, icb * cb + c, y, col])
     inside = block(*(s for s in (
         For(q, E.const(x_lo * cb), Store(buf, base + q, zero), "vectorized") if x_lo else None,
-        For(q, E.const((x_hi - x_lo) * cb), Store(buf, base + x_lo * cb + q, element), "vectorized"),
-        For(q, E.const((wp - x_hi) * cb), Store(buf, base + x_hi * cb + q, zero), "vectorized")
-        if x_hi < wp else None) if s is not None))
+        For(q, as_expr((x_hi - x_lo) * cb), Store(buf, base + x_lo * cb + q, element), "vectorized"),
+        For(q, as_expr((wp - x_hi) * cb), Store(buf, base + x_hi * cb + q, zero), "vectorized")
+        if is_run_time(x_hi, wp) or x_hi < wp else None) if s is not None))
     margin = For(q, E.const(wp * cb), Store(buf, base + q, zero), "vectorized")
-    if (y_lo, y_hi) == (0, hp):
+    if not is_run_time(y_hi, hp) and (y_lo, y_hi) == (0, hp):
         return inside
-    return If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, y_hi)), inside, margin)
+    return If(E.logical_and(E.ge(yy, y_lo), E.lt(yy, as_expr(y_hi))), inside, margin)
+
+
+def _row_tiles(tile_code, ox_tile: E.Var, x_first, x_stop, t_full: int) -> list[Stmt]:
+    """The tiles of output pixels [x_first, x_stop) of a row: whole tiles of `t_full` pixels, then the tail.
+
+    A run-time width leaves a tail of 0..t_full-1 pixels known per call: it is covered by one tile of
+    each power of two its count holds (`if (tail % 8 >= 4)` a 4-pixel tile, ...), widest first, so the
+    tail's pixels still share their weight loads and the loop IR keeps static tile sizes.
+    """
+    tiles: list[Stmt] = []
+    full, tail = (x_stop - x_first) // t_full, (x_stop - x_first) % t_full
+    if is_symbolic(full) or full:
+        first = ox_tile * t_full + E.const(x_first) if is_symbolic(x_first) or x_first else ox_tile * t_full
+        tiles.append(For(ox_tile, E.const(full), tile_code(t_full, first)))
+    if not is_symbolic(tail):
+        if tail:
+            tiles.append(tile_code(tail, E.const(x_first + full * t_full)))
+        return tiles
+    count, first = E.const(tail), E.const(x_first + full * t_full)
+    bit = 1 << (t_full - 1).bit_length()
+    while bit > 1:
+        bit //= 2
+        wider = count - count % (2 * bit)  # pixels of this tail that the wider tiles took
+        tiles.append(If(E.ge(count % (2 * bit), bit), tile_code(bit, first + wider)))
+    return tiles
 
 
 def _is_zero(e: E.Expr) -> bool:
@@ -416,13 +445,15 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         x_first = min(ow, -(-pl // sw))
         x_stop = max(x_first, min(ow, -(-(w + pl - (kw - 1) * dw) // sw)))
     row: list[Stmt] = [tile_code(1, E.const(ox), _tap_range(ox, sw, pl, dw, kw, w)) for ox in range(x_first)]
-    full, tail = divmod(x_stop - x_first, t_full)
-    if full:
-        row.append(For(ox_tile, E.const(full), tile_code(t_full, ox_tile * t_full + x_first if x_first
-                                                         else ox_tile * t_full)))
-    if tail:
-        row.append(tile_code(tail, E.const(x_first + full * t_full)))
-    row += [tile_code(1, E.const(ox), _tap_range(ox, sw, pl, dw, kw, w)) for ox in range(x_stop, ow)]
+    row += _row_tiles(tile_code, ox_tile, x_first, x_stop, t_full)
+    edge = E.Var(f"{PREFIX}_edge")
+    if is_symbolic(ow) and is_symbolic(ow - x_stop):
+        row.append(For(edge, E.const(ow - x_stop), tile_code(1, E.const(x_stop) + edge, _tap_range(
+            E.const(x_stop) + edge, sw, pl, dw, kw, w))))
+    else:  # a fixed number of edge pixels (one, for a padding of one), each its own tile
+        row += [tile_code(1, E.const(x_stop + ox), _tap_range(E.const(x_stop + ox) if is_symbolic(x_stop)
+                                                              else x_stop + ox, sw, pl, dw, kw, w))
+                for ox in range(int(ow - x_stop))]
     tasks = n_img * groups * bands
     work = n_img * groups * oh * ow * kb * g_blocks * (1 if depthwise else cblocks * cb) * kh * kw
     choice = parallel_when(work, tasks, PARALLEL_MIN_ELEMENTS)  # per call for run-time sizes

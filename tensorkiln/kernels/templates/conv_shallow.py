@@ -46,7 +46,7 @@ from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ...loops.types import compute_dtype, itemsize
-from ...shapes.symint import hint_of
+from ...shapes.symint import hint_of, is_symbolic
 from .plane import PhasedPlane, fill_plane_row
 from ..target import cpu_target
 
@@ -77,7 +77,7 @@ def shallow_tile(out_channels: int, width: int, lanes: int, registers: int, task
     A run-time task count (a symbolic batch or height) is weighed at its trace-time hint: the
     balance only ranks tiles, so it records no guard.
     """
-    tasks_per_tile_row = hint_of(tasks_per_tile_row)
+    tasks_per_tile_row, width = hint_of(tasks_per_tile_row), hint_of(width)  # a run-time width ranks at its hint
     threads = threads or thread_count()
     vectors_per_row = -(-width // lanes)  # the last one partly used
 
@@ -188,9 +188,10 @@ def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -
     fill_offsets = For(step, E.const(taps), Store(
         offsets, step, c * plane_size + plane.at(s * dw % sw, r * dh, s * dw // sw)))
 
-    def tile_code(channels: int, vectors: int, ox0: E.Expr, last_width: int) -> Stmt:
+    def tile_code(channels: int, vectors: int, ox0: E.Expr, last_width: int | E.Expr) -> Stmt:
         """One tile: `channels` output channels from o0 x `vectors` vectors of pixels from ox0, whose
-        last vector stores its first `last_width` pixels only (the end of a row)."""
+        last vector stores its first `last_width` pixels only (the end of a row; a run-time count
+        at the end of a row of run-time width)."""
         acc = Buffer(f"{PREFIX}_acc", dtype, (channels * vectors * lanes,), scope="local")
         xv = Buffer(f"{PREFIX}_x", dtype, (vectors * lanes,), scope="local")
         # Each step's offsets are named once: the loads of the unrolled vectors and channels are
@@ -217,10 +218,11 @@ def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -
         update = E.call("fma", E.cast(weight, dtype), E.Load(xv, i * lanes + j), E.Load(acc, slot))
         reduce = For(step, E.const(taps), Alloc(xv, block(
             step_offsets, load_x, lanes_of(Store(acc, slot, update), vectors))))
-        if last_width == lanes:
+        if isinstance(last_width, int) and last_width == lanes:
             store = lanes_of(stored(i), vectors)
         else:  # the row's last vector: only its first last_width pixels are in the row
-            last = For(o, E.const(channels), For(j, E.const(last_width), stored(E.const(vectors - 1)),
+            width = last_width if isinstance(last_width, E.Expr) else E.const(last_width)
+            last = For(o, E.const(channels), For(j, width, stored(E.const(vectors - 1)),
                                                  "vectorized"), "unrolled")
             store = block(lanes_of(stored(i), vectors - 1), last) if vectors > 1 else last
         zero = For(q, E.const(channels * vectors * lanes), Store(acc, q, E.Const(0.0, dtype)), "vectorized")
@@ -229,11 +231,15 @@ def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -
     def row_code(channels: int) -> Stmt:
         """The tiles of one output row: full tiles, then one of the remaining (partly used) vectors."""
         span = tile.vectors * lanes
-        full, rest = divmod(ow, span)
+        full, rest = ow // span, ow % span
         parts: list[Stmt] = []
-        if full:
+        if is_symbolic(full) or full:
             parts.append(For(ox_tile, E.const(full), tile_code(channels, tile.vectors, ox_tile * span, lanes)))
-        if rest:
+        if is_symbolic(rest):  # a run-time row: its last 0..span-1 pixels one vector at a time
+            first, left = E.const(full * span), E.const(rest) - ox_tile * lanes
+            parts.append(For(ox_tile, E.const((rest + lanes - 1) // lanes), tile_code(
+                channels, 1, first + ox_tile * lanes, E.minimum(E.const(lanes), left))))
+        elif rest:
             parts.append(tile_code(channels, -(-rest // lanes), E.const(full * span), rest % lanes or lanes))
         return block(*parts)
 

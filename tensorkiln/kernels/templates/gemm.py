@@ -254,10 +254,16 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
 def _thread_cut(batch: int, m: int, n: int, k: int, blocking: GemmBlocking, threads: int,
                 depth_split: bool) -> ThreadSplit:
     """gemm_thread_split's cut of a GEMM large enough to share."""
-    if is_symbolic(batch) and not is_symbolic(m) and not is_symbolic(n) and blocking.split == "auto":
+    if is_symbolic(batch) and not (is_symbolic(m) and is_symbolic(n)) and blocking.split == "auto":
         # a run-time batch (a convolution's images): the same cut at every batch (no size class), each
-        # matrix in `threads` chunks where they go round, so any batch divides evenly
+        # matrix in `threads` chunks where they go round, so any batch divides evenly. With run-time
+        # pixels as well (a run-time image size: M or N), the fixed dimension is cut where it goes
+        # round; else the run-time rows, or (run-time columns) only the batch is shared.
         row_units, col_units = -(-m // blocking.mr), -(-n // blocking.nr)
+        if is_symbolic(m):
+            return ThreadSplit(1, threads, True) if col_units >= threads else ThreadSplit(threads, 1, True)
+        if is_symbolic(n):
+            return ThreadSplit(threads, 1, True) if row_units >= threads else ThreadSplit(1, 1, True)
         if col_units >= threads and (n >= 2 * m or row_units < threads):
             return ThreadSplit(1, threads, True)
         return ThreadSplit(threads, 1, True) if row_units >= threads else ThreadSplit(1, 1, True)

@@ -21,6 +21,7 @@ from typing import Callable
 from ...loops import expr as E
 from ...loops.buffer import Buffer
 from ...loops.ir import For, If, Stmt, Store, block
+from ...shapes.symint import is_symbolic
 
 
 @dataclass(frozen=True)
@@ -59,19 +60,45 @@ def phased_plane(name: str, dtype: str, out_hw: tuple[int, int], kernel: tuple[i
     return PhasedPlane(Buffer(name, dtype, (stride[1] * hp * wq,), scope="local"), hp, wp, stride[1])
 
 
+def is_run_time(*values) -> bool:
+    """Some of the values are run-time sizes: the plane's spans are then computed per call (expressions),
+    since comparing them at trace time would guard on the image size's parity or range."""
+    return any(isinstance(v, E.Expr) or is_symbolic(v) for v in values)
+
+
+def run_time_min(a, b):
+    """min(a, b): a number for numbers, else an expression evaluated per call (no guard)."""
+    return E.minimum(as_expr(a), b) if is_run_time(a, b) else min(a, b)
+
+
+def run_time_max(a, b):
+    """max(a, b): a number for numbers, else an expression evaluated per call (no guard)."""
+    return E.maximum(as_expr(a), b) if is_run_time(a, b) else max(a, b)
+
+
+def as_expr(value) -> E.Expr:
+    """An index expression of a number, a size or an expression."""
+    return value if isinstance(value, E.Expr) else E.const(value)
+
+
+def _inside_rows(h, hp, pt):
+    """Rows of the plane that come from the source: max(min(h, hp - pt), 0)."""
+    return run_time_max(run_time_min(h, hp - pt), 0)
+
+
 def fill_plane(plane: PhasedPlane, read: Callable[[E.Expr, E.Expr], E.Expr], size: tuple[int, int],
                padding: tuple[int, int], fill: E.Expr, prefix: str) -> list[Stmt]:
     """Statements copying an H x W source (read(iy, ix)) into the plane at offset (pt, pl);
     the rest of the plane gets `fill` (the padding value)."""
     (h, w), (pt, pl) = size, padding
     hp, sw, wq = plane.hp, plane.sw, plane.wq
-    rows_in, cols_in = max(min(h, hp - pt), 0), max(min(w, plane.wp - pl), 0)
+    rows_in, cols_in = _inside_rows(h, hp, pt), _inside_rows(w, plane.wp, pl)
     q, iy, ix = E.Var(f"{prefix}_q"), E.Var(f"{prefix}_iy"), E.Var(f"{prefix}_ix")
 
-    def clear(start: E.Expr, count: int) -> list[Stmt]:
-        if count <= 1:
+    def clear(start: E.Expr, count) -> list[Stmt]:
+        if not is_run_time(count) and count <= 1:
             return [Store(plane.buffer, start, fill)] * count
-        return [For(q, E.const(count), Store(plane.buffer, start + q, fill), "vectorized")]
+        return [For(q, as_expr(count), Store(plane.buffer, start + q, fill), "vectorized")]
 
     # Phase p holds the padded columns p, p + sw, ...; those at j_lo..j_hi - 1 come from the
     # source. Rows above and below it are filled whole, the others row by row: the padding
@@ -84,17 +111,19 @@ def fill_plane(plane: PhasedPlane, read: Callable[[E.Expr, E.Expr], E.Expr], siz
         j_lo, j_hi = _phase_span(p, sw, pl, cols_in, wq)
         edges += clear(plane.at(p, 0, 0), top * wq) + clear(plane.at(p, bottom, 0), (hp - bottom) * wq)
         row += clear(plane.at(p, iy + top, 0), j_lo)
-        if j_hi > j_lo:
+        if is_run_time(j_lo, j_hi) or j_hi > j_lo:
             column = ix + j_lo  # position in the phase; the source column is p + column * sw - pl
-            row.append(For(ix, E.const(j_hi - j_lo), Store(
+            row.append(For(ix, as_expr(j_hi - j_lo), Store(
                 plane.buffer, plane.at(p, iy + top, column), read(iy, column * sw + (p - pl))), "vectorized"))
-        row += clear(plane.at(p, iy + top, E.const(j_hi)), wq - j_hi)
-    return edges + ([For(iy, E.const(rows_in), block(*row))] if rows_in else [])
+        row += clear(plane.at(p, iy + top, as_expr(j_hi)), wq - j_hi)
+    return edges + ([For(iy, as_expr(rows_in), block(*row))] if is_run_time(rows_in) or rows_in else [])
 
 
 def _phase_span(phase: int, sw: int, pl: int, cols_in: int, wq: int) -> tuple[int, int]:
     """Positions j_lo..j_hi - 1 of column phase `phase` that hold source columns (0 <= phase + j*sw - pl < cols_in)."""
     j_lo = max(0, -(-(pl - phase) // sw))
+    if is_run_time(cols_in, wq):  # the count is never below -sw: (count + sw - 1) // sw is its ceiling
+        return j_lo, run_time_max(j_lo, run_time_min(wq, run_time_max((cols_in + (pl - phase + sw - 1)) // sw, 0)))
     j_hi = min(wq, max(0, -(-(cols_in + pl - phase) // sw)))
     return j_lo, max(j_lo, j_hi)
 
@@ -110,26 +139,28 @@ def fill_plane_row(plane: PhasedPlane, base: E.Expr, yy: E.Expr, read: Callable[
     """
     (h, w), (pt, pl) = size, padding
     hp, sw, wq = plane.hp, plane.sw, plane.wq
-    rows_in, cols_in = max(min(h, hp - pt), 0), max(min(w, plane.wp - pl), 0)
+    rows_in, cols_in = _inside_rows(h, hp, pt), _inside_rows(w, plane.wp, pl)
     top = min(pt, hp)
     q = E.Var(f"{prefix}_q")
 
-    def clear(start: E.Expr, count: int) -> list[Stmt]:
-        if count <= 1:
+    def clear(start: E.Expr, count) -> list[Stmt]:
+        if not is_run_time(count) and count <= 1:
             return [Store(plane.buffer, start, fill)] * count
-        return [For(q, E.const(count), Store(plane.buffer, start + q, fill), "vectorized")]
+        return [For(q, as_expr(count), Store(plane.buffer, start + q, fill), "vectorized")]
 
     inside: list[Stmt] = []
     margin: list[Stmt] = []
     for p in range(sw):
         j_lo, j_hi = _phase_span(p, sw, pl, cols_in, wq)
         inside += clear(base + plane.at(p, yy, 0), j_lo)
-        if j_hi > j_lo:
-            inside.append(For(q, E.const(j_hi - j_lo), Store(
+        if is_run_time(j_lo, j_hi) or j_hi > j_lo:
+            inside.append(For(q, as_expr(j_hi - j_lo), Store(
                 plane.buffer, base + plane.at(p, yy, q + j_lo), read(yy - top, (q + j_lo) * sw + (p - pl))),
                 "vectorized"))
-        inside += clear(base + plane.at(p, yy, E.const(j_hi)), wq - j_hi)
+        inside += clear(base + plane.at(p, yy, as_expr(j_hi)), wq - j_hi)
         margin += clear(base + plane.at(p, yy, 0), wq)
+    if is_run_time(rows_in, hp):
+        return If(E.logical_and(E.ge(yy, top), E.lt(yy, as_expr(top + rows_in))), block(*inside), block(*margin))
     if rows_in == 0:
         return block(*margin)
     if (top, top + rows_in) == (0, hp):
