@@ -10,6 +10,12 @@ shape share one), tuned together within the budget by the task scheduler
 latency per second). Records are appended to the records file, so the next
 compile, in this process or another, uses them; a JitFunction passed in
 forgets its compiled signatures.
+
+With `check_model=True` the records are then checked inside the model
+(model_check.py: per-workload kernel times from profile() and the whole
+model's latency, untuned and tuned, in turns), and a record that does not
+pay there is withdrawn; the time this takes (about three compiles of the
+model) is kept back from `seconds`.
 """
 from __future__ import annotations
 
@@ -18,12 +24,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..frontend.jit import jit
+from ..frontend.jit import JitFunction, jit
 from ..kernels.sketch import sketch_kernel
 from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.templates.spaces import space_of
 from ..kernels.tuned import parse_workload
 from .measure import Measurer
+from .model_check import ModelCheck, check_model as check_in_model
 from .scheduler import Task, schedule
 from .tuner import WorkloadResult
 
@@ -56,6 +63,7 @@ class TuneResult:
 
     kernels: list[KernelTuning] = field(default_factory=list)
     seconds: float = 0.0
+    model_check: ModelCheck | None = None  # the in-model check of the records, when asked for
 
     @property
     def trials(self) -> int:
@@ -69,6 +77,8 @@ class TuneResult:
             mark = "" if k.result.tuned else "  (default kept)"
             lines.append(f"{k.kernel[:24]:<24} {k.workload[:52]:<52} {k.uses:4d} {k.default_seconds * 1e3:10.3f} "
                          f"{k.best_seconds * 1e3:9.3f} {k.result.speedup:6.2f}x {k.trials:6d}{mark}")
+        if self.model_check is not None:
+            lines.append(str(self.model_check))
         return "\n".join(lines)
 
 
@@ -107,8 +117,21 @@ def _work(workload: str) -> float:
     return math.prod(int(facts.get(f, 1)) for f in ("m", "n", "k"))
 
 
+def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
+    """A maker of fresh compiled copies of `fn` (a plain function or a JitFunction); None for other objects."""
+    if isinstance(fn, JitFunction):
+        return lambda: JitFunction(fn.fn, fn.options)
+    if hasattr(fn, "report"):
+        return None
+    return lambda: jit(fn)
+
+
+CHECK_COMPILES = 3  # builds of the model the in-model check makes: untuned, tuned, and with the records that paid
+
+
 def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = None,
          strategy: str = "evolutionary", progress: Callable | None = None, measurer: Measurer | None = None,
+         check_model: bool = False, rebuild: Callable[[], Callable] | None = None,
          **example_kwargs) -> TuneResult:
     """Tune fn's kernels for these example arguments; records are kept for every later compile.
 
@@ -116,9 +139,19 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     seconds: the whole call's budget, shared among the workloads by the task scheduler (scheduler.py).
     strategy: random, genetic, annealing or evolutionary (cost-model guided; the default).
     progress(kernel, workload, result, trial) is called after every trial.
+    check_model: afterwards, check the records inside the model and withdraw those that do not pay
+    (model_check.py); rebuild() makes a fresh compiled copy of the model for it (default: from fn, which
+    must then be a plain function or a JitFunction; example_kwargs are not passed to the check).
     """
     start = time.monotonic()
+    rebuild = rebuild or rebuilder(fn)
+    if check_model and rebuild is None:
+        raise ValueError("tk.tune(check_model=True) of this object needs rebuild=, a maker of fresh compiled copies")
     uses = workload_uses(fn, *example_args, **example_kwargs)
+    if check_model and seconds is not None:
+        report = fn.report(*example_args, **example_kwargs) if hasattr(fn, "report") else None
+        build = report.trace_seconds + report.lower_seconds + report.compile_seconds if report else 0.0
+        seconds = max(seconds - CHECK_COMPILES * build - (time.monotonic() - start), 0.0)
     tasks = [Task(w, kernels) for w, kernels in sorted(uses.items(), key=lambda item: -_work(item[0]) * len(item[1]))]
     outcome = TuneResult()
     owned = measurer is None
@@ -129,10 +162,12 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     finally:
         if owned:
             measurer.close()
+    if check_model:
+        outcome.model_check = check_in_model(rebuild, example_args, list(uses))
     outcome.seconds = time.monotonic() - start
     if hasattr(fn, "clear_cache"):
         fn.clear_cache()  # its signatures were compiled before the records existed
     return outcome
 
 
-__all__ = ["KernelTuning", "TuneResult", "kernel_workloads", "tune", "workload_uses"]
+__all__ = ["KernelTuning", "TuneResult", "kernel_workloads", "rebuilder", "tune", "workload_uses"]
