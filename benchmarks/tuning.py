@@ -11,8 +11,8 @@ turns, into a fresh records file. Then, in this process and in turns
 (tensorkiln.tools.timing.alternating_blocks: --pairs rounds, medians), three functions
 compute the same float32 result: tensorkiln with the analytic configuration
 ("default"), tensorkiln with the tuned one ("tuned"), and the peer: numpy's
-matmul (OpenBLAS, all threads) for a GEMM, torch.nn.functional.conv2d
-(oneDNN, 2 threads) for a layer. Figures are GFLOP/s (2 flops per
+matmul (OpenBLAS, all threads) for a GEMM, ONNX Runtime's Conv
+(one Conv node in a session with 2 threads) for a layer. Figures are GFLOP/s (2 flops per
 multiply-add) and ratios, plus the fraction of the machine's FMA peak
 measured by benchmarks/kernels.py's probe. A case whose search found nothing
 faster keeps the default (tuned = default: the default is measured in the
@@ -108,19 +108,34 @@ def flops(workload: str) -> float:
     return 2.0 * int(facts["m"]) * int(facts["n"]) * int(facts["k"])
 
 
+def ort_conv(workload: str, x: np.ndarray):
+    """("ONNX Runtime (2 threads)", a callable running the layer as one ONNX Conv in an ORT session)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from tensorkiln.kernels.templates.conv_choice import shape_of_workload
+    shape = shape_of_workload(workload)
+    w = np.random.default_rng(1).uniform(-1, 1, (shape.k, shape.c, shape.kh, shape.kw)).astype(np.float32)
+    oh, ow = shape.out_hw
+    pt, pb, pl, pr = shape.padding
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=list(shape.stride), pads=[pt, pl, pb, pr],
+                            dilations=list(shape.dilation))
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [shape.n, shape.k, oh, ow])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return "ONNX Runtime (2 threads)", lambda: session.run(None, {"x": x})
+
+
 def peer(workload: str, inputs: list[np.ndarray]):
     """(name, a callable computing the same result at the peer's best settings)."""
     template, _ = parse_workload(workload)
     if template == "conv":
-        import torch
-        from tensorkiln.kernels.templates.conv_choice import shape_of_workload
-        torch.set_num_threads(2)
-        shape = shape_of_workload(workload)
-        w = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (shape.k, shape.c, shape.kh, shape.kw))
-                             .astype(np.float32))
-        x = torch.from_numpy(inputs[0])
-        pt, _, pl, _ = shape.padding  # (no gradient is recorded: nothing requires one)
-        return "torch (2 threads)", lambda: torch.nn.functional.conv2d(x, w, stride=shape.stride, padding=(pt, pl))
+        return ort_conv(workload, inputs[0])
     facts = parse_workload(workload)[1]
     a = inputs[0]
     b = inputs[1] if len(inputs) == 2 else \
