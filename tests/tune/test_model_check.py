@@ -1,6 +1,8 @@
 """The in-model check of tuning records: a record that does not pay inside the model is withdrawn."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -9,8 +11,12 @@ from tensorkiln.kernels.templates.gemm import gemm_workload
 from tensorkiln.kernels.tuned import record_table, target_key
 from tensorkiln.runtime.tuning_records import TuningRecord, append_record, read_records
 from tensorkiln.tune import model_check
+from tensorkiln.tune.measure import Measurer
 from tensorkiln.tune.model_check import check_model
 
+# a stand-in measuring process: every candidate measures twice as fast as its default
+WINNING = [sys.executable, "-c", "import json, sys\nfor line in sys.stdin:\n    print(json.dumps({'ok': True, "
+           "'seconds': 0.005, 'default_seconds': 0.01, 'ratio': 0.5}), flush=True)"]
 M, N, K = 48, 40, 36
 KEY = gemm_workload(M, N, K, "float32")  # the first product: x (48 x 36) @ w1 (36 x 40), w1 an input
 CONFIG = {"mr": 6, "nr": 16, "kc": 40, "mc": 48, "nc": 32, "split": "cols"}
@@ -110,3 +116,22 @@ def test_nothing_to_check_without_records(records, rng):
     check = check_model(lambda: tk.jit(model), operands(rng))
     assert check.workloads == [] and check.speedup == 1.0
     assert "nothing to check" in str(check)
+
+
+def test_tune_checks_what_its_searches_kept(records, rng):
+    """The searches' measurements come from a stand-in worker (every candidate "wins"); the check then
+    profiles the real model, and each record ends kept or withdrawn as its verdict says."""
+    x, w1, w2 = operands(rng)
+    with Measurer(command=WINNING) as measurer:
+        result = tk.tune(model, x, w1, w2, trials=3, strategy="random", measurer=measurer, check_model=True)
+    won = {k.workload for k in result.kernels if k.result.tuned}
+    assert won and {w.workload for w in result.model_check.workloads} == won
+    for verdict in result.model_check.workloads:
+        assert (verdict.workload in record_table().best) is verdict.kept
+    assert "in-model check" in str(result)
+
+    class Loaded:  # a compiled object that tk.tune cannot copy by itself
+        def report(self, *args):
+            return tk.jit(model).report(*args)
+    with pytest.raises(ValueError, match="needs rebuild="):
+        tk.tune(Loaded(), x, w1, w2, trials=1, check_model=True)
