@@ -64,13 +64,16 @@ class TuneResult:
     kernels: list[KernelTuning] = field(default_factory=list)
     seconds: float = 0.0
     model_check: ModelCheck | None = None  # the in-model check of the records, when asked for
+    too_small: list[str] = field(default_factory=list)  # workloads left at their default: too little work
 
     @property
     def trials(self) -> int:
         return sum(k.trials for k in self.kernels)
 
     def __str__(self) -> str:
-        lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials",
+        lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials"
+                 + (f"; {len(self.too_small)} too small to tune (under {MIN_WORK_SHARE:g} of the largest task's work "
+                    "x uses) kept their defaults" if self.too_small else ""),
                  f"{'kernel':<24} {'workload':<52} {'uses':>4} {'default ms':>10} {'best ms':>9} {'speedup':>7} "
                  f"{'trials':>6}"]
         for k in self.kernels:
@@ -108,8 +111,10 @@ def kernel_workloads(fn, *example_args, **example_kwargs) -> list[tuple[str, str
 def _work(workload: str) -> float:
     """Multiply-adds of one call of the workload's kernel (the order tasks start in)."""
     template, facts = parse_workload(workload)
-    if template == "sketch":  # elements of the output
-        return math.prod(int(d) for d in facts["shape"].split("x"))
+    if template == "sketch":  # elements of the output; an attention kernel's are each a row of keys wide, twice
+        elements = math.prod(int(d) for d in facts["shape"].split("x"))
+        dims = [int(d) for d in facts["shape"].split("x")]
+        return elements * 2 * dims[-2] if facts["kind"] == "attention" and len(dims) >= 2 else elements
     if template == "conv":
         shape = shape_of_workload(workload)
         oh, ow = shape.out_hw
@@ -126,7 +131,20 @@ def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
     return lambda: jit(fn)
 
 
+MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
 CHECK_COMPILES = 3  # builds of the model the in-model check makes: untuned, tuned, and with the records that paid
+
+
+def worth_tuning(uses: dict[str, list[str]]) -> tuple[list[Task], list[str]]:
+    """The tasks, largest work x uses first, and the workloads with less than MIN_WORK_SHARE of the largest's.
+
+    Every task's default is measured before any search, and each costs seconds (a build, the worker's
+    reference): a model's many tiny kernels (ResNet-18's per-channel batch-norm vectors) would spend the
+    budget on that alone, for kernels whose time is noise in the model's."""
+    ranked = sorted(uses.items(), key=lambda item: -_work(item[0]) * len(item[1]))
+    largest = _work(ranked[0][0]) * len(ranked[0][1]) if ranked else 0.0
+    small = {w for w, kernels in ranked if _work(w) * len(kernels) < MIN_WORK_SHARE * largest}
+    return [Task(w, kernels) for w, kernels in ranked if w not in small], [w for w, _ in ranked if w in small]
 
 
 def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = None,
@@ -152,8 +170,8 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
         report = fn.report(*example_args, **example_kwargs) if hasattr(fn, "report") else None
         build = report.trace_seconds + report.lower_seconds + report.compile_seconds if report else 0.0
         seconds = max(seconds - CHECK_COMPILES * build - (time.monotonic() - start), 0.0)
-    tasks = [Task(w, kernels) for w, kernels in sorted(uses.items(), key=lambda item: -_work(item[0]) * len(item[1]))]
-    outcome = TuneResult()
+    tasks, too_small = worth_tuning(uses)
+    outcome = TuneResult(too_small=too_small)
     owned = measurer is None
     measurer = measurer or Measurer()
     try:
@@ -170,4 +188,5 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     return outcome
 
 
-__all__ = ["KernelTuning", "TuneResult", "kernel_workloads", "rebuilder", "tune", "workload_uses"]
+__all__ = ["KernelTuning", "MIN_WORK_SHARE", "TuneResult", "kernel_workloads", "rebuilder", "tune", "worth_tuning",
+           "workload_uses"]
