@@ -62,6 +62,15 @@ def tune_model(name: str, trials: int, seconds: float, check: bool) -> dict:
             "kept": len(result.model_check.kept) if result.model_check else None}
 
 
+def same_source(a, b, inputs: tuple) -> bool:
+    """Whether two builds of a model compiled the same generated C."""
+    paths = [f.report(*inputs).source_path for f in (a, b)]
+    if None in paths:
+        return False
+    with open(paths[0]) as first, open(paths[1]) as second:
+        return first.read() == second.read()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(BUDGETS), choices=list(BUDGETS))
@@ -83,6 +92,7 @@ def main() -> int:
             untuned(*m["inputs"])
         tuned = m["make"]()  # with the records kept
         tuned(*m["inputs"])
+        m["same_program"] = same_source(untuned, tuned, m["inputs"])
         runs[f"{m['model']} untuned"] = (lambda f=untuned, x=m["inputs"]: f(*x))
         runs[f"{m['model']} tuned"] = (lambda f=tuned, x=m["inputs"]: f(*x))
     note("timing all builds in turns")
@@ -93,9 +103,12 @@ def main() -> int:
         m["untuned_ms"], m["tuned_ms"] = before * 1e3, after * 1e3
         rows.append([m["model"], str(m["tasks"]), str(m["trials"]), f"{m['tuning_seconds']:.0f} s",
                      str(m["tuned_workloads"]), "-" if m["kept"] is None else str(m["kept"]),
-                     f"{before * 1e3:.2f}", f"{after * 1e3:.2f}", f"{before / after:.2f}x"])
+                     f"{before * 1e3:.2f}", f"{after * 1e3:.2f}", f"{before / after:.2f}x",
+                     "yes" if m["same_program"] else "no"])
     print_table(["model", "tasks", "trials", "tk.tune time", "searches won", "kept in model", "untuned ms",
-                 "tuned ms", "tuned speedup"], rows)
+                 "tuned ms", "tuned speedup", "same C"], rows)
+    if any(m["same_program"] for m in models):
+        print("same C: no record was kept, the tuned build is the untuned program; its ratio is this run's noise")
     if args.json:
         write_json(args.json, {"models": [{k: v for k, v in m.items() if k not in ("make", "inputs")}
                                           for m in models]})

@@ -14,8 +14,8 @@ forgets its compiled signatures.
 With `check_model=True` the records are then checked inside the model
 (model_check.py: per-workload kernel times from profile() and the whole
 model's latency, untuned and tuned, in turns), and a record that does not
-pay there is withdrawn; the time this takes (about three compiles of the
-model) is kept back from `seconds`.
+pay there is withdrawn; the time this takes (estimated from the check's
+own first build of the model and one call) is kept back from `seconds`.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.templates.spaces import space_of
 from ..kernels.tuned import parse_workload
 from .measure import Measurer
-from .model_check import ModelCheck, check_model as check_in_model
+from .model_check import ModelCheck, check_model as check_in_model, untuned_build
 from .scheduler import Task, schedule
 from .tuner import WorkloadResult
 
@@ -132,7 +132,6 @@ def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
 
 
 MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
-CHECK_COMPILES = 3  # builds of the model the in-model check makes: untuned, tuned, and with the records that paid
 
 
 def worth_tuning(uses: dict[str, list[str]]) -> tuple[list[Task], list[str]]:
@@ -166,10 +165,11 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     if check_model and rebuild is None:
         raise ValueError("tk.tune(check_model=True) of this object needs rebuild=, a maker of fresh compiled copies")
     uses = workload_uses(fn, *example_args, **example_kwargs)
-    if check_model and seconds is not None:
-        report = fn.report(*example_args, **example_kwargs) if hasattr(fn, "report") else None
-        build = report.trace_seconds + report.lower_seconds + report.compile_seconds if report else 0.0
-        seconds = max(seconds - CHECK_COMPILES * build - (time.monotonic() - start), 0.0)
+    untuned = None
+    if check_model:  # its untuned build now: it also says what the check's other two builds will cost
+        untuned, check_seconds = untuned_build(rebuild, example_args)
+        if seconds is not None:
+            seconds = max(seconds - check_seconds - (time.monotonic() - start), 0.0)
     tasks, too_small = worth_tuning(uses)
     outcome = TuneResult(too_small=too_small)
     owned = measurer is None
@@ -181,7 +181,7 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
         if owned:
             measurer.close()
     if check_model:
-        outcome.model_check = check_in_model(rebuild, example_args, list(uses))
+        outcome.model_check = check_in_model(rebuild, example_args, list(uses), untuned=untuned)
     outcome.seconds = time.monotonic() - start
     if hasattr(fn, "clear_cache"):
         fn.clear_cache()  # its signatures were compiled before the records existed

@@ -133,17 +133,39 @@ def _withdraw(workload: str, config: dict, seconds: float, default_seconds: floa
         workload, target_key(), dict(config), max(seconds, default_seconds), default_seconds, 0))
 
 
+BUILDS = 4  # builds after the untuned one: tuned, the two profiling builds, and with the records that paid
+
+
+def calls_of_check(rounds: int = 5, repeat: int = 3) -> int:
+    """Model calls the check makes: profile() of both builds each round (a warm-up and `repeat`), then the
+    latency in turns (each round one untimed and two timed calls of both)."""
+    return 2 * rounds * (repeat + 1) + 2 * rounds * 3
+
+
+def untuned_build(rebuild: Callable[[], object], inputs: tuple) -> tuple[object, float]:
+    """The model compiled with every template's analytic choice, and an estimate of the seconds the rest of
+    the check will take (BUILDS more builds like it and calls_of_check() calls; tk.tune keeps them back
+    from its budget)."""
+    began = time.monotonic()
+    built = _built(rebuild, inputs, {})
+    build_seconds = time.monotonic() - began
+    began = time.monotonic()
+    built(*inputs)
+    return built, BUILDS * build_seconds + calls_of_check() * (time.monotonic() - began)
+
+
 def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[str] | None = None,
-                rounds: int = 5, repeat: int = 3, withdraw: bool = True) -> ModelCheck:
+                rounds: int = 5, repeat: int = 3, withdraw: bool = True, untuned=None) -> ModelCheck:
     """Check the model's tuned workloads inside the model (see the module docstring).
 
     rebuild(): a fresh compiled callable of the model (tk.jit of it, a loaded ONNX model), with
     `report`, `profile` and a call on `inputs`; each build is made under a fixed configuration table.
     workloads: the model's workloads to check (default: every one the model's kernels name that has
     a record in use). withdraw=False measures and decides without appending to the records file.
+    untuned: the untuned build (untuned_build's), when already made.
     """
     tuned_table = dict(active_configs())
-    untuned = _built(rebuild, inputs, {})
+    untuned = untuned if untuned is not None else _built(rebuild, inputs, {})
     named = {use.split(" ", 1)[0] for k in untuned.report(*inputs).kernels for use in k.tuning}
     chosen = [w for w in (workloads if workloads is not None else sorted(named)) if w in tuned_table and w in named]
     check = ModelCheck(rounds=rounds)
@@ -171,7 +193,7 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
                                              kept=ratio < 1 - NOISE))
     kept = check.kept
     if kept:
-        final = _built(rebuild, inputs, kept)
+        final = tuned if set(kept) == set(chosen) else _built(rebuild, inputs, kept)
         times = latency_in_turns({"untuned": lambda: untuned(*inputs), "tuned": lambda: final(*inputs)}, rounds)
         check.untuned_seconds, check.tuned_seconds = times["untuned"], times["tuned"]
         check.kept_end_to_end = check.tuned_seconds < (1 - NOISE) * check.untuned_seconds
@@ -185,4 +207,4 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
     return check
 
 
-__all__ = ["ModelCheck", "WorkloadCheck", "check_model", "latency_in_turns", "workload_seconds"]
+__all__ = ["BUILDS", "ModelCheck", "calls_of_check", "WorkloadCheck", "check_model", "latency_in_turns", "untuned_build", "workload_seconds"]
