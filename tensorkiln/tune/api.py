@@ -15,7 +15,8 @@ With `check_model=True` the records are then checked inside the model
 (model_check.py: per-workload kernel times from profile() and the whole
 model's latency, untuned and tuned, in turns), and a record that does not
 pay there is withdrawn; the time this takes (estimated from the check's
-own first build of the model and one call) is kept back from `seconds`.
+own first build of the model and one call, at most half of `seconds`) is
+kept back from `seconds`.
 """
 from __future__ import annotations
 
@@ -168,8 +169,8 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     untuned = None
     if check_model:  # its untuned build now: it also says what the check's other two builds will cost
         untuned, check_seconds = untuned_build(rebuild, example_args)
-        if seconds is not None:
-            seconds = max(seconds - check_seconds - (time.monotonic() - start), 0.0)
+        if seconds is not None:  # at most half the budget: on a loaded machine builds alone could take it all
+            seconds = max(seconds - min(check_seconds, seconds / 2) - (time.monotonic() - start), 0.0)
     tasks, too_small = worth_tuning(uses)
     outcome = TuneResult(too_small=too_small)
     owned = measurer is None
