@@ -30,7 +30,9 @@ tuner is handed only each drawn shape's workload key, never the list, and
 each is tuned with at most --trials (64) candidates. The table then has the
 untuned/tuned/peer figures of each, and the median improvement over the
 default is printed with a check that no tuned kernel is slower than its
-default beyond the noise of this run (the spread of the turns).
+default beyond the noise of this run (the middle half of the per-round
+tuned/default ratios above 1); one that is has its record withdrawn, as
+the in-model check does (tensorkiln/tune/model_check.py).
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ sys.path.insert(0, HERE)
 
 from tensorkiln.kernels.templates.conv_choice import ConvShape, conv_workload  # noqa: E402
 from tensorkiln.kernels.templates.gemm import gemm_workload  # noqa: E402
-from tensorkiln.kernels.tuned import parse_workload  # noqa: E402
+from tensorkiln.kernels.tuned import parse_workload, target_key  # noqa: E402
+from tensorkiln.runtime.tuning_records import TuningRecord, append_record  # noqa: E402
 from tensorkiln.tools.timing import alternating_blocks  # noqa: E402
 from tensorkiln.tune import tune_workload  # noqa: E402
 from tensorkiln.tune.workloads import benchmark_of  # noqa: E402
@@ -175,8 +178,19 @@ def never_slower_verdict(r: dict) -> str:
     where = f"tuned/default time per round: median {median:.3f}, middle half {low:.3f}-{high:.3f}"
     if not r["tuned"]:
         return f"default kept (the same kernel twice; {where})"
-    return ("slower than the default beyond this run's noise" if low > 1.0 else "not slower than the default") \
-        + f" ({where})"
+    if low > 1.0:
+        return f"slower than the default beyond this run's noise: its record withdrawn ({where})"
+    return f"not slower than the default ({where})"
+
+
+def withdraw_if_slower(r: dict) -> None:
+    """Append the record that withdraws a tuned configuration the final turns found slower beyond their noise
+    (the middle half of the per-round ratios above 1): the default wins, as in the in-model check."""
+    ratios = r["tuned_over_default_rounds"]
+    if r["tuned"] and ratios[len(ratios) // 4] > 1.0:
+        seconds = {who: flops(r["workload"]) / g / 1e9 for who, g in r["gflops"].items()}
+        append_record(TuningRecord(r["workload"], target_key(), dict(r["best_config"]),
+                                   max(seconds["tuned"], seconds["default"]), seconds["default"], 0))
 
 
 def main() -> int:
@@ -220,6 +234,7 @@ def main() -> int:
               f"(final turns), {statistics.median(1 / r['search_ratio'] for r in results if r['hidden']):.2f}x "
               f"(the tuner's confirmed measurement)")
     for r in results:
+        withdraw_if_slower(r)
         print(f"  {r['case']}: {never_slower_verdict(r)}")
     if args.json:
         write_json(args.json, {"peak_gflops": peak, "cases": results})
