@@ -16,7 +16,9 @@ model, and the searches' "never slower" does not add up to a faster model.
    it (a kernel's comment lists the workloads it asked about), in each
    build; its in-model ratio is the median over rounds of tuned / untuned;
 3. a workload whose kernels are not faster in the model by more than NOISE
-   has its record withdrawn (the default wins ties);
+   has its record withdrawn (the default wins ties), and so has one that no
+   kernel of the tuned build names (another record changed its kernel: a
+   convolution tuned to another algorithm has no Winograd GEMM left);
 4. the model with the remaining records is compiled and timed against the
    untuned one in turns; unless it is faster end to end by more than NOISE,
    every record of the model is withdrawn too.
@@ -189,8 +191,10 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
         ratio = statistics.median(ratios[w])
         before = statistics.median(s[0] for s in sums[w])
         after = statistics.median(s[1] for s in sums[w])
+        # after == 0: no kernel of the tuned build names it (another record changed that kernel, as a
+        # convolution's algorithm removes its Winograd GEMM); unmeasured, it is withdrawn: the default wins
         check.workloads.append(WorkloadCheck(w, dict(tuned_table[w]), sums[w][0][2], before, after, ratio,
-                                             kept=ratio < 1 - NOISE))
+                                             kept=after > 0 and ratio < 1 - NOISE))
     kept = check.kept
     if kept:
         final = tuned if set(kept) == set(chosen) else _built(rebuild, inputs, kept)
