@@ -176,6 +176,14 @@ def conv_case(tvm, ms, trials: int) -> dict:
             "tvm_tuning_seconds": tvm_seconds}
 
 
+def print_case(c: dict, trials: int) -> None:
+    """One case's line as soon as it is measured."""
+    t = c["times"]
+    print(f"{c['case']}: tensorkiln {t['tensorkiln'] * 1e3:.2f} ms, TVM {t['tvm'] * 1e3:.2f} ms, {c['peer']} "
+          f"{t['peer'] * 1e3:.2f} ms; tk/TVM speed ratio at {trials} trials each {t['tvm'] / t['tensorkiln']:.2f}; "
+          f"tuning {c['tk_tuning_seconds']:.0f} s (tk), {c['tvm_tuning_seconds']:.0f} s (TVM)", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=32)
@@ -207,6 +215,7 @@ def main() -> int:
     try:
         for size in args.size:
             cases.append(sgemm_case(tvm, ms, size, args.trials, rounds=5 if args.smoke else 11))
+            print_case(cases[-1], args.trials)  # at once: a later, larger case may not finish
         if not args.skip_conv:
             cases.append(conv_case(tvm, ms, args.trials))
     except NoSchedule as err:
