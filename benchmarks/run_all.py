@@ -73,6 +73,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),
     "tuning": ([sys.executable, os.path.join(HERE, "tuning.py")], True),
     "tuning_sketch": ([sys.executable, os.path.join(HERE, "tuning_sketch.py")], True),
+    # ResNet-18 and BERT-base tuned (records checked inside the model), all builds timed in turns
+    "tuning_models": ([sys.executable, os.path.join(HERE, "tuning_models.py")], True),
     # TVM MetaSchedule at the same trial count (skips, saying why, without apache-tvm: pip install .[tvm])
     "tuning_tvm": ([sys.executable, os.path.join(HERE, "tuning_tvm.py")], True),
     "onnx_lstm_scan": ([sys.executable, os.path.join(HERE, "onnx_lstm_scan.py")], True),

@@ -1,7 +1,8 @@
 """The auto-tuner against TVM MetaSchedule at the same trial count: one SGEMM and one convolution, one run.
 
-    python benchmarks/tuning_tvm.py [--trials 32] [--size 1024] [--json out.json]
+    python benchmarks/tuning_tvm.py [--trials 32] [--size 512 1024] [--json out.json]
     python benchmarks/tuning_tvm.py --smoke      # 8 trials of a 512 GEMM each: minutes, not hours
+    python benchmarks/tuning_tvm.py --full       # 32 trials each of SGEMM 512 and 1024, no convolution
 
 
 For each case both tuners get `--trials` measured candidates: tensorkiln's
@@ -175,17 +176,29 @@ def conv_case(tvm, ms, trials: int) -> dict:
             "tvm_tuning_seconds": tvm_seconds}
 
 
+def print_case(c: dict, trials: int) -> None:
+    """One case's line as soon as it is measured."""
+    t = c["times"]
+    print(f"{c['case']}: tensorkiln {t['tensorkiln'] * 1e3:.2f} ms, TVM {t['tvm'] * 1e3:.2f} ms, {c['peer']} "
+          f"{t['peer'] * 1e3:.2f} ms; tk/TVM speed ratio at {trials} trials each {t['tvm'] / t['tensorkiln']:.2f}; "
+          f"tuning {c['tk_tuning_seconds']:.0f} s (tk), {c['tvm_tuning_seconds']:.0f} s (TVM)", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=32)
-    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--size", type=int, nargs="+", default=[1024], help="SGEMM sizes, one case each")
     parser.add_argument("--skip-conv", action="store_true")
     parser.add_argument("--smoke", action="store_true",
                         help="8 trials of a 512 GEMM for each tuner, no convolution, 5 rounds of turns")
+    parser.add_argument("--full", action="store_true",
+                        help="32 trials of SGEMM 512 and of SGEMM 1024 for each tuner, no convolution")
     parser.add_argument("--json")
     args = parser.parse_args()
     if args.smoke:
-        args.trials, args.size, args.skip_conv = 8, 512, True
+        args.trials, args.size, args.skip_conv = 8, [512], True
+    elif args.full:
+        args.trials, args.size, args.skip_conv = 32, [512, 1024], True
     found, reason = tvm_or_reason()
     if found is None:
         print(f"tuning_tvm: skipped: {reason}")
@@ -200,7 +213,9 @@ def main() -> int:
           f"{settings['num_trials_per_iter']} per round, local builder with {settings['builder_workers']} process")
     cases = []
     try:
-        cases.append(sgemm_case(tvm, ms, args.size, args.trials, rounds=5 if args.smoke else 11))
+        for size in args.size:
+            cases.append(sgemm_case(tvm, ms, size, args.trials, rounds=5 if args.smoke else 11))
+            print_case(cases[-1], args.trials)  # at once: a later, larger case may not finish
         if not args.skip_conv:
             cases.append(conv_case(tvm, ms, args.trials))
     except NoSchedule as err:

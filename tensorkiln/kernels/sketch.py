@@ -20,7 +20,19 @@ and with what factor:
   for threads) runs its outermost independent loop on threads;
 - `rfactor`: the innermost loop reducing into a scalar (acc = acc op x)
   keeps `rfactor` partial accumulators, combined after it, and its inner
-  part is vectorized.
+  part is vectorized;
+- `cache_write`: the k-th serial loop that accumulates into elements of a
+  buffer through a perfect nest of independent loops (the per-lane partial
+  sums of a row kernel, an attention kernel's output tile) moves innermost
+  (`reorder`) and each element it updates is kept in a local scalar, written
+  back once after it (`cache_write`);
+- `compute_at`: the k-th local buffer written by one loop nest and read by a
+  later loop of the same extent is produced inside that loop, one
+  iteration's part just before it is used (`compute_at`).
+
+`cache_write` and `compute_at` act last, on the kernel the other rules made,
+with its loops renamed apart first (a lowering reuses a loop name in several
+nests; renaming a loop variable changes nothing else).
 
 The default (every knob 0) applies no primitive, so an untuned kernel is
 exactly the lowering's. Every primitive checks its own legality: a sketch
@@ -39,8 +51,8 @@ from dataclasses import dataclass
 
 from ..loops import expr as E
 from ..loops import schedule as S
-from ..loops.ir import Block, For, Kernel, Stmt, iter_stmts
-from ..loops.nest import ScheduleError, carried_dependences
+from ..loops.ir import Alloc, Block, For, Kernel, Stmt, Store, iter_stmts, stmt_exprs
+from ..loops.nest import ScheduleError, _rewrite, carried_dependences, substitute
 from .tuned import configured, workload_key
 
 SKETCHED_KINDS = ("injective", "reduction", "row", "attention")  # lowered without a tuned template
@@ -57,6 +69,8 @@ class SketchConfig:
     grain: int = dataclasses.field(default=0, metadata={"quiet": True})
     parallel: int = dataclasses.field(default=0, metadata={"quiet": True})
     rfactor: int = dataclasses.field(default=0, metadata={"quiet": True})
+    cache_write: int = dataclasses.field(default=0, metadata={"quiet": True})
+    compute_at: int = dataclasses.field(default=0, metadata={"quiet": True})
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,8 @@ class NestFacts:
     parallel: For | None  # the outermost parallel loop
     serial_outer: For | None  # the outermost independent loop, where no loop is parallel
     reduction: For | None  # the innermost loop that updates an outer scalar
+    accumulating: int = 0  # loops the cache_write rule can act on (after renaming loops apart)
+    producers: int = 0  # (buffer, loop) pairs the compute_at rule can act on
 
     def extent(self, loop: For | None) -> int:
         """The loop's constant extent (0 when it has none)."""
@@ -112,7 +128,76 @@ def nest_facts(kernel: Kernel) -> NestFacts:
     serial_outer = None if parallel is not None or any(l.kind == "parallel" for l in _loops(kernel)) \
         else next(iter(independent), None)
     reduction = next((l for l in reversed(loops) if _innermost(l) and id(l) not in free), None)
-    return NestFacts(fusable, vector, around, parallel, serial_outer, reduction)
+    renamed = unique_loop_names(kernel)
+    return NestFacts(fusable, vector, around, parallel, serial_outer, reduction,
+                     len(accumulating_loops(renamed)), len(producer_pairs(renamed)))
+
+
+def unique_loop_names(kernel: Kernel) -> Kernel:
+    """`kernel` with every loop whose variable name an earlier loop already has renamed apart (`e1_lane1`).
+    Only names change: each loop's variable is replaced in its own body."""
+    while True:
+        seen: set[str] = set()
+        duplicate = None
+        for stmt in iter_stmts(kernel.body):
+            if isinstance(stmt, For):
+                if stmt.var.name in seen:
+                    duplicate = stmt
+                    break
+                seen.add(stmt.var.name)
+        if duplicate is None:
+            return kernel
+        var = E.Var(_free(kernel, duplicate.var.name))
+        renamed = For(var, duplicate.extent, substitute(duplicate.body, {duplicate.var.name: var}), duplicate.kind)
+        kernel = Kernel(kernel.name, kernel.params, _rewrite(kernel.body, lambda x: renamed if x is duplicate else None),
+                        kernel.comment)
+
+
+def _perfect_chain(loop: For) -> list[For]:
+    """The loops perfectly nested directly inside `loop`, outermost first."""
+    chain, inner = [], _only_statement(loop)
+    while isinstance(inner, For):
+        chain.append(inner)
+        inner = _only_statement(inner)
+    return chain
+
+
+def accumulating_loops(kernel: Kernel) -> list[tuple[For, list[For], list[str]]]:
+    """(loop, the perfect nest inside it, the buffers it accumulates into) for each serial loop of constant
+    extent that carries a dependence, directly around a perfect nest of independent loops, whose stores all
+    go to indices that do not use the loop (each element is updated once per iteration: an accumulator)."""
+    found = []
+    for loop in _loops(kernel):
+        if loop.kind != "serial" or not isinstance(loop.extent, E.Const) or not carried_dependences(loop):
+            continue
+        chain = _perfect_chain(loop)
+        if not chain or any(carried_dependences(c) for c in chain):
+            continue
+        stores = [x for x in iter_stmts(chain[-1].body) if isinstance(x, Store)]
+        if stores and all(loop.var.name not in E.free_vars(x.index) for x in stores):
+            found.append((loop, chain, sorted({x.buffer.name for x in stores})))
+    return found
+
+
+def producer_pairs(kernel: Kernel) -> list[tuple[str, For]]:
+    """(buffer, consumer loop) for each local buffer written by one loop nest of its Alloc's body and each loop
+    after it in that body (or nested in a later statement) that reads it and has the producer's outer extent."""
+    found = []
+    for alloc in (x for x in iter_stmts(kernel.body) if isinstance(x, Alloc)):
+        stmts = alloc.body.stmts if isinstance(alloc.body, Block) else (alloc.body,)
+        name = alloc.buffer.name
+        writers = [k for k, x in enumerate(stmts) if any(isinstance(y, Store) and y.buffer.name == name
+                                                         for y in iter_stmts(x))]
+        if len(writers) != 1 or not isinstance(stmts[writers[0]], For):
+            continue
+        extent = stmts[writers[0]].extent
+        for later in stmts[writers[0] + 1:]:
+            for loop in (x for x in iter_stmts(later) if isinstance(x, For)):
+                reads = any(isinstance(n, E.Load) and n.buffer.name == name
+                            for y in iter_stmts(loop.body) for e in stmt_exprs(y) for n in E.walk(e))
+                if reads and loop.extent == extent:
+                    found.append((name, loop))
+    return found
 
 
 def _free(kernel: Kernel, base: str) -> str:
@@ -197,6 +282,24 @@ def sketch(kernel: Kernel, config: SketchConfig) -> tuple[Kernel, S.Schedule]:
                                 "than it")
         s.step("rfactor", loop.var.name, config.rfactor)
         s.step("vectorize", f"{loop.var.name}_i")
+    if config.cache_write or config.compute_at:
+        s.kernel = unique_loop_names(s.kernel)
+    if config.cache_write:
+        candidates = accumulating_loops(s.kernel)
+        if not 0 < config.cache_write <= len(candidates):
+            raise ScheduleError(f"sketch of {kernel.name}: cache_write {config.cache_write} needs that many loops "
+                                f"accumulating into a buffer, found {len(candidates)}")
+        loop, chain, buffers = candidates[config.cache_write - 1]
+        s.step("reorder", *[c.var.name for c in chain], loop.var.name)
+        for buffer in buffers:
+            s.step("cache_write", buffer, loop.var.name)
+    if config.compute_at:
+        pairs = producer_pairs(s.kernel)
+        if not 0 < config.compute_at <= len(pairs):
+            raise ScheduleError(f"sketch of {kernel.name}: compute_at {config.compute_at} needs that many local "
+                                f"buffers produced before a loop of their producer's extent, found {len(pairs)}")
+        buffer, loop = pairs[config.compute_at - 1]
+        s.step("compute_at", buffer, loop.var.name)
     return s.kernel, s.steps
 
 
@@ -274,5 +377,6 @@ def sketch_config(values: dict) -> SketchConfig:
     return dataclasses.replace(SketchConfig(), **values)
 
 
-__all__ = ["NestFacts", "SKETCHED_KINDS", "SketchConfig", "has_constant_sizes", "measurable_alone", "nest_facts", "remember_kernel", "sketch", "sketch_config",
+__all__ = ["NestFacts", "SKETCHED_KINDS", "SketchConfig", "accumulating_loops", "has_constant_sizes",
+           "producer_pairs", "unique_loop_names", "measurable_alone", "nest_facts", "remember_kernel", "sketch", "sketch_config",
            "sketch_kernel", "sketch_legal", "sketch_workload", "sketched"]

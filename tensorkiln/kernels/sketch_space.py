@@ -25,6 +25,7 @@ TILES = (8, 16, 32, 64, 128, 256, 512)
 UNROLLS = (2, 4, 8)
 GRAINS = (2, 4, 8, 16, 32)
 RFACTORS = (4, 8, 16, 32, 64)
+PLACES = 6  # the first loops (buffers) the cache_write (compute_at) rule may choose among
 
 
 def _below(values: tuple[int, ...], extent: int) -> tuple[int, ...]:
@@ -42,6 +43,8 @@ def sketch_knobs(facts: NestFacts) -> dict[str, tuple]:
         "grain": _below(GRAINS, facts.extent(facts.parallel)),
         "parallel": (0, 1) if facts.serial_outer is not None else (0,),
         "rfactor": _below(RFACTORS, facts.extent(facts.reduction)),
+        "cache_write": tuple(range(min(facts.accumulating, PLACES) + 1)),
+        "compute_at": tuple(range(min(facts.producers, PLACES) + 1)),
     }
 
 
@@ -74,4 +77,4 @@ def sketch_space(workload: str) -> KnobSpace | None:
                      features=lambda config: sketch_features(kernel, facts, config))
 
 
-__all__ = ["GRAINS", "RFACTORS", "TILES", "UNROLLS", "sketch_features", "sketch_knobs", "sketch_space"]
+__all__ = ["GRAINS", "PLACES", "RFACTORS", "TILES", "UNROLLS", "sketch_features", "sketch_knobs", "sketch_space"]

@@ -100,15 +100,17 @@ class RecordTable:
 
 @functools.lru_cache(maxsize=4)
 def _table_for(state: tuple[str, int, int], target: str) -> RecordTable:
-    best: dict[str, tuning_records.TuningRecord] = {}
+    winners: dict[str, list[tuning_records.TuningRecord]] = {}
     foreign = slower = 0
     for record in tuning_records.read_records(tuning_records.records_path()):
         if record.target != target:
             foreign += 1
         elif record.seconds >= record.default_seconds:
-            slower += 1  # the default wins ties
-        elif record.workload not in best or record.seconds < best[record.workload].seconds:
-            best[record.workload] = record
+            slower += 1  # the default wins ties; a later verdict withdraws the earlier wins of its config
+            winners[record.workload] = [r for r in winners.get(record.workload, []) if r.config != record.config]
+        else:
+            winners.setdefault(record.workload, []).append(record)
+    best = {w: min(rs, key=lambda r: r.seconds) for w, rs in winners.items() if rs}
     return RecordTable({w: r.config for w, r in best.items()}, foreign, slower, state[0])
 
 

@@ -8,6 +8,10 @@ then prints a table of the workloads (uses, default and best time, speedup, tria
 the whole model's latency untuned and tuned, timed in alternating turns in
 this run, and writes the convergence plot (best time against trials, one
 line per kernel, relative to its default; PNG, needs matplotlib).
+Before the final timing the records are checked inside the model
+(tune/model_check.py: each tuned workload's kernels profiled in the model,
+untuned and tuned in turns; a record that does not pay there is withdrawn),
+unless --no-model-check; its time comes out of --seconds.
 """
 from __future__ import annotations
 
@@ -100,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=SHAPE",
                         help="shape of an ONNX model's random input, e.g. x=1x3x224x224")
     parser.add_argument("--plot", default="tune-convergence.png", help="where the convergence plot goes")
+    parser.add_argument("--no-model-check", action="store_true",
+                        help="keep every record the searches confirmed, without checking it inside the model")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.model.endswith(".onnx"):
         make, inputs = onnx_model(args.model, dict(parse_shape(s, "--input-shape") for s in args.input_shape))
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     workloads = len(kernel_workloads(untuned, *inputs))
     print(f"{workloads} tunable kernel workload(s), up to {args.trials} trials each", file=sys.stderr)
     result = tune(untuned, *inputs, trials=args.trials, seconds=args.seconds, strategy=args.strategy,
-                  progress=progress_bar(args.trials * workloads))
+                  progress=progress_bar(args.trials * workloads), check_model=not args.no_model_check, rebuild=make)
     sys.stderr.write("\n")
     print(result)
     tuned = make()  # compiled with the records just written

@@ -10,6 +10,13 @@ shape share one), tuned together within the budget by the task scheduler
 latency per second). Records are appended to the records file, so the next
 compile, in this process or another, uses them; a JitFunction passed in
 forgets its compiled signatures.
+
+With `check_model=True` the records are then checked inside the model
+(model_check.py: per-workload kernel times from profile() and the whole
+model's latency, untuned and tuned, in turns), and a record that does not
+pay there is withdrawn; the time this takes (estimated from the check's
+own first build of the model and one call, at most half of `seconds`) is
+kept back from `seconds`.
 """
 from __future__ import annotations
 
@@ -18,12 +25,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..frontend.jit import jit
+from ..frontend.jit import JitFunction, jit
 from ..kernels.sketch import sketch_kernel
 from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.templates.spaces import space_of
 from ..kernels.tuned import parse_workload
 from .measure import Measurer
+from .model_check import ModelCheck, check_model as check_in_model, untuned_build
 from .scheduler import Task, schedule
 from .tuner import WorkloadResult
 
@@ -56,19 +64,25 @@ class TuneResult:
 
     kernels: list[KernelTuning] = field(default_factory=list)
     seconds: float = 0.0
+    model_check: ModelCheck | None = None  # the in-model check of the records, when asked for
+    too_small: list[str] = field(default_factory=list)  # workloads left at their default: too little work
 
     @property
     def trials(self) -> int:
         return sum(k.trials for k in self.kernels)
 
     def __str__(self) -> str:
-        lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials",
+        lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials"
+                 + (f"; {len(self.too_small)} too small to tune (under {MIN_WORK_SHARE:g} of the largest task's work "
+                    "x uses) kept their defaults" if self.too_small else ""),
                  f"{'kernel':<24} {'workload':<52} {'uses':>4} {'default ms':>10} {'best ms':>9} {'speedup':>7} "
                  f"{'trials':>6}"]
         for k in self.kernels:
             mark = "" if k.result.tuned else "  (default kept)"
             lines.append(f"{k.kernel[:24]:<24} {k.workload[:52]:<52} {k.uses:4d} {k.default_seconds * 1e3:10.3f} "
                          f"{k.best_seconds * 1e3:9.3f} {k.result.speedup:6.2f}x {k.trials:6d}{mark}")
+        if self.model_check is not None:
+            lines.append(str(self.model_check))
         return "\n".join(lines)
 
 
@@ -98,8 +112,10 @@ def kernel_workloads(fn, *example_args, **example_kwargs) -> list[tuple[str, str
 def _work(workload: str) -> float:
     """Multiply-adds of one call of the workload's kernel (the order tasks start in)."""
     template, facts = parse_workload(workload)
-    if template == "sketch":  # elements of the output
-        return math.prod(int(d) for d in facts["shape"].split("x"))
+    if template == "sketch":  # elements of the output; an attention kernel's are each a row of keys wide, twice
+        elements = math.prod(int(d) for d in facts["shape"].split("x"))
+        dims = [int(d) for d in facts["shape"].split("x")]
+        return elements * 2 * dims[-2] if facts["kind"] == "attention" and len(dims) >= 2 else elements
     if template == "conv":
         shape = shape_of_workload(workload)
         oh, ow = shape.out_hw
@@ -107,8 +123,33 @@ def _work(workload: str) -> float:
     return math.prod(int(facts.get(f, 1)) for f in ("m", "n", "k"))
 
 
+def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
+    """A maker of fresh compiled copies of `fn` (a plain function or a JitFunction); None for other objects."""
+    if isinstance(fn, JitFunction):
+        return lambda: JitFunction(fn.fn, fn.options)
+    if hasattr(fn, "report"):
+        return None
+    return lambda: jit(fn)
+
+
+MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
+
+
+def worth_tuning(uses: dict[str, list[str]]) -> tuple[list[Task], list[str]]:
+    """The tasks, largest work x uses first, and the workloads with less than MIN_WORK_SHARE of the largest's.
+
+    Every task's default is measured before any search, and each costs seconds (a build, the worker's
+    reference): a model's many tiny kernels (ResNet-18's per-channel batch-norm vectors) would spend the
+    budget on that alone, for kernels whose time is noise in the model's."""
+    ranked = sorted(uses.items(), key=lambda item: -_work(item[0]) * len(item[1]))
+    largest = _work(ranked[0][0]) * len(ranked[0][1]) if ranked else 0.0
+    small = {w for w, kernels in ranked if _work(w) * len(kernels) < MIN_WORK_SHARE * largest}
+    return [Task(w, kernels) for w, kernels in ranked if w not in small], [w for w, _ in ranked if w in small]
+
+
 def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = None,
          strategy: str = "evolutionary", progress: Callable | None = None, measurer: Measurer | None = None,
+         check_model: bool = False, rebuild: Callable[[], Callable] | None = None,
          **example_kwargs) -> TuneResult:
     """Tune fn's kernels for these example arguments; records are kept for every later compile.
 
@@ -116,11 +157,22 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     seconds: the whole call's budget, shared among the workloads by the task scheduler (scheduler.py).
     strategy: random, genetic, annealing or evolutionary (cost-model guided; the default).
     progress(kernel, workload, result, trial) is called after every trial.
+    check_model: afterwards, check the records inside the model and withdraw those that do not pay
+    (model_check.py); rebuild() makes a fresh compiled copy of the model for it (default: from fn, which
+    must then be a plain function or a JitFunction; example_kwargs are not passed to the check).
     """
     start = time.monotonic()
+    rebuild = rebuild or rebuilder(fn)
+    if check_model and rebuild is None:
+        raise ValueError("tk.tune(check_model=True) of this object needs rebuild=, a maker of fresh compiled copies")
     uses = workload_uses(fn, *example_args, **example_kwargs)
-    tasks = [Task(w, kernels) for w, kernels in sorted(uses.items(), key=lambda item: -_work(item[0]) * len(item[1]))]
-    outcome = TuneResult()
+    untuned = None
+    if check_model:  # its untuned build now: it also says what the check's other two builds will cost
+        untuned, check_seconds = untuned_build(rebuild, example_args)
+        if seconds is not None:  # at most half the budget: on a loaded machine builds alone could take it all
+            seconds = max(seconds - min(check_seconds, seconds / 2) - (time.monotonic() - start), 0.0)
+    tasks, too_small = worth_tuning(uses)
+    outcome = TuneResult(too_small=too_small)
     owned = measurer is None
     measurer = measurer or Measurer()
     try:
@@ -129,10 +181,13 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     finally:
         if owned:
             measurer.close()
+    if check_model:
+        outcome.model_check = check_in_model(rebuild, example_args, list(uses), untuned=untuned)
     outcome.seconds = time.monotonic() - start
     if hasattr(fn, "clear_cache"):
         fn.clear_cache()  # its signatures were compiled before the records existed
     return outcome
 
 
-__all__ = ["KernelTuning", "TuneResult", "kernel_workloads", "tune", "workload_uses"]
+__all__ = ["KernelTuning", "MIN_WORK_SHARE", "TuneResult", "kernel_workloads", "rebuilder", "tune", "worth_tuning",
+           "workload_uses"]

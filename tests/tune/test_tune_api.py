@@ -47,3 +47,13 @@ def test_nearest_tuned_workload(records):
                                    seconds, 2.0, 4))
     assert nearest_tuned(gemm_workload(110, 64, 64, "float32"))[0] == gemm_workload(100, 64, 64, "float32")
     assert nearest_tuned(gemm_workload(110, 64, 64, "float64")) is None  # another dtype is another kernel
+
+
+def test_tasks_too_small_to_matter_keep_their_defaults():
+    from tensorkiln.tune.api import MIN_WORK_SHARE, worth_tuning
+    big = gemm_workload(512, 512, 512, "float32")
+    small = "sketch:kind=injective:dtype=float32:shape=64:nest=0123456789ab"  # 64 elements, 5 uses
+    attention = "sketch:kind=attention:dtype=float32:shape=1x12x128x64:nest=0123456789ab"
+    tasks, too_small = worth_tuning({small: ["k1"] * 5, big: ["k0"], attention: ["k2"] * 12})
+    assert [t.workload for t in tasks] == [attention, big]  # largest work x uses first (2 x 128 keys a row)
+    assert too_small == [small] and 64 * 5 < MIN_WORK_SHARE * 512 ** 3

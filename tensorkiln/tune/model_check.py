@@ -1,0 +1,214 @@
+"""Do a model's tuning records pay inside the model? Per-workload kernel times and the latency, in turns.
+
+A workload's search measures its kernel alone: one kernel in a program of
+its own, called over and over on the same operands, its caches hot. Inside a
+model the same kernel runs between others that evicted its operands, and a
+GEMM there carries its epilogue (bias, GELU, a residual add) that the
+search's GEMM alone does not. A configuration that won alone can lose in the
+model, and the searches' "never slower" does not add up to a faster model.
+
+`check_model(rebuild, inputs, workloads)` settles it in the model itself:
+
+1. the model is compiled twice, untuned (every template's analytic choice)
+   and tuned (the records in use), and both are profiled (`profile()`: the
+   time of every kernel inside whole-model calls) in alternating rounds;
+2. each tuned workload's share is the summed time of the kernels that name
+   it (a kernel's comment lists the workloads it asked about), in each
+   build; its in-model ratio is the median over rounds of tuned / untuned;
+3. a workload whose kernels are not faster in the model by more than NOISE
+   has its record withdrawn (the default wins ties), and so has one that no
+   kernel of the tuned build names (another record changed its kernel: a
+   convolution tuned to another algorithm has no Winograd GEMM left);
+4. the model with the remaining records is compiled and timed against the
+   untuned one in turns; unless it is faster end to end by more than NOISE,
+   every record of the model is withdrawn too.
+
+A withdrawal is a record appended with the same workload and configuration
+and the in-model times, seconds >= default_seconds (a tie is written at the
+default's time): an append-only file that says "measured in the model, this
+configuration did not pay" (kernels/tuned.py then ignores the earlier
+record of that configuration).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..kernels.tuned import active_configs, target_key, using_configs
+from ..runtime import tuning_records
+from .tuner import NOISE
+
+
+@dataclass
+class WorkloadCheck:
+    """One tuned workload inside the model: its kernels' summed seconds per call, untuned and tuned."""
+
+    workload: str
+    config: dict
+    kernels: int
+    untuned_seconds: float
+    tuned_seconds: float
+    ratio: float  # median over rounds of tuned / untuned
+    kept: bool = False
+
+
+@dataclass
+class ModelCheck:
+    """What check_model measured and decided."""
+
+    workloads: list[WorkloadCheck] = field(default_factory=list)
+    untuned_seconds: float = 0.0  # the whole model per call, in turns with the kept records' build
+    tuned_seconds: float = 0.0
+    rounds: int = 0
+    kept_end_to_end: bool = False  # the kept records made the model faster by more than NOISE
+
+    @property
+    def speedup(self) -> float:
+        """Untuned / tuned latency with the records that were kept (1.0: none kept)."""
+        return self.untuned_seconds / self.tuned_seconds if self.tuned_seconds > 0 else 1.0
+
+    @property
+    def kept(self) -> dict[str, dict]:
+        return {w.workload: w.config for w in self.workloads if w.kept}
+
+    def __str__(self) -> str:
+        lines = [f"in-model check ({self.rounds} rounds of profile() in turns, untuned vs tuned):",
+                 f"{'workload':<60} {'kernels':>7} {'untuned ms':>10} {'tuned ms':>9} {'ratio':>6}  verdict"]
+        for w in self.workloads:
+            verdict = "kept" if w.kept else "withdrawn"
+            lines.append(f"{w.workload[:60]:<60} {w.kernels:7d} {w.untuned_seconds * 1e3:10.3f} "
+                         f"{w.tuned_seconds * 1e3:9.3f} {w.ratio:6.3f}  {verdict}")
+        if not self.workloads:
+            lines.append("no tuned record in use: nothing to check")
+        elif self.untuned_seconds <= 0:
+            lines.append("no record paid in the model: the tuned model is the untuned one")
+        else:
+            lines.append(f"end to end, in turns: untuned {self.untuned_seconds * 1e3:.2f} ms, with the records that "
+                         f"paid {self.tuned_seconds * 1e3:.2f} ms ({self.speedup:.2f}x)"
+                         + ("" if self.kept_end_to_end else
+                            "; not faster by more than the noise margin: every record withdrawn"))
+        return "\n".join(lines)
+
+
+def workload_seconds(compiled, inputs: tuple, repeat: int) -> dict[str, tuple[float, int]]:
+    """{workload: (summed seconds per call of the kernels naming it, how many kernels)} from one profile()."""
+    report = compiled.report(*inputs)
+    profile = compiled.profile(*inputs, repeat=repeat)
+    totals: dict[str, tuple[float, int]] = {}
+    for kernel, timed in zip(report.kernels, profile.kernels):
+        for use in kernel.tuning:
+            workload = use.split(" ", 1)[0]
+            seconds, count = totals.get(workload, (0.0, 0))
+            totals[workload] = (seconds + timed.seconds, count + 1)
+    return totals
+
+
+def latency_in_turns(runs: dict[str, Callable[[], object]], rounds: int, calls: int = 2) -> dict[str, float]:
+    """Median seconds per call of each of `runs`, timed in alternating blocks of `calls` calls (the order
+    reversed every round, one untimed call before each block), so a drifting machine shifts all alike."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    order = list(runs)
+    for round_index in range(rounds):
+        for name in (order if round_index % 2 == 0 else order[::-1]):
+            runs[name]()
+            for _ in range(calls):
+                began = time.perf_counter()
+                runs[name]()
+                times[name].append(time.perf_counter() - began)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _built(rebuild: Callable[[], object], inputs: tuple, table: dict[str, dict]):
+    """The model compiled (and called once) under exactly the configurations of `table`."""
+    with using_configs(table):
+        compiled = rebuild()
+        compiled(*inputs)
+        compiled.report(*inputs)
+    return compiled
+
+
+def _withdraw(workload: str, config: dict, seconds: float, default_seconds: float) -> None:
+    """Append the record saying `config` did not pay in the model (seconds >= default_seconds)."""
+    tuning_records.append_record(tuning_records.TuningRecord(
+        workload, target_key(), dict(config), max(seconds, default_seconds), default_seconds, 0))
+
+
+BUILDS = 4  # builds after the untuned one: tuned, the two profiling builds, and with the records that paid
+
+
+def calls_of_check(rounds: int = 5, repeat: int = 3) -> int:
+    """Model calls the check makes: profile() of both builds each round (a warm-up and `repeat`), then the
+    latency in turns (each round one untimed and two timed calls of both)."""
+    return 2 * rounds * (repeat + 1) + 2 * rounds * 3
+
+
+def untuned_build(rebuild: Callable[[], object], inputs: tuple) -> tuple[object, float]:
+    """The model compiled with every template's analytic choice, and an estimate of the seconds the rest of
+    the check will take (BUILDS more builds like it and calls_of_check() calls; tk.tune keeps them back
+    from its budget)."""
+    began = time.monotonic()
+    built = _built(rebuild, inputs, {})
+    build_seconds = time.monotonic() - began
+    began = time.monotonic()
+    built(*inputs)
+    return built, BUILDS * build_seconds + calls_of_check() * (time.monotonic() - began)
+
+
+def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[str] | None = None,
+                rounds: int = 5, repeat: int = 3, withdraw: bool = True, untuned=None) -> ModelCheck:
+    """Check the model's tuned workloads inside the model (see the module docstring).
+
+    rebuild(): a fresh compiled callable of the model (tk.jit of it, a loaded ONNX model), with
+    `report`, `profile` and a call on `inputs`; each build is made under a fixed configuration table.
+    workloads: the model's workloads to check (default: every one the model's kernels name that has
+    a record in use). withdraw=False measures and decides without appending to the records file.
+    untuned: the untuned build (untuned_build's), when already made.
+    """
+    tuned_table = dict(active_configs())
+    untuned = untuned if untuned is not None else _built(rebuild, inputs, {})
+    named = {use.split(" ", 1)[0] for k in untuned.report(*inputs).kernels for use in k.tuning}
+    chosen = [w for w in (workloads if workloads is not None else sorted(named)) if w in tuned_table and w in named]
+    check = ModelCheck(rounds=rounds)
+    if not chosen:
+        return check
+    tuned = _built(rebuild, inputs, {w: tuned_table[w] for w in chosen})
+    ratios: dict[str, list[float]] = {w: [] for w in chosen}
+    sums: dict[str, list[tuple[float, float, int]]] = {w: [] for w in chosen}
+    for round_index in range(rounds):
+        order = [(untuned, "u"), (tuned, "t")] if round_index % 2 == 0 else [(tuned, "t"), (untuned, "u")]
+        measured = {side: workload_seconds(compiled, inputs, repeat) for compiled, side in order}
+        for w in chosen:
+            before, count = measured["u"].get(w, (0.0, 0))
+            after, _ = measured["t"].get(w, (0.0, 0))
+            if before > 0:
+                ratios[w].append(after / before)
+                sums[w].append((before, after, count))
+    for w in chosen:
+        if not ratios[w]:
+            continue
+        ratio = statistics.median(ratios[w])
+        before = statistics.median(s[0] for s in sums[w])
+        after = statistics.median(s[1] for s in sums[w])
+        # after == 0: no kernel of the tuned build names it (another record changed that kernel, as a
+        # convolution's algorithm removes its Winograd GEMM); unmeasured, it is withdrawn: the default wins
+        check.workloads.append(WorkloadCheck(w, dict(tuned_table[w]), sums[w][0][2], before, after, ratio,
+                                             kept=after > 0 and ratio < 1 - NOISE))
+    kept = check.kept
+    if kept:
+        final = tuned if set(kept) == set(chosen) else _built(rebuild, inputs, kept)
+        times = latency_in_turns({"untuned": lambda: untuned(*inputs), "tuned": lambda: final(*inputs)}, rounds)
+        check.untuned_seconds, check.tuned_seconds = times["untuned"], times["tuned"]
+        check.kept_end_to_end = check.tuned_seconds < (1 - NOISE) * check.untuned_seconds
+    if not check.kept_end_to_end:
+        for w in check.workloads:
+            w.kept = False
+    if withdraw:
+        for w in check.workloads:
+            if not w.kept:
+                _withdraw(w.workload, w.config, w.tuned_seconds, w.untuned_seconds)
+    return check
+
+
+__all__ = ["BUILDS", "ModelCheck", "calls_of_check", "WorkloadCheck", "check_model", "latency_in_turns", "untuned_build", "workload_seconds"]
