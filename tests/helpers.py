@@ -38,6 +38,7 @@ import pytest
 
 import tensorkiln as tk
 from tensorkiln import dtypes as dt
+from tensorkiln import nn
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-10, 1e-12),
@@ -212,3 +213,15 @@ def assert_same_structure(a, b, exact: bool = True):
             assert_same_structure(a[k], b[k], exact)
     else:
         assert a == b
+
+
+def random_conv2d(rng: np.random.Generator, seed: int):
+    """A Conv2d with randomly drawn groups, channels, kernel, stride and padding (odd counts included);
+    returns it with its kernel size. Weights come from `tk.manual_seed(seed)`."""
+    groups = int(rng.choice([1, 1, 2]))
+    c_in = groups * int(rng.integers(1, 9))
+    c_out = groups * int(rng.integers(1, 13))
+    kernel, stride = int(rng.choice([1, 3, 5])), int(rng.choice([1, 2]))
+    padding = int(rng.integers(0, kernel // 2 + 1))
+    tk.manual_seed(seed)
+    return nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding, groups=groups), kernel

@@ -13,6 +13,8 @@ import tensorkiln as tk
 import tensorkiln.nn as nn
 import tensorkiln.nn.functional as F
 
+from helpers import random_conv2d
+
 BATCHES = (2, 7, 3, 16, 5)
 
 
@@ -62,14 +64,8 @@ def test_a_cnn_with_a_symbolic_batch_is_one_program_equal_to_the_reference():
 @pytest.mark.parametrize("seed", range(4))
 def test_random_conv_layers_with_a_symbolic_batch(seed):
     rng = np.random.default_rng(seed)
-    groups = int(rng.choice([1, 1, 2]))
-    c_in = groups * int(rng.integers(1, 9))
-    c_out = groups * int(rng.integers(1, 13))
-    kernel, stride = int(rng.choice([1, 3, 5])), int(rng.choice([1, 2]))
-    padding = int(rng.integers(0, kernel // 2 + 1))
+    conv, kernel = random_conv2d(rng, seed)
     size = int(rng.integers(kernel + 2, 15))
-    tk.manual_seed(seed)
-    conv = nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding, groups=groups)
 
     def layer(x):
         return F.max_pool2d(F.relu(conv(x)), 2, ceil_mode=True)
@@ -77,7 +73,7 @@ def test_random_conv_layers_with_a_symbolic_batch(seed):
     symbolic = tk.jit(layer, dynamic={"x": {0: "batch"}})
     with tk.no_grad():
         for batch in (3, 2, 9):
-            x = _images(batch, c_in, size)
+            x = _images(batch, conv.in_channels, size)
             np.testing.assert_allclose(symbolic(tk.tensor(x)).numpy(), layer(tk.tensor(x)).numpy(),
                                        rtol=1e-4, atol=1e-5)
     assert symbolic.compile_count == 1

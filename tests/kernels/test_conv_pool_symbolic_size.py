@@ -13,6 +13,8 @@ import tensorkiln as tk
 import tensorkiln.nn as nn
 import tensorkiln.nn.functional as F
 
+from helpers import random_conv2d
+
 SIZES = [(2, 16, 16), (3, 17, 23), (2, 21, 14), (4, 19, 31)]  # (batch, height, width)
 
 
@@ -58,13 +60,7 @@ def test_a_cnn_with_symbolic_batch_height_and_width_takes_at_most_two_programs()
 @pytest.mark.parametrize("seed", range(3))
 def test_random_conv_and_pool_layers_with_a_symbolic_image_size(seed):
     rng = np.random.default_rng(seed)
-    groups = int(rng.choice([1, 1, 2]))
-    c_in = groups * int(rng.integers(1, 9))
-    c_out = groups * int(rng.integers(1, 13))
-    kernel, stride = int(rng.choice([1, 3, 5])), int(rng.choice([1, 2]))
-    padding = int(rng.integers(0, kernel // 2 + 1))
-    tk.manual_seed(seed)
-    conv = nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding, groups=groups)
+    conv, kernel = random_conv2d(rng, seed)
 
     def layer(x):  # windows clipped by the padding: the pool's divisors are computed per call
         return F.avg_pool2d(F.relu(conv(x)), 3, stride=2, padding=1, count_include_pad=seed % 2 == 0)
@@ -72,7 +68,7 @@ def test_random_conv_and_pool_layers_with_a_symbolic_image_size(seed):
     f = tk.jit(layer, dynamic={"x": {0: "batch", 2: "h", 3: "w"}})
     with tk.no_grad():
         for batch, h, w in [(2, 13, 17), (3, 21, 12), (2, 16, 25)]:
-            x = tk.tensor(_images(batch, c_in, h, w))
+            x = tk.tensor(_images(batch, conv.in_channels, h, w))
             np.testing.assert_allclose(f(x).numpy(), layer(x).numpy(), rtol=1e-4, atol=1e-5)
         assert f.compile_count <= 2
 
