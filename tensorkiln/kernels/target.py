@@ -34,14 +34,16 @@ class CpuTarget:
     int8_dot: str = "portable"
 
 
-# How the u8 x s8 GEMM (templates/gemm_u8s8.py) sums byte products, best first: vpdpbusd
-# (AVX512-VNNI), bytes widened to 16 bits for vpmaddwd (AVX-512BW), or plain C.
-INT8_DOT_KINDS = ("vnni", "avx512bw", "portable")
+# How the u8 x s8 GEMM (templates/gemm_u8s8.py) and the direct convolutions sum byte products, best
+# first: vpdpbusd (AVX512-VNNI), bytes widened to 16 bits for vpmaddwd (AVX-512BW, or AVX2 in 256-bit
+# vectors: templates/int8_avx2.py), or plain C.
+INT8_DOT_KINDS = ("vnni", "avx512bw", "avx2", "portable")
 
 
 def int8_dot_kind(flags: set[str]) -> str:
     """The best int8 dot product the CPU flags allow; TENSORKILN_INT8_DOT forces a slower one (tests)."""
-    best = "vnni" if {"avx512_vnni", "avx512bw"} <= flags else "avx512bw" if "avx512bw" in flags else "portable"
+    best = "vnni" if {"avx512_vnni", "avx512bw"} <= flags else "avx512bw" if "avx512bw" in flags else \
+        "avx2" if "avx2" in flags else "portable"
     forced = os.environ.get("TENSORKILN_INT8_DOT")
     if forced in INT8_DOT_KINDS and INT8_DOT_KINDS.index(forced) >= INT8_DOT_KINDS.index(best):
         return forced

@@ -22,8 +22,12 @@ lanes are 16 channels: per tap, 16 input bytes are widened to int32
 (`vpmovzxbd`) and multiplied by the int32-widened weights with `vpdpwssd`
 (vnni: its 16-bit halves are x * w + 0 * w_high, exact) or `vpmaddwd` and an
 add (avx512bw); a tile of 4 pixels shares each weight vector.
+
+The `avx2` helpers (256-bit vectors, no AVX-512) are in int8_avx2.py.
 """
 from __future__ import annotations
+
+from .int8_avx2 import DEPTHWISE_AVX2, conv_tile_avx2
 
 _DENSE_TILE = {
     "vnni": r"""
@@ -220,7 +224,8 @@ _DEPTHWISE_PORTABLE = r"""static void tk_depthwise_u8s8_portable(
 
 def dense_source(kind: str) -> str:
     """The C of `tk_conv_u8s8_<kind>`: its micro-kernel and the loop over panels and pixel tiles."""
-    tile = _DENSE_PORTABLE if kind == "portable" else _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
+    tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2() if kind == "avx2" else \
+        _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
     return tile + _DENSE_DRIVER.format(kind=kind)
 
 
@@ -228,4 +233,6 @@ def depthwise_source(kind: str) -> str:
     """The C of `tk_depthwise_u8s8_<kind>`."""
     if kind == "portable":
         return _DEPTHWISE_PORTABLE
+    if kind == "avx2":
+        return DEPTHWISE_AVX2
     return _DEPTHWISE_VECTOR.format(kind=kind, step=_DEPTHWISE_STEP[kind])

@@ -15,7 +15,7 @@ The work is cut into tasks of MB rows x NB columns, spread over the threads::
       out[rows, cols] = epilogue(tile + compensation) # loop IR: the fused epilogue
 
 The micro-kernel is C with vector intrinsics (a `NativeCall`, since loop IR
-has no 4-byte dot product), in one of three variants chosen by the target's
+has no 4-byte dot product), in one of four variants chosen by the target's
 `int8_dot` (kernels/target.py):
 
 - `vnni`: `vpdpbusd` (AVX512-VNNI) adds four u8 x s8 products into each
@@ -25,6 +25,8 @@ has no 4-byte dot product), in one of three variants chosen by the target's
   (255 * 127 * 2 > 32767), so the bytes are widened to 16 bits instead (even
   and odd bytes of each 32-bit lane) and `vpmaddwd` sums the pairs exactly
   into 32 bits: two multiplies and two additions where VNNI needs one.
+- `avx2`: the same sums in 256-bit vectors, the tile in quarters of 4 rows x 16
+  columns (int8_avx2.py).
 - `portable`: plain C, for any other CPU.
 """
 from __future__ import annotations
@@ -42,6 +44,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
+from .int8_avx2 import gemm_tile_avx2
 
 MR = 8  # rows of the register tile
 NR = U8S8_PANEL_COLUMNS  # columns of the register tile: one panel
@@ -168,7 +171,7 @@ _DRIVER = r"""static void tk_gemm_u8s8_{kind}(const uint8_t *restrict a, int64_t
 }}
 """
 
-_TILES = {"vnni": _VNNI, "avx512bw": _AVX512BW, "portable": _PORTABLE}
+_TILES = {"vnni": _VNNI, "avx512bw": _AVX512BW, "avx2": gemm_tile_avx2(), "portable": _PORTABLE}
 
 
 def native_source(kind: str) -> str:

@@ -46,7 +46,7 @@ def weight_only_kind() -> str:
 def int4_kind() -> str:
     """The int4 helper's variant: "vnni" (vpdpbusd), "avx512bw" (vpmaddubsw) or "portable"."""
     target = cpu_target()
-    return "portable" if target.vector_bytes < 64 or target.int8_dot == "portable" else target.int8_dot
+    return target.int8_dot if target.vector_bytes >= 64 and target.int8_dot in ("vnni", "avx512bw") else "portable"
 
 
 def bf16_matvec_kind() -> str:

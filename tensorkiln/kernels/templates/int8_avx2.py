@@ -1,0 +1,168 @@
+"""The AVX2 micro-kernels of the u8 x s8 GEMM and the direct 8-bit convolutions (`int8_dot == "avx2"`).
+
+For CPUs with 256-bit vectors and no AVX-512 (or a hypervisor that hides it). The helpers have
+the signatures and the tile contracts of their AVX-512 siblings (gemm_u8s8.py,
+conv_u8s8_native.py), so the drivers and the loop-IR templates around them are the same.
+
+Exactness: `vpmaddubsw` would saturate its 16-bit pair sums (255 * 127 * 2 > 32767), so, as on the
+avx512bw path, the panel's int8 bytes are sign-extended to 16 bits (even and odd bytes of each
+32-bit lane), the four activation bytes zero-extended the same way, and `vpmaddwd` sums each pair
+exactly into 32 bits.
+
+Registers: 16 ymm. A whole 8 x 32 tile (32 accumulators) does not fit, so the tile is done in
+quarters of at most 4 rows x 16 columns: 8 accumulators, the 16 columns' widened weights (4) and
+the broadcast activation pairs (2). Each quarter walks the whole depth; the panel step it reads
+(64 bytes) stays in L1 for the next quarter.
+
+Depthwise: 8 channels a vector; per tap, 8 input bytes are widened to int32 (`vpmovzxbd`) and
+multiplied by the int32 weights with `vpmaddwd` (the upper 16-bit half of each widened input is
+0, so the pair sum is x * w exactly); a tile of 4 pixels shares each weight vector. Channels past
+the last multiple of 8 are summed in plain C.
+"""
+from __future__ import annotations
+
+# one quarter of the dense tile: mr <= 4 pixels (rows of A) x 16 columns; `next_a` moves `a` to the
+# next depth step (the GEMM: 4 bytes on; the convolution: the next group of 4 channels or the next tap)
+_QUARTER = r"""
+static inline __attribute__((always_inline)) void {name}(
+    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
+    int64_t ldc{params})
+{{
+    __m256i acc0[4], acc1[4];  /* mr rows x 16 columns of int32 sums */
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {{
+        acc0[i] = _mm256_setzero_si256();
+        acc1[i] = _mm256_setzero_si256();
+    }}
+    {setup}
+    for (int64_t k = 0; k < steps; k++, b += 128) {{
+        /* 16 columns x 4 depths: bytes sign-extended to 16 bits, even (depths 0, 2) and odd (1, 3) */
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
+        const __m256i b0e = _mm256_srai_epi16(_mm256_slli_epi16(b0, 8), 8), b0o = _mm256_srai_epi16(b0, 8);
+        const __m256i b1e = _mm256_srai_epi16(_mm256_slli_epi16(b1, 8), 8), b1o = _mm256_srai_epi16(b1, 8);
+#pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {{
+            /* row i's four bytes, zero-extended the same way, then vpmaddwd: exact 32-bit pair sums */
+            const uint32_t word = (uint32_t)*(const tk_avx2_i32 *)(a + i * lda);
+            const __m256i ae = _mm256_set1_epi32((int32_t)(word & 0x00ff00ffu));
+            const __m256i ao = _mm256_set1_epi32((int32_t)((word >> 8) & 0x00ff00ffu));
+            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_add_epi32(_mm256_madd_epi16(ae, b0e), _mm256_madd_epi16(ao, b0o)));
+            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_add_epi32(_mm256_madd_epi16(ae, b1e), _mm256_madd_epi16(ao, b1o)));
+        }}
+        {next_a}
+    }}
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {{
+        _mm256_storeu_si256((__m256i *)(c + i * ldc), acc0[i]);
+        _mm256_storeu_si256((__m256i *)(c + i * ldc + 8), acc1[i]);
+    }}
+}}
+"""
+
+# the tile of mr <= 8 rows x one 32-column panel, as quarters: columns 0..15 then 16..31, rows 0..3 then 4..7
+_TILE = r"""
+static inline __attribute__((always_inline)) void {name}(
+    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
+    int64_t ldc{params})
+{{
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {{
+        {quarter}(mr < 4 ? mr : 4, x, lda, b + 64 * h, c + 16 * h, ldc{args});
+        if (mr > 4) {{
+            {quarter}(mr - 4, x + 4 * lda, lda, b + 64 * h, c + 4 * ldc + 16 * h, ldc{args});
+        }}
+    }}
+}}
+"""
+
+_PRELUDE = r"""#include <immintrin.h>
+typedef int32_t tk_avx2_i32 __attribute__((may_alias, aligned(1)));
+"""
+
+_GEMM_SETUP = "const int64_t steps = depth;\n    const uint8_t *a = x;"
+_GEMM_NEXT = "a += 4;"
+_CONV_SETUP = ("const int64_t steps = kh * kw * groups;\n"
+               "    /* a points at pixel 0's four bytes of this step, moved on incrementally (no division) */\n"
+               "    const uint8_t *a = x;\n"
+               "    int64_t q = 0, s = 0, r = 0;")
+_CONV_NEXT = """a += 4;
+        if (++q == groups) {  /* the next tap: (r, s + 1), or (r + 1, 0) */
+            q = 0;
+            if (++s == kw) {
+                s = 0;
+                r++;
+            }
+            a = x + r * row_step + s * col_step;
+        }"""
+_CONV_PARAMS = ", int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups"
+_CONV_ARGS = ", kh, kw, row_step, col_step, groups"
+
+
+def gemm_tile_avx2() -> str:
+    """The C of `tk_u8s8_tile_avx2(mr, a, lda, b, c, ldc, depth)`: gemm_u8s8.py's tile contract."""
+    quarter = _QUARTER.format(name="tk_u8s8_quarter_avx2", params=", int64_t depth", setup=_GEMM_SETUP,
+                              next_a=_GEMM_NEXT)
+    return _PRELUDE + quarter + _TILE.format(name="tk_u8s8_tile_avx2", params=", int64_t depth",
+                                             quarter="tk_u8s8_quarter_avx2", args=", depth")
+
+
+def conv_tile_avx2() -> str:
+    """The C of `tk_conv_u8s8_tile_avx2(mr, x, lda, b, c, ldc, kh, kw, row_step, col_step, groups)`:
+    conv_u8s8_native.py's dense tile contract (mr pixels of one output row, windows lda bytes apart)."""
+    quarter = _QUARTER.format(name="tk_conv_u8s8_quarter_avx2", params=_CONV_PARAMS, setup=_CONV_SETUP,
+                              next_a=_CONV_NEXT)
+    return _PRELUDE + quarter + _TILE.format(name="tk_conv_u8s8_tile_avx2", params=_CONV_PARAMS,
+                                             quarter="tk_conv_u8s8_quarter_avx2", args=_CONV_ARGS)
+
+
+DEPTHWISE_AVX2 = r"""#include <immintrin.h>
+/* ---- depthwise u8 convolution (avx2): c[t * ldc + j] = the sum of output pixel p0 + t, channel j0 + j,
+ * for t < pixels, j < channels; x one padded NHWC image of C channels a pixel, w (KH, KW, C) int32 */
+static void tk_depthwise_u8s8_avx2(const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c,
+                                   int64_t ldc, int64_t p0, int64_t pixels, int64_t j0, int64_t channels,
+                                   int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh,
+                                   int64_t dw, int64_t kh, int64_t kw)
+{
+    for (int64_t t = 0; t < pixels; t += 4) {
+        const int mr = pixels - t < 4 ? (int)(pixels - t) : 4;
+        const uint8_t *px[4];
+        for (int i = 0; i < 4; i++) {  /* past the run, a pixel repeats the last (computed, not stored) */
+            const int64_t pixel = p0 + t + (i < mr ? i : mr - 1), oy = pixel / ow, ox = pixel % ow;
+            px[i] = x + (oy * sh * wp + ox * sw) * cin + j0;
+        }
+        int64_t j = 0;
+        for (; j + 8 <= channels; j += 8) {
+            __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                              _mm256_setzero_si256()};
+            for (int64_t r = 0; r < kh; r++) {
+                for (int64_t s = 0; s < kw; s++) {
+                    const int64_t tap = (r * dh * wp + s * dw) * cin + j;
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (r * kw + s) * cin + j0 + j));
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; i++) {
+                        /* 8 bytes widened to int32: each lane's upper 16 bits are 0, so vpmaddwd gives x * w */
+                        const __m256i xv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(px[i] + tap)));
+                        acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(xv, wv));
+                    }
+                }
+            }
+            for (int i = 0; i < mr; i++) {
+                _mm256_storeu_si256((__m256i *)(c + (t + i) * ldc + j), acc[i]);
+            }
+        }
+        for (; j < channels; j++) {  /* the last channels, fewer than a vector */
+            for (int i = 0; i < mr; i++) {
+                int32_t acc = 0;
+                for (int64_t r = 0; r < kh; r++) {
+                    for (int64_t s = 0; s < kw; s++) {
+                        acc += (int32_t)px[i][(r * dh * wp + s * dw) * cin + j] * w[(r * kw + s) * cin + j0 + j];
+                    }
+                }
+                c[(t + i) * ldc + j] = acc;
+            }
+        }
+    }
+}
+"""
+
+__all__ = ["DEPTHWISE_AVX2", "conv_tile_avx2", "gemm_tile_avx2"]
