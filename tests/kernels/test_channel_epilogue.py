@@ -1,6 +1,6 @@
 """The per-channel epilogue of the int8 convolutions as one vector helper (channel_epilogue.py): the
 requantizing chain (scale, bias, activation, output scale, round, zero point, saturate) computed in
-512-bit vectors gives the reference interpreter's values bit for bit, over channel counts that are no
+512-bit vectors (AVX-512) or 256-bit ones (AVX2) gives the reference interpreter's values bit for bit, over channel counts that are no
 multiple of the 16 lanes, dense and depthwise layers, uint8, int8 and float32 outputs; anything else
 (a residual operand) keeps the loop-IR epilogue."""
 from __future__ import annotations
@@ -16,7 +16,24 @@ from tensorkiln.kernels.templates.channel_epilogue import channel_epilogue
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-VECTOR = cpu_target().vector_bytes >= 64 and cpu_target().int8_dot != "portable"
+VECTOR = cpu_target().vector_bytes >= 32 and cpu_target().int8_dot != "portable"
+HAS_AVX512 = cpu_target().vector_bytes >= 64
+
+
+@pytest.fixture(params=["avx512", "avx2"])
+def epilogue_width(request, monkeypatch):
+    """The helper's vector width: the host's 512-bit vectors (skipped without them), or 256-bit AVX2 ones
+    (TENSORKILN_VECTOR_BYTES=32: the same sums, the AVX2 epilogue)."""
+    if not VECTOR:
+        pytest.skip("the vector epilogue needs AVX2 or AVX-512BW")
+    if request.param == "avx512" and not HAS_AVX512:
+        pytest.skip("this CPU has no 512-bit vectors")
+    if request.param == "avx2":
+        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    cpu_target.cache_clear()
+    yield request.param
+    monkeypatch.undo()
+    cpu_target.cache_clear()
 
 # (C, H, O, kernel, stride, groups, activation, output, per-channel weights): channels 1, 3, 17, 24, 40 and
 # 70 (tails of the 16 lanes), depthwise, stride 2, size-1 planes; output None: the float value is stored;
@@ -91,8 +108,7 @@ def _compiled_and_reference(model, feeds):
     return got, interpret(optimized, *ordered), module.report(**feeds).kernels
 
 
-@pytest.mark.skipif(not VECTOR, reason="the vector epilogue needs AVX-512BW")
-def test_vector_epilogue_is_the_reference_bit_for_bit():
+def test_vector_epilogue_is_the_reference_bit_for_bit(epilogue_width):
     model, feeds = _model(np.random.default_rng(0), LAYERS)
     got, reference, kernels = _compiled_and_reference(model, feeds)
     for index, (out, ref) in enumerate(zip(got, reference)):
@@ -141,16 +157,15 @@ def _residual_block(rng, c: int, h: int, groups: int, activation: str | None):
 
 
 @pytest.mark.parametrize("c,h,groups,activation", [(16, 6, 1, "relu"), (24, 5, 24, None), (17, 4, 1, "relu6")])
-def test_a_residual_operand_is_read_at_the_output_index(c, h, groups, activation):
+def test_a_residual_operand_is_read_at_the_output_index(c, h, groups, activation, epilogue_width):
     """A residual block's add: the other operand (the previous layer's uint8 output, dequantized: cast,
-    minus its zero point, times its scale) is loaded and widened in the helper, 16 channels a vector."""
+    minus its zero point, times its scale) is loaded and widened in the helper, 16 or 8 channels a vector."""
     model, feeds = _residual_block(np.random.default_rng(c), c, h, groups, activation)
     got, reference, kernels = _compiled_and_reference(model, feeds)
     np.testing.assert_array_equal(got[0], reference[0])
     contractions = [k for k in kernels if k.kind == "contraction"]
     assert len(contractions) == 2
-    if VECTOR:
-        assert all("tk_channel_epilogue_" in k.loop_ir for k in contractions), [k.nodes for k in contractions]
+    assert all("tk_channel_epilogue_" in k.loop_ir for k in contractions), [k.nodes for k in contractions]
 
 
 def test_a_residual_read_through_a_permute_keeps_the_loop_ir_epilogue():
@@ -194,14 +209,12 @@ def test_the_chain_is_read_from_the_graph():
     assert channel_epilogue(conv, root, buffers) is None
 
 
-def test_int8_activations_between_layers(tmp_path):
+def test_int8_activations_between_layers(tmp_path, epilogue_width):
     """A QDQ model with int8 activations (quantize_static, QInt8): each layer's epilogue ends in the cast
     to int8 and the +128 that makes the next layer's uint8 input, or, for the model's output, the
     dequantized float32; every one in the vector helper, bit for bit."""
     torch = pytest.importorskip("torch")
     quantization = pytest.importorskip("onnxruntime.quantization")
-    if not VECTOR:
-        pytest.skip("the vector epilogue needs AVX-512BW")
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 24, 3, padding=1), torch.nn.ReLU(),
                               torch.nn.Conv2d(24, 24, 3, padding=1, groups=24), torch.nn.ReLU(),

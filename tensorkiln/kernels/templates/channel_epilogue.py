@@ -32,21 +32,50 @@ import numpy as np
 from ...ir.graph import Node
 from ...loops.buffer import Buffer
 
-# op -> the intrinsic applied to (value, operand); "r" ops take the operand first
-_BINARY = {"add": "_mm512_add_ps({v}, b)", "mul": "_mm512_mul_ps({v}, b)", "sub": "_mm512_sub_ps({v}, b)",
-           "rsub": "_mm512_sub_ps(b, {v})", "div": "_mm512_div_ps({v}, b)", "rdiv": "_mm512_div_ps(b, {v})",
-           "maximum": "_mm512_max_ps({v}, b)", "minimum": "_mm512_min_ps({v}, b)"}
+# op -> the intrinsic applied to (value, operand), {p} the vector width's prefix (VectorIsa); "r" ops take
+# the operand first
+_BINARY = {"add": "{p}_add_ps({v}, b)", "mul": "{p}_mul_ps({v}, b)", "sub": "{p}_sub_ps({v}, b)",
+           "rsub": "{p}_sub_ps(b, {v})", "div": "{p}_div_ps({v}, b)", "rdiv": "{p}_div_ps(b, {v})",
+           "maximum": "{p}_max_ps({v}, b)", "minimum": "{p}_min_ps({v}, b)"}
 _COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
-_UNARY = {"relu": "_mm512_max_ps({v}, _mm512_setzero_ps())",
-          "round": "_mm512_roundscale_ps({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}
+_UNARY = {"relu": "{p}_max_ps({v}, {p}_setzero_ps())", "round": "{round}"}
 # the graph's float -> 8-bit cast (NaN to 0, saturate, truncate): the range of each integer type
 _RANGES = {"uint8": (0.0, 255.0), "int8": (-128.0, 127.0)}
 _C_TYPES = {"uint8": "uint8_t", "int8": "int8_t", "float32": "float"}
 # an integer lane holding an exact 8-bit value after an op that wraps: uint8 keeps the low byte, int8
 # sign-extends it
-_WRAP = {"uint8": "v8 = _mm512_and_si512(v8, _mm512_set1_epi32(255));",
-         "int8": "v8 = _mm512_srai_epi32(_mm512_slli_epi32(v8, 24), 24);"}
-_INTEGER = {"add": "_mm512_add_epi32(v8, b)", "sub": "_mm512_sub_epi32(v8, b)", "rsub": "_mm512_sub_epi32(b, v8)"}
+_WRAP = {"uint8": "v8 = {p}_and_{si}(v8, {p}_set1_epi32(255));",
+         "int8": "v8 = {p}_srai_epi32({p}_slli_epi32(v8, 24), 24);"}
+_INTEGER = {"add": "{p}_add_epi32(v8, b)", "sub": "{p}_sub_epi32(v8, b)", "rsub": "{p}_sub_epi32(b, v8)"}
+
+
+@dataclass(frozen=True)
+class VectorIsa:
+    """How the helper spells its vector operations at one width: the intrinsics' prefix, the integer
+    vector's suffix, the round to nearest even, a cast's NaN -> 0, and a float operand's load (`{at}`:
+    the address), masked at the channel tail where the width has masks."""
+
+    name: str
+    p: str
+    si: str
+    lanes: int
+    round: str
+    nan_to_zero: str
+    load_ps: str
+
+    def spell(self, template: str, **names: str) -> str:
+        """template with the width's names (and `names`) filled in."""
+        return template.format(p=self.p, si=self.si, **names)
+
+
+AVX512 = VectorIsa("avx512", "_mm512", "si512", 16,
+                   "_mm512_roundscale_ps({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
+                   "v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);",
+                   "_mm512_maskz_loadu_ps(m, {at})")
+AVX2 = VectorIsa("avx2", "_mm256", "si256", 8,
+                 "_mm256_round_ps({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
+                 "v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));",
+                 "_mm256_loadu_ps({at})")
 
 
 @dataclass(frozen=True)
@@ -209,34 +238,38 @@ def _step(node: Node, below: Node, channels: int, buffers: dict[int, Buffer],
     return None
 
 
-def _operand(step: ChannelStep) -> str:
+def _operand(step: ChannelStep, isa: VectorIsa, c: str) -> str:
     if step.side is not None:
         return f"side_value{step.side}"
     if step.scalar is not None:
-        return f"_mm512_set1_ps({float(step.scalar).hex()}f)" if np.isfinite(step.scalar) else \
-            f"_mm512_set1_ps({'-' if step.scalar < 0 else ''}INFINITY)" if np.isinf(step.scalar) else \
-            "_mm512_set1_ps(NAN)"
-    return f"_mm512_maskz_loadu_ps(m, channel{step.channel} + c)"
+        return isa.spell("{p}_set1_ps({x})", x=f"{float(step.scalar).hex()}f" if np.isfinite(step.scalar) else
+                         f"{'-' if step.scalar < 0 else ''}INFINITY" if np.isinf(step.scalar) else "NAN")
+    return isa.load_ps.format(at=f"channel{step.channel}{c}")
 
 
-def _c_step(step: ChannelStep, v: str = "v") -> str:
-    """One step as C on `v` (float32 lanes) or `v8` (the exact 8-bit value in int32 lanes)."""
+def _c_step(step: ChannelStep, isa: VectorIsa, c: str, v: str = "v") -> str:
+    """One step as C on `v` (float32 lanes) or `v8` (the exact 8-bit value in int32 lanes); `c` the channel
+    operands' offset (" + c", or "" where the pointers already point at the vector's channels)."""
     if step.op == "saturate":
         low, high = _RANGES[step.dtype]
-        return ("v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  /* cast: NaN -> 0, */\n"
-                f"            v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps({low:.1f}f)), "
-                f"_mm512_set1_ps({high:.1f}f));  /* saturate, */\n"
-                f"            v8 = _mm512_cvttps_epi32(v);  /* truncate to {step.dtype} */")
+        return (f"{isa.nan_to_zero}  /* cast: NaN -> 0, */\n" +
+                isa.spell("            v = {p}_min_ps({p}_max_ps(v, {p}_set1_ps({low})), {p}_set1_ps({high}));  "
+                          "/* saturate, */\n"
+                          "            v8 = {p}_cvttps_epi32(v);  /* truncate to {dtype} */",
+                          low=f"{low:.1f}f", high=f"{high:.1f}f", dtype=step.dtype))
     if step.op == "wrap":
-        return f"{_WRAP[step.dtype]}  /* cast to {step.dtype} */"
+        return f"{isa.spell(_WRAP[step.dtype])}  /* cast to {step.dtype} */"
     if step.op == "widen":
-        return "v = _mm512_cvtepi32_ps(v8);  /* cast to float32 */"
+        return isa.spell("v = {p}_cvtepi32_ps(v8);  /* cast to float32 */")
+    vector = "__m512" if isa.lanes == 16 else "__m256"
     if step.dtype != "float32":
-        return (f"{{ const __m512i b = _mm512_set1_epi32({int(step.scalar)}); v8 = {_INTEGER[step.op]}; }}  "
-                f"/* {step.op} ({step.dtype}) */\n            {_WRAP[step.dtype]}")
+        return (f"{{ const {vector}i b = {isa.spell('{p}_set1_epi32')}({int(step.scalar)}); "
+                f"v8 = {isa.spell(_INTEGER[step.op])}; }}  /* {step.op} ({step.dtype}) */\n"
+                f"            {isa.spell(_WRAP[step.dtype])}")
     if step.op in _UNARY:
-        return f"{v} = {_UNARY[step.op].format(v=v)};  /* {step.op} */"
-    return f"{{ const __m512 b = {_operand(step)}; {v} = {_BINARY[step.op].format(v=v)}; }}  /* {step.op} */"
+        return f"{v} = {isa.spell(_UNARY[step.op], v=v, round=isa.round.format(v=v))};  /* {step.op} */"
+    return (f"{{ const {vector} b = {_operand(step, isa, c)}; {v} = {isa.spell(_BINARY[step.op], v=v)}; }}  "
+            f"/* {step.op} */")
 
 
 def _clamped_within(steps: tuple[ChannelStep, ...], i: int) -> bool:
@@ -260,18 +293,20 @@ def _reciprocal(divisor: float | None) -> np.float32 | None:
     return y if np.isfinite(y) and abs(y) >= np.finfo(np.float32).tiny else None
 
 
-def _exact_division(divisor: float) -> str:
+def _exact_division(divisor: float, isa: VectorIsa) -> str:
     """v / divisor as a multiply by the rounded reciprocal y and one correction, q + (v - q * divisor) * y with
     the remainder exact in an FMA: the correctly rounded quotient (Markstein's theorem; the values here
     neither overflow nor underflow), in three pipelined operations where `vdivps` takes six cycles. Only
     before a round and an 8-bit store: 0 / divisor gives +0 for -0, which the conversion to 8 bits equates."""
     y = float(_reciprocal(divisor))
-    return (f"{{ const __m512 b = _mm512_set1_ps({float(divisor).hex()}f), y = _mm512_set1_ps({y.hex()}f);\n"
-            "              const __m512 q = _mm512_mul_ps(v, y);\n"
-            "              v = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, b, v), y, q); }  /* div: correctly rounded */")
+    vector = "__m512" if isa.lanes == 16 else "__m256"
+    return isa.spell("{{ const {vector} b = {p}_set1_ps({b}), y = {p}_set1_ps({y});\n"
+                     "              const {vector} q = {p}_mul_ps(v, y);\n"
+                     "              v = {p}_fmadd_ps({p}_fnmadd_ps(q, b, v), y, q); }}  /* div: correctly rounded */",
+                     vector=vector, b=f"{float(divisor).hex()}f", y=f"{y.hex()}f")
 
 
-def _c_chain(steps: tuple[ChannelStep, ...], store_dtype: str) -> list[str]:
+def _c_chain(steps: tuple[ChannelStep, ...], store_dtype: str, isa: VectorIsa, c: str) -> list[str]:
     """The C of the chain's steps, leaving out work that cannot change the stored value (and dividing by a
     scalar as a multiply and a correction, _exact_division): the saturating
     cast's NaN test and clamp right after a clamp within its range, an integer wrap that the next
@@ -282,25 +317,36 @@ def _c_chain(steps: tuple[ChannelStep, ...], store_dtype: str) -> list[str]:
         integer_next = following is not None and following.dtype == step.dtype and following.op in _INTEGER
         if step.op == "div" and following is not None and following.op == "round" and store_dtype in _RANGES \
                 and _reciprocal(step.scalar) is not None:
-            lines.append(_exact_division(step.scalar))
+            lines.append(_exact_division(step.scalar, isa))
         elif step.op == "saturate" and _clamped_within(steps, i):
-            lines.append(f"v8 = _mm512_cvttps_epi32(v);  /* cast to {step.dtype}: already clamped */")
+            lines.append(isa.spell("v8 = {p}_cvttps_epi32(v);  /* cast to {dtype}: already clamped */", dtype=step.dtype))
         elif step.op == "wrap" and integer_next:
             lines.append(f"/* cast to {step.dtype}: wrapped by the next op */")
         elif step.dtype in _RANGES and step.op in _INTEGER and following is None and store_dtype in _RANGES:
-            operation = _c_step(step).split("\n")[0]  # the op without its wrap
+            operation = _c_step(step, isa, c).split("\n")[0]  # the op without its wrap
             lines.append(operation.replace(f"/* {step.op} ({step.dtype}) */",
                                            f"/* {step.op} ({step.dtype}): the store keeps the low byte */"))
         else:
-            lines.append(_c_step(step))
+            lines.append(_c_step(step, isa, c))
     return lines
 
 
-def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
-    """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
-    ctype = _C_TYPES[epilogue.store_dtype]
+def _parameters(epilogue: ChannelEpilogue) -> str:
+    """The helper's per-channel and side-value pointer parameters."""
     pointers = "".join(f", const float *restrict channel{i}" for i in range(len(epilogue.operands)))
-    pointers += "".join(f", const {_C_TYPES[side.dtype]} *restrict side{i}" for i, side in enumerate(epilogue.sides))
+    return pointers + "".join(f", const {_C_TYPES[side.dtype]} *restrict side{i}"
+                              for i, side in enumerate(epilogue.sides))
+
+
+def _ops(epilogue: ChannelEpilogue) -> str:
+    return ", ".join(s.op if s.dtype == "float32" else f"{s.op} ({s.dtype})" for s in epilogue.steps)
+
+
+def channel_epilogue_source(epilogue: ChannelEpilogue, isa: VectorIsa = AVX512) -> str:
+    """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
+    if isa is not AVX512:
+        return _avx2_source(epilogue)
+    ctype = _C_TYPES[epilogue.store_dtype]
     loads = []
     for i, side in enumerate(epilogue.sides):
         at = f"side{i} + r * ldo + c"
@@ -308,19 +354,18 @@ def channel_epilogue_source(epilogue: ChannelEpilogue) -> str:
                 "uint8": f"_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, {at})))",
                 "int8": f"_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, {at})))"}[side.dtype]
         loads.append(f"__m512 side_value{i} = {load};  /* side value {i}: {side.dtype} at the output's index */")
-        loads += [_c_step(step, f"side_value{i}") for step in side.steps]
-    steps = "\n            ".join(loads + _c_chain(epilogue.steps, epilogue.store_dtype))
+        loads += [_c_step(step, isa, " + c", f"side_value{i}") for step in side.steps]
+    steps = "\n            ".join(loads + _c_chain(epilogue.steps, epilogue.store_dtype, isa, " + c"))
     if epilogue.store_dtype == "float32":
         store = "_mm512_mask_storeu_ps(out + r * ldo + c, m, v);"
     else:  # each lane holds the exact 8-bit value: the low byte is it
         store = "_mm_mask_storeu_epi8(out + r * ldo + c, m, _mm512_cvtepi32_epi8(v8));"
-    ops = ", ".join(s.op if s.dtype == "float32" else f"{s.op} ({s.dtype})" for s in epilogue.steps)
     return f"""#include <immintrin.h>
 #include <math.h>
-/* a convolution's epilogue, 16 channels a vector: int32 sums + compensation -> float32 -> {ops}
+/* a convolution's epilogue, 16 channels a vector: int32 sums + compensation -> float32 -> {_ops(epilogue)}
  * (kernels/templates/channel_epilogue.py) */
 static void {epilogue.function}(
-    const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{pointers},
+    const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{_parameters(epilogue)},
     {ctype} *restrict out, int64_t ldo, int64_t rows, int64_t cols)
 {{
     for (int64_t r = 0; r < rows; r++) {{
@@ -339,4 +384,79 @@ static void {epilogue.function}(
 """
 
 
-__all__ = ["ChannelEpilogue", "ChannelStep", "channel_epilogue", "channel_epilogue_source"]
+# AVX2 has no masked byte loads or stores: a vector of 8 channels is one inlined body over pointers at
+# its channels, called in place for whole vectors and on zero-padded copies for the channel tail
+_AVX2_SIDE_LOADS = {"float32": "_mm256_loadu_ps(side{i})",
+                    "uint8": "_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)side{i})))",
+                    "int8": "_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)side{i})))"}
+# the low byte of each 32-bit lane, the 8 of them packed into the vector's first 8 bytes
+_AVX2_LOW_BYTES = ("const __m256i bytes = _mm256_shuffle_epi8(v8, _mm256_setr_epi8(\n"
+                   "                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,\n"
+                   "                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));\n"
+                   "    _mm_storel_epi64((__m128i *)out, _mm256_castsi256_si128(\n"
+                   "        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1))));")
+
+
+def _avx2_source(epilogue: ChannelEpilogue) -> str:
+    """The helper in 256-bit vectors (AVX2 and FMA), the same operations in the same order."""
+    ctype, name = _C_TYPES[epilogue.store_dtype], epilogue.function
+    loads = []
+    for i, side in enumerate(epilogue.sides):
+        loads.append(f"__m256 side_value{i} = {_AVX2_SIDE_LOADS[side.dtype].format(i=i)};  "
+                     f"/* side value {i}: {side.dtype} at the output's index */")
+        loads += [_c_step(step, AVX2, "", f"side_value{i}") for step in side.steps]
+    steps = "\n    ".join(s.replace("\n            ", "\n    ")
+                          for s in loads + _c_chain(epilogue.steps, epilogue.store_dtype, AVX2, ""))
+    store = "_mm256_storeu_ps(out, v);" if epilogue.store_dtype == "float32" else _AVX2_LOW_BYTES
+    channels = [f"channel{i}" for i in range(len(epilogue.operands))]
+    sides = [(f"side{i}", _C_TYPES[side.dtype]) for i, side in enumerate(epilogue.sides)]
+    at_c = "".join(f", {x} + c" for x in channels) + "".join(f", {x} + r * ldo + c" for x, _ in sides)
+    padded = "".join(f", {x}_tail" for x in channels) + "".join(f", {x}_tail" for x, _ in sides)
+    declare = "".join(f"\n            float {x}_tail[8] = {{0}};" for x in channels) + \
+        "".join(f"\n            {t} {x}_tail[8] = {{0}};" for x, t in sides)
+    copy_in = "".join(f"\n                {x}_tail[j] = {x}[c + j];" for x in channels) + \
+        "".join(f"\n                {x}_tail[j] = {x}[r * ldo + c + j];" for x, _ in sides)
+    return f"""#include <immintrin.h>
+#include <math.h>
+/* a convolution's epilogue, 8 channels a vector (AVX2): int32 sums + compensation -> float32 -> {_ops(epilogue)}
+ * (kernels/templates/channel_epilogue.py); the pointers point at the vector's 8 channels */
+static inline __attribute__((always_inline)) void {name}_vector(
+    const int32_t *restrict tile, const int32_t *restrict comp{_parameters(epilogue)}, {ctype} *restrict out)
+{{
+    const __m256i sums = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)tile),
+                                          _mm256_loadu_si256((const __m256i *)comp));
+    __m256 v = _mm256_cvtepi32_ps(sums);
+    __m256i v8 = _mm256_setzero_si256();
+    {steps}
+    (void)v8;
+    {store}
+}}
+
+static void {name}(
+    const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{_parameters(epilogue)},
+    {ctype} *restrict out, int64_t ldo, int64_t rows, int64_t cols)
+{{
+    for (int64_t r = 0; r < rows; r++) {{
+        int64_t c = 0;
+        for (; c + 8 <= cols; c += 8) {{
+            {name}_vector(tile + r * ldt + c, comp + c{at_c}, out + r * ldo + c);
+        }}
+        if (c < cols) {{  /* the last channels, fewer than 8: on zero-padded copies */
+            int32_t tile_tail[8] = {{0}}, comp_tail[8] = {{0}};{declare}
+            {ctype} out_tail[8];
+            for (int64_t j = 0; j < cols - c; j++) {{
+                tile_tail[j] = tile[r * ldt + c + j];
+                comp_tail[j] = comp[c + j];{copy_in}
+            }}
+            {name}_vector(tile_tail, comp_tail{padded}, out_tail);
+            for (int64_t j = 0; j < cols - c; j++) {{
+                out[r * ldo + c + j] = out_tail[j];
+            }}
+        }}
+    }}
+}}
+"""
+
+
+__all__ = ["AVX2", "AVX512", "ChannelEpilogue", "ChannelStep", "VectorIsa", "channel_epilogue",
+           "channel_epilogue_source"]

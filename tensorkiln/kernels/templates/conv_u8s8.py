@@ -33,7 +33,7 @@ from ...loops.ir import Alloc, For, NativeCall, Pointer, Stmt, Store, block
 from ..inline import ValueBuilder
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
-from .channel_epilogue import channel_epilogue, channel_epilogue_source
+from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
 from .conv_u8s8_native import dense_source, depthwise_source
 from .gemm import PARALLEL_MIN_MACS
 
@@ -186,14 +186,15 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, split: TaskS
         return Store(out, (image * pixels + pixel) * channels + c0 + c, stored)
 
     c = E.Var("qc_c")
-    chain = _vector_epilogue(root, out, values) if epilogue is not None else None
+    isa = _epilogue_isa()
+    chain = _vector_epilogue(root, out, values) if epilogue is not None and isa is not None else None
     if chain is not None:
         first = (image * pixels + p0) * channels + c0  # the task's first output (a residual's too)
         write = NativeCall(chain.function, (
             Pointer(tile, E.const(0)), E.const(nb), Pointer(values.buffers[comp_node.id], c0),
             *(Pointer(b, c0) for b in chain.operands), *(Pointer(b, first) for b in chain.side_buffers),
             Pointer(out, first), E.const(channels), task_pixels, task_cols), writes=(out.name,),
-            source=channel_epilogue_source(chain))
+            source=channel_epilogue_source(chain, isa))
     else:
         write = For(r, task_pixels, For(c, task_cols, store(c), "vectorized"))
     tasks = n * runs * col_tasks
@@ -202,12 +203,20 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, split: TaskS
     return For(task, E.const(tasks), Alloc(tile, block(fill, write)), "parallel" if parallel else "serial")
 
 
-def _vector_epilogue(root: Node, out: Buffer, values: ValueBuilder):
-    """The epilogue as channel_epilogue.py's vector helper, or None (loop IR): AVX-512BW targets only,
-    the output stored in the root's own dtype (not, say, as bf16)."""
+def _epilogue_isa() -> VectorIsa | None:
+    """The vector width of the epilogue helper: 512 bits (AVX-512BW), 256 (AVX2 and FMA), or None: loop IR
+    (no vector helper, or the portable int8 path, whose tests check that loop IR computes the same)."""
     target = cpu_target()
-    if target.vector_bytes < 64 or target.int8_dot == "portable" or root.inputs[2].id not in values.buffers or \
-            values.inline_root is None or out.dtype != values.inline_root.dtype.name:
+    if target.int8_dot == "portable":
+        return None
+    return AVX512 if target.vector_bytes >= 64 else AVX2 if target.vector_bytes >= 32 else None
+
+
+def _vector_epilogue(root: Node, out: Buffer, values: ValueBuilder):
+    """The epilogue as channel_epilogue.py's vector helper, or None (loop IR): the output stored in the
+    root's own dtype (not, say, as bf16)."""
+    if root.inputs[2].id not in values.buffers or values.inline_root is None or \
+            out.dtype != values.inline_root.dtype.name:
         return None
     return channel_epilogue(root, values.inline_root, values.buffers)
 
