@@ -42,12 +42,15 @@ static inline __attribute__((always_inline)) void {name}(
         const __m256i b1e = _mm256_srai_epi16(_mm256_slli_epi16(b1, 8), 8), b1o = _mm256_srai_epi16(b1, 8);
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {{
-            /* row i's four bytes, zero-extended the same way, then vpmaddwd: exact 32-bit pair sums */
-            const uint32_t word = (uint32_t)*(const tk_avx2_i32 *)(a + i * lda);
-            const __m256i ae = _mm256_set1_epi32((int32_t)(word & 0x00ff00ffu));
-            const __m256i ao = _mm256_set1_epi32((int32_t)((word >> 8) & 0x00ff00ffu));
-            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_add_epi32(_mm256_madd_epi16(ae, b0e), _mm256_madd_epi16(ao, b0o)));
-            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_add_epi32(_mm256_madd_epi16(ae, b1e), _mm256_madd_epi16(ao, b1o)));
+            /* row i's four bytes in every lane (one broadcast load), zero-extended to 16 bits the same way,
+             * then vpmaddwd: exact 32-bit pair sums, added one at a time (one temporary: no spills) */
+            const __m256i word = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda));
+            const __m256i ae = _mm256_and_si256(word, _mm256_set1_epi32(0x00ff00ff));
+            const __m256i ao = _mm256_srli_epi16(word, 8);
+            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ae, b0e));
+            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ao, b0o));
+            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ae, b1e));
+            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ao, b1o));
         }}
         {next_a}
     }}
