@@ -18,7 +18,8 @@ from .dot_paths import int8_path, random_ints  # noqa: F401  (int8_path: the fix
 
 
 # (N, C, H, W, O, kernel, stride, padding, dilation, groups): size-1 dims, channels that are no multiple
-# of 4 / 16 / 32, odd planes, stride 2, dilation, padding, size-1 spatial, depthwise (groups = C = O)
+# of 4 / 16 / 32, odd planes, stride 2, dilation, padding, size-1 spatial, depthwise (groups = C = O), rows
+# wider than a depthwise tile of 6 pixels and no multiple of it
 LAYERS = [
     (1, 1, 1, 1, 1, 1, 1, 0, 1, 1),
     (2, 3, 11, 13, 16, 3, 1, 1, 1, 1),
@@ -31,6 +32,8 @@ LAYERS = [
     (2, 40, 7, 7, 40, 3, 2, 1, 1, 40),
     (1, 16, 1, 1, 16, 3, 1, 1, 1, 16),
     (1, 5, 6, 6, 5, 5, 1, 2, 2, 5),
+    (1, 24, 15, 17, 24, 3, 1, 1, 1, 24),
+    (1, 12, 13, 13, 12, 3, 2, 1, 1, 12),
 ]
 
 

@@ -36,6 +36,7 @@ from ..target import cpu_target
 from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
 from .conv_u8s8_native import dense_source, depthwise_source
 from .gemm import PARALLEL_MIN_MACS
+from .int8_avx2 import depthwise_avx2
 
 # a task's int32 tile, written by the sums and read back by the epilogue from L1: small enough to live on
 # the stack (codegen's STACK_LIMIT_BYTES), not allocated per task
@@ -257,7 +258,9 @@ def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=
         args = (Pointer(x, image * (hp * wp * cin)), Pointer(weights, E.const(0)), Pointer(tile, E.const(0)),
                 E.const(nb), p0, pixels, c0, cols,
                 *(E.const(v) for v in (root.shape[2], wp, cin, sh, sw, dh, dw, kh, kw)))
-        return NativeCall(f"tk_depthwise_u8s8_{kind}", args, writes=(tile.name,), source=depthwise_source(kind))
+        name, source = depthwise_avx2(kw, sw, dw) if kind == "avx2" else \
+            (f"tk_depthwise_u8s8_{kind}", depthwise_source(kind))
+        return NativeCall(name, args, writes=(tile.name,), source=source)
 
     split = TaskShape(*root.shape[:3], root.shape[3], DEPTHWISE_LANES, kh * kw, DEPTHWISE_TILE_PIXELS, False)
     return _tasks(root, out, values, epilogue, split, macs, call)

@@ -27,7 +27,7 @@ The `avx2` helpers (256-bit vectors, no AVX-512) are in int8_avx2.py.
 """
 from __future__ import annotations
 
-from .int8_avx2 import DEPTHWISE_AVX2, conv_tile_avx2
+from .int8_avx2 import conv_tile_avx2
 
 _DENSE_TILE = {
     "vnni": r"""
@@ -233,6 +233,4 @@ def depthwise_source(kind: str) -> str:
     """The C of `tk_depthwise_u8s8_<kind>`."""
     if kind == "portable":
         return _DEPTHWISE_PORTABLE
-    if kind == "avx2":
-        return DEPTHWISE_AVX2
     return _DEPTHWISE_VECTOR.format(kind=kind, step=_DEPTHWISE_STEP[kind])

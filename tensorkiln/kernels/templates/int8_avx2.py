@@ -14,10 +14,12 @@ quarters of at most 4 rows x 16 columns: 8 accumulators, the 16 columns' widened
 the broadcast activation pairs (2). Each quarter walks the whole depth; the panel step it reads
 (64 bytes) stays in L1 for the next quarter.
 
-Depthwise: 8 channels a vector; per tap, 8 input bytes are widened to int32 (`vpmovzxbd`) and
-multiplied by the int32 weights with `vpmaddwd` (the upper 16-bit half of each widened input is
-0, so the pair sum is x * w exactly); a tile of 4 pixels shares each weight vector. Channels past
-the last multiple of 8 are summed in plain C.
+Depthwise: 8 channels a vector; 8 input bytes are widened to int32 (`vpmovzxbd`) and multiplied
+by the int32 weights with `vpmaddwd` (the upper 16-bit half of each widened input is 0, so the
+pair sum is x * w exactly). A tile is up to 6 consecutive output pixels of one row, and each input
+column its windows touch in a kernel row is loaded and widened once, for every pixel that reads
+it: the C is generated per kernel width, stride and dilation, straight-line. Channels past the
+last multiple of 8 are summed in plain C.
 """
 from __future__ import annotations
 
@@ -118,54 +120,91 @@ def conv_tile_avx2() -> str:
                                              quarter="tk_conv_u8s8_quarter_avx2", args=_CONV_ARGS)
 
 
-DEPTHWISE_AVX2 = r"""#include <immintrin.h>
-/* ---- depthwise u8 convolution (avx2): c[t * ldc + j] = the sum of output pixel p0 + t, channel j0 + j,
- * for t < pixels, j < channels; x one padded NHWC image of C channels a pixel, w (KH, KW, C) int32 */
-static void tk_depthwise_u8s8_avx2(const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c,
-                                   int64_t ldc, int64_t p0, int64_t pixels, int64_t j0, int64_t channels,
-                                   int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh,
-                                   int64_t dw, int64_t kh, int64_t kw)
-{
-    for (int64_t t = 0; t < pixels; t += 4) {
-        const int mr = pixels - t < 4 ? (int)(pixels - t) : 4;
-        const uint8_t *px[4];
-        for (int i = 0; i < 4; i++) {  /* past the run, a pixel repeats the last (computed, not stored) */
-            const int64_t pixel = p0 + t + (i < mr ? i : mr - 1), oy = pixel / ow, ox = pixel % ow;
-            px[i] = x + (oy * sh * wp + ox * sw) * cin + j0;
-        }
-        int64_t j = 0;
-        for (; j + 8 <= channels; j += 8) {
-            __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                              _mm256_setzero_si256()};
-            for (int64_t r = 0; r < kh; r++) {
-                for (int64_t s = 0; s < kw; s++) {
-                    const int64_t tap = (r * dh * wp + s * dw) * cin + j;
-                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (r * kw + s) * cin + j0 + j));
-#pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) {
-                        /* 8 bytes widened to int32: each lane's upper 16 bits are 0, so vpmaddwd gives x * w */
-                        const __m256i xv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(px[i] + tap)));
-                        acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(xv, wv));
-                    }
-                }
-            }
-            for (int i = 0; i < mr; i++) {
-                _mm256_storeu_si256((__m256i *)(c + (t + i) * ldc + j), acc[i]);
-            }
-        }
-        for (; j < channels; j++) {  /* the last channels, fewer than a vector */
-            for (int i = 0; i < mr; i++) {
-                int32_t acc = 0;
-                for (int64_t r = 0; r < kh; r++) {
-                    for (int64_t s = 0; s < kw; s++) {
-                        acc += (int32_t)px[i][(r * dh * wp + s * dw) * cin + j] * w[(r * kw + s) * cin + j0 + j];
-                    }
-                }
-                c[(t + i) * ldc + j] = acc;
-            }
-        }
-    }
-}
+DEPTHWISE_TILE = 6  # output pixels of one row sharing each input column: 6 accumulators, kw weights, one input
+
+
+def _depthwise_tile(name: str, mr: int, kw: int, sw: int, dw: int) -> str:
+    """The tile of `mr` consecutive output pixels of one row x 8 channels, straight-line C: per kernel row,
+    each input column the tile's windows touch is loaded and widened once and multiplied into every
+    pixel whose window holds it (stride 1, 3x3, 6 pixels: 8 columns where the windows hold 18)."""
+    lines = []
+    for u in range((mr - 1) * sw + (kw - 1) * dw + 1):
+        users = [(i, (u - i * sw) // dw) for i in range(mr)
+                 if u >= i * sw and (u - i * sw) % dw == 0 and (u - i * sw) // dw < kw]
+        if not users:
+            continue
+        sums = " ".join(f"acc{i} = _mm256_add_epi32(acc{i}, _mm256_madd_epi16(xv, w{s}));" for i, s in users)
+        lines.append(f"{{ const __m256i xv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + {u} * cin))); "
+                     f"{sums} }}")
+    zero = " ".join(f"__m256i acc{i} = _mm256_setzero_si256();" for i in range(mr))
+    weights = "\n        ".join(f"const __m256i w{s} = _mm256_loadu_si256((const __m256i *)(w + {s} * cin));"
+                                  for s in range(kw))
+    body = "\n        ".join(lines)
+    stores = "\n    ".join(f"_mm256_storeu_si256((__m256i *)(c + {i} * ldc), acc{i});" for i in range(mr))
+    return f"""
+static inline __attribute__((always_inline)) void {name}_{mr}(
+    const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c, int64_t ldc, int64_t kh,
+    int64_t row_step, int64_t cin)
+{{
+    {zero}
+    for (int64_t r = 0; r < kh; r++, x += row_step, w += {kw} * cin) {{
+        {weights}
+        {body}
+    }}
+    {stores}
+}}
 """
 
-__all__ = ["DEPTHWISE_AVX2", "conv_tile_avx2", "gemm_tile_avx2"]
+
+def depthwise_avx2(kw: int, sw: int, dw: int) -> tuple[str, str]:
+    """(name, C) of the AVX2 depthwise helper for a kernel kw wide, column stride sw and dilation dw
+    (straight-line tiles need them as constants); its arguments are those of `tk_depthwise_u8s8_<kind>`:
+    c[t * ldc + j] = the sum of output pixel p0 + t, channel j0 + j, for t < pixels, j < channels; x one
+    padded NHWC image of cin channels a pixel, w (KH, KW, cin) int32."""
+    name = f"tk_depthwise_u8s8_k{kw}s{sw}d{dw}_avx2"  # the kind last, as the precision report reads it
+    tiles = "".join(_depthwise_tile(name, mr, kw, sw, dw) for mr in range(1, DEPTHWISE_TILE + 1))
+    cases = "\n".join(f"                case {mr}: {name}_{mr}(xt + j, w + j0 + j, ct + j, ldc, kh, row_step, cin); break;"
+                       for mr in range(DEPTHWISE_TILE, 0, -1))
+    return name, f"""#include <immintrin.h>
+/* ---- depthwise u8 convolution (avx2), {kw} taps a row, column stride {sw}, dilation {dw}: 8 channels a
+ * vector; 8 input bytes widened to int32 (vpmovzxbd), so vpmaddwd's upper 16-bit half is 0 * w: x * w exactly */
+{tiles}
+static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c,
+                   int64_t ldc, int64_t p0, int64_t pixels, int64_t j0, int64_t channels,
+                   int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh,
+                   int64_t dw, int64_t kh, int64_t kw)
+{{
+    const int64_t row_step = dh * wp * cin;
+    for (int64_t t = 0; t < pixels;) {{
+        const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
+        const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;  /* pixels left in this output row */
+        for (int64_t i = 0; i < left; i += {DEPTHWISE_TILE}) {{
+            const int64_t mr = left - i < {DEPTHWISE_TILE} ? left - i : {DEPTHWISE_TILE};
+            const uint8_t *xt = x + (oy * sh * wp + (ox + i) * sw) * cin + j0;  /* the tile's first window */
+            int32_t *ct = c + (t + i) * ldc;
+            int64_t j = 0;
+            for (; j + 8 <= channels; j += 8) {{
+                switch (mr) {{
+{cases}
+                default: break;
+                }}
+            }}
+            for (; j < channels; j++) {{  /* the last channels, fewer than a vector */
+                for (int64_t p = 0; p < mr; p++) {{
+                    int32_t acc = 0;
+                    for (int64_t r = 0; r < kh; r++) {{
+                        for (int64_t s = 0; s < kw; s++) {{
+                            acc += (int32_t)xt[(p * sw + r * dh * wp + s * dw) * cin + j] * w[(r * kw + s) * cin + j0 + j];
+                        }}
+                    }}
+                    ct[p * ldc + j] = acc;
+                }}
+            }}
+        }}
+        t += left;
+    }}
+}}
+"""
+
+
+__all__ = ["conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2"]
