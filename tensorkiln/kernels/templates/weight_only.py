@@ -31,7 +31,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
-from .weight_only_c import bf16_matvec_source, int4_weight_source, int_weight_source
+from .weight_only_c import INT4_KINDS, bf16_matvec_source, int4_weight_source, int_weight_source
 
 ROW_BLOCK = 32  # rows of A per task: their K floats stay in L1/L2 while the panels stream past
 COLUMN_BLOCK = 512  # columns per task at most
@@ -46,7 +46,8 @@ def weight_only_kind() -> str:
 def int4_kind() -> str:
     """The int4 helper's variant: "vnni" (vpdpbusd), "avx512bw" (vpmaddubsw) or "portable"."""
     target = cpu_target()
-    return target.int8_dot if target.vector_bytes >= 64 and target.int8_dot in ("vnni", "avx512bw") else "portable"
+    # the int4 helpers have AVX-512 forms only: an AVX2 int8 target takes the portable one
+    return target.int8_dot if target.vector_bytes >= 64 and target.int8_dot in INT4_KINDS else "portable"
 
 
 def bf16_matvec_kind() -> str:
