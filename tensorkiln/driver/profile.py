@@ -40,11 +40,16 @@ class KernelProfile:
 
     def __str__(self) -> str:
         total = self.total_seconds or 1e-30
+        # columns as wide as their longest entry: a precision such as "bf16 operands (fp32 kernel)" is
+        # read whole, never cut
+        name_w = max([28] + [len(k.name) for k in self.kernels])
+        kind_w = max([12] + [len(k.kind) for k in self.kernels])
+        precision_w = max([9] + [len(k.precision) for k in self.kernels])
         lines = [f"{len(self.kernels)} kernels, {self.total_seconds * 1e3:.3f} ms per call "
                  f"(mean of {self.repeat} calls), slowest first:",
-                 f"{'kernel':<28} {'kind':<12} {'precision':<22} {'ms':>9} {'share':>6}  ops"]
+                 f"{'kernel':<{name_w}} {'kind':<{kind_w}} {'precision':<{precision_w}} {'ms':>9} {'share':>6}  ops"]
         for k in self.top(len(self.kernels)):
             ops = ", ".join(k.ops[:6]) + (", ..." if len(k.ops) > 6 else "")
-            lines.append(f"{k.name[:28]:<28} {k.kind[:12]:<12} {k.precision[:22]:<22} {k.seconds * 1e3:9.3f} "
+            lines.append(f"{k.name:<{name_w}} {k.kind:<{kind_w}} {k.precision:<{precision_w}} {k.seconds * 1e3:9.3f} "
                          f"{100 * k.seconds / total:5.1f}%  {ops}{'  [tuned]' if k.tuned else ''}")
         return "\n".join(lines)

@@ -51,3 +51,16 @@ def test_profile_needs_compiled_code():
     f = tk.jit(lambda x: x + 1, backend="interpreter")
     with pytest.raises(TensorKilnError, match="reference interpreter"):
         f.profile(np.ones(3, np.float32))
+
+
+def test_profile_table_prints_long_names_and_precisions_whole():
+    """The table's columns widen to their longest entry: a precision is never cut short."""
+    from tensorkiln.driver.profile import KernelTime
+    long_name = "k12_matmul_add_gelu_mul_add_reshape_permute"
+    profile = KernelProfile([KernelTime(long_name, "contraction", ["matmul"], 2e-3, "bf16 operands (fp32 kernel)"),
+                             KernelTime("k0_add", "injective", ["add"], 1e-3, "fp32", tuned=True)], repeat=4)
+    lines = str(profile).splitlines()
+    assert "bf16 operands (fp32 kernel)" in lines[2] and long_name in lines[2]
+    assert lines[3].endswith("[tuned]")
+    # the columns line up: each row's time starts where the header's "ms" column does
+    assert lines[1].index("ms") + 2 == lines[2].index("2.000") + 5 == lines[3].index("1.000") + 5
