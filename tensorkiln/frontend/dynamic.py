@@ -87,6 +87,21 @@ def symbol_plan(dynamic, names: list[str], shapes: list[tuple[int, ...]],
     return plan
 
 
+def check_dynamic_arguments(dynamic, leaf_names: list[str], parameters: list[str] | None,
+                            function: str) -> None:
+    """A ValueError when `dynamic` names an argument the function does not have (a typo would
+    otherwise leave every size static, silently). `parameters`: the function's parameter names, None
+    where its signature takes *args or **kwargs (then any name may be meant)."""
+    if not isinstance(dynamic, tuple) or parameters is None:
+        return
+    for argument, _ in dynamic:
+        if argument not in leaf_names and argument not in parameters:
+            tensors = ", ".join(leaf_names) or "none"
+            raise ValueError(f"tk.jit({function}, dynamic=...): {argument!r} is not an argument of {function}; "
+                             f"its parameters are {', '.join(parameters) or 'none'} (tensor inputs of this "
+                             f"call: {tensors})")
+
+
 def _check_shared_sizes(plan: dict[tuple[int, int], SymbolPlan], names: list[str],
                         shapes: list[tuple[int, ...]]) -> None:
     """A ShapeError when one symbol name stands for axes of different sizes in this call."""

@@ -31,7 +31,7 @@ from .writes import count_write, write_count, write_counts
 from .tensor import Tensor, as_tensor
 from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
-from .dynamic import SizeHistory, applies, pattern_of, symbol_plan, symbolic_types
+from .dynamic import SizeHistory, applies, check_dynamic_arguments, pattern_of, symbol_plan, symbolic_types
 from .recompiles import RecompileWarning, closest, describe_change, ordinal
 
 _log = logging.getLogger("tensorkiln")
@@ -177,6 +177,7 @@ class JitFunction:
         self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
         self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
+        self._parameter_names = _parameter_names(fn.forward if self._module is not None else fn)
         self._compiles = 0  # programs compiled so far, evicted ones included
         # (C caller, trace, grad mode, training flag) of the last warm call that could use one
         self._native: tuple | None = None
@@ -253,7 +254,10 @@ class JitFunction:
         if entry is None:
             held = self._programs()
             history = self._sizes_seen.setdefault(pattern, SizeHistory())
-            plan = {} if static else symbol_plan(self.options.dynamic, _unique_names(names), shapes, history)
+            leaf_names = _unique_names(names)
+            check_dynamic_arguments(self.options.dynamic, leaf_names, self._parameter_names,
+                                    getattr(self.fn, "__name__", type(self.fn).__name__))
+            plan = {} if static else symbol_plan(self.options.dynamic, leaf_names, shapes, history)
             history.add(shapes)
             try:
                 entry = self._trace_and_compile(tensors, names, structure, donated, plan)
@@ -560,6 +564,17 @@ def _positional_names(fn: Callable) -> list[str]:
             break
         names.append(p.name)
     return names
+
+
+def _parameter_names(fn: Callable) -> list[str] | None:
+    """Every parameter name of fn; None where it takes *args or **kwargs (or has no readable signature)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) for p in params):
+        return None
+    return [p.name for p in params]
 
 
 def _unique_names(names: list[str]) -> list[str]:
