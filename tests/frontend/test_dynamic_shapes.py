@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 
 import tensorkiln as tk
+from tensorkiln.kernels.templates.rows import _lane_count
 from tensorkiln.errors import ShapeError
 
 from helpers import assert_same_structure
@@ -33,8 +34,10 @@ def test_symbolic_reductions_and_softmax_match_numpy_at_every_size():
     def f(x):
         return x.sum(0), x.softmax(-1), x.reshape(-1).sum()
 
-    # one size class: rows*cols >= 8 (a vectorized reduction) and cols < 128 (rows without lane blocks)
-    for rows, cols in [(3, 5), (17, 33), (4, 2), (40, 7), (5, 127), (2, 99)]:
+    # one size class: rows*cols >= 8 (a vectorized reduction) and cols below the rows' lane blocks
+    # (2 * _lane_count: 128 floats with 512-bit vectors, 64 with 256-bit ones)
+    blocks = 2 * _lane_count("float32")
+    for rows, cols in [(3, 5), (17, 33), (4, 2), (40, 7), (5, blocks - 1), (2, blocks * 3 // 4 + 3)]:
         x = RNG.standard_normal((rows, cols)).astype(np.float32)
         total, soft, flat = f(x)
         e = np.exp(x - x.max(-1, keepdims=True))
@@ -107,6 +110,21 @@ def test_dim_bounds_are_enforced():
     f(np.ones((8, 2), np.float32))
     with pytest.raises(ShapeError, match="outside the bounds"):
         f(np.ones((20, 2), np.float32))
+
+
+def test_dynamic_naming_no_argument_is_refused():
+    """A misspelt argument in dynamic= would leave every size static without a word: it is an error."""
+    def scale(x, factor):
+        return x * factor
+
+    f = tk.jit(scale, dynamic={"y": {0: "batch"}})
+    with pytest.raises(ValueError, match=r"'y' is not an argument of scale; its parameters are x, factor"):
+        f(np.ones((3, 2), np.float32), np.ones((3, 2), np.float32))
+    # an optional argument left out of this call is no error, and **kwargs may take any name
+    g = tk.jit(lambda x, bias=None: x if bias is None else x + bias, dynamic={"x": {0: "n"}, "bias": {0: "n"}})
+    assert g(np.ones((3, 2), np.float32)).shape == (3, 2) and g.cache_size() == 1
+    h = tk.jit(lambda **inputs: inputs["x"] + 1, dynamic={"x": {0: "n"}})
+    assert h(x=np.ones((4, 2), np.float32)).shape == (4, 2)
 
 
 def test_mlp_with_symbolic_batch_compiles_once():
