@@ -39,6 +39,7 @@ import pytest
 import tensorkiln as tk
 from tensorkiln import dtypes as dt
 from tensorkiln import nn
+from tensorkiln.kernels.target import cpu_target
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-10, 1e-12),
@@ -225,3 +226,12 @@ def random_conv2d(rng: np.random.Generator, seed: int):
     padding = int(rng.integers(0, kernel // 2 + 1))
     tk.manual_seed(seed)
     return nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding, groups=groups), kernel
+
+
+def ort_int8_reduce_range() -> bool:
+    """Whether a test that compares an int8 model with ONNX Runtime should quantize it with 7-bit
+    weights (`reduce_range=True`). ONNX Runtime's integer GEMMs are exact only with VNNI: on AVX2
+    alone they sum u8 x s8 pairs with vpmaddubsw, whose 16-bit sums saturate, so its answer moves by
+    several quanta; 7-bit weights, its advice for such CPUs, saturate no pair sum. tensorkiln's
+    integer kernels are exact either way."""
+    return cpu_target().int8_dot != "vnni"

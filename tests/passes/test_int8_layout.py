@@ -17,6 +17,7 @@ quantization = pytest.importorskip("onnxruntime.quantization")
 
 import tensorkiln as tk  # noqa: E402
 from tensorkiln.passes.int8_layout import keep_int8_channels_last  # noqa: E402
+from helpers import ort_int8_reduce_range  # noqa: E402
 
 SHAPE = (1, 3, 17, 15)
 
@@ -58,7 +59,7 @@ def quantized_chain(tmp_path_factory):
                       output_names=["y"], dynamo=False)
     batches = [{"x": np.random.default_rng(i).standard_normal(SHAPE).astype(np.float32)} for i in range(4)]
     quantization.quantize_static(str(float_path), str(path), _Calibration(batches), per_channel=True,
-                                 quant_format=quantization.QuantFormat.QDQ)
+                                 quant_format=quantization.QuantFormat.QDQ, reduce_range=ort_int8_reduce_range())
     return path
 
 
@@ -119,7 +120,7 @@ def quantized_block(tmp_path_factory):
                       output_names=["y"], dynamo=False)
     batches = [{"x": np.random.default_rng(i).standard_normal(DOWNSAMPLE_SHAPE).astype(np.float32)} for i in range(4)]
     quantization.quantize_static(str(float_path), str(path), _Calibration(batches), per_channel=True,
-                                 quant_format=quantization.QuantFormat.QDQ)
+                                 quant_format=quantization.QuantFormat.QDQ, reduce_range=ort_int8_reduce_range())
     return path
 
 
