@@ -32,34 +32,6 @@ import numpy as np
 MODELS = ("resnet18", "mobilenetv2", "bert")
 
 
-def _quantized(name: str, model, inputs, folder: str) -> tuple[str, str]:
-    """(float ONNX path, int8 ONNX path) of one model."""
-    import torch
-    from onnxruntime import quantization as q
-    float_path, int8_path = os.path.join(folder, f"{name}.onnx"), os.path.join(folder, f"{name}.int8.onnx")
-    torch.onnx.export(model, inputs, float_path, dynamo=False)
-    if name == "bert":
-        q.quantize_dynamic(float_path, int8_path, weight_type=q.QuantType.QInt8)
-        return float_path, int8_path
-
-    class Images(q.CalibrationDataReader):
-        def __init__(self):
-            rng = np.random.default_rng(0)
-            self.batches = iter([{_input_name(float_path): rng.standard_normal(
-                tuple(inputs[0].shape)).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    q.quantize_static(float_path, int8_path, Images(), quant_format=q.QuantFormat.QDQ, per_channel=True)
-    return float_path, int8_path
-
-
-def _input_name(path: str) -> str:
-    import onnx
-    return onnx.load(path, load_external_data=False).graph.input[0].name
-
-
 def cpu_medians(runs: dict, rounds: int = 5, calls: int = 10) -> dict[str, float]:
     """Median process CPU seconds per call of each of `runs`, blocks of `calls` calls taken in turns."""
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -88,6 +60,7 @@ def main() -> int:
     from tensorkiln.kernels.target import cpu_target
     from tensorkiln.tools.bench import build
     from tensorkiln.tools.bench_common import onnxruntime_runner, openvino_runner
+    from tensorkiln.tools.bench_int8 import quantized_onnx
     from tensorkiln.tools.timing import interleaved_medians
 
     print(f"int8 models, batch 1, {args.threads} threads, int8 dot product {cpu_target().int8_dot}; "
@@ -99,7 +72,7 @@ def main() -> int:
     for name in args.models:
         model, inputs = build(name, 1)
         arrays = [t.numpy() for t in inputs]
-        float_path, int8_path = _quantized(name, model, inputs, folder)
+        float_path, int8_path = quantized_onnx(name, model, inputs, folder)
         names = [i.name for i in __import__("onnx").load(int8_path, load_external_data=False).graph.input]
         feeds = dict(zip(names, arrays))
         tk_int8, tk_fp32 = tk.onnx.load(int8_path), tk.onnx.load(float_path)

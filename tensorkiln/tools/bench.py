@@ -16,7 +16,10 @@ by default, with the peers of that precision class: OpenVINO's default and
 OpenVINO with INFERENCE_PRECISION_HINT=bf16; tensorkiln's fp32 compile is
 measured in the same turns ("tensorkiln-fp32"). `--precision int8w` / `int4w` (or with a group size,
 `int4w-g128`) quantizes tensorkiln's matmul weights (weight-only; docs/precision.md) and compares it
-with OpenVINO's default, again with tensorkiln fp32 in the same turns.
+with OpenVINO's default, again with tensorkiln fp32 in the same turns. `--precision int8` runs the
+int8 ONNX file ONNX Runtime's quantizer writes (QDQ for the CNNs, dynamic for BERT and the MLP) by
+tensorkiln's integer kernels, ONNX Runtime and OpenVINO, with tensorkiln fp32 in the same turns
+(bench_int8.py).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from ..driver.progress import Progress
 from .bench_common import (ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, tensorkiln_held_to,
                            timed_first)
 from .bench_gpt2 import measure_gpt2
+from .bench_int8 import INT8_MODELS, check_int8_model, measure_int8
 from .timing import Timer, interleaved_medians
 
 MODELS = ("resnet18", "mobilenetv2", "bert", "gpt2", "mlp")
@@ -44,7 +48,9 @@ PEERS = ("torch", "torch.compile", "torch.compile-max") + ONNX_PEERS
 DEFAULT_PEERS = {"fp32": ("torch", "torch.compile", "torch.compile-max", "onnxruntime", "openvino", "openvino-f32"),
                  "bf16": ("openvino", "openvino-bf16"),
                  # weight-only int8 / int4 (activations fp32): OpenVINO's default (bf16) as the fastest peer
-                 "int8w": ("openvino",), "int4w": ("openvino",)}
+                 "int8w": ("openvino",), "int4w": ("openvino",),
+                 # int8 ONNX files (QDQ / dynamic): the peers that run them on integer kernels
+                 "int8": ("onnxruntime", "openvino")}
 
 
 def build(name: str, batch: int):
@@ -116,7 +122,9 @@ def measure(name: str, batch: int, peers: list[str], repeat: int, rounds: int = 
 
 
 def _precision(text: str) -> str:
-    """--precision's value: a precision tk.jit accepts."""
+    """--precision's value: a precision tk.jit accepts, or int8 (the int8 ONNX models)."""
+    if text == "int8":
+        return text
     try:
         CompileOptions(precision=text)
     except ValueError as error:
@@ -127,7 +135,9 @@ def _precision(text: str) -> str:
 def main(argv: list[str]) -> int:
     """Entry point of `tensorkiln bench`."""
     parser = argparse.ArgumentParser(prog="tensorkiln bench", description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")
+    parser.add_argument("models", nargs="*", default=None,
+                        help=f"some of {', '.join(MODELS)} (default: all; with --precision int8 "
+                             f"{', '.join(INT8_MODELS)})")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="threads for every framework")
     defaults = "; ".join(f"{k}: {','.join(v)}" for k, v in DEFAULT_PEERS.items())
@@ -140,6 +150,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of timing every framework in turn")
     parser.add_argument("--json", default=None, help="write the results to this file")
     args = parser.parse_args(argv)
+    args.models = args.models or list(INT8_MODELS if args.precision == "int8" else MODELS)
     peers = [p for p in (args.vs or ",".join(DEFAULT_PEERS[args.precision.split("-", 1)[0]])).split(",") if p]
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
@@ -153,10 +164,17 @@ def main(argv: list[str]) -> int:
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when the first library loads OpenMP
         torch.set_num_threads(args.threads)
+    if args.precision == "int8":
+        for name in args.models:
+            check_int8_model(name)
     results = {}
     with Progress("bench", delay=0.0) as tracker:  # every stage of a benchmark is long: shown from the start
         for name in args.models:
-            if name == "gpt2":
+            if args.precision == "int8":
+                model, inputs = build(name, args.batch)
+                results[name] = measure_int8(name, model, inputs, peers, args.repeat, args.rounds,
+                                             interleaved_medians, tracker.stage)
+            elif name == "gpt2":
                 results["gpt2 prefill"], results["gpt2 decode"] = measure_gpt2(
                     args.batch, peers, args.repeat, tracker.stage, rounds=args.rounds, precision=args.precision)
             else:

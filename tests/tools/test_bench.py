@@ -88,3 +88,28 @@ def test_bench_bf16_against_openvino_in_one_run(tmp_path, capsys):
     assert set(rows) == {"tensorkiln", "tensorkiln-fp32", "openvino", "openvino-bf16"}
     assert all(r["agrees"] and r["latency_s"] > 0 for r in rows.values()), rows
     assert rows["tensorkiln"]["max_rel_error"] > rows["tensorkiln-fp32"]["max_rel_error"]  # it did round
+
+
+def test_bench_int8_runs_the_quantized_file_against_its_peers_in_one_run(tmp_path):
+    """--precision int8: ONNX Runtime's int8 file run by tensorkiln's integer kernels, ONNX Runtime and
+    OpenVINO (when installed), and tensorkiln fp32 on the float file, in one run; each int8 run checked
+    against the file's exact answer (the reference interpreter)."""
+    pytest.importorskip("onnxruntime.quantization")
+    out = tmp_path / "bench.json"
+    code = main(["bench", "mlp", "--precision", "int8", "--repeat", "2", "--rounds", "2", "--batch", "3",
+                 "--json", str(out)])
+    data = json.loads(out.read_text())
+    rows = data["results"]["mlp"]
+    assert data["precision"] == "int8"
+    assert {"tensorkiln", "tensorkiln-fp32", "onnxruntime"} <= set(rows) <= {"tensorkiln", "tensorkiln-fp32",
+                                                                              "onnxruntime", "openvino"}
+    assert rows["tensorkiln"]["agrees"] and rows["tensorkiln-fp32"]["agrees"], rows
+    assert rows["tensorkiln"]["max_rel_error"] < 1e-5  # the integer kernels compute the file's exact sums
+    assert all(r["latency_s"] > 0 and r["compile_s"] > 0 for r in rows.values())
+    # the exit status says whether every run agreed (ONNX Runtime's saturating AVX2 GEMM may not)
+    assert code == (0 if all(r["agrees"] for r in rows.values()) else 1)
+
+
+def test_bench_int8_names_the_models_it_runs(capsys):
+    with pytest.raises(SystemExit, match="--precision int8 runs resnet18, mobilenetv2, bert, mlp"):
+        main(["bench", "gpt2", "--precision", "int8"])
