@@ -11,6 +11,10 @@ qdq_integer pass (qdq_integer.py) finds the result and runs the layer on the int
     Q(x)   = cast(min(max(round(x / s) + z, lo), hi), uint8 or int8)
     DQ(q)  = (float(q) - z) * s                     the activation: one scale s, one zero z
     DQ(Wq) = float(Wq) * sw                         the weight: symmetric, sw per output channel
+
+With dynamic activation scales, s and z are scalars computed from each call's x, as ONNX's
+DynamicQuantizeLinear defines them (its range widened to hold 0, mapped onto the 256 levels); the
+qdq_integer pass takes such run-time scalars as well.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ class LayerQuantization:
     x_dtype: str
     weight_q: np.ndarray
     weight_scale: np.ndarray  # (N,) or (O,) per channel; () per tensor
+    dynamic: bool = False  # the input's scale and zero computed per call from its range (x_scale, x_zero unused)
 
 
 def is_quantizable(node: Node) -> bool:
@@ -88,21 +93,53 @@ def quantize_node(x: Node, scale: float, zero: int, dtype_name: str) -> Node:
     return make_node("cast", [clamped], Attrs(dtype=dt.as_dtype(dtype_name)), *where)
 
 
+def dynamic_quantized(x: Node, dtype_name: str) -> tuple[Node, Node, Node]:
+    """(Q(x), scale, zero) with the scalar scale and zero computed from x's range at run time:
+    [min(x, 0), max(x, 0)] onto `dtype_name`'s 256 levels (DynamicQuantizeLinear's rule for uint8;
+    int8 shifts the levels by 128). A constant x gets scale 1."""
+    lo, hi = _RANGES[dtype_name]
+    where = (x.scope, x.location)
+    storage = x.dtype.storage
+
+    def const(value) -> Node:
+        return constant_node(np.array(value, storage), x.dtype, x.location)
+
+    def op(name: str, *inputs: Node, attrs=None) -> Node:
+        return make_node(name, list(inputs), attrs, *where)
+
+    every_axis = Attrs(axes=tuple(range(x.ndim)), keepdims=False)
+    high = op("maximum", op("reduce_max", x, attrs=every_axis), const(0.0))
+    low = op("minimum", op("reduce_min", x, attrs=every_axis), const(0.0))
+    span = op("sub", high, low)
+    empty = op("cast", op("eq", span, const(0.0)), attrs=Attrs(dtype=x.dtype))
+    scale = op("div", op("add", span, empty), const(float(hi - lo)))
+    zero = op("round", op("minimum", op("maximum", op("sub", const(float(lo)), op("div", low, scale)),
+                                        const(float(lo))), const(float(hi))))
+    shifted = op("add", op("round", op("div", x, scale)), zero)
+    clamped = op("minimum", op("maximum", shifted, const(float(lo))), const(float(hi)))
+    return op("cast", clamped, attrs=Attrs(dtype=dt.as_dtype(dtype_name))), scale, zero
+
+
 def dequantize_node(q: Node, scale, zero, dtype: dt.DType) -> Node:
     """DQ(q) = (float(q) - zero) * scale in `dtype`; zero None leaves the subtraction out (a symmetric weight)."""
     where = (q.scope, q.location)
     real = make_node("cast", [q], Attrs(dtype=dtype), *where)
     if zero is not None:
-        real = make_node("sub", [real, constant_node(np.array(zero, dtype.storage), dtype, q.location)], None, *where)
-    scale_node = constant_node(np.asarray(scale, dtype.storage), dtype, q.location)
+        zero_node = zero if isinstance(zero, Node) else constant_node(np.array(zero, dtype.storage), dtype, q.location)
+        real = make_node("sub", [real, zero_node], None, *where)
+    scale_node = scale if isinstance(scale, Node) else constant_node(np.asarray(scale, dtype.storage), dtype,
+                                                                     q.location)
     return make_node("mul", [real, scale_node], None, *where)
 
 
 def quantized_layer(layer: Node, x: Node, plan: LayerQuantization) -> Node:
     """The layer computed on DQ(Q(x)) and DQ(Wq): the form qdq_integer puts on integer kernels."""
     dtype = layer.dtype
-    x_dq = dequantize_node(quantize_node(x, plan.x_scale, plan.x_zero, plan.x_dtype), plan.x_scale, plan.x_zero,
-                           dtype)
+    if plan.dynamic:
+        x_dq = dequantize_node(*dynamic_quantized(x, plan.x_dtype), dtype)
+    else:
+        x_dq = dequantize_node(quantize_node(x, plan.x_scale, plan.x_zero, plan.x_dtype), plan.x_scale,
+                               plan.x_zero, dtype)
     weight = constant_node(np.ascontiguousarray(plan.weight_q, np.int8), dt.int8, layer.location)
     scale = plan.weight_scale
     if layer.op == "conv2d" and scale.ndim == 1:

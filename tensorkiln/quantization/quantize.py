@@ -3,6 +3,7 @@
     qf = tk.quantize(model, calibration, method="kl")
     qf(x)                            # a tk.jit function: explain(), report(), profile() work
     print(qf.quantization_report())  # per layer: input range, scale, zero point, SQNR; end to end
+    tk.quantize(model, calibration, activation_scales="dynamic")  # input scales from each call's range
 
 The function is traced (as tk.jit traces it) for the calibration samples' shapes; its quantizable
 layers (passes/quantize_layers.py: matmuls by constant weights, conv2d of groups 1) are numbered
@@ -66,17 +67,21 @@ class QuantizedFunction(JitFunction):
 
 def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per_channel: bool = True,
              percentile: float = 99.99, keep_float=(), activations: str = "uint8", symmetric_weights: bool = True,
-             **jit_options) -> QuantizedFunction:
+             activation_scales: str = "static", **jit_options) -> QuantizedFunction:
     """Post-training int8 quantization of a function of tensors or a tk.nn.Module (put in eval mode).
 
     calibration: an iterable of argument tuples (or single arrays), all of one signature.
     method: "minmax", "percentile" (of |x|, `percentile` %), "kl" (entropy) or "mse" chooses each
         quantized layer's input range; activations are affine per tensor, `activations` "uint8" or "int8".
+    activation_scales: "static" (calibrated once, by `method`) or "dynamic" (each call computes every
+        quantized layer's input scale and zero point from that input's range, as ONNX's
+        DynamicQuantizeLinear; calibration then only measures the report's errors).
     per_channel: one weight scale per output channel (else one per weight); weights are symmetric int8.
     keep_float: layers left in float: indices, names (module paths) or a predicate of a QuantizableLayer.
     Other keyword arguments are tk.jit's options. Returns a tk.jit function (QuantizedFunction).
     """
-    _check_options(method, activations, percentile, symmetric_weights)
+    _check_options(method, activations, percentile, symmetric_weights, activation_scales)
+    dynamic = activation_scales == "dynamic"
     samples = _calibration_samples(calibration)
     if hasattr(fn_or_module, "eval") and hasattr(fn_or_module, "training"):
         fn_or_module.eval()
@@ -93,25 +98,32 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
     def arrays_of(sample) -> list[np.ndarray]:
         return list(sample) + [read() for read in entry.state_sources]
 
-    stats = _calibrate(graph, chosen, samples, arrays_of, options, histogram=method != "minmax")
+    stats = _calibrate(graph, chosen, samples, arrays_of, options, histogram=method != "minmax" and not dynamic)
     plans, reports = {}, {}
     for layer in chosen:
-        low, high = clip_range(stats[layer.index], threshold(stats[layer.index], method, percentile))
+        if dynamic:  # the report's range is the one observed; each call finds its own
+            low, high = clip_range(stats[layer.index], threshold(stats[layer.index], "minmax", percentile))
+        else:
+            low, high = clip_range(stats[layer.index], threshold(stats[layer.index], method, percentile))
         scale, zero = affine_params(low, high, activations)
         channel_axis = (1 if layer.op == "matmul" else 0) if per_channel else None
         weight_q, weight_scale = symmetric_int8_weights(weight_value(layer.node), channel_axis)
-        plans[layer.index] = LayerQuantization(scale, zero, activations, weight_q, weight_scale)
-        reports[layer.index] = LayerReport(layer.index, layer.name, layer.op, True, method, low, high, scale, zero,
-                                           activations, (float(weight_scale.min()), float(weight_scale.max())))
+        plans[layer.index] = LayerQuantization(scale, zero, activations, weight_q, weight_scale, dynamic)
+        reports[layer.index] = LayerReport(layer.index, layer.name, layer.op, True, "dynamic" if dynamic else method,
+                                           low, high, scale, zero, activations,
+                                           (float(weight_scale.min()), float(weight_scale.max())), dynamic=dynamic)
     quantized = QuantizedFunction(fn_or_module, options, plans)
     report = QuantizationReport([reports.get(l.index) or LayerReport(l.index, l.name, l.op, False) for l in layers],
-                                method, len(samples))
+                                "dynamic activation scales" if dynamic else method, len(samples))
     _measure(graph, chosen, plans, report, samples, arrays_of, quantized, options)
     quantized._report = report
     return quantized
 
 
-def _check_options(method: str, activations: str, percentile: float, symmetric: bool) -> None:
+def _check_options(method: str, activations: str, percentile: float, symmetric: bool, scales: str) -> None:
+    if scales not in ("static", "dynamic"):
+        raise ValueError(f"tk.quantize: activation_scales={scales!r}; expected 'static' (calibrated) or "
+                         f"'dynamic' (from each call's input range)")
     if method not in METHODS:
         raise ValueError(f"tk.quantize: unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if activations not in ACTIVATION_RANGES:

@@ -48,6 +48,7 @@ class LayerReport:
     x_dtype: str = ""
     weight_scales: tuple[float, float] = (0.0, 0.0)  # smallest and largest weight scale
     sqnr_db: float = float("nan")  # the layer's output, quantized input and weight vs float, on the calibration data
+    dynamic: bool = False  # the input's scale and zero point are computed per call (low, high: the range observed)
 
 
 @dataclass
@@ -76,8 +77,9 @@ class QuantizationReport:
             if not layer.quantized:
                 lines.append(f"{layer.index:>3}  {layer.name:<24} {layer.op:<7} {'kept float':>21}")
                 continue
+            scale, zero = ("per call", "-") if layer.dynamic else (f"{layer.x_scale:.4g}", layer.x_zero)
             lines.append(f"{layer.index:>3}  {layer.name:<24} {layer.op:<7} "
-                         f"{f'[{layer.low:.4g}, {layer.high:.4g}]':>21} {layer.x_scale:>10.4g} {layer.x_zero:>5} "
+                         f"{f'[{layer.low:.4g}, {layer.high:.4g}]':>21} {scale:>10} {zero:>5} "
                          f"{f'{layer.weight_scales[0]:.3g}..{layer.weight_scales[1]:.3g}':>21} {layer.sqnr_db:>8.1f}")
         lines.append(f"end to end: output SQNR {self.end_to_end_sqnr_db:.1f} dB, max |error| {self.max_abs_error:.4g}")
         return "\n".join(lines)

@@ -34,6 +34,15 @@ def fake_quant(x: np.ndarray, scale: float, zero: int, dtype: str) -> np.ndarray
     return ((q - zero) * np.float32(scale)).astype(np.float32)
 
 
+def dynamic_params(x: np.ndarray, dtype: str) -> tuple[np.float32, float]:
+    """DynamicQuantizeLinear's scale and zero point of x, in float32 as the graph computes them."""
+    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    high, low = np.float32(max(x.max(), 0)), np.float32(min(x.min(), 0))
+    span = np.float32(high - low)
+    scale = np.float32((span + np.float32(span == 0)) / np.float32(hi - lo))
+    return scale, float(np.rint(np.clip(np.float32(lo) - low / scale, lo, hi)))
+
+
 def simulate(model: nn.Module, plans: dict, x: np.ndarray) -> tuple[np.ndarray, float]:
     """The quantized model in numpy/torch float64 (each layer's input and weight fake-quantized),
     and the last layer's output quantum (input scale x weight scale)."""
@@ -45,14 +54,15 @@ def simulate(model: nn.Module, plans: dict, x: np.ndarray) -> tuple[np.ndarray, 
         if name in ("Linear", "Conv2d") and (name == "Linear" or module.groups == 1):
             weight = module.weight.numpy().astype(np.float64)
             if plan is not None:
-                t = torch.from_numpy(fake_quant(t.numpy().astype(np.float32), plan.x_scale, plan.x_zero,
-                                                plan.x_dtype)).double()
+                x32 = t.numpy().astype(np.float32)
+                x_scale, x_zero = dynamic_params(x32, plan.x_dtype) if plan.dynamic else (plan.x_scale, plan.x_zero)
+                t = torch.from_numpy(fake_quant(x32, x_scale, x_zero, plan.x_dtype)).double()
                 scale = plan.weight_scale.astype(np.float64)
                 if name == "Linear":
                     weight = (plan.weight_q.astype(np.float64) * scale).T
                 else:
                     weight = plan.weight_q.astype(np.float64) * scale.reshape(-1, 1, 1, 1)
-                quantum = plan.x_scale * float(scale.max())
+                quantum = x_scale * float(scale.max())
             layer_index += 1
             bias = torch.from_numpy(module.bias.numpy().astype(np.float64))
             t = torch.nn.functional.linear(t, torch.from_numpy(weight), bias) if name == "Linear" else \
@@ -107,6 +117,38 @@ def test_cnn_quantized_layers_and_depthwise_float(rng):
     with tk.no_grad():
         reference = model(tk.tensor(x)).numpy()
     assert sqnr(reference, out) > 30
+
+
+@pytest.mark.parametrize("activations", ["uint8", "int8"])
+def test_dynamic_activation_scales_follow_each_call(rng, activations):
+    """activation_scales="dynamic": every call quantizes each layer's input by its own range (the
+    integer kernels still run), so inputs far outside the calibration data keep their precision."""
+    model = mlp()
+    qf = tk.quantize(model, calibration(rng, (8, 19)), activation_scales="dynamic", activations=activations)
+    static = tk.quantize(model, calibration(rng, (8, 19)), activations=activations)
+    for size in (0.05, 1.0, 6.0):  # far inside, like, and far outside the calibrated range
+        x = (rng.normal(size=(5, 19)) * size).astype(np.float32)
+        assert integer_products(qf, x) == 2
+        out = qf(x).numpy()
+        expected, quantum = simulate(model, qf.plans, x)
+        np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
+        with tk.no_grad():
+            reference = model(tk.tensor(x)).numpy()
+        assert sqnr(reference, out) > 25, size
+        if size != 1.0:
+            assert sqnr(reference, out) > sqnr(reference, static(x).numpy()) + 3, size
+    assert "per call" in str(qf.quantization_report())
+    x = np.zeros((2, 19), np.float32)  # a constant input: scale 1, as DynamicQuantizeLinear's
+    np.testing.assert_allclose(qf(x).numpy(), simulate(model, qf.plans, x)[0], rtol=0, atol=1e-5)
+
+
+def test_dynamic_activation_scales_on_convolutions(rng):
+    model = cnn()
+    qf = tk.quantize(model, calibration(rng, (2, 3, 5, 7)), activation_scales="dynamic")
+    x = (rng.normal(size=(2, 3, 5, 7)) * 4).astype(np.float32)
+    assert integer_products(qf, x) == 3
+    expected, quantum = simulate(model, qf.plans, x)
+    np.testing.assert_allclose(qf(x).numpy(), expected, rtol=0, atol=quantum * 1.01)
 
 
 def test_report_lists_every_layer(rng):
@@ -170,6 +212,8 @@ def test_errors_name_the_problem(rng):
         tk.quantize(mlp(), data, activations="int4")
     with pytest.raises(ValueError, match=r"percentile=0 is not in \(0, 100\]"):
         tk.quantize(mlp(), data, method="percentile", percentile=0)
+    with pytest.raises(ValueError, match="activation_scales='per_token'; expected 'static'"):
+        tk.quantize(mlp(), data, activation_scales="per_token")
     with pytest.raises(ValueError, match="symmetric_weights=False is not supported"):
         tk.quantize(mlp(), data, symmetric_weights=False)
     with pytest.raises(ShapeError):  # the function itself refuses the calibration shape
