@@ -22,6 +22,10 @@ activations (qdq_conv.py), no window copied. This pass runs before constant
 folding, which would otherwise turn DQ(W_q) into a float weight and lose the
 integers.
 
+A matmul's activation may also have one zero and scale per row, computed at
+run time (per-token dynamic quantization, shape (..., M, 1)): zx colsum(W) and
+sx then broadcast over the row in the same epilogue.
+
 Left as they are: a weight zero that takes W_q - zw out of int8's range, a
 per-row weight scale, a per-channel activation scale, a non-constant weight,
 grouped convolutions other than depthwise ones.
@@ -51,8 +55,9 @@ def integer_qdq_products(graph: Graph) -> tuple[Graph, Counter]:
         if node.op not in ("matmul", "conv2d") or node.dtype.name not in ("float32", "float64"):
             return node
         x = dequantized(node.inputs[0], runtime=True)
-        if x is None or not _scalar(x[1]) or not _scalar(x[2]):
-            return node  # the activation needs one zero and one scale (known, or computed: dynamic)
+        if x is None or not (_scalar(x[1]) and _scalar(x[2]) or node.op == "matmul" and _per_row(x)):
+            return node  # the activation needs one zero and one scale (known, or computed: dynamic), or a
+            # matmul's one per row computed at run time (per-token): each factors out of its row's sums
         if node.op == "matmul":
             w = _dequantized_weight(node.inputs[1]) if node.inputs[1].ndim == 2 else None
             if w is None or w[0].shape[0] != x[0].shape[-1]:
@@ -112,13 +117,22 @@ def _scalar(value) -> bool:
     return value.ndim == 0 if isinstance(value, Node) else value.size == 1
 
 
+def _per_row(x: tuple[Node, object, object]) -> bool:
+    """Zero and scale computed at run time, one per row of q (shape q.shape[:-1] + (1,)), or scalars."""
+    q, zero, scale = x
+    row = tuple(q.shape[:-1]) + (1,)
+    return all(isinstance(v, Node) and (v.ndim == 0 or tuple(v.shape) == row) for v in (zero, scale))
+
+
 def dequantized(node: Node, runtime: bool = False) -> tuple[Node, object, object] | None:
     """(q, zero, scale) of node = (float(q) - zero) * scale with q 8-bit and the zero and scale known
     constants (no zero: 0; no scale: 1, an integer product's operand); None for anything else.
-    runtime=True: a zero or scale that is not known may be a scalar node (computed at run time)."""
+    runtime=True: a zero or scale that is not known may be a node computed at run time, a scalar or
+    one per row (shape (..., 1)); the caller checks its shape against q's."""
     def value(n: Node):
         found = known(n)
-        return n if found is None and runtime and n.ndim == 0 and n.dtype.is_floating else found
+        runtime_value = runtime and n.dtype.is_floating and (n.ndim == 0 or n.shape[-1] == 1)
+        return n if found is None and runtime_value else found
 
     one = np.ones((), node.dtype.storage)
     pairs = list(zip(node.inputs, node.inputs[::-1])) if node.op == "mul" else []

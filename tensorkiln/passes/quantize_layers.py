@@ -42,6 +42,7 @@ class LayerQuantization:
     weight_q: np.ndarray
     weight_scale: np.ndarray  # (N,) or (O,) per channel; () per tensor
     dynamic: bool = False  # the input's scale and zero computed per call from its range (x_scale, x_zero unused)
+    per_token: bool = False  # dynamic, one scale and zero per row of a matmul's input (its last axis' range)
 
 
 def is_quantizable(node: Node) -> bool:
@@ -93,10 +94,11 @@ def quantize_node(x: Node, scale: float, zero: int, dtype_name: str) -> Node:
     return make_node("cast", [clamped], Attrs(dtype=dt.as_dtype(dtype_name)), *where)
 
 
-def dynamic_quantized(x: Node, dtype_name: str) -> tuple[Node, Node, Node]:
-    """(Q(x), scale, zero) with the scalar scale and zero computed from x's range at run time:
+def dynamic_quantized(x: Node, dtype_name: str, per_row: bool = False) -> tuple[Node, Node, Node]:
+    """(Q(x), scale, zero) with the scale and zero computed from x's range at run time:
     [min(x, 0), max(x, 0)] onto `dtype_name`'s 256 levels (DynamicQuantizeLinear's rule for uint8;
-    int8 shifts the levels by 128). A constant x gets scale 1."""
+    int8 shifts the levels by 128). A constant x gets scale 1. per_row: one scale and zero per row,
+    the range of each row along the last axis (shape (..., 1)); else scalars."""
     lo, hi = _RANGES[dtype_name]
     where = (x.scope, x.location)
     storage = x.dtype.storage
@@ -107,7 +109,8 @@ def dynamic_quantized(x: Node, dtype_name: str) -> tuple[Node, Node, Node]:
     def op(name: str, *inputs: Node, attrs=None) -> Node:
         return make_node(name, list(inputs), attrs, *where)
 
-    every_axis = Attrs(axes=tuple(range(x.ndim)), keepdims=False)
+    every_axis = Attrs(axes=(x.ndim - 1,), keepdims=True) if per_row else \
+        Attrs(axes=tuple(range(x.ndim)), keepdims=False)
     high = op("maximum", op("reduce_max", x, attrs=every_axis), const(0.0))
     low = op("minimum", op("reduce_min", x, attrs=every_axis), const(0.0))
     span = op("sub", high, low)
@@ -136,7 +139,7 @@ def quantized_layer(layer: Node, x: Node, plan: LayerQuantization) -> Node:
     """The layer computed on DQ(Q(x)) and DQ(Wq): the form qdq_integer puts on integer kernels."""
     dtype = layer.dtype
     if plan.dynamic:
-        x_dq = dequantize_node(*dynamic_quantized(x, plan.x_dtype), dtype)
+        x_dq = dequantize_node(*dynamic_quantized(x, plan.x_dtype, plan.per_token and layer.op == "matmul"), dtype)
     else:
         x_dq = dequantize_node(quantize_node(x, plan.x_scale, plan.x_zero, plan.x_dtype), plan.x_scale,
                                plan.x_zero, dtype)

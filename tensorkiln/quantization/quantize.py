@@ -4,6 +4,7 @@
     qf(x)                            # a tk.jit function: explain(), report(), profile() work
     print(qf.quantization_report())  # per layer: input range, scale, zero point, SQNR; end to end
     tk.quantize(model, calibration, activation_scales="dynamic")  # input scales from each call's range
+    tk.quantize(model, calibration, activation_scales="per_token")  # ... one per row of a matmul's input
 
 The function is traced (as tk.jit traces it) for the calibration samples' shapes; its quantizable
 layers (passes/quantize_layers.py: matmuls by constant weights, conv2d of groups 1) are numbered
@@ -75,13 +76,16 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
         quantized layer's input range; activations are affine per tensor, `activations` "uint8" or "int8".
     activation_scales: "static" (calibrated once, by `method`) or "dynamic" (each call computes every
         quantized layer's input scale and zero point from that input's range, as ONNX's
-        DynamicQuantizeLinear; calibration then only measures the report's errors).
+        DynamicQuantizeLinear; calibration then only measures the report's errors) or "per_token"
+        (dynamic, one scale and zero point per row of each quantized matmul's input, the range of
+        that token's features; convolutions take dynamic per-tensor scales).
     per_channel: one weight scale per output channel (else one per weight); weights are symmetric int8.
     keep_float: layers left in float: indices, names (module paths) or a predicate of a QuantizableLayer.
     Other keyword arguments are tk.jit's options. Returns a tk.jit function (QuantizedFunction).
     """
     _check_options(method, activations, percentile, symmetric_weights, activation_scales)
-    dynamic = activation_scales == "dynamic"
+    dynamic = activation_scales in ("dynamic", "per_token")
+    per_token = activation_scales == "per_token"
     samples = _calibration_samples(calibration)
     if hasattr(fn_or_module, "eval") and hasattr(fn_or_module, "training"):
         fn_or_module.eval()
@@ -108,22 +112,23 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
         scale, zero = affine_params(low, high, activations)
         channel_axis = (1 if layer.op == "matmul" else 0) if per_channel else None
         weight_q, weight_scale = symmetric_int8_weights(weight_value(layer.node), channel_axis)
-        plans[layer.index] = LayerQuantization(scale, zero, activations, weight_q, weight_scale, dynamic)
-        reports[layer.index] = LayerReport(layer.index, layer.name, layer.op, True, "dynamic" if dynamic else method,
+        plans[layer.index] = LayerQuantization(scale, zero, activations, weight_q, weight_scale, dynamic, per_token)
+        reports[layer.index] = LayerReport(layer.index, layer.name, layer.op, True,
+                                           activation_scales if dynamic else method,
                                            low, high, scale, zero, activations,
                                            (float(weight_scale.min()), float(weight_scale.max())), dynamic=dynamic)
     quantized = QuantizedFunction(fn_or_module, options, plans)
     report = QuantizationReport([reports.get(l.index) or LayerReport(l.index, l.name, l.op, False) for l in layers],
-                                "dynamic activation scales" if dynamic else method, len(samples))
+                                f"{activation_scales} activation scales" if dynamic else method, len(samples))
     _measure(graph, chosen, plans, report, samples, arrays_of, quantized, options)
     quantized._report = report
     return quantized
 
 
 def _check_options(method: str, activations: str, percentile: float, symmetric: bool, scales: str) -> None:
-    if scales not in ("static", "dynamic"):
-        raise ValueError(f"tk.quantize: activation_scales={scales!r}; expected 'static' (calibrated) or "
-                         f"'dynamic' (from each call's input range)")
+    if scales not in ("static", "dynamic", "per_token"):
+        raise ValueError(f"tk.quantize: activation_scales={scales!r}; expected 'static' (calibrated), "
+                         f"'dynamic' (from each call's input range) or 'per_token' (dynamic, per row)")
     if method not in METHODS:
         raise ValueError(f"tk.quantize: unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if activations not in ACTIVATION_RANGES:

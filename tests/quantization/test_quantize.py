@@ -30,17 +30,20 @@ def calibration(rng, shape, count=6):
 def fake_quant(x: np.ndarray, scale: float, zero: int, dtype: str) -> np.ndarray:
     """(clip(round(x / s) + z) - z) * s in float32, as the Q/DQ ops compute it."""
     lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
-    q = np.clip(np.rint(x / np.float32(scale)) + zero, lo, hi)
-    return ((q - zero) * np.float32(scale)).astype(np.float32)
+    scale = np.asarray(scale, np.float32)
+    q = np.clip(np.rint(x / scale) + zero, lo, hi)
+    return ((q - zero) * scale).astype(np.float32)
 
 
-def dynamic_params(x: np.ndarray, dtype: str) -> tuple[np.float32, float]:
-    """DynamicQuantizeLinear's scale and zero point of x, in float32 as the graph computes them."""
+def dynamic_params(x: np.ndarray, dtype: str, per_row: bool = False):
+    """DynamicQuantizeLinear's scale and zero point of x (per_row: of each row, as (..., 1) arrays), in
+    float32 as the graph computes them."""
     lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
-    high, low = np.float32(max(x.max(), 0)), np.float32(min(x.min(), 0))
-    span = np.float32(high - low)
-    scale = np.float32((span + np.float32(span == 0)) / np.float32(hi - lo))
-    return scale, float(np.rint(np.clip(np.float32(lo) - low / scale, lo, hi)))
+    axis = dict(axis=-1, keepdims=True) if per_row else {}
+    high, low = np.maximum(x.max(**axis), 0).astype(np.float32), np.minimum(x.min(**axis), 0).astype(np.float32)
+    span = (high - low).astype(np.float32)
+    scale = ((span + (span == 0).astype(np.float32)) / np.float32(hi - lo)).astype(np.float32)
+    return scale, np.rint(np.clip(np.float32(lo) - low / scale, lo, hi))
 
 
 def simulate(model: nn.Module, plans: dict, x: np.ndarray) -> tuple[np.ndarray, float]:
@@ -55,14 +58,15 @@ def simulate(model: nn.Module, plans: dict, x: np.ndarray) -> tuple[np.ndarray, 
             weight = module.weight.numpy().astype(np.float64)
             if plan is not None:
                 x32 = t.numpy().astype(np.float32)
-                x_scale, x_zero = dynamic_params(x32, plan.x_dtype) if plan.dynamic else (plan.x_scale, plan.x_zero)
+                x_scale, x_zero = dynamic_params(x32, plan.x_dtype, plan.per_token and name == "Linear") \
+                    if plan.dynamic else (plan.x_scale, plan.x_zero)
                 t = torch.from_numpy(fake_quant(x32, x_scale, x_zero, plan.x_dtype)).double()
                 scale = plan.weight_scale.astype(np.float64)
                 if name == "Linear":
                     weight = (plan.weight_q.astype(np.float64) * scale).T
                 else:
                     weight = plan.weight_q.astype(np.float64) * scale.reshape(-1, 1, 1, 1)
-                quantum = x_scale * float(scale.max())
+                quantum = float(np.max(x_scale)) * float(scale.max())
             layer_index += 1
             bias = torch.from_numpy(module.bias.numpy().astype(np.float64))
             t = torch.nn.functional.linear(t, torch.from_numpy(weight), bias) if name == "Linear" else \
@@ -142,6 +146,28 @@ def test_dynamic_activation_scales_follow_each_call(rng, activations):
     np.testing.assert_allclose(qf(x).numpy(), simulate(model, qf.plans, x)[0], rtol=0, atol=1e-5)
 
 
+def test_per_token_scales_follow_each_row(rng):
+    """activation_scales="per_token": one scale and zero point per row of each matmul's input, so rows of
+    very different magnitudes (tokens) each keep their precision; still on the integer kernels."""
+    model = mlp()
+    data = calibration(rng, (8, 19))
+    per_token = tk.quantize(model, data, activation_scales="per_token")
+    per_tensor = tk.quantize(model, data, activation_scales="dynamic")
+    for shape in ((6, 19), (2, 3, 19), (1, 19)):  # batched rows too: a row is the last axis
+        x = rng.normal(size=shape).astype(np.float32) * np.logspace(-2, 1, int(np.prod(shape[:-1])),
+                                                                     dtype=np.float32).reshape(shape[:-1] + (1,))
+        assert integer_products(per_token, x) == 2
+        out = per_token(x).numpy()
+        expected, quantum = simulate(model, per_token.plans, x)
+        np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
+        with tk.no_grad():
+            reference = model(tk.tensor(x)).numpy()
+        if shape[0] > 1:  # the small rows lose their digits to one shared scale, not to their own
+            small = np.abs(reference - out)[..., :1, :].max()
+            assert small < np.abs(reference - per_tensor(x).numpy())[..., :1, :].max() / 4
+    assert "per_token activation scales" in str(per_token.quantization_report())
+
+
 def test_dynamic_activation_scales_on_convolutions(rng):
     model = cnn()
     qf = tk.quantize(model, calibration(rng, (2, 3, 5, 7)), activation_scales="dynamic")
@@ -212,8 +238,8 @@ def test_errors_name_the_problem(rng):
         tk.quantize(mlp(), data, activations="int4")
     with pytest.raises(ValueError, match=r"percentile=0 is not in \(0, 100\]"):
         tk.quantize(mlp(), data, method="percentile", percentile=0)
-    with pytest.raises(ValueError, match="activation_scales='per_token'; expected 'static'"):
-        tk.quantize(mlp(), data, activation_scales="per_token")
+    with pytest.raises(ValueError, match="activation_scales='per_channel'; expected 'static'"):
+        tk.quantize(mlp(), data, activation_scales="per_channel")
     with pytest.raises(ValueError, match="symmetric_weights=False is not supported"):
         tk.quantize(mlp(), data, symmetric_weights=False)
     with pytest.raises(ShapeError):  # the function itself refuses the calibration shape
