@@ -15,7 +15,10 @@ ways in turns, token after token on the same KV cache:
   off), as before the shared path.
 
 The figures are medians over a launch's tokens (after a warm-up), float32. Every way's tokens must
-agree with the 1-rank run's (the script checks it).
+agree with the 1-rank run's (the script checks it). Each round also times, on 2 ranks, one compiled
+all-reduce of a token's 768 features (collective_channel.Channel, a sum of float32, start and wait)
+through the ranks' shared memory and through MPI's all-reduce, in turns call after call, each call
+after a barrier.
 """
 from __future__ import annotations
 
@@ -73,6 +76,29 @@ def worker_decode(tokens: int) -> dict:
     return {"token_seconds": {way: float(np.median(t[WARMUP:])) for way, t in times.items()}, "tokens": chosen}
 
 
+def worker_all_reduce(repeats: int = 200, count: int = 768) -> dict:
+    """(In a worker) the median seconds of one all-reduce of `count` float32, shared memory and MPI in turns."""
+    import tensorkiln.distributed as dist
+    from tensorkiln.runtime import communicator
+    from tensorkiln.runtime.collective_channel import Channel
+    dist.init(check_agreement=False)
+    fields = {"group": "world", "dtype": "float32", "in": str(count), "out": str(count), "reduction": "sum",
+              "overlap": "none"}
+    channel = Channel("all_reduce", fields)
+    operand = np.random.default_rng(dist.rank()).standard_normal(count).astype(np.float32)
+    output = np.empty_like(operand)
+    times: dict[str, list[float]] = {"shared memory": [], "MPI": []}
+    for _ in range(repeats):
+        for way in times:
+            Channel.share_memory_without_progress = way == "shared memory"
+            communicator.barrier()
+            start = time.perf_counter()
+            channel.start(operand.ctypes.data)
+            channel.wait(output.ctypes.data)
+            times[way].append(time.perf_counter() - start)
+    return {way: float(np.median(t[10:])) for way, t in times.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", default=None, help="(a worker) its timed tokens per way")
@@ -82,7 +108,8 @@ def main() -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.worker:
-        write_result(worker_decode(int(args.worker)), args.result)
+        work = worker_all_reduce() if args.worker == "all_reduce" else worker_decode(int(args.worker))
+        write_result(work, args.result)
         return 0
     print(f"machine: {machine_summary()}; GPT-2 small, float32, 1 OpenMP thread per rank; load average "
           f"{os.getloadavg()[0]:.1f} at the start")
@@ -91,9 +118,12 @@ def main() -> int:
         one, two = (launch_worker(__file__, str(args.tokens), ranks) for ranks in (1, 2))
         if one["tokens"] != two["tokens"]:
             raise SystemExit(f"round {round_}: 2 ranks chose other tokens than 1 rank")
-        pairs.append({"one": one["token_seconds"], "two": two["token_seconds"], "load": os.getloadavg()[0]})
+        paths = launch_worker(__file__, "all_reduce", 2)
+        pairs.append({"one": one["token_seconds"], "two": two["token_seconds"], "load": os.getloadavg()[0],
+                      "all_reduce_768": paths})
         print(f"round {round_}: 1 rank {one['token_seconds']['greedy'] * 1e3:.1f} ms, 2 ranks "
-              f"{two['token_seconds']['greedy'] * 1e3:.1f} ms, load {pairs[-1]['load']:.1f}", flush=True)
+              f"{two['token_seconds']['greedy'] * 1e3:.1f} ms, load {pairs[-1]['load']:.1f}; an all-reduce of 768 float32: "
+              + ", ".join(f"{way} {t * 1e6:.1f} us" for way, t in paths.items()), flush=True)
     rows = []
     for way in WAYS:
         ratios = [p["one"]["greedy"] / p["two"][way] for p in pairs]
@@ -102,6 +132,9 @@ def main() -> int:
                      " ".join(f"{r:.2f}" for r in ratios), f"{np.median(ratios):.2f}x"])
     print("\nms per token (medians over rounds); ratio: 1 rank greedy / 2 ranks this way, per round")
     print_table(["way", "1 rank", "2 ranks", "ratio per round", "median ratio"], rows)
+    ways = pairs[0]["all_reduce_768"]
+    print("an all-reduce of 768 float32 on 2 ranks, median over rounds: "
+          + ", ".join(f"{way} {np.median([p['all_reduce_768'][way] for p in pairs]) * 1e6:.1f} us" for way in ways))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(pairs, f, indent=2)
