@@ -2,6 +2,7 @@
  * release store of a call's number) and waits until every other rank has got as far (acquire loads).
  * Each flag sits on its own 64-byte line, so a rank's spinning reads never contend with a write to
  * anything but the flag it waits for. */
+#define _POSIX_C_SOURCE 200809L  /* nanosleep, clock_gettime */
 #include <stdint.h>
 #include <sched.h>
 #include <time.h>
@@ -28,13 +29,15 @@ static void relax(void)
 }
 
 /* Wait until the flag of every rank but `self` (*flags[r], r < size) reaches `target`.
- * After `polls_before_yield` polls each further poll gives the core away first (sched_yield), so a
- * waiting rank on a shared core lets the rank it waits for run; before, one poll in 1024 does (as
- * MPICH's light yield: it returns at once when nothing else wants the core). Returns the lowest rank still short
- * of `target` after `timeout_seconds`, or -1 once every rank has arrived. */
+ * After `polls_before_sleep` polls each further poll first sleeps (a microsecond asked for, the timer's
+ * slack more), as MPICH's heavy yield does: a waiting rank on a core shared with other work leaves the
+ * run queue, so the rank it waits for gets its time. Before, one poll in 1024 yields (sched_yield, as
+ * MPICH's light yield: it returns at once when nothing else wants the core). Returns the lowest rank
+ * still short of `target` after `timeout_seconds`, or -1 once every rank has arrived. */
 int tk_flag_wait(int64_t *const *flags, int size, int self, int64_t target,
-                 int64_t polls_before_yield, double timeout_seconds)
+                 int64_t polls_before_sleep, double timeout_seconds)
 {
+    const struct timespec nap = {0, 1000};
     double deadline = 0.0;
     for (int64_t poll = 0;; ++poll) {
         int late = -1;
@@ -43,11 +46,13 @@ int tk_flag_wait(int64_t *const *flags, int size, int self, int64_t target,
                 late = r;
         if (late < 0)
             return -1;
-        if (poll >= polls_before_yield || (poll & 1023) == 1023)
+        if (poll >= polls_before_sleep)
+            nanosleep(&nap, 0);
+        else if ((poll & 1023) == 1023)
             sched_yield();
         else
             relax();
-        if ((poll & 4095) == 4095) {  /* the clock only now and then: a poll is far cheaper than a read of it */
+        if ((poll & 4095) == 4095 || poll >= polls_before_sleep) {  /* the clock now and then (or after a sleep) */
             double now = seconds_now();
             if (deadline == 0.0)
                 deadline = now + timeout_seconds;

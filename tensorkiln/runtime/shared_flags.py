@@ -11,8 +11,11 @@ flag are visible to a rank that has seen the flag, on any processor.
 
 How long a rank polls before it gives its core away follows the launch's wait
 policy (distributed/wait_policy.py sets MPICH's or Open MPI's variables; they
-are read here): spinning ranks give it away one poll in 1024, yielding ranks
-at every poll after the first 100.
+are read here): spinning ranks yield one poll in 1024 (sched_yield, which
+returns at once when nothing else wants the core); yielding ranks sleep before
+every poll after the first 100, as MPICH's heavy yield does, since on cores
+shared with other work a rank that only calls sched_yield stays in the run
+queue and takes time from the rank it waits for.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from .c_compiler import compile_c
 
 LINE_BYTES = 64  # one flag per cache line
 _SOURCE = Path(__file__).with_name("shared_flags.c")
-SPIN_POLLS = 1 << 62  # polls before yielding at every poll, when ranks spin: never
+SPIN_POLLS = 1 << 62  # polls before sleeping at every poll, when ranks spin: never
 YIELD_POLLS = 100  # as MPICH's MPIR_CVAR_POLLS_BEFORE_YIELD under the yield policy
 
 
