@@ -305,23 +305,26 @@ def worker_gpt2_decode(tokens: int = 16) -> dict:
     prompt = np.random.default_rng(0).integers(0, 50257, (1, 8))
     with tk.no_grad():
         prefill = tk.jit(model.prefill)
-        step = tk.jit(model.decode_step, donate_argnums=2)
-        logits, caches = prefill(tk.tensor(prompt), 8 + tokens + WARMUP)
-        token = logits[:, -1].argmax(-1).numpy().reshape(1, 1)
+        # the greedy step: the argmax inside the compiled call (vocab-parallel on 2 ranks: two all-reduces
+        # of one value instead of gathering 50257 logits); its token is the next call's argument as it is
+        step = tk.jit(model.decode_greedy_step, donate_argnums=2)
+        logits, caches = prefill(tk.tensor(prompt), 8 + tokens + WARMUP + 1)
+        token = tk.tensor(logits[:, -1].argmax(-1).numpy().reshape(1, 1))
         times, calls, chosen = [], [], []
         for i in range(tokens + WARMUP):
             dist.barrier()
             start = time.perf_counter()
-            arguments = (tk.tensor(token), tk.tensor(np.int64(8 + i)), caches)
+            position = tk.tensor(np.int64(8 + i))
             called = time.perf_counter()
-            logits, caches = step(*arguments)
+            token, caches = step(token, position, caches)
             calls.append(time.perf_counter() - called)
-            token = logits[:, -1].argmax(-1).numpy().reshape(1, 1)
+            chosen.append(int(token.numpy()[0, 0]))
             times.append(time.perf_counter() - start)
-            chosen.append(int(token[0, 0]))
-        last = (tk.tensor(token), tk.tensor(np.int64(8 + tokens + WARMUP - 1)), caches)
+        last = (token, tk.tensor(np.int64(8 + tokens + WARMUP - 1)), caches)
         kernels = step.report(*last).kernels
         profile = step.profile(*last, repeat=5)
+        # the logits of the next position, to compare 1 and 2 ranks (the step that returns them)
+        logits, _ = tk.jit(model.decode_step)(token, tk.tensor(np.int64(8 + tokens + WARMUP)), caches)
     # the collectives of one token's compiled step, by op (each is a start and a wait kernel)
     collectives: dict[str, int] = {}
     for k in kernels:

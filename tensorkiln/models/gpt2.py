@@ -141,6 +141,15 @@ class GPT2LMHeadModel(nn.Module):
             return wte.logits(x)
         return x @ wte.weight.transpose(0, 1)
 
+    def _greedy(self, x):
+        """The next token (N, 1) int64 of each sequence: the argmax of the last position's logits (over
+        the vocabulary split across the ranks, no logits gathered, when the head is vocab-parallel)."""
+        last = x[:, -1:]
+        wte = self.transformer.wte
+        if isinstance(wte, VocabParallelEmbedding):
+            return wte.greedy(last)
+        return self._logits(last).argmax(-1)
+
     def forward(self, input_ids):
         """Logits (N, S, vocab) for every position (causal attention)."""
         return self.prefill(input_ids, input_ids.shape[1])[0]
@@ -161,6 +170,19 @@ class GPT2LMHeadModel(nn.Module):
 
     def decode_step(self, token, pos, caches):
         """Logits (N, 1, vocab) of one new token at position `pos` (a 0-d int64 tensor), new caches."""
+        x, new = self._decode_hidden(token, pos, caches)
+        return self._logits(x), new
+
+    def decode_greedy_step(self, token, pos, caches):
+        """The greedy next token (N, 1) int64 after `token` (N, 1) at position `pos`, and the new caches:
+        decode_step with the argmax taken inside, so a compiled step hands back one index per sequence
+        (on several ranks without gathering the vocabulary's logits) and its result is the next call's
+        token as it is."""
+        x, new = self._decode_hidden(token, pos, caches)
+        return self._greedy(x), new
+
+    def _decode_hidden(self, token, pos, caches):
+        """The final layer norm's output (N, 1, n_embd) for one new token, and the new caches."""
         t = self.transformer
         self._check_positions("KV cache", caches[0].shape[2])
         x = t.wte(token) + t.wpe(pos.reshape(1))
@@ -168,7 +190,7 @@ class GPT2LMHeadModel(nn.Module):
         for i, block in enumerate(t.h):
             x, k, v = block.step(x, pos, caches[2 * i], caches[2 * i + 1])
             new += [k, v]
-        return self._logits(t.ln_f(x)), new
+        return t.ln_f(x), new
 
     def _check_positions(self, what: str, length) -> None:
         """A length past the position table is an error; a symbolic length keeps the guard length <= n_positions."""
@@ -189,16 +211,15 @@ class GPT2LMHeadModel(nn.Module):
         length = ids.shape[1] + max_new_tokens
         prefill = jit(self.prefill) if compiled else self.prefill
         # the caches are donated: each step writes its token's keys and values into them in place
-        step = jit(self.decode_step, donate_argnums=2) if compiled else self.decode_step
+        step = jit(self.decode_greedy_step, donate_argnums=2) if compiled else self.decode_greedy_step
         logits, caches = prefill(tensor(ids), length)
+        token = tensor(logits[:, -1].argmax(-1).numpy().reshape(-1, 1))
         tokens = [ids]
-        token = logits[:, -1].argmax(-1).numpy().reshape(-1, 1)
         for i in range(max_new_tokens):
-            tokens.append(token)
+            tokens.append(token.numpy())
             if i == max_new_tokens - 1:
                 break
-            logits, caches = step(tensor(token), tensor(np.int64(ids.shape[1] + i)), caches)
-            token = logits[:, -1].argmax(-1).numpy().reshape(-1, 1)
+            token, caches = step(token, tensor(np.int64(ids.shape[1] + i)), caches)
         return np.concatenate(tokens, axis=1)
 
     def load_hf_state_dict(self, state_dict) -> None:

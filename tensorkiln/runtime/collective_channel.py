@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DistributedError
-from . import communicator
+from . import communicator, shared_flags
 from .communicator import progresses_in_background
 from .shared_all_reduce import SharedAllReduce, ranks_share_memory
 
@@ -119,6 +119,8 @@ class Channel:
         if self.blocking and self.op == "all_reduce" and not shared:
             self._operand = in_address  # no kernel runs before the wait: MPI reads the operand there
             return
+        if shared:
+            self._shared.prepare()  # no rank still reads the slot from the previous call
         ctypes.memmove(self.send_address, in_address, self.in_bytes)
         if self.blocking:  # nothing runs before the wait: one blocking call there
             return
@@ -161,7 +163,10 @@ class Channel:
         mpi = communicator.world().mpi
         if self.size == 1 or self.send.size == 0 or self._background or not ranks_share_memory(self._comm, mpi):
             return
-        self._shared = SharedAllReduce(self._comm, mpi, self.send.size, self.send.dtype, self.fields["reduction"])
+        if not all(self._comm.allgather(shared_flags.available())):  # every rank decides alike
+            return
+        self._shared = SharedAllReduce(self._comm, mpi, self.send.size, self.send.dtype, self.fields["reduction"],
+                                       communicator.where())
         self.send = self.receive = self._shared.slot.reshape(self.in_shape)
         self.send_address = self.receive_address = self.send.ctypes.data
 

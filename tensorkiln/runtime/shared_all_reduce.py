@@ -4,31 +4,41 @@ Between ranks on one machine MPI's all-reduce copies each message through the
 library's shared-memory queues in chunks, a handshake per chunk, and its
 reduce-scatter and all-gather phases copy every byte in and out of them again.
 Ranks that can map each other's memory (MPI_Win_allocate_shared, every rank of
-the group on one node) need none of that:
+the group on one node) need none of that, nor MPI's barriers: they wait for
+each other on sequence flags in the same memory (shared_flags.py), one cache
+line per rank and flag, and count their calls (call n publishes n).
 
-1. each rank's operand is already in its slot of a shared segment (the
-   channel's start copies it there, as it copied it into a private buffer);
-2. a barrier; then rank r reduces part r of the vector over every rank's slot,
-   in rank order, straight into its own output and into its part of a shared
-   result (dividing for a mean);
-3. a second barrier; then each rank copies the other parts from the shared
-   result into its output.
+1. `prepare` (before the operand is copied into this rank's slot): wait until
+   every rank has finished reading the slots in the previous call (`done`).
+2. `run`: publish `arrived`, wait for every rank's; then
+   - a short vector (one phase): every rank reduces the whole vector over every
+     rank's slot, in rank order, into its output; publish `done`;
+   - a long one (two phases): rank r reduces part r, in rank order, into its
+     output and its part of a shared result (dividing for a mean); publish
+     `reduced` and wait for every rank's; copy the other ranks' parts into the
+     output; publish `done`.
 
-Every rank ends with the same bits (each part is reduced once, by one rank).
-The next call's first barrier keeps a rank from overwriting its slot or its
-part while another still reads them. The bytes move at the wait, as they do
-between ranks of one thread without a progress thread; with a progress thread
-the channel keeps MPI's nonblocking all-reduce instead.
+Every rank ends with the same bits: each element is reduced in rank order by
+the same numpy operation, whichever rank does it. A short vector costs one
+wait on the other ranks instead of two (a decode's all-reduces are of one
+token's features, 3 KB); a long one splits the reduction's reads over the ranks.
+A rank that waits past `wait_timeout_seconds` raises an error naming itself and
+the rank it waited for instead of hanging (a rank that dies of an exception
+ends them all through MPI_Abort before that).
 """
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
 
 from ..errors import DistributedError
+from .shared_flags import LINE_BYTES, Flags
 
 REDUCE_UFUNCS = {"sum": np.add, "mean": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+ARRIVED, REDUCED, DONE = 0, 1, 2  # the flags of a rank's allocation, a cache line each, in this order
+HEADER_BYTES = 3 * LINE_BYTES
 
 
 def ranks_share_memory(comm: Any, mpi: Any) -> bool:
@@ -40,12 +50,21 @@ def ranks_share_memory(comm: Any, mpi: Any) -> bool:
         node.Free()
 
 
-class SharedAllReduce:
-    """One all-reduce call site's shared segment: `slot` (this rank's operand, to be filled before
-    `run`), then `run(output)` writes the reduction of every rank's slot into `output`."""
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
 
-    def __init__(self, comm: Any, mpi: Any, count: int, dtype: np.dtype, reduction: str):
-        self.comm, self.mpi = comm, mpi
+
+class SharedAllReduce:
+    """One all-reduce call site's shared segment: `prepare()`, then fill `slot` (this rank's operand),
+    then `run(output)` writes the reduction of every rank's slot into `output`."""
+
+    # vectors up to this many bytes are reduced whole by every rank (one wait instead of two)
+    one_phase_bytes = 32 * 1024
+    # a rank waiting longer than this for another raises instead of hanging
+    wait_timeout_seconds = 600.0
+
+    def __init__(self, comm: Any, mpi: Any, count: int, dtype: np.dtype, reduction: str, where: str = ""):
+        self.comm, self.mpi, self.where = comm, mpi, where
         self.size, self.rank = comm.Get_size(), comm.Get_rank()
         self.reduction = reduction
         self.ufunc = REDUCE_UFUNCS[reduction]
@@ -54,38 +73,72 @@ class SharedAllReduce:
         if len(set(counts)) != 1:
             raise DistributedError(f"all_reduce through shared memory: the ranks' operands differ: "
                                    + ", ".join(f"rank {r}: {n} x {d}" for r, (n, d) in enumerate(counts)))
+        self.count = count
+        self.one_phase = count * self.dtype.itemsize <= self.one_phase_bytes
         self.bounds = [count * r // self.size for r in range(self.size + 1)]
         itemsize = self.dtype.itemsize
-        mine = self.bounds[self.rank + 1] - self.bounds[self.rank]
-        # one allocation per rank: its slot (the whole vector) and its part of the result
-        self.window = mpi.Win.Allocate_shared((count + mine) * itemsize, itemsize, comm=comm)
-        self.window.Lock_all()  # a passive epoch for the whole life, so that Sync orders the memory
-        self.slots, self.parts = [], []
+        slot_bytes = _round_up(count * itemsize, LINE_BYTES)
+        part = self.bounds[self.rank + 1] - self.bounds[self.rank]
+        # one allocation per rank: a line of slack (to start the flags on a line), the flags, the slot,
+        # its part of the result, and a line of slack after it (the next rank's flags start a line of their own)
+        self.window = mpi.Win.Allocate_shared(LINE_BYTES + HEADER_BYTES + slot_bytes + part * itemsize + LINE_BYTES,
+                                              1, comm=comm)
+        self.window.Lock_all()  # a passive epoch for the whole life: the shared memory is read and written directly
+        self.slots, self.parts, flags = [], [], []
         for r in range(self.size):
             memory, _ = self.window.Shared_query(r)
-            part = self.bounds[r + 1] - self.bounds[r]
-            values = np.frombuffer(memory, self.dtype, count + part)
-            self.slots.append(values[:count])
-            self.parts.append(values[count:])
+            address = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+            start = -address % LINE_BYTES  # the same in every process: shared pages map page-aligned
+            flags.append([address + start + LINE_BYTES * k for k in (ARRIVED, REDUCED, DONE)])
+            values = start + HEADER_BYTES
+            r_part = self.bounds[r + 1] - self.bounds[r]
+            self.slots.append(np.frombuffer(memory, self.dtype, count, values))
+            self.parts.append(np.frombuffer(memory, self.dtype, r_part, values + slot_bytes))
+        memory, _ = self.window.Shared_query(self.rank)
+        np.frombuffer(memory, np.uint8)[:] = 0  # every flag starts at call 0: nothing to wait for
+        self.arrived, self.reduced, self.done = (Flags([f[k] for f in flags], self.rank, self.wait_timeout_seconds)
+                                                 for k in (ARRIVED, REDUCED, DONE))
+        self.calls = 0
+        self.comm.Barrier()  # every rank's flags zeroed before any rank publishes one
         self.slot = self.slots[self.rank]
+
+    def prepare(self) -> None:
+        """Wait until no rank still reads this rank's slot (the previous call); then the slot may be written."""
+        self._wait(self.done, self.calls)
 
     def run(self, output: np.ndarray) -> None:
         """The reduction of every rank's slot into `output` (a flat array of the vector's length)."""
-        lo, hi = self.bounds[self.rank], self.bounds[self.rank + 1]
-        self._synchronize()  # every slot written
-        mine = output[lo:hi]
-        self.ufunc(self.slots[0][lo:hi], self.slots[1][lo:hi], out=mine)
-        for r in range(2, self.size):
-            self.ufunc(mine, self.slots[r][lo:hi], out=mine)
-        if self.reduction == "mean":
-            np.divide(mine, self.size, out=mine)
-        self.parts[self.rank][:] = mine
-        self._synchronize()  # every part reduced
-        for r in range(self.size):
-            if r != self.rank:
-                output[self.bounds[r]:self.bounds[r + 1]] = self.parts[r]
+        self.calls += 1
+        call = self.calls
+        self.arrived.publish(call)
+        self._wait(self.arrived, call)  # every slot written
+        if self.one_phase:
+            self._reduce(output, 0, self.count)
+        else:
+            lo, hi = self.bounds[self.rank], self.bounds[self.rank + 1]
+            mine = output[lo:hi]
+            self._reduce(mine, lo, hi)
+            self.parts[self.rank][:] = mine
+            self.reduced.publish(call)
+            self._wait(self.reduced, call)  # every part reduced
+            for r in range(self.size):
+                if r != self.rank:
+                    output[self.bounds[r]:self.bounds[r + 1]] = self.parts[r]
+        self.done.publish(call)
 
-    def _synchronize(self) -> None:
-        self.window.Sync()
-        self.comm.Barrier()
-        self.window.Sync()
+    def _reduce(self, out: np.ndarray, lo: int, hi: int) -> None:
+        """Elements lo:hi of the reduction over every slot, in rank order, into `out`."""
+        if self.size == 1:
+            out[:] = self.slots[0][lo:hi]
+        else:
+            self.ufunc(self.slots[0][lo:hi], self.slots[1][lo:hi], out=out)
+        for r in range(2, self.size):
+            self.ufunc(out, self.slots[r][lo:hi], out=out)
+        if self.reduction == "mean":
+            np.divide(out, self.size, out=out)
+
+    def _wait(self, flags: Flags, call: int) -> None:
+        late = flags.wait(call)
+        if late >= 0:
+            raise DistributedError(f"{self.where or f'rank {self.rank}'}: all_reduce through shared memory: rank "
+                                   f"{late} of the group did not reach call {call} within {flags.timeout:g} s")

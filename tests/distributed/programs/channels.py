@@ -122,6 +122,52 @@ def blocking_all_reduce_in_place(reduction: str, count: int, shift: int) -> None
 for share in (True, False):
     Channel.share_memory_without_progress = share
     for reduction in ("sum", "mean", "max", "min", "prod"):
-        for count, shift in ((17, 0), (17, 5), (17, 17), (1, 0), (1, 3)):
+        # 9001 float32 (36 KB) go through shared memory in two phases (a part per rank), 17 in one
+        for count, shift in ((17, 0), (17, 5), (17, 17), (1, 0), (1, 3), (9001, 0), (9001, 4000), (9001, 9001)):
             blocking_all_reduce_in_place(reduction, count, shift)
+
+
+def shared_calls_back_to_back(count: int, calls: int = 200) -> None:
+    """Many calls of one shared all-reduce with nothing between them: each rank's slot is rewritten as
+    soon as the sequence flags allow, and every call still gives numpy's sum on every rank, the same bits."""
+    fields = {"group": "world", "dtype": "float32", "in": str(count), "out": str(count), "reduction": "sum",
+              "overlap": "none"}
+    channel = Channel("all_reduce", fields)
+    out = np.empty(count, np.float32)
+    for call in range(calls):
+        mine = [value(r, (count,), "float32", 100 + call) for r in range(SIZE)]
+        channel.start(mine[RANK].ctypes.data)
+        channel.wait(out.ctypes.data)
+        want = np.zeros(count, np.float32)
+        for m in mine:  # rank order, float32: the bits every rank must hold
+            want += m
+        assert (out == want).all(), f"rank {RANK}: call {call} of a {count}-element shared all_reduce"
+
+
+Channel.share_memory_without_progress = True
+for count in (3, 9001):
+    shared_calls_back_to_back(count)
+
+
+def a_missing_rank_is_named() -> None:
+    """A rank that never reaches a shared all-reduce makes the others raise, naming it, not hang."""
+    fields = {"group": "world", "dtype": "float32", "in": "5", "out": "5", "reduction": "sum", "overlap": "none"}
+    channel = Channel("all_reduce", fields)
+    x = np.ones(5, np.float32)
+    channel.start(x.ctypes.data)  # every rank connects (collective setup)
+    channel.wait(x.ctypes.data)
+    channel._shared.wait_timeout_seconds = 0.5
+    for flags in (channel._shared.arrived, channel._shared.reduced, channel._shared.done):
+        flags.timeout = 0.5
+    if RANK == 0:  # the shared segment's own call (a channel's start would first check agreement over MPI)
+        try:
+            channel._shared.run(x)
+        except tk.errors.DistributedError as err:
+            assert f"rank 0 of {SIZE}" in str(err) and "rank 1 of the group did not reach call 2" in str(err), err
+        else:
+            raise AssertionError("rank 0 went on without rank 1")
+    dist.barrier()
+
+
+a_missing_rank_is_named()
 print(f"OK channels rank {RANK}")

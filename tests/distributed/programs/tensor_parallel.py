@@ -55,6 +55,40 @@ close("gpt2 logits compiled", compiled(tokens), want, rtol=1e-4, atol=1e-5)
 assert compiled.report(tokens).backend == "c"
 np.testing.assert_array_equal(sharded.generate(tokens.numpy(), 4), full.generate(tokens.numpy(), 4))
 
+
+def greedy_matches_argmax(full_weight, rows, what):
+    """The vocab-parallel greedy token, eager and compiled, is the first argmax of the gathered logits."""
+    layer = VocabParallelEmbedding(full_weight.shape[0], full_weight.shape[1], full_weight=full_weight)
+    want = (rows @ full_weight.T).argmax(-1)
+    for how, greedy in (("eager", layer.greedy), ("compiled", tk.jit(layer.greedy))):
+        got = greedy(tk.tensor(rows)).numpy()
+        assert got.dtype == np.int64 and (got == want).all(), (RANK, what, how, got, want)
+
+
+weight = rng.standard_normal((11, 5)).astype(np.float32)  # 11 rows: the last shard is padded
+greedy_matches_argmax(weight, rng.standard_normal((4, 3, 5)).astype(np.float32), "random")
+negative = -np.abs(weight)  # every logit below 0: a padding row (logit 0) must not win
+greedy_matches_argmax(negative, np.abs(rng.standard_normal((2, 5))).astype(np.float32), "negative logits")
+tied = weight.copy()
+tied[9] = tied[2] = 3 * np.ones(5, np.float32)  # the same largest logit on two ranks: the first index wins
+greedy_matches_argmax(tied, np.ones((3, 5), np.float32), "tie across ranks")
+
+# the compiled greedy decode step: the argmax of the compiled step's logits, on every rank
+length = 7 + 3
+logits, caches = tk.jit(sharded.prefill)(tokens, length)
+token = tk.tensor(logits[:, -1].argmax(-1).numpy().reshape(-1, 1))
+_, full_caches = full.prefill(tokens, length)
+step, greedy_step = tk.jit(sharded.decode_step), tk.jit(sharded.decode_greedy_step)
+for i in range(3):
+    position = tk.tensor(np.int64(7 + i))
+    logits, _ = step(token, position, caches)
+    full_logits, full_caches = full.decode_step(token, position, full_caches)
+    close(f"gpt2 decode step {i} logits", logits, full_logits, rtol=1e-4, atol=1e-5)
+    following, caches = greedy_step(token, position, caches)
+    assert following.shape == (2, 1) and following.dtype == tk.int64
+    np.testing.assert_array_equal(following.numpy(), full_logits.numpy()[:, -1].argmax(-1).reshape(2, 1))
+    token = following
+
 # gradients: the vocab-parallel cross-entropy on the logits' shards against the full model's
 targets = tk.tensor(rng.integers(0, 101, (2, 7)))
 F.cross_entropy(full(tokens).reshape(14, 101), targets.reshape(14)).backward()
