@@ -20,7 +20,7 @@ float32) does half the instructions of conv_nchwc.py's::
                                                                    bfloat16 or float32 store
 The tile is a C helper (conv_nchwc_bf16_c.py) where the target has
 AVX512-BF16 (`CpuTarget.bf16_dot`) and a block is 16 or 8 lanes; without it,
-a block of 8 lanes on a CPU with AVX2 and FMA runs conv_nchwc_bf16_widened_c.py's
+a block of 8 lanes on a CPU with AVX2 and FMA runs bf16_widened_c.py's
 helper (bf16 widened to float32 in registers, two fmas per pair); elsewhere
 loop IR that widens each bf16 value to float32 (a shift) and adds the two
 products of a pair with `fma`: the same sums as that helper, bit for bit.
@@ -44,7 +44,7 @@ from ..target import cpu_target
 from .bf16_store import bf16_tile_store, uses_vector_store
 from .conv_nchwc import _padded_copy, nchwc_tile
 from .conv_nchwc_bf16_c import conv_tile_name, conv_tile_source
-from .conv_nchwc_bf16_widened_c import WIDENED_LANES, widened_conv_tile_name, widened_conv_tile_source
+from .bf16_widened_c import WIDENED_LANES, widened_conv_tile_name, widened_conv_tile_source
 
 PREFIX = "nb"
 NATIVE_LANES = (16, 8)  # the blocks with a vdpbf16ps helper: a zmm or a ymm of float32 lanes
