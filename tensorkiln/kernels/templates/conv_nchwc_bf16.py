@@ -48,6 +48,11 @@ from .bf16_widened_c import WIDENED_LANES, widened_conv_tile_name, widened_conv_
 
 PREFIX = "nb"
 NATIVE_LANES = (16, 8)  # the blocks with a vdpbf16ps helper: a zmm or a ymm of float32 lanes
+# The widened tile's registers beside its accumulators: each weight vector twice (the raw pairs and one
+# widened half), two widened pixels in flight and the mask. Fitted so, ResNet-18's 14x14 and 7x7 layers
+# took 4x2 tiles, 1.15-1.2x faster than the float32 budget's 6x2 (`python benchmarks/bf16_convs.py`
+# rows of those blocks, one thread, Zen 3 without AVX-512, loaded).
+WIDENED_TILE_REGISTERS = dict(weight_copies=2, spare=4)
 
 
 def stored_bf16_input(root: Node, values: ValueBuilder) -> Buffer | None:
@@ -90,7 +95,9 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
     blocked_out = root.attrs["out_layout"] == "nchwc"
     sh, sw = root.attrs["stride"]
     dh, dw = root.attrs["dilation"]
-    tile = nchwc_tile(kblocks, kb, ow, "float32", tasks_per_block=n_img * oh)
+    native, widened = uses_native_tile(kb), uses_widened_tile(kb)
+    tile = nchwc_tile(kblocks, kb, ow, "float32", tasks_per_block=n_img * oh,
+                      **(WIDENED_TILE_REGISTERS if widened else {}))
     t_full, g_blocks = tile.pixels, tile.blocks
     groups = kblocks // g_blocks
     v = lambda name: E.Var(f"{PREFIX}_{name}")  # noqa: E731
@@ -114,7 +121,6 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
     oy = task % oh
     w_block = cblocks * kh * kw * cb * kb  # weight elements of one output-channel block
     x_block, x_row, x_col, x_pixel = rows * cols * cb, dh * cols * cb, dw * cb, sw * cb
-    native, widened = uses_native_tile(kb), uses_widened_tile(kb)
 
     def tile_code(pixels: int, ox0: E.Expr) -> Stmt:
         acc = Buffer(f"{PREFIX}_acc", "float32", (pixels * g_blocks * kb,), scope="local")
