@@ -22,8 +22,8 @@ DEFAULT_CACHES = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024 * 1024}
 @dataclass(frozen=True)
 class CpuTarget:
     """Vector register width in bytes, vector register count, data-cache sizes in bytes, whether
-    the CPU computes bf16 dot products (AVX512-BF16), and how int8 products are summed
-    (`INT8_DOT_KINDS`)."""
+    the CPU computes bf16 dot products (AVX512-BF16), how int8 products are summed
+    (`INT8_DOT_KINDS`), and whether it has AVX2 with FMA (whatever width the templates are told)."""
 
     vector_bytes: int
     vector_registers: int
@@ -32,6 +32,7 @@ class CpuTarget:
     l3: int
     bf16_dot: bool = False
     int8_dot: str = "portable"
+    fma256: bool = False  # AVX2 and FMA: the 256-bit intrinsics of the widened bf16 tile
 
 
 # How the u8 x s8 GEMM (templates/gemm_u8s8.py) and the direct convolutions sum byte products, best
@@ -106,7 +107,8 @@ def cpu_target() -> CpuTarget:
         width, regs = 16, 16
     caches = read_cache_sizes()
     bf16_dot = "avx512_bf16" in flags and width >= 64 and os.environ.get("TENSORKILN_NO_BF16_DOT", "") in ("", "0")
-    return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot, int8_dot_kind(flags))
+    return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot, int8_dot_kind(flags),
+                     {"avx2", "fma"} <= flags)
 
 
 @functools.lru_cache(maxsize=None)

@@ -95,7 +95,7 @@ L2_BYTES_PER_CYCLE = 32  # sustained L2 -> L1 bandwidth of one core, about half 
 
 
 def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per_block: int = 0,
-               threads: int = 0) -> NchwcTile:
+               threads: int = 0, weight_copies: int = 1, spare: int = 1) -> NchwcTile:
     """The tile (T pixels, G channel blocks) that needs the fewest cycles per useful FMA on this CPU.
 
     Registers must hold the T*G*v accumulators, the G*v weight vectors of a
@@ -108,6 +108,10 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     (image, channel group, row) tasks are shared by the threads, so an
     uneven share costs what the idle thread waits. Ties go to wider tiles
     (each weight vector reused by more pixels).
+
+    `weight_copies` and `spare`: a tile that holds each weight vector more than once (bf16_widened_c.py:
+    the raw pairs and one widened half) or needs more than one register beside the accumulators and
+    weights (a broadcast) says so, and the tiles are fitted to what is left.
 
     A run-time task count (a symbolic batch or height) and a run-time row width are weighed at their
     trace-time hints: they only rank tiles, every tile is correct at every size (a run-time row ends
@@ -123,10 +127,10 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
 
     best, best_score = NchwcTile(1, 1), None
     for g in range(1, kblocks + 1):
-        if kblocks % g or g * v + 2 > target.vector_registers:
+        if kblocks % g or weight_copies * g * v + spare + 1 > target.vector_registers:
             continue
         for t in range(1, ow + 1):
-            if t * g * v + g * v + 1 > target.vector_registers:
+            if t * g * v + weight_copies * g * v + spare > target.vector_registers:
                 break
             full, tail = divmod(ow, t)
             per_row = (full * cycles(t, g) + cycles(tail, g)) / (ow * g * v)

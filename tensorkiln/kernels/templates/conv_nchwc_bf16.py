@@ -19,9 +19,11 @@ float32) does half the instructions of conv_nchwc.py's::
         y[n, g*G + o, oy, ox0 + i, :] = epilogue(acc[i][o][:])     bias, residual, ReLU in float32; a
                                                                    bfloat16 or float32 store
 The tile is a C helper (conv_nchwc_bf16_c.py) where the target has
-AVX512-BF16 (`CpuTarget.bf16_dot`) and a block is 16 or 8 lanes; elsewhere
+AVX512-BF16 (`CpuTarget.bf16_dot`) and a block is 16 or 8 lanes; without it,
+a block of 8 lanes on a CPU with AVX2 and FMA runs bf16_widened_c.py's
+helper (bf16 widened to float32 in registers, two fmas per pair); elsewhere
 loop IR that widens each bf16 value to float32 (a shift) and adds the two
-products of a pair with `fma`, the same sums.
+products of a pair with `fma`: the same sums as that helper, bit for bit.
 
 The input: where the producer stored the bf16 values (grouping.py keeps a
 rounding read only by these kernels in bfloat16: half the bytes) and the
@@ -42,9 +44,15 @@ from ..target import cpu_target
 from .bf16_store import bf16_tile_store, uses_vector_store
 from .conv_nchwc import _padded_copy, nchwc_tile
 from .conv_nchwc_bf16_c import conv_tile_name, conv_tile_source
+from .bf16_widened_c import WIDENED_LANES, widened_conv_tile_name, widened_conv_tile_source
 
 PREFIX = "nb"
 NATIVE_LANES = (16, 8)  # the blocks with a vdpbf16ps helper: a zmm or a ymm of float32 lanes
+# The widened tile's registers beside its accumulators: each weight vector twice (the raw pairs and one
+# widened half), two widened pixels in flight and the mask. Fitted so, ResNet-18's 14x14 and 7x7 layers
+# took 4x2 tiles, 1.15-1.2x faster than the float32 budget's 6x2 (`python benchmarks/bf16_convs.py`
+# rows of those blocks, one thread, Zen 3 without AVX-512, loaded).
+WIDENED_TILE_REGISTERS = dict(weight_copies=2, spare=4)
 
 
 def stored_bf16_input(root: Node, values: ValueBuilder) -> Buffer | None:
@@ -61,6 +69,12 @@ def stored_bf16_input(root: Node, values: ValueBuilder) -> Buffer | None:
 def uses_native_tile(kb: int) -> bool:
     """The tile runs on the vdpbf16ps helper (else the widening loop IR)."""
     return cpu_target().bf16_dot and kb in NATIVE_LANES
+
+
+def uses_widened_tile(kb: int) -> bool:
+    """Without AVX512-BF16, the tile runs on the AVX2 helper that widens bf16 in registers (else loop IR)."""
+    target = cpu_target()
+    return not target.bf16_dot and target.fma256 and kb == WIDENED_LANES
 
 
 def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
@@ -81,7 +95,9 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
     blocked_out = root.attrs["out_layout"] == "nchwc"
     sh, sw = root.attrs["stride"]
     dh, dw = root.attrs["dilation"]
-    tile = nchwc_tile(kblocks, kb, ow, "float32", tasks_per_block=n_img * oh)
+    native, widened = uses_native_tile(kb), uses_widened_tile(kb)
+    tile = nchwc_tile(kblocks, kb, ow, "float32", tasks_per_block=n_img * oh,
+                      **(WIDENED_TILE_REGISTERS if widened else {}))
     t_full, g_blocks = tile.pixels, tile.blocks
     groups = kblocks // g_blocks
     v = lambda name: E.Var(f"{PREFIX}_{name}")  # noqa: E731
@@ -105,7 +121,6 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
     oy = task % oh
     w_block = cblocks * kh * kw * cb * kb  # weight elements of one output-channel block
     x_block, x_row, x_col, x_pixel = rows * cols * cb, dh * cols * cb, dw * cb, sw * cb
-    native = uses_native_tile(kb)
 
     def tile_code(pixels: int, ox0: E.Expr) -> Stmt:
         acc = Buffer(f"{PREFIX}_acc", "float32", (pixels * g_blocks * kb,), scope="local")
@@ -115,12 +130,14 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
         w_at = grp * g_blocks * w_block
         lanes = lambda stmt: For(i, E.const(pixels), For(o, E.const(g_blocks), For(  # noqa: E731
             j, E.const(kb), stmt, "vectorized"), "unrolled"), "unrolled")
-        if native:
-            name = conv_tile_name(pixels, g_blocks, kb, x_pixel)
+        if native or widened:
+            name, text = (conv_tile_name(pixels, g_blocks, kb, x_pixel), conv_tile_source(pixels, g_blocks, kb, x_pixel)) \
+                if native else (widened_conv_tile_name(pixels, g_blocks, x_pixel),
+                                widened_conv_tile_source(pixels, g_blocks, x_pixel))
             products: Stmt = NativeCall(name, (
                 Pointer(source, x_at), Pointer(weights, w_at), Pointer(acc, E.const(0)), E.const(cblocks),
                 E.const(kh), E.const(kw), E.const(pairs), E.const(x_block), E.const(x_row), E.const(x_col),
-                E.const(w_block)), source=conv_tile_source(pixels, g_blocks, kb, x_pixel))
+                E.const(w_block)), source=text)
         else:
             products = _widened_products(source, weights, acc, lanes, pixels, (x_at, w_at), (cblocks, kh, kw, pairs),
                                          (x_block, x_row, x_col, x_pixel), (g_blocks, kb, w_block), slot)
@@ -178,4 +195,4 @@ def _widened_products(source: Buffer, weights: Buffer, acc: Buffer, lanes, pixel
     return block(zero, reduce)
 
 
-__all__ = ["NATIVE_LANES", "conv2d_nchwc_bf16_body", "stored_bf16_input", "uses_native_tile"]
+__all__ = ["NATIVE_LANES", "conv2d_nchwc_bf16_body", "stored_bf16_input", "uses_native_tile", "uses_widened_tile"]

@@ -27,9 +27,10 @@ zero or pixel)::
 The tile (G, T) is conv_shallow.py's `shallow_tile`: a step is T vector loads,
 G broadcasts and G*T `vdpbf16ps`, so the same register budget. The tile is
 a C helper of intrinsics (conv_shallow_bf16_c.py) where the target has
-AVX512-BF16 (`CpuTarget.bf16_dot`); elsewhere loop IR widens each bf16 value
-to float32 and adds the two products of a pair with `fma`, in the order
-`vdpbf16ps` adds them. A row's last vector is computed whole and only its
+AVX512-BF16 (`CpuTarget.bf16_dot`); without it, with AVX2 and FMA and vectors
+of 8 lanes, bf16_widened_c.py's helper widens the pairs in registers; elsewhere
+loop IR widens each bf16 value to float32 and adds the two products of a pair
+with `fma`, in the order `vdpbf16ps` adds them (the same sums as that helper). A row's last vector is computed whole and only its
 pixels in the row are stored; the plane's rows are wide enough for its loads.
 """
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ..run_time_choice import loop_kind, parallel_when, threads_if
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..target import cpu_target
 from .conv_shallow import shallow_tile
+from .bf16_widened_c import WIDENED_LANES, widened_shallow_tile_name, widened_shallow_tile_source
 from .conv_shallow_bf16_c import LANES, shallow_tile_name, shallow_tile_source
 
 PREFIX = "sb"
@@ -131,6 +133,12 @@ def uses_native_tile() -> bool:
     return cpu_target().bf16_dot
 
 
+def uses_widened_tile(lanes: int) -> bool:
+    """Without AVX512-BF16, vectors of `lanes` pixels run on the AVX2 helper that widens bf16 in registers."""
+    target = cpu_target()
+    return not target.bf16_dot and target.fma256 and lanes == WIDENED_LANES
+
+
 def shallow_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
     """Loop IR computing epilogue(conv2d_shallow_bf16(x, pairs)); see the module docstring.
 
@@ -151,6 +159,7 @@ def shallow_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     native = uses_native_tile()
     target = cpu_target()
     lanes = LANES if native else max(1, target.vector_bytes // 4)
+    widened = not native and uses_widened_tile(lanes)
     tile = shallow_tile(og, ow, lanes, target.vector_registers, tasks_per_tile_row=n_img * oh * groups)
     tiles_per_group = -(-og // tile.channels)
     plane = PairPlane(root, lanes)
@@ -177,11 +186,12 @@ def shallow_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         stores its first `last_width` pixels only (the end of a row)."""
         acc = Buffer(f"{PREFIX}_acc", "float32", (channels * vectors * lanes,), scope="local")
         x_base = (img * c_in + grp * c_group) * plane.channel_pairs + oy * sh * plane.row_pairs + ox0  # in pairs
-        if native:
-            name = shallow_tile_name(channels, vectors)
+        if native or widened:
+            name, text = (shallow_tile_name(channels, vectors), shallow_tile_source(channels, vectors)) if native \
+                else (widened_shallow_tile_name(channels, vectors), widened_shallow_tile_source(channels, vectors))
             products: Stmt = NativeCall(name, (
                 Pointer(buf, 2 * x_base), Pointer(weights, 2 * o0 * steps), Pointer(acc, E.const(0)),
-                Pointer(offsets, E.const(0)), E.const(steps)), source=shallow_tile_source(channels, vectors))
+                Pointer(offsets, E.const(0)), E.const(steps)), source=text)
         else:
             slot = (o * vectors + i) * lanes + j
             lanes_of = lambda stmt: For(o, E.const(channels), For(i, E.const(vectors), For(  # noqa: E731
@@ -228,4 +238,4 @@ def shallow_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     return Alloc(offsets, Alloc(buf, block(*fill_offsets, _copy_rows(root, values, plane, buf), nest)))
 
 
-__all__ = ["PairPlane", "shallow_bf16_body", "uses_native_tile"]
+__all__ = ["PairPlane", "shallow_bf16_body", "uses_native_tile", "uses_widened_tile"]
