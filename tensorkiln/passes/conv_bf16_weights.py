@@ -12,8 +12,8 @@ float32 template.
 Only where the target multiplies bf16 pairs itself (`CpuTarget.bf16_dot`, AVX512-BF16). Elsewhere the
 pairs kernel widens every value and splits each weight vector's pairs again, and the float32 blocked
 kernel on the same rounded operands computes the same sums faster: 1.13-1.68x on MobileNetV2's
-inverted residual blocks on an AVX2 host (`python benchmarks/bf16_convs.py --threads 1`, the
-"bf16, fp32 blocked kernel" rows; docs/precision.md). `PAIRS_WITHOUT_BF16_DOT` sends those layers to
+inverted residual blocks on an AVX2 host, one thread, as the change went in (`python
+benchmarks/bf16_convs.py --threads 1`: "bf16" against "bf16, pairs kernel"; docs/precision.md). `PAIRS_WITHOUT_BF16_DOT` sends those layers to
 the widening pairs kernel all the same (the tests run it through graphs).
 """
 from __future__ import annotations

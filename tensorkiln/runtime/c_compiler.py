@@ -39,9 +39,9 @@ numpy's integers do, instead of being undefined behaviour) and
 that zeroes a register tile's local accumulator array into a call to `memset`:
 after such a call GCC no longer keeps the array in vector registers, so every
 FMA of the tile read and wrote its accumulator through the stack. GCC 12 did
-that on AVX2 for every tile size (the blocked convolutions ran 2-5x slower,
-MobileNetV2 in float32 5x: docs/performance.md); the loops it would have
-replaced by `memset` or `memcpy` are vectorized instead.
+that on AVX2 for every tile size (MobileNetV2 in float32 took 5.6x its
+time with the flag: docs/performance.md); the loops it would have replaced
+by `memset` or `memcpy` are vectorized instead.
 
 Debug builds (`debug=True`) use `-O1 -g -fno-omit-frame-pointer
 -fsanitize=undefined` together with the bounds checks codegen emits in debug
