@@ -20,7 +20,9 @@ medians):
   project): "bf16" stores the depthwise layer's input and output as
   bfloat16 (the depthwise kernel widens its input rows as it copies them);
   "bf16, fp32 depthwise input" stores that input as float32 (grouping.py's
-  `BF16_DEPTHWISE_INPUT` unset).
+  `BF16_DEPTHWISE_INPUT` unset); "bf16, pairs kernel" runs the 1x1 layers on the blocked bf16 kernel
+  even where the CPU has no AVX512-BF16 (passes/conv_bf16_weights.py's `PAIRS_WITHOUT_BF16_DOT` set;
+  there "bf16" keeps the float32 blocked kernel on the rounded operands, and the pairs kernel widens).
 
 Every variant is compiled into a fresh cache directory (a variant's optimized
 graph may equal another's). Figures: ms per call, GFLOP/s (2 per
@@ -42,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorkiln as tk  # noqa: E402
 import tensorkiln.nn.functional as F  # noqa: E402
 from tensorkiln.kernels import grouping  # noqa: E402
-from tensorkiln.passes import layout, shallow_bf16_weights  # noqa: E402
+from tensorkiln.passes import conv_bf16_weights, layout, shallow_bf16_weights  # noqa: E402
 from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
 from common import benchmark_arguments, finish  # noqa: E402
 
@@ -91,19 +93,22 @@ def mobilenet_block(c: int, size: int, expand: int = 6):
 
 
 def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool = True,
-             bf16_shallow: bool = True):
+             bf16_shallow: bool = True, pairs: bool = False):
     """tk.jit(fn) compiled now, in a fresh cache, with one bf16 decision replaced where asked."""
-    saved = layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW
+    saved = (layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW,
+             conv_bf16_weights.PAIRS_WITHOUT_BF16_DOT)
     os.environ["TENSORKILN_CACHE"] = tempfile.mkdtemp(prefix="tk-bf16-convs-")
     try:
         layout.BF16_DIRECT_OVER_WINOGRAD = direct or saved[0]
         grouping.BF16_DEPTHWISE_INPUT = bf16_depthwise_input
         shallow_bf16_weights.BF16_SHALLOW = bf16_shallow
+        conv_bf16_weights.PAIRS_WITHOUT_BF16_DOT = pairs or saved[3]
         f = tk.jit(fn, precision=precision)
         f(x)
         return f
     finally:
-        layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW = saved
+        (layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW,
+         conv_bf16_weights.PAIRS_WITHOUT_BF16_DOT) = saved
 
 
 def main() -> int:
@@ -115,7 +120,8 @@ def main() -> int:
     cases = [("resnet18", c, s, resnet_block(c, s), {"bf16, direct": dict(direct=True)})
              for c, s in RESNET_BLOCKS]
     cases.insert(0, ("resnet18", 3, 224, resnet_stem(), {"bf16, fp32 shallow kernel": dict(bf16_shallow=False)}))
-    cases += [("mobilenetv2", c, s, mobilenet_block(c, s), {"bf16, fp32 depthwise input": dict(bf16_depthwise_input=False)})
+    cases += [("mobilenetv2", c, s, mobilenet_block(c, s), {"bf16, fp32 depthwise input": dict(bf16_depthwise_input=False),
+                                                             "bf16, pairs kernel": dict(pairs=True)})
               for c, s in MOBILENET_BLOCKS]
     results = []
     print(f"{'block':22} {'variant':26} {'ms':>8} {'GFLOP/s':>8} {'% peak':>7} {'vs fp32':>8} {'rel err':>8}")

@@ -20,6 +20,7 @@ from ..ir.graph import Graph, Node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.registry import ConstantValue, TensorType
 from ..ir.rewrite import rewrite_graph, with_inputs
+from ..kernels.target import cpu_target
 from ..kernels.templates import conv as conv_templates
 from ..kernels.templates.conv_choice import tuned_nchw_algorithm
 from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
@@ -30,6 +31,11 @@ from ..loops.buffer import Buffer
 # (ResNet-18's 7x7 stride-2 stem, one thread: `python benchmarks/bf16_convs.py`); off, bf16 compiles
 # keep the float32 kernel there (the benchmark's "bf16, fp32 shallow kernel").
 BF16_SHALLOW = True
+# Without vdpbf16ps (`CpuTarget.bf16_dot`) the pairs kernel widens every value and the float32 shallow
+# kernel on the rounded operands is faster: MobileNetV2 in bf16 took 0.94-0.95x its time with it, on an
+# AVX2 host, one thread, two runs in turns as the change went in (docs/performance.md). Set, the tap
+# pairs run there all the same (the tests run the widening kernel through graphs).
+PAIRS_WITHOUT_BF16_DOT = False
 
 
 def shallow_weight_pairs(w: np.ndarray) -> np.ndarray:
@@ -43,6 +49,8 @@ def shallow_weight_pairs(w: np.ndarray) -> np.ndarray:
 def runs_shallow_in_bf16(node: Node) -> bool:
     """An NCHW conv2d that runs as "shallow" with a constant weight and an input holding bf16 values."""
     if not BF16_SHALLOW or node.op != "conv2d" or node.dtype is not dt.float32 or node.ndim != 4:
+        return False
+    if not (cpu_target().bf16_dot or PAIRS_WITHOUT_BF16_DOT):
         return False
     if node.type.size == 0:
         return False

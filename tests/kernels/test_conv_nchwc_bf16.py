@@ -3,7 +3,9 @@
 Each case runs with `vdpbf16ps` (where the CPU has AVX512-BF16) and with the loop IR that widens bf16
 to float32 (TENSORKILN_NO_BF16_DOT=1). The op is compared with a float64 convolution of the same
 bf16 values; whole precision="bf16" graphs with the reference interpreter running the same bf16 graph,
-and with float32 within the bf16 tolerance.
+and with float32 within the bf16 tolerance. A target without AVX512-BF16 keeps the float32 blocked
+kernel on the rounded operands (passes/conv_bf16_weights.py), so the graph tests on the widened path
+ask for the pairs kernel (`PAIRS_WITHOUT_BF16_DOT`), and one test checks that default.
 """
 from __future__ import annotations
 
@@ -14,13 +16,22 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.frontend.tensor import apply
 from tensorkiln.kernels import grouping
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.passes import conv_bf16_weights
 from tensorkiln.passes.conv_bf16_weights import conv_weight_pairs
 
 from .test_conv_nchwc import block_input, block_weight, reference, unblock
-from .dot_paths import HAS_BF16_DOT, bf16, bf16_path as path  # noqa: F401  (path: the fixture)
+from .dot_paths import HAS_BF16_DOT, bf16, bf16_path
 
 RNG = np.random.default_rng(3)
 BF16_TOLERANCE = 2e-2  # relative (Frobenius) error of a bf16 result against float32, docs/precision.md
+
+
+@pytest.fixture
+def path(bf16_path, monkeypatch):
+    """bf16_path, with graphs sent to the pairs kernel on the widened path too."""
+    monkeypatch.setattr(conv_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
+    return bf16_path
 
 
 def expected_precision(path: str) -> str:
@@ -127,7 +138,7 @@ def test_a_bf16_chain_matches_the_bf16_reference_and_float32(path, channels, siz
     assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < BF16_TOLERANCE
 
 
-def test_activations_between_bf16_convolutions_are_stored_as_bf16():
+def test_activations_between_bf16_convolutions_are_stored_as_bf16(monkeypatch):
     """A convolution's epilogue stores the rounded activation that only the next bf16 convolution
     reads as bfloat16 (half the bytes); a residual block's output, read by the add too, stays float32
     and the convolution rounds it as it copies: no rounding kernel in between."""
@@ -138,6 +149,7 @@ def test_activations_between_bf16_convolutions_are_stored_as_bf16():
         x = (x + y).relu()  # read by the last convolution and its residual add
         return F.conv2d(x, weights[2], padding=1) + x
 
+    monkeypatch.setattr(conv_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
     x = RNG.standard_normal((1, 32, 10, 12)).astype(np.float32)
     f = tk.jit(block, precision="bf16")
     got = f(x).numpy()
@@ -192,5 +204,50 @@ def test_an_inverted_residual_block_keeps_bf16_activations(path, monkeypatch, ch
     assert ("bf16[" in str(kernels[0].nodes[-1])) == bf16_input and "bf16[" in str(kernels[1].nodes[-1])
     oracle = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
     fp32 = tk.jit(block)(x).numpy()
+    assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 2e-3
+    assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < BF16_TOLERANCE
+
+
+@pytest.fixture
+def no_bf16_dot(monkeypatch):
+    """The host described as a CPU without AVX512-BF16 (a fresh target before and after)."""
+    monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
+    cpu_target.cache_clear()
+    yield
+    monkeypatch.undo()
+    cpu_target.cache_clear()
+
+
+# (channels, expansion, stride, image size): residual blocks, a stride-2 block without one, odd sizes
+BLOCKS = [(24, 6, 1, (15, 13)), (16, 3, 2, (9, 11)), (40, 6, 1, (7, 7)), (8, 6, 2, (1, 5))]
+
+
+@pytest.mark.parametrize("channels,expand,stride,size", BLOCKS)
+def test_without_bf16_dot_the_1x1_layers_keep_the_float32_blocked_kernel(no_bf16_dot, channels, expand, stride,
+                                                                         size):
+    """No vdpbf16ps: the 1x1 layers of an inverted residual block run the float32 blocked kernel on the
+    rounded operands (faster than widening pairs), and the result is the bf16 graph's."""
+    wide = channels * expand
+    w1 = tk.tensor((RNG.standard_normal((wide, channels, 1, 1)) * 0.2).astype(np.float32))
+    wd = tk.tensor((RNG.standard_normal((wide, 1, 3, 3)) * 0.3).astype(np.float32))
+    w2 = tk.tensor((RNG.standard_normal((channels, wide, 1, 1)) * 0.1).astype(np.float32))
+    b1 = tk.tensor(RNG.standard_normal(wide).astype(np.float32) * 0.1)
+
+    def block(x):
+        y = F.conv2d(x, w1, b1).clip(0.0, 6.0)
+        y = F.conv2d(y, wd, stride=stride, padding=1, groups=wide).clip(0.0, 6.0)
+        y = F.conv2d(y, w2)
+        return y + x if stride == 1 else y
+
+    x = RNG.standard_normal((1, channels) + size).astype(np.float32)
+    f = tk.jit(block, precision="bf16")
+    got = f(x).numpy()
+    kernels = f.report(x).kernels
+    assert not any("conv2d_nchwc_bf16" in " ".join(map(str, k.nodes)) for k in kernels)
+    contractions = [k for k in kernels if k.kind == "contraction"]
+    assert len(contractions) == 3 and contractions[2].precision == "bf16 operands (fp32 kernel)"
+    oracle = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
+    fp32 = tk.jit(block)(x).numpy()
+    np.testing.assert_allclose(got, oracle, rtol=2e-2, atol=2e-2 * np.abs(oracle).max())
     assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 2e-3
     assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < BF16_TOLERANCE

@@ -15,9 +15,18 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.frontend.tensor import apply
 from tensorkiln.ir.ops.backend_shallow_bf16 import shallow_weight_from_pairs
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.passes import shallow_bf16_weights
 from tensorkiln.passes.shallow_bf16_weights import shallow_weight_pairs
 
-from .dot_paths import bf16, bf16_path as path  # noqa: F401  (path: the fixture)
+from .dot_paths import bf16, bf16_path
+
+
+@pytest.fixture
+def path(bf16_path, monkeypatch):
+    """bf16_path, with stems sent to the tap pairs on the widened path too (PAIRS_WITHOUT_BF16_DOT)."""
+    monkeypatch.setattr(shallow_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
+    return bf16_path
 from .test_conv_nchwc import reference
 
 RNG = np.random.default_rng(11)
@@ -133,3 +142,25 @@ def test_the_input_gradient_is_that_of_conv2d_by_the_weight_the_pairs_hold():
     x_ref = tk.tensor(x_np, requires_grad=True)
     apply("conv2d", [x_ref, tk.tensor(wt)], **conv).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_without_bf16_dot_the_stem_keeps_the_float32_shallow_kernel(monkeypatch):
+    """No vdpbf16ps: the stem runs the float32 shallow kernel on the rounded operands (faster than
+    widening tap pairs), and the result is the bf16 graph's."""
+    monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
+    cpu_target.cache_clear()
+    try:
+        w = tk.tensor((RNG.standard_normal((32, 3, 3, 3)) * 0.3).astype(np.float32))
+        b = tk.tensor(RNG.standard_normal(32).astype(np.float32) * 0.1)
+        stem = lambda x: F.conv2d(x, w, b, stride=2, padding=1).clip(0.0, 6.0)  # noqa: E731
+        x = RNG.standard_normal((1, 3, 33, 29)).astype(np.float32)
+        f = tk.jit(stem, precision="bf16")
+        got = f(x).numpy()
+        kernels = f.report(x).kernels
+        assert not any("conv2d_shallow_bf16" in " ".join(map(str, k.nodes)) for k in kernels)
+        assert [k.precision for k in kernels if k.kind == "contraction"] == ["bf16 operands (fp32 kernel)"]
+        oracle = tk.jit(stem, precision="bf16", backend="interpreter")(x).numpy()
+        assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 1e-5
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()

@@ -12,6 +12,7 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
+from tensorkiln.passes import conv_bf16_weights
 
 from .dot_paths import bf16, bf16_path as path  # noqa: F401  (path: the fixture)
 
@@ -79,7 +80,10 @@ def test_depthwise_block_matches_float64_and_the_bf16_graph(path, c, e, h, w, wi
     assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < 2e-2
 
 
-def test_the_depthwise_layer_reads_and_writes_bf16_storage():
+def test_the_depthwise_layer_reads_and_writes_bf16_storage(monkeypatch):
+    """Between 1x1 layers on bf16 pairs (on a target without vdpbf16ps, asked for by
+    PAIRS_WITHOUT_BF16_DOT) the depthwise layer reads and writes bfloat16."""
+    monkeypatch.setattr(conv_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
     w1, wd, w2, bias = weights(16, 96, 3)
     block = block_function(w1, wd, w2, bias, 1)
     x = RNG.standard_normal((1, 16, 14, 14)).astype(np.float32)
