@@ -50,6 +50,7 @@ def test_the_pass_runs_at_level_2_before_the_weights_are_packed():
     names = [name for name, _ in pipeline(2)]
     assert "sibling_matmuls" in names and "sibling_matmuls" not in [name for name, _ in pipeline(1)]
     assert names.index("sibling_matmuls") < names.index("packed_weights")
+    assert "sibling_matmuls" not in [name for name, _ in pipeline(2, precision="bf16")]
 
 
 @pytest.mark.parametrize("k, n, n_heads", [(37, 30, 3), (64, 48, 4), (100, 96, 2)])
