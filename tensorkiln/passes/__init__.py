@@ -10,7 +10,10 @@ The level and the other values come from the pipeline's CompileOptions
     level 0: no graph passes; every computing op is its own kernel (no fusion)
     level 1: constant folding, CSE, DCE; elementwise fusion
     level 2: + algebraic simplification (exact rules and weight folding, e.g.
-             batch norm into conv); fusion of epilogues and row reductions (default)
+             batch norm into conv); matmuls of one value by constant matrices merged
+             into one at precision fp32 (sibling_matmuls.py: a layer's Q, K, V
+             projections); fusion of
+             epilogues and row reductions (default)
     level 3: level 2 with a second simplification round after CSE
 Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
 chains of convolutions in channel-blocked layout (layout.py), transform the
@@ -46,6 +49,7 @@ from .dce import eliminate_dead_code
 from .layout import block_layouts
 from .rules import simplify_graph
 from .shallow_bf16_weights import pack_shallow_bf16_weights
+from .sibling_matmuls import merge_sibling_matmuls
 from .int8_layout import keep_int8_channels_last
 from .int8_weights import pack_int8_weights
 from .packed_weights import pack_matmul_weights
@@ -91,6 +95,9 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
         passes.append(("constant_fold", fold_constants))
     if opt_level >= 2:
         passes.append(("simplify", simplify))  # batch norm folds into conv2d before the layout changes
+        if precision == "fp32":  # weights are constants by now
+            # (bf16 attention reading slices of one product is not yet correct: float32 only)
+            passes.append(("sibling_matmuls", merge_sibling_matmuls))
     if precision == "bf16":
         passes.append(("precision", round_to_bf16))
         if opt_level >= 1:
