@@ -33,8 +33,15 @@ Release flags: `-O3 -march=native -fopenmp -shared -fPIC -std=c99`, plus
 `-fno-math-errno` (no Python code reads errno; it lets sqrt vectorize),
 `-fno-trapping-math` (nothing reads the floating-point exception flags; it lets
 GCC evaluate both arms of a select, so a saturating float-to-integer cast
-vectorizes: values are unchanged) and `-fwrapv` (signed overflow wraps, as
-numpy's integers do, instead of being undefined behaviour).
+vectorizes: values are unchanged), `-fwrapv` (signed overflow wraps, as
+numpy's integers do, instead of being undefined behaviour) and
+`-fno-tree-loop-distribute-patterns`. The last keeps GCC from turning the loop
+that zeroes a register tile's local accumulator array into a call to `memset`:
+after such a call GCC no longer keeps the array in vector registers, so every
+FMA of the tile read and wrote its accumulator through the stack. GCC 12 did
+that on AVX2 for every tile size (the blocked convolutions ran 2-5x slower,
+MobileNetV2 in float32 5x: docs/performance.md); the loops it would have
+replaced by `memset` or `memcpy` are vectorized instead.
 
 Debug builds (`debug=True`) use `-O1 -g -fno-omit-frame-pointer
 -fsanitize=undefined` together with the bounds checks codegen emits in debug
@@ -71,7 +78,7 @@ from .cache_usage import FAILED, LOCKS, after_build, touch
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code changes
 RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
-                 "-fno-math-errno", "-fno-trapping-math", "-fwrapv")
+                 "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-fno-tree-loop-distribute-patterns")
 DEBUG_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=undefined", "-fopenmp", "-shared",
                "-fPIC", "-std=c99", "-fno-math-errno", "-fwrapv")
 ASAN_FLAGS = ("-fsanitize=address",)
