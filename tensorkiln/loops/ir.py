@@ -61,7 +61,7 @@ from typing import Callable, Iterator, Mapping, Optional
 from tensorkiln.errors import TensorKilnError
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer, check_identifier
-from tensorkiln.loops.expr import Const, Expr, Load, Var, format_expr, is_size_var, symbolic_expr, walk
+from tensorkiln.loops.expr import SIZE_VAR_PREFIX, Const, Expr, Load, Var, format_expr, is_size_var, symbolic_expr, walk
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.loops.types import INDEX_DTYPE, is_bool, is_int
 
@@ -103,6 +103,8 @@ class For(Stmt):
             object.__setattr__(self, "extent", symbolic_expr(self.extent))
         if self.kind not in LOOP_KINDS:
             raise LoopIRError(f"loop {self.var.name}: kind must be one of {LOOP_KINDS}, got {self.kind!r}")
+        if is_size_var(self.var.name):  # the program would read it as a run-time size argument
+            raise LoopIRError(f"loop {self.var.name}: the name of a size symbol ({SIZE_VAR_PREFIX}*) cannot be a loop variable")
         if self.var.dtype != INDEX_DTYPE or self.extent.dtype != INDEX_DTYPE:
             raise LoopIRError(f"loop {self.var.name}: variable and extent must be {INDEX_DTYPE}")
         if self.threads_if is not None and (self.kind != "parallel" or self.threads_if.dtype != "bool"):

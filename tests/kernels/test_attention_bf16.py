@@ -107,6 +107,23 @@ def test_symbolic_length():
     assert f.compile_count == 1
 
 
+def test_keys_and_values_sliced_from_one_projection(path):
+    """K and V as column slices of one matmul's result: a static program, its arena sized at compile time."""
+    y = RNG.standard_normal((40, 96)).astype(np.float32)
+    w = tk.tensor((RNG.standard_normal((96, 128)) / 10).astype(np.float32))
+    heads = lambda t: t.reshape(40, 2, 32).transpose(0, 1)  # noqa: E731
+
+    def attend(y):
+        kv = y @ w
+        return F.scaled_dot_product_attention(heads(kv[:, :64]), heads(kv[:, :64]), heads(kv[:, 64:]))
+
+    f = tk.jit(attend, precision="bf16")
+    got = f(y).numpy()
+    assert f.report(y).arena_bytes > 0 and "sizes:" not in open(f.report(y).source_path).read()
+    want = attend(tk.tensor(y)).numpy()
+    np.testing.assert_allclose(got, want, rtol=3e-2, atol=3e-2 * np.abs(want).max())
+
+
 def test_fp32_stays_on_the_fp32_kernel():
     q, k, v = qkv(1, 2, 20, 20, 16, 16)
     f = tk.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v))

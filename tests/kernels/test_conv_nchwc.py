@@ -94,6 +94,7 @@ CASES = [  # (n, c, h, w, k, kernel, stride, pad, dilation, cb, kb)
     (1, 17, 1, 1, 3, 1, 1, 0, 1, 16, 4),            # a 1x1 image
     (1, 8, 30, 7, 16, 5, 1, (0, 3, 2, 1), 1, 8, 8),  # uneven padding
     (1, 64, 7, 7, 64, 3, 1, 1, 1, LANES, LANES),    # 7x7 pixels, many channel blocks per tile
+    (1, 24, 9, 7, 2 * LANES, 3, 1, 1, 1, 8, 2 * LANES),  # one output block twice this CPU's width
 ]
 
 

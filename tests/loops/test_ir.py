@@ -78,6 +78,8 @@ def test_verifier_names_the_problem():
         Store(sums, i, i)
     with pytest.raises(LoopIRError, match="kind must be"):
         For(i, 4, Block(()), "gpu")
+    with pytest.raises(LoopIRError, match="size symbol"):  # it would be read as a run-time size
+        For(Var("s_q", "int64"), 4, Block(()))
 
 
 def test_sibling_loops_may_reuse_a_name():

@@ -155,7 +155,7 @@ class BF16AttentionKernel(_AttentionKernel):
         zero = For(z, E.const(TILE_ROWS * nq), Store(acc, z, self._const(0.0)), "vectorized")
         keys = (self.kpack, kg * (TILE_ROWS * 2 * dp), 2, 2 * dp)
         queries = (self.qpack, qc * (dp * 2 * nq), 2 * nq)
-        return block(zero, pair_tile(E.const(dp), keys, queries, (acc, E.const(0)), nq, "s"))
+        return block(zero, pair_tile(E.const(dp), keys, queries, (acc, E.const(0)), nq, "sc"))
 
     def _softmax_step(self, width: E.Expr) -> Stmt:
         """attention.py's step, then the probabilities rounded into ppack[p][i][t] (zero past the width)."""

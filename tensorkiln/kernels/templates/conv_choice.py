@@ -205,7 +205,10 @@ def tuned_conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
 def tuned_conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
     """conv_nchwc.conv2d_nchwc_body with the layer's configured tile and task order."""
     config = conv_config(root)
-    if config is None:
+    kb = root.inputs[1].shape[-1]
+    if config is None or kb != channel_block(kb * root.inputs[1].shape[0]):
+        # A configuration counts channel blocks of this CPU's width (channel_block); a node blocked
+        # at another width (built by hand, or for another CPU) takes the rule's tile for its blocks.
         return conv2d_nchwc_body(root, out, values, epilogue)
     return conv2d_nchwc_body(root, out, values, epilogue, NchwcTile(config.pixels, config.blocks),
                              groups_inner=config.order == "groups")

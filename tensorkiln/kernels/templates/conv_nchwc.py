@@ -337,6 +337,9 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     if tile is None:
         tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
     t_full, g_blocks = tile.pixels, tile.blocks
+    if not (1 <= t_full and 1 <= g_blocks <= kblocks and kblocks % g_blocks == 0):
+        raise ValueError(f"conv2d_nchwc: tile of {t_full} pixels x {g_blocks} channel blocks does not divide "
+                         f"the layer's {kblocks} output blocks of {kb} channels")
     groups = kblocks // g_blocks
     in_blocks, in_cb = _input_blocks(root)
     v = lambda name: E.Var(f"{PREFIX}_{name}")  # noqa: E731
