@@ -144,16 +144,28 @@ def calls_of_check(rounds: int = 5, repeat: int = 3) -> int:
     return 2 * rounds * (repeat + 1) + 2 * rounds * 3
 
 
-def untuned_build(rebuild: Callable[[], object], inputs: tuple) -> tuple[object, float]:
-    """The model compiled with every template's analytic choice, and an estimate of the seconds the rest of
-    the check will take (BUILDS more builds like it and calls_of_check() calls; tk.tune keeps them back
-    from its budget)."""
+@dataclass
+class ModelCost:
+    """What one build and one call of the model cost here (the untuned build's, measured)."""
+
+    build_seconds: float
+    call_seconds: float
+
+    def check_seconds(self) -> float:
+        """The rest of the check: BUILDS more builds and calls_of_check() calls."""
+        return BUILDS * self.build_seconds + calls_of_check() * self.call_seconds
+
+
+def untuned_build(rebuild: Callable[[], object], inputs: tuple) -> tuple[object, ModelCost]:
+    """The model compiled with every template's analytic choice, and what a build and a call cost (tk.tune
+    keeps the check's time back from its budget). A build found in the compile caches costs little, so
+    the estimate can be low: the phases after the search measure their own builds."""
     began = time.monotonic()
     built = _built(rebuild, inputs, {})
     build_seconds = time.monotonic() - began
     began = time.monotonic()
     built(*inputs)
-    return built, BUILDS * build_seconds + calls_of_check() * (time.monotonic() - began)
+    return built, ModelCost(build_seconds, time.monotonic() - began)
 
 
 def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[str] | None = None,
@@ -211,4 +223,4 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
     return check
 
 
-__all__ = ["BUILDS", "ModelCheck", "calls_of_check", "WorkloadCheck", "check_model", "latency_in_turns", "untuned_build", "workload_seconds"]
+__all__ = ["BUILDS", "ModelCheck", "ModelCost", "calls_of_check", "WorkloadCheck", "check_model", "latency_in_turns", "untuned_build", "workload_seconds"]

@@ -119,14 +119,15 @@ def test_nothing_to_check_without_records(records, rng):
     assert "nothing to check" in str(check)
 
 
-def test_tune_checks_what_its_searches_kept(records, rng):
-    """The searches' measurements come from a stand-in worker (every candidate "wins"); the check then
-    profiles the real model, and each record ends kept or withdrawn as its verdict says."""
+def test_tune_checks_what_the_model_chose(records, rng):
+    """The searches' measurements come from a stand-in worker (every candidate "wins"); the model then
+    chooses among them and the check profiles it, and each record ends kept or withdrawn as its verdict says."""
     x, w1, w2 = operands(rng)
     with Measurer(command=WINNING) as measurer:
         result = tk.tune(model, x, w1, w2, trials=3, strategy="random", measurer=measurer, check_model=True)
     won = {k.workload for k in result.kernels if k.result.tuned}
-    assert won and {w.workload for w in result.model_check.workloads} == won
+    assert won and set(result.in_model.chosen) <= {k.workload for k in result.kernels}
+    assert {w.workload for w in result.model_check.workloads} == set(result.in_model.chosen)
     for verdict in result.model_check.workloads:
         assert (verdict.workload in record_table().best) is verdict.kept
     assert "in-model check" in str(result)
