@@ -104,6 +104,27 @@ def shallow_tile(out_channels: int, width: int, lanes: int, registers: int, task
     return best
 
 
+def with_sizes(rule: ShallowTile, channels: int, vectors: int) -> ShallowTile:
+    """The rule's tile with a tuned configuration's non-zero sizes in place of its own."""
+    return ShallowTile(channels or rule.channels, vectors or rule.vectors)
+
+
+def shallow_tile_fits(tile: ShallowTile, out_channels: int, width: int, lanes: int, registers: int) -> bool:
+    """The tile's accumulators, a step's input vectors and one broadcast fit the registers (shallow_tile's
+    own bound), and it is no larger than the layer's channels and row of vectors."""
+    g, t = tile.channels, tile.vectors
+    return 1 <= g <= out_channels and 1 <= t <= -(-hint_of(width) // lanes) and g * t + t + 1 <= registers
+
+
+def _tuned_sizes(root: Node) -> tuple[int, int]:
+    """(channels, vectors) of the layer's tuned "shallow" tile; 0 where the rule decides."""
+    from .conv_choice import conv_config  # conv_choice imports conv.py, which imports this module
+    config = conv_config(root)
+    if config is None or config.algorithm != "shallow":
+        return 0, 0
+    return config.shallow_channels, config.shallow_vectors
+
+
 def _weight(values: ValueBuilder, w_node: Node, flat: E.Expr, *index: E.Expr) -> E.Expr:
     """Weight element: a load at `flat` from its buffer, else its inlined expression at `index`."""
     buf = values.buffers.get(w_node.id)
@@ -164,7 +185,8 @@ def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -
     dtype = compute_dtype(root.dtype.name)
     target = cpu_target()
     lanes = max(1, target.vector_bytes // itemsize(dtype))
-    tile = shallow_tile(og, ow, lanes, target.vector_registers, tasks_per_tile_row=n_img * oh * groups)
+    tile = with_sizes(shallow_tile(og, ow, lanes, target.vector_registers, tasks_per_tile_row=n_img * oh * groups),
+                      *_tuned_sizes(root))
     tiles_per_group = -(-og // tile.channels)
     plane, copy = _planes(root, values, dtype, lanes)
     plane_size = plane.sw * plane.hp * plane.wq
