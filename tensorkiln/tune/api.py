@@ -197,7 +197,7 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
         shortlists = {k.workload: found for k in outcome.kernels if (found := shortlist(k.result))}
         left = None if seconds is None else seconds - (time.monotonic() - start)
         outcome.in_model = choose_in_model(rebuild, example_args, shortlists, untuned, seconds=left,
-                                           keep_back=CHECK_BUILDS)
+                                           keep_back=CHECK_BUILDS, estimate=2 * cost.build_seconds)
         outcome.model_check = check_in_model(rebuild, example_args, list(uses), untuned=untuned)
     outcome.seconds = time.monotonic() - start
     if hasattr(fn, "clear_cache"):

@@ -10,9 +10,12 @@ makes a *shortlist* per workload, and the model itself picks from it:
 
 1. shortlist: each workload's best distinct candidates alone (at most
    SHORTLIST, none slower alone than MARGIN x its default), best first;
-2. build r (r = 0, 1, ...) compiles the model with candidate r of every
-   workload that has one: candidates of different workloads sit in
-   different kernels, so one build measures one candidate of each;
+2. each build compiles the model with the next candidate of every workload
+   whose kernels no other candidate of the build touches: candidates of
+   different kernels do not change each other, so one build measures one
+   candidate of many workloads (a convolution and the GEMMs its kernel
+   runs are measured in different builds: the convolution's candidate can
+   change its algorithm and with it the GEMMs);
 3. each build is profiled (`profile()`: every kernel's time inside whole
    model calls) in alternating rounds with the untuned build, and each
    candidate's in-model ratio is the median over rounds of its workload's
@@ -120,31 +123,59 @@ def profile_in_turns(untuned, tuned, inputs: tuple, workloads: list[str], rounds
     return found
 
 
+def kernels_of(compiled, inputs: tuple) -> dict[str, set[str]]:
+    """{workload: the names of the kernels that name it} in a compiled build."""
+    found: dict[str, set[str]] = {}
+    for kernel in compiled.report(*inputs).kernels:
+        for use in kernel.tuning:
+            found.setdefault(use.split(" ", 1)[0], set()).add(kernel.name)
+    return found
+
+
+def build_table(queues: dict[str, list[Config]], kernels: dict[str, set[str]]) -> dict[str, Config]:
+    """The next candidate of each workload whose kernels no other candidate of this build touches, taken
+    off `queues` (emptied ones removed). A convolution's candidate can change its algorithm and with it
+    the GEMM workloads its kernel names, so a GEMM candidate inside that kernel waits for another build;
+    the first workload always goes in, so every build measures something."""
+    table: dict[str, Config] = {}
+    taken: set[str] = set()
+    for w in list(queues):
+        mine = kernels.get(w, set())
+        if table and mine & taken:
+            continue
+        table[w] = queues[w].pop(0)
+        taken |= mine
+        if not queues[w]:
+            del queues[w]
+    return table
+
+
 def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: dict[str, list[Config]], untuned,
-                    seconds: float | None = None, keep_back: float = 0.0, rounds: int = 3, repeat: int = 3,
-                    write: bool = True) -> InModelChoice:
+                    seconds: float | None = None, keep_back: float = 0.0, estimate: float = 0.0, rounds: int = 3,
+                    repeat: int = 3, write: bool = True) -> InModelChoice:
     """Time the shortlisted candidates inside the model and choose per workload (see the module docstring).
 
     rebuild(): a fresh compiled copy of the model; untuned: its build under every analytic choice.
-    seconds: stop making builds once the next would not fit (None: no limit), with `keep_back` builds'
-    time (as long as the slowest so far) left over for what follows; the first is made if seconds > 0.
+    seconds: make a build only while it fits (None: no limit), with `keep_back` builds' time left over
+    for what follows; a build is taken to cost `estimate` seconds, or as much as the slowest so far.
     write: append the chosen records and withdraw the workloads' other configurations.
     """
     start = time.monotonic()
     choice = InModelChoice()
-    depth = max((len(c) for c in shortlists.values()), default=0)
-    per_build = 0.0
-    for index in range(depth):
-        table = {w: c[index] for w, c in shortlists.items() if len(c) > index}
-        needed = per_build * (1 + keep_back) if index else 0.0
-        if seconds is not None and (seconds <= 0 or time.monotonic() - start + needed > seconds):
-            choice.untried += sum(len(c) - index for c in shortlists.values() if len(c) > index)
+    queues = {w: list(c) for w, c in shortlists.items() if c}
+    kernels = kernels_of(untuned, inputs) if untuned is not None else {}
+    per_build = estimate
+    while queues:
+        if seconds is not None and time.monotonic() - start + per_build * (1 + keep_back) >= seconds:
+            choice.untried += sum(len(c) for c in queues.values())
             break
+        table = build_table(queues, kernels)
+        index = choice.builds
         began = time.monotonic()
         tuned = _built(rebuild, inputs, table)
-        for w, (before, after, kernels, ratio) in profile_in_turns(untuned, tuned, inputs, list(table), rounds,
-                                                                  repeat).items():
-            choice.timings.append(CandidateTiming(w, dict(table[w]), index, kernels, before, after,
+        for w, (before, after, count, ratio) in profile_in_turns(untuned, tuned, inputs, list(table), rounds,
+                                                                 repeat).items():
+            choice.timings.append(CandidateTiming(w, dict(table[w]), index, count, before, after,
                                                   ratio if after > 0 else 0.0))
         choice.builds += 1
         per_build = max(per_build, time.monotonic() - began)
@@ -175,5 +206,5 @@ def _write(choice: InModelChoice, shortlists: dict[str, list[Config]]) -> None:
                 w, target, dict(kept), best.ratio * best.untuned_seconds, best.untuned_seconds, 0))
 
 
-__all__ = ["CandidateTiming", "InModelChoice", "MARGIN", "SHORTLIST", "choose_in_model", "profile_in_turns",
-           "shortlist"]
+__all__ = ["CandidateTiming", "InModelChoice", "MARGIN", "SHORTLIST", "build_table", "choose_in_model", "kernels_of",
+           "profile_in_turns", "shortlist"]

@@ -121,3 +121,24 @@ def test_tune_chooses_in_the_model_then_checks_what_it_chose(records, rng):
         kept = any(w.workload == workload and w.kept for w in result.model_check.workloads)
         assert (workload in record_table().best) is kept
     assert "in-model choice" in str(result)
+
+
+def test_candidates_sharing_a_kernel_go_into_different_builds():
+    """A convolution's candidate can change the GEMMs its kernel runs: they are never measured together."""
+    conv, gemm, other = "conv:a", "gemm:b", "sketch:c"
+    kernels = {conv: {"k1"}, gemm: {"k1"}, other: {"k2"}}
+    queues = {conv: [{"x": 1}, {"x": 2}], gemm: [{"y": 1}], other: [{"z": 1}]}
+    first = in_model.build_table(queues, kernels)
+    assert first == {conv: {"x": 1}, other: {"z": 1}}  # the GEMM shares k1 with the convolution's candidate
+    second = in_model.build_table(queues, kernels)
+    assert second == {conv: {"x": 2}}
+    assert in_model.build_table(queues, kernels) == {gemm: {"y": 1}} and queues == {}
+
+
+def test_a_build_is_made_only_where_its_estimate_fits(records, monkeypatch):
+    builds = fake_in_model(monkeypatch, {(KEY, key_of(CONFIG)): 0.9})
+    choice = choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0,
+                             keep_back=2.0)  # 4 s and twice that kept back: 12 s > 10 s
+    assert builds == [] and choice.untried == 1
+    choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0, keep_back=1.0)
+    assert builds == [{KEY: CONFIG}]
