@@ -15,9 +15,9 @@ With `check_model=True` the model itself then decides: each workload's
 best few candidates alone are timed inside the compiled model (in_model.py:
 one candidate per workload per build, profile() in turns with the untuned
 build) and the one that is fastest there is kept if it beats the default;
-the kept records are then checked together (model_check.py: per-workload
-kernel times and the whole model's latency, in turns), and a record that
-does not pay is withdrawn. Builds of a whole model cost far more than a
+the kept records are then checked together, end to end (model_check.py:
+the model with them against the untuned one, in turns), and unless the
+model is faster every record is withdrawn. Builds of a whole model cost far more than a
 kernel's trial, so the searches get at most 1 - IN_MODEL_SHARE of
 `seconds` (and at least MIN_SEARCH_SHARE), and the in-model choice makes
 builds only while one more and the check's fit in what is left.
@@ -143,7 +143,7 @@ def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
 MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
 IN_MODEL_SHARE = 0.45  # with check_model, at least this share of `seconds` is kept for the builds in the model
 MIN_SEARCH_SHARE = 0.3  # ... and at least this share is left to the searches
-CHECK_BUILDS = 2.0  # the check after the in-model choice takes about two of its builds' time
+CHECK_BUILDS = 1.0  # the check after the in-model choice: one build of the model with what it chose
 
 
 def worth_tuning(uses: dict[str, list[str]]) -> tuple[list[Task], list[str]]:
@@ -198,7 +198,8 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
         left = None if seconds is None else seconds - (time.monotonic() - start)
         outcome.in_model = choose_in_model(rebuild, example_args, shortlists, untuned, seconds=left,
                                            keep_back=CHECK_BUILDS, estimate=2 * cost.build_seconds)
-        outcome.model_check = check_in_model(rebuild, example_args, list(uses), untuned=untuned)
+        outcome.model_check = check_in_model(rebuild, example_args, list(outcome.in_model.chosen), untuned=untuned,
+                                             measured=outcome.in_model.verdicts())
     outcome.seconds = time.monotonic() - start
     if hasattr(fn, "clear_cache"):
         fn.clear_cache()  # its signatures were compiled before the records existed

@@ -27,7 +27,10 @@ makes a *shortlist* per workload, and the model itself picks from it:
 
 A build stops being made once the next one, and the time kept back for
 what follows it, would not fit in `seconds` (the builds so far say what one
-costs: the caches make the untuned build's time a poor estimate). The kept records are then checked
+costs: the caches make the untuned build's time a poor estimate). The
+records chosen are then checked together, end to end, by model_check.py
+(its step 4: the model with them against the untuned one, in turns; its
+per-workload steps are these measurements, not repeated). The kept records are then checked
 together, end to end, by model_check.py.
 """
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Callable
 from ..kernels.knob_space import Config
 from ..kernels.tuned import target_key
 from ..runtime import tuning_records
-from .model_check import _built, _withdraw, workload_seconds
+from .model_check import WorkloadCheck, _built, _withdraw, workload_seconds
 from .tuner import NOISE, WorkloadResult
 
 SHORTLIST = 3  # candidates per workload taken into the model
@@ -88,6 +91,11 @@ class InModelChoice:
         """The workload's measured candidate with the lowest in-model ratio."""
         measured = [t for t in self.timings if t.workload == workload and t.ratio > 0]
         return min(measured, key=lambda t: t.ratio, default=None)
+
+    def verdicts(self) -> dict[str, WorkloadCheck]:
+        """Each chosen workload's in-model times, as the check's per-workload verdicts."""
+        return {w: WorkloadCheck(w, dict(c), best.kernels, best.untuned_seconds, best.seconds, best.ratio)
+                for w, c in self.chosen.items() if (best := self.best(w)) is not None}
 
     def __str__(self) -> str:
         lines = [f"in-model choice: {len(self.timings)} candidate(s) timed inside the model in {self.builds} "

@@ -137,3 +137,16 @@ def test_tune_checks_what_the_model_chose(records, rng):
             return tk.jit(model).report(*args)
     with pytest.raises(ValueError, match="needs rebuild="):
         tk.tune(Loaded(), x, w1, w2, trials=1, check_model=True)
+
+
+@pytest.mark.parametrize("ratio, end_to_end, kept", [(0.8, 0.9, True), (0.8, 0.995, False), (0.99, 0.9, False)])
+def test_times_already_measured_in_the_model_go_straight_to_the_end_to_end_check(records, rng, monkeypatch, ratio,
+                                                                                 end_to_end, kept):
+    x, w1, w2 = operands(rng)
+    append_record(win())
+    seen = fake_profiles(monkeypatch, {KEY: 0.5}, end_to_end)
+    measured = {KEY: model_check.WorkloadCheck(KEY, dict(CONFIG), 1, 1e-3, ratio * 1e-3, ratio)}
+    check = check_model(lambda: tk.jit(model), (x, w1, w2), [KEY], rounds=3, measured=measured)
+    assert seen == []  # nothing profiled again: the verdicts given are the per-workload ones
+    assert check.workloads[0].ratio == ratio and check.workloads[0].kept is kept
+    assert (KEY in record_table().best) is kept
