@@ -118,14 +118,18 @@ def test_the_shallow_tile_is_searched_and_every_size_computes_the_layer(rng):
         picks = {space.key(p): p for p in (space.fix({**space.sample(random.Random(i)), "algorithm": "shallow"})
                                            for i in range(6)) if p is not None}
         assert len(picks) > 1
+        codes = set()
         for config in picks.values():
             assert space.contains(config)
             fn = bench.build(config)
             assert check(fn, bench) is None, (key, config)
+            with open(fn.report(*bench.inputs).source_path) as source:  # the tile reaches the C, not only its comment
+                codes.add("\n".join(line for line in source.read().splitlines() if "tuning:" not in line))
             if config["shallow_channels"] or config["shallow_vectors"]:
                 with using_configs({key: config}):
                     uses = [use for kernel in fn.report(*bench.inputs).kernels for use in kernel.tuning]
                 assert any(f"shallow_channels={config['shallow_channels']}" in use for use in uses), uses
+        assert len(codes) > 1
 
 
 def test_shallow_sizes_belong_to_the_shallow_kernel_alone():

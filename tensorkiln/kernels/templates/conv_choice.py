@@ -218,8 +218,12 @@ def tuned_winograd_given_body(root: Node, out: Buffer, values: ValueBuilder, epi
 
 
 def tuned_conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
-    """conv.conv2d_body with the algorithm a record chose for the layer (the rule's without one)."""
-    return conv2d_body(root, out, values, epilogue, algorithm=tuned_nchw_algorithm(root))
+    """conv.conv2d_body with the algorithm a record chose for the layer (the rule's without one), and for
+    "shallow" the record's tile sizes."""
+    algorithm = tuned_nchw_algorithm(root)
+    config = conv_config(root) if algorithm == "shallow" else None
+    sizes = (config.shallow_channels, config.shallow_vectors) if config is not None else (0, 0)
+    return conv2d_body(root, out, values, epilogue, algorithm=algorithm, shallow_sizes=sizes)
 
 
 def tuned_conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
