@@ -143,7 +143,8 @@ def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
 MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
 IN_MODEL_SHARE = 0.45  # with check_model, at least this share of `seconds` is kept for the builds in the model
 MIN_SEARCH_SHARE = 0.3  # ... and at least this share is left to the searches
-CHECK_BUILDS = 1.0  # the check after the in-model choice: one build of the model with what it chose
+CHECK_BUILDS = 0.7  # the check after the in-model choice: one build of the model (no profiling build), in
+# units of one of the choice's builds (a build and its profiling build, which compiles the C again)
 
 
 def worth_tuning(uses: dict[str, list[str]]) -> tuple[list[Task], list[str]]:
@@ -197,7 +198,7 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
         shortlists = {k.workload: found for k in outcome.kernels if (found := shortlist(k.result))}
         left = None if seconds is None else seconds - (time.monotonic() - start)
         outcome.in_model = choose_in_model(rebuild, example_args, shortlists, untuned, seconds=left,
-                                           keep_back=CHECK_BUILDS, estimate=2 * cost.build_seconds)
+                                           keep_back=CHECK_BUILDS, estimate=1.5 * cost.build_seconds)
         outcome.model_check = check_in_model(rebuild, example_args, list(outcome.in_model.chosen), untuned=untuned,
                                              measured=outcome.in_model.verdicts())
     outcome.seconds = time.monotonic() - start
