@@ -6,12 +6,14 @@
 Each model (zoo, batch 1; BERT-base at sequence 128) is tuned as `tensorkiln
 tune MODEL --trials N --seconds S` tunes it (tk.tune: the task scheduler
 shares S seconds among its distinct kernel workloads), into one fresh
-records file, and its records are then checked inside the model
-(tune/model_check.py: each tuned workload's kernels profiled in the model,
-untuned and tuned in turns; a record that does not pay there is withdrawn;
-its time comes out of S) unless --no-model-check. Its table (per workload:
-kernels, in-model ms untuned and tuned, the ratio, the verdict) is the
-per-kernel before/after inside the whole model.
+records file; unless --no-model-check, each workload's best candidates
+alone are then timed inside the model and the model chooses
+(tune/in_model.py: profile() of builds carrying one candidate per
+workload, in turns with the untuned build), and the chosen records are
+checked end to end (tune/model_check.py: kept only if the model with them
+is faster in turns); their time comes out of S. The choice's table (per
+candidate: in-model ms untuned and tuned, the ratio, which was chosen) is
+the per-kernel before/after inside the whole model.
 
 Then every model is compiled untuned and tuned (with the records kept), and
 all the builds are timed in turns in this process

@@ -342,6 +342,12 @@ def cached_library(key: str, *, debug: bool = False, cache: Optional[Path] = Non
                            True, _recorded_compile_seconds(entry), build_flags(debug), debug)
 
 
+def recorded_compile_seconds(library_path: str) -> float:
+    """The C compiler's seconds recorded when the cached library at `library_path` was built (0.0 when
+    unknown): what compiling that source costs, even where this process found it in the cache."""
+    return _recorded_compile_seconds(Path(library_path).parent)
+
+
 def _recorded_compile_seconds(entry: Path) -> float:
     try:
         return float(json.loads((entry / "build.json").read_text())["compile_seconds"])

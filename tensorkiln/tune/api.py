@@ -11,12 +11,16 @@ latency per second). Records are appended to the records file, so the next
 compile, in this process or another, uses them; a JitFunction passed in
 forgets its compiled signatures.
 
-With `check_model=True` the records are then checked inside the model
-(model_check.py: per-workload kernel times from profile() and the whole
-model's latency, untuned and tuned, in turns), and a record that does not
-pay there is withdrawn; the time this takes (estimated from the check's
-own first build of the model and one call, at most half of `seconds`) is
-kept back from `seconds`.
+With `check_model=True` the model itself then decides: each workload's
+best few candidates alone are timed inside the compiled model (in_model.py:
+one candidate per workload per build, profile() in turns with the untuned
+build) and the one that is fastest there is kept if it beats the default;
+the kept records are then checked together, end to end (model_check.py:
+the model with them against the untuned one, in turns), and unless the
+model is faster every record is withdrawn. Builds of a whole model cost far more than a
+kernel's trial, so the searches get at most 1 - IN_MODEL_SHARE of
+`seconds` (and at least MIN_SEARCH_SHARE), and the in-model choice makes
+builds only while one more and the check's fit in what is left.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.templates.spaces import space_of
 from ..kernels.tuned import parse_workload
 from .measure import Measurer
+from .in_model import InModelChoice, choose_in_model, shortlist
 from .model_check import ModelCheck, check_model as check_in_model, untuned_build
 from .scheduler import Task, schedule
 from .tuner import WorkloadResult
@@ -65,6 +70,7 @@ class TuneResult:
     kernels: list[KernelTuning] = field(default_factory=list)
     seconds: float = 0.0
     model_check: ModelCheck | None = None  # the in-model check of the records, when asked for
+    in_model: InModelChoice | None = None  # the candidates timed inside the model before the check
     too_small: list[str] = field(default_factory=list)  # workloads left at their default: too little work
 
     @property
@@ -81,6 +87,8 @@ class TuneResult:
             mark = "" if k.result.tuned else "  (default kept)"
             lines.append(f"{k.kernel[:24]:<24} {k.workload[:52]:<52} {k.uses:4d} {k.default_seconds * 1e3:10.3f} "
                          f"{k.best_seconds * 1e3:9.3f} {k.result.speedup:6.2f}x {k.trials:6d}{mark}")
+        if self.in_model is not None:
+            lines.append(str(self.in_model))
         if self.model_check is not None:
             lines.append(str(self.model_check))
         return "\n".join(lines)
@@ -133,6 +141,10 @@ def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
 
 
 MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
+IN_MODEL_SHARE = 0.45  # with check_model, at least this share of `seconds` is kept for the builds in the model
+MIN_SEARCH_SHARE = 0.3  # ... and at least this share is left to the searches
+CHECK_BUILDS = 0.7  # the check after the in-model choice: one build of the model (no profiling build), in
+# units of one of the choice's builds (a build and its profiling build, which compiles the C again)
 
 
 def worth_tuning(uses: dict[str, list[str]]) -> tuple[list[Task], list[str]]:
@@ -157,8 +169,8 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     seconds: the whole call's budget, shared among the workloads by the task scheduler (scheduler.py).
     strategy: random, genetic, annealing or evolutionary (cost-model guided; the default).
     progress(kernel, workload, result, trial) is called after every trial.
-    check_model: afterwards, check the records inside the model and withdraw those that do not pay
-    (model_check.py); rebuild() makes a fresh compiled copy of the model for it (default: from fn, which
+    check_model: afterwards, choose among each workload's best candidates inside the model (in_model.py),
+    check the records kept inside the model and withdraw those that do not pay (model_check.py); rebuild() makes a fresh compiled copy of the model for it (default: from fn, which
     must then be a plain function or a JitFunction; example_kwargs are not passed to the check).
     """
     start = time.monotonic()
@@ -166,28 +178,34 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     if check_model and rebuild is None:
         raise ValueError("tk.tune(check_model=True) of this object needs rebuild=, a maker of fresh compiled copies")
     uses = workload_uses(fn, *example_args, **example_kwargs)
-    untuned = None
-    if check_model:  # its untuned build now: it also says what the check's other two builds will cost
-        untuned, check_seconds = untuned_build(rebuild, example_args)
-        if seconds is not None:  # at most half the budget: on a loaded machine builds alone could take it all
-            seconds = max(seconds - min(check_seconds, seconds / 2) - (time.monotonic() - start), 0.0)
+    untuned, search_seconds = None, seconds
+    if check_model:  # its untuned build now: it also says roughly what the check's builds will cost
+        untuned, cost = untuned_build(rebuild, example_args)
+        if seconds is not None:  # builds in the model need a share even where the caches made this one cheap
+            kept_back = min(max(cost.check_seconds(), IN_MODEL_SHARE * seconds), (1 - MIN_SEARCH_SHARE) * seconds)
+            search_seconds = max(seconds - kept_back - (time.monotonic() - start), 0.0)
     tasks, too_small = worth_tuning(uses)
     outcome = TuneResult(too_small=too_small)
     owned = measurer is None
     measurer = measurer or Measurer()
     try:
-        for task in schedule(tasks, measurer, trials, seconds, strategy, progress):
+        for task in schedule(tasks, measurer, trials, search_seconds, strategy, progress):
             outcome.kernels.append(KernelTuning(task.kernels[0], task.workload, task.search.result, task.weight))
     finally:
         if owned:
             measurer.close()
     if check_model:
-        outcome.model_check = check_in_model(rebuild, example_args, list(uses), untuned=untuned)
+        shortlists = {k.workload: found for k in outcome.kernels if (found := shortlist(k.result))}
+        left = None if seconds is None else seconds - (time.monotonic() - start)
+        outcome.in_model = choose_in_model(rebuild, example_args, shortlists, untuned, seconds=left,
+                                           keep_back=CHECK_BUILDS, estimate=1.5 * cost.build_seconds)
+        outcome.model_check = check_in_model(rebuild, example_args, list(outcome.in_model.chosen), untuned=untuned,
+                                             measured=outcome.in_model.verdicts())
     outcome.seconds = time.monotonic() - start
     if hasattr(fn, "clear_cache"):
         fn.clear_cache()  # its signatures were compiled before the records existed
     return outcome
 
 
-__all__ = ["KernelTuning", "MIN_WORK_SHARE", "TuneResult", "kernel_workloads", "rebuilder", "tune", "worth_tuning",
-           "workload_uses"]
+__all__ = ["CHECK_BUILDS", "IN_MODEL_SHARE", "KernelTuning", "MIN_SEARCH_SHARE", "MIN_WORK_SHARE", "TuneResult",
+           "kernel_workloads", "rebuilder", "tune", "worth_tuning", "workload_uses"]

@@ -38,6 +38,7 @@ from typing import Callable
 
 from ..kernels.tuned import active_configs, target_key, using_configs
 from ..runtime import tuning_records
+from ..runtime.c_compiler import recorded_compile_seconds
 from .tuner import NOISE
 
 
@@ -144,20 +145,37 @@ def calls_of_check(rounds: int = 5, repeat: int = 3) -> int:
     return 2 * rounds * (repeat + 1) + 2 * rounds * 3
 
 
-def untuned_build(rebuild: Callable[[], object], inputs: tuple) -> tuple[object, float]:
-    """The model compiled with every template's analytic choice, and an estimate of the seconds the rest of
-    the check will take (BUILDS more builds like it and calls_of_check() calls; tk.tune keeps them back
-    from its budget)."""
+@dataclass
+class ModelCost:
+    """What one build and one call of the model cost here (the untuned build's, measured)."""
+
+    build_seconds: float
+    call_seconds: float
+
+    def check_seconds(self) -> float:
+        """The rest of the check: BUILDS more builds and calls_of_check() calls."""
+        return BUILDS * self.build_seconds + calls_of_check() * self.call_seconds
+
+
+def untuned_build(rebuild: Callable[[], object], inputs: tuple) -> tuple[object, ModelCost]:
+    """The model compiled with every template's analytic choice, and what a build and a call cost (tk.tune
+    keeps the check's time back from its budget). A build found in the compile caches costs little: its
+    cost is then taken as twice the C compiler's time recorded with the cached library (the lowering and
+    planning before it take about as long), and the phases after the search measure their own builds."""
     began = time.monotonic()
     built = _built(rebuild, inputs, {})
     build_seconds = time.monotonic() - began
+    report = built.report(*inputs)
+    if report.cache_hit and report.library_path:  # a new configuration compiles its C again, and lowers first
+        build_seconds = max(build_seconds, 2 * recorded_compile_seconds(report.library_path))
     began = time.monotonic()
     built(*inputs)
-    return built, BUILDS * build_seconds + calls_of_check() * (time.monotonic() - began)
+    return built, ModelCost(build_seconds, time.monotonic() - began)
 
 
 def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[str] | None = None,
-                rounds: int = 5, repeat: int = 3, withdraw: bool = True, untuned=None) -> ModelCheck:
+                rounds: int = 5, repeat: int = 3, withdraw: bool = True, untuned=None,
+                measured: dict[str, WorkloadCheck] | None = None) -> ModelCheck:
     """Check the model's tuned workloads inside the model (see the module docstring).
 
     rebuild(): a fresh compiled callable of the model (tk.jit of it, a loaded ONNX model), with
@@ -165,12 +183,19 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
     workloads: the model's workloads to check (default: every one the model's kernels name that has
     a record in use). withdraw=False measures and decides without appending to the records file.
     untuned: the untuned build (untuned_build's), when already made.
+    measured: per-workload times inside the model already taken (the in-model choice's, in_model.py):
+    steps 1-3 are not repeated, and only these workloads are checked, end to end (step 4).
     """
     tuned_table = dict(active_configs())
     untuned = untuned if untuned is not None else _built(rebuild, inputs, {})
     named = {use.split(" ", 1)[0] for k in untuned.report(*inputs).kernels for use in k.tuning}
     chosen = [w for w in (workloads if workloads is not None else sorted(named)) if w in tuned_table and w in named]
     check = ModelCheck(rounds=rounds)
+    if measured is not None:
+        check.workloads = [measured[w] for w in chosen if w in measured]
+        for w in check.workloads:
+            w.kept = w.tuned_seconds > 0 and w.ratio < 1 - NOISE
+        return _end_to_end(check, rebuild, inputs, untuned, None, rounds, withdraw)
     if not chosen:
         return check
     tuned = _built(rebuild, inputs, {w: tuned_table[w] for w in chosen})
@@ -195,9 +220,17 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
         # convolution's algorithm removes its Winograd GEMM); unmeasured, it is withdrawn: the default wins
         check.workloads.append(WorkloadCheck(w, dict(tuned_table[w]), sums[w][0][2], before, after, ratio,
                                              kept=after > 0 and ratio < 1 - NOISE))
+    return _end_to_end(check, rebuild, inputs, untuned, tuned if len(check.kept) == len(chosen) else None, rounds,
+                       withdraw)
+
+
+def _end_to_end(check: ModelCheck, rebuild: Callable[[], object], inputs: tuple, untuned, built, rounds: int,
+                withdraw: bool) -> ModelCheck:
+    """Step 4: the model with the kept records (`built`, or built now) against the untuned one, in turns;
+    unless it is faster by more than NOISE nothing is kept. Every record not kept is withdrawn."""
     kept = check.kept
     if kept:
-        final = tuned if set(kept) == set(chosen) else _built(rebuild, inputs, kept)
+        final = built if built is not None else _built(rebuild, inputs, kept)
         times = latency_in_turns({"untuned": lambda: untuned(*inputs), "tuned": lambda: final(*inputs)}, rounds)
         check.untuned_seconds, check.tuned_seconds = times["untuned"], times["tuned"]
         check.kept_end_to_end = check.tuned_seconds < (1 - NOISE) * check.untuned_seconds
@@ -211,4 +244,4 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
     return check
 
 
-__all__ = ["BUILDS", "ModelCheck", "calls_of_check", "WorkloadCheck", "check_model", "latency_in_turns", "untuned_build", "workload_seconds"]
+__all__ = ["BUILDS", "ModelCheck", "ModelCost", "calls_of_check", "WorkloadCheck", "check_model", "latency_in_turns", "untuned_build", "workload_seconds"]

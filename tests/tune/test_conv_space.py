@@ -9,6 +9,8 @@ import pytest
 from tensorkiln.kernels.templates.conv_choice import (ConvConfig, ConvShape, analytic_conv_config, conv_config,
                                                       conv_workload, shape_of_workload)
 from tensorkiln.kernels.templates.spaces import space_of
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.kernels.templates.conv_shallow import shallow_tile
 from tensorkiln.kernels.tuned import config_of, record_table, target_key, tuning_log, using_configs
 from tensorkiln.runtime.tuning_records import TuningRecord, append_record, read_records
 from tensorkiln.tune.worker import check
@@ -46,7 +48,7 @@ def test_space_holds_the_analytic_choice_and_no_record_means_the_default(records
     assert space.size > 100
     bench = benchmark_of(conv_workload(shape))  # no record on file: the rule's choice, said so in the comment
     uses = [use for kernel in bench.build(None).report(*bench.inputs).kernels for use in kernel.tuning]
-    shown = " ".join(f"{k}={v}" for k, v in default.items())
+    shown = " ".join(f"{k}={v}" for k, v in default.items() if not k.startswith("shallow_"))  # quiet at 0
     assert f"{conv_workload(shape)} default: {shown}" in uses
 
 
@@ -87,7 +89,7 @@ def test_every_knob_computes_the_layer(rng):
 def test_records_of_a_layer_round_trip_and_an_illegal_one_is_ignored(records):
     shape = ConvShape(1, 32, 14, 14, 64, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), False)  # probe(): weight an input
     key = conv_workload(shape)
-    tuned = {"algorithm": "gemm", "pixels": 7, "blocks": 2, "order": "groups"}
+    tuned = {"algorithm": "gemm", "pixels": 3, "blocks": 2, "order": "groups"}  # a tile that fits 16 registers
     append_record(TuningRecord(key, target_key(), tuned, 1.0, 2.0, 8))
     assert read_records()[0].config == tuned and record_table().best[key] == tuned
     assert json.loads(records.read_text())["config"] == tuned
@@ -99,3 +101,50 @@ def test_records_of_a_layer_round_trip_and_an_illegal_one_is_ignored(records):
             assert conv_config(shape.probe()) == analytic_conv_config(shape)
     with using_configs({key: tuned}):
         assert conv_config(shape.probe()) == ConvConfig(**tuned)
+
+
+def test_the_shallow_tile_is_searched_and_every_size_computes_the_layer(rng):
+    """Layers of 1 to 4 input channels (the stem's kind), odd sizes: random shallow tiles against the reference."""
+    for _ in range(2):
+        k = int(rng.choice([5, 12, 24, 40]))
+        kh = int(rng.choice([3, 5, 7]))
+        shape = ConvShape(1, int(rng.integers(1, 5)), int(rng.integers(11, 40)), int(rng.integers(11, 40)), k, kh, kh,
+                          (2, 2) if rng.random() < 0.5 else (1, 1), (kh // 2,) * 4, (1, 1), False)
+        key = conv_workload(shape)
+        space, bench = space_of(key), benchmark_of(key)
+        assert space.default["algorithm"] == "shallow"
+        assert space.default["shallow_channels"] == space.default["shallow_vectors"] == 0  # the rule's tile
+        assert len(space.knobs["shallow_channels"]) > 2 and len(space.knobs["shallow_vectors"]) > 2
+        picks = {space.key(p): p for p in (space.fix({**space.sample(random.Random(i)), "algorithm": "shallow"})
+                                           for i in range(6)) if p is not None}
+        assert len(picks) > 1
+        codes = set()
+        for config in picks.values():
+            assert space.contains(config)
+            fn = bench.build(config)
+            assert check(fn, bench) is None, (key, config)
+            with open(fn.report(*bench.inputs).source_path) as source:  # the tile reaches the C, not only its comment
+                codes.add("\n".join(line for line in source.read().splitlines() if "tuning:" not in line))
+            if config["shallow_channels"] or config["shallow_vectors"]:
+                with using_configs({key: config}):
+                    uses = [use for kernel in fn.report(*bench.inputs).kernels for use in kernel.tuning]
+                assert any(f"shallow_channels={config['shallow_channels']}" in use for use in uses), uses
+        assert len(codes) > 1
+
+
+def test_shallow_sizes_belong_to_the_shallow_kernel_alone():
+    stem = ConvShape(1, 3, 64, 64, 16, 7, 7, (2, 2), (3, 3, 3, 3), (1, 1), False)
+    key = conv_workload(stem)
+    space = space_of(key)
+    assert space.fix({**space.default, "algorithm": "gemm", "shallow_channels": 4, "shallow_vectors": 2})[
+        "shallow_channels"] == 0  # another algorithm: the sizes mean nothing, so they are zero
+    with using_configs({key: {**space.default, "algorithm": "gemm", "shallow_channels": 4}}), tuning_log() as log:
+        assert conv_config(stem.probe()) == analytic_conv_config(stem)  # such a record is not legal
+    assert "not a legal configuration" in log[0].source
+    target = cpu_target()
+    too_large = {**space.default, "shallow_channels": 16, "shallow_vectors": 8}  # 16 x 8 accumulators
+    assert not space.contains(too_large)
+    lanes = target.vector_bytes // 4
+    rule = shallow_tile(16, stem.out_hw[1], lanes, target.vector_registers, tasks_per_tile_row=stem.out_hw[0])
+    same = {**space.default, "shallow_channels": rule.channels, "shallow_vectors": rule.vectors}
+    assert space.contains(same)  # the rule's own sizes, named: legal

@@ -119,14 +119,15 @@ def test_nothing_to_check_without_records(records, rng):
     assert "nothing to check" in str(check)
 
 
-def test_tune_checks_what_its_searches_kept(records, rng):
-    """The searches' measurements come from a stand-in worker (every candidate "wins"); the check then
-    profiles the real model, and each record ends kept or withdrawn as its verdict says."""
+def test_tune_checks_what_the_model_chose(records, rng):
+    """The searches' measurements come from a stand-in worker (every candidate "wins"); the model then
+    chooses among them and the check profiles it, and each record ends kept or withdrawn as its verdict says."""
     x, w1, w2 = operands(rng)
     with Measurer(command=WINNING) as measurer:
         result = tk.tune(model, x, w1, w2, trials=3, strategy="random", measurer=measurer, check_model=True)
     won = {k.workload for k in result.kernels if k.result.tuned}
-    assert won and {w.workload for w in result.model_check.workloads} == won
+    assert won and set(result.in_model.chosen) <= {k.workload for k in result.kernels}
+    assert {w.workload for w in result.model_check.workloads} == set(result.in_model.chosen)
     for verdict in result.model_check.workloads:
         assert (verdict.workload in record_table().best) is verdict.kept
     assert "in-model check" in str(result)
@@ -136,3 +137,16 @@ def test_tune_checks_what_its_searches_kept(records, rng):
             return tk.jit(model).report(*args)
     with pytest.raises(ValueError, match="needs rebuild="):
         tk.tune(Loaded(), x, w1, w2, trials=1, check_model=True)
+
+
+@pytest.mark.parametrize("ratio, end_to_end, kept", [(0.8, 0.9, True), (0.8, 0.995, False), (0.99, 0.9, False)])
+def test_times_already_measured_in_the_model_go_straight_to_the_end_to_end_check(records, rng, monkeypatch, ratio,
+                                                                                 end_to_end, kept):
+    x, w1, w2 = operands(rng)
+    append_record(win())
+    seen = fake_profiles(monkeypatch, {KEY: 0.5}, end_to_end)
+    measured = {KEY: model_check.WorkloadCheck(KEY, dict(CONFIG), 1, 1e-3, ratio * 1e-3, ratio)}
+    check = check_model(lambda: tk.jit(model), (x, w1, w2), [KEY], rounds=3, measured=measured)
+    assert seen == []  # nothing profiled again: the verdicts given are the per-workload ones
+    assert check.workloads[0].ratio == ratio and check.workloads[0].kept is kept
+    assert (KEY in record_table().best) is kept

@@ -266,13 +266,14 @@ def _padded_rows_n(root: Node) -> int | None:
     return rows if 2 * rows <= 3 * oh * ow else None
 
 
-def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None, algorithm: str | None = None
-                ) -> Stmt | None:
+def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None, algorithm: str | None = None,
+                shallow_sizes: tuple[int, int] = (0, 0)) -> Stmt | None:
     """Loop IR computing epilogue(conv2d(x, w)): grouped, strided, dilated, padded.
 
     `epilogue(index, acc)` gives the stored value of output element `index`
     (n, o, y, x) whose convolution sum is `acc` (default: acc itself).
     algorithm: one of `applicable_conv_algorithms` (a tuned choice), else `conv_algorithm`'s.
+    shallow_sizes: the "shallow" kernel's tuned (channels, vectors), 0 for the rule's size.
     """
     if epilogue is None:
         epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
@@ -287,7 +288,7 @@ def conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None, al
     if algorithm == "gemm_rows":
         return _implicit_gemm_rows(root, out, values, epilogue)
     if algorithm == "shallow":
-        return shallow_conv_body(root, out, values, epilogue)
+        return shallow_conv_body(root, out, values, epilogue, shallow_sizes)
     if algorithm == "depthwise":
         return depthwise_body(root, out, values, epilogue)
     return _direct(root, out, values, epilogue)

@@ -12,7 +12,11 @@ blocking (`conv_config`):
   register tile) times vectors of output channels (the output-channel block);
 - `order`: how the NCHWc tasks (image, channel group, output row) are numbered
   for the threads: "rows" (rows innermost: neighbouring tasks share a group's
-  weights) or "groups" (groups innermost: they share the input rows).
+  weights) or "groups" (groups innermost: they share the input rows);
+- `shallow_channels` x `shallow_vectors`: the "shallow" kernel's register tile
+  (conv_shallow.py: output channels times vectors of output pixels), 0 for
+  the rule's size (`shallow_tile`); quiet knobs, so an untuned layer's code
+  and comment are the ones from before they existed.
 
 The analytic configuration is today's rule: "nchwc" where the layout pass would
 block the layer (a constant weight, a vector of output channels, not a
@@ -26,7 +30,7 @@ Only ungrouped float32 layers ask (depthwise and grouped layers keep their rule)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ... import dtypes as dt
 from ...ir.graph import Node, input_node, make_node
@@ -39,6 +43,7 @@ from ..tuned import configured, parse_workload, workload_key
 from . import conv as conv_rules  # its rule read at call time: tests and benchmarks may replace it
 from .conv import applicable_conv_algorithms, conv2d_body, forced_algorithm, winograd_algorithm
 from .conv_nchwc import NchwcTile, channel_block, conv2d_nchwc_body, nchwc_tile
+from .conv_shallow import shallow_tile, shallow_tile_fits, with_sizes
 from .winograd import winograd_given_body
 
 NCHWC = "nchwc"
@@ -53,6 +58,8 @@ class ConvConfig:
     pixels: int
     blocks: int
     order: str = "rows"
+    shallow_channels: int = field(default=0, metadata={"quiet": True})  # "shallow" only; 0: the rule's
+    shallow_vectors: int = field(default=0, metadata={"quiet": True})
 
 
 @dataclass(frozen=True)
@@ -161,7 +168,20 @@ def conv_config_legal(config: ConvConfig, shape: ConvShape) -> bool:
     blockable = shape.constant_weight and channel_block(shape.k) is not None
     algorithms = nchw_algorithms(shape) + ([NCHWC] if blockable else [])
     return (config.algorithm in algorithms and config.order in TASK_ORDERS
-            and tile_legal(shape, config.pixels, config.blocks))
+            and tile_legal(shape, config.pixels, config.blocks) and shallow_sizes_legal(config, shape))
+
+
+def shallow_sizes_legal(config: ConvConfig, shape: ConvShape) -> bool:
+    """The "shallow" tile sizes: zero for every other algorithm (one kernel, one name), and for "shallow"
+    the rule's tile with them in place fits the registers and the layer."""
+    sizes = (config.shallow_channels, config.shallow_vectors)
+    if config.algorithm != "shallow":
+        return sizes == (0, 0)
+    oh, ow = shape.out_hw
+    lanes = max(1, cpu_target().vector_bytes // 4)
+    rule = shallow_tile(shape.k, ow, lanes, cpu_target().vector_registers, tasks_per_tile_row=shape.n * oh)
+    return min(sizes) >= 0 and shallow_tile_fits(with_sizes(rule, *sizes), shape.k, ow, lanes,
+                                                 cpu_target().vector_registers)
 
 
 def conv_config(root: Node) -> ConvConfig | None:
@@ -198,8 +218,12 @@ def tuned_winograd_given_body(root: Node, out: Buffer, values: ValueBuilder, epi
 
 
 def tuned_conv2d_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
-    """conv.conv2d_body with the algorithm a record chose for the layer (the rule's without one)."""
-    return conv2d_body(root, out, values, epilogue, algorithm=tuned_nchw_algorithm(root))
+    """conv.conv2d_body with the algorithm a record chose for the layer (the rule's without one), and for
+    "shallow" the record's tile sizes."""
+    algorithm = tuned_nchw_algorithm(root)
+    config = conv_config(root) if algorithm == "shallow" else None
+    sizes = (config.shallow_channels, config.shallow_vectors) if config is not None else (0, 0)
+    return conv2d_body(root, out, values, epilogue, algorithm=algorithm, shallow_sizes=sizes)
 
 
 def tuned_conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:

@@ -104,6 +104,18 @@ def shallow_tile(out_channels: int, width: int, lanes: int, registers: int, task
     return best
 
 
+def with_sizes(rule: ShallowTile, channels: int, vectors: int) -> ShallowTile:
+    """The rule's tile with a tuned configuration's non-zero sizes in place of its own."""
+    return ShallowTile(channels or rule.channels, vectors or rule.vectors)
+
+
+def shallow_tile_fits(tile: ShallowTile, out_channels: int, width: int, lanes: int, registers: int) -> bool:
+    """The tile's accumulators, a step's input vectors and one broadcast fit the registers (shallow_tile's
+    own bound), and it is no larger than the layer's channels and row of vectors."""
+    g, t = tile.channels, tile.vectors
+    return 1 <= g <= out_channels and 1 <= t <= -(-hint_of(width) // lanes) and g * t + t + 1 <= registers
+
+
 def _weight(values: ValueBuilder, w_node: Node, flat: E.Expr, *index: E.Expr) -> E.Expr:
     """Weight element: a load at `flat` from its buffer, else its inlined expression at `index`."""
     buf = values.buffers.get(w_node.id)
@@ -145,11 +157,13 @@ def _planes(root: Node, values: ValueBuilder, dtype: str, lanes: int) -> tuple[P
     return plane, block(For(row, E.const(n_img * c_in * hp), fill, loop_kind(choice), threads_if(choice)), slack)
 
 
-def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stmt | None:
+def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue,
+                      sizes: tuple[int, int] = (0, 0)) -> Stmt | None:
     """Loop IR computing epilogue(conv2d(x, w)) for NCHW x and w[K, C/groups, KH, KW]; see the module docstring.
 
     `epilogue(index, acc)` gives the stored value of output element
-    (n, k, oy, ox) whose convolution sum is `acc`.
+    (n, k, oy, ox) whose convolution sum is `acc`. sizes: a tuned tile's (channels, vectors), 0 for the
+    rule's (conv_choice.ConvConfig's shallow sizes).
     """
     if any(d == 0 for d in root.shape):
         return None
@@ -164,7 +178,8 @@ def shallow_conv_body(root: Node, out: Buffer, values: ValueBuilder, epilogue) -
     dtype = compute_dtype(root.dtype.name)
     target = cpu_target()
     lanes = max(1, target.vector_bytes // itemsize(dtype))
-    tile = shallow_tile(og, ow, lanes, target.vector_registers, tasks_per_tile_row=n_img * oh * groups)
+    tile = with_sizes(shallow_tile(og, ow, lanes, target.vector_registers, tasks_per_tile_row=n_img * oh * groups),
+                      *sizes)
     tiles_per_group = -(-og // tile.channels)
     plane, copy = _planes(root, values, dtype, lanes)
     plane_size = plane.sw * plane.hp * plane.wq
