@@ -10,6 +10,7 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.kernels.target import _cpu_flags, cpu_target
 from tensorkiln.kernels.templates import conv_nchwc_bf16, conv_shallow_bf16
+from tensorkiln.passes import conv_bf16_weights, shallow_bf16_weights
 
 pytestmark = pytest.mark.skipif(not {"avx2", "fma"} <= _cpu_flags(), reason="this CPU has no AVX2 with FMA")
 
@@ -21,6 +22,9 @@ def widened(monkeypatch, tmp_path):
     """The host without AVX512-BF16, 256-bit vectors (blocks of 8 lanes), a fresh compile cache per build."""
     monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
     monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    # Without vdpbf16ps the float32 blocked kernels serve by default; these tests ask for the pairs kernels.
+    monkeypatch.setattr(conv_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
+    monkeypatch.setattr(shallow_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
     cpu_target.cache_clear()
     counter = iter(range(100))
 

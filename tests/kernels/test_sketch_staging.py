@@ -103,12 +103,14 @@ def test_attention_kernel_staging_and_a_refused_compute_at():
     (workload,) = _sketch_uses(compiled, q, k, v)
     kernel = sketch_kernel(workload)
     facts = nest_facts(kernel)
-    assert facts.accumulating >= 2 and facts.producers >= 1  # the score and output tiles; the row corrections
+    assert facts.accumulating >= 2  # the score and output tiles
     for place in range(1, facts.accumulating + 1):
         config = {**sketch_space(workload).default, "cache_write": place}
         with using_configs({workload: config}):
             got = tk.jit(fn)(q, k, v).numpy()
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=str(config))
+    if facts.producers == 0:  # a target whose attention tile stages no row correction apart (AVX2 here)
+        return
     # corr[] is produced for all rows at once and read per row group: producing it inside the reader is wrong
     with pytest.raises(ScheduleError, match="compute_at of corr: iteration .* reads corr\\[.*\\], which later "
                                             "producer iterations write"):

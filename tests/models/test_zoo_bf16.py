@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tensorkiln as tk
+from tensorkiln.kernels.target import cpu_target
 from tensorkiln import models
 
 RNG = np.random.default_rng(0)
@@ -62,7 +63,9 @@ def test_bf16_logits_within_tolerance_of_fp32(name):
         bf16 = compiled(x).numpy()
         report = compiled.report(x)
         assert report.backend == "c"  # compiled, not run by the interpreter after a fallback
-        if name in ("resnet18", "mobilenetv2"):  # convolutions on bf16 kernels, no separate rounding kernel
+        # With vdpbf16ps, convolutions run on bf16 kernels with no separate rounding kernel; without it
+        # the float32 blocked kernels take the rounded operands (passes/conv_bf16_weights.py).
+        if name in ("resnet18", "mobilenetv2") and cpu_target().bf16_dot:
             assert all("bf16" in k.precision for k in report.kernels if k.kind == "contraction")
             assert not [k.name for k in report.kernels if all(" = cast(" in str(n) for n in k.nodes)]
         oracle = tk.jit(model, precision="bf16", backend="interpreter")(x).numpy()

@@ -93,7 +93,8 @@ def test_a_chain_converts_only_at_its_edges():
 def test_inverted_residual_blocks_run_blocked_depthwise_included():
     """MobileNetV2's block (1x1 expand, ReLU6, 3x3 depthwise, ReLU6, 1x1 project, residual add):
     the depthwise layers join the chain, so nothing converts between the blocks."""
-    c, e = 2 * LANES, 6 * LANES
+    c = max(2 * LANES, 32)  # a chain's edge conversions are a small share of its multiply-adds at any vector width
+    e = 6 * c
     layers = [(weight(e, c, 1), bias(e), weight(e, 1, 3), bias(e), weight(c, e, 1), bias(c)) for _ in range(2)]
 
     def blocks(x):
