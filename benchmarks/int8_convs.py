@@ -15,12 +15,14 @@ clock in GHz per thread.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import benchmark_arguments, write_json  # noqa: E402
 
 # (name, C, H, O, kernel, stride, groups): batch 1, square planes, padding kernel // 2
 LAYERS = [
@@ -68,11 +70,7 @@ def _cpu_medians(runs: dict, rounds: int = 7, calls: int = 20) -> dict[str, floa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    args = benchmark_arguments(__doc__, threads=1).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
     import onnxruntime as ort
 
     import tensorkiln as tk
@@ -101,8 +99,7 @@ def main() -> int:
               f"{seconds['ORT'] / seconds['tk']:6.2f}x {macs / seconds['tk'] / 1e9:10.1f}   (|tk - ORT| <= "
               f"{difference} quanta)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "layers": results}, f, indent=1)
+        write_json(args.json, {"threads": args.threads, "layers": results})
     return 0
 
 

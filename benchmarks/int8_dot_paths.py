@@ -14,11 +14,13 @@ each path's median and its speed relative to the portable C path.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import benchmark_arguments, write_json  # noqa: E402
 
 GEMMS = [(128, 768, 768), (1, 768, 2304)]
 CONV = (1, 64, 56, 56, 64, 3, 1)  # N, C, H, W, O, K, groups
@@ -42,11 +44,7 @@ def _conv_model(n: int, c: int, h: int, w: int, o: int, k: int, groups: int):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    args = benchmark_arguments(__doc__, threads=1).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
     import tempfile
 
     import onnx
@@ -99,8 +97,7 @@ def main() -> int:
         row = "  ".join(f"{p} {s * 1e3:8.3f} ms ({base / s:5.2f}x)" for p, s in medians.items())
         print(f"{name:<26} {row}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "paths": list(paths), "ms": results}, f, indent=1)
+        write_json(args.json, {"threads": args.threads, "paths": list(paths), "ms": results})
     return 0
 
 
