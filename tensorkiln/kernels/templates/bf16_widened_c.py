@@ -32,7 +32,7 @@ ones. Registers: G*T accumulators, T pixel vectors of one half, a broadcast tap 
 """
 from __future__ import annotations
 
-from .conv_nchwc_bf16_c import _PAIR_TYPE, _PRELUDE
+from .conv_nchwc_bf16_c import _PAIR_TYPE, _PRELUDE, CONV_TILE_PARAMETERS, conv_tile_steps
 
 WIDENED_LANES = 8  # a ymm of float32 lanes: AVX2 + FMA
 
@@ -63,22 +63,13 @@ def widened_conv_tile_source(pixels: int, blocks: int, pixel_stride: int) -> str
         _PRELUDE,
         f"/* c[{pixels} pixels x {blocks} blocks x {lanes}] = bf16 channel pairs of x (pixels {pixel_stride} apart) "
         "x weight pairs, each widened to float32 in registers, float32 fma (AVX2) */",
-        f"static inline void {name}(const uint16_t *restrict x, const uint16_t *restrict w, float *restrict c, "
-        "int64_t cblocks, int64_t kh, int64_t kw, int64_t pairs, int64_t x_block, int64_t x_row, int64_t x_col, "
-        "int64_t w_block)",
+        f"static inline void {name}({CONV_TILE_PARAMETERS})",
         "{",
         "    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);",
     ]
     for row in acc:
         lines.append("    " + " ".join(f"__m256 {a} = _mm256_setzero_ps();" for a in row))
-    lines += [
-        "    for (int64_t b = 0; b < cblocks; ++b)",
-        "    for (int64_t r = 0; r < kh; ++r)",
-        "    for (int64_t s = 0; s < kw; ++s) {",
-        "        const uint16_t *xs = x + b * x_block + r * x_row + s * x_col;",
-        f"        const uint16_t *ws = w + ((b * kh + r) * kw + s) * pairs * {2 * lanes};",
-        "        for (int64_t p = 0; p < pairs; ++p) {",
-    ]
+    lines += conv_tile_steps(lanes)
     for o in range(blocks):
         lines.append(f"            const __m256i v{o} = _mm256_loadu_si256((const __m256i *)"
                      f"(ws + p * {2 * lanes} + {o} * w_block));")

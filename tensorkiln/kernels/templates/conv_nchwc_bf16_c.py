@@ -30,6 +30,25 @@ _VECTOR = {  # lanes -> (float vector, bf16 vector, intrinsic prefix, load of 2V
 }
 
 
+# The parameters of every direct-convolution tile helper: input, weight pairs, the c[] tile, and the
+# walk over input channel blocks, kernel rows and columns and the channel pairs of each.
+CONV_TILE_PARAMETERS = ("const uint16_t *restrict x, const uint16_t *restrict w, float *restrict c, "
+                        "int64_t cblocks, int64_t kh, int64_t kw, int64_t pairs, int64_t x_block, "
+                        "int64_t x_row, int64_t x_col, int64_t w_block")
+
+
+def conv_tile_steps(lanes: int) -> list[str]:
+    """The loops of a tile helper up to one channel pair p: xs and ws point at the block, row and column."""
+    return [
+        "    for (int64_t b = 0; b < cblocks; ++b)",
+        "    for (int64_t r = 0; r < kh; ++r)",
+        "    for (int64_t s = 0; s < kw; ++s) {",
+        "        const uint16_t *xs = x + b * x_block + r * x_row + s * x_col;",
+        f"        const uint16_t *ws = w + ((b * kh + r) * kw + s) * pairs * {2 * lanes};",
+        "        for (int64_t p = 0; p < pairs; ++p) {",
+    ]
+
+
 def conv_tile_name(pixels: int, blocks: int, lanes: int, pixel_stride: int) -> str:
     """The helper's name for a tile of `pixels` x `blocks` blocks of `lanes` lanes."""
     return f"tk_bf16_conv_{pixels}x{blocks}_{lanes}_p{pixel_stride}"
@@ -46,21 +65,12 @@ def conv_tile_source(pixels: int, blocks: int, lanes: int, pixel_stride: int) ->
         _PRELUDE,
         f"/* c[{pixels} pixels x {blocks} blocks x {lanes}] = bf16 channel pairs of x (pixels {pixel_stride} apart) "
         f"x weight pairs, float32 sums (vdpbf16ps) */",
-        f"static inline void {name}(const uint16_t *restrict x, const uint16_t *restrict w, float *restrict c, "
-        "int64_t cblocks, int64_t kh, int64_t kw, int64_t pairs, int64_t x_block, int64_t x_row, int64_t x_col, "
-        "int64_t w_block)",
+        f"static inline void {name}({CONV_TILE_PARAMETERS})",
         "{",
     ]
     for row in acc:
         lines.append("    " + " ".join(f"{ps} {a} = {mm}_setzero_ps();" for a in row))
-    lines += [
-        "    for (int64_t b = 0; b < cblocks; ++b)",
-        "    for (int64_t r = 0; r < kh; ++r)",
-        "    for (int64_t s = 0; s < kw; ++s) {",
-        "        const uint16_t *xs = x + b * x_block + r * x_row + s * x_col;",
-        f"        const uint16_t *ws = w + ((b * kh + r) * kw + s) * pairs * {2 * lanes};",
-        "        for (int64_t p = 0; p < pairs; ++p) {",
-    ]
+    lines += conv_tile_steps(lanes)
     for o in range(blocks):
         lines.append(f"            {bh} w{o} = ({bh}){load.format(f'ws + p * {2 * lanes} + {o} * w_block')};")
     for i in range(pixels):
@@ -76,4 +86,4 @@ def conv_tile_source(pixels: int, blocks: int, lanes: int, pixel_stride: int) ->
     return "\n".join(lines)
 
 
-__all__ = ["conv_tile_name", "conv_tile_source"]
+__all__ = ["CONV_TILE_PARAMETERS", "conv_tile_name", "conv_tile_source", "conv_tile_steps"]
