@@ -123,6 +123,17 @@ def test_cnn_quantized_layers_and_depthwise_float(rng):
     assert sqnr(reference, out) > 30
 
 
+def integer_run_and_reference(quantized, model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(quantized output, float output) of x, after checking that both layers ran on integer kernels and
+    that the output is within one quantum of the simulated quantization."""
+    assert integer_products(quantized, x) == 2
+    out = quantized(x).numpy()
+    expected, quantum = simulate(model, quantized.plans, x)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
+    with tk.no_grad():
+        return out, model(tk.tensor(x)).numpy()
+
+
 @pytest.mark.parametrize("activations", ["uint8", "int8"])
 def test_dynamic_activation_scales_follow_each_call(rng, activations):
     """activation_scales="dynamic": every call quantizes each layer's input by its own range (the
@@ -132,12 +143,7 @@ def test_dynamic_activation_scales_follow_each_call(rng, activations):
     static = tk.quantize(model, calibration(rng, (8, 19)), activations=activations)
     for size in (0.05, 1.0, 6.0):  # far inside, like, and far outside the calibrated range
         x = (rng.normal(size=(5, 19)) * size).astype(np.float32)
-        assert integer_products(qf, x) == 2
-        out = qf(x).numpy()
-        expected, quantum = simulate(model, qf.plans, x)
-        np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
-        with tk.no_grad():
-            reference = model(tk.tensor(x)).numpy()
+        out, reference = integer_run_and_reference(qf, model, x)
         assert sqnr(reference, out) > 25, size
         if size != 1.0:
             assert sqnr(reference, out) > sqnr(reference, static(x).numpy()) + 3, size
@@ -156,12 +162,7 @@ def test_per_token_scales_follow_each_row(rng):
     for shape in ((6, 19), (2, 3, 19), (1, 19)):  # batched rows too: a row is the last axis
         x = rng.normal(size=shape).astype(np.float32) * np.logspace(-2, 1, int(np.prod(shape[:-1])),
                                                                      dtype=np.float32).reshape(shape[:-1] + (1,))
-        assert integer_products(per_token, x) == 2
-        out = per_token(x).numpy()
-        expected, quantum = simulate(model, per_token.plans, x)
-        np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
-        with tk.no_grad():
-            reference = model(tk.tensor(x)).numpy()
+        out, reference = integer_run_and_reference(per_token, model, x)
         if shape[0] > 1:  # the small rows lose their digits to one shared scale, not to their own
             small = np.abs(reference - out)[..., :1, :].max()
             assert small < np.abs(reference - per_tensor(x).numpy())[..., :1, :].max() / 4
