@@ -23,7 +23,6 @@ after a barrier.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -34,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from common import machine_summary, print_table  # noqa: E402
+from common import machine_summary, print_table, write_json  # noqa: E402
 from mpi_launches import launch as launch_worker  # noqa: E402
 from mpi_launches import write_result  # noqa: E402
 
@@ -136,8 +135,7 @@ def main() -> int:
     print("an all-reduce of 768 float32 on 2 ranks, median over rounds: "
           + ", ".join(f"{way} {np.median([p['all_reduce_768'][way] for p in pairs]) * 1e6:.1f} us" for way in ways))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(pairs, f, indent=2)
+        write_json(args.json, {"pairs": pairs})
     return 0
 
 
