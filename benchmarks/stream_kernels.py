@@ -51,7 +51,9 @@ float stream_read(const float *a, int64_t n, int hint) {  /* without AVX-512: th
     float s[16] = {0};
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        if (hint) __builtin_prefetch(a + i + AHEAD, 0, hint == 1 ? 3 : 0);
+        /* the locality hint must be a compile-time constant */
+        if (hint == 1) __builtin_prefetch(a + i + AHEAD, 0, 3);
+        else if (hint == 2) __builtin_prefetch(a + i + AHEAD, 0, 0);
         for (int k = 0; k < 16; k++) s[k] += a[i + k];
     }
     float total = 0.0f;
