@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from typing import Callable
 
 import numpy as np
 
@@ -69,12 +70,18 @@ def pack_conv_bf16_weights(graph: Graph) -> tuple[Graph, Counter]:
 
 
 def _pairs_node(w: Node) -> Node:
-    """A bfloat16 constant of w's pairs; its digest derived from w's (packing is a fixed function of w)."""
+    """A bfloat16 constant of w's pairs."""
+    return packed_weight_node(w, conv_weight_pairs, "conv bf16 pairs")
+
+
+def packed_weight_node(w: Node, pack: Callable[[np.ndarray], np.ndarray], packing: str) -> Node:
+    """A bfloat16 constant of `pack(w)`; its digest derived from w's and the `packing`'s name (packing is
+    a fixed function of w, so equal weights share one packed constant)."""
     source = w.attrs["value"].digest
-    digest = hashlib.sha1(f"conv bf16 pairs of {source}".encode()).hexdigest()
-    value = ConstantValue(conv_weight_pairs(w.attrs["value"].array), digest)
+    digest = hashlib.sha1(f"{packing} of {source}".encode()).hexdigest()
+    value = ConstantValue(pack(w.attrs["value"].array), digest)
     ttype = TensorType(tuple(value.array.shape), dt.bfloat16)
     return Node("constant", (), Attrs(value=value, type=ttype), ttype, (), w.location)
 
 
-__all__ = ["PAIRS_WITHOUT_BF16_DOT", "conv_weight_pairs", "pack_conv_bf16_weights", "runs_in_bf16"]
+__all__ = ["PAIRS_WITHOUT_BF16_DOT", "conv_weight_pairs", "pack_conv_bf16_weights", "packed_weight_node", "runs_in_bf16"]

@@ -10,7 +10,6 @@ kernel (kernels/templates/conv_shallow_bf16.py) pairs the input's columns instea
 """
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 
 import numpy as np
@@ -18,12 +17,12 @@ import numpy as np
 from .. import dtypes as dt
 from ..ir.graph import Graph, Node, make_node
 from ..ir.ops import Attrs
-from ..ir.ops.registry import ConstantValue, TensorType
 from ..ir.rewrite import rewrite_graph, with_inputs
 from ..kernels.target import cpu_target
 from ..kernels.templates import conv as conv_templates
 from ..kernels.templates.conv_choice import tuned_nchw_algorithm
 from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
+from .conv_bf16_weights import packed_weight_node
 from ..loops.buffer import Buffer
 
 
@@ -80,12 +79,8 @@ def pack_shallow_bf16_weights(graph: Graph) -> tuple[Graph, Counter]:
 
 
 def _pairs_node(w: Node) -> Node:
-    """A bfloat16 constant of w's tap pairs; its digest derived from w's (packing is a fixed function of w)."""
-    source = w.attrs["value"].digest
-    digest = hashlib.sha1(f"shallow bf16 pairs of {source}".encode()).hexdigest()
-    value = ConstantValue(shallow_weight_pairs(w.attrs["value"].array), digest)
-    ttype = TensorType(tuple(value.array.shape), dt.bfloat16)
-    return Node("constant", (), Attrs(value=value, type=ttype), ttype, (), w.location)
+    """A bfloat16 constant of w's tap pairs."""
+    return packed_weight_node(w, shallow_weight_pairs, "shallow bf16 pairs")
 
 
 __all__ = ["pack_shallow_bf16_weights", "runs_shallow_in_bf16", "shallow_weight_pairs"]

@@ -32,9 +32,27 @@ ones. Registers: G*T accumulators, T pixel vectors of one half, a broadcast tap 
 """
 from __future__ import annotations
 
-from .conv_nchwc_bf16_c import _PAIR_TYPE, _PRELUDE, CONV_TILE_PARAMETERS, conv_tile_steps
+from typing import Callable
+
+from .conv_nchwc_bf16_c import _PAIR_TYPE, _PRELUDE, conv_tile_frame
+from .conv_shallow_bf16_c import shallow_tile_frame
 
 WIDENED_LANES = 8  # a ymm of float32 lanes: AVX2 + FMA
+_HIGH = "const __m256i high = _mm256_set1_epi32((int)0xffff0000u);"  # masks the odd element of each pair
+_HALVES = (("_mm256_slli_epi32({}, 16)", ""), ("_mm256_and_si256({}, high)", " + 1"))  # widen the even, odd one
+
+
+def _widened_half(widen: str, comment: str, brace_indent: str, loaded: list[tuple[str, str]],
+                  broadcast: list[tuple[str, str]], products: Callable[[int], str]) -> list[str]:
+    """One half of a step: the `loaded` vectors (name, 32-bit pairs) widened by `widen`, then for each
+    `broadcast` operand its widened pair and `products(index)`, the FMAs it takes part in."""
+    def widened(name: str, pairs: str) -> str:
+        return f"            __m256 {name} = _mm256_castsi256_ps({widen.format(pairs)});"
+    lines = [f"{brace_indent}{{  /* {comment}, widened to float32 */"]
+    lines += [widened(name, pairs) for name, pairs in loaded]
+    for index, (name, pairs) in enumerate(broadcast):
+        lines += [widened(name, pairs), "            " + products(index)]
+    return lines + [f"{brace_indent}}}"]
 
 
 def widened_conv_tile_name(pixels: int, blocks: int, pixel_stride: int) -> str:
@@ -44,43 +62,21 @@ def widened_conv_tile_name(pixels: int, blocks: int, pixel_stride: int) -> str:
 
 def widened_conv_tile_source(pixels: int, blocks: int, pixel_stride: int) -> str:
     """The C text of `widened_conv_tile_name(...)` (see the module docstring)."""
-    name = widened_conv_tile_name(pixels, blocks, pixel_stride)
     acc = [[f"c{i}_{o}" for o in range(blocks)] for i in range(pixels)]
     lanes = WIDENED_LANES
-
-    def half(widen: str, label: str) -> list[str]:
-        lines = [f"            {{  /* channel 2p{label} of every pair, widened to float32 */"]
-        for o in range(blocks):
-            lines.append(f"            __m256 w{o} = _mm256_castsi256_ps({widen.format(f'v{o}')});")
-        for i in range(pixels):
-            pair = f"_mm256_set1_epi32((int)*(const {_PAIR_TYPE} *)(xs + 2 * p + {i * pixel_stride}))"
-            lines.append(f"            __m256 x{i} = _mm256_castsi256_ps({widen.format(pair)});")
-            lines.append("            " + " ".join(f"{acc[i][o]} = _mm256_fmadd_ps(x{i}, w{o}, {acc[i][o]});"
-                                                   for o in range(blocks)))
-        return lines + ["            }"]
-
-    lines = [
-        _PRELUDE,
-        f"/* c[{pixels} pixels x {blocks} blocks x {lanes}] = bf16 channel pairs of x (pixels {pixel_stride} apart) "
-        "x weight pairs, each widened to float32 in registers, float32 fma (AVX2) */",
-        f"static inline void {name}({CONV_TILE_PARAMETERS})",
-        "{",
-        "    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);",
-    ]
-    for row in acc:
-        lines.append("    " + " ".join(f"__m256 {a} = _mm256_setzero_ps();" for a in row))
-    lines += conv_tile_steps(lanes)
-    for o in range(blocks):
-        lines.append(f"            const __m256i v{o} = _mm256_loadu_si256((const __m256i *)"
-                     f"(ws + p * {2 * lanes} + {o} * w_block));")
-    lines += half("_mm256_slli_epi32({}, 16)", "")
-    lines += half("_mm256_and_si256({}, high)", " + 1")
-    lines += ["        }", "    }"]
-    for i, row in enumerate(acc):
-        lines.append("    " + " ".join(f"_mm256_storeu_ps(c + {(i * blocks + o) * lanes}, {a});"
-                                       for o, a in enumerate(row)))
-    lines.append("}")
-    return "\n".join(lines)
+    body = [f"            const __m256i v{o} = _mm256_loadu_si256((const __m256i *)"
+            f"(ws + p * {2 * lanes} + {o} * w_block));" for o in range(blocks)]
+    weights = [(f"w{o}", f"v{o}") for o in range(blocks)]
+    pixel_pairs = [(f"x{i}", f"_mm256_set1_epi32((int)*(const {_PAIR_TYPE} *)(xs + 2 * p + {i * pixel_stride}))")
+                   for i in range(pixels)]
+    for widen, label in _HALVES:
+        body += _widened_half(widen, f"channel 2p{label} of every pair", "            ", weights, pixel_pairs,
+                              lambda i: " ".join(f"{acc[i][o]} = _mm256_fmadd_ps(x{i}, w{o}, {acc[i][o]});"
+                                                 for o in range(blocks)))
+    comment = (f"/* c[{pixels} pixels x {blocks} blocks x {lanes}] = bf16 channel pairs of x (pixels {pixel_stride} "
+               "apart) x weight pairs, each widened to float32 in registers, float32 fma (AVX2) */")
+    return conv_tile_frame(widened_conv_tile_name(pixels, blocks, pixel_stride), comment, acc, "__m256", "_mm256",
+                           lanes, body, constants=(_HIGH,))
 
 
 def widened_shallow_tile_name(channels: int, vectors: int) -> str:
@@ -90,47 +86,20 @@ def widened_shallow_tile_name(channels: int, vectors: int) -> str:
 
 def widened_shallow_tile_source(channels: int, vectors: int) -> str:
     """The C text of `widened_shallow_tile_name(...)` (see the module docstring)."""
-    name = widened_shallow_tile_name(channels, vectors)
     acc = [[f"c{o}_{i}" for i in range(vectors)] for o in range(channels)]
     lanes = WIDENED_LANES
-
-    def half(widen: str, label: str) -> list[str]:
-        lines = [f"        {{  /* tap 2p{label} of every pair, widened to float32 */"]
-        for i in range(vectors):
-            lines.append(f"            __m256 x{i} = _mm256_castsi256_ps({widen.format(f'v{i}')});")
-        for o in range(channels):
-            tap = f"_mm256_set1_epi32((int)ws[{o} * steps])"
-            lines.append(f"            __m256 w{o} = _mm256_castsi256_ps({widen.format(tap)});")
-            lines.append("            " + " ".join(f"{acc[o][i]} = _mm256_fmadd_ps(x{i}, w{o}, {acc[o][i]});"
-                                                   for i in range(vectors)))
-        return lines + ["        }"]
-
-    lines = [
-        _PRELUDE,
-        f"/* c[{channels} channels x {vectors} x {lanes} pixels] = bf16 column pairs of x x tap pairs of w, "
-        "each widened to float32 in registers, float32 fma (AVX2) */",
-        f"static inline void {name}(const uint16_t *restrict x, const uint16_t *restrict w, float *restrict c, "
-        "const int64_t *restrict offsets, int64_t steps)",
-        "{",
-        "    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);",
-    ]
-    for row in acc:
-        lines.append("    " + " ".join(f"__m256 {a} = _mm256_setzero_ps();" for a in row))
-    lines += [
-        "    for (int64_t step = 0; step < steps; ++step) {",
-        f"        const {_PAIR_TYPE} *xs = (const {_PAIR_TYPE} *)x + offsets[step];",
-        f"        const {_PAIR_TYPE} *ws = (const {_PAIR_TYPE} *)w + step;",
-    ]
-    for i in range(vectors):
-        lines.append(f"        const __m256i v{i} = _mm256_loadu_si256((const __m256i *)(xs + {i * lanes}));")
-    lines += half("_mm256_slli_epi32({}, 16)", "")
-    lines += half("_mm256_and_si256({}, high)", " + 1")
-    lines.append("    }")
-    for o, row in enumerate(acc):
-        lines.append("    " + " ".join(f"_mm256_storeu_ps(c + {(o * vectors + i) * lanes}, {a});"
-                                       for i, a in enumerate(row)))
-    lines.append("}")
-    return "\n".join(lines)
+    body = [f"        const __m256i v{i} = _mm256_loadu_si256((const __m256i *)(xs + {i * lanes}));"
+            for i in range(vectors)]
+    pixels = [(f"x{i}", f"v{i}") for i in range(vectors)]
+    taps = [(f"w{o}", f"_mm256_set1_epi32((int)ws[{o} * steps])") for o in range(channels)]
+    for widen, label in _HALVES:
+        body += _widened_half(widen, f"tap 2p{label} of every pair", "        ", pixels, taps,
+                              lambda o: " ".join(f"{acc[o][i]} = _mm256_fmadd_ps(x{i}, w{o}, {acc[o][i]});"
+                                                 for i in range(vectors)))
+    comment = (f"/* c[{channels} channels x {vectors} x {lanes} pixels] = bf16 column pairs of x x tap pairs of w, "
+               "each widened to float32 in registers, float32 fma (AVX2) */")
+    return shallow_tile_frame(widened_shallow_tile_name(channels, vectors), comment, acc, "__m256", "_mm256",
+                              lanes, body, prelude=_PRELUDE, pair_type=_PAIR_TYPE, constants=(_HIGH,))
 
 
 __all__ = ["WIDENED_LANES", "widened_conv_tile_name", "widened_conv_tile_source", "widened_shallow_tile_name",

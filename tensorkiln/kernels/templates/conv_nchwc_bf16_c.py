@@ -49,6 +49,24 @@ def conv_tile_steps(lanes: int) -> list[str]:
     ]
 
 
+def conv_tile_frame(name: str, comment: str, acc: list[list[str]], vector: str, mm: str, lanes: int,
+                    pair_body: list[str], constants: tuple[str, ...] = ()) -> str:
+    """A direct-convolution tile helper around `pair_body` (the statements of one channel pair p):
+    the accumulators `acc[pixel][block]` of type `vector` zeroed, the walk to each pair, then every
+    accumulator stored to c in order. `mm` is the intrinsics' prefix (_mm256 or _mm512)."""
+    lines = [_PRELUDE, comment, f"static inline void {name}({CONV_TILE_PARAMETERS})", "{"]
+    lines += [f"    {constant}" for constant in constants]
+    for row in acc:
+        lines.append("    " + " ".join(f"{vector} {a} = {mm}_setzero_ps();" for a in row))
+    lines += conv_tile_steps(lanes) + pair_body + ["        }", "    }"]
+    blocks = len(acc[0])
+    for i, row in enumerate(acc):
+        lines.append("    " + " ".join(f"{mm}_storeu_ps(c + {(i * blocks + o) * lanes}, {a});"
+                                       for o, a in enumerate(row)))
+    lines.append("}")
+    return "\n".join(lines)
+
+
 def conv_tile_name(pixels: int, blocks: int, lanes: int, pixel_stride: int) -> str:
     """The helper's name for a tile of `pixels` x `blocks` blocks of `lanes` lanes."""
     return f"tk_bf16_conv_{pixels}x{blocks}_{lanes}_p{pixel_stride}"
@@ -61,29 +79,17 @@ def conv_tile_source(pixels: int, blocks: int, lanes: int, pixel_stride: int) ->
     ps, bh, mm, load = _VECTOR[lanes]
     name = conv_tile_name(pixels, blocks, lanes, pixel_stride)
     acc = [[f"c{i}_{o}" for o in range(blocks)] for i in range(pixels)]
-    lines = [
-        _PRELUDE,
-        f"/* c[{pixels} pixels x {blocks} blocks x {lanes}] = bf16 channel pairs of x (pixels {pixel_stride} apart) "
-        f"x weight pairs, float32 sums (vdpbf16ps) */",
-        f"static inline void {name}({CONV_TILE_PARAMETERS})",
-        "{",
-    ]
-    for row in acc:
-        lines.append("    " + " ".join(f"{ps} {a} = {mm}_setzero_ps();" for a in row))
-    lines += conv_tile_steps(lanes)
+    body = []
     for o in range(blocks):
-        lines.append(f"            {bh} w{o} = ({bh}){load.format(f'ws + p * {2 * lanes} + {o} * w_block')};")
+        body.append(f"            {bh} w{o} = ({bh}){load.format(f'ws + p * {2 * lanes} + {o} * w_block')};")
     for i in range(pixels):
-        lines.append(f"            {bh} x{i} = ({bh}){mm}_set1_epi32((int)*(const {_PAIR_TYPE} *)"
-                     f"(xs + 2 * p + {i * pixel_stride}));")
-        lines.append("            " + " ".join(f"{acc[i][o]} = {mm}_dpbf16_ps({acc[i][o]}, x{i}, w{o});"
-                                               for o in range(blocks)))
-    lines += ["        }", "    }"]
-    for i, row in enumerate(acc):
-        lines.append("    " + " ".join(f"{mm}_storeu_ps(c + {(i * blocks + o) * lanes}, {a});"
-                                       for o, a in enumerate(row)))
-    lines.append("}")
-    return "\n".join(lines)
+        body.append(f"            {bh} x{i} = ({bh}){mm}_set1_epi32((int)*(const {_PAIR_TYPE} *)"
+                    f"(xs + 2 * p + {i * pixel_stride}));")
+        body.append("            " + " ".join(f"{acc[i][o]} = {mm}_dpbf16_ps({acc[i][o]}, x{i}, w{o});"
+                                              for o in range(blocks)))
+    comment = (f"/* c[{pixels} pixels x {blocks} blocks x {lanes}] = bf16 channel pairs of x (pixels {pixel_stride} "
+               f"apart) x weight pairs, float32 sums (vdpbf16ps) */")
+    return conv_tile_frame(name, comment, acc, ps, mm, lanes, body)
 
 
-__all__ = ["CONV_TILE_PARAMETERS", "conv_tile_name", "conv_tile_source", "conv_tile_steps"]
+__all__ = ["conv_tile_frame", "conv_tile_name", "conv_tile_source"]

@@ -30,37 +30,45 @@ def shallow_tile_name(channels: int, vectors: int) -> str:
     return f"tk_bf16_shallow_{channels}x{vectors}"
 
 
-def shallow_tile_source(channels: int, vectors: int) -> str:
-    """The C text of `shallow_tile_name(...)` (see the module docstring)."""
-    name = shallow_tile_name(channels, vectors)
-    acc = [[f"c{o}_{i}" for i in range(vectors)] for o in range(channels)]
-    lines = [
-        _PRELUDE,
-        f"/* c[{channels} channels x {vectors} x {LANES} pixels] = bf16 column pairs of x x tap pairs of w, "
-        "float32 sums (vdpbf16ps) */",
-        f"static inline void {name}(const uint16_t *restrict x, const uint16_t *restrict w, float *restrict c, "
-        "const int64_t *restrict offsets, int64_t steps)",
-        "{",
-    ]
+def shallow_tile_frame(name: str, comment: str, acc: list[list[str]], vector: str, mm: str, lanes: int,
+                       step_body: list[str], prelude: str = _PRELUDE, pair_type: str = _PAIR_TYPE,
+                       constants: tuple[str, ...] = ()) -> str:
+    """A shallow-convolution tile helper around `step_body` (the statements of one step): the
+    accumulators `acc[channel][vector]` of type `vector` zeroed, xs and ws at the step's column pairs
+    and taps, then every accumulator stored to c in order. `mm` is the intrinsics' prefix."""
+    lines = [prelude, comment,
+             f"static inline void {name}(const uint16_t *restrict x, const uint16_t *restrict w, float *restrict c, "
+             "const int64_t *restrict offsets, int64_t steps)", "{"]
+    lines += [f"    {constant}" for constant in constants]
     for row in acc:
-        lines.append("    " + " ".join(f"__m512 {a} = _mm512_setzero_ps();" for a in row))
+        lines.append("    " + " ".join(f"{vector} {a} = {mm}_setzero_ps();" for a in row))
     lines += [
         "    for (int64_t step = 0; step < steps; ++step) {",
-        f"        const {_PAIR_TYPE} *xs = (const {_PAIR_TYPE} *)x + offsets[step];",
-        f"        const {_PAIR_TYPE} *ws = (const {_PAIR_TYPE} *)w + step;",
+        f"        const {pair_type} *xs = (const {pair_type} *)x + offsets[step];",
+        f"        const {pair_type} *ws = (const {pair_type} *)w + step;",
     ]
-    for i in range(vectors):
-        lines.append(f"        __m512bh x{i} = (__m512bh)_mm512_loadu_si512((const void *)(xs + {i * LANES}));")
-    for o in range(channels):
-        lines.append(f"        __m512bh w{o} = (__m512bh)_mm512_set1_epi32((int)ws[{o} * steps]);")
-        lines.append("        " + " ".join(f"{acc[o][i]} = _mm512_dpbf16_ps({acc[o][i]}, x{i}, w{o});"
-                                           for i in range(vectors)))
-    lines.append("    }")
+    lines += step_body + ["    }"]
+    vectors = len(acc[0])
     for o, row in enumerate(acc):
-        lines.append("    " + " ".join(f"_mm512_storeu_ps(c + {(o * vectors + i) * LANES}, {a});"
+        lines.append("    " + " ".join(f"{mm}_storeu_ps(c + {(o * vectors + i) * lanes}, {a});"
                                        for i, a in enumerate(row)))
     lines.append("}")
     return "\n".join(lines)
 
 
-__all__ = ["LANES", "shallow_tile_name", "shallow_tile_source"]
+def shallow_tile_source(channels: int, vectors: int) -> str:
+    """The C text of `shallow_tile_name(...)` (see the module docstring)."""
+    name = shallow_tile_name(channels, vectors)
+    acc = [[f"c{o}_{i}" for i in range(vectors)] for o in range(channels)]
+    body = [f"        __m512bh x{i} = (__m512bh)_mm512_loadu_si512((const void *)(xs + {i * LANES}));"
+            for i in range(vectors)]
+    for o in range(channels):
+        body.append(f"        __m512bh w{o} = (__m512bh)_mm512_set1_epi32((int)ws[{o} * steps]);")
+        body.append("        " + " ".join(f"{acc[o][i]} = _mm512_dpbf16_ps({acc[o][i]}, x{i}, w{o});"
+                                          for i in range(vectors)))
+    comment = (f"/* c[{channels} channels x {vectors} x {LANES} pixels] = bf16 column pairs of x x tap pairs of w, "
+               "float32 sums (vdpbf16ps) */")
+    return shallow_tile_frame(name, comment, acc, "__m512", "_mm512", LANES, body)
+
+
+__all__ = ["LANES", "shallow_tile_frame", "shallow_tile_name", "shallow_tile_source"]
