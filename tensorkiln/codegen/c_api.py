@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorkiln.codegen.c_names import INDENT
 from tensorkiln.codegen.c_prelude import C_TYPES
 from tensorkiln.runtime.export_format import (WEIGHTS_HEADER_BYTES, WEIGHTS_MAGIC, WEIGHTS_VERSION, TensorSpec)
 
-INDENT = "    "
-# The names the generated unit exports (codegen/c.py), renamed per model.
+# The names the generated unit exports (codegen/c_entry.py), renamed per model.
 ENTRY_SYMBOLS = ("tk_entry", "tk_last_error", "tk_arena_bytes", "tk_signature")
 
 

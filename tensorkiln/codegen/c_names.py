@@ -1,11 +1,13 @@
-"""C identifiers of the generated file: IR names spelled so they hide nothing C or the prelude defines,
-and the names of kernel and sub-program functions."""
+"""C spellings of the generated file: IR names spelled so they hide nothing C or the prelude defines,
+the names of kernel and sub-program functions, comment text and the indentation."""
 from __future__ import annotations
 
 import functools
 
 from tensorkiln.loops.ir import Kernel, LoopIRError
 from tensorkiln.loops.math import MATH_FUNCTIONS
+
+INDENT = "    "  # one level of the generated C's indentation
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -55,3 +57,8 @@ def check_unique_c_names(names: list[str], where: str) -> None:
         if other != name:
             raise LoopIRError(f"{where}: names {other!r} and {name!r} would both be {c_name(name)!r} in C; "
                               "rename one")
+
+
+def c_comment(text: str) -> str:
+    """`text` made safe inside a C block comment (an IR name or a graph node's text may hold `*/`)."""
+    return text.replace("*/", "* /")

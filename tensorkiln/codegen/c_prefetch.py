@@ -1,4 +1,4 @@
-"""Software prefetch of the next row, for row loops that make several passes over one row (codegen/c.py
+"""Software prefetch of the next row, for row loops that make several passes over one row (codegen/c_kernel.py
 emits the `__builtin_prefetch` lines this plans)."""
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ seen when tracing (the hints), in a form that stays valid at every size:
 - a slot's size is the symbolic maximum of its temps' (aligned) sizes
   (`sym_max`: an opaque max when the bounds do not decide it — no guard);
 - slot offsets are prefix sums of those sizes, so the arena's layout is a set
-  of polynomials the entry evaluates on every call (codegen/c.py), and the
+  of polynomials the entry evaluates on every call (codegen/c_entry.py), and the
   arena's size is the last slot's end.
 
 No in-place pairs: the elementwise in-place updates of memory_plan.py compare

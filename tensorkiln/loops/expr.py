@@ -43,7 +43,7 @@ UNARY_OPS = frozenset({"neg", "not"})
 Number = Union[int, float, bool]
 
 # Size symbols (tensorkiln/shapes): int64 variables named `s_<name>` that no loop or let binds;
-# the generated code reads their values per call (codegen/c.py). Sizes are >= 2.
+# the generated code reads their values per call (codegen/c_entry.py). Sizes are >= 2.
 SIZE_VAR_PREFIX = "s_"
 SIZE_VAR_RANGE = (2, 2 ** 31 - 1)
 

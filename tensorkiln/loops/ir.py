@@ -339,6 +339,16 @@ class Kernel:
         lines += format_stmt(self.body, 1)
         return "\n".join(lines)
 
+    def declared_names(self) -> set[str]:
+        """Names the kernel binds: its parameters, loop variables, lets and local buffers."""
+        names = {p.name for p in self.params}
+        for s in iter_stmts(self.body):
+            if isinstance(s, (For, Let)):
+                names.add(s.var.name)
+            elif isinstance(s, Alloc):
+                names.add(s.buffer.name)
+        return names
+
     def written_buffers(self) -> set[str]:
         """Names of the buffers this kernel stores into."""
         names = {s.buffer.name for s in iter_stmts(self.body) if isinstance(s, Store)}

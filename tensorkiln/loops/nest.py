@@ -138,18 +138,8 @@ def _replace(kernel: Kernel, old: Stmt, new: Stmt) -> Kernel:
     return result
 
 
-def _names(kernel: Kernel) -> set[str]:
-    names = {p.name for p in kernel.params}
-    for s in iter_stmts(kernel.body):
-        if isinstance(s, (For, Let)):
-            names.add(s.var.name)
-        elif isinstance(s, Alloc):
-            names.add(s.buffer.name)
-    return names
-
-
 def _fresh(kernel: Kernel, base: str, taken: Optional[set[str]] = None) -> str:
-    taken = _names(kernel) if taken is None else taken
+    taken = kernel.declared_names() if taken is None else taken
     name, k = base, 1
     while name in taken:
         name, k = f"{base}{k}", k + 1

@@ -22,7 +22,7 @@ from tensorkiln.loops.simplify import build_linear, linear_form, simplify
 from tensorkiln.loops.types import STORAGE_ONLY
 from tensorkiln.loops.nest import (
     ScheduleError, _const_extent, _declared_inside, _fresh, _loads, _loop_ranges, _loop_vars_inside, _loops,
-    _map_all_exprs, _map_expr_tree, _names, _rename_loops, _replace, _rewrite, _single_body, _substitute_expr,
+    _map_all_exprs, _map_expr_tree, _rename_loops, _replace, _rewrite, _single_body, _substitute_expr,
     _uses, substitute,
 )
 
@@ -182,7 +182,7 @@ def compute_at(kernel: Kernel, buffer: str, loop: str) -> Kernel:
             if not _region_ok(w, nest.var.name, r, loop, w_ranges, r_ranges, n):
                 raise ScheduleError(f"compute_at of {buffer}: iteration {loop} reads {buffer}[{E.format_expr(r)}], "
                                     f"which later producer iterations write")
-    taken = _names(kernel)
+    taken = kernel.declared_names()
     renames: dict[str, E.Expr] = {nest.var.name: consumer.var}
     clash = _loop_vars_inside(nest.body) & (_loop_vars_inside(consumer.body) | {loop})
     for name in clash:
@@ -318,7 +318,7 @@ def pack(kernel: Kernel, buffer: str, loop: str) -> Kernel:
     size = math.prod(extents) if extents else 1
     if size > 1 << 22:
         raise ScheduleError(f"pack of {buffer} at loop {loop}: the tile has {size} elements (limit {1 << 22})")
-    taken = _names(kernel)
+    taken = kernel.declared_names()
     local = Buffer(_fresh(kernel, f"{buffer}_pack", taken), src.dtype, tuple(extents) or (1,), scope="local")
     copy_vars = [E.Var(_fresh(kernel, f"{local.name}_{l.var.name}", taken)) for l, _ in coeffs]
     base = build_linear(base_terms, constant, index.dtype)

@@ -45,7 +45,7 @@ from tensorkiln.loops.ir import Alloc, Assign, For, Kernel, Let, Stmt, Store, bl
 from tensorkiln.loops.types import int_range, is_float
 from tensorkiln.loops.nest import (  # noqa: F401  (substitute, substitute_expr, carried_dependences: handed on)
     ScheduleError, _allocated_inside, _const_extent, _declared_inside, _fresh, _loads, _loop_ranges,
-    _loop_vars_inside, _loops, _names, _order_dependences, _replace, _rewrite, _single_body, carried_dependences,
+    _loop_vars_inside, _loops, _order_dependences, _replace, _rewrite, _single_body, carried_dependences,
     substitute, substitute_expr,
 )
 from tensorkiln.loops.producers import (  # noqa: F401  (handed on: primitives of a Schedule)
@@ -113,7 +113,7 @@ def split(kernel: Kernel, loop: str, factor: int, tail: str = "min", outer: Opti
     if tail not in SPLIT_TAILS:
         raise ScheduleError(f"split of loop {loop}: tail must be one of {SPLIT_TAILS}, got {tail!r}")
     target = _loops(kernel, loop)
-    taken = _names(kernel) - {loop}
+    taken = kernel.declared_names() - {loop}
     for name in (outer, inner):
         if name is not None and (name in taken or name == (inner if name is outer else outer)):
             raise ScheduleError(f"split of loop {loop}: the name {name!r} is already used in kernel {kernel.name}")
@@ -271,7 +271,7 @@ def fuse(kernel: Kernel, outer: str, inner: str, fused: Optional[str] = None) ->
         raise ScheduleError(f"fuse: loop {inner} is not the only statement in the body of loop {outer}")
     if outer in E.free_vars(body.extent):
         raise ScheduleError(f"fuse: the extent of loop {inner} ({E.format_expr(body.extent)}) depends on {outer}")
-    if fused is not None and fused in _names(kernel) - {outer, inner}:
+    if fused is not None and fused in kernel.declared_names() - {outer, inner}:
         raise ScheduleError(f"fuse of loops {outer} and {inner}: the name {fused!r} is already used in kernel "
                             f"{kernel.name}")
     fused = E.Var(fused if fused is not None else _fresh(kernel, f"{outer}_{inner}"))
@@ -418,7 +418,7 @@ def rfactor(kernel: Kernel, loop: str, factor: int) -> Kernel:
              if isinstance(n, E.Var) and n.name == acc.name]
     if len(reads) != len(assigns):
         raise ScheduleError(f"rfactor of loop {loop}: {acc.name} is read inside the loop besides its update")
-    taken = _names(kernel)
+    taken = kernel.declared_names()
     rf = Buffer(_fresh(kernel, f"{acc.name}_rf", taken), acc.dtype, (factor,), scope="local")
     init_v, red_v = E.Var(_fresh(kernel, f"{rf.name}_init", taken)), E.Var(_fresh(kernel, f"{rf.name}_r", taken))
     split_kernel = split(kernel, loop, factor)

@@ -10,7 +10,7 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.ir import Alloc, Block, For, Kernel, Let, Stmt, Store, block, iter_stmts
 from tensorkiln.loops.simplify import build_linear, linear_form
 from tensorkiln.loops.nest import (
-    ScheduleError, _fresh, _loop_vars_inside, _loops, _map_all_exprs, _map_expr_tree, _names, _rename_loops, _replace,
+    ScheduleError, _fresh, _loop_vars_inside, _loops, _map_all_exprs, _map_expr_tree, _rename_loops, _replace,
     _rewrite, _uses,
 )
 
@@ -159,7 +159,7 @@ def tensorize(kernel: Kernel, loop: str, intrinsic: "str | Intrinsic") -> Kernel
     if not matcher.stmt(intrinsic.description, target):
         raise ScheduleError(f"tensorize of loop {loop}: the nest does not match intrinsic {intrinsic.name}:\n"
                             f"{intrinsic.description}")
-    taken = _names(kernel)
+    taken = kernel.declared_names()
     impl_vars = {s.var.name for s in iter_stmts(intrinsic.implementation) if isinstance(s, (For, Let))}
     renames = {v: E.Var(_fresh(kernel, f"{loop}_{v}", taken), "int64") for v in impl_vars}
     impl = _map_all_exprs(intrinsic.implementation, lambda e: matcher.exprs.get(e.name) if isinstance(e, E.Var) and e.name in matcher.exprs

@@ -15,7 +15,7 @@ import ctypes
 from typing import Callable
 
 HOOK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p)
-TK_ERR_RUNTIME = 3  # the entry's status when a runtime call failed (codegen/c.py's RUNTIME_HOOK)
+TK_ERR_RUNTIME = 3  # the entry's status when a runtime call failed (codegen/c_entry.py's RUNTIME_HOOK)
 
 # handler(what, out address, in address); registered once per kind of call.
 Handler = Callable[[str, int, int], None]

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tensorkiln.codegen.c import format_c_const, generate_c
+from tensorkiln.codegen.c import generate_c
+from tensorkiln.codegen.c_expr import format_c_const
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Const, Load, Var, maximum, minimum
 from tensorkiln.loops.ir import Assign, For, Kernel, Let, Store, block

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ...codegen.c import _rounding_dropped
+from ...codegen.c_kernel import rounding_dropped
 from ...loops import expr as E
 from ...loops.buffer import Buffer
 from ...loops.ir import For, NativeCall, Pointer, Stmt, Store, block
@@ -68,7 +68,7 @@ def bf16_tile_store(out: Buffer, acc: Buffer, lanes: Callable[[Stmt], Stmt], slo
     value of accumulator `slot` = (i*blocks + o)*16 + j; `out_at` the flat index in `out` of
     block `block_var`'s first pixel, lane 0, whose pixels follow one another.
     """
-    finish = lanes(Store(acc, slot, _rounding_dropped(value)))
+    finish = lanes(Store(acc, slot, rounding_dropped(value)))
     convert = NativeCall(CONVERT, (Pointer(acc, block_var * VECTOR_LANES), E.const(blocks * VECTOR_LANES),
                                    Pointer(out, out_at), E.const(pixels)), writes=(out.name,), source=CONVERT_SOURCE)
     return block(finish, For(block_var, E.const(blocks), convert, "unrolled"))
