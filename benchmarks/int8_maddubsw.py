@@ -9,6 +9,19 @@ keeps the widened vpmaddwd step. Everything else (shapes, activations, epilogue)
 ratio is the step's. Layers: ResNet-18's 3x3 convolutions at 56x56 and 14x14, MobileNetV2's 1x1 at
 112x112 (QLinearConv models through `tk.onnx.load`) and BERT-base's projection (`matmul_integer`).
 Timed in turns (interleaved_medians); the outputs of the 7-bit case are checked against numpy.
+
+    python benchmarks/int8_maddubsw.py --models [--threads 2]
+
+times whole models instead, in one set of turns: ResNet-18 and MobileNetV2 quantized twice by
+ONNX Runtime's quantize_static (8-bit weights: the widened step in every dense layer; 7-bit,
+reduce_range: the maddubsw step in every dense layer), each file run by tensorkiln and by OpenVINO
+(its default settings), on this CPU's own int8 path.
+
+    python benchmarks/int8_maddubsw.py --pairs [--reduce-range]
+
+counts instead, for the QDQ models `tensorkiln bench --precision int8` quantizes (ResNet-18 and
+MobileNetV2, ONNX Runtime's quantize_static, per-channel weights; --reduce-range: 7-bit), the dense
+layers (groups 1) whose weights pass maddubsw_is_exact and the share of weight pairs past the bound.
 """
 from __future__ import annotations
 
@@ -36,14 +49,96 @@ def _weights(kind: str, shape: tuple[int, ...], rng) -> np.ndarray:
     return w
 
 
+def pair_counts(reduce_range: bool) -> None:
+    """Print, per QDQ model, its dense layers that pass the rule and the share of pairs past it."""
+    import logging
+
+    import onnx
+    from onnx import numpy_helper
+
+    from tensorkiln.ir.ops.quantized_conv import pack_conv_u8s8
+    from tensorkiln.kernels.templates.int8_avx2 import maddubsw_is_exact
+    from tensorkiln.tools.bench import build
+    from tensorkiln.tools.bench_int8 import quantized_onnx
+    logging.getLogger().setLevel(logging.ERROR)
+    folder = tempfile.mkdtemp(prefix="tensorkiln-int8-pairs-")
+    for name in ("resnet18", "mobilenetv2"):
+        model, inputs = build(name, 1)
+        _, path = quantized_onnx(name, model, inputs, folder, reduce_range=reduce_range)
+        graph = onnx.load(path).graph
+        weights = [numpy_helper.to_array(i) for i in graph.initializer]
+        dense = [w for w in weights if w.dtype == np.int8 and w.ndim == 4 and w.shape[1] > 1]
+        passing, past, total = 0, 0, 0
+        for w in dense:
+            panels = pack_conv_u8s8(w)
+            passing += maddubsw_is_exact(panels)
+            pairs = panels.reshape(-1, 2).astype(np.int32)
+            past += int((np.maximum(pairs, 0).sum(1) * 255 > 32767).sum() + (np.minimum(pairs, 0).sum(1) * 255 < -32768).sum())
+            total += len(pairs)
+        print(f"{name}{' (reduce_range)' if reduce_range else ''}: {passing} of {len(dense)} dense layers pass; "
+              f"{100 * past / total:.1f}% of weight pairs past the bound")
+
+
+def model_turns() -> dict:
+    """Median ms of tensorkiln and OpenVINO on each model's 8-bit and 7-bit QDQ files, in one set of turns."""
+    import logging
+
+    import onnx
+
+    import tensorkiln as tk
+    from tensorkiln.tools.bench import build
+    from tensorkiln.tools.bench_common import openvino_runner
+    from tensorkiln.tools.bench_int8 import quantized_onnx
+    from tensorkiln.tools.timing import interleaved_medians
+    logging.getLogger().setLevel(logging.ERROR)
+    folder = tempfile.mkdtemp(prefix="tensorkiln-int8-models-")
+    results = {}
+    for name in ("resnet18", "mobilenetv2"):
+        model, inputs = build(name, 1)
+        arrays = [t.numpy() for t in inputs]
+        runs = {}
+        for bits, reduce in (("8-bit", False), ("7-bit", True)):
+            sub = os.path.join(folder, bits)
+            os.makedirs(sub, exist_ok=True)
+            _, path = quantized_onnx(name, model, inputs, sub, reduce_range=reduce)
+            feeds = dict(zip([i.name for i in onnx.load(path, load_external_data=False).graph.input], arrays))
+            module = tk.onnx.load(path)
+            kinds = sorted({k.precision for k in module.report(**feeds).kernels if k.kind == "contraction"})
+            print(f"{name} {bits}: tensorkiln's contractions {', '.join(kinds)}")
+            runs[f"tk {bits}"] = (lambda module=module, feeds=feeds: module(**feeds))
+            runs[f"OV {bits}"] = openvino_runner(path, arrays, None)[0]
+        ms = {k: v * 1e3 for k, v in interleaved_medians(runs).items()}
+        results[name] = ms
+        print(f"{name:<12} " + "  ".join(f"{k} {v:7.2f}" for k, v in ms.items()) +
+              f"   tk 8-bit / 7-bit {ms['tk 8-bit'] / ms['tk 7-bit']:.2f}x   OV / tk: 8-bit "
+              f"{ms['OV 8-bit'] / ms['tk 8-bit']:.2f}x, 7-bit {ms['OV 7-bit'] / ms['tk 7-bit']:.2f}x")
+    return results
+
+
 def main() -> int:
-    args = benchmark_arguments(__doc__, threads=1).parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
+    parser = benchmark_arguments(__doc__, threads=1)
+    parser.add_argument("--pairs", action="store_true", help="count the layers that pass the rule instead")
+    parser.add_argument("--reduce-range", action="store_true", help="with --pairs: 7-bit weights")
+    parser.add_argument("--models", action="store_true", help="time whole models, 8-bit and 7-bit weights")
+    args = parser.parse_args()  # sets OMP_NUM_THREADS before OpenMP loads
+    if args.pairs:
+        pair_counts(args.reduce_range)
+        return 0
+    if args.models:
+        results = model_turns()
+        if args.json:
+            write_json(args.json, {"threads": args.threads, "ms": results})
+        return 0
     os.environ["TENSORKILN_INT8_DOT"] = "avx2"
     import onnx
     from onnx import numpy_helper
 
     import tensorkiln as tk
     from tensorkiln.frontend.functions import matmul_integer
+    from tensorkiln.kernels.target import cpu_target
+    if cpu_target().int8_dot != "avx2":
+        print("this CPU has no AVX2: no maddubsw step to time")
+        return 0
     from tensorkiln.tools.timing import interleaved_medians
 
     folder = tempfile.mkdtemp(prefix="tensorkiln-int8-maddubsw-")
