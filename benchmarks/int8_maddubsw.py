@@ -8,7 +8,9 @@ int8_avx2.maddubsw_is_exact, and once with the same weights but one pair pushed 
 keeps the widened vpmaddwd step. Everything else (shapes, activations, epilogue) is the same, so the
 ratio is the step's. Layers: ResNet-18's 3x3 convolutions at 56x56 and 14x14, MobileNetV2's 1x1 at
 112x112 (QLinearConv models through `tk.onnx.load`) and BERT-base's projection (`matmul_integer`).
-Timed in turns (interleaved_medians); the outputs of the 7-bit case are checked against numpy.
+Timed in turns, medians of the CPU time per call (int8_convs.py's: with one thread, the time the call
+computed, which a machine shared with other jobs inflates much less than wall time); the outputs of
+the GEMM are checked against numpy.
 
     python benchmarks/int8_maddubsw.py --models [--threads 2]
 
@@ -33,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import benchmark_arguments, write_json  # noqa: E402
+from int8_convs import _cpu_medians  # noqa: E402
 from int8_dot_paths import _conv_model  # noqa: E402
 
 CONVS = {"resnet 3x3 64x56x56": (1, 64, 56, 56, 64, 3, 1), "resnet 3x3 256x14x14": (1, 256, 14, 14, 256, 3, 1),
@@ -73,14 +76,16 @@ def pair_counts(reduce_range: bool) -> None:
             panels = pack_conv_u8s8(w)
             passing += maddubsw_is_exact(panels)
             pairs = panels.reshape(-1, 2).astype(np.int32)
-            past += int((np.maximum(pairs, 0).sum(1) * 255 > 32767).sum() + (np.minimum(pairs, 0).sum(1) * 255 < -32768).sum())
+            high, low = np.maximum(pairs, 0).sum(1) * 255, np.minimum(pairs, 0).sum(1) * 255
+            past += int(np.count_nonzero((high > 32767) | (low < -32768)))
             total += len(pairs)
         print(f"{name}{' (reduce_range)' if reduce_range else ''}: {passing} of {len(dense)} dense layers pass; "
               f"{100 * past / total:.1f}% of weight pairs past the bound")
 
 
 def model_turns() -> dict:
-    """Median ms of tensorkiln and OpenVINO on each model's 8-bit and 7-bit QDQ files, in one set of turns."""
+    """Median ms (wall, and CPU time of all threads) of tensorkiln and OpenVINO on each model's 8-bit and 7-bit
+    QDQ files, each in one set of turns."""
     import logging
 
     import onnx
@@ -108,10 +113,12 @@ def model_turns() -> dict:
             runs[f"tk {bits}"] = (lambda module=module, feeds=feeds: module(**feeds))
             runs[f"OV {bits}"] = openvino_runner(path, arrays, None)[0]
         ms = {k: v * 1e3 for k, v in interleaved_medians(runs).items()}
-        results[name] = ms
-        print(f"{name:<12} " + "  ".join(f"{k} {v:7.2f}" for k, v in ms.items()) +
-              f"   tk 8-bit / 7-bit {ms['tk 8-bit'] / ms['tk 7-bit']:.2f}x   OV / tk: 8-bit "
-              f"{ms['OV 8-bit'] / ms['tk 8-bit']:.2f}x, 7-bit {ms['OV 7-bit'] / ms['tk 7-bit']:.2f}x")
+        cpu = {k: v * 1e3 for k, v in _cpu_medians(runs, rounds=5, calls=5).items()}
+        results[name] = {"ms": ms, "cpu_ms": cpu}
+        for label, times in (("wall", ms), ("CPU", cpu)):
+            print(f"{name:<12} {label:<4} " + "  ".join(f"{k} {v:7.2f}" for k, v in times.items()) +
+                  f"   tk 8-bit / 7-bit {times['tk 8-bit'] / times['tk 7-bit']:.2f}x   OV / tk: 8-bit "
+                  f"{times['OV 8-bit'] / times['tk 8-bit']:.2f}x, 7-bit {times['OV 7-bit'] / times['tk 7-bit']:.2f}x")
     return results
 
 
@@ -139,10 +146,10 @@ def main() -> int:
     if cpu_target().int8_dot != "avx2":
         print("this CPU has no AVX2: no maddubsw step to time")
         return 0
-    from tensorkiln.tools.timing import interleaved_medians
 
     folder = tempfile.mkdtemp(prefix="tensorkiln-int8-maddubsw-")
-    print(f"AVX2 int8 steps, {args.threads} thread(s); medians of turns; maddubsw's speed against the widened step")
+    print(f"AVX2 int8 steps, {args.threads} thread(s); medians of CPU ms per call, in turns; maddubsw's speed "
+          f"against the widened step")
     results = {}
     for name, shape in [*CONVS.items(), (f"gemm {GEMM[0]}x{GEMM[1]}x{GEMM[2]}", GEMM)]:
         rng = np.random.default_rng(0)
@@ -173,7 +180,7 @@ def main() -> int:
             precisions = {kn.precision for kn in report if kn.kind == "contraction"}
             assert precisions == {f"int8 ({kind})"}, (name, kind, precisions)
             runs[kind] = (lambda f=f, inputs=inputs: f(**inputs))
-        medians = interleaved_medians(runs)
+        medians = _cpu_medians(runs, rounds=9)
         results[name] = {kind: s * 1e3 for kind, s in medians.items()}
         print(f"{name:<30} maddubsw {medians['maddubsw'] * 1e3:8.3f} ms  avx2 {medians['avx2'] * 1e3:8.3f} ms  "
               f"({medians['avx2'] / medians['maddubsw']:.2f}x)")

@@ -109,7 +109,8 @@ _EXACT_STEP = r"""        /* 16 columns x 4 depths: bytes sign-extended to 16 bi
 # the same step where every pair of weights passes `maddubsw_is_exact`: vpmaddubsw multiplies the broadcast
 # bytes (unsigned) by the panel's bytes (signed) and adds each pair into 16 bits without saturating, and
 # vpmaddwd by ones adds the two pairs of each lane into 32 bits: no widening of either operand
-_PAIRS_STEP = r"""        const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
+_PAIRS_STEP = r"""        const __m256i b0 = _mm256_loadu_si256((const __m256i *)b);
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {
             const __m256i word = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda));
