@@ -174,8 +174,8 @@ def main() -> int:
     import logging
     logging.getLogger().setLevel(logging.ERROR)
     import tensorkiln as tk
-    from int8_models import _quantized
     from tensorkiln.tools.bench import build
+    from tensorkiln.tools.bench_int8 import quantized_onnx
 
     per_thread = args.peak or measured_int8_peak()
     if per_thread is None:
@@ -188,7 +188,7 @@ def main() -> int:
     for name in args.models:
         model, inputs = build(name, 1)
         arrays = [t.numpy() for t in inputs]
-        _, int8_path = _quantized(name, model, inputs, folder)
+        _, int8_path = quantized_onnx(name, model, inputs, folder)
         module = tk.onnx.load(int8_path)
         names = [i.name for i in __import__("onnx").load(int8_path, load_external_data=False).graph.input]
         feeds = dict(zip(names, arrays))

@@ -1,6 +1,6 @@
 """Quantized models: tensorkiln's int8 kernels against ONNX Runtime and OpenVINO on the same int8 ONNX file.
 
-    python benchmarks/int8_models.py [resnet18 mobilenetv2 bert] [--json out.json] [--threads 2]
+    python benchmarks/int8_models.py [resnet18 mobilenetv2 bert] [--json out.json] [--threads 2] [--reduce-range]
 
 Each model (the ones `tensorkiln bench` builds, batch 1; BERT-base at
 sequence 128) is exported to ONNX and quantized by ONNX Runtime the way its
@@ -14,6 +14,10 @@ fp32 run of the float file is the baseline its int8 speed-up is measured
 against. The last column is the largest difference of tensorkiln's int8
 output from ONNX Runtime's on the same model.
 
+With --reduce-range the weights are quantized to 7 bits (ONNX Runtime's `reduce_range`, its advice
+for CPUs without VNNI), so ONNX Runtime's AVX2 sums are exact too, and on an AVX2 CPU every dense
+layer of tensorkiln passes int8_avx2.maddubsw_is_exact (its `maddubsw` step).
+
 With --cpu-time, a second table gives the medians of the CPU time of a call
 (the process's, all its threads: with one thread, the time the call computed,
 which a machine shared with other jobs inflates much less than wall time,
@@ -26,6 +30,7 @@ import json
 import os
 import tempfile
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -51,6 +56,7 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cpu-time", action="store_true", help="also the CPU time per call, in turns")
+    parser.add_argument("--reduce-range", action="store_true", help="7-bit weights (quantizer's reduce_range)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     import logging
@@ -63,8 +69,8 @@ def main() -> int:
     from tensorkiln.tools.bench_int8 import quantized_onnx
     from tensorkiln.tools.timing import interleaved_medians
 
-    print(f"int8 models, batch 1, {args.threads} threads, int8 dot product {cpu_target().int8_dot}; "
-          f"medians of turns in ms")
+    print(f"int8 models, batch 1, {args.threads} threads, int8 dot product {cpu_target().int8_dot}"
+          f"{', 7-bit weights (reduce_range)' if args.reduce_range else ''}; medians of turns in ms")
     print(f"{'model':>12} {'tk int8':>8} {'ORT int8':>9} {'OV int8':>8} {'tk fp32':>8} "
           f"{'ORT/tk':>7} {'OV/tk':>6} {'fp32/int8':>9} {'max |tk - ORT|':>15}")
     results = {}
@@ -72,7 +78,7 @@ def main() -> int:
     for name in args.models:
         model, inputs = build(name, 1)
         arrays = [t.numpy() for t in inputs]
-        float_path, int8_path = quantized_onnx(name, model, inputs, folder)
+        float_path, int8_path = quantized_onnx(name, model, inputs, folder, reduce_range=args.reduce_range)
         names = [i.name for i in __import__("onnx").load(int8_path, load_external_data=False).graph.input]
         feeds = dict(zip(names, arrays))
         tk_int8, tk_fp32 = tk.onnx.load(int8_path), tk.onnx.load(float_path)
@@ -83,8 +89,10 @@ def main() -> int:
         engines = {"tk int8": lambda: tk_int8(**feeds), "ORT int8": ort_run, "OV int8": ov_run,
                    "tk fp32": lambda: tk_fp32(**feeds)}
         ms = {k: v * 1e3 for k, v in interleaved_medians(engines).items()}
-        results[name] = {"ms": ms, "max_abs_difference_from_ort": difference}
+        kinds = Counter(k.precision for k in tk_int8.report(**feeds).kernels if k.kind == "contraction")
+        results[name] = {"ms": ms, "max_abs_difference_from_ort": difference, "tk_kernels": dict(kinds)}
         _row(name, ms, difference)
+        print(f"{'':>12} tk contractions: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())))
         if args.cpu_time:
             cpu = {k: v * 1e3 for k, v in cpu_medians(engines).items()}
             results[name]["cpu_ms"] = cpu

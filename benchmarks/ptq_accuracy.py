@@ -2,11 +2,13 @@
 float vs int8 (tensorkiln fp32, tensorkiln int8, PyTorch eager fp32 on the same weights).
 
     python benchmarks/ptq_accuracy.py [--epochs 30] [--calibration 256] [--pairs 8] [--threads 2] [--json out.json]
+                                      [--weight-bits 8]
 
 The CNN of examples/train_digits.py (conv 3x3 16 - BN - ReLU - pool - conv 3x3 32 - BN - ReLU - pool
 - linear 10; 8x8 images) is trained in tensorkiln for `--epochs` on scikit-learn's digits (80/20
 split, seed 0), then quantized by tk.quantize with each method on `--calibration` training
-images (batches of 32): int8 per-channel weights, uint8 activations; its three layers run on the
+images (batches of 32): int8 per-channel weights (`--weight-bits 7`: 7-bit, which an AVX2 CPU sums
+without widening), uint8 activations; its three layers run on the
 u8 x s8 GEMM. Accuracy is on the 360 test images; the goal is a loss of at most 0.5 points per
 method. Latency: batch 1 and batch 64, medians of alternating blocks (tools/timing.alternating_blocks,
 the order reversed every round) on a machine that may be shared, so ratios mean more than times;
@@ -93,6 +95,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2, help="threads of every engine (OMP_NUM_THREADS)")
     parser.add_argument("--json")
+    parser.add_argument("--weight-bits", type=int, default=8, help="tk.quantize's weight_bits")
     args = parser.parse_args()
     print(machine_summary())
     tk.manual_seed(0)
@@ -109,7 +112,7 @@ def main() -> None:
     rows = [["float (fp32)", f"{100 * float_accuracy:.2f}", "", "", ""]]
     quantized = {}
     for method in METHODS:
-        qf = tk.quantize(model, calibration, method=method)
+        qf = tk.quantize(model, calibration, method=method, weight_bits=args.weight_bits)
         quantized[method] = qf
         acc = accuracy(qf, test_x, test_y)
         drop = 100 * (float_accuracy - acc)
@@ -119,7 +122,7 @@ def main() -> None:
         rows.append([f"int8 {method}", f"{100 * acc:.2f}", f"{drop:+.2f}", f"{report.end_to_end_sqnr_db:.1f}",
                      "yes" if drop <= GOAL_POINTS else "NO"])
     print(f"\ndigits CNN, {args.epochs} epochs, {len(test_x)} test images, {sum(len(c) for c in calibration)} "
-          f"calibration images; goal: at most {GOAL_POINTS} points lost")
+          f"calibration images, {args.weight_bits}-bit weights; goal: at most {GOAL_POINTS} points lost")
     print_table(["model", "test accuracy %", "points lost", "output SQNR dB (calibration)", "goal met"], rows)
     print(quantized["minmax"].quantization_report())
     kinds = [k.precision for k in quantized["minmax"].report(test_x[:1]).kernels]

@@ -51,6 +51,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "int8_gemm": ([sys.executable, os.path.join(HERE, "int8_gemm.py")], True),
     "int8_models": ([sys.executable, os.path.join(HERE, "int8_models.py")], True),
     "int8_dot_paths": ([sys.executable, os.path.join(HERE, "int8_dot_paths.py")], True),
+    "int8_maddubsw": ([sys.executable, os.path.join(HERE, "int8_maddubsw.py")], True),
     "models_int8": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "mlp", "--precision", "int8",
                                   "--threads", "2"], True),
     "int8_convs": ([sys.executable, os.path.join(HERE, "int8_convs.py")], True),

@@ -8,8 +8,9 @@ A kernel computes in one of:
   without it, bf16 widened to float32;
 - "bf16 operands (fp32 kernel)": a contraction whose operands the precision pass rounded, run by a
   float32 template (direct and depthwise convolutions, attention, small matmuls);
-- "int8 (vnni)", "int8 (avx512bw)", "int8 (avx2)", "int8 (portable)": the u8 x s8 GEMM (gemm_u8s8.py) or the direct
-  8-bit convolutions (conv_u8s8.py) with int32 sums, named by their helper's kind;
+- "int8 (vnni)", "int8 (avx512bw)", "int8 (avx2)", "int8 (maddubsw)", "int8 (portable)": the u8 x s8 GEMM
+  (gemm_u8s8.py) or the direct 8-bit convolutions (conv_u8s8.py) with int32 sums, named by their helper's
+  kind ("maddubsw": an AVX2 layer whose weights vpmaddubsw sums exactly, int8_avx2.py);
 - "int8w", "int4w": float32 activations times int8 / int4 weights dequantized in registers, float32
   sums (weight_only.py); "bf16 (matvec, vdpbf16ps)" and "bf16 (matvec, widened to fp32)": bf16
   weights in the matrix-vector helper of the same file;

@@ -31,7 +31,7 @@ from ..ir.graph import Graph, Node
 from ..passes.quantize_layers import (LayerQuantization, insert_qdq, quantizable_layers, quantized_layer,
                                       weight_constant, weight_value, with_extra_outputs)
 from .calibration import METHODS, ActivationStats, clip_range, threshold
-from .params import ACTIVATION_RANGES, affine_params
+from .params import ACTIVATION_RANGES, WEIGHT_BITS, affine_params
 from .params import symmetric_weights as symmetric_int8_weights  # quantize's keyword takes the plain name
 from .report import ErrorMeter, LayerReport, QuantizationReport
 
@@ -68,7 +68,7 @@ class QuantizedFunction(JitFunction):
 
 def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per_channel: bool = True,
              percentile: float = 99.99, keep_float=(), activations: str = "uint8", symmetric_weights: bool = True,
-             activation_scales: str = "static", **jit_options) -> QuantizedFunction:
+             activation_scales: str = "static", weight_bits: int = 8, **jit_options) -> QuantizedFunction:
     """Post-training int8 quantization of a function of tensors or a tk.nn.Module (put in eval mode).
 
     calibration: an iterable of argument tuples (or single arrays), all of one signature.
@@ -80,10 +80,13 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
         (dynamic, one scale and zero point per row of each quantized matmul's input, the range of
         that token's features; convolutions take dynamic per-tensor scales).
     per_channel: one weight scale per output channel (else one per weight); weights are symmetric int8.
+    weight_bits: 8 (weights in [-127, 127]) or fewer, down to 2 (in [-(2 ** (bits - 1) - 1), ...]); 7 is
+        what ONNX Runtime's reduce_range does for CPUs without VNNI: on an AVX2 CPU every layer then sums
+        byte pairs with vpmaddubsw, unwidened (precision.md), at some cost in accuracy.
     keep_float: layers left in float: indices, names (module paths) or a predicate of a QuantizableLayer.
     Other keyword arguments are tk.jit's options. Returns a tk.jit function (QuantizedFunction).
     """
-    _check_options(method, activations, percentile, symmetric_weights, activation_scales)
+    _check_options(method, activations, percentile, symmetric_weights, activation_scales, weight_bits)
     dynamic = activation_scales in ("dynamic", "per_token")
     per_token = activation_scales == "per_token"
     samples = _calibration_samples(calibration)
@@ -111,7 +114,7 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
             low, high = clip_range(stats[layer.index], threshold(stats[layer.index], method, percentile))
         scale, zero = affine_params(low, high, activations)
         channel_axis = (1 if layer.op == "matmul" else 0) if per_channel else None
-        weight_q, weight_scale = symmetric_int8_weights(weight_value(layer.node), channel_axis)
+        weight_q, weight_scale = symmetric_int8_weights(weight_value(layer.node), channel_axis, weight_bits)
         plans[layer.index] = LayerQuantization(scale, zero, activations, weight_q, weight_scale, dynamic, per_token)
         reports[layer.index] = LayerReport(layer.index, layer.name, layer.op, True,
                                            activation_scales if dynamic else method,
@@ -125,7 +128,11 @@ def quantize(fn_or_module, calibration: Iterable, *, method: str = "minmax", per
     return quantized
 
 
-def _check_options(method: str, activations: str, percentile: float, symmetric: bool, scales: str) -> None:
+def _check_options(method: str, activations: str, percentile: float, symmetric: bool, scales: str,
+                   weight_bits: int) -> None:
+    if not isinstance(weight_bits, (int, np.integer)) or weight_bits not in WEIGHT_BITS:
+        raise ValueError(f"tk.quantize: weight_bits={weight_bits!r}; expected an integer from {WEIGHT_BITS.start} "
+                         f"to {WEIGHT_BITS.stop - 1} (the int8 kernels hold the weights in 8 bits)")
     if scales not in ("static", "dynamic", "per_token"):
         raise ValueError(f"tk.quantize: activation_scales={scales!r}; expected 'static' (calibrated), "
                          f"'dynamic' (from each call's input range) or 'per_token' (dynamic, per row)")

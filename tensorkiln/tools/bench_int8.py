@@ -39,14 +39,15 @@ INT8_TOLERANCE = 3e-2
 CALIBRATION_BATCHES = 4
 
 
-def quantized_onnx(name: str, model, inputs: tuple, folder: str) -> tuple[str, str]:
-    """(float ONNX path, int8 ONNX path) of one model, quantized by ONNX Runtime's quantizer."""
+def quantized_onnx(name: str, model, inputs: tuple, folder: str, reduce_range: bool = False) -> tuple[str, str]:
+    """(float ONNX path, int8 ONNX path) of one model, quantized by ONNX Runtime's quantizer; `reduce_range`:
+    7-bit weights, its advice for CPUs without VNNI."""
     import torch
     from onnxruntime import quantization as q
     float_path, int8_path = os.path.join(folder, f"{name}.onnx"), os.path.join(folder, f"{name}.int8.onnx")
     torch.onnx.export(model, inputs, float_path, dynamo=False)
     if name not in STATIC_QDQ:
-        q.quantize_dynamic(float_path, int8_path, weight_type=q.QuantType.QInt8)
+        q.quantize_dynamic(float_path, int8_path, weight_type=q.QuantType.QInt8, reduce_range=reduce_range)
         return float_path, int8_path
     import onnx
     input_name = onnx.load(float_path, load_external_data=False).graph.input[0].name
@@ -61,7 +62,8 @@ def quantized_onnx(name: str, model, inputs: tuple, folder: str) -> tuple[str, s
         def get_next(self):
             return next(self.batches, None)
 
-    q.quantize_static(float_path, int8_path, RandomInputs(), quant_format=q.QuantFormat.QDQ, per_channel=True)
+    q.quantize_static(float_path, int8_path, RandomInputs(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                      reduce_range=reduce_range)
     return float_path, int8_path
 
 

@@ -245,3 +245,36 @@ def test_errors_name_the_problem(rng):
         tk.quantize(mlp(), data, symmetric_weights=False)
     with pytest.raises(ShapeError):  # the function itself refuses the calibration shape
         tk.quantize(mlp(), calibration(rng, (4, 18), 1))
+
+
+@pytest.mark.parametrize("bits", [7, 4])
+def test_fewer_weight_bits_bound_the_weights_and_match_fake_quant(rng, bits, monkeypatch):
+    """weight_bits=7 (reduce_range): every weight within +-63, so on an AVX2 target every quantized layer
+    sums unwidened byte pairs (the maddubsw step); the outputs are the same simulation's as 8 bits'."""
+    from tensorkiln.kernels.target import _cpu_flags, cpu_target
+    if "avx2" in _cpu_flags():
+        monkeypatch.setenv("TENSORKILN_INT8_DOT", "avx2")
+    cpu_target.cache_clear()
+    try:
+        model = cnn()
+        data = calibration(rng, (2, 3, 7, 6))
+        qf = tk.quantize(model, data, weight_bits=bits)
+        top = 2 ** (bits - 1) - 1
+        assert all(np.abs(plan.weight_q).max() == top for plan in qf.plans.values())
+        x = rng.normal(size=(2, 3, 7, 6)).astype(np.float32)
+        out = qf(x).numpy()
+        expected, quantum = simulate(model, qf.plans, x)
+        np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
+        precisions = [k.precision for k in qf.report(x).kernels if k.precision.startswith("int8")]
+        assert len(precisions) == 3, precisions
+        if "avx2" in _cpu_flags():
+            assert set(precisions) == {"int8 (maddubsw)"}, precisions
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()
+
+
+@pytest.mark.parametrize("bits", [1, 9, 7.5])
+def test_weight_bits_out_of_range_are_refused(rng, bits):
+    with pytest.raises(ValueError, match="weight_bits"):
+        tk.quantize(mlp(), calibration(rng, (8, 19)), weight_bits=bits)

@@ -15,7 +15,8 @@ pixels of one image x a block of output channels, spread over the threads::
 The input x is a stored buffer (the op table's `stored_operands`: the
 grouping stores it), already padded with the activation's zero point, so the
 sums never test a border. The helper is chosen by the target's `int8_dot`
-(vnni, avx512bw, portable), as for the u8 x s8 GEMM (gemm_u8s8.py).
+(vnni, avx512bw, avx2, portable), and on AVX2 by the layer's weights (`maddubsw`
+where int8_avx2.maddubsw_is_exact holds), as for the u8 x s8 GEMM (gemm_u8s8.py).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from ..target import cpu_target
 from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
 from .conv_u8s8_native import dense_source, depthwise_source
 from .gemm import PARALLEL_MIN_MACS
-from .int8_avx2 import depthwise_avx2
+from .int8_avx2 import depthwise_avx2, layer_dot_kind
 
 # a task's int32 tile, written by the sums and read back by the epilogue from L1: small enough to live on
 # the stack (codegen's STACK_LIMIT_BYTES), not allocated per task
@@ -230,7 +231,7 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     (sh, sw), (dh, dw) = root.attrs["stride"], root.attrs["dilation"]
     depth = panels_node.shape[1]
     x, panels = _input_buffer(root, values), values.buffers[panels_node.id]
-    kind = cpu_target().int8_dot
+    kind = layer_dot_kind(cpu_target().int8_dot, panels_node)
     macs = root.type.size * kh * kw * c4
     nr = U8S8_PANEL_COLUMNS
 

@@ -23,11 +23,12 @@ lanes are 16 channels: per tap, 16 input bytes are widened to int32
 (vnni: its 16-bit halves are x * w + 0 * w_high, exact) or `vpmaddwd` and an
 add (avx512bw); a tile of 4 pixels shares each weight vector.
 
-The `avx2` helpers (256-bit vectors, no AVX-512) are in int8_avx2.py.
+The `avx2` helpers (256-bit vectors, no AVX-512), and the `maddubsw` tile an AVX2 target uses for a
+layer whose weights `vpmaddubsw` sums exactly, are in int8_avx2.py.
 """
 from __future__ import annotations
 
-from .int8_avx2 import conv_tile_avx2
+from .int8_avx2 import AVX2, MADDUBSW, conv_tile_avx2
 
 _DENSE_TILE = {
     "vnni": r"""
@@ -224,7 +225,7 @@ _DEPTHWISE_PORTABLE = r"""static void tk_depthwise_u8s8_portable(
 
 def dense_source(kind: str) -> str:
     """The C of `tk_conv_u8s8_<kind>`: its micro-kernel and the loop over panels and pixel tiles."""
-    tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2() if kind == "avx2" else \
+    tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2(kind) if kind in (AVX2, MADDUBSW) else \
         _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
     return tile + _DENSE_DRIVER.format(kind=kind)
 

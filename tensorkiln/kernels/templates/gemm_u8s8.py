@@ -26,7 +26,8 @@ has no 4-byte dot product), in one of four variants chosen by the target's
   and odd bytes of each 32-bit lane) and `vpmaddwd` sums the pairs exactly
   into 32 bits: two multiplies and two additions where VNNI needs one.
 - `avx2`: the same sums in 256-bit vectors, the tile in quarters of 4 rows x 16
-  columns (int8_avx2.py).
+  columns (int8_avx2.py); where the constant weights allow it (`maddubsw_is_exact`),
+  the `maddubsw` tile there sums byte pairs with `vpmaddubsw` instead, unwidened.
 - `portable`: plain C, for any other CPU.
 """
 from __future__ import annotations
@@ -44,7 +45,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
-from .int8_avx2 import gemm_tile_avx2
+from .int8_avx2 import MADDUBSW, gemm_tile_avx2, layer_dot_kind
 
 MR = 8  # rows of the register tile
 NR = U8S8_PANEL_COLUMNS  # columns of the register tile: one panel
@@ -171,7 +172,8 @@ _DRIVER = r"""static void tk_gemm_u8s8_{kind}(const uint8_t *restrict a, int64_t
 }}
 """
 
-_TILES = {"vnni": _VNNI, "avx512bw": _AVX512BW, "avx2": gemm_tile_avx2(), "portable": _PORTABLE}
+_TILES = {"vnni": _VNNI, "avx512bw": _AVX512BW, "avx2": gemm_tile_avx2(), MADDUBSW: gemm_tile_avx2(MADDUBSW),
+          "portable": _PORTABLE}
 
 
 def native_source(kind: str) -> str:
@@ -204,7 +206,7 @@ def u8s8_gemm_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
         return None
     depth = panels_node.shape[1]
     k4 = depth * U8S8_DEPTH_GROUP
-    kind = cpu_target().int8_dot
+    kind = layer_dot_kind(cpu_target().int8_dot, panels_node)
     threads = thread_count()
     mb, nb = task_split(rows, n, k, threads)
     row_tasks, col_tasks = -(-rows // mb), -(-n // nb)

@@ -25,8 +25,44 @@ last multiple of 8 are summed in plain C.
 """
 from __future__ import annotations
 
-# one quarter of the dense tile: mr <= 4 pixels (rows of A) x 16 columns; `next_a` moves `a` to the
-# next depth step (the GEMM: 4 bytes on; the convolution: the next group of 4 channels or the next tap)
+import numpy as np
+
+from ...ir.graph import Node
+
+AVX2 = "avx2"  # the exact step for any weights: both operands widened to 16 bits, vpmaddwd
+MADDUBSW = "maddubsw"  # the step of a layer whose every weight pair passes `maddubsw_is_exact`
+# vpmaddubsw's 16-bit pair sums: u8 x s8 products, a0 * w0 + a1 * w1, saturated to [-32768, 32767]
+_U8_MAX, _S16_MAX, _S16_MIN = 255, 32767, -32768
+
+
+def maddubsw_is_exact(panels: np.ndarray) -> bool:
+    """Whether `vpmaddubsw` sums every pair of these packed weights exactly, for any uint8 activations.
+
+    A pair is two neighbouring bytes of a column's depth group (ir/ops/quantized.py's panels: depths
+    (0, 1) and (2, 3)). With activations a0, a1 in [0, 255], a0 * w0 + a1 * w1 is largest when both
+    activations are 255 on the positive weights and smallest when they are 255 on the negative ones, so
+    the rule, checked at compile time on the constant weights, is
+
+        255 * (max(w0, 0) + max(w1, 0)) <= 32767  and  255 * (min(w0, 0) + min(w1, 0)) >= -32768,
+
+    which holds for 7-bit weights (|w| <= 64: quantizers' reduce_range) and for any pair of opposite
+    signs; one pair past it and the layer keeps the exact widened step."""
+    pairs = panels.reshape(-1, 2).astype(np.int32)
+    high = np.maximum(pairs, 0).sum(axis=1).max(initial=0)
+    low = np.minimum(pairs, 0).sum(axis=1).min(initial=0)
+    return bool(_U8_MAX * high <= _S16_MAX and _U8_MAX * low >= _S16_MIN)
+
+
+def layer_dot_kind(kind: str, panels: Node) -> str:
+    """The helper kind of one dense layer on a target whose int8 dot product is `kind`: "maddubsw" where
+    the target is AVX2 and the layer's constant panels pass `maddubsw_is_exact`, else `kind`."""
+    if kind != AVX2 or panels.op != "constant":
+        return kind
+    return MADDUBSW if maddubsw_is_exact(panels.attrs["value"].array) else kind
+
+# one quarter of the dense tile: mr <= 4 pixels (rows of A) x 16 columns; `step` sums one depth step
+# (_EXACT_STEP or _PAIRS_STEP), `next_a` moves `a` to the next (the GEMM: 4 bytes on; the convolution: the
+# next group of 4 channels or the next tap)
 _QUARTER = r"""
 static inline __attribute__((always_inline)) void {name}(
     const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
@@ -40,12 +76,23 @@ static inline __attribute__((always_inline)) void {name}(
     }}
     {setup}
     for (int64_t k = 0; k < steps; k++, b += 128) {{
-        /* 16 columns x 4 depths: bytes sign-extended to 16 bits, even (depths 0, 2) and odd (1, 3) */
+{step}        {next_a}
+    }}
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {{
+        _mm256_storeu_si256((__m256i *)(c + i * ldc), acc0[i]);
+        _mm256_storeu_si256((__m256i *)(c + i * ldc + 8), acc1[i]);
+    }}
+}}
+"""
+
+# the exact step: both operands widened to 16 bits, vpmaddwd
+_EXACT_STEP = r"""        /* 16 columns x 4 depths: bytes sign-extended to 16 bits, even (depths 0, 2) and odd (1, 3) */
         const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
         const __m256i b0e = _mm256_srai_epi16(_mm256_slli_epi16(b0, 8), 8), b0o = _mm256_srai_epi16(b0, 8);
         const __m256i b1e = _mm256_srai_epi16(_mm256_slli_epi16(b1, 8), 8), b1o = _mm256_srai_epi16(b1, 8);
 #pragma GCC unroll 4
-        for (int i = 0; i < mr; i++) {{
+        for (int i = 0; i < mr; i++) {
             /* row i's four bytes in every lane (one broadcast load), zero-extended to 16 bits the same way,
              * then vpmaddwd: exact 32-bit pair sums (a broadcast load and two vector operations where
              * scalar masks and two broadcasts from general registers took nine instructions) */
@@ -56,15 +103,20 @@ static inline __attribute__((always_inline)) void {name}(
             acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ao, b0o));
             acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ae, b1e));
             acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ao, b1o));
-        }}
-        {next_a}
-    }}
+        }
+"""
+
+# the same step where every pair of weights passes `maddubsw_is_exact`: vpmaddubsw multiplies the broadcast
+# bytes (unsigned) by the panel's bytes (signed) and adds each pair into 16 bits without saturating, and
+# vpmaddwd by ones adds the two pairs of each lane into 32 bits: no widening of either operand
+_PAIRS_STEP = r"""        const __m256i b0 = _mm256_loadu_si256((const __m256i *)b);
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
 #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++) {{
-        _mm256_storeu_si256((__m256i *)(c + i * ldc), acc0[i]);
-        _mm256_storeu_si256((__m256i *)(c + i * ldc + 8), acc1[i]);
-    }}
-}}
+        for (int i = 0; i < mr; i++) {
+            const __m256i word = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda));
+            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(_mm256_maddubs_epi16(word, b0), ones));
+            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(_mm256_maddubs_epi16(word, b1), ones));
+        }
 """
 
 # the tile of mr <= 8 rows x one 32-column panel, as quarters: columns 0..15 then 16..31, rows 0..3 then 4..7
@@ -106,21 +158,28 @@ _CONV_PARAMS = ", int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, in
 _CONV_ARGS = ", kh, kw, row_step, col_step, groups"
 
 
-def gemm_tile_avx2() -> str:
-    """The C of `tk_u8s8_tile_avx2(mr, a, lda, b, c, ldc, depth)`: gemm_u8s8.py's tile contract."""
-    quarter = _QUARTER.format(name="tk_u8s8_quarter_avx2", params=", int64_t depth", setup=_GEMM_SETUP,
-                              next_a=_GEMM_NEXT)
-    return _PRELUDE + quarter + _TILE.format(name="tk_u8s8_tile_avx2", params=", int64_t depth",
-                                             quarter="tk_u8s8_quarter_avx2", args=", depth")
+_STEPS = {AVX2: _EXACT_STEP, MADDUBSW: _PAIRS_STEP}
+_STEP_SETUP = {AVX2: "", MADDUBSW: "\n    const __m256i ones = _mm256_set1_epi16(1);"}
 
 
-def conv_tile_avx2() -> str:
-    """The C of `tk_conv_u8s8_tile_avx2(mr, x, lda, b, c, ldc, kh, kw, row_step, col_step, groups)`:
+def _tile(kind: str, prefix: str, params: str, setup: str, next_a: str, args: str) -> str:
+    """The C of `{prefix}_tile_{kind}` and its quarter, summing with `kind`'s step."""
+    quarter = f"{prefix}_quarter_{kind}"
+    body = _QUARTER.format(name=quarter, params=params, setup=setup + _STEP_SETUP[kind], step=_STEPS[kind],
+                           next_a=next_a)
+    return _PRELUDE + body + _TILE.format(name=f"{prefix}_tile_{kind}", params=params, quarter=quarter, args=args)
+
+
+def gemm_tile_avx2(kind: str = AVX2) -> str:
+    """The C of `tk_u8s8_tile_<kind>(mr, a, lda, b, c, ldc, depth)`: gemm_u8s8.py's tile contract; `kind` is
+    "avx2" (exact for any weights) or "maddubsw" (for panels that pass `maddubsw_is_exact`)."""
+    return _tile(kind, "tk_u8s8", ", int64_t depth", _GEMM_SETUP, _GEMM_NEXT, ", depth")
+
+
+def conv_tile_avx2(kind: str = AVX2) -> str:
+    """The C of `tk_conv_u8s8_tile_<kind>(mr, x, lda, b, c, ldc, kh, kw, row_step, col_step, groups)`:
     conv_u8s8_native.py's dense tile contract (mr pixels of one output row, windows lda bytes apart)."""
-    quarter = _QUARTER.format(name="tk_conv_u8s8_quarter_avx2", params=_CONV_PARAMS, setup=_CONV_SETUP,
-                              next_a=_CONV_NEXT)
-    return _PRELUDE + quarter + _TILE.format(name="tk_conv_u8s8_tile_avx2", params=_CONV_PARAMS,
-                                             quarter="tk_conv_u8s8_quarter_avx2", args=_CONV_ARGS)
+    return _tile(kind, "tk_conv_u8s8", _CONV_PARAMS, _CONV_SETUP, _CONV_NEXT, _CONV_ARGS)
 
 
 DEPTHWISE_TILE = 6  # output pixels of one row sharing each input column: 6 accumulators, kw weights, one input
@@ -210,4 +269,5 @@ static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t
 """
 
 
-__all__ = ["conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2"]
+__all__ = ["AVX2", "MADDUBSW", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
+           "maddubsw_is_exact"]
