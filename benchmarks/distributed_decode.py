@@ -65,6 +65,9 @@ def worker_gpt2_decode(tokens: int = 16) -> dict:
             "huge_page_share": huge_page_share([p._value for p in model.parameters()])}
 
 
+FMA_ITERATIONS = 2_000_000  # ~10 ms of FMA chains a pass on one core
+
+
 def worker_stream(elements: int = 16 * 2 ** 20, repeats: int = 20) -> dict:
     """Memory bandwidth with every rank streaming at once: STREAM's copy, add and triad, and a read-only
     pass (the decode's traffic) plain and with software prefetch (stream_kernels.py), on float32 arrays
@@ -85,6 +88,14 @@ def worker_stream(elements: int = 16 * 2 ** 20, repeats: int = 20) -> dict:
     result = {f"{kind}_bandwidth": STREAM_BYTES[kind] * elements * dist.world_size() / float(np.median(t[3:]))
               for kind, t in times.items()}
     result["bandwidth"] = result["add_bandwidth"]  # the roofline's: add's traffic, 2 reads and 1 write
+    fma_seconds = []
+    for _ in range(repeats):  # compute's ceiling beside memory's: FMA chains in registers on every rank at once
+        communicator.barrier()
+        start = time.perf_counter()
+        flops = kernels.fma_flops(FMA_ITERATIONS)
+        communicator.barrier()
+        fma_seconds.append(time.perf_counter() - start)
+    result["fma_flops_per_second"] = flops * dist.world_size() / float(np.median(fma_seconds[3:]))
     result["huge_page_share"] = huge_page_share([kernels.a, kernels.b, kernels.c])
     return result
 
@@ -166,10 +177,11 @@ def decode_results(runs: dict[str, list[dict]]) -> dict:
                      for key in runs[f"gpt2_decode@{n}"][0]["breakdown"] if key != "largest_kernel"}
                  for n in (1, 2)}
     huge_pages = {n: median_of(runs[f"gpt2_decode@{n}"], "huge_page_share") for n in (1, 2)}
+    fma = {n: median_of(runs[f"stream@{n}"], "fma_flops_per_second") / 1e9 for n in (1, 2)}
     return {"one_rank_token_ms": gpt_one * 1e3, "two_rank_token_ms": gpt_two * 1e3,
             "speedup": gpt_one / gpt_two, "same_tokens": same_tokens, "logits_relative_error": logit_error,
             "collectives_per_token": runs["gpt2_decode@2"][0]["collectives_per_token"], **roofline,
-            "stream_GBps": stream, "breakdown": breakdown, "weights_on_huge_pages": huge_pages}
+            "stream_GBps": stream, "fma_GFLOPs": fma, "breakdown": breakdown, "weights_on_huge_pages": huge_pages}
 
 
 def print_decode(decode: dict, runs: dict[str, list[dict]]) -> None:
@@ -187,6 +199,10 @@ def print_decode(decode: dict, runs: dict[str, list[dict]]) -> None:
           f"{stream['read_2'] / stream['read_1']:.2f}x what one reads ({best_read}: "
           f"{stream[f'{best_read}_2'] / stream[f'{best_read}_1']:.2f}x), add "
           f"{stream['add_2'] / stream['add_1']:.2f}x; the decode on 2 ranks: {decode['speedup']:.2f}x")
+    fma = decode["fma_GFLOPs"]
+    print(f"  compute (FMA chains in registers, float32, every process at once): 1 process {fma[1]:.1f} GFLOP/s, "
+          f"2 processes {fma[2]:.1f} GFLOP/s ({fma[2] / fma[1]:.2f}x): the ceiling of compute-bound work on 2 ranks "
+          "(about 1x where the two cores are one physical core's hardware threads)")
     for n in (1, 2):
         b = breakdown[n]
         print(f"  {n} rank(s), per token: kernel profile: matrix-vector products {b['gemv_ms']:.1f} ms "

@@ -8,7 +8,9 @@ raises the bandwidth a process reaches: the hardware prefetchers alone, software
 other ways), both PREFETCH_AHEAD bytes ahead. The triad also comes with non-temporal stores
 (no read for ownership of the written lines). Built once with the system C compiler
 (tensorkiln.runtime.c_compiler; AVX-512 where the machine has it, else the non-temporal triad is the
-plain one) and called through ctypes.
+plain one) and called through ctypes. Beside them, the compute probe: independent FMA chains in
+registers, no memory traffic, for the FLOP/s one process and several at once reach (two hardware
+threads of one core share its FMA units, two cores do not).
 """
 from __future__ import annotations
 
@@ -63,6 +65,33 @@ float stream_read(const float *a, int64_t n, int hint) {  /* without AVX-512: th
 }
 #endif
 
+/* Compute, not memory: CHAINS independent FMA chains in registers (the vector width GCC's vector
+   type gets here), so a process runs at its core's FMA throughput; returns the flops done. */
+#if defined(__AVX512F__)
+#define FMA_VBYTES 64
+#elif defined(__AVX__)
+#define FMA_VBYTES 32
+#else
+#define FMA_VBYTES 16
+#endif
+#define FMA_CHAINS 12  /* >= latency x pipes (4 x 2) in flight, and with x and y within 16 vector registers */
+typedef float fma_vector __attribute__((vector_size(FMA_VBYTES)));
+
+/* fp-contract: ISO C mode (-std=c99) keeps a * x + y a multiply and an add; the probe wants fused ones */
+__attribute__((optimize("fp-contract=fast"))) double fma_chains(int64_t iterations) {
+    fma_vector acc[FMA_CHAINS], x, y;
+    for (int c = 0; c < FMA_CHAINS; c++)
+        for (int l = 0; l < FMA_VBYTES / 4; l++) acc[c][l] = (float)(c + l) * 1e-3f;
+    for (int l = 0; l < FMA_VBYTES / 4; l++) { x[l] = 0.999999f; y[l] = 1e-7f; }
+    for (int64_t i = 0; i < iterations; i++) {
+        #pragma GCC unroll 12
+        for (int c = 0; c < FMA_CHAINS; c++) acc[c] = acc[c] * x + y;
+    }
+    float s = 0.0f;
+    for (int c = 0; c < FMA_CHAINS; c++) for (int l = 0; l < FMA_VBYTES / 4; l++) s += acc[c][l];
+    return (double)iterations * FMA_CHAINS * (FMA_VBYTES / 4) * 2 + (s == 12345.0f);  /* s keeps the loop */
+}
+
 void stream_copy(float *restrict a, const float *restrict b, int64_t n) {
     for (int64_t i = 0; i < n; i++) a[i] = b[i];
 }
@@ -100,6 +129,8 @@ class StreamKernels:
         self._lib = ctypes.CDLL(library.path)
         for name in ("stream_read", "stream_copy", "stream_add", "stream_triad"):
             getattr(self._lib, name).restype = ctypes.c_float if name == "stream_read" else None
+        self._lib.fma_chains.restype = ctypes.c_double
+        self._lib.fma_chains.argtypes = [ctypes.c_int64]
         if check:
             StreamKernels(1037, check=False).check()
         self.elements = elements
@@ -121,6 +152,10 @@ class StreamKernels:
             hint = {"read": 0, "read, prefetcht0": 1, "read, prefetchnta": 2}[kernel]
             self._lib.stream_read(b, n, ctypes.c_int(hint))
 
+
+    def fma_flops(self, iterations: int) -> float:
+        """Run the FMA chains `iterations` times (registers only, no memory traffic); the flops done."""
+        return float(self._lib.fma_chains(ctypes.c_int64(iterations)))
 
     def check(self) -> None:
         """Each kernel's result against numpy on random values (raises AssertionError on a wrong one)."""

@@ -18,3 +18,10 @@ def _stream_kernels():
 def test_every_stream_kernel_matches_numpy_on_a_size_with_a_tail():
     module = _stream_kernels()
     module.StreamKernels(1037, check=False).check()
+
+
+def test_the_fma_probe_counts_the_flops_of_its_chains():
+    kernels = _stream_kernels().StreamKernels(1037, check=False)
+    flops = kernels.fma_flops(1000)
+    # 12 chains x lanes (4, 8 or 16 float32 by the vector width) x 2 flops per FMA, per iteration
+    assert flops in {1000 * 12 * lanes * 2 for lanes in (4, 8, 16)}
