@@ -426,7 +426,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     if bl.pf:
         step = block(*prefetch_ahead(b_micro, p, j, bl.pf, nr, dtype), step)
     if b_panels is not None and b_panels.streamed:
-        step = block(*prefetch_next_panel(b_panels, bi, b_panel, k_at(p), nr, dtype), step)
+        step = block(*prefetch_next_panel(b_panels.buffer, lambda pn, lane: b_panels.load(bi, pn, k_at(p), lane).index,
+                                          b_panel, b_panels.buffer.size // b_panels.panel_stride, nr, dtype), step)
     micro_kernel = block(For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
                          *depth_loop(p, kc, step, bl.ku, prefix))
     writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,

@@ -9,15 +9,13 @@ keeps memory busy while the registers compute (docs/dynamic_shapes.md has the me
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from ...loops import expr as E
 from ...loops.ir import NativeCall, Pointer, Stmt
 from ...loops.schedule import substitute_expr
 from ...loops.types import itemsize
-
-if TYPE_CHECKING:  # gemm.py imports this module
-    from .gemm import Panels
+from ...loops.buffer import Buffer
 
 
 PREFETCH_SOURCE = "static inline void tk_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }"
@@ -37,13 +35,14 @@ def prefetch_ahead(b_micro: E.Load, p: E.Var, lane: E.Var, distance: int, nr: in
 PREFETCH_L2_SOURCE = "static inline void tk_prefetch_l2(const void *p) { __builtin_prefetch(p, 0, 2); }"
 
 
-def prefetch_next_panel(panels: "Panels", bi: E.Expr, panel: E.Expr, depth: E.Expr, nr: int,
-                        dtype: str) -> list[Stmt]:
+def prefetch_next_panel(buffer: Buffer, element: Callable[[E.Expr, E.Expr], E.Expr], panel: E.Expr,
+                        panel_count: int, nr: int, dtype: str) -> list[Stmt]:
     """Prefetches into L2 of the next B micro-panel's row at this depth step, one per cache line of
     its NR lanes: over one pass of the micro-kernel the whole next panel arrives while this one is
-    computed, so weights streamed from memory overlap the arithmetic. The last panel prefetches
+    computed, so weights streamed from memory overlap the arithmetic. `element(panel, lane)` is the
+    index in `buffer` of that lane of this depth step's row in a panel. The last panel prefetches
     itself (the panel index is clamped once per tile, not per step: the address stays in bounds)."""
-    ahead = E.minimum(panel + 1, E.const(panels.buffer.size // panels.panel_stride - 1))
+    ahead = E.minimum(panel + 1, E.const(panel_count - 1))
     lanes_per_line = max(CACHE_LINE // itemsize(dtype), 1)
-    return [NativeCall("tk_prefetch_l2", (Pointer(panels.buffer, panels.load(bi, ahead, depth, E.const(lane)).index),),
-                       source=PREFETCH_L2_SOURCE) for lane in range(0, nr, lanes_per_line)]
+    return [NativeCall("tk_prefetch_l2", (Pointer(buffer, element(ahead, E.const(lane))),), source=PREFETCH_L2_SOURCE)
+            for lane in range(0, nr, lanes_per_line)]
