@@ -154,3 +154,29 @@ def test_long_depth_with_packed_weights_still_shares_the_threads(monkeypatch):
         f = check_compiled(lambda x: x @ w, rand(16, 4096), factor=10)
     loop_ir = f.report(rand(16, 4096)).kernels[0].loop_ir
     assert "g_task" in loop_ir and "(parallel)" in loop_ir and "g_partial" not in loop_ir
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_packed_weights_with_a_run_time_row_count_prefetch_the_next_panel(monkeypatch, threads):
+    """A symbolic M over packed weights: rows past the register tile, N past the last whole panel (the
+    last panel prefetches itself), K over several depth blocks; one program for every row count."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    w, bias = rand(77, 1000), rand(77)
+    tw, tb = tk.tensor(w), tk.tensor(bias)
+    with tk.no_grad():
+        f = tk.jit(lambda x: F.linear(x, tw, tb), dynamic={"x": {0: "rows"}})
+        for rows in (5, 16, 37, 130):
+            x = rand(rows, 1000)
+            got = f(x).numpy()
+            np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64) + bias, rtol=1e-4, atol=1e-3)
+        report = f.report(rand(16, 1000))
+    assert f.compile_count == 1
+    assert "tk_prefetch_l2" in open(report.source_path).read()
+
+
+def test_streamed_panels_are_one_whole_matrix():
+    from tensorkiln.kernels.templates.gemm import Panels
+    from tensorkiln.loops.buffer import Buffer
+    buffer = Buffer("w", "float32", (4 * 8 * 16,))
+    with pytest.raises(ValueError, match="streamed panels"):
+        Panels(buffer, 8 * 16, 16, offset=16, streamed=True)

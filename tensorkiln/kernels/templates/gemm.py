@@ -36,6 +36,12 @@ Blocking follows BLIS's analytical model: a KC x NR micro-panel of B and a
 KC x MR one of A fill about 3/4 of L1; an MC x KC block of A half of L2; a
 KC x NC block of B half of L3.
 
+Weights read in place from their panels (`Panels.streamed`: matmul_packed)
+come from memory on every call when the model's weights outgrow the caches
+(BERT-base: 340 MB), so each depth step also prefetches the same row of the
+next panel into L2 (gemm_prefetch.py): the next panel arrives while this one
+is computed.
+
 Threads (`gemm_thread_split`): the whole GEMM is one parallel loop over
 tasks, so a GEMM with many K blocks does not pay a fork and a join per
 block. Matrices of the batch are the tasks when they divide among the
@@ -55,13 +61,14 @@ from typing import Callable
 
 from ...loops import expr as E
 from ...loops.buffer import Buffer
-from ...loops.ir import Alloc, For, If, NativeCall, Pointer, Stmt, Store, block
-from ...loops.schedule import substitute, substitute_expr
+from ...loops.ir import Alloc, For, If, Stmt, Store, block
+from ...loops.schedule import substitute
 from ..schedule_defaults import thread_count
 from ..run_time_choice import at_least, threads_if
 from ...loops.types import itemsize
 from ..target import cpu_target
 from ..tuned import configured, workload_key
+from .gemm_prefetch import prefetch_ahead, prefetch_next_panel
 from ...shapes import is_symbolic
 
 IndexFn = Callable[..., E.Expr]
@@ -314,6 +321,11 @@ class Panels:
     depth_stride: int
     offset: E.Expr | int = 0
     batch_stride: int = 0
+    streamed: bool = False  # constant weights read from memory on every call: prefetch the next panel
+
+    def __post_init__(self) -> None:
+        if self.streamed and (self.offset != 0 or self.batch_stride):
+            raise ValueError("Panels: streamed panels are one whole matrix (offset 0, no batch stride)")
 
     def load(self, batch: E.Expr, panel: E.Expr, depth: E.Expr, lane: E.Expr) -> E.Expr:
         index = self.offset + panel * self.panel_stride + depth * self.depth_stride + lane
@@ -396,7 +408,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     else:
         # the task's first panel: column chunks and NC blocks are whole numbers of panels
         panel = (chunk % split.col_chunks) * (n_chunk // nr) if split.col_chunks > 1 else E.const(0)
-        b_micro = b_panels.load(bi, panel + jc * (nc_max // nr) + jq, k_at(p), j)
+        b_panel = panel + jc * (nc_max // nr) + jq
+        b_micro = b_panels.load(bi, b_panel, k_at(p), j)
     if a_rows_in_place:
         # MR rows of A read where they lie (rows past M repeat the last one; their sums are dropped)
         a_row = row_base + iq * mr + i
@@ -412,6 +425,9 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     step: Stmt = For(i, E.const(mr), For(j, E.const(nr), Store(acc, i * nr + j, update), "vectorized"), "unrolled")
     if bl.pf:
         step = block(*prefetch_ahead(b_micro, p, j, bl.pf, nr, dtype), step)
+    if b_panels is not None and b_panels.streamed:
+        step = block(*prefetch_next_panel(b_panels.buffer, lambda pn, lane: b_panels.load(bi, pn, k_at(p), lane).index,
+                                          b_panel, b_panels.buffer.size // b_panels.panel_stride, nr, dtype), step)
     micro_kernel = block(For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
                          *depth_loop(p, kc, step, bl.ku, prefix))
     writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,
@@ -430,20 +446,6 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         return substitute(substitute(matrix, {bi.name: E.const(0)}), {task.name: E.const(0)})
     matrix = substitute(matrix, {bi.name: task // chunks if chunks > 1 else task})
     return For(task, E.const(tasks), matrix, "parallel" if split.parallel else "serial", split.threads_if)
-
-
-PREFETCH_SOURCE = "static inline void tk_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }"
-CACHE_LINE = 64
-
-
-def prefetch_ahead(b_micro: E.Load, p: E.Var, lane: E.Var, distance: int, nr: int, dtype: str) -> list[Stmt]:
-    """Prefetches of B's micro-panel row `distance` depth steps past p, one per cache line of its NR
-    lanes (clamped into the buffer: a prefetch never faults, but its address stays in bounds)."""
-    last = b_micro.buffer.size - 1
-    ahead = substitute_expr(b_micro.index, {p.name: p + distance, lane.name: E.const(0)})
-    lanes_per_line = max(CACHE_LINE // itemsize(dtype), 1)
-    return [NativeCall("tk_prefetch", (Pointer(b_micro.buffer, E.minimum(ahead + lane, last)),),
-                       source=PREFETCH_SOURCE) for lane in range(0, nr, lanes_per_line)]
 
 
 def depth_loop(p: E.Var, depth: E.Expr, step: Stmt, unroll: int, prefix: str) -> list[Stmt]:

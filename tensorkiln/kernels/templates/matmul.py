@@ -99,7 +99,7 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         return _bf16_packed_matmul(root, out, values, epilogue)
     panels = None
     if root.op == "matmul_packed":  # B's panels (ceil(N/NR), K, NR), read in place: b_value is never asked
-        panels = Panels(values.buffers[b_node.id], k * b_node.shape[2], b_node.shape[2])
+        panels = Panels(values.buffers[b_node.id], k * b_node.shape[2], b_node.shape[2], streamed=True)
     b_batched = panels is None and any(d != 1 for d in b_node.shape[:-2])
     if not b_batched and (batch > 1 or panels is not None):
         # B is shared by every batch: fold the batch into the rows, so B is packed once.
