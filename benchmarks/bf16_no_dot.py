@@ -18,7 +18,8 @@ and timed in turns with OpenVINO at its default settings (its precision is print
 `tools.timing.alternating_blocks` (blocks side by side, the order reversed every round). Printed:
 each run's median ms per call, the median over the blocks of fp32's time / the run's time and of
 OpenVINO's time / the run's time (above 1: faster), and each output's largest difference from
-PyTorch's float32 relative to its largest logit.
+PyTorch's float32 relative to its largest logit. `--kernels` also prints each kernel of "bf16" and
+of "fp32" (`f.profile`, the fastest of 3 profiles taken in turns, ms per call) and the sums.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ def main() -> int:
     parser = benchmark_arguments(__doc__, threads=2)
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"any of {', '.join(MODELS)} (default: all)")
     parser.add_argument("--pairs", type=int, default=6, help="rounds of blocks taken in turns")
+    parser.add_argument("--kernels", action="store_true", help="print the per-kernel profiles of bf16 and fp32")
     args = parser.parse_args()
     unknown = sorted(set(args.models) - set(MODELS))
     if unknown:
@@ -80,9 +82,9 @@ def main() -> int:
         arrays = [t.numpy() for t in inputs]
         with torch.no_grad():
             reference = model(*inputs).numpy()
-        runs, errors = {}, {}
+        runs, errors, functions = {}, {}, {}
         for name, (precision, replaced) in VARIANTS.items():
-            f = compiled(model, inputs, arrays, precision, replaced)
+            f = functions[name] = compiled(model, inputs, arrays, precision, replaced)
             out = np.asarray(f(*arrays).numpy())
             errors[name] = float(np.abs(out - reference).max() / np.abs(reference).max())
             runs[name] = lambda f=f: f(*arrays)
@@ -104,7 +106,22 @@ def main() -> int:
                             "fp32_over_run": over_fp32, "openvino_over_run": over_ov, "max_error": error,
                             "openvino_precision": str(ov_precision)})
             ok = ok and (name == "openvino" or error < 2e-2)
+        if args.kernels:
+            print_kernels({name: functions[name] for name in ("bf16", "fp32")}, inputs)
     return finish(args, results, ok)
+
+
+def print_kernels(functions: dict, inputs, rounds: int = 3) -> None:
+    """Each kernel's fastest time over `rounds` profiles per function, the functions taken in turns."""
+    profiles = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, f in functions.items():
+            profiles[name].append(f.profile(*inputs, repeat=10))
+    for name, taken in profiles.items():
+        fastest = [min(p.kernels[i].seconds for p in taken) for i in range(len(taken[0].kernels))]
+        print(f"{name}: {len(fastest)} kernels, {sum(fastest) * 1e3:.3f} ms (the sum of each kernel's fastest)")
+        for kernel, seconds in zip(taken[0].kernels, fastest):
+            print(f"  {kernel.name:40} {kernel.precision:30} {seconds * 1e3:8.3f}  {', '.join(kernel.ops[:6])}")
 
 
 if __name__ == "__main__":
