@@ -17,10 +17,12 @@ medians):
   "bf16, fp32 shallow kernel" on the float32 shallow kernel with the rounded
   operands (passes/shallow_bf16_weights.py's `BF16_SHALLOW` unset).
 - MobileNetV2's inverted residual blocks (1x1 expand, 3x3 depthwise, 1x1
-  project): "bf16" stores the depthwise layer's input and output as
-  bfloat16 (the depthwise kernel widens its input rows as it copies them);
-  "bf16, fp32 depthwise input" stores that input as float32 (grouping.py's
-  `BF16_DEPTHWISE_INPUT` unset); "bf16, pairs kernel" runs the 1x1 layers on the blocked bf16 kernel
+  project): "bf16" stores the depthwise layer's input as the target asks
+  (grouping.py's `bf16_depthwise_input`: bfloat16 with AVX512-BF16, the
+  depthwise kernel widening its input rows as it copies them; float32
+  holding rounded values without); "bf16, bf16 depthwise input" and
+  "bf16, fp32 depthwise input" force one or the other
+  (`BF16_DEPTHWISE_INPUT` True or False); "bf16, pairs kernel" runs the 1x1 layers on the blocked bf16 kernel
   even where the CPU has no AVX512-BF16 (passes/conv_bf16_weights.py's `PAIRS_WITHOUT_BF16_DOT` set;
   there "bf16" keeps the float32 blocked kernel on the rounded operands, and the pairs kernel widens).
 
@@ -92,7 +94,7 @@ def mobilenet_block(c: int, size: int, expand: int = 6):
     return block, RNG.standard_normal((1, c, size, size)).astype(np.float32), (2 * c * e + 9 * e) * size * size
 
 
-def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool = True,
+def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool | None = None,
              bf16_shallow: bool = True, pairs: bool = False):
     """tk.jit(fn) compiled now, in a fresh cache, with one bf16 decision replaced where asked."""
     saved = (layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW,
@@ -120,7 +122,8 @@ def main() -> int:
     cases = [("resnet18", c, s, resnet_block(c, s), {"bf16, direct": dict(direct=True)})
              for c, s in RESNET_BLOCKS]
     cases.insert(0, ("resnet18", 3, 224, resnet_stem(), {"bf16, fp32 shallow kernel": dict(bf16_shallow=False)}))
-    cases += [("mobilenetv2", c, s, mobilenet_block(c, s), {"bf16, fp32 depthwise input": dict(bf16_depthwise_input=False),
+    cases += [("mobilenetv2", c, s, mobilenet_block(c, s), {"bf16, bf16 depthwise input": dict(bf16_depthwise_input=True),
+                                                             "bf16, fp32 depthwise input": dict(bf16_depthwise_input=False),
                                                              "bf16, pairs kernel": dict(pairs=True)})
               for c, s in MOBILENET_BLOCKS]
     results = []

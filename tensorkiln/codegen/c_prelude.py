@@ -152,6 +152,16 @@ static inline uint16_t tk_f32_to_bf16(float f)
     bits += 0x7fffu + ((bits >> 16) & 1u);     /* round half to even */
     return (uint16_t)(bits >> 16);
 }
+
+/* tk_bf16_to_f32(tk_f32_to_bf16(f)), the same bits, kept in 32-bit lanes: a loop of it vectorizes
+ * as shifts, adds and one blend per vector, where the 16-bit round trip packs and unpacks lanes */
+static inline float tk_round_bf16(float f)
+{
+    const uint32_t bits = tk_f32_to_bits(f);
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    const uint32_t quiet = (bits | 0x00400000u) & 0xffff0000u;   /* NaN: keep it a quiet NaN */
+    return tk_bits_to_f32((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
 """
 
 _INT_HELPERS = r"""

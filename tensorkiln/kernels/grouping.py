@@ -17,6 +17,7 @@ from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
 from .templates.attention import attention_parts, safe_softmax_guard
 from .bf16_storage import bf16_storage_reason, unstore_packed_roundings
+from .target import cpu_target
 from .templates.gemm_bf16 import PACKING_CONTRACTIONS, is_bf16_rounding
 
 # The longest chain of ops one kernel inlines (its root's inline depth). Lowering expands the
@@ -203,14 +204,23 @@ BF16_STORAGE_READERS = frozenset({"conv2d_nchwc_bf16"})
 # it stores half the bytes, and the depthwise kernel widens each element once, copying the rows of its
 # band (conv_nchwc.py). Widened at each of its 9 taps instead it measured slower than float32 storage;
 # widened in the copy, 1.0-1.06x faster on MobileNetV2's blocks (`python benchmarks/bf16_convs.py`).
-BF16_DEPTHWISE_INPUT = True
+# That store converts each vector with vcvtneps2bf16 (bf16_store.py); without AVX512-BF16 it is
+# integer arithmetic per lane, and the expanding layer storing bf16 measured about 2x its float32 time
+# (docs/precision.md), so there the depthwise input stays float32 (rounded values, rounded as the
+# depthwise kernel copies them). None: from the target (`CpuTarget.bf16_dot`); True or False forces it.
+BF16_DEPTHWISE_INPUT: bool | None = None
+
+
+def bf16_depthwise_input() -> bool:
+    """Whether a blocked depthwise convolution reads its input from bfloat16 storage on this target."""
+    return cpu_target().bf16_dot if BF16_DEPTHWISE_INPUT is None else BF16_DEPTHWISE_INPUT
 
 
 def reads_bf16_storage(node: Node) -> bool:
     """`node` reads a bf16 rounding of its input from a bfloat16 buffer: the bf16 direct convolution
-    (as pairs), or, with BF16_DEPTHWISE_INPUT, a blocked depthwise one."""
+    (as pairs), or, where `bf16_depthwise_input`, a blocked depthwise one."""
     depthwise = node.op == "conv2d_nchwc" and node.attrs.get("groups", 1) > 1
-    return node.op in BF16_STORAGE_READERS or (BF16_DEPTHWISE_INPUT and depthwise)
+    return node.op in BF16_STORAGE_READERS or (depthwise and bf16_depthwise_input())
 # Contractions that read each operand element about once, into a packed panel or a padded copy:
 # a rounding of a stored value read only by them is computed there, not stored first.
 CONV_ROUNDING_READERS = BF16_STORAGE_READERS | {"conv2d", "conv2d_winograd", "conv2d_shallow_bf16"}

@@ -91,4 +91,4 @@ math_function("rsqrt", 1, lambda x: type(x)(1) / np.sqrt(x),
 # float32 -> float32 rounded through a 16-bit storage type (a cast to it that is not stored)
 math_function("round_f16", 1, lambda x: np.float32(np.float16(x)),
               {"float32": "tk_f16_to_f32(tk_f32_to_f16({args}))"})
-math_function("round_bf16", 1, _round_bf16, {"float32": "tk_bf16_to_f32(tk_f32_to_bf16({args}))"})
+math_function("round_bf16", 1, _round_bf16, {"float32": "tk_round_bf16({args})"})

@@ -1,5 +1,6 @@
 """A store into a bfloat16 buffer rounds once: a round_bf16 on top of the stored value (an epilogue's
-rounding for bf16 storage, a cast to bfloat16) is dropped from the C, with the same bits."""
+rounding for bf16 storage, a cast to bfloat16) is dropped from the C, with the same bits. A round_bf16
+stored as float32 (bf16 values in float32 storage) has the bits of the bf16 store, widened."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,6 +26,7 @@ x_in = Buffer("x_in", "float32", (SIZE,))
 y_in = Buffer("y_in", "float32", (SIZE,))
 rounded = Buffer("rounded", "bfloat16", (SIZE,))
 selected = Buffer("selected", "bfloat16", (SIZE,))
+in_float32 = Buffer("in_float32", "float32", (SIZE,))
 i = Var("i")
 
 
@@ -41,11 +43,12 @@ def inputs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 @pytest.fixture(scope="module")
 def module():
     x, y = Load(x_in, i), Load(y_in, i)
-    kernel = Kernel("bf16_stores", (rounded, selected, x_in, y_in), For(i, SIZE, block(
+    kernel = Kernel("bf16_stores", (rounded, selected, in_float32, x_in, y_in), For(i, SIZE, block(
         Store(rounded, i, call("round_bf16", x)),
         Store(selected, i, where(lt(x, y), call("round_bf16", x), call("round_bf16", y))),
+        Store(in_float32, i, call("round_bf16", x)),
     ), "vectorized"))
-    return build(Program("bf16_store_checks", (kernel,), (x_in, y_in), (rounded, selected)))
+    return build(Program("bf16_store_checks", (kernel,), (x_in, y_in), (rounded, selected, in_float32)))
 
 
 def test_the_store_rounds_once_in_c(module):
@@ -57,7 +60,13 @@ def test_the_store_rounds_once_in_c(module):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_bits_equal_a_single_rounding(module, seed):
     x, y = inputs(np.random.default_rng(seed))
-    out = dict(zip(("rounded", "selected"), module.run(x, y)))
+    out = dict(zip(("rounded", "selected", "in_float32"), module.run(x, y)))
     np.testing.assert_array_equal(out["rounded"].view(np.uint16), bf16_bits(x))
     want = np.where(x < y, bf16_bits(x), bf16_bits(y))
     np.testing.assert_array_equal(out["selected"].view(np.uint16), want)
+    np.testing.assert_array_equal(out["in_float32"].view(np.uint32), bf16_bits(x).astype(np.uint32) << 16)
+
+
+def test_a_float32_rounding_stays_in_32_bit_lanes(module):
+    body = module.source.text.split("bf16_stores", 1)[1]
+    assert "tk_round_bf16(" in body and "tk_bf16_to_f32(tk_f32_to_bf16(" not in body

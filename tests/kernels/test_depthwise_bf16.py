@@ -12,6 +12,8 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
+from tensorkiln.kernels import grouping
+from tensorkiln.kernels.target import cpu_target
 from tensorkiln.passes import conv_bf16_weights
 
 from .dot_paths import bf16, bf16_path as path  # noqa: F401  (path: the fixture)
@@ -80,10 +82,13 @@ def test_depthwise_block_matches_float64_and_the_bf16_graph(path, c, e, h, w, wi
     assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < 2e-2
 
 
-def test_the_depthwise_layer_reads_and_writes_bf16_storage(monkeypatch):
+def test_the_depthwise_layer_reads_and_writes_bf16_storage(monkeypatch, tmp_path):
     """Between 1x1 layers on bf16 pairs (on a target without vdpbf16ps, asked for by
-    PAIRS_WITHOUT_BF16_DOT) the depthwise layer reads and writes bfloat16."""
+    PAIRS_WITHOUT_BF16_DOT) the depthwise layer reads and writes bfloat16 (its input as bf16: the
+    choice for AVX512-BF16, asked for by BF16_DEPTHWISE_INPUT)."""
     monkeypatch.setattr(conv_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
+    monkeypatch.setattr(grouping, "BF16_DEPTHWISE_INPUT", True)
+    monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))  # compiled anew: the switch is no cache key
     w1, wd, w2, bias = weights(16, 96, 3)
     block = block_function(w1, wd, w2, bias, 1)
     x = RNG.standard_normal((1, 16, 14, 14)).astype(np.float32)
@@ -93,3 +98,30 @@ def test_the_depthwise_layer_reads_and_writes_bf16_storage(monkeypatch):
     signature = depthwise[0].loop_ir.splitlines()[0]  # kernel name(output, inputs...)
     assert signature.count("bfloat16[") == 2, signature  # its output and its input
     assert all(k.kind == "contraction" for k in kernels)  # no rounding kernel in between
+
+
+def test_without_bf16_dot_the_block_stays_in_float32_storage(monkeypatch, tmp_path):
+    """On a target without vdpbf16ps (the 1x1 layers on the float32 blocked kernel) the depthwise
+    layer's input and output are float32 holding bf16-rounded values, each rounded in the epilogue
+    of the kernel that computes it, with no rounding kernel between the layers; the numbers are the
+    bf16 reference's."""
+    monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
+    monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))
+    cpu_target.cache_clear()
+    try:
+        assert not grouping.bf16_depthwise_input()
+        w1, wd, w2, bias = weights(16, 96, 3)
+        block = block_function(w1, wd, w2, bias, 2)
+        x = RNG.standard_normal((1, 16, 15, 13)).astype(np.float32)
+        f = tk.jit(block, precision="bf16")
+        got = f(x).numpy()
+        kernels = f.report(x).kernels
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()
+    depthwise = [k for k in kernels if any("groups=96" in n for n in k.nodes)]
+    assert len(depthwise) == 1 and "bfloat16[" not in depthwise[0].loop_ir.splitlines()[0]
+    assert "round_bf16" in depthwise[0].loop_ir  # its output rounded as it is stored
+    assert all(k.kind == "contraction" for k in kernels)
+    oracle = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
+    assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 2e-3

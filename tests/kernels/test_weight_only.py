@@ -18,6 +18,7 @@ from tensorkiln.ir.ops import REGISTRY, TensorType, infer_type
 from tensorkiln.ir.ops.weight_only import (dequantize, int4_steps, pack_weight_only, quantize_groups,
                                            quantize_rows, unpack_weight_only)
 from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target
+from tensorkiln.kernels.templates.weight_only import bf16_matvec_kind
 from tensorkiln.passes.weight_only import WeightOnlySpec, weight_only_spec
 from tensorkiln import dtypes as dt
 from tensorkiln.ir.ops import Attrs
@@ -170,17 +171,23 @@ def test_rows_quantized_per_group():
     assert np.all(np.abs(a_q).reshape(3, -1)[:, :64].reshape(3, 2, 32).max(-1)[[0, 1, 2], [0, 0, 0]] == 127)
 
 
-@pytest.mark.parametrize("path", ["dpbf16", "widened", "portable"])
+@pytest.mark.parametrize("path", ["dpbf16", "widened", "avx2", "portable"])
 def test_bf16_matrix_vector(monkeypatch, path):
     """precision="bf16" with too few rows for the bf16 GEMM: bf16 weights in the matrix-vector helper
-    (odd depths: a zero-padded last pair)."""
+    (odd depths: a zero-padded last pair), each variant of it: vdpbf16ps, widened in 512-bit vectors,
+    in 256-bit halves (AVX2), plain C."""
     if path == "dpbf16" and not cpu_target().bf16_dot:
         pytest.skip("this CPU has no AVX512-BF16")
+    if path == "widened" and cpu_target().vector_bytes < 64:
+        pytest.skip("this CPU has no 512-bit vectors")
+    if path == "avx2" and not cpu_target().fma256:
+        pytest.skip("this CPU has no AVX2 with FMA")
     if path == "widened":
         monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
-    if path == "portable":
-        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    if path in ("avx2", "portable"):
+        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32" if path == "avx2" else "16")
     cpu_target.cache_clear()
+    assert bf16_matvec_kind() == {"widened": "avx512"}.get(path, path)
     shapes = [(1, 100, 77), (3, 257, 130), (2, 65, 96), (1, 768, 161), (1, 1, 4096)]
     xs = [RNG.standard_normal((m, k)).astype(np.float32) for m, k, n in shapes]
     ws = [RNG.standard_normal((k, n)).astype(np.float32) for m, k, n in shapes]

@@ -51,10 +51,12 @@ def int4_kind() -> str:
 
 
 def bf16_matvec_kind() -> str:
-    """The bf16 matrix-vector helper's variant: "dpbf16" (AVX512-BF16), "avx512" or "portable"."""
+    """The bf16 matrix-vector helper's variant: "dpbf16" (AVX512-BF16), "avx512", "avx2" (256-bit
+    vectors with FMA) or "portable" (plain C, one chain per column: much slower than the float32
+    matrix-vector product, so only for a CPU without AVX2)."""
     target = cpu_target()
     if target.vector_bytes < 64:
-        return "portable"
+        return "avx2" if target.vector_bytes == 32 and target.fma256 else "portable"
     return "dpbf16" if target.bf16_dot else "avx512"
 
 

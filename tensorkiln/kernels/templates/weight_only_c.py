@@ -444,6 +444,62 @@ _BF16_UPDATE = {
 }
 _BF16_HOW = {"dpbf16": "vdpbf16ps", "avx512": "bf16 widened to float32 by a shift or a mask, two FMAs"}
 
+# Without 512-bit vectors (AVX2 and FMA: Zen 3, Haswell to Alder Lake, a virtual machine that hides
+# AVX-512): each 16-column vector of pairs is two 256-bit halves, each widened as the avx512 kind does
+# (even elements by a shift, odd ones by a mask), with the same two FMAs per pair and row. One chain
+# unless a single row leaves registers to spare: 4 rows x 2 vectors x 2 halves is already 16 ymm sums.
+_BF16_TILE_AVX2 = r"""
+/* bf16 pairs: c[i][0..16 nv) = sum over pairs q of a[i][2q] * b[2q][j] + a[i][2q+1] * b[2q+1][j]
+ * (bf16 widened to float32 by a shift or a mask in 256-bit halves, two FMAs) for mr rows of A,
+ * itself given as bf16 pairs (one 32-bit word per pair) */
+static inline __attribute__((always_inline)) void tk_bf16_mv_tile_avx2(
+    const int mr, const int nv, const tk_bf16_pair *restrict a, int64_t lda, const uint16_t *restrict b,
+    float *restrict c, int64_t ldc, int64_t pairs)
+{
+    const int chains = mr == 1 ? 2 : 1;
+    const __m256i upper = _mm256_set1_epi32((int32_t)0xffff0000u);
+    __m256 sum[2][4][4];  /* [chain][row][vector * 2 + half] */
+#pragma GCC unroll 2
+    for (int t = 0; t < 2; t++) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 4
+            for (int h = 0; h < 4; h++) sum[t][i][h] = _mm256_setzero_ps();
+        }
+    }
+#define TK_BF16_MV_STEP(Q, T) do { \
+        _Pragma("GCC unroll 4") \
+        for (int h = 0; h < 2 * nv; h++) { \
+            const __m256i bv = _mm256_loadu_si256((const __m256i *)(b + (Q) * 32 * nv + 16 * h)); \
+            const __m256 b_even = _mm256_castsi256_ps(_mm256_slli_epi32(bv, 16)); \
+            const __m256 b_odd = _mm256_castsi256_ps(_mm256_and_si256(bv, upper)); \
+            _Pragma("GCC unroll 4") \
+            for (int i = 0; i < mr; i++) { \
+                const __m256i ap = _mm256_set1_epi32((int32_t)a[i * lda + (Q)]); \
+                const __m256 a_even = _mm256_castsi256_ps(_mm256_slli_epi32(ap, 16)); \
+                const __m256 a_odd = _mm256_castsi256_ps(_mm256_and_si256(ap, upper)); \
+                sum[T][i][h] = _mm256_fmadd_ps(a_odd, b_odd, _mm256_fmadd_ps(a_even, b_even, sum[T][i][h])); \
+            } \
+        } \
+    } while (0)
+    int64_t q = 0;
+    for (; q + chains <= pairs; q += chains) {
+#pragma GCC unroll 2
+        for (int t = 0; t < chains; t++) TK_BF16_MV_STEP(q + t, t);
+    }
+    for (; q < pairs; q++) TK_BF16_MV_STEP(q, 0);
+#undef TK_BF16_MV_STEP
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {
+#pragma GCC unroll 4
+        for (int h = 0; h < 2 * nv; h++) {
+            _mm256_storeu_ps(c + i * ldc + 8 * h, chains > 1 ? _mm256_add_ps(sum[0][i][h], sum[1][i][h])
+                                                             : sum[0][i][h]);
+        }
+    }
+}
+"""
+
 _BF16_TILE_PORTABLE = r"""
 /* bf16 pairs, plain C: the sums of the vector tiles (one chain) */
 static inline float tk_bf16_mv_widen(uint32_t bits) {
@@ -491,7 +547,7 @@ static void tk_bf16_matvec_{kind}(const tk_bf16_pair *restrict a, int64_t lda, i
 }}
 """
 
-BF16_KINDS = ("dpbf16", "avx512", "portable")
+BF16_KINDS = ("dpbf16", "avx512", "avx2", "portable")
 
 
 # A's pairs are a bfloat16 buffer read as 32-bit words: the type may alias the 16-bit stores that wrote
@@ -503,6 +559,8 @@ def bf16_matvec_source(kind: str) -> str:
     """The C of `tk_bf16_matvec_<kind>` (kind in BF16_KINDS)."""
     if kind == "portable":
         tile = "#include <string.h>\n" + _BF16_TILE_PORTABLE
+    elif kind == "avx2":
+        tile = _INCLUDE + _BF16_TILE_AVX2
     else:
         tile = _INCLUDE + _BF16_TILE.format(kind=kind, how=_BF16_HOW[kind], prepare_b=_BF16_PREPARE[kind],
                                             update=_BF16_UPDATE[kind])
