@@ -23,7 +23,6 @@ of "fp32" (`f.profile`, the fastest of 3 profiles taken in turns, ms per call) a
 """
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import benchmark_arguments, finish, torch_peer  # noqa: E402
+from common import benchmark_arguments, compiled_with, finish, torch_peer  # noqa: E402
 
 MODELS = ("resnet18", "mobilenetv2")
 VARIANTS = {  # name -> (precision, attributes of tensorkiln modules replaced while it compiles)
@@ -44,19 +43,7 @@ VARIANTS = {  # name -> (precision, attributes of tensorkiln modules replaced wh
 
 def compiled(model, inputs, arrays, precision: str, replaced: dict):
     """from_torch(model) compiled now, in a fresh cache, with `replaced` module attributes in place."""
-    from tensorkiln.importers.torch import from_torch
-    modules = {name: importlib.import_module(f"tensorkiln.{name}") for name, _ in replaced}
-    saved = {key: getattr(modules[key[0]], key[1]) for key in replaced}
-    os.environ["TENSORKILN_CACHE"] = tempfile.mkdtemp(prefix="tk-bf16-no-dot-")
-    try:
-        for (name, attribute), value in replaced.items():
-            setattr(modules[name], attribute, value)
-        f = from_torch(model, inputs, precision=precision)
-        f(*arrays)
-        return f
-    finally:
-        for (name, attribute), value in saved.items():
-            setattr(modules[name], attribute, value)
+    return compiled_with(model, inputs, arrays, precision, replaced, "tk-bf16-no-dot-")
 
 
 def main() -> int:

@@ -26,33 +26,20 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import benchmark_arguments, finish, torch_peer  # noqa: E402
+from common import benchmark_arguments, compiled_with, finish, torch_peer  # noqa: E402
 
-VARIANTS = {  # name -> (precision, attributes of kernels/templates modules replaced while it compiles)
+VARIANTS = {  # name -> (precision, attributes of tensorkiln modules replaced while it compiles)
     "bf16": ("bf16", {}),
-    "bf16, float32 tile budget": ("bf16", {("conv_nchwc_bf16", "WIDENED_TILE_REGISTERS"): {}}),
-    "bf16, loop IR": ("bf16", {("conv_nchwc_bf16", "uses_widened_tile"): lambda kb: False,
-                               ("conv_shallow_bf16", "uses_widened_tile"): lambda lanes: False}),
+    "bf16, float32 tile budget": ("bf16", {("kernels.templates.conv_nchwc_bf16", "WIDENED_TILE_REGISTERS"): {}}),
+    "bf16, loop IR": ("bf16", {("kernels.templates.conv_nchwc_bf16", "uses_widened_tile"): lambda kb: False,
+                               ("kernels.templates.conv_shallow_bf16", "uses_widened_tile"): lambda lanes: False}),
     "fp32": ("fp32", {}),
 }
 
 
 def compiled(model, inputs, arrays, precision: str, replaced: dict):
     """from_torch(model) compiled now, in a fresh cache, with `replaced` module attributes in place."""
-    import importlib
-    from tensorkiln.importers.torch import from_torch
-    modules = {name: importlib.import_module(f"tensorkiln.kernels.templates.{name}") for name, _ in replaced}
-    saved = {key: getattr(modules[key[0]], key[1]) for key in replaced}
-    os.environ["TENSORKILN_CACHE"] = tempfile.mkdtemp(prefix="tk-bf16-widened-")
-    try:
-        for (name, attribute), value in replaced.items():
-            setattr(modules[name], attribute, value)
-        f = from_torch(model, inputs, precision=precision)
-        f(*arrays)
-        return f
-    finally:
-        for (name, attribute), value in saved.items():
-            setattr(modules[name], attribute, value)
+    return compiled_with(model, inputs, arrays, precision, replaced, "tk-bf16-widened-")
 
 
 def main() -> int:

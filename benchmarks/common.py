@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import tempfile
 import platform
 import time
 
@@ -108,6 +110,24 @@ def bf16_dot_text() -> str:
     """Whether this host multiplies bf16 pairs with vdpbf16ps, for a benchmark's header line."""
     from tensorkiln.kernels.target import cpu_target
     return "yes" if cpu_target().bf16_dot else "no (widened)"
+
+
+def compiled_with(model, inputs, arrays, precision: str, replaced: dict, cache_prefix: str = "tk-variant-"):
+    """from_torch(model) compiled now, in a fresh cache, with `replaced` attributes of tensorkiln modules
+    in place ({(module under tensorkiln, attribute): value}), then called once on `arrays`."""
+    from tensorkiln.importers.torch import from_torch
+    modules = {name: importlib.import_module(f"tensorkiln.{name}") for name, _ in replaced}
+    saved = {key: getattr(modules[key[0]], key[1]) for key in replaced}
+    os.environ["TENSORKILN_CACHE"] = tempfile.mkdtemp(prefix=cache_prefix)
+    try:
+        for (name, attribute), value in replaced.items():
+            setattr(modules[name], attribute, value)
+        f = from_torch(model, inputs, precision=precision)
+        f(*arrays)
+        return f
+    finally:
+        for (name, attribute), value in saved.items():
+            setattr(modules[name], attribute, value)
 
 
 def torch_peer(threads: int):
