@@ -56,6 +56,7 @@ band copies, whose 17 rows of 112 pixels did not stay in L1.)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ...ir.graph import Node
 from ...loops import expr as E
@@ -72,6 +73,54 @@ from .bf16_store import bf16_tile_store, uses_vector_store
 from .plane import as_expr, is_run_time, run_time_min
 
 PREFIX = "nc"
+
+
+@dataclass(frozen=True)
+class TileAt:
+    """Where a tile's lane stands: image, group, output row, first pixel, and the lane loops (pixel, block, lane)."""
+    img: E.Expr
+    grp: E.Expr
+    oy: E.Expr
+    ox0: E.Expr
+    i: E.Var
+    o: E.Var
+    j: E.Var
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """A tile of `pixels` x `g_blocks` blocks of `kb` channels in an output of `kblocks` blocks, oh x ow."""
+    pixels: int
+    g_blocks: int
+    kb: int
+    kblocks: int
+    oh: object
+    ow: object
+
+
+def tile_store(out: Buffer, acc: Buffer, lanes: Callable[[Stmt], Stmt], epilogue: Callable, blocked_out: bool,
+               at: TileAt, shape: TileShape) -> Stmt:
+    """Store accumulators `acc` (slot (i*g_blocks + o)*kb + j) through `epilogue` into `out`.
+
+    A blocked output (NCHWc) keeps lane j in block kblock; the end of a chain writes plain NCHW,
+    lane j being channel kblock*kb + j. bf16 blocks of 16 convert with vcvtneps2bf16 (bf16_store.py).
+    """
+    img, oy, ox0, i, o, j = at.img, at.oy, at.ox0, at.i, at.o, at.j
+    kb, kblocks, oh, ow = shape.kb, shape.kblocks, shape.oh, shape.ow
+    slot = (i * shape.g_blocks + o) * kb + j
+    kblock = at.grp * shape.g_blocks + o
+    if blocked_out:
+        out_index = [img, kblock, oy, ox0 + i, j]
+        flat = (((img * kblocks + kblock) * oh + oy) * ow + ox0 + i) * kb + j
+    else:
+        out_index = [img, kblock * kb + j, oy, ox0 + i]
+        flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
+    value = epilogue(out_index, E.Load(acc, slot))
+    if blocked_out and uses_vector_store(out, kb):  # the epilogue in place, then vcvtneps2bf16
+        out_at = (((img * kblocks + kblock) * oh + oy) * ow + ox0) * kb
+        return bf16_tile_store(out, acc, lanes, slot, value, o, shape.g_blocks, shape.pixels, out_at)
+    return lanes(Store(out, flat, value))
+
 
 
 @dataclass(frozen=True)
@@ -429,18 +478,8 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
             update = E.call("fma", E.Load(source, x_at + i * (sw * cb)), E.Load(wvec, o * kb + j), E.Load(acc, slot))
             reduce = For(icb, E.const(cblocks), For(r, E.const(kh), For(s, E.const(kw), For(
                 ic, E.const(cb), Alloc(wvec, block(step_offsets, load_w, lanes(Store(acc, slot, update))))))))
-        if blocked_out:
-            out_index = [img, kblock, oy, ox0 + i, j]
-            flat = (((img * kblocks + kblock) * oh + oy) * ow + ox0 + i) * kb + j
-        else:  # the end of a chain: lane j is channel kblock*kb + j of an NCHW output
-            out_index = [img, kblock * kb + j, oy, ox0 + i]
-            flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
-        value = epilogue(out_index, E.Load(acc, slot))
-        if blocked_out and uses_vector_store(out, kb):  # the epilogue in place, then vcvtneps2bf16
-            out_at = (((img * kblocks + grp * g_blocks + o) * oh + oy) * ow + ox0) * kb
-            store = bf16_tile_store(out, acc, lanes, slot, value, o, g_blocks, pixels, out_at)
-        else:
-            store = lanes(Store(out, flat, value))
+        store = tile_store(out, acc, lanes, epilogue, blocked_out, TileAt(img, grp, oy, ox0, i, o, j),
+                           TileShape(pixels, g_blocks, kb, kblocks, oh, ow))
         zero = For(q, E.const(pixels * g_blocks * kb), Store(acc, q, E.Const(0.0, dtype)), "vectorized")
         return Alloc(acc, block(zero, reduce, store))
 

@@ -41,8 +41,7 @@ from ...loops.ir import Alloc, For, Let, NativeCall, Pointer, Stmt, Store, block
 from ..inline import ValueBuilder
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..target import cpu_target
-from .bf16_store import bf16_tile_store, uses_vector_store
-from .conv_nchwc import _padded_copy, nchwc_tile
+from .conv_nchwc import TileAt, TileShape, _padded_copy, nchwc_tile, tile_store
 from .conv_nchwc_bf16_c import conv_tile_name, conv_tile_source
 from .bf16_widened_c import WIDENED_LANES, widened_conv_tile_name, widened_conv_tile_source
 
@@ -125,7 +124,6 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
     def tile_code(pixels: int, ox0: E.Expr) -> Stmt:
         acc = Buffer(f"{PREFIX}_acc", "float32", (pixels * g_blocks * kb,), scope="local")
         slot = (i * g_blocks + o) * kb + j
-        kblock = grp * g_blocks + o
         x_at = ((img * cblocks * rows + oy * sh) * cols + ox0 * sw) * cb  # channel 0 of the tile's first pixel
         w_at = grp * g_blocks * w_block
         lanes = lambda stmt: For(i, E.const(pixels), For(o, E.const(g_blocks), For(  # noqa: E731
@@ -141,18 +139,8 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
         else:
             products = _widened_products(source, weights, acc, lanes, pixels, (x_at, w_at), (cblocks, kh, kw, pairs),
                                          (x_block, x_row, x_col, x_pixel), (g_blocks, kb, w_block), slot)
-        if blocked_out:
-            out_index = [img, kblock, oy, ox0 + i, j]
-            flat = (((img * kblocks + kblock) * oh + oy) * ow + ox0 + i) * kb + j
-        else:  # the end of a chain: lane j is channel kblock*kb + j of an NCHW output
-            out_index = [img, kblock * kb + j, oy, ox0 + i]
-            flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
-        value = epilogue(out_index, E.Load(acc, slot))
-        if blocked_out and uses_vector_store(out, kb):  # the epilogue in place, then vcvtneps2bf16
-            out_at = (((img * kblocks + grp * g_blocks + o) * oh + oy) * ow + ox0) * kb
-            store = bf16_tile_store(out, acc, lanes, slot, value, o, g_blocks, pixels, out_at)
-        else:
-            store = lanes(Store(out, flat, value))
+        store = tile_store(out, acc, lanes, epilogue, blocked_out, TileAt(img, grp, oy, ox0, i, o, j),
+                           TileShape(pixels, g_blocks, kb, kblocks, oh, ow))
         return Alloc(acc, block(products, store))
 
     row: list[Stmt] = []
