@@ -15,7 +15,10 @@ contractions of PACKING_CONTRACTIONS):
 - after the refinements of grouping.partition, a stored narrowing whose x ended up stored
   anyway (a layer norm's output that a residual add reads too) is dropped again: the GEMMs
   round x while packing it, which costs no pass of its own. So is a stored `round_bf16(x)`
-  (the float32 rounding that passes/bf16_fp32_gemm.py writes for the float32 templates).
+  (the float32 rounding that passes/bf16_fp32_gemm.py writes for the float32 templates);
+  and an x with other readers that such a rounding's GEMMs read is stored from the start
+  (`read_rounded_by_gemms`), as float32 would store it for them: left inlined, its
+  expression would run on into the kernels of the layers after it.
 
 A graph without bfloat16 casts (precision="fp32") meets none of these rules.
 """
@@ -42,6 +45,15 @@ def rounded_input(node: Node) -> Node | None:
     if is_bf16_rounding(node):
         return node.inputs[0].inputs[0]
     return node.inputs[0] if node.op == "round_bf16" else None
+
+
+def read_rounded_by_gemms(node: Node, users: list[Node], users_of: dict[int, list[Node]]) -> bool:
+    """`node` has several readers, one of them a round_bf16 read only by GEMMs (through reindexing): a
+    post-norm layer norm's output, read by the next layer's projections and by its residual add. Stored
+    as it is, in float32, the GEMMs round it as they pack it, and the residual reads it unrounded."""
+    return len(users) > 1 and any(
+        u.op == "round_bf16" and (readers := _readers_through_reindexing(u, users_of))
+        and all(r.op in PACKING_CONTRACTIONS for r in readers) for u in users)
 
 
 def _reads_through_expressions(widening: Node, users_of: dict[int, list[Node]]) -> bool:
@@ -123,4 +135,4 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
             stored.discard(node.id)
 
 
-__all__ = ["bf16_storage_reason", "is_narrowing", "is_widening", "rounded_input", "unstore_packed_roundings"]
+__all__ = ["bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms", "rounded_input", "unstore_packed_roundings"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
 from .templates.attention import attention_parts, safe_softmax_guard
-from .bf16_storage import bf16_storage_reason, rounded_input, unstore_packed_roundings
+from .bf16_storage import bf16_storage_reason, read_rounded_by_gemms, rounded_input, unstore_packed_roundings
 from .target import cpu_target
 from .templates.gemm_bf16 import PACKING_CONTRACTIONS, is_bf16_rounding
 
@@ -156,6 +156,8 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
     if users_of is not None and node.kind in (OpKind.ELEMENTWISE, OpKind.CONTRACTION) and len(users) > 1 and \
             any(_read_in_bf16(u, users_of, lambda r: r.op in CONV_ROUNDING_READERS) for u in users):
         return "read by a bf16 convolution (which rounds it as it copies) and by other ops"
+    if users_of is not None and read_rounded_by_gemms(node, users, users_of):
+        return "read by GEMMs (which round it as they pack it) and by other ops"
     if node.kind == OpKind.CONTRACTION:
         # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
         return None if _has_epilogue(node, users, users_of or {}) else "a contraction without an epilogue"
