@@ -193,3 +193,19 @@ def test_a_target_with_bf16_dot_products_keeps_the_pairs():
     f = tk.jit(lambda x: x @ weight, precision="bf16")
     assert "round_bf16" not in graph_ops(f, x)
     assert [k.precision for k in f.report(x).kernels] == ["bf16 (vdpbf16ps)"]
+
+
+def test_a_run_time_length(no_bf16_dot):
+    """GPT-2 with a symbolic sequence length: the prefill's GEMMs and the decode step's matrix-vector
+    products, one program per shape class, each as the bf16 reference interpreter computes it."""
+    tk.manual_seed(0)
+    model = models.GPT2LMHeadModel(models.GPT2Config(vocab_size=50, n_positions=64, n_embd=64, n_layer=1,
+                                                     n_head=4))
+    model.eval()
+    with tk.no_grad():
+        f = tk.jit(model, precision="bf16", dynamic={"input_ids": {1: "seq"}})
+        oracle = tk.jit(model, precision="bf16", backend="interpreter")
+        for length in (1, 5, 40):
+            ids = RNG.integers(0, 50, (1, length))
+            got, want = f(ids).numpy(), oracle(ids).numpy()
+            assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-4
