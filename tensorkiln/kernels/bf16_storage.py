@@ -47,13 +47,19 @@ def rounded_input(node: Node) -> Node | None:
     return node.inputs[0] if node.op == "round_bf16" else None
 
 
+# The readers that round a stored float32 value as they read it once per use, packing or copying it: the
+# GEMMs, and the NCHW convolutions (implicit GEMM, or a copy of the input) that the float32 templates run
+# on a round_bf16 input where the target has no bf16 dot products (passes/bf16_fp32_gemm.py).
+FP32_ROUNDING_READERS = PACKING_CONTRACTIONS | {"conv2d"}
+
+
 def read_rounded_by_gemms(node: Node, users: list[Node], users_of: dict[int, list[Node]]) -> bool:
     """`node` has several readers, one of them a round_bf16 read only by GEMMs (through reindexing): a
     post-norm layer norm's output, read by the next layer's projections and by its residual add. Stored
     as it is, in float32, the GEMMs round it as they pack it, and the residual reads it unrounded."""
     return len(users) > 1 and any(
         u.op == "round_bf16" and (readers := _readers_through_reindexing(u, users_of))
-        and all(r.op in PACKING_CONTRACTIONS for r in readers) for u in users)
+        and all(r.op in FP32_ROUNDING_READERS for r in readers) for u in users)
 
 
 def _reads_through_expressions(widening: Node, users_of: dict[int, list[Node]]) -> bool:
@@ -121,7 +127,7 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
             x = node.inputs[0]
             readers = _readers_through_reindexing(node, users_of)
             if (x.id in stored or x.kind == OpKind.SOURCE) and readers and \
-                    all(r.op in PACKING_CONTRACTIONS and r.id not in outputs for r in readers):
+                    all(r.op in FP32_ROUNDING_READERS and r.id not in outputs for r in readers):
                 stored.discard(node.id)
             continue
         if not is_narrowing(node):
@@ -135,5 +141,5 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
             stored.discard(node.id)
 
 
-__all__ = ["bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms", "rounded_input",
+__all__ = ["FP32_ROUNDING_READERS", "bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms", "rounded_input",
            "unstore_packed_roundings"]

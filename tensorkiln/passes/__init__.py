@@ -45,7 +45,7 @@ from typing import Callable
 
 from ..ir.graph import Graph, verify
 from .constant_fold import fold_constants
-from .bf16_fp32_gemm import fp32_kernels_for_bf16, round_for_fp32_kernels
+from .bf16_fp32_gemm import fp32_kernels_for_bf16, round_conv_operands, round_for_fp32_kernels
 from .conv_bf16_weights import pack_conv_bf16_weights
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
@@ -121,6 +121,8 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
             if precision == "bf16":
                 passes.append(("conv_bf16_weights", pack_conv_bf16_weights))
                 passes.append(("shallow_bf16_weights", pack_shallow_bf16_weights))
+                # the convolutions still in NCHW: the float32 implicit GEMM where the target has no bf16 dot
+                passes.append(("bf16_fp32_conv", round_conv_operands))
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:

@@ -26,6 +26,11 @@ bf16 templates do not take for bf16 storage:
   attention kernel (kernels/templates/attention.py) computes the products on them, the
   softmax in float32 as the graph says (its probabilities are not rounded).
 
+The convolutions left in NCHW after the layout pass (`conv2d`: ResNet-18's strided 1x1 layer of
+its second stage, the RGB stems) get the same rounding, after that pass (`round_conv_operands`), so
+the implicit-GEMM ones run the float32 GEMM too; the blocked and Winograd convolutions keep the
+precision pass's casts, which their own rules read (passes/conv_bf16_weights.py, kernels/grouping.py).
+
 A matrix-vector product by a weight (too few rows for the GEMM: decoding, a classifier)
 keeps its bf16 operands: the bf16 matrix-vector helper reads half the weight's bytes
 (kernels/templates/weight_only.py), the figure that matters there. `PAIRS_WITHOUT_BF16_DOT`
@@ -35,6 +40,7 @@ through graphs).
 from __future__ import annotations
 
 from collections import Counter
+from typing import Callable
 
 from .. import dtypes as dt
 from ..ir.graph import Graph, Node, make_node
@@ -86,6 +92,43 @@ def round_for_fp32_kernels(graph: Graph) -> tuple[Graph, Counter]:
     fired: Counter = Counter()
     if not fp32_kernels_for_bf16():
         return graph, fired
+    plain = _float32_roundings()
+
+    def visit(node: Node, inputs: list[Node]) -> Node:
+        node = with_inputs(node, inputs)
+        if node.kind != OpKind.CONTRACTION or not runs_on_fp32_kernels(node):
+            return node
+        new_inputs = [plain(x) for x in node.inputs]
+        fired["operand rounded in float32 (round_bf16)"] += sum(a is not b for a, b in zip(node.inputs, new_inputs))
+        return with_inputs(node, new_inputs)
+
+    return rewrite_graph(graph, visit), fired
+
+
+def round_conv_operands(graph: Graph) -> tuple[Graph, Counter]:
+    """On a target without bf16 dot products, write the rounded input of each `conv2d` (NCHW, after the
+    layout pass) as round_bf16, for the float32 implicit GEMM (module docstring)."""
+    fired: Counter = Counter()
+    if not fp32_kernels_for_bf16():
+        return graph, fired
+    plain = _float32_roundings()
+
+    def visit(node: Node, inputs: list[Node]) -> Node:
+        node = with_inputs(node, inputs)
+        if node.op != "conv2d" or node.dtype is not dt.float32:
+            return node
+        x = plain(node.inputs[0])
+        if x is node.inputs[0]:
+            return node
+        fired["conv2d input rounded in float32 (round_bf16)"] += 1
+        return with_inputs(node, [x, *node.inputs[1:]])
+
+    return rewrite_graph(graph, visit), fired
+
+
+def _float32_roundings() -> Callable[[Node], Node]:
+    """A function writing an operand that is the precision pass's rounding of x as round_bf16(x) (through
+    the same reshapes and transposes), one round_bf16 per x; other operands are returned as they are."""
     rounded: dict[int, Node] = {}  # x id -> round_bf16(x), shared by every operand rounding x
 
     def plain(operand: Node) -> Node:
@@ -101,17 +144,10 @@ def round_for_fp32_kernels(graph: Graph) -> tuple[Graph, Counter]:
         value = rounded[x.id]
         for move in moves:
             value = make_node(move.op, [value], move.attrs, move.scope, move.location)
-        fired["operand rounded in float32 (round_bf16)"] += 1
         return value
 
-    def visit(node: Node, inputs: list[Node]) -> Node:
-        node = with_inputs(node, inputs)
-        if node.kind != OpKind.CONTRACTION or not runs_on_fp32_kernels(node):
-            return node
-        return with_inputs(node, [plain(x) for x in node.inputs])
-
-    return rewrite_graph(graph, visit), fired
+    return plain
 
 
-__all__ = ["PAIRS_WITHOUT_BF16_DOT", "fp32_kernels_for_bf16", "narrowed_value", "round_for_fp32_kernels",
-           "runs_on_fp32_kernels"]
+__all__ = ["PAIRS_WITHOUT_BF16_DOT", "fp32_kernels_for_bf16", "narrowed_value", "round_conv_operands",
+           "round_for_fp32_kernels", "runs_on_fp32_kernels"]

@@ -147,7 +147,8 @@ def test_one_projection_for_q_k_and_v(no_bf16_dot):
     f = tk.jit(attend, precision="bf16")
     got = f(x).numpy()
     reference = tk.jit(attend, precision="bf16", backend="interpreter")(x).numpy()
-    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
+    # a float32 sum in another order can tip the bf16 rounding of q, k or v (2^-8 relative) here and there
+    assert np.linalg.norm(got - reference) / np.linalg.norm(reference) < 1e-3
     kernels = f.report(x).kernels
     assert [k.kind for k in kernels] == ["contraction", "attention"]
     assert kernel_ops(kernels[0])[-1] == "round_bf16" and "round_bf16" not in kernel_ops(kernels[1])
@@ -178,7 +179,7 @@ def test_transformers_have_no_rounding_kernels(no_bf16_dot, name):
                      if set(kernel_ops(k)) <= {"round_bf16", "reshape", "permute", "slice"}]
     assert not only_rounding
     assert {k.precision for k in kernels if k.kind in ("contraction", "attention")} == {FP32_KERNEL}
-    assert np.linalg.norm(out - reference) / np.linalg.norm(reference) < 1e-4
+    assert np.linalg.norm(out - reference) / np.linalg.norm(reference) < 1e-3  # a tipped rounding or two
 
 
 def test_the_pairs_kernels_where_asked(no_bf16_dot, monkeypatch):
@@ -212,7 +213,7 @@ def test_a_run_time_length(no_bf16_dot):
         for length in (1, 5, 40):
             ids = RNG.integers(0, 50, (1, length))
             got, want = f(ids).numpy(), oracle(ids).numpy()
-            assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-4
+            assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-3
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -239,3 +240,24 @@ def test_random_post_norm_blocks_match_the_bf16_reference(no_bf16_dot, seed):
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * max(float(np.abs(want).max()), 1.0))
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 5e-4
     assert not [k.name for k in f.report(x).kernels if set(kernel_ops(k)) <= {"round_bf16", "reshape", "permute"}]
+
+
+# (channels, filters, kernel, stride, padding, size): strided 1x1 (ResNet-18's shortcut), a padded 3x3,
+# the RGB stem, odd sizes
+CONVS = [(64, 128, 1, 2, 0, 28), (16, 24, 3, 1, 1, 9), (3, 16, 7, 2, 3, 33), (5, 12, 1, 1, 0, 13)]
+
+
+@pytest.mark.parametrize("c,k,size,stride,padding,hw", CONVS)
+def test_nchw_convolutions_run_the_fp32_templates(no_bf16_dot, c, k, size, stride, padding, hw):
+    """A convolution left in NCHW (a single layer here) takes its input as round_bf16, so an implicit GEMM
+    runs the float32 GEMM, not the pairs one."""
+    x = RNG.standard_normal((1, c, hw, hw)).astype(np.float32)
+    w = (RNG.standard_normal((k, c, size, size)) / np.sqrt(c * size * size)).astype(np.float32)
+    weight = tk.tensor(w)
+    fn = lambda x: F.conv2d(x, weight, stride=stride, padding=padding).relu()  # noqa: E731
+    f = tk.jit(fn, precision="bf16")
+    got = f(x).numpy()
+    want = tk.jit(fn, precision="bf16", backend="interpreter")(x).numpy()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
+    kernels = f.report(x).kernels
+    assert [k.precision for k in kernels] == [FP32_KERNEL] and "round_bf16" in kernel_ops(kernels[0])
