@@ -141,5 +141,5 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
             stored.discard(node.id)
 
 
-__all__ = ["FP32_ROUNDING_READERS", "bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms", "rounded_input",
-           "unstore_packed_roundings"]
+__all__ = ["FP32_ROUNDING_READERS", "bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms",
+           "rounded_input", "unstore_packed_roundings"]
