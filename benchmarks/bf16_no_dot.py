@@ -1,8 +1,8 @@
-"""bf16 CNNs on a CPU without AVX512-BF16: precision="bf16" against tensorkiln's fp32 and OpenVINO.
+"""bf16 on a CPU without AVX512-BF16: precision="bf16" against tensorkiln's fp32 and OpenVINO.
 
-    python benchmarks/bf16_no_dot.py [MODEL ...] [--threads 2] [--pairs 6] [--json out.json]
+    python benchmarks/bf16_no_dot.py [MODEL ...] [--threads 2] [--pairs 6] [--kernels] [--json out.json]
 
-MODEL: resnet18, mobilenetv2 (default: both; `tensorkiln bench`'s models at batch 1). Where the
+MODEL: resnet18, mobilenetv2, bert (default: the two CNNs; `tensorkiln bench`'s models at batch 1). Where the
 target has no `vdpbf16ps` (kernels/target.py: `bf16_dot`), OpenVINO's default computes in f32, so
 bf16 is worth running only at fp32's speed or better. Each model is compiled, each into a fresh
 compile cache, as:
@@ -12,6 +12,9 @@ compile cache, as:
   bfloat16 (kernels/grouping.py's `BF16_DEPTHWISE_INPUT` forced on, the choice for AVX512-BF16);
 - "bf16, portable matvec": the classifier's matrix-vector product on the plain C bf16 helper
   (kernels/templates/weight_only.py's `bf16_matvec_kind` forced to "portable");
+- "bf16, pairs GEMM and attention" (BERT only: the variants above are the CNNs'): the matmuls and
+  attention on the bf16 pairs kernels that widen in software (passes/bf16_fp32_gemm.py's
+  `PAIRS_WITHOUT_BF16_DOT` set; "bf16" runs them on the float32 templates);
 - "fp32";
 
 and timed in turns with OpenVINO at its default settings (its precision is printed),
@@ -32,13 +35,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import benchmark_arguments, compiled_with, finish, torch_peer  # noqa: E402
 
-MODELS = ("resnet18", "mobilenetv2")
+MODELS = ("resnet18", "mobilenetv2", "bert")
+DEFAULT_MODELS = ("resnet18", "mobilenetv2")
 VARIANTS = {  # name -> (precision, attributes of tensorkiln modules replaced while it compiles)
     "bf16": ("bf16", {}),
     "bf16, bf16 depthwise input": ("bf16", {("kernels.grouping", "BF16_DEPTHWISE_INPUT"): True}),
     "bf16, portable matvec": ("bf16", {("kernels.templates.weight_only", "bf16_matvec_kind"): lambda: "portable"}),
+    "bf16, pairs GEMM and attention": ("bf16", {("passes.bf16_fp32_gemm", "PAIRS_WITHOUT_BF16_DOT"): True}),
     "fp32": ("fp32", {}),
 }
+MODEL_VARIANTS = {"bert": ("bf16", "bf16, pairs GEMM and attention", "fp32")}  # else every variant but BERT's
+CNN_VARIANTS = tuple(name for name in VARIANTS if name != "bf16, pairs GEMM and attention")
 
 
 def compiled(model, inputs, arrays, precision: str, replaced: dict):
@@ -64,13 +71,14 @@ def main() -> int:
     from tensorkiln.tools.timing import alternating_blocks
 
     results, ok = [], True
-    for model_name in args.models or MODELS:
+    for model_name in args.models or DEFAULT_MODELS:
         model, inputs = build(model_name, 1)
         arrays = [t.numpy() for t in inputs]
         with torch.no_grad():
             reference = model(*inputs).numpy()
         runs, errors, functions = {}, {}, {}
-        for name, (precision, replaced) in VARIANTS.items():
+        for name in MODEL_VARIANTS.get(model_name, CNN_VARIANTS):
+            precision, replaced = VARIANTS[name]
             f = functions[name] = compiled(model, inputs, arrays, precision, replaced)
             out = np.asarray(f(*arrays).numpy())
             errors[name] = float(np.abs(out - reference).max() / np.abs(reference).max())

@@ -14,7 +14,11 @@ contractions of PACKING_CONTRACTIONS):
   is never stored: its readers widen (exact: a bf16 number is a float32 one) or round as they load;
 - after the refinements of grouping.partition, a stored narrowing whose x ended up stored
   anyway (a layer norm's output that a residual add reads too) is dropped again: the GEMMs
-  round x while packing it, which costs no pass of its own.
+  round x while packing it, which costs no pass of its own. So is a stored `round_bf16(x)`
+  (the float32 rounding that passes/bf16_fp32_gemm.py writes for the float32 templates);
+  and an x with other readers that such a rounding's GEMMs read is stored from the start
+  (`read_rounded_by_gemms`), as float32 would store it for them: left inlined, its
+  expression would run on into the kernels of the layers after it.
 
 A graph without bfloat16 casts (precision="fp32") meets none of these rules.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from ..ir.graph import Graph, Node
 from ..ir.ops.registry import MappingType, OpKind, get_op
-from .templates.gemm_bf16 import PACKING_CONTRACTIONS
+from .templates.gemm_bf16 import PACKING_CONTRACTIONS, is_bf16_rounding
 
 
 def is_narrowing(node: Node) -> bool:
@@ -33,6 +37,29 @@ def is_narrowing(node: Node) -> bool:
 def is_widening(node: Node) -> bool:
     """cast(x, float32) of a bfloat16 x."""
     return node.op == "cast" and node.dtype.name == "float32" and node.inputs[0].dtype.name == "bfloat16"
+
+
+def rounded_input(node: Node) -> Node | None:
+    """x when `node` rounds it to bf16 and holds the result in float32 (cast(cast(x, bfloat16), float32)
+    or round_bf16(x)), else None."""
+    if is_bf16_rounding(node):
+        return node.inputs[0].inputs[0]
+    return node.inputs[0] if node.op == "round_bf16" else None
+
+
+# The readers that round a stored float32 value as they read it once per use, packing or copying it: the
+# GEMMs, and the NCHW convolutions (implicit GEMM, or a copy of the input) that the float32 templates run
+# on a round_bf16 input where the target has no bf16 dot products (passes/bf16_fp32_gemm.py).
+FP32_ROUNDING_READERS = PACKING_CONTRACTIONS | {"conv2d"}
+
+
+def read_rounded_by_gemms(node: Node, users: list[Node], users_of: dict[int, list[Node]]) -> bool:
+    """`node` has several readers, one of them a round_bf16 read only by GEMMs (through reindexing): a
+    post-norm layer norm's output, read by the next layer's projections and by its residual add. Stored
+    as it is, in float32, the GEMMs round it as they pack it, and the residual reads it unrounded."""
+    return len(users) > 1 and any(
+        u.op == "round_bf16" and (readers := _readers_through_reindexing(u, users_of))
+        and all(r.op in FP32_ROUNDING_READERS for r in readers) for u in users)
 
 
 def _reads_through_expressions(widening: Node, users_of: dict[int, list[Node]]) -> bool:
@@ -94,7 +121,16 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
     read by GEMMs only: those round it while packing it (the last rule of the module docstring)."""
     outputs = {n.id for n in graph.outputs}
     for node in graph.nodes:
-        if node.id not in stored or node.id in outputs or not is_narrowing(node):
+        if node.id not in stored or node.id in outputs:
+            continue
+        if node.op == "round_bf16":
+            x = node.inputs[0]
+            readers = _readers_through_reindexing(node, users_of)
+            if (x.id in stored or x.kind == OpKind.SOURCE) and readers and \
+                    all(r.op in FP32_ROUNDING_READERS and r.id not in outputs for r in readers):
+                stored.discard(node.id)
+            continue
+        if not is_narrowing(node):
             continue
         x = node.inputs[0]
         if x.id not in stored and x.kind != OpKind.SOURCE:
@@ -105,4 +141,5 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
             stored.discard(node.id)
 
 
-__all__ = ["bf16_storage_reason", "is_narrowing", "is_widening", "unstore_packed_roundings"]
+__all__ = ["FP32_ROUNDING_READERS", "bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms",
+           "rounded_input", "unstore_packed_roundings"]

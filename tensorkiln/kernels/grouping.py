@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import MappingType, OpKind, get_op
 from .templates.attention import attention_parts, safe_softmax_guard
-from .bf16_storage import bf16_storage_reason, unstore_packed_roundings
+from .bf16_storage import bf16_storage_reason, read_rounded_by_gemms, rounded_input, unstore_packed_roundings
 from .target import cpu_target
 from .templates.gemm_bf16 import PACKING_CONTRACTIONS, is_bf16_rounding
 
@@ -156,6 +156,8 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
     if users_of is not None and node.kind in (OpKind.ELEMENTWISE, OpKind.CONTRACTION) and len(users) > 1 and \
             any(_read_in_bf16(u, users_of, lambda r: r.op in CONV_ROUNDING_READERS) for u in users):
         return "read by a bf16 convolution (which rounds it as it copies) and by other ops"
+    if users_of is not None and read_rounded_by_gemms(node, users, users_of):
+        return "read by GEMMs (which round it as they pack it) and by other ops"
     if node.kind == OpKind.CONTRACTION:
         # An epilogue (bias, activation, residual, scaling, cast) fuses into the contraction's store.
         return None if _has_epilogue(node, users, users_of or {}) else "a contraction without an epilogue"
@@ -164,11 +166,11 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
     bf16 = bf16_storage_reason(node, users, stored, users_of or {})
     if bf16 is not None:
         return bf16 or None
-    if is_bf16_rounding(node) and users and all(u.op in ROUNDING_READERS for u in users):
-        rounded = node.inputs[0].inputs[0]
+    rounded = rounded_input(node)
+    if rounded is not None and users and all(u.op in ROUNDING_READERS for u in users):
         if rounded.kind == OpKind.SOURCE or rounded.id in stored or not _inlines_arithmetic(rounded, stored):
             return None  # precision="bf16": the GEMM rounds a stored operand while packing it, a conv as it copies
-        if node.inputs[0].id in stored and all(reads_bf16_storage(u) for u in users):
+        if is_bf16_rounding(node) and node.inputs[0].id in stored and all(reads_bf16_storage(u) for u in users):
             return None  # the convolution reads the bf16 value where it is stored
     if users_of is not None and _stored_as_bf16(node, users, users_of, stored):
         return "a bf16 operand of conv2d_nchwc_bf16 (stored as bfloat16: half the bytes)"

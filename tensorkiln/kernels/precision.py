@@ -7,7 +7,8 @@ A kernel computes in one of:
 - "bf16 (widened to fp32)": the same GEMM (or bf16 direct convolution, conv_nchwc_bf16.py) on a CPU
   without it, bf16 widened to float32;
 - "bf16 operands (fp32 kernel)": a contraction whose operands the precision pass rounded, run by a
-  float32 template (direct and depthwise convolutions, attention, small matmuls);
+  float32 template (direct and depthwise convolutions, attention, small matmuls; and, on a target
+  without bf16 dot products, the GEMMs and attention of passes/bf16_fp32_gemm.py);
 - "int8 (vnni)", "int8 (avx512bw)", "int8 (avx2)", "int8 (maddubsw)", "int8 (portable)": the u8 x s8 GEMM
   (gemm_u8s8.py) or the direct 8-bit convolutions (conv_u8s8.py) with int32 sums, named by their helper's
   kind ("maddubsw": an AVX2 layer whose weights vpmaddubsw sums exactly, int8_avx2.py);
@@ -47,12 +48,19 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
             any(n.op == "conv2d_nchwc_bf16" or _reads_bf16_storage(n, nodes) for n in nodes):  # loop IR widening bf16
         return "bf16 (widened to fp32)"
     contractions = [n for n in nodes if n.kind == OpKind.CONTRACTION]
-    if any(any(holds_bf16_values(x) for x in c.inputs) for c in contractions):
+    if any(any(holds_bf16_values(x) or _rounded_in_fp32(x) for x in c.inputs) for c in contractions):
         return "bf16 operands (fp32 kernel)"
     if root is None:
         return "copy"
     name = root.dtype.compute.name  # float16/bfloat16 storage computes in float32
     return SHORT_NAMES.get(name, name)
+
+
+def _rounded_in_fp32(node: Node) -> bool:
+    """`node` is round_bf16(x), possibly reshaped or transposed (bf16 values held in float32)."""
+    while node.kind == OpKind.MOVEMENT and len(node.inputs) == 1:
+        node = node.inputs[0]
+    return node.op == "round_bf16"
 
 
 def _reads_bf16_storage(node: Node, nodes: list[Node]) -> bool:

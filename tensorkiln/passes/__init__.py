@@ -11,8 +11,8 @@ The level and the other values come from the pipeline's CompileOptions
     level 1: constant folding, CSE, DCE; elementwise fusion
     level 2: + algebraic simplification (exact rules and weight folding, e.g.
              batch norm into conv); matmuls of one value by constant matrices merged
-             into one at precision fp32 (sibling_matmuls.py: a layer's Q, K, V
-             projections); fusion of
+             into one at precision fp32, and bf16 on the float32 templates
+             (sibling_matmuls.py: a layer's Q, K, V projections); fusion of
              epilogues and row reductions (default)
     level 3: level 2 with a second simplification round after CSE
 Levels 2 and 3 also run the layout pass when compiling to C (blocked_layouts):
@@ -29,7 +29,9 @@ control-flow ops, which every other pass treats as opaque boundaries.
 Fast-math rules (x - x -> 0 on floats, ...) run only with tk.jit(fast_math=True).
 With precision="bf16" the precision pass (precision.py) rounds the contractions'
 operands to bf16 at every level, after the exact simplifications (batch norm
-folded into a convolution's weights first, so the folded weights are rounded).
+folded into a convolution's weights first, so the folded weights are rounded); on a target
+without bf16 dot products, bf16_fp32_gemm.py then gives the matmuls' rounded operands to the
+float32 GEMM and attention templates.
 With precision="int8w"/"int4w" the weight_only pass (weight_only.py) quantizes the constant
 weights of matmuls at every level, at the same point.
 """
@@ -43,6 +45,7 @@ from typing import Callable
 
 from ..ir.graph import Graph, verify
 from .constant_fold import fold_constants
+from .bf16_fp32_gemm import fp32_kernels_for_bf16, round_conv_operands, round_for_fp32_kernels
 from .conv_bf16_weights import pack_conv_bf16_weights
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
@@ -95,11 +98,13 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
         passes.append(("constant_fold", fold_constants))
     if opt_level >= 2:
         passes.append(("simplify", simplify))  # batch norm folds into conv2d before the layout changes
-        if precision == "fp32":  # weights are constants by now
-            # (bf16 attention reading slices of one product is not yet correct: float32 only)
+        # weights are constants by now (the bf16 pairs attention reading slices of one product is not yet
+        # correct: float32, and bf16 where the float32 templates compute it, bf16_fp32_gemm.py)
+        if precision == "fp32" or precision == "bf16" and fp32_kernels_for_bf16():
             passes.append(("sibling_matmuls", merge_sibling_matmuls))
     if precision == "bf16":
         passes.append(("precision", round_to_bf16))
+        passes.append(("bf16_fp32_gemm", round_for_fp32_kernels))  # no bf16 dot product: float32 templates
         if opt_level >= 1:
             passes.append(("constant_fold", fold_constants))  # weights the simplifier left as expressions
     weights = weight_only_spec(precision)
@@ -116,6 +121,8 @@ def pipeline(opt_level: int, fast_math: bool = False, blocked_layouts: bool = Tr
             if precision == "bf16":
                 passes.append(("conv_bf16_weights", pack_conv_bf16_weights))
                 passes.append(("shallow_bf16_weights", pack_shallow_bf16_weights))
+                # the convolutions still in NCHW: the float32 implicit GEMM where the target has no bf16 dot
+                passes.append(("bf16_fp32_conv", round_conv_operands))
     if opt_level >= 1:
         passes += [("cse", eliminate_common_subexpressions)]
     if opt_level >= 3:

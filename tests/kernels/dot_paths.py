@@ -5,7 +5,9 @@ another host through its environment switches and clear the cached target before
 one machine runs every path:
 
 - `bf16_path`: "vdpbf16ps" (the AVX512-BF16 tile, skipped on a CPU without it) or "widened"
-  (`TENSORKILN_NO_BF16_DOT=1`: loop IR that widens each bf16 value and multiplies with fma);
+  (`TENSORKILN_NO_BF16_DOT=1`: loop IR that widens each bf16 value and multiplies with fma; the
+  matmuls and attention kept on the bf16 pairs kernels, which such a target otherwise leaves for
+  the float32 ones: passes/bf16_fp32_gemm.py's `PAIRS_WITHOUT_BF16_DOT`);
 - `int8_path`: each int8 dot-product kind this CPU has (`TENSORKILN_INT8_DOT`), its own first;
 - `vector_path`: "avx512" (512-bit vectors, skipped on a CPU without them) or "portable"
   (`TENSORKILN_VECTOR_BYTES=32`: the helpers written without AVX-512).
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 
 from tensorkiln.dtypes import bf16_bits_from_f32, f32_from_bf16_bits
+from tensorkiln.passes import bf16_fp32_gemm
 from tensorkiln.kernels.target import INT8_DOT_KINDS, _cpu_flags, cpu_target, int8_dot_kind
 
 HAS_BF16_DOT = cpu_target().bf16_dot
@@ -41,6 +44,7 @@ def bf16_path(request, monkeypatch):
     if request.param == "vdpbf16ps" and not HAS_BF16_DOT:
         pytest.skip("this CPU has no AVX512-BF16")
     variable = "TENSORKILN_NO_BF16_DOT" if request.param == "widened" else None
+    monkeypatch.setattr(bf16_fp32_gemm, "PAIRS_WITHOUT_BF16_DOT", True)
     for _ in _on_target(monkeypatch, variable):
         yield request.param
 

@@ -1,16 +1,27 @@
 """precision="bf16" stores its rounded operands as bf16 (kernels/bf16_storage.py): no kernel only rounds,
 the producers of the GEMMs' and attention's operands write bfloat16 buffers, the readers widen exactly,
-and the results stay those of the reference interpreter running the same bf16 graph."""
+and the results stay those of the reference interpreter running the same bf16 graph.
+
+These are the rules of the bf16 pairs kernels' operands; on a CPU without AVX512-BF16 the matmuls go to
+the float32 templates instead (passes/bf16_fp32_gemm.py, tested in tests/passes/test_bf16_fp32_gemm.py),
+so here the pairs kernels are asked for on every target."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln import models
 from tensorkiln.kernels.target import cpu_target
+from tensorkiln.passes import bf16_fp32_gemm
 
 RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def pairs_kernels(monkeypatch):
+    monkeypatch.setattr(bf16_fp32_gemm, "PAIRS_WITHOUT_BF16_DOT", True)
 MOVEMENT_AND_CASTS = {"cast", "reshape", "permute", "slice"}
 ATTENTION_TOLERANCE = 2.0 ** -8  # the fused kernel rounds its probabilities for P V (test_attention_bf16.py)
 

@@ -10,18 +10,26 @@ again. Backend only, like backend.py's ops: users and importers never build it.
 same pairs: w[K/kb, C/cb, KH, KW, cb/2, kb, 2] holds input channels 2p and
 2p + 1 of output lane j side by side, the order `vdpbf16ps` multiplies
 (kernels/templates/conv_nchwc_bf16.py; packed by passes/conv_bf16_weights.py).
+
+`round_bf16` is x rounded to bf16 and kept in float32: the same values as the
+precision pass's cast(cast(x, bfloat16), float32), written where the float32
+templates are to compute on them (passes/bf16_fp32_gemm.py: a target without
+bf16 dot products), so the bf16 GEMM and attention do not take them for bf16
+storage.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
-from ...dtypes import f32_from_bf16_bits
+from ...dtypes import bf16_bits_from_f32, f32_from_bf16_bits
+from ...loops import expr as E
 from .backend import _conv2d_nchwc_gradient, _conv2d_nchwc_infer, _conv2d_nchwc_reference
 from .contraction import _matmul_gradient
 from .gemm_panels import unpack_bf16_pairs
 from .gradient import slice_axis
 from .registry import MappingType, OpKind, TensorType, register
+from .elementwise import _cast_gradient
 
 
 def _infer(types, attrs):
@@ -104,3 +112,23 @@ register("conv2d_nchwc_bf16", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _con
          doc="conv2d_nchwc (groups 1) by a weight given as bf16 pairs (K/kb, C/cb, KH, KW, cb/2, kb, 2); attrs "
              "stride, padding, dilation, out_layout",
          gradient=_conv_gradient)
+
+
+def _round_infer(types, attrs):
+    (x,) = types
+    if x.dtype.name != "float32":
+        raise DTypeError(f"round_bf16 rounds float32 values, got {x.dtype.name}")
+    return x
+
+
+def _round_reference(inputs, attrs, out):
+    """Nearest even, NaN kept quiet: the bits a float32 -> bfloat16 -> float32 round trip gives."""
+    return f32_from_bf16_bits(bf16_bits_from_f32(np.asarray(inputs[0], np.float32)))
+
+
+# Made by the bf16_fp32_gemm pass, never by the front-end. Its gradient is the cast pair's (straight through).
+register("round_bf16", OpKind.ELEMENTWISE, MappingType.ONE_TO_ONE, _round_infer, _round_reference, 1,
+         backend_only=True, cheap=True, gradient=_cast_gradient,
+         lower=lambda args, node: E.call("round_bf16", args[0]),
+         doc="float32 x rounded to bf16 (nearest even), kept in float32: cast(cast(x, bfloat16), float32) "
+             "for the float32 kernels")

@@ -184,6 +184,7 @@ def test_every_differentiable_elementwise_primitive_is_checked_here():
             and op.name != "polygamma"  # its order is an attribute: test_polygamma_gradient_is_the_next_order
             and op.gradient is not NOT_DIFFERENTIABLE and not _gradient_is_zero(op)}
     rows.discard("cast")  # a conversion: test_where_and_cast
+    rows.discard("round_bf16")  # backend only, after autodiff; its rule is cast's (tests/passes/test_bf16_fp32_gemm.py)
     assert rows <= set(UNARY) | set(BINARY), sorted(rows - set(UNARY) - set(BINARY))
 
 
