@@ -61,7 +61,7 @@ def tune_model(name: str, trials: int, seconds: float, check: bool) -> dict:
     tuning_seconds = time.monotonic() - start
     print(f"== {name}\n{result}", flush=True)
     return {"model": name, "make": make, "inputs": inputs, "tasks": tasks, "trials": result.trials,
-            "tuning_seconds": tuning_seconds, "tuned_workloads": sum(k.result.tuned for k in result.kernels),
+            "tuning_seconds": tuning_seconds, "tuned_workloads": sum(k.result.wins_alone for k in result.kernels),
             "kept": len(result.model_check.kept) if result.model_check else None}
 
 

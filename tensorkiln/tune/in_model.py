@@ -10,6 +10,10 @@ makes a *shortlist* per workload, and the model itself picks from it:
 
 1. shortlist: each workload's best distinct candidates alone (at most
    SHORTLIST, none slower alone than MARGIN x its default), best first;
+   the workloads ordered by what their best alone would save in one model
+   call (uses x default x its fall), largest first (shortlists_by_saving):
+   the first build carries the largest wins, and where two workloads
+   share a kernel the larger win goes first;
 2. each build compiles the model with the next candidate of every workload
    whose kernels no other candidate of the build touches: candidates of
    different kernels do not change each other, so one build measures one
@@ -25,13 +29,12 @@ makes a *shortlist* per workload, and the model itself picks from it:
    in-model times, and every earlier record of the workload's other
    configurations is withdrawn.
 
-A build stops being made once the next one, and the time kept back for
+A build stops being made once the next one, and the seconds kept back for
 what follows it, would not fit in `seconds` (the builds so far say what one
 costs: the caches make the untuned build's time a poor estimate). The
 records chosen are then checked together, end to end, by model_check.py
 (its step 4: the model with them against the untuned one, in turns; its
-per-workload steps are these measurements, not repeated). The kept records are then checked
-together, end to end, by model_check.py.
+per-workload steps are these measurements, not repeated).
 """
 from __future__ import annotations
 
@@ -62,6 +65,18 @@ def shortlist(result: WorkloadResult, count: int = SHORTLIST, margin: float = MA
         if len(chosen) == count:
             break
     return chosen
+
+
+def shortlists_by_saving(results: list[tuple[WorkloadResult, int]]) -> dict[str, list[Config]]:
+    """{workload: its shortlist} of the (search result, uses) pairs that have one, ordered by what the best
+    alone would save in one model call, uses x default x (1 - its time relative to the default), largest
+    first (a candidate that only tied alone saves nothing: it goes last)."""
+    def saving(item: tuple[WorkloadResult, int]) -> float:
+        result, uses = item
+        best = min((t.score for t in result.trials if t.score is not None and not t.is_default), default=1.0)
+        return uses * result.default_seconds * max(1.0 - best, 0.0)
+    ranked = sorted(results, key=saving, reverse=True)
+    return {r.workload: found for r, _ in ranked if (found := shortlist(r))}
 
 
 @dataclass
@@ -164,8 +179,9 @@ def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: di
     """Time the shortlisted candidates inside the model and choose per workload (see the module docstring).
 
     rebuild(): a fresh compiled copy of the model; untuned: its build under every analytic choice.
-    seconds: make a build only while it fits (None: no limit), with `keep_back` builds' time left over
-    for what follows; a build is taken to cost `estimate` seconds, or as much as the slowest so far.
+    seconds: make a build only while it fits (None: no limit), with `keep_back` seconds left over for what
+    follows; a build (with its profiling and rounds) is taken to cost `estimate` seconds, or as much as the
+    slowest so far. The workloads are taken in the order of `shortlists` (shortlists_by_saving's).
     write: append the chosen records and withdraw the workloads' other configurations.
     """
     start = time.monotonic()
@@ -174,7 +190,7 @@ def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: di
     kernels = kernels_of(untuned, inputs) if untuned is not None else {}
     per_build = estimate
     while queues:
-        if seconds is not None and time.monotonic() - start + per_build * (1 + keep_back) >= seconds:
+        if seconds is not None and time.monotonic() - start + per_build + keep_back >= seconds:
             choice.untried += sum(len(c) for c in queues.values())
             break
         table = build_table(queues, kernels)
@@ -215,4 +231,4 @@ def _write(choice: InModelChoice, shortlists: dict[str, list[Config]]) -> None:
 
 
 __all__ = ["CandidateTiming", "InModelChoice", "MARGIN", "SHORTLIST", "build_table", "choose_in_model", "kernels_of",
-           "profile_in_turns", "shortlist"]
+           "profile_in_turns", "shortlist", "shortlists_by_saving"]

@@ -138,7 +138,19 @@ def test_candidates_sharing_a_kernel_go_into_different_builds():
 def test_a_build_is_made_only_where_its_estimate_fits(records, monkeypatch):
     builds = fake_in_model(monkeypatch, {(KEY, key_of(CONFIG)): 0.9})
     choice = choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0,
-                             keep_back=2.0)  # 4 s and twice that kept back: 12 s > 10 s
+                             keep_back=8.0)  # 4 s and 8 s kept back: 12 s > 10 s
     assert builds == [] and choice.untried == 1
-    choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0, keep_back=1.0)
+    choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0, keep_back=4.0)
     assert builds == [{KEY: CONFIG}]
+
+
+def test_the_largest_wins_alone_go_first():
+    small_key, big_key, tied_key = KEY, KEY.replace("m=48", "m=96"), KEY.replace("m=48", "m=24")
+    small = WorkloadResult(small_key, 1e-3, 1e-3, {}, {}, trials=[trial({}, 1.0, default=True), trial(CONFIG, 0.5)])
+    big = WorkloadResult(big_key, 1e-3, 1e-3, {}, {}, trials=[trial({}, 1.0, default=True), trial(OTHER, 0.8)])
+    tied = WorkloadResult(tied_key, 1e-2, 1e-2, {}, {}, trials=[trial({}, 1.0, default=True), trial(THIRD, 1.02)])
+    # saved per model call: small 1 x 1 ms x 0.5, big 4 x 1 ms x 0.2, tied nothing (however heavy)
+    ordered = in_model.shortlists_by_saving([(tied, 9), (small, 1), (big, 4)])
+    assert list(ordered) == [big_key, small_key, tied_key]
+    assert ordered[big_key] == [OTHER]
+    assert list(in_model.shortlists_by_saving([(small, 1), (big, 1)])) == [small_key, big_key]
