@@ -24,10 +24,13 @@ makes a *shortlist* per workload, and the model itself picks from it:
    model calls) in alternating rounds with the untuned build, and each
    candidate's in-model ratio is the median over rounds of its workload's
    kernels' summed time, tuned / untuned;
-4. a workload takes its candidate with the lowest in-model ratio if that is
-   below 1 - NOISE (the default wins ties); its record is appended with the
-   in-model times, and every earlier record of the workload's other
-   configurations is withdrawn.
+4. a candidate *wins in turns* if its in-model ratio is below 1 - NOISE
+   and it was faster than the untuned build in all rounds but at most
+   LOST_ROUNDS (a median that one or two lucky rounds of a loaded machine
+   pulled down does not count); a workload takes its winner in turns with
+   the lowest ratio, if it has one (the default wins ties); its record is
+   appended with the in-model times, and every earlier record of the
+   workload's other configurations is withdrawn.
 
 A build stops being made once the next one, and the seconds kept back for
 what follows it, would not fit in `seconds` (the builds so far say what one
@@ -50,6 +53,7 @@ from .model_check import WorkloadCheck, _built, _withdraw, workload_seconds
 from .tuner import NOISE, WorkloadResult
 
 SHORTLIST = 3  # candidates per workload taken into the model
+LOST_ROUNDS = 1  # rounds of profile() a winner in turns may lose to the untuned build
 MARGIN = 1.05  # a candidate slower alone than MARGIN x its default is not taken into the model
 
 
@@ -90,6 +94,12 @@ class CandidateTiming:
     untuned_seconds: float
     seconds: float
     ratio: float  # median over rounds of tuned / untuned; 0.0: no kernel of the build named the workload
+    rounds_lost: int = 0  # rounds in which its kernels were not faster than the untuned build's
+
+    @property
+    def wins_in_turns(self) -> bool:
+        """Faster than the untuned build by more than NOISE (median) and in all rounds but LOST_ROUNDS."""
+        return 0 < self.ratio < 1 - NOISE and self.rounds_lost <= LOST_ROUNDS
 
 
 @dataclass
@@ -103,9 +113,9 @@ class InModelChoice:
     seconds: float = 0.0
 
     def best(self, workload: str) -> CandidateTiming | None:
-        """The workload's measured candidate with the lowest in-model ratio."""
-        measured = [t for t in self.timings if t.workload == workload and t.ratio > 0]
-        return min(measured, key=lambda t: t.ratio, default=None)
+        """The workload's candidate with the lowest in-model ratio among those that win in turns."""
+        winners = [t for t in self.timings if t.workload == workload and t.wins_in_turns]
+        return min(winners, key=lambda t: t.ratio, default=None)
 
     def verdicts(self) -> dict[str, WorkloadCheck]:
         """Each chosen workload's in-model times, as the check's per-workload verdicts."""
@@ -115,20 +125,21 @@ class InModelChoice:
     def __str__(self) -> str:
         lines = [f"in-model choice: {len(self.timings)} candidate(s) timed inside the model in {self.builds} "
                  f"build(s), {self.seconds:.0f} s" + (f"; {self.untried} left untried (no time)" if self.untried else ""),
-                 f"{'workload':<60} {'build':>5} {'untuned ms':>10} {'tuned ms':>9} {'ratio':>6}  config"]
+                 f"{'workload':<60} {'build':>5} {'untuned ms':>10} {'tuned ms':>9} {'ratio':>6} {'lost':>4}  config"]
         for t in self.timings:
             mark = "  <- chosen" if self.chosen.get(t.workload) == t.config else ""
             config = " ".join(f"{k}={v}" for k, v in t.config.items())
             lines.append(f"{t.workload[:60]:<60} {t.build:5d} {t.untuned_seconds * 1e3:10.3f} {t.seconds * 1e3:9.3f} "
-                         f"{t.ratio:6.3f}  {config}{mark}")
+                         f"{t.ratio:6.3f} {t.rounds_lost:4d}  {config}{mark}")
         return "\n".join(lines)
 
 
 def profile_in_turns(untuned, tuned, inputs: tuple, workloads: list[str], rounds: int,
-                     repeat: int) -> dict[str, tuple[float, float, int, float]]:
-    """{workload: (median untuned seconds, median tuned seconds, kernels, median ratio)} of the kernels naming
-    each workload, both builds profiled in alternating order each round; a workload that no kernel of the
-    tuned build names gets ratio 0.0 (unmeasured)."""
+                     repeat: int) -> dict[str, tuple[float, float, int, float, int]]:
+    """{workload: (median untuned seconds, median tuned seconds, kernels, median ratio, rounds lost)} of the
+    kernels naming each workload, both builds profiled in alternating order each round (a round is lost
+    where the tuned kernels were not faster); a workload that no kernel of the tuned build names gets
+    ratio 0.0 (unmeasured)."""
     samples: dict[str, list[tuple[float, float, int]]] = {w: [] for w in workloads}
     for round_index in range(rounds):
         order = [(untuned, "u"), (tuned, "t")] if round_index % 2 == 0 else [(tuned, "t"), (untuned, "u")]
@@ -142,7 +153,8 @@ def profile_in_turns(untuned, tuned, inputs: tuple, workloads: list[str], rounds
     for w, s in samples.items():
         if s:
             ratio = statistics.median(after / before for before, after, _ in s)
-            found[w] = (statistics.median(x[0] for x in s), statistics.median(x[1] for x in s), s[0][2], ratio)
+            lost = sum(after >= before for before, after, _ in s)
+            found[w] = (statistics.median(x[0] for x in s), statistics.median(x[1] for x in s), s[0][2], ratio, lost)
     return found
 
 
@@ -197,15 +209,15 @@ def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: di
         index = choice.builds
         began = time.monotonic()
         tuned = _built(rebuild, inputs, table)
-        for w, (before, after, count, ratio) in profile_in_turns(untuned, tuned, inputs, list(table), rounds,
-                                                                 repeat).items():
+        for w, (before, after, count, ratio, lost) in profile_in_turns(untuned, tuned, inputs, list(table), rounds,
+                                                                       repeat).items():
             choice.timings.append(CandidateTiming(w, dict(table[w]), index, count, before, after,
-                                                  ratio if after > 0 else 0.0))
+                                                  ratio if after > 0 else 0.0, lost))
         choice.builds += 1
         per_build = max(per_build, time.monotonic() - began)
     for w in shortlists:
         best = choice.best(w)
-        if best is not None and best.ratio < 1 - NOISE:
+        if best is not None:
             choice.chosen[w] = best.config
     if write:
         _write(choice, shortlists)

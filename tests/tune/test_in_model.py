@@ -41,14 +41,19 @@ def test_the_shortlist_is_the_best_distinct_candidates_alone_within_the_margin()
     assert shortlist(default_again) == []  # the default is what each candidate is compared with
 
 
-def fake_in_model(monkeypatch, ratios: dict[tuple, float]):
-    """profile_in_turns replaced: the candidate of each workload in a build has a fixed in-model ratio."""
+def fake_in_model(monkeypatch, ratios: dict[tuple, float | tuple[float, int]]):
+    """profile_in_turns replaced: the candidate of each workload in a build has a fixed in-model ratio, and
+    rounds lost (given with it, or: none when the ratio is under 1, every round otherwise)."""
     builds = []
 
     def profile_in_turns(untuned, tuned, inputs, workloads, rounds, repeat):
         table = builds[-1]
-        return {w: (1e-3, 1e-3 * ratios[(w, tuple(sorted(table[w].items())))], 1,
-                    ratios[(w, tuple(sorted(table[w].items())))]) for w in workloads}
+        found = {}
+        for w in workloads:
+            given = ratios[(w, tuple(sorted(table[w].items())))]
+            ratio, lost = given if isinstance(given, tuple) else (given, 0 if given < 1 else rounds)
+            found[w] = (1e-3, 1e-3 * ratio, 1, ratio, lost)
+        return found
 
     def built(rebuild, inputs, table):
         builds.append(dict(table))
@@ -154,3 +159,16 @@ def test_the_largest_wins_alone_go_first():
     assert list(ordered) == [big_key, small_key, tied_key]
     assert ordered[big_key] == [OTHER]
     assert list(in_model.shortlists_by_saving([(small, 1), (big, 1)])) == [small_key, big_key]
+
+
+@pytest.mark.parametrize("ratios, chosen", [
+    (((0.85, 2), (0.95, 0)), OTHER),  # the lower median lost 2 of 5 rounds: it does not win in turns
+    (((0.85, 1), (0.95, 0)), CONFIG),  # one round lost is allowed
+    (((0.85, 3), (0.95, 2)), None),
+])
+def test_a_winner_wins_in_turns_not_only_in_the_median(records, monkeypatch, ratios, chosen):
+    fake_in_model(monkeypatch, {(KEY, key_of(c)): r for c, r in zip((CONFIG, OTHER), ratios)})
+    choice = choose_in_model(lambda: None, (), {KEY: [CONFIG, OTHER]}, untuned=None, rounds=5, write=False)
+    assert choice.chosen.get(KEY) == chosen
+    if chosen is not None:
+        assert choice.verdicts()[KEY].ratio == dict(zip((CONFIG["nc"], OTHER["nc"]), ratios))[chosen["nc"]][0]
