@@ -7,6 +7,8 @@ import pytest
 import tensorkiln as tk
 from tensorkiln.kernels.templates.gemm import gemm_workload
 from tensorkiln.runtime.tuning_records import read_records
+from tensorkiln.tune.api import MIN_IN_MODEL_SHARE, MIN_SEARCH_SHARE, search_seconds
+from tensorkiln.tune.model_check import ModelCost
 from tensorkiln.tune.tuner import nearest_tuned
 
 
@@ -60,8 +62,6 @@ def test_tasks_too_small_to_matter_keep_their_defaults():
 
 
 def test_the_searches_get_less_of_the_budget_the_more_a_build_of_the_model_costs():
-    from tensorkiln.tune.api import MIN_IN_MODEL_SHARE, MIN_SEARCH_SHARE, search_seconds
-    from tensorkiln.tune.model_check import ModelCost
     cheap, dear = ModelCost(10.0, 0.1, 8.0), ModelCost(40.0, 0.1, 30.0)
     assert search_seconds(600, dear) < search_seconds(600, cheap) < 600 * (1 - MIN_IN_MODEL_SHARE) + 1e-9
     # the time kept back covers the builds of the choice and the check's, as the untuned build measured them
