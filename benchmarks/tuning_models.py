@@ -17,14 +17,18 @@ the per-kernel before/after inside the whole model.
 
 Then every model is compiled untuned and tuned (with the records kept), and
 all the builds are timed in turns in this process
-(tensorkiln.tools.timing.interleaved_medians: rounds of blocks of calls of
-each build in turn, medians), so the tuned/untuned ratio of each model is
-measured in the same phases of a shared machine. float32 throughout.
+(tensorkiln.tools.timing.alternating_blocks: 2 x `--rounds` pairs of blocks
+of calls of each build, the order reversed every pair), so the
+tuned/untuned ratio of each model is measured in the same phases of a
+shared machine: the table's speedup is the median over pairs of each
+pair's untuned / tuned block (the ms columns are the medians of the
+blocks). float32 throughout.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import re
 import sys
 import tempfile
@@ -35,7 +39,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from tensorkiln.kernels.tuned import using_configs  # noqa: E402
-from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
+from tensorkiln.tools.timing import alternating_blocks  # noqa: E402
 from tensorkiln.tools.tune_cli import zoo_model  # noqa: E402
 from tensorkiln.tune import kernel_workloads, tune  # noqa: E402
 
@@ -82,14 +86,15 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=list(BUDGETS), choices=list(BUDGETS))
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--seconds", type=float, nargs="+", help="budget per model, in --models order")
-    parser.add_argument("--rounds", type=int, default=7, help="rounds of turns of the final timing")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of turns of the final timing (one block each)")
     parser.add_argument("--no-model-check", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
     budgets = args.seconds or [BUDGETS[m] for m in args.models]
     os.environ["TENSORKILN_TUNING_RECORDS"] = os.path.join(tempfile.mkdtemp(prefix="tk-tuning-"), "records.jsonl")
     print(f"whole models tuned, {machine_summary()}; float32, batch 1; at most {args.trials} trials per workload; "
-          f"in-model check {'off' if args.no_model_check else 'on'}; ms are medians of {args.rounds} rounds in turns")
+          f"in-model check {'off' if args.no_model_check else 'on'}; ms are medians of {2 * args.rounds} blocks "
+          "in turns, the speedup the median of the pairs' untuned/tuned")
     models = [tune_model(m, args.trials, s, not args.no_model_check) for m, s in zip(args.models, budgets)]
     runs = {}
     for m in models:
@@ -102,14 +107,16 @@ def main() -> int:
         runs[f"{m['model']} untuned"] = (lambda f=untuned, x=m["inputs"]: f(*x))
         runs[f"{m['model']} tuned"] = (lambda f=tuned, x=m["inputs"]: f(*x))
     note("timing all builds in turns")
-    times = interleaved_medians(runs, repeat=2 * args.rounds, rounds=args.rounds)
+    blocks = alternating_blocks(runs, pairs=2 * args.rounds)  # each round: both orders
     rows = []
     for m in models:
-        before, after = times[f"{m['model']} untuned"], times[f"{m['model']} tuned"]
-        m["untuned_ms"], m["tuned_ms"] = before * 1e3, after * 1e3
+        untuned, tuned = blocks[f"{m['model']} untuned"], blocks[f"{m['model']} tuned"]
+        before, after = statistics.median(untuned), statistics.median(tuned)
+        speedup = statistics.median(u / t for u, t in zip(untuned, tuned))  # each round's pair, one phase
+        m["untuned_ms"], m["tuned_ms"], m["speedup"] = before * 1e3, after * 1e3, speedup
         rows.append([m["model"], str(m["tasks"]), str(m["trials"]), f"{m['tuning_seconds']:.0f} s",
                      str(m["tuned_workloads"]), "-" if m["kept"] is None else str(m["kept"]),
-                     f"{before * 1e3:.2f}", f"{after * 1e3:.2f}", f"{before / after:.2f}x",
+                     f"{before * 1e3:.2f}", f"{after * 1e3:.2f}", f"{speedup:.2f}x",
                      "yes" if m["same_program"] else "no"])
     print_table(["model", "tasks", "trials", "tk.tune time", "searches won", "kept in model", "untuned ms",
                  "tuned ms", "tuned speedup", "same C"], rows)

@@ -82,6 +82,7 @@ class TuneResult:
     in_model: InModelChoice | None = None  # the candidates timed inside the model before the check
     too_small: list[str] = field(default_factory=list)  # workloads left at their default: too little work
     search_seconds: float | None = None  # the searches' share of `seconds` (None: no limit)
+    build_estimate: float | None = None  # with check_model and seconds: a build of the in-model choice, planned
 
     @property
     def trials(self) -> int:
@@ -91,6 +92,8 @@ class TuneResult:
         lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials"
                  + (f" (the searches' deadline: {self.search_seconds:.0f} s)" if self.search_seconds is not None
                     else "")
+                 + (f"; a build of the model in the choice planned at {self.build_estimate:.0f} s"
+                    if self.build_estimate is not None else "")
                  + (f"; {len(self.too_small)} too small to tune (under {MIN_WORK_SHARE:g} of the largest task's work "
                     "x uses) kept their defaults" if self.too_small else ""),
                  f"{'kernel':<24} {'workload':<52} {'uses':>4} {'default ms':>10} {'best ms':>9} {'speedup':>7} "
@@ -207,7 +210,8 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
         if seconds is not None:
             searches = search_seconds(seconds, cost, time.monotonic() - start)
     tasks, too_small = worth_tuning(uses)
-    outcome = TuneResult(too_small=too_small, search_seconds=searches)
+    outcome = TuneResult(too_small=too_small, search_seconds=searches, build_estimate=None if untuned is None else
+                         cost.profiled_build_seconds(IN_MODEL_ROUNDS, IN_MODEL_REPEAT))
     owned = measurer is None
     measurer = measurer or Measurer()
     try:  # with check_model the model judges the winners alone: no confirmation, no record of the searches

@@ -33,8 +33,9 @@ makes a *shortlist* per workload, and the model itself picks from it:
    workload's other configurations is withdrawn.
 
 A build stops being made once the next one, and the seconds kept back for
-what follows it, would not fit in `seconds` (the builds so far say what one
-costs: the caches make the untuned build's time a poor estimate). The
+what follows it, would not fit in `seconds` (the first is taken to cost the
+caller's estimate, every later one as much as the slowest made so far: the
+caches make the untuned build's time a poor estimate). The
 records chosen are then checked together, end to end, by model_check.py
 (its step 4: the model with them against the untuned one, in turns; its
 per-workload steps are these measurements, not repeated).
@@ -192,8 +193,8 @@ def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: di
 
     rebuild(): a fresh compiled copy of the model; untuned: its build under every analytic choice.
     seconds: make a build only while it fits (None: no limit), with `keep_back` seconds left over for what
-    follows; a build (with its profiling and rounds) is taken to cost `estimate` seconds, or as much as the
-    slowest so far. The workloads are taken in the order of `shortlists` (shortlists_by_saving's).
+    follows; a build (with its profiling and rounds) is taken to cost `estimate` seconds until one is made,
+    then as much as the slowest so far. The workloads are taken in the order of `shortlists` (shortlists_by_saving's).
     write: append the chosen records and withdraw the workloads' other configurations.
     """
     start = time.monotonic()
@@ -214,7 +215,10 @@ def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: di
             choice.timings.append(CandidateTiming(w, dict(table[w]), index, count, before, after,
                                                   ratio if after > 0 else 0.0, lost))
         choice.builds += 1
-        per_build = max(per_build, time.monotonic() - began)
+        # from now on the builds measured say what one costs (the estimate, made before any build of a
+        # new configuration, covers a cold compile; a build of the choice recompiles only the C)
+        took = time.monotonic() - began
+        per_build = took if choice.builds == 1 else max(per_build, took)
     for w in shortlists:
         best = choice.best(w)
         if best is not None:

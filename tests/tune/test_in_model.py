@@ -172,3 +172,23 @@ def test_a_winner_wins_in_turns_not_only_in_the_median(records, monkeypatch, rat
     assert choice.chosen.get(KEY) == chosen
     if chosen is not None:
         assert choice.verdicts()[KEY].ratio == dict(zip((CONFIG["nc"], OTHER["nc"]), ratios))[chosen["nc"]][0]
+
+
+def test_after_the_first_build_the_builds_measured_say_what_one_costs(records, monkeypatch):
+    """The estimate (a cold build) only decides the first build; a cheaper one measured lets more in."""
+    clock = [0.0]
+    monkeypatch.setattr(in_model.time, "monotonic", lambda: clock[0])
+    builds = fake_in_model(monkeypatch, {(KEY, key_of(c)): 0.9 for c in (CONFIG, OTHER, THIRD)})
+    built = in_model._built
+
+    def two_seconds(rebuild, inputs, table):
+        clock[0] += 2.0
+        return built(rebuild, inputs, table)
+    monkeypatch.setattr(in_model, "_built", two_seconds)
+    choice = choose_in_model(lambda: None, (), {KEY: [CONFIG, OTHER, THIRD]}, untuned=None, seconds=10.0,
+                             estimate=7.0, keep_back=1.0, write=False)
+    assert len(builds) == 3 and choice.untried == 0  # 7 + 1 fit in 10; then 2 s each: 2 + 2 + 1 more
+    clock[0] = 0.0
+    choice = choose_in_model(lambda: None, (), {KEY: [CONFIG, OTHER, THIRD]}, untuned=None, seconds=10.0,
+                             estimate=9.5, keep_back=1.0, write=False)
+    assert choice.builds == 0 and choice.untried == 3
