@@ -158,7 +158,7 @@ def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
 
 
 MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
-IN_MODEL_BUILDS = 2  # with check_model, the budget keeps the time of this many builds of the in-model choice
+IN_MODEL_BUILDS = 3  # with check_model, the budget keeps the time of this many builds of the in-model choice
 MIN_IN_MODEL_SHARE = 0.25  # ... and at least this share of `seconds` (a build's estimate can be low)
 MIN_SEARCH_SHARE = 0.3  # ... and leaves at least this share to the searches
 IN_MODEL_ROUNDS, IN_MODEL_REPEAT = 5, 3  # the in-model choice's rounds of profile() in turns, calls in each

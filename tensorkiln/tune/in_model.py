@@ -28,9 +28,11 @@ makes a *shortlist* per workload, and the model itself picks from it:
    and it was faster than the untuned build in all rounds but at most
    LOST_ROUNDS (a median that one or two lucky rounds of a loaded machine
    pulled down does not count); a workload takes its winner in turns with
-   the lowest ratio, if it has one (the default wins ties); its record is
-   appended with the in-model times, and every earlier record of the
-   workload's other configurations is withdrawn.
+   the lowest ratio, if it has one (the default wins ties); where winners of
+   two workloads touch a kernel in common (never measured together), only
+   the one that saved the most in the model is kept (one_per_kernel); each
+   kept winner's record is appended with the in-model times, and every
+   earlier record of the workloads' other configurations is withdrawn.
 
 A build stops being made once the next one, and the seconds kept back for
 what follows it, would not fit in `seconds` (the first is taken to cost the
@@ -186,6 +188,21 @@ def build_table(queues: dict[str, list[Config]], kernels: dict[str, set[str]]) -
     return table
 
 
+def one_per_kernel(winners: dict[str, CandidateTiming], kernels: dict[str, set[str]]) -> list[str]:
+    """The winners that may be kept together: where two touch a kernel in common (a convolution and the
+    GEMMs its kernel runs), they were measured in different builds, never together, and the convolution's
+    candidate can change the GEMMs; only the one that saved the most in the model is kept (its kernels'
+    untuned seconds x (1 - ratio)). Largest saving first."""
+    kept: list[str] = []
+    taken: set[str] = set()
+    for w in sorted(winners, key=lambda w: -winners[w].untuned_seconds * (1 - winners[w].ratio)):
+        mine = kernels.get(w, set())
+        if not mine & taken:
+            kept.append(w)
+            taken |= mine
+    return kept
+
+
 def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: dict[str, list[Config]], untuned,
                     seconds: float | None = None, keep_back: float = 0.0, estimate: float = 0.0, rounds: int = 3,
                     repeat: int = 3, write: bool = True) -> InModelChoice:
@@ -219,10 +236,9 @@ def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: di
         # new configuration, covers a cold compile; a build of the choice recompiles only the C)
         took = time.monotonic() - began
         per_build = took if choice.builds == 1 else max(per_build, took)
-    for w in shortlists:
-        best = choice.best(w)
-        if best is not None:
-            choice.chosen[w] = best.config
+    winners = {w: best for w in shortlists if (best := choice.best(w)) is not None}
+    for w in one_per_kernel(winners, kernels):
+        choice.chosen[w] = winners[w].config
     if write:
         _write(choice, shortlists)
     choice.seconds = time.monotonic() - start
@@ -247,4 +263,4 @@ def _write(choice: InModelChoice, shortlists: dict[str, list[Config]]) -> None:
 
 
 __all__ = ["CandidateTiming", "InModelChoice", "MARGIN", "SHORTLIST", "build_table", "choose_in_model", "kernels_of",
-           "profile_in_turns", "shortlist", "shortlists_by_saving"]
+           "one_per_kernel", "profile_in_turns", "shortlist", "shortlists_by_saving"]

@@ -192,3 +192,17 @@ def test_after_the_first_build_the_builds_measured_say_what_one_costs(records, m
     choice = choose_in_model(lambda: None, (), {KEY: [CONFIG, OTHER, THIRD]}, untuned=None, seconds=10.0,
                              estimate=9.5, keep_back=1.0, write=False)
     assert choice.builds == 0 and choice.untried == 3
+
+
+def test_winners_that_share_a_kernel_are_never_kept_together():
+    """A convolution's winner and the winner of a GEMM its kernel runs were measured in different builds:
+    only the larger saving in the model is kept, and workloads of other kernels are kept beside it."""
+    def timing(workload, untuned, ratio):
+        return in_model.CandidateTiming(workload, {}, 0, 1, untuned, untuned * ratio, ratio)
+    kernels = {"conv:a": {"k1"}, "gemm:b": {"k1"}, "sketch:c": {"k2"}, "gemm:d": {"k1", "k3"}}
+    winners = {"conv:a": timing("conv:a", 10e-3, 0.9), "gemm:b": timing("gemm:b", 4e-3, 0.5),
+               "sketch:c": timing("sketch:c", 1e-3, 0.9), "gemm:d": timing("gemm:d", 1e-3, 0.5)}
+    assert in_model.one_per_kernel(winners, kernels) == ["gemm:b", "sketch:c"]  # 2 ms saved against 1 ms
+    winners["conv:a"] = timing("conv:a", 10e-3, 0.7)
+    assert in_model.one_per_kernel(winners, kernels) == ["conv:a", "sketch:c"]
+    assert in_model.one_per_kernel(winners, {}) == ["conv:a", "gemm:b", "gemm:d", "sketch:c"]  # none shared
