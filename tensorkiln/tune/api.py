@@ -13,14 +13,23 @@ forgets its compiled signatures.
 
 With `check_model=True` the model itself then decides: each workload's
 best few candidates alone are timed inside the compiled model (in_model.py:
-one candidate per workload per build, profile() in turns with the untuned
-build) and the one that is fastest there is kept if it beats the default;
-the kept records are then checked together, end to end (model_check.py:
-the model with them against the untuned one, in turns), and unless the
-model is faster every record is withdrawn. Builds of a whole model cost far more than a
-kernel's trial, so the searches get at most 1 - IN_MODEL_SHARE of
-`seconds` (and at least MIN_SEARCH_SHARE), and the in-model choice makes
-builds only while one more and the check's fit in what is left.
+one candidate per workload per build, the largest wins alone first,
+profile() in turns with the untuned build) and the one that is fastest
+there is kept if it beats the default by more than the noise; the kept
+records are then checked together, end to end (model_check.py: the model
+with them against the untuned one, in turns), and unless the model is
+faster every record is withdrawn. The searches' winners are then not
+confirmed alone (the model judges them), and no search record is written.
+
+Builds of a whole model cost far more than a kernel's trial, so the budget
+is planned from the untuned build, made first (`search_seconds`): the time
+of IN_MODEL_BUILDS builds of the choice (each a build, its profiling build
+and the rounds of profile()) and of the check's build and latency is kept
+back (at least MIN_IN_MODEL_SHARE of `seconds`, at most 1 -
+MIN_SEARCH_SHARE), so the more a build costs, the fewer seconds the
+searches get. The searches stop at their deadline (scheduler.py: every
+measurement is bounded by it), and the in-model choice then makes builds
+only while one more and the check's fit in what is left.
 """
 from __future__ import annotations
 
@@ -35,8 +44,8 @@ from ..kernels.templates.conv_choice import shape_of_workload
 from ..kernels.templates.spaces import space_of
 from ..kernels.tuned import parse_workload
 from .measure import Measurer
-from .in_model import InModelChoice, choose_in_model, shortlist
-from .model_check import ModelCheck, check_model as check_in_model, untuned_build
+from .in_model import InModelChoice, choose_in_model, shortlists_by_saving
+from .model_check import ModelCheck, ModelCost, check_model as check_in_model, untuned_build
 from .scheduler import Task, schedule
 from .tuner import WorkloadResult
 
@@ -72,6 +81,8 @@ class TuneResult:
     model_check: ModelCheck | None = None  # the in-model check of the records, when asked for
     in_model: InModelChoice | None = None  # the candidates timed inside the model before the check
     too_small: list[str] = field(default_factory=list)  # workloads left at their default: too little work
+    search_seconds: float | None = None  # the searches' share of `seconds` (None: no limit)
+    build_estimate: float | None = None  # with check_model and seconds: a build of the in-model choice, planned
 
     @property
     def trials(self) -> int:
@@ -79,12 +90,18 @@ class TuneResult:
 
     def __str__(self) -> str:
         lines = [f"tuned {len(self.kernels)} workload(s) in {self.seconds:.1f} s, {self.trials} trials"
+                 + (f" (the searches' deadline: {self.search_seconds:.0f} s)" if self.search_seconds is not None
+                    else "")
+                 + (f"; a build of the model in the choice planned at {self.build_estimate:.0f} s"
+                    if self.build_estimate is not None else "")
                  + (f"; {len(self.too_small)} too small to tune (under {MIN_WORK_SHARE:g} of the largest task's work "
                     "x uses) kept their defaults" if self.too_small else ""),
                  f"{'kernel':<24} {'workload':<52} {'uses':>4} {'default ms':>10} {'best ms':>9} {'speedup':>7} "
                  f"{'trials':>6}"]
         for k in self.kernels:
             mark = "" if k.result.tuned else "  (default kept)"
+            if k.result.unconfirmed:  # its best alone went to the model, or had no time to be confirmed
+                mark = "  (judged in the model)" if self.in_model is not None else "  (unconfirmed: default kept)"
             lines.append(f"{k.kernel[:24]:<24} {k.workload[:52]:<52} {k.uses:4d} {k.default_seconds * 1e3:10.3f} "
                          f"{k.best_seconds * 1e3:9.3f} {k.result.speedup:6.2f}x {k.trials:6d}{mark}")
         if self.in_model is not None:
@@ -141,10 +158,19 @@ def rebuilder(fn: Callable) -> Callable[[], Callable] | None:
 
 
 MIN_WORK_SHARE = 1e-4  # a task with less work x uses than this share of the largest is not tuned
-IN_MODEL_SHARE = 0.45  # with check_model, at least this share of `seconds` is kept for the builds in the model
-MIN_SEARCH_SHARE = 0.3  # ... and at least this share is left to the searches
-CHECK_BUILDS = 0.7  # the check after the in-model choice: one build of the model (no profiling build), in
-# units of one of the choice's builds (a build and its profiling build, which compiles the C again)
+IN_MODEL_BUILDS = 3  # with check_model, the budget keeps the time of this many builds of the in-model choice
+MIN_IN_MODEL_SHARE = 0.25  # ... and at least this share of `seconds` (a build's estimate can be low)
+MIN_SEARCH_SHARE = 0.3  # ... and leaves at least this share to the searches
+IN_MODEL_ROUNDS, IN_MODEL_REPEAT = 5, 3  # the in-model choice's rounds of profile() in turns, calls in each
+
+
+def search_seconds(seconds: float, cost: ModelCost, elapsed: float = 0.0) -> float:
+    """The searches' share of `seconds` when the model's builds follow them (see the module docstring):
+    what is left after `elapsed` and the time kept back for IN_MODEL_BUILDS builds of the choice and the check."""
+    model_phase = IN_MODEL_BUILDS * cost.profiled_build_seconds(IN_MODEL_ROUNDS, IN_MODEL_REPEAT) \
+        + cost.end_to_end_seconds()
+    kept_back = min(max(model_phase, MIN_IN_MODEL_SHARE * seconds), (1 - MIN_SEARCH_SHARE) * seconds)
+    return max(seconds - kept_back - elapsed, 0.0)
 
 
 def worth_tuning(uses: dict[str, list[str]]) -> tuple[list[Task], list[str]]:
@@ -178,27 +204,29 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     if check_model and rebuild is None:
         raise ValueError("tk.tune(check_model=True) of this object needs rebuild=, a maker of fresh compiled copies")
     uses = workload_uses(fn, *example_args, **example_kwargs)
-    untuned, search_seconds = None, seconds
-    if check_model:  # its untuned build now: it also says roughly what the check's builds will cost
+    untuned, searches = None, seconds
+    if check_model:  # its untuned build now: it also says roughly what the model's builds will cost
         untuned, cost = untuned_build(rebuild, example_args)
-        if seconds is not None:  # builds in the model need a share even where the caches made this one cheap
-            kept_back = min(max(cost.check_seconds(), IN_MODEL_SHARE * seconds), (1 - MIN_SEARCH_SHARE) * seconds)
-            search_seconds = max(seconds - kept_back - (time.monotonic() - start), 0.0)
+        if seconds is not None:
+            searches = search_seconds(seconds, cost, time.monotonic() - start)
     tasks, too_small = worth_tuning(uses)
-    outcome = TuneResult(too_small=too_small)
+    outcome = TuneResult(too_small=too_small, search_seconds=searches, build_estimate=None if untuned is None else
+                         cost.profiled_build_seconds(IN_MODEL_ROUNDS, IN_MODEL_REPEAT))
     owned = measurer is None
     measurer = measurer or Measurer()
-    try:
-        for task in schedule(tasks, measurer, trials, search_seconds, strategy, progress):
+    try:  # with check_model the model judges the winners alone: no confirmation, no record of the searches
+        for task in schedule(tasks, measurer, trials, searches, strategy, progress, confirm=not check_model):
             outcome.kernels.append(KernelTuning(task.kernels[0], task.workload, task.search.result, task.weight))
     finally:
         if owned:
             measurer.close()
     if check_model:
-        shortlists = {k.workload: found for k in outcome.kernels if (found := shortlist(k.result))}
+        shortlists = shortlists_by_saving([(k.result, k.uses) for k in outcome.kernels])
         left = None if seconds is None else seconds - (time.monotonic() - start)
         outcome.in_model = choose_in_model(rebuild, example_args, shortlists, untuned, seconds=left,
-                                           keep_back=CHECK_BUILDS, estimate=1.5 * cost.build_seconds)
+                                           keep_back=cost.end_to_end_seconds(),
+                                           estimate=cost.profiled_build_seconds(IN_MODEL_ROUNDS, IN_MODEL_REPEAT),
+                                           rounds=IN_MODEL_ROUNDS, repeat=IN_MODEL_REPEAT)
         outcome.model_check = check_in_model(rebuild, example_args, list(outcome.in_model.chosen), untuned=untuned,
                                              measured=outcome.in_model.verdicts())
     outcome.seconds = time.monotonic() - start
@@ -207,5 +235,6 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     return outcome
 
 
-__all__ = ["CHECK_BUILDS", "IN_MODEL_SHARE", "KernelTuning", "MIN_SEARCH_SHARE", "MIN_WORK_SHARE", "TuneResult",
-           "kernel_workloads", "rebuilder", "tune", "worth_tuning", "workload_uses"]
+__all__ = ["IN_MODEL_BUILDS", "IN_MODEL_REPEAT", "IN_MODEL_ROUNDS", "KernelTuning", "MIN_IN_MODEL_SHARE",
+           "MIN_SEARCH_SHARE", "MIN_WORK_SHARE", "TuneResult", "kernel_workloads", "rebuilder", "search_seconds",
+           "tune", "worth_tuning", "workload_uses"]

@@ -10,6 +10,10 @@ makes a *shortlist* per workload, and the model itself picks from it:
 
 1. shortlist: each workload's best distinct candidates alone (at most
    SHORTLIST, none slower alone than MARGIN x its default), best first;
+   the workloads ordered by what their best alone would save in one model
+   call (uses x default x its fall), largest first (shortlists_by_saving):
+   the first build carries the largest wins, and where two workloads
+   share a kernel the larger win goes first;
 2. each build compiles the model with the next candidate of every workload
    whose kernels no other candidate of the build touches: candidates of
    different kernels do not change each other, so one build measures one
@@ -20,18 +24,23 @@ makes a *shortlist* per workload, and the model itself picks from it:
    model calls) in alternating rounds with the untuned build, and each
    candidate's in-model ratio is the median over rounds of its workload's
    kernels' summed time, tuned / untuned;
-4. a workload takes its candidate with the lowest in-model ratio if that is
-   below 1 - NOISE (the default wins ties); its record is appended with the
-   in-model times, and every earlier record of the workload's other
-   configurations is withdrawn.
+4. a candidate *wins in turns* if its in-model ratio is below 1 - NOISE
+   and it was faster than the untuned build in all rounds but at most
+   LOST_ROUNDS (a median that one or two lucky rounds of a loaded machine
+   pulled down does not count); a workload takes its winner in turns with
+   the lowest ratio, if it has one (the default wins ties); where winners of
+   two workloads touch a kernel in common (never measured together), only
+   the one that saved the most in the model is kept (one_per_kernel); each
+   kept winner's record is appended with the in-model times, and every
+   earlier record of the workloads' other configurations is withdrawn.
 
-A build stops being made once the next one, and the time kept back for
-what follows it, would not fit in `seconds` (the builds so far say what one
-costs: the caches make the untuned build's time a poor estimate). The
+A build stops being made once the next one, and the seconds kept back for
+what follows it, would not fit in `seconds` (the first is taken to cost the
+caller's estimate, every later one as much as the slowest made so far: the
+caches make the untuned build's time a poor estimate). The
 records chosen are then checked together, end to end, by model_check.py
 (its step 4: the model with them against the untuned one, in turns; its
-per-workload steps are these measurements, not repeated). The kept records are then checked
-together, end to end, by model_check.py.
+per-workload steps are these measurements, not repeated).
 """
 from __future__ import annotations
 
@@ -47,6 +56,7 @@ from .model_check import WorkloadCheck, _built, _withdraw, workload_seconds
 from .tuner import NOISE, WorkloadResult
 
 SHORTLIST = 3  # candidates per workload taken into the model
+LOST_ROUNDS = 1  # rounds of profile() a winner in turns may lose to the untuned build
 MARGIN = 1.05  # a candidate slower alone than MARGIN x its default is not taken into the model
 
 
@@ -64,6 +74,18 @@ def shortlist(result: WorkloadResult, count: int = SHORTLIST, margin: float = MA
     return chosen
 
 
+def shortlists_by_saving(results: list[tuple[WorkloadResult, int]]) -> dict[str, list[Config]]:
+    """{workload: its shortlist} of the (search result, uses) pairs that have one, ordered by what the best
+    alone would save in one model call, uses x default x (1 - its time relative to the default), largest
+    first (a candidate that only tied alone saves nothing: it goes last)."""
+    def saving(item: tuple[WorkloadResult, int]) -> float:
+        result, uses = item
+        best = min((t.score for t in result.trials if t.score is not None and not t.is_default), default=1.0)
+        return uses * result.default_seconds * max(1.0 - best, 0.0)
+    ranked = sorted(results, key=saving, reverse=True)
+    return {r.workload: found for r, _ in ranked if (found := shortlist(r))}
+
+
 @dataclass
 class CandidateTiming:
     """One candidate of one workload inside the model: its kernels' summed seconds per call."""
@@ -75,6 +97,12 @@ class CandidateTiming:
     untuned_seconds: float
     seconds: float
     ratio: float  # median over rounds of tuned / untuned; 0.0: no kernel of the build named the workload
+    rounds_lost: int = 0  # rounds in which its kernels were not faster than the untuned build's
+
+    @property
+    def wins_in_turns(self) -> bool:
+        """Faster than the untuned build by more than NOISE (median) and in all rounds but LOST_ROUNDS."""
+        return 0 < self.ratio < 1 - NOISE and self.rounds_lost <= LOST_ROUNDS
 
 
 @dataclass
@@ -88,9 +116,9 @@ class InModelChoice:
     seconds: float = 0.0
 
     def best(self, workload: str) -> CandidateTiming | None:
-        """The workload's measured candidate with the lowest in-model ratio."""
-        measured = [t for t in self.timings if t.workload == workload and t.ratio > 0]
-        return min(measured, key=lambda t: t.ratio, default=None)
+        """The workload's candidate with the lowest in-model ratio among those that win in turns."""
+        winners = [t for t in self.timings if t.workload == workload and t.wins_in_turns]
+        return min(winners, key=lambda t: t.ratio, default=None)
 
     def verdicts(self) -> dict[str, WorkloadCheck]:
         """Each chosen workload's in-model times, as the check's per-workload verdicts."""
@@ -100,20 +128,21 @@ class InModelChoice:
     def __str__(self) -> str:
         lines = [f"in-model choice: {len(self.timings)} candidate(s) timed inside the model in {self.builds} "
                  f"build(s), {self.seconds:.0f} s" + (f"; {self.untried} left untried (no time)" if self.untried else ""),
-                 f"{'workload':<60} {'build':>5} {'untuned ms':>10} {'tuned ms':>9} {'ratio':>6}  config"]
+                 f"{'workload':<60} {'build':>5} {'untuned ms':>10} {'tuned ms':>9} {'ratio':>6} {'lost':>4}  config"]
         for t in self.timings:
             mark = "  <- chosen" if self.chosen.get(t.workload) == t.config else ""
             config = " ".join(f"{k}={v}" for k, v in t.config.items())
             lines.append(f"{t.workload[:60]:<60} {t.build:5d} {t.untuned_seconds * 1e3:10.3f} {t.seconds * 1e3:9.3f} "
-                         f"{t.ratio:6.3f}  {config}{mark}")
+                         f"{t.ratio:6.3f} {t.rounds_lost:4d}  {config}{mark}")
         return "\n".join(lines)
 
 
 def profile_in_turns(untuned, tuned, inputs: tuple, workloads: list[str], rounds: int,
-                     repeat: int) -> dict[str, tuple[float, float, int, float]]:
-    """{workload: (median untuned seconds, median tuned seconds, kernels, median ratio)} of the kernels naming
-    each workload, both builds profiled in alternating order each round; a workload that no kernel of the
-    tuned build names gets ratio 0.0 (unmeasured)."""
+                     repeat: int) -> dict[str, tuple[float, float, int, float, int]]:
+    """{workload: (median untuned seconds, median tuned seconds, kernels, median ratio, rounds lost)} of the
+    kernels naming each workload, both builds profiled in alternating order each round (a round is lost
+    where the tuned kernels were not faster); a workload that no kernel of the tuned build names gets
+    ratio 0.0 (unmeasured)."""
     samples: dict[str, list[tuple[float, float, int]]] = {w: [] for w in workloads}
     for round_index in range(rounds):
         order = [(untuned, "u"), (tuned, "t")] if round_index % 2 == 0 else [(tuned, "t"), (untuned, "u")]
@@ -127,7 +156,8 @@ def profile_in_turns(untuned, tuned, inputs: tuple, workloads: list[str], rounds
     for w, s in samples.items():
         if s:
             ratio = statistics.median(after / before for before, after, _ in s)
-            found[w] = (statistics.median(x[0] for x in s), statistics.median(x[1] for x in s), s[0][2], ratio)
+            lost = sum(after >= before for before, after, _ in s)
+            found[w] = (statistics.median(x[0] for x in s), statistics.median(x[1] for x in s), s[0][2], ratio, lost)
     return found
 
 
@@ -158,14 +188,30 @@ def build_table(queues: dict[str, list[Config]], kernels: dict[str, set[str]]) -
     return table
 
 
+def one_per_kernel(winners: dict[str, CandidateTiming], kernels: dict[str, set[str]]) -> list[str]:
+    """The winners that may be kept together: where two touch a kernel in common (a convolution and the
+    GEMMs its kernel runs), they were measured in different builds, never together, and the convolution's
+    candidate can change the GEMMs; only the one that saved the most in the model is kept (its kernels'
+    untuned seconds x (1 - ratio)). Largest saving first."""
+    kept: list[str] = []
+    taken: set[str] = set()
+    for w in sorted(winners, key=lambda w: -winners[w].untuned_seconds * (1 - winners[w].ratio)):
+        mine = kernels.get(w, set())
+        if not mine & taken:
+            kept.append(w)
+            taken |= mine
+    return kept
+
+
 def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: dict[str, list[Config]], untuned,
                     seconds: float | None = None, keep_back: float = 0.0, estimate: float = 0.0, rounds: int = 3,
                     repeat: int = 3, write: bool = True) -> InModelChoice:
     """Time the shortlisted candidates inside the model and choose per workload (see the module docstring).
 
     rebuild(): a fresh compiled copy of the model; untuned: its build under every analytic choice.
-    seconds: make a build only while it fits (None: no limit), with `keep_back` builds' time left over
-    for what follows; a build is taken to cost `estimate` seconds, or as much as the slowest so far.
+    seconds: make a build only while it fits (None: no limit), with `keep_back` seconds left over for what
+    follows; a build (with its profiling and rounds) is taken to cost `estimate` seconds until one is made,
+    then as much as the slowest so far. The workloads are taken in the order of `shortlists` (shortlists_by_saving's).
     write: append the chosen records and withdraw the workloads' other configurations.
     """
     start = time.monotonic()
@@ -174,23 +220,25 @@ def choose_in_model(rebuild: Callable[[], object], inputs: tuple, shortlists: di
     kernels = kernels_of(untuned, inputs) if untuned is not None else {}
     per_build = estimate
     while queues:
-        if seconds is not None and time.monotonic() - start + per_build * (1 + keep_back) >= seconds:
+        if seconds is not None and time.monotonic() - start + per_build + keep_back >= seconds:
             choice.untried += sum(len(c) for c in queues.values())
             break
         table = build_table(queues, kernels)
         index = choice.builds
         began = time.monotonic()
         tuned = _built(rebuild, inputs, table)
-        for w, (before, after, count, ratio) in profile_in_turns(untuned, tuned, inputs, list(table), rounds,
-                                                                 repeat).items():
+        for w, (before, after, count, ratio, lost) in profile_in_turns(untuned, tuned, inputs, list(table), rounds,
+                                                                       repeat).items():
             choice.timings.append(CandidateTiming(w, dict(table[w]), index, count, before, after,
-                                                  ratio if after > 0 else 0.0))
+                                                  ratio if after > 0 else 0.0, lost))
         choice.builds += 1
-        per_build = max(per_build, time.monotonic() - began)
-    for w in shortlists:
-        best = choice.best(w)
-        if best is not None and best.ratio < 1 - NOISE:
-            choice.chosen[w] = best.config
+        # from now on the builds measured say what one costs (the estimate, made before any build of a
+        # new configuration, covers a cold compile; a build of the choice recompiles only the C)
+        took = time.monotonic() - began
+        per_build = took if choice.builds == 1 else max(per_build, took)
+    winners = {w: best for w in shortlists if (best := choice.best(w)) is not None}
+    for w in one_per_kernel(winners, kernels):
+        choice.chosen[w] = winners[w].config
     if write:
         _write(choice, shortlists)
     choice.seconds = time.monotonic() - start
@@ -215,4 +263,4 @@ def _write(choice: InModelChoice, shortlists: dict[str, list[Config]]) -> None:
 
 
 __all__ = ["CandidateTiming", "InModelChoice", "MARGIN", "SHORTLIST", "build_table", "choose_in_model", "kernels_of",
-           "profile_in_turns", "shortlist"]
+           "one_per_kernel", "profile_in_turns", "shortlist", "shortlists_by_saving"]

@@ -91,11 +91,13 @@ class Measurer:
                 return f"crashed (exit status {code})"
 
     def measure(self, workload: str, config: dict | None, rounds: int | None = None,
-                cutoff: float | None = None) -> Measurement:
+                cutoff: float | None = None, limit: float | None = None) -> Measurement:
         """Build, check and time `config` (None: the default alone) for `workload` in the worker.
 
         cutoff: a candidate slower than this ratio to the default in its first round is not timed further
-        (the search's best so far, with a margin: it cannot win)."""
+        (the search's best so far, with a margin: it cannot win).
+        limit: the most seconds to wait for this answer, below the timeout (a budget's end: the worker
+        is then stopped like a hung one, and the candidate fails)."""
         if self.process is None or self.process.poll() is not None:
             self._kill()
             self._start()
@@ -107,16 +109,21 @@ class Measurer:
         if kernel is not None and workload not in self.kernels_sent:
             request["kernel"] = base64.b64encode(pickle.dumps(kernel)).decode()
             self.kernels_sent.add(workload)
-        limit = self.timeout + (self.startup_seconds if self.fresh else 0.0)
+        allowed = self.timeout + (self.startup_seconds if self.fresh else 0.0)
+        stopped_early = limit is not None and limit < allowed
+        if stopped_early:
+            allowed = max(limit, 0.0)
         try:
             self.process.stdin.write((json.dumps(request) + "\n").encode())
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             self._kill()
             return Measurement(False, error="the measuring process died before the request")
-        line = self._read_line(time.monotonic() + limit)
+        line = self._read_line(time.monotonic() + allowed)
         if isinstance(line, str):
             self._kill()
+            if stopped_early and line.startswith("timed out"):
+                return Measurement(False, error=f"stopped at the end of the budget ({allowed:.1f} s left)")
             return Measurement(False, error=f"the measuring process {line}")
         self.fresh = False
         try:

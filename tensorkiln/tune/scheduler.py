@@ -20,7 +20,16 @@ far). A task stops at `trials` candidates or when its space is exhausted.
 Time for the confirmations (two trials' time for every task whose best beats
 its default) is kept back from the budget, and each task's search then
 finishes as tune_workload's does: the winner is measured again and its record
-appended only if it wins twice.
+appended only if it wins twice. The confirmations go largest expected saving
+first (weight x default x the fall of its best alone), each only while it
+fits; one that does not fit leaves its task unconfirmed, with no record.
+
+`seconds` is a deadline, confirmations included: every request goes through
+deadline.py's BoundedMeasurer, so one trial that costs far more than its
+task's average (a hang, a slow build) is stopped at the deadline instead of
+running past it into the time the caller kept for what follows (tk.tune's
+builds of the model). With confirm=False (tk.tune's check_model: the model
+judges each candidate itself) no task is confirmed and no record written.
 """
 from __future__ import annotations
 
@@ -28,8 +37,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .deadline import BoundedMeasurer, Deadline
 from .measure import Measurer
-from .tuner import NOISE, Trial, WorkloadResult, WorkloadSearch
+from .tuner import Trial, WorkloadResult, WorkloadSearch
 
 ALPHA = 0.2  # weight of the recent improvement against the optimistic estimate (Ansor's alpha)
 WINDOW = 4  # trials over which the recent improvement is measured
@@ -52,6 +62,10 @@ class Task:
         """Its estimated share of one model call: weight x the default's seconds per call."""
         return self.weight * self.search.result.default_seconds if self.search else 0.0
 
+    def expected_saving(self) -> float:
+        """Seconds of one model call its best alone would save: weight x default x (1 - best relative time)."""
+        return self.estimated_seconds() * max(1.0 - self.search.best_score(), 0.0) if self.search else 0.0
+
     def gradient(self) -> float:
         """Seconds of model latency one second of tuning is expected to save (see the module docstring)."""
         search = self.search
@@ -67,19 +81,19 @@ class Task:
 
 
 def schedule(tasks: list[Task], measurer: Measurer, trials: int, seconds: float | None, strategy: str,
-             on_trial: Callable[[str, str, WorkloadResult, Trial], None] | None = None) -> list[Task]:
-    """Tune `tasks` within `trials` per task and `seconds` in all; returns the tasks that were started."""
-    start = time.monotonic()
+             on_trial: Callable[[str, str, WorkloadResult, Trial], None] | None = None, confirm: bool = True,
+             clock: Callable[[], float] = time.monotonic) -> list[Task]:
+    """Tune `tasks` within `trials` per task and `seconds` in all, confirmations included (a deadline: see
+    the module docstring); returns the tasks that were started. clock: a test's fake clock."""
+    deadline = Deadline(seconds, clock)
+    bounded = BoundedMeasurer(measurer, deadline)
 
     def reserve() -> float:
         """Seconds kept for the confirmations of the tasks whose best beats their default."""
-        return sum(2 * t.search.seconds_per_trial for t in started if t.search.best_score() < 1 - NOISE)
+        return sum(t.search.confirmation_seconds() for t in started) if confirm else 0.0
 
     def time_left(extra: float = 0.0) -> bool:
-        if seconds is None:
-            return True
-        elapsed = time.monotonic() - start
-        return elapsed + extra + reserve() <= seconds
+        return deadline.fits(extra + reserve())
 
     started: list[Task] = []
     for task in tasks:  # every task's default first: the estimates need them
@@ -87,8 +101,15 @@ def schedule(tasks: list[Task], measurer: Measurer, trials: int, seconds: float 
             break
         callback = (lambda result, trial, t=task: on_trial(t.kernels[0], t.workload, result, trial)) \
             if on_trial else None
-        task.search = WorkloadSearch(task.workload, measurer, strategy, on_trial=callback)
-        task.search.start()
+        task.search = WorkloadSearch(task.workload, measurer=bounded, strategy=strategy, on_trial=callback,
+                                     clock=clock)
+        try:
+            task.search.start()
+        except RuntimeError:
+            if deadline.left() > 0:
+                raise  # the default failed by itself, not stopped by the deadline
+            task.search = None
+            break
         started.append(task)
     for task in started:
         if task.search.trials < trials and time_left(task.search.seconds_per_trial):
@@ -107,8 +128,10 @@ def schedule(tasks: list[Task], measurer: Measurer, trials: int, seconds: float 
                 break
         elif search.trials >= trials:
             active.remove(task)
-    for task in started:
-        task.search.finish().seconds_spent = task.search.measuring_seconds
+    for task in sorted(started, key=Task.expected_saving, reverse=True):
+        search = task.search
+        search.finish(confirm=confirm and deadline.fits(search.confirmation_seconds()))
+        search.result.seconds_spent = search.measuring_seconds
     return started
 
 

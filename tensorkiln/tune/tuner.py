@@ -66,6 +66,12 @@ class WorkloadResult:
     strategy: str = ""
     cost_model: str = ""
     seconds_spent: float = 0.0
+    unconfirmed: bool = False  # its best alone was not measured again (no record): see WorkloadSearch.finish
+
+    @property
+    def wins_alone(self) -> bool:
+        """Whether its best candidate beat the default alone by more than NOISE (confirmed or not)."""
+        return self.best_seconds < (1 - NOISE) * self.default_seconds
 
     @property
     def speedup(self) -> float:
@@ -116,14 +122,16 @@ class WorkloadSearch:
     `start()` measures the default (trial 1) and the nearest tuned workload's configuration;
     `step(count)` measures up to `count` more candidates and says whether the space has more;
     `finish()` confirms the best and appends its record.
+    clock: what measuring_seconds is counted on (a test's fake clock; time.monotonic).
     """
 
     def __init__(self, workload: str, measurer: Measurer, strategy: str = "evolutionary", seed: int = 0,
-                 on_trial: Callable[[WorkloadResult, Trial], None] | None = None):
+                 on_trial: Callable[[WorkloadResult, Trial], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         space = space_of(workload)
         if space is None:
             raise ValueError(f"workload {workload!r} has no search space")
-        self.space, self.measurer, self.on_trial = space, measurer, on_trial
+        self.space, self.measurer, self.on_trial, self.clock = space, measurer, on_trial, clock
         self.search = make_strategy(strategy, space, seed)
         self.result = WorkloadResult(workload, math.inf, math.inf, dict(space.default), dict(space.default),
                                      strategy=strategy,
@@ -149,10 +157,10 @@ class WorkloadSearch:
         return min((t.score for t in self.result.trials if t.score is not None), default=1.0)
 
     def _run(self, config: Config | None) -> Trial:
-        began = time.monotonic()
+        began = self.clock()
         cutoff = None if config is None else self.best_score() * CUTOFF
         measurement = self.measurer.measure(self.result.workload, config, cutoff=cutoff)
-        self.measuring_seconds += time.monotonic() - began
+        self.measuring_seconds += self.clock() - began
         trial = Trial(dict(config or self.space.default), measurement, self.measuring_seconds, is_default=config is None)
         self.result.trials.append(trial)
         self.search.observe(trial.config, trial.score)
@@ -187,8 +195,23 @@ class WorkloadSearch:
             self._run(config)
         return True
 
-    def finish(self, write_record: bool = True) -> WorkloadResult:
-        """Confirm the best candidate (twice the rounds); append its record if it wins again."""
+    def confirmation_seconds(self) -> float:
+        """What finish() is expected to cost: twice the rounds of a trial, counted as two trials (nothing
+        when the best alone does not beat the default, and there is nothing to confirm)."""
+        return 2 * self.seconds_per_trial if self.best_score() < 1 - NOISE else 0.0
+
+    def finish(self, write_record: bool = True, confirm: bool = True) -> WorkloadResult:
+        """Confirm the best candidate (twice the rounds); append its record if it wins again.
+
+        confirm=False: no second measurement and no record; the result's best is the best alone,
+        marked unconfirmed (the budget had no time for it, or the model itself will judge it)."""
+        if not confirm:
+            best = self.best_score()
+            if best < 1.0:  # a candidate was faster alone; the default's is kept until it is confirmed
+                self.result.best_config = dict(self.search.best(1)[0])
+                self.result.best_seconds = best * self.result.default_seconds
+                self.result.unconfirmed = True
+            return self.result
         _confirm(self.result, self.search, self.measurer, self.space.default)
         if self.result.tuned and write_record:
             tuning_records.append_record(tuning_records.TuningRecord(

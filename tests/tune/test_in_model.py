@@ -41,14 +41,19 @@ def test_the_shortlist_is_the_best_distinct_candidates_alone_within_the_margin()
     assert shortlist(default_again) == []  # the default is what each candidate is compared with
 
 
-def fake_in_model(monkeypatch, ratios: dict[tuple, float]):
-    """profile_in_turns replaced: the candidate of each workload in a build has a fixed in-model ratio."""
+def fake_in_model(monkeypatch, ratios: dict[tuple, float | tuple[float, int]]):
+    """profile_in_turns replaced: the candidate of each workload in a build has a fixed in-model ratio, and
+    rounds lost (given with it, or: none when the ratio is under 1, every round otherwise)."""
     builds = []
 
     def profile_in_turns(untuned, tuned, inputs, workloads, rounds, repeat):
         table = builds[-1]
-        return {w: (1e-3, 1e-3 * ratios[(w, tuple(sorted(table[w].items())))], 1,
-                    ratios[(w, tuple(sorted(table[w].items())))]) for w in workloads}
+        found = {}
+        for w in workloads:
+            given = ratios[(w, tuple(sorted(table[w].items())))]
+            ratio, lost = given if isinstance(given, tuple) else (given, 0 if given < 1 else rounds)
+            found[w] = (1e-3, 1e-3 * ratio, 1, ratio, lost)
+        return found
 
     def built(rebuild, inputs, table):
         builds.append(dict(table))
@@ -138,7 +143,66 @@ def test_candidates_sharing_a_kernel_go_into_different_builds():
 def test_a_build_is_made_only_where_its_estimate_fits(records, monkeypatch):
     builds = fake_in_model(monkeypatch, {(KEY, key_of(CONFIG)): 0.9})
     choice = choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0,
-                             keep_back=2.0)  # 4 s and twice that kept back: 12 s > 10 s
+                             keep_back=8.0)  # 4 s and 8 s kept back: 12 s > 10 s
     assert builds == [] and choice.untried == 1
-    choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0, keep_back=1.0)
+    choose_in_model(lambda: None, (), {KEY: [CONFIG]}, untuned=None, seconds=10.0, estimate=4.0, keep_back=4.0)
     assert builds == [{KEY: CONFIG}]
+
+
+def test_the_largest_wins_alone_go_first():
+    small_key, big_key, tied_key = KEY, KEY.replace("m=48", "m=96"), KEY.replace("m=48", "m=24")
+    small = WorkloadResult(small_key, 1e-3, 1e-3, {}, {}, trials=[trial({}, 1.0, default=True), trial(CONFIG, 0.5)])
+    big = WorkloadResult(big_key, 1e-3, 1e-3, {}, {}, trials=[trial({}, 1.0, default=True), trial(OTHER, 0.8)])
+    tied = WorkloadResult(tied_key, 1e-2, 1e-2, {}, {}, trials=[trial({}, 1.0, default=True), trial(THIRD, 1.02)])
+    # saved per model call: small 1 x 1 ms x 0.5, big 4 x 1 ms x 0.2, tied nothing (however heavy)
+    ordered = in_model.shortlists_by_saving([(tied, 9), (small, 1), (big, 4)])
+    assert list(ordered) == [big_key, small_key, tied_key]
+    assert ordered[big_key] == [OTHER]
+    assert list(in_model.shortlists_by_saving([(small, 1), (big, 1)])) == [small_key, big_key]
+
+
+@pytest.mark.parametrize("ratios, chosen", [
+    (((0.85, 2), (0.95, 0)), OTHER),  # the lower median lost 2 of 5 rounds: it does not win in turns
+    (((0.85, 1), (0.95, 0)), CONFIG),  # one round lost is allowed
+    (((0.85, 3), (0.95, 2)), None),
+])
+def test_a_winner_wins_in_turns_not_only_in_the_median(records, monkeypatch, ratios, chosen):
+    fake_in_model(monkeypatch, {(KEY, key_of(c)): r for c, r in zip((CONFIG, OTHER), ratios)})
+    choice = choose_in_model(lambda: None, (), {KEY: [CONFIG, OTHER]}, untuned=None, rounds=5, write=False)
+    assert choice.chosen.get(KEY) == chosen
+    if chosen is not None:
+        assert choice.verdicts()[KEY].ratio == dict(zip((CONFIG["nc"], OTHER["nc"]), ratios))[chosen["nc"]][0]
+
+
+def test_after_the_first_build_the_builds_measured_say_what_one_costs(records, monkeypatch):
+    """The estimate (a cold build) only decides the first build; a cheaper one measured lets more in."""
+    clock = [0.0]
+    monkeypatch.setattr(in_model.time, "monotonic", lambda: clock[0])
+    builds = fake_in_model(monkeypatch, {(KEY, key_of(c)): 0.9 for c in (CONFIG, OTHER, THIRD)})
+    built = in_model._built
+
+    def two_seconds(rebuild, inputs, table):
+        clock[0] += 2.0
+        return built(rebuild, inputs, table)
+    monkeypatch.setattr(in_model, "_built", two_seconds)
+    choice = choose_in_model(lambda: None, (), {KEY: [CONFIG, OTHER, THIRD]}, untuned=None, seconds=10.0,
+                             estimate=7.0, keep_back=1.0, write=False)
+    assert len(builds) == 3 and choice.untried == 0  # 7 + 1 fit in 10; then 2 s each: 2 + 2 + 1 more
+    clock[0] = 0.0
+    choice = choose_in_model(lambda: None, (), {KEY: [CONFIG, OTHER, THIRD]}, untuned=None, seconds=10.0,
+                             estimate=9.5, keep_back=1.0, write=False)
+    assert choice.builds == 0 and choice.untried == 3
+
+
+def test_winners_that_share_a_kernel_are_never_kept_together():
+    """A convolution's winner and the winner of a GEMM its kernel runs were measured in different builds:
+    only the larger saving in the model is kept, and workloads of other kernels are kept beside it."""
+    def timing(workload, untuned, ratio):
+        return in_model.CandidateTiming(workload, {}, 0, 1, untuned, untuned * ratio, ratio)
+    kernels = {"conv:a": {"k1"}, "gemm:b": {"k1"}, "sketch:c": {"k2"}, "gemm:d": {"k1", "k3"}}
+    winners = {"conv:a": timing("conv:a", 10e-3, 0.9), "gemm:b": timing("gemm:b", 4e-3, 0.5),
+               "sketch:c": timing("sketch:c", 1e-3, 0.9), "gemm:d": timing("gemm:d", 1e-3, 0.5)}
+    assert in_model.one_per_kernel(winners, kernels) == ["gemm:b", "sketch:c"]  # 2 ms saved against 1 ms
+    winners["conv:a"] = timing("conv:a", 10e-3, 0.7)
+    assert in_model.one_per_kernel(winners, kernels) == ["conv:a", "sketch:c"]
+    assert in_model.one_per_kernel(winners, {}) == ["conv:a", "gemm:b", "gemm:d", "sketch:c"]  # none shared

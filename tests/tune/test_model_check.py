@@ -125,7 +125,7 @@ def test_tune_checks_what_the_model_chose(records, rng):
     x, w1, w2 = operands(rng)
     with Measurer(command=WINNING) as measurer:
         result = tk.tune(model, x, w1, w2, trials=3, strategy="random", measurer=measurer, check_model=True)
-    won = {k.workload for k in result.kernels if k.result.tuned}
+    won = {k.workload for k in result.kernels if k.result.wins_alone}
     assert won and set(result.in_model.chosen) <= {k.workload for k in result.kernels}
     assert {w.workload for w in result.model_check.workloads} == set(result.in_model.chosen)
     for verdict in result.model_check.workloads:

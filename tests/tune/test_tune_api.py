@@ -7,6 +7,8 @@ import pytest
 import tensorkiln as tk
 from tensorkiln.kernels.templates.gemm import gemm_workload
 from tensorkiln.runtime.tuning_records import read_records
+from tensorkiln.tune.api import IN_MODEL_BUILDS, MIN_IN_MODEL_SHARE, MIN_SEARCH_SHARE, search_seconds
+from tensorkiln.tune.model_check import ModelCost
 from tensorkiln.tune.tuner import nearest_tuned
 
 
@@ -57,3 +59,16 @@ def test_tasks_too_small_to_matter_keep_their_defaults():
     tasks, too_small = worth_tuning({small: ["k1"] * 5, big: ["k0"], attention: ["k2"] * 12})
     assert [t.workload for t in tasks] == [attention, big]  # largest work x uses first (2 x 128 keys a row)
     assert too_small == [small] and 64 * 5 < MIN_WORK_SHARE * 512 ** 3
+
+
+def test_the_searches_get_less_of_the_budget_the_more_a_build_of_the_model_costs():
+    cheap, dear = ModelCost(10.0, 0.1, 8.0), ModelCost(40.0, 0.1, 30.0)
+    assert search_seconds(600, dear) < search_seconds(600, cheap) < 600 * (1 - MIN_IN_MODEL_SHARE) + 1e-9
+    # the time kept back covers the builds of the choice and the check's, as the untuned build measured them
+    kept = 600 - search_seconds(600, dear)
+    assert kept >= IN_MODEL_BUILDS * dear.profiled_build_seconds(5, 3) + dear.end_to_end_seconds()
+    assert search_seconds(600, ModelCost(1000.0, 1.0, 900.0)) == pytest.approx(MIN_SEARCH_SHARE * 600)
+    assert search_seconds(600, cheap, elapsed=30.0) == pytest.approx(search_seconds(600, cheap) - 30.0)
+    assert search_seconds(10, dear, elapsed=20.0) == 0.0
+    # a profiling build found in the caches is still counted as a fresh one
+    assert ModelCost(40.0, 0.1, 1.0).profiled_build_seconds(5, 3) == dear.profiled_build_seconds(5, 3)
