@@ -4,7 +4,8 @@ Read back from the compiled library: a register tile's loop (broadcasts and at l
 vector load or store on the stack. A P V tile that rescaled O as it was loaded held its MR
 corrections in registers across the products, and with 16 vector registers GCC spilled an
 accumulator on every step (BERT's shape: queries, keys and values sliced from one projection, a
-run-time length, a padding mask). The numbers are checked against numpy at run-time lengths.
+run-time length, a padding mask). The running row maximum is vector code too (no scalar float
+comparison). The numbers are checked against numpy at run-time lengths.
 """
 from __future__ import annotations
 
@@ -94,3 +95,15 @@ def test_attention_tiles_keep_their_accumulators_in_registers(n):
     for body in loops:
         spills = [x for x in body if "rsp" in x and re.search(r"[xyz]mm", x)]
         assert not spills, "an FMA loop moves vectors through the stack:\n" + "\n".join(body)
+
+
+def test_the_running_row_maximum_is_vector_code():
+    """The tile's maximum per query, folded over its keys (nested NaN-propagating max), compiles to
+    vector compares and blends: no scalar float comparison anywhere in the kernel."""
+    f = tk.jit(_attend, dynamic={"x": {1: "seq"}, "m": {3: "seq"}})
+    x, m = _inputs(131)
+    np.testing.assert_allclose(f(x, m).numpy(), _reference(x, m), rtol=1e-4, atol=1e-5)
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.report(x, m).library_path or ""],
+                          capture_output=True, text=True).stdout
+    scalar = [line for line in text.splitlines() if re.search(r"\bv?u?comiss\b", line)]
+    assert not scalar, "scalar float comparisons:\n" + "\n".join(scalar[:8])
