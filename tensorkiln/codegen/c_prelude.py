@@ -228,14 +228,20 @@ static inline {t} tk_mod_{name}({t} a, {t} b)
 """
 
 _FLOAT_MIN_MAX = r"""
+/* NaN in either operand propagates: a NaN `a` by the last test, a NaN `b` by failing the comparison.
+   Two selects rather than one on `a < b || a != a`: GCC vectorizes a loop of nested min / max in
+   this form (compares and blends), and left the other scalar, a branch per comparison (the fused
+   attention's running row maximum, four deep) */
 static inline {t} tk_min_{name}({t} a, {t} b)
 {{
-    return (a < b || a != a) ? a : b;  /* NaN in either operand propagates */
+    {t} m = a < b ? a : b;
+    return a != a ? a : m;
 }}
 
 static inline {t} tk_max_{name}({t} a, {t} b)
 {{
-    return (a > b || a != a) ? a : b;
+    {t} m = a > b ? a : b;
+    return a != a ? a : m;
 }}
 
 /* min / max against a bound that is never NaN (a constant): a NaN `a` fails the
