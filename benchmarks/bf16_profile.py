@@ -1,14 +1,15 @@
 """Where the time goes in bf16: tensorkiln's kernels next to OpenVINO's layers, grouped, per model.
 
     python benchmarks/bf16_profile.py [MODEL ...] [--threads 2] [--rounds 5] [--repeat 20] [--statistic min]
-        [--json out.json]
+        [--precision bf16|fp32] [--json out.json]
 
 MODEL: resnet18, mobilenetv2, bert (default: all three; `tensorkiln bench`'s models at batch 1).
-tensorkiln compiles the model with precision="bf16" (`tk.from_torch`) and `f.profile` times each
-kernel; OpenVINO compiles the same model exported to ONNX with its defaults (bf16 on a CPU with
-AVX512-BF16) and PERF_COUNT=YES, and `get_profiling_info()` times each of its layers. Both sides
-are grouped into the same coarse classes (stem, Winograd, direct 3x3, 1x1, depthwise, GEMM,
-attention, normalization, elementwise, layout/copies, ...) and each class's median over `--rounds`
+tensorkiln compiles the model with precision="bf16" (`tk.from_torch`; `--precision fp32`: float32)
+and `f.profile` times each kernel; OpenVINO compiles the same model exported to ONNX with its
+defaults (bf16 on a CPU with AVX512-BF16; with `--precision fp32`, the f32 inference hint) and
+PERF_COUNT=YES, and `get_profiling_info()` times each of its layers. Both sides
+are grouped into the same coarse classes (stem, Winograd, direct 3x3, 1x1 with an activation or
+linear, depthwise by stride, GEMM, attention, normalization, elementwise, layout/copies, ...) and each class's median over `--rounds`
 rounds is printed as ms and share, the two frameworks' rounds taken in turns so that a loaded
 machine slows both alike. A per-kernel profile adds a timer call per kernel to tensorkiln's
 figures and OpenVINO's counters add theirs: compare the classes, not the totals, with the
@@ -34,15 +35,23 @@ from kernel_profiles import algorithm_of, attribute, conv_of  # noqa: E402
 MODELS = ("resnet18", "mobilenetv2", "bert")
 
 
-def conv_class(window: int, groups: int, first: bool, winograd: bool = False) -> str:
-    """The coarse class of one convolution, the same words for both frameworks."""
+def conv_class(window: int, groups: int, first: bool, winograd: bool = False, stride: int = 1,
+               activated: bool = True) -> str:
+    """The coarse class of one convolution, the same words for both frameworks: depthwise layers by
+    stride, 1x1 layers by whether an activation follows (an inverted residual block's expansion)
+    or not (its linear projection, with the residual add where there is one)."""
     if first:
         return "conv stem (first layer)"
     if groups != 1:
-        return "conv depthwise"
+        return f"conv depthwise s{stride}"
     if winograd:
         return "conv 3x3 winograd"
-    return "conv 1x1" if window == 1 else f"conv {window}x{window} direct"
+    if window == 1:
+        return "conv 1x1 + activation" if activated else "conv 1x1 linear (+residual)"
+    return f"conv {window}x{window} direct"
+
+
+ACTIVATIONS = ("relu", "clip", "clamp", "minimum", "maximum", "gelu", "sigmoid", "tanh")
 
 
 def tk_class(kernel, first_conv: bool) -> str:
@@ -52,8 +61,10 @@ def tk_class(kernel, first_conv: bool) -> str:
     if conv is not None:
         op, args, _ = conv
         padding = (attribute(args, "padding") or "(0").strip("()").split(",")[0]
+        stride = (attribute(args, "stride") or "(1").strip("()").split(",")[0]
         return conv_class(2 * int(padding) + 1, int(attribute(args, "groups") or "1"), first_conv,
-                          algorithm_of(kernel, op) == "winograd")
+                          algorithm_of(kernel, op) == "winograd", int(stride),
+                          any(op.startswith(ACTIVATIONS) for op in ops))
     if "exp" in ops and any(op.startswith("matmul") for op in ops):
         return "attention"  # the fused kernel: q k^T, softmax, P V
     if any(op.startswith("matmul") for op in ops):
@@ -79,22 +90,31 @@ OV_CLASSES = [  # (pattern on "<layer type> <implementation>", class); the first
 ]
 
 
-def onnx_convolutions(path: str) -> dict[str, tuple[int, int]]:
-    """ONNX node name -> (window, groups) of every Conv of the exported model."""
+def onnx_convolutions(path: str) -> dict[str, tuple[int, int, int, bool]]:
+    """ONNX node name -> (window, groups, stride, followed by an activation) of every Conv of the
+    exported model."""
     import onnx
+    nodes = onnx.load(path).graph.node
+    readers: dict[str, list[str]] = defaultdict(list)
+    for node in nodes:
+        for name in node.input:
+            readers[name].append(node.op_type.lower())
     convs = {}
-    for node in onnx.load(path).graph.node:
+    for node in nodes:
         if node.op_type == "Conv":
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            convs[node.name] = (int(attrs.get("kernel_shape", [1])[0]), int(attrs.get("group", 1)))
+            activated = any(r.startswith(ACTIVATIONS) for r in readers[node.output[0]])
+            convs[node.name] = (int(attrs.get("kernel_shape", [1])[0]), int(attrs.get("group", 1)),
+                                int(attrs.get("strides", [1])[0]), activated)
     return convs
 
 
-def ov_class(info, convs: dict[str, tuple[int, int]], first_conv: str) -> str:
+def ov_class(info, convs: dict[str, tuple[int, int, int, bool]], first_conv: str) -> str:
     """The coarse class of one OpenVINO layer (a ProfilingInfo); its convolutions looked up in the ONNX model."""
     if "Convolution" in info.node_type:
-        window, groups = convs.get(info.node_name.removesuffix("/WithoutBiases"), (3, 1))
-        return conv_class(window, groups, info.node_name.removesuffix("/WithoutBiases") == first_conv, "winograd" in info.exec_type)
+        name = info.node_name.removesuffix("/WithoutBiases")
+        window, groups, stride, activated = convs.get(name, (3, 1, 1, True))
+        return conv_class(window, groups, name == first_conv, "winograd" in info.exec_type, stride, activated)
     text = f"{info.node_type} {info.exec_type}"
     for pattern, name in OV_CLASSES:
         if re.search(pattern, text):
@@ -102,7 +122,7 @@ def ov_class(info, convs: dict[str, tuple[int, int]], first_conv: str) -> str:
     return "elementwise"
 
 
-def profile_model(name: str, rounds: int, repeat: int, statistic: str = "median") -> dict:
+def profile_model(name: str, rounds: int, repeat: int, statistic: str = "median", precision: str = "bf16") -> dict:
     """Grouped per-class median ms of both frameworks, and the top layers of each."""
     import numpy as np
     import openvino
@@ -112,12 +132,14 @@ def profile_model(name: str, rounds: int, repeat: int, statistic: str = "median"
 
     model, inputs = build(name, 1)
     arrays = [t.numpy() for t in inputs]
-    ours = from_torch(model, inputs, precision="bf16")
+    ours = from_torch(model, inputs, precision=precision)
     ours(*arrays)
     report = ours.report(*arrays)
     path = os.path.join(tempfile.mkdtemp(prefix="tk-bf16-profile-"), f"{name}.onnx")
     torch.onnx.export(model, inputs, path, dynamo=False)
     config = {"PERF_COUNT": True, "INFERENCE_NUM_THREADS": int(os.environ["OMP_NUM_THREADS"])}
+    if precision == "fp32":
+        config["INFERENCE_PRECISION_HINT"] = "f32"
     compiled = openvino.Core().compile_model(path, "CPU", config)
     request = compiled.create_infer_request()
     feed = {k: np.ascontiguousarray(a) for k, a in enumerate(arrays)}
@@ -156,17 +178,18 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--statistic", choices=("median", "min"), default="median")
+    parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     args = parser.parse_args()
     torch_peer(args.threads)  # the reference models (and the ONNX export)
     results = {}
     for name in args.models:
-        result = profile_model(name, args.rounds, args.repeat, args.statistic)
+        result = profile_model(name, args.rounds, args.repeat, args.statistic, args.precision)
         results[name] = result
         table = result["classes"]
         tk_total = sum(r["tensorkiln_ms"] for r in table.values())
         ov_total = sum(r["openvino_ms"] for r in table.values())
-        print(f"\n{name}, batch 1, {args.threads} threads: tensorkiln bf16 ({result['tensorkiln_kernels']} kernels) "
-              f"against OpenVINO default ({result['openvino_layers']} executed layers); "
+        print(f"\n{name}, batch 1, {args.threads} threads: tensorkiln {args.precision} ({result['tensorkiln_kernels']} kernels) "
+              f"against OpenVINO {'f32' if args.precision == 'fp32' else 'default'} ({result['openvino_layers']} executed layers); "
               f"{args.statistic}s of {args.rounds} rounds, ms per call")
         rows = [[key, f"{r['tensorkiln_ms']:.3f}", f"{100 * r['tensorkiln_ms'] / tk_total:.0f}%",
                  f"{r['openvino_ms']:.3f}", f"{100 * r['openvino_ms'] / ov_total:.0f}%",

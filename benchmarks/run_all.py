@@ -77,6 +77,9 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "bf16_widened": ([sys.executable, os.path.join(HERE, "bf16_widened.py"), "--threads", "1"], True),
     # bf16 CNNs on a CPU without AVX512-BF16 against tensorkiln's fp32 and OpenVINO, with the choices before
     "bf16_no_dot": ([sys.executable, os.path.join(HERE, "bf16_no_dot.py"), "--threads", "2"], True),
+    # this tree against a checkout in turns; run here against itself, the noise floor of its ratios
+    "against_checkout": ([sys.executable, os.path.join(HERE, "against_checkout.py"), os.path.dirname(HERE),
+                          "mobilenetv2", "--pairs", "4"], True),
     "kernel_profiles": ([sys.executable, os.path.join(HERE, "kernel_profiles.py")], True),
     "onnx_lstm": ([sys.executable, os.path.join(HERE, "onnx_lstm.py")], True),
     "compile_time": ([sys.executable, os.path.join(HERE, "compile_time.py")], True),

@@ -24,7 +24,10 @@ local `wvec` (else it folds the weight load into every FMA, T loads per
 vector), and each step's offsets are named once (`x_at`, `w_at`), so the
 pixel loads are one base register plus constant displacements. The tile
 (T, G) is chosen per layer (`nchwc_tile`); a row whose width T does not
-divide ends with one narrower tile.
+divide ends with one narrower tile. With input blocks of one channel (an RGB
+stem) the taps are the innermost loop and GCC unrolls them, keeping a
+broadcast per tap and the epilogue's constants live: the tile leaves
+registers for those (`tile_leaves`, epilogue_registers.py).
 
 Padding: the input is first copied once into a local xpad[N, C/cb, Hp, Wp, cb]
 whose border is zero (rows wholly in the margin and the left and right
@@ -69,6 +72,7 @@ from ...loops.types import compute_dtype, itemsize
 from ...shapes.symint import hint_of, is_symbolic
 from ..target import cpu_target
 from .depthwise_columns import depthwise_columns_tile, depthwise_row_update
+from .epilogue_registers import epilogue_registers
 from .bf16_store import bf16_tile_store, uses_vector_store
 from .plane import as_expr, is_run_time, run_time_min
 
@@ -189,6 +193,13 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
             if best_score is None or score < best_score:
                 best, best_score = NchwcTile(t, g), score
     return best
+
+
+def tile_leaves(tile: NchwcTile, kb: int, dtype: str, reserved: int) -> bool:
+    """Whether `tile`'s accumulators, a step's weight vectors and a broadcast fit beside `reserved` registers."""
+    target = cpu_target()
+    v = max(1, -(-kb * itemsize(dtype) // target.vector_bytes))
+    return (tile.pixels + 1) * tile.blocks * v + 1 + reserved <= target.vector_registers
 
 
 DEPTHWISE_BAND_ROWS = 8  # output rows per depthwise task at most (its input copy: 10 rows at stride 1)
@@ -385,6 +396,14 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     depthwise = _is_depthwise(root)
     if tile is None:
         tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
+    if not depthwise and _input_blocks(root)[1] == 1:
+        # Input blocks of one channel (an RGB stem): the KW taps are the innermost loop. GCC unrolls
+        # them, keeping a broadcast per tap live (neighbouring pixels share input columns), and
+        # holds the epilogue's constants in registers through the reduction (epilogue_registers.py):
+        # a tile that does not leave room for both is chosen again.
+        reserved = kw - 1 + epilogue_registers(epilogue, 5 if blocked_out else 4, dtype)
+        if not tile_leaves(tile, kb, dtype, reserved):
+            tile = nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh, spare=1 + reserved)
     t_full, g_blocks = tile.pixels, tile.blocks
     if not (1 <= t_full and 1 <= g_blocks <= kblocks and kblocks % g_blocks == 0):
         raise ValueError(f"conv2d_nchwc: tile of {t_full} pixels x {g_blocks} channel blocks does not divide "
