@@ -235,7 +235,8 @@ def tuned_conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilo
         # at another width (built by hand, or for another CPU) takes the rule's tile for its blocks.
         return conv2d_nchwc_body(root, out, values, epilogue)
     return conv2d_nchwc_body(root, out, values, epilogue, NchwcTile(config.pixels, config.blocks),
-                             groups_inner=config.order == "groups")
+                             groups_inner=config.order == "groups",
+                             rule_tile=config == analytic_conv_config(shape_of(root)))
 
 
 __all__ = ["ConvConfig", "ConvShape", "NCHWC", "TASK_ORDERS", "analytic_conv_config", "conv_config",

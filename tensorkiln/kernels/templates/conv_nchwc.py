@@ -27,7 +27,9 @@ pixel loads are one base register plus constant displacements. The tile
 divide ends with one narrower tile. With input blocks of one channel (an RGB
 stem) the taps are the innermost loop and GCC unrolls them, keeping a
 broadcast per tap and the epilogue's constants live: the tile leaves
-registers for those (`tile_leaves`, epilogue_registers.py).
+registers for those (`tile_leaves`, epilogue_registers.py). Only the rule's
+tile is chosen again (the kernel's `tuning:` comment names the rule's tile before
+that check); a tuned record's tile runs as it was measured.
 
 Padding: the input is first copied once into a local xpad[N, C/cb, Hp, Wp, cb]
 whose border is zero (rows wholly in the margin and the left and right
@@ -371,7 +373,7 @@ def _weight(values: ValueBuilder, w_node: Node, flat: E.Expr, *index: E.Expr) ->
 
 
 def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None, tile: NchwcTile | None = None,
-                      groups_inner: bool = False) -> Stmt | None:
+                      groups_inner: bool = False, rule_tile: bool = True) -> Stmt | None:
     """Loop IR computing epilogue(conv2d_nchwc(x, w)); see the module docstring.
 
     `epilogue(index, acc)` gives the stored value of output element `index`
@@ -379,6 +381,8 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     whose convolution sum is `acc`. tile: the register tile (default `nchwc_tile`'s);
     groups_inner: number the tasks (image, row, channel group) rather than (image, group, row),
     so that neighbouring tasks share input rows rather than weights (not for depthwise layers).
+    rule_tile: `tile` is the rule's, which may be chosen again where it leaves too few registers (below);
+    a tuned record's tile (False) runs as it was measured.
     """
     if epilogue is None:
         epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
@@ -396,7 +400,7 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     depthwise = _is_depthwise(root)
     if tile is None:
         tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
-    if not depthwise and _input_blocks(root)[1] == 1:
+    if rule_tile and not depthwise and _input_blocks(root)[1] == 1:
         # Input blocks of one channel (an RGB stem): the KW taps are the innermost loop. GCC unrolls
         # them, keeping a broadcast per tap live (neighbouring pixels share input columns), and
         # holds the epilogue's constants in registers through the reduction (epilogue_registers.py):
