@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkout_turns import compare_in_turns, start_children  # noqa: E402
 
 HEADS, HEAD = 12, 64
 BLOCK_SECONDS = 0.4
@@ -62,38 +64,8 @@ def main() -> None:
     if args.serve:
         serve()
         return
-    children = {}
-    for spec in args.checkouts.split(","):
-        name, tree = spec.split("=", 1)
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-        children[name] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve"], env=env,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tree)
-        if children[name].stdout.readline().strip() != "ready":
-            raise RuntimeError(f"{name} ({tree}): the child did not start")
-
-    def ask(name: str, n: int, calls: int) -> float:
-        children[name].stdin.write(f"{n} {calls}\n")
-        children[name].stdin.flush()
-        return float(children[name].stdout.readline())
-
-    names = list(children)
-    try:
-        for n in [int(s) for s in args.samples.split(",")]:
-            first = min(ask(name, n, 1) for name in names)
-            calls = max(1, int(BLOCK_SECONDS / first))
-            times: dict[str, list[float]] = {name: [] for name in names}
-            for round_index in range(args.rounds):
-                for name in names if round_index % 2 == 0 else names[::-1]:
-                    time.sleep(0.05)
-                    times[name].append(ask(name, n, calls))
-            for name in names:
-                ratio = float(np.median([a / b for a, b in zip(times[name], times[names[0]])]))
-                print(f"seq {n}  {name:>8}: {np.median(times[name]) * 1e3:8.3f} ms  {name} / {names[0]} {ratio:.3f}")
-    finally:
-        for child in children.values():
-            child.stdin.close()
-            child.wait()
-
+    children = start_children(args.checkouts, __file__, [])
+    compare_in_turns(children, args.samples.split(","), args.rounds, BLOCK_SECONDS, label="seq {key}")
 
 if __name__ == "__main__":
     main()

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkout_turns import compare_in_turns, start_children  # noqa: E402
 
 BLOCK_SECONDS = 0.5
 
@@ -55,38 +55,8 @@ def main() -> None:
         return
     if not args.checkouts:
         parser.error("--checkouts is required: name=path,name=path")
-    children = {}
-    for spec in args.checkouts.split(","):
-        name, tree = spec.split("=", 1)
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-        children[name] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", "--models",
-                                           args.models], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          text=True, cwd=tree)
-        if children[name].stdout.readline().strip() != "ready":
-            raise RuntimeError(f"{name} ({tree}): the child did not start")
-
-    def ask(name: str, model: str, calls: int) -> float:
-        children[name].stdin.write(f"{model} {calls}\n")
-        children[name].stdin.flush()
-        return float(children[name].stdout.readline())
-
-    names = list(children)
-    try:
-        for model in models:
-            calls = max(1, int(BLOCK_SECONDS / min(ask(name, model, 1) for name in names)))
-            times: dict[str, list[float]] = {name: [] for name in names}
-            for round_index in range(args.rounds):
-                for name in names if round_index % 2 == 0 else names[::-1]:
-                    time.sleep(0.05)
-                    times[name].append(ask(name, model, calls))
-            for name in names:
-                ratio = float(np.median([a / b for a, b in zip(times[name], times[names[0]])]))
-                print(f"{model:<12} {name:>8}: {np.median(times[name]) * 1e3:8.3f} ms  {name} / {names[0]} {ratio:.3f}")
-    finally:
-        for child in children.values():
-            child.stdin.close()
-            child.wait()
-
+    children = start_children(args.checkouts, __file__, ["--models", args.models])
+    compare_in_turns(children, models, args.rounds, BLOCK_SECONDS, label="{key:<12}")
 
 if __name__ == "__main__":
     main()
