@@ -617,20 +617,15 @@ class _AttentionKernel:
         tile_at = r * cols + c
         update = E.call("fma", E.Load(self.probs, j * mq + row), self._value_element(j, col), E.Load(acc, tile_at))
         tile = block(
-            For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, E.Load(self.o_acc, row * dvp + col)),
-                                    "vectorized"), "unrolled"),
+            For(r, E.const(mr), For(c, E.const(cols), Store(
+                acc, tile_at, E.Load(self.o_acc, row * dvp + col) * E.Load(self.corr, row)), "vectorized"),
+                "unrolled"),
             For(j, width, For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, update), "vectorized"),
                                    "unrolled")),
             For(r, E.const(mr), For(c, E.const(cols), Store(self.o_acc, row * dvp + col, E.Load(acc, tile_at)),
                                     "vectorized"), "unrolled"))
-        # O is rescaled in a pass of its own, not as each tile is loaded: a tile that loads MR
-        # corrections keeps them live across its products (loop-invariant in the chunk loop), and with
-        # 16 vector registers GCC then spilled an accumulator on every step of the tile.
-        i, oc = E.Var("ri"), E.Var("rc")
-        rescale = For(i, E.const(mq), For(oc, E.const(dvp), Store(
-            self.o_acc, i * dvp + oc, E.Load(self.o_acc, i * dvp + oc) * E.Load(self.corr, i)), "vectorized"))
         groups = (self.rows + (mr - 1)) // mr
-        return block(rescale, For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile))))
+        return For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile)))
 
     def _write_out(self) -> Stmt:
         """out[i0 + r][c] = O[r][c] / l[r] for the block's valid rows."""
