@@ -53,6 +53,18 @@ def rng(request) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
+@pytest.fixture
+def no_bf16_dot(monkeypatch):
+    """The host described as a CPU without AVX512-BF16 (TENSORKILN_NO_BF16_DOT=1; a fresh target before
+    and after)."""
+    from tensorkiln.kernels.target import cpu_target
+    monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
+    cpu_target.cache_clear()
+    yield
+    monkeypatch.undo()
+    cpu_target.cache_clear()
+
+
 def pytest_collection_modifyitems(items):
     """Tests that ask for the reference backend expect its fallback warning: not an error for them
     (a marker set at collection, before pytest reads a test's warning filters)."""

@@ -16,7 +16,6 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.frontend.tensor import apply
 from tensorkiln.kernels import grouping
-from tensorkiln.kernels.target import cpu_target
 from tensorkiln.passes import conv_bf16_weights
 from tensorkiln.passes.conv_bf16_weights import conv_weight_pairs
 
@@ -208,14 +207,6 @@ def test_an_inverted_residual_block_keeps_bf16_activations(path, monkeypatch, ch
     assert np.linalg.norm(got - fp32) / np.linalg.norm(fp32) < BF16_TOLERANCE
 
 
-@pytest.fixture
-def no_bf16_dot(monkeypatch):
-    """The host described as a CPU without AVX512-BF16 (a fresh target before and after)."""
-    monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
-    cpu_target.cache_clear()
-    yield
-    monkeypatch.undo()
-    cpu_target.cache_clear()
 
 
 # (channels, expansion, stride, image size): residual blocks, a stride-2 block without one, odd sizes

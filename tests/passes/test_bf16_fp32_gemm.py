@@ -23,14 +23,6 @@ RNG = np.random.default_rng(11)
 FP32_KERNEL = "bf16 operands (fp32 kernel)"
 
 
-@pytest.fixture
-def no_bf16_dot(monkeypatch):
-    """A target without bf16 dot products (this host's description, or the switch that says so)."""
-    monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
-    cpu_target.cache_clear()
-    yield
-    monkeypatch.undo()
-    cpu_target.cache_clear()
 
 
 def bf16(a: np.ndarray) -> np.ndarray:
