@@ -89,25 +89,23 @@ def runs_on_fp32_kernels(node: Node) -> bool:
 def round_for_fp32_kernels(graph: Graph) -> tuple[Graph, Counter]:
     """On a target without bf16 dot products, write the rounded operands of matmuls as round_bf16
     (module docstring); elsewhere the graph is returned as it is."""
-    fired: Counter = Counter()
-    if not fp32_kernels_for_bf16():
-        return graph, fired
-    plain = _float32_roundings()
-
-    def visit(node: Node, inputs: list[Node]) -> Node:
-        node = with_inputs(node, inputs)
-        if node.kind != OpKind.CONTRACTION or not runs_on_fp32_kernels(node):
-            return node
-        new_inputs = [plain(x) for x in node.inputs]
-        fired["operand rounded in float32 (round_bf16)"] += sum(a is not b for a, b in zip(node.inputs, new_inputs))
-        return with_inputs(node, new_inputs)
-
-    return rewrite_graph(graph, visit), fired
+    def operands(node: Node) -> range:
+        fp32 = node.kind == OpKind.CONTRACTION and runs_on_fp32_kernels(node)
+        return range(len(node.inputs)) if fp32 else range(0)
+    return _rounding_pass(graph, operands, "operand rounded in float32 (round_bf16)")
 
 
 def round_conv_operands(graph: Graph) -> tuple[Graph, Counter]:
     """On a target without bf16 dot products, write the rounded input of each `conv2d` (NCHW, after the
     layout pass) as round_bf16, for the float32 implicit GEMM (module docstring)."""
+    def operands(node: Node) -> range:
+        return range(1) if node.op == "conv2d" and node.dtype is dt.float32 else range(0)
+    return _rounding_pass(graph, operands, "conv2d input rounded in float32 (round_bf16)")
+
+
+def _rounding_pass(graph: Graph, operands: Callable[[Node], range], label: str) -> tuple[Graph, Counter]:
+    """Rewrite the operands `operands(node)` of every node that are the precision pass's rounding as
+    round_bf16 (`_float32_roundings`), counting them under `label`; only on a target without bf16 dots."""
     fired: Counter = Counter()
     if not fp32_kernels_for_bf16():
         return graph, fired
@@ -115,13 +113,13 @@ def round_conv_operands(graph: Graph) -> tuple[Graph, Counter]:
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         node = with_inputs(node, inputs)
-        if node.op != "conv2d" or node.dtype is not dt.float32:
+        chosen = operands(node)
+        new_inputs = [plain(x) if k in chosen else x for k, x in enumerate(node.inputs)]
+        changed = sum(a is not b for a, b in zip(node.inputs, new_inputs))
+        if not changed:
             return node
-        x = plain(node.inputs[0])
-        if x is node.inputs[0]:
-            return node
-        fired["conv2d input rounded in float32 (round_bf16)"] += 1
-        return with_inputs(node, [x, *node.inputs[1:]])
+        fired[label] += changed
+        return with_inputs(node, new_inputs)
 
     return rewrite_graph(graph, visit), fired
 
