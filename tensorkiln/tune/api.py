@@ -83,6 +83,7 @@ class TuneResult:
     too_small: list[str] = field(default_factory=list)  # workloads left at their default: too little work
     search_seconds: float | None = None  # the searches' share of `seconds` (None: no limit)
     build_estimate: float | None = None  # with check_model and seconds: a build of the in-model choice, planned
+    phases: dict[str, float] = field(default_factory=dict)  # where the seconds went, phase by phase, in order
 
     @property
     def trials(self) -> int:
@@ -98,6 +99,8 @@ class TuneResult:
                     "x uses) kept their defaults" if self.too_small else ""),
                  f"{'kernel':<24} {'workload':<52} {'uses':>4} {'default ms':>10} {'best ms':>9} {'speedup':>7} "
                  f"{'trials':>6}"]
+        if self.phases:
+            lines.insert(1, "phases: " + ", ".join(f"{name} {spent:.1f} s" for name, spent in self.phases.items()))
         for k in self.kernels:
             mark = "" if k.result.tuned else "  (default kept)"
             if k.result.unconfirmed:  # its best alone went to the model, or had no time to be confirmed
@@ -200,18 +203,29 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     must then be a plain function or a JitFunction; example_kwargs are not passed to the check).
     """
     start = time.monotonic()
+    phases: dict[str, float] = {}
+    phase_began = start
+
+    def phase_done(name: str) -> None:
+        nonlocal phase_began
+        now = time.monotonic()
+        phases[name] = now - phase_began
+        phase_began = now
+
     rebuild = rebuild or rebuilder(fn)
     if check_model and rebuild is None:
         raise ValueError("tk.tune(check_model=True) of this object needs rebuild=, a maker of fresh compiled copies")
     uses = workload_uses(fn, *example_args, **example_kwargs)
+    phase_done("finding the workloads")
     untuned, searches = None, seconds
     if check_model:  # its untuned build now: it also says roughly what the model's builds will cost
         untuned, cost = untuned_build(rebuild, example_args)
+        phase_done("untuned build")
         if seconds is not None:
             searches = search_seconds(seconds, cost, time.monotonic() - start)
     tasks, too_small = worth_tuning(uses)
     outcome = TuneResult(too_small=too_small, search_seconds=searches, build_estimate=None if untuned is None else
-                         cost.profiled_build_seconds(IN_MODEL_ROUNDS, IN_MODEL_REPEAT))
+                         cost.profiled_build_seconds(IN_MODEL_ROUNDS, IN_MODEL_REPEAT), phases=phases)
     owned = measurer is None
     measurer = measurer or Measurer()
     try:  # with check_model the model judges the winners alone: no confirmation, no record of the searches
@@ -220,6 +234,7 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
     finally:
         if owned:
             measurer.close()
+    phase_done("searches")
     if check_model:
         shortlists = shortlists_by_saving([(k.result, k.uses) for k in outcome.kernels])
         left = None if seconds is None else seconds - (time.monotonic() - start)
@@ -227,8 +242,10 @@ def tune(fn: Callable, *example_args, trials: int = 64, seconds: float | None = 
                                            keep_back=cost.end_to_end_seconds(),
                                            estimate=cost.profiled_build_seconds(IN_MODEL_ROUNDS, IN_MODEL_REPEAT),
                                            rounds=IN_MODEL_ROUNDS, repeat=IN_MODEL_REPEAT)
+        phase_done("in-model choice")
         outcome.model_check = check_in_model(rebuild, example_args, list(outcome.in_model.chosen), untuned=untuned,
                                              measured=outcome.in_model.verdicts())
+        phase_done("model check")
     outcome.seconds = time.monotonic() - start
     if hasattr(fn, "clear_cache"):
         fn.clear_cache()  # its signatures were compiled before the records existed

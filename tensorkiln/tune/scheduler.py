@@ -131,7 +131,7 @@ def schedule(tasks: list[Task], measurer: Measurer, trials: int, seconds: float 
     for task in sorted(started, key=Task.expected_saving, reverse=True):
         search = task.search
         search.finish(confirm=confirm and deadline.fits(search.confirmation_seconds()))
-        search.result.seconds_spent = search.measuring_seconds
+        search.result.seconds_spent = search.search_seconds
     return started
 
 

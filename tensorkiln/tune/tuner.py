@@ -122,7 +122,7 @@ class WorkloadSearch:
     `start()` measures the default (trial 1) and the nearest tuned workload's configuration;
     `step(count)` measures up to `count` more candidates and says whether the space has more;
     `finish()` confirms the best and appends its record.
-    clock: what measuring_seconds is counted on (a test's fake clock; time.monotonic).
+    clock: what search_seconds (measuring and proposing) is counted on (a test's fake clock; time.monotonic).
     """
 
     def __init__(self, workload: str, measurer: Measurer, strategy: str = "evolutionary", seed: int = 0,
@@ -138,7 +138,9 @@ class WorkloadSearch:
                                      cost_model=self.search.model.name if isinstance(self.search, EvolutionarySearch)
                                      else "")
         self.exhausted = False
-        self.measuring_seconds = 0.0  # time spent measuring this workload (the scheduler's cost of a trial)
+        # Time this workload's search has cost: its measurements and its strategy's proposals (the cost
+        # model's fit and the evolutionary pool: a tenth of a second per batch, a minute over a model).
+        self.search_seconds = 0.0
 
     @property
     def trials(self) -> int:
@@ -149,8 +151,8 @@ class WorkloadSearch:
         """What a candidate's trial costs: the trials after the first (which also started the worker,
         computed the reference and built the default), or the first alone while it is the only one."""
         if self.trials <= 1:
-            return self.measuring_seconds
-        return (self.measuring_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
+            return self.search_seconds
+        return (self.search_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
 
     def best_score(self) -> float:
         """The best time relative to the default measured so far (1.0: only the default)."""
@@ -160,8 +162,8 @@ class WorkloadSearch:
         began = self.clock()
         cutoff = None if config is None else self.best_score() * CUTOFF
         measurement = self.measurer.measure(self.result.workload, config, cutoff=cutoff)
-        self.measuring_seconds += self.clock() - began
-        trial = Trial(dict(config or self.space.default), measurement, self.measuring_seconds, is_default=config is None)
+        self.search_seconds += self.clock() - began
+        trial = Trial(dict(config or self.space.default), measurement, self.search_seconds, is_default=config is None)
         self.result.trials.append(trial)
         self.search.observe(trial.config, trial.score)
         if self.on_trial:
@@ -185,7 +187,9 @@ class WorkloadSearch:
 
     def step(self, count: int, may_continue: Callable[[], bool] = lambda: True) -> bool:
         """Measure up to `count` proposed candidates while `may_continue()`; False once the space is exhausted."""
+        began = self.clock()
         batch = self.search.propose(count)
+        self.search_seconds += self.clock() - began
         if not batch:
             self.exhausted = True
             return False

@@ -11,6 +11,7 @@ from tensorkiln.runtime.tuning_records import read_records
 from tensorkiln.tune.deadline import BoundedMeasurer, Deadline
 from tensorkiln.tune.measure import Measurement, Measurer
 from tensorkiln.tune.scheduler import Task, schedule
+from tensorkiln.tune.tuner import WorkloadSearch
 
 FAKE = [sys.executable, os.path.join(os.path.dirname(__file__), "fake_worker.py")]
 KEY = gemm_workload(512, 512, 512, "float32")
@@ -141,3 +142,21 @@ def test_a_real_worker_is_stopped_at_the_limit():
         stopped = measurer.measure(KEY, HANGS, limit=0.2)
         assert not stopped.ok and "end of the budget" in stopped.error
         assert measurer.measure(KEY, None, limit=30.0).ok  # a fresh worker after the stopped one
+
+
+def test_proposals_count_in_the_search_cost(records):
+    """The strategy's proposals (the cost model's fit, the evolutionary pool) cost time the plan must see:
+    they are counted in search_seconds and so in seconds_per_trial, the scheduler's cost of a trial."""
+    clock = Clock()
+    search = WorkloadSearch(KEY, FakeMeasurer(clock, lambda *_: 1.0), strategy="random", clock=clock)
+    propose = search.search.propose
+
+    def slow_propose(count):
+        clock.now += 2.0  # two seconds of proposing per batch
+        return propose(count)
+    search.search.propose = slow_propose
+    search.start()
+    search.step(4)
+    assert search.trials == 5
+    assert search.search_seconds == pytest.approx(5 * 1.0 + 2.0)
+    assert search.seconds_per_trial == pytest.approx((4 * 1.0 + 2.0) / 4)

@@ -126,6 +126,11 @@ def test_tune_chooses_in_the_model_then_checks_what_it_chose(records, rng):
         kept = any(w.workload == workload and w.kept for w in result.model_check.workloads)
         assert (workload in record_table().best) is kept
     assert "in-model choice" in str(result)
+    # where the seconds went, in the order spent, adding up to the whole call
+    assert list(result.phases) == ["finding the workloads", "untuned build", "searches", "in-model choice",
+                                   "model check"]
+    assert sum(result.phases.values()) == pytest.approx(result.seconds, abs=0.05)
+    assert str(result).splitlines()[1].startswith("phases: finding the workloads")
 
 
 def test_candidates_sharing_a_kernel_go_into_different_builds():

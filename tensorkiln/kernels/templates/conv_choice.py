@@ -31,6 +31,7 @@ Only ungrouped float32 layers ask (depthwise and grouped layers keep their rule)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ... import dtypes as dt
 from ...ir.graph import Node, input_node, make_node
@@ -43,7 +44,7 @@ from ..tuned import configured, parse_workload, workload_key
 from . import conv as conv_rules  # its rule read at call time: tests and benchmarks may replace it
 from .conv import applicable_conv_algorithms, conv2d_body, forced_algorithm, winograd_algorithm
 from .conv_nchwc import NchwcTile, channel_block, conv2d_nchwc_body, nchwc_tile
-from .conv_shallow import shallow_tile, shallow_tile_fits, with_sizes
+from .conv_shallow import ShallowTile, shallow_tile, shallow_tile_fits, with_sizes
 from .winograd import winograd_given_body
 
 NCHWC = "nchwc"
@@ -163,25 +164,40 @@ def tile_legal(shape: ConvShape, pixels: int, blocks: int) -> bool:
             and blocks * v + 2 <= registers and pixels * blocks * v + blocks * v + 1 <= registers)
 
 
-def conv_config_legal(config: ConvConfig, shape: ConvShape) -> bool:
-    """Whether the layer can run with `config` (the tuner's space and a record read back alike)."""
+def conv_legality(shape: ConvShape) -> Callable[[ConvConfig], bool]:
+    """`conv_config_legal` for one layer, with what depends on the layer alone (its algorithms, the
+    "shallow" rule's tile) worked out once: a search asks thousands of times per proposal batch."""
     blockable = shape.constant_weight and channel_block(shape.k) is not None
     algorithms = nchw_algorithms(shape) + ([NCHWC] if blockable else [])
-    return (config.algorithm in algorithms and config.order in TASK_ORDERS
-            and tile_legal(shape, config.pixels, config.blocks) and shallow_sizes_legal(config, shape))
+    shallow_sizes = shallow_sizes_rule(shape)
+
+    def legal(config: ConvConfig) -> bool:
+        return (config.algorithm in algorithms and config.order in TASK_ORDERS
+                and tile_legal(shape, config.pixels, config.blocks) and shallow_sizes(config))
+    return legal
 
 
-def shallow_sizes_legal(config: ConvConfig, shape: ConvShape) -> bool:
-    """The "shallow" tile sizes: zero for every other algorithm (one kernel, one name), and for "shallow"
-    the rule's tile with them in place fits the registers and the layer."""
-    sizes = (config.shallow_channels, config.shallow_vectors)
-    if config.algorithm != "shallow":
-        return sizes == (0, 0)
+def conv_config_legal(config: ConvConfig, shape: ConvShape) -> bool:
+    """Whether the layer can run with `config` (the tuner's space and a record read back alike)."""
+    return conv_legality(shape)(config)
+
+
+def shallow_sizes_rule(shape: ConvShape) -> Callable[[ConvConfig], bool]:
+    """Whether a configuration's "shallow" tile sizes are legal for the layer: zero for every other
+    algorithm (one kernel, one name), and for "shallow" the rule's tile with them in place fits the
+    registers and the layer. The rule's tile is chosen on the first "shallow" configuration asked about."""
     oh, ow = shape.out_hw
-    lanes = max(1, cpu_target().vector_bytes // 4)
-    rule = shallow_tile(shape.k, ow, lanes, cpu_target().vector_registers, tasks_per_tile_row=shape.n * oh)
-    return min(sizes) >= 0 and shallow_tile_fits(with_sizes(rule, *sizes), shape.k, ow, lanes,
-                                                 cpu_target().vector_registers)
+    lanes, registers = max(1, cpu_target().vector_bytes // 4), cpu_target().vector_registers
+    rule: list[ShallowTile] = []
+
+    def legal(config: ConvConfig) -> bool:
+        sizes = (config.shallow_channels, config.shallow_vectors)
+        if config.algorithm != "shallow":
+            return sizes == (0, 0)
+        if not rule:
+            rule.append(shallow_tile(shape.k, ow, lanes, registers, tasks_per_tile_row=shape.n * oh))
+        return min(sizes) >= 0 and shallow_tile_fits(with_sizes(rule[0], *sizes), shape.k, ow, lanes, registers)
+    return legal
 
 
 def conv_config(root: Node) -> ConvConfig | None:
@@ -240,6 +256,7 @@ def tuned_conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilo
 
 
 __all__ = ["ConvConfig", "ConvShape", "NCHWC", "TASK_ORDERS", "analytic_conv_config", "conv_config",
-           "conv_config_legal", "conv_workload", "nchw_algorithms", "shape_of", "shape_of_workload", "tile_legal",
+           "conv_config_legal", "conv_legality", "conv_workload", "nchw_algorithms", "shape_of", "shape_of_workload",
+           "shallow_sizes_rule", "tile_legal",
            "tuned_conv2d_body", "tuned_conv2d_nchwc_body", "tuned_nchw_algorithm", "tuned_winograd_algorithm",
            "tuned_winograd_given_body"]

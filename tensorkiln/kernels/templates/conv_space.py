@@ -17,7 +17,7 @@ The tile and the order mean something only to "nchwc", the shallow sizes
 only to "shallow": for the other algorithms `repair` sets them to the
 analytic values (0 for the shallow sizes), so the search never measures one
 kernel twice under two names. The analytic configuration
-is always a member, and `conv_config_legal` is the rule here and for a
+is always a member, and `conv_config_legal` is the rule here (as `conv_legality`) and for a
 record read back.
 """
 from __future__ import annotations
@@ -27,9 +27,8 @@ import math
 from ..knob_space import Config, KnobSpace
 from ..target import cpu_target
 from ..tuned import config_of
-from .conv_choice import (NCHWC, TASK_ORDERS, ConvConfig, analytic_conv_config, conv_config_legal, nchw_algorithms,
-                          shallow_sizes_legal,
-                          shape_of_workload, tile_legal)
+from .conv_choice import (NCHWC, TASK_ORDERS, ConvConfig, analytic_conv_config, conv_legality, nchw_algorithms,
+                          shallow_sizes_rule, shape_of_workload, tile_legal)
 from .conv_nchwc import channel_block
 
 PIXEL_VALUES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28)
@@ -50,8 +49,10 @@ def conv_space(workload: str) -> KnobSpace:
     kblocks = shape.k // kb if kb else 1
     blocks = tuple(b for b in range(1, kblocks + 1) if kblocks % b == 0 and b <= 8) if blockable else (1,)
 
+    layer_legal, shallow_sizes_legal = conv_legality(shape), shallow_sizes_rule(shape)
+
     def legal(config: Config) -> bool:
-        return conv_config_legal(ConvConfig(**config), shape)
+        return layer_legal(ConvConfig(**config))
 
     shallow = "shallow" in algorithms
     lanes = max(1, cpu_target().vector_bytes // 4)
@@ -64,7 +65,7 @@ def conv_space(workload: str) -> KnobSpace:
         if config["algorithm"] != "shallow":
             config = {**config, "shallow_channels": 0, "shallow_vectors": 0}
         else:
-            while config["shallow_vectors"] > 1 and not shallow_sizes_legal(ConvConfig(**config), shape):
+            while config["shallow_vectors"] > 1 and not shallow_sizes_legal(ConvConfig(**config)):
                 config = {**config, "shallow_vectors": config["shallow_vectors"] - 1}
         if config["algorithm"] != NCHWC:
             return {**config, "pixels": analytic["pixels"], "blocks": analytic["blocks"], "order": analytic["order"]}
