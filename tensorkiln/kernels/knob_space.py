@@ -32,12 +32,15 @@ class KnobSpace:
     legal: Callable[[Config], bool]
     repair: Callable[[Config], Config | None] = lambda config: config
     features: Callable[[Config], list[float]] = field(default=lambda config: [])
+    # legal's verdict per point: a search asks about the same neighbours again and again, and a sketch's
+    # check applies its whole schedule (the rule is fixed for the space's life, so a verdict stays true)
+    verdicts: dict[tuple, bool] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # the analytic choice is a candidate even where a knob's list misses its value
         self.knobs = {name: tuple(sorted(set(values) | {self.default[name]}, key=_order))
                       for name, values in self.knobs.items()}
-        if not self.legal(self.default):
+        if not self.contains(self.default):
             raise ValueError(f"{self.workload}: the analytic configuration {self.default} is not legal in its space")
 
     @property
@@ -49,8 +52,12 @@ class KnobSpace:
         return tuple(config[name] for name in self.knobs)
 
     def contains(self, config: Config) -> bool:
-        return (set(config) == set(self.knobs) and all(config[k] in v for k, v in self.knobs.items())
-                and self.legal(config))
+        if set(config) != set(self.knobs) or not all(config[k] in v for k, v in self.knobs.items()):
+            return False
+        key = self.key(config)
+        if key not in self.verdicts:
+            self.verdicts[key] = bool(self.legal(config))
+        return self.verdicts[key]
 
     def fix(self, config: Config) -> Config | None:
         """`config` made legal by `repair`, or None where it cannot be."""

@@ -122,7 +122,8 @@ def schedule(tasks: list[Task], measurer: Measurer, trials: int, seconds: float 
 
         def may_continue(s: WorkloadSearch = search) -> bool:
             return s.trials < trials and time_left(s.seconds_per_trial)
-        if not may_continue() or not search.step(min(BATCH, trials - search.trials), may_continue):
+        if not may_continue() or not search.step(min(BATCH, trials - search.trials), may_continue,
+                                                 seconds_left=deadline.left() - reserve()):
             active.remove(task)  # its trials are spent, its space exhausted, or no time for another trial
             if not time_left(min((t.search.seconds_per_trial for t in active), default=0.0)):
                 break

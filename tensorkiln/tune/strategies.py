@@ -1,7 +1,9 @@
 """Search strategies: which configurations to measure next, given what was measured so far.
 
-Every strategy has the same two calls: `propose(count)` returns up to `count`
-configurations not measured before, and `observe(config, score)` reports a
+Every strategy has the same two calls: `propose(count, seconds)` returns up to
+`count` configurations not measured before (`seconds`: about how long it may
+take to choose them; only the evolutionary pool is large enough to need it),
+and `observe(config, score)` reports a
 measurement (score: time relative to the default, lower is better; None: the
 candidate failed). They differ in how they choose:
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import numpy as np
 
@@ -50,12 +53,14 @@ class Strategy:
         ranked = sorted((s, k) for k, s in self.scores.items() if s is not None)
         return [self.configs[k] for _, k in ranked[:count]]
 
-    def _fresh(self, make, count: int, tries: int = 20) -> list[Config]:
-        """Up to `count` unmeasured, distinct configurations from `make()`."""
+    def _fresh(self, make, count: int, tries: int = 20, until: float | None = None,
+               at_least: int = 1) -> list[Config]:
+        """Up to `count` unmeasured, distinct configurations from `make()`; with `until` (a time.monotonic()
+        value), fewer once that time has passed and `at_least` are found."""
         out: list[Config] = []
         keys = set()
         for _ in range(count * tries):
-            if len(out) == count:
+            if len(out) == count or (until is not None and len(out) >= at_least and time.monotonic() >= until):
                 break
             config = make()
             key = self.space.key(config)
@@ -64,14 +69,14 @@ class Strategy:
                 out.append(config)
         return out
 
-    def propose(self, count: int) -> list[Config]:
+    def propose(self, count: int, seconds: float | None = None) -> list[Config]:
         raise NotImplementedError
 
 
 class RandomSearch(Strategy):
     name = "random"
 
-    def propose(self, count: int) -> list[Config]:
+    def propose(self, count: int, seconds: float | None = None) -> list[Config]:
         return self._fresh(lambda: self.space.sample(self.rng), count)
 
 
@@ -95,7 +100,7 @@ class GeneticSearch(Strategy):
             child = self.space.mutate(child, self.rng)
         return child
 
-    def propose(self, count: int) -> list[Config]:
+    def propose(self, count: int, seconds: float | None = None) -> list[Config]:
         return self._fresh(self._child, count)
 
 
@@ -120,7 +125,7 @@ class SimulatedAnnealing(Strategy):
                 self.current, self.current_score = dict(config), score
         self.temperature *= self.cooling
 
-    def propose(self, count: int) -> list[Config]:
+    def propose(self, count: int, seconds: float | None = None) -> list[Config]:
         if self.current is None:
             return self._fresh(lambda: self.space.sample(self.rng), count)
         return self._fresh(lambda: self.space.mutate(self.current, self.rng), count)
@@ -152,11 +157,14 @@ class EvolutionarySearch(Strategy):
             parent = self.space.crossover(parent, self.rng.choice(elite), self.rng)
         return self.space.mutate(parent, self.rng)
 
-    def propose(self, count: int) -> list[Config]:
+    def propose(self, count: int, seconds: float | None = None) -> list[Config]:
         if sum(s is not None for s in self.scores.values()) < 4:  # too little to learn from
             return self._fresh(lambda: self.space.sample(self.rng), count)
         elite = self.best(self.elite)
-        pool = self._fresh(lambda: self._offspring(elite), self.pool, tries=4)
+        # The pool grows until `seconds` are spent: where legality is costly (a sketch's check applies its
+        # schedule) a full pool would take minutes, longer than measuring what it proposes.
+        until = None if seconds is None else time.monotonic() + seconds
+        pool = self._fresh(lambda: self._offspring(elite), self.pool, tries=4, until=until, at_least=count)
         if not pool:
             return []
         ranked = [pool[i] for i in np.argsort(self._predict(pool), kind="stable")]

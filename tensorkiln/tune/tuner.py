@@ -33,6 +33,7 @@ from .strategies import EvolutionarySearch, make_strategy
 
 NOISE = 0.02  # a candidate must be faster than the default by more than this, twice
 CUTOFF = 1.10  # a candidate this much slower than the best so far in its first round is not timed further
+PROPOSE_FLOOR = 0.25  # seconds a batch's proposal may take however cheap its measurements are
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Trial:
 
     config: Config
     measurement: Measurement
-    elapsed: float  # seconds the search of its workload had spent measuring, this trial included
+    elapsed: float  # seconds the search of its workload had spent (measuring, proposing), this trial included
     is_default: bool = False
 
     @property
@@ -138,13 +139,19 @@ class WorkloadSearch:
                                      cost_model=self.search.model.name if isinstance(self.search, EvolutionarySearch)
                                      else "")
         self.exhausted = False
-        # Time this workload's search has cost: its measurements and its strategy's proposals (the cost
-        # model's fit and the evolutionary pool: a tenth of a second per batch, a minute over a model).
-        self.search_seconds = 0.0
+        # Time this workload's search has cost: its measurements, and its strategy's proposals (the cost
+        # model's fit and the evolutionary pool: a tenth of a second to seconds per batch)
+        self.measuring_seconds = 0.0
+        self.proposing_seconds = 0.0
 
     @property
     def trials(self) -> int:
         return len(self.result.trials)
+
+    @property
+    def search_seconds(self) -> float:
+        """What the search has cost so far: measuring and proposing."""
+        return self.measuring_seconds + self.proposing_seconds
 
     @property
     def seconds_per_trial(self) -> float:
@@ -154,6 +161,13 @@ class WorkloadSearch:
             return self.search_seconds
         return (self.search_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
 
+    @property
+    def measuring_seconds_per_trial(self) -> float:
+        """What measuring a candidate costs (seconds_per_trial without the proposing)."""
+        if self.trials <= 1:
+            return self.measuring_seconds
+        return (self.measuring_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
+
     def best_score(self) -> float:
         """The best time relative to the default measured so far (1.0: only the default)."""
         return min((t.score for t in self.result.trials if t.score is not None), default=1.0)
@@ -162,7 +176,7 @@ class WorkloadSearch:
         began = self.clock()
         cutoff = None if config is None else self.best_score() * CUTOFF
         measurement = self.measurer.measure(self.result.workload, config, cutoff=cutoff)
-        self.search_seconds += self.clock() - began
+        self.measuring_seconds += self.clock() - began
         trial = Trial(dict(config or self.space.default), measurement, self.search_seconds, is_default=config is None)
         self.result.trials.append(trial)
         self.search.observe(trial.config, trial.score)
@@ -185,11 +199,18 @@ class WorkloadSearch:
             if transferred is not None and not self.search.seen(transferred):
                 self._run(transferred)
 
-    def step(self, count: int, may_continue: Callable[[], bool] = lambda: True) -> bool:
-        """Measure up to `count` proposed candidates while `may_continue()`; False once the space is exhausted."""
+    def step(self, count: int, may_continue: Callable[[], bool] = lambda: True,
+             seconds_left: float | None = None) -> bool:
+        """Measure up to `count` proposed candidates while `may_continue()`; False once the space is exhausted.
+
+        Choosing them may take about as long as measuring them is expected to (at least PROPOSE_FLOOR), so
+        proposing costs about half of a search at most, and no more than `seconds_left` (a budget's rest)."""
+        propose_seconds = max(PROPOSE_FLOOR, count * self.measuring_seconds_per_trial)
+        if seconds_left is not None:
+            propose_seconds = max(min(propose_seconds, seconds_left), 0.0)
         began = self.clock()
-        batch = self.search.propose(count)
-        self.search_seconds += self.clock() - began
+        batch = self.search.propose(count, propose_seconds)
+        self.proposing_seconds += self.clock() - began
         if not batch:
             self.exhausted = True
             return False
@@ -248,7 +269,8 @@ def tune_workload(workload: str, trials: int = 64, seconds: float | None = None,
         search.start()
         if time_left():
             search.transfer()
-        while time_left() and search.step(min(4, trials - search.trials), time_left):
+        while time_left() and search.step(min(4, trials - search.trials), time_left,
+                                          None if seconds is None else seconds - (time.monotonic() - start)):
             pass
         result = search.finish(write_record)
     finally:

@@ -151,12 +151,19 @@ def test_proposals_count_in_the_search_cost(records):
     search = WorkloadSearch(KEY, FakeMeasurer(clock, lambda *_: 1.0), strategy="random", clock=clock)
     propose = search.search.propose
 
-    def slow_propose(count):
+    budgets = []
+
+    def slow_propose(count, seconds=None):
+        budgets.append(seconds)
         clock.now += 2.0  # two seconds of proposing per batch
-        return propose(count)
+        return propose(count, seconds)
     search.search.propose = slow_propose
     search.start()
     search.step(4)
     assert search.trials == 5
     assert search.search_seconds == pytest.approx(5 * 1.0 + 2.0)
     assert search.seconds_per_trial == pytest.approx((4 * 1.0 + 2.0) / 4)
+    # the next batch may take as long to choose as its measurements (1 s each), capped by the budget's rest
+    search.step(2)
+    search.step(2, seconds_left=0.5)
+    assert budgets[1:] == [pytest.approx(2.0), pytest.approx(0.5)]

@@ -70,3 +70,35 @@ def test_unknown_strategy_is_named():
     with pytest.raises(ValueError, match="choose one of random, genetic, annealing, evolutionary"):
         make_strategy("beam", synthetic_space())
     assert set(STRATEGIES) == {"random", "genetic", "annealing", "evolutionary"}
+
+
+def test_legality_is_asked_once_per_point():
+    """A space remembers each point's verdict: a sketch's check applies its whole schedule."""
+    asked = []
+    space = KnobSpace("counted", {"x": tuple(range(8))}, {"x": 0},
+                      legal=lambda c: asked.append(c["x"]) or c["x"] % 3 != 1)
+    for _ in range(3):
+        assert [space.contains({"x": x}) for x in range(8)] == [x % 3 != 1 for x in range(8)]
+    assert sorted(asked) == list(range(8))
+
+
+def test_the_evolutionary_pool_stops_growing_when_its_time_is_spent():
+    """With a costly legality rule a full pool would take long; past `seconds` it keeps what it has (at least
+    the batch) and ranks that."""
+    import time
+    checks = []
+
+    def slow_legal(config) -> bool:
+        checks.append(1)
+        time.sleep(0.002)
+        return config["x"] % 2 == 0
+
+    space = KnobSpace("slow", {"x": tuple(range(64)), "y": tuple(range(64))}, {"x": 0, "y": 0}, legal=slow_legal,
+                      features=lambda c: [c["x"], c["y"]])
+    strategy = make_strategy("evolutionary", space, 0, model="numpy")
+    for x, y in [(0, 0), (2, 5), (4, 9), (6, 1), (8, 8)]:
+        strategy.observe({"x": x, "y": y}, cost({"x": x, "y": y, "z": "b"}))
+    checks.clear()
+    batch = strategy.propose(3, seconds=0.05)
+    assert len(batch) == 3 and all(space.contains(c) and not strategy.seen(c) for c in batch)
+    assert len(checks) < 200  # a full pool of 256 children asks about hundreds of points more
