@@ -157,16 +157,19 @@ class WorkloadSearch:
     def seconds_per_trial(self) -> float:
         """What a candidate's trial costs: the trials after the first (which also started the worker,
         computed the reference and built the default), or the first alone while it is the only one."""
-        if self.trials <= 1:
-            return self.search_seconds
-        return (self.search_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
+        return self._per_candidate(self.search_seconds)
 
     @property
     def measuring_seconds_per_trial(self) -> float:
         """What measuring a candidate costs (seconds_per_trial without the proposing)."""
+        return self._per_candidate(self.measuring_seconds)
+
+    def _per_candidate(self, spent: float) -> float:
+        """`spent` (seconds, counted since the search began) per trial after the first, which also started
+        the worker and built the default; the first alone while it is the only one."""
         if self.trials <= 1:
-            return self.measuring_seconds
-        return (self.measuring_seconds - self.result.trials[0].elapsed) / (self.trials - 1)
+            return spent
+        return (spent - self.result.trials[0].elapsed) / (self.trials - 1)
 
     def best_score(self) -> float:
         """The best time relative to the default measured so far (1.0: only the default)."""
