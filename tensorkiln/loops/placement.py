@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.ir import (
-    Alloc, Assign, For, If, Let, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt, Store, While, format_stmt, iter_stmts,
-    stmt_exprs,
+    Alloc, Assign, For, If, Let, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt, Store, While, format_stmt,
+    iter_stmts, stmt_exprs,
 )
 
 
