@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.ir import (
-    Alloc, Assign, For, If, Let, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt, Store, While, format_stmt,
-    iter_stmts, stmt_exprs,
+    Alloc, Assign, Block, Concurrent, For, If, Let, NativeCall, Pointer, ProgramCall, RuntimeCall, Stmt, Store, While,
+    format_stmt, iter_stmts, stmt_exprs,
 )
 
 
@@ -90,8 +90,12 @@ def ancestors(root: Stmt, target: Stmt) -> list[Stmt] | None:
         children = (root.body,)
     elif isinstance(root, If):
         children = (root.then,) if root.else_ is None else (root.then, root.else_)
+    elif isinstance(root, Block):
+        children = root.stmts
+    elif isinstance(root, Concurrent):
+        children = root.parts
     else:
-        children = tuple(getattr(root, "stmts", ()) or getattr(root, "parts", ()))
+        children = ()
     for child in children:
         path = ancestors(child, target)
         if path is not None:
