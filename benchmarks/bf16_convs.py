@@ -18,7 +18,7 @@ medians):
   operands (passes/shallow_bf16_weights.py's `BF16_SHALLOW` unset).
 - MobileNetV2's inverted residual blocks (1x1 expand, 3x3 depthwise, 1x1
   project): "bf16" stores the depthwise layer's input as the target asks
-  (grouping.py's `bf16_depthwise_input`: bfloat16 with AVX512-BF16, the
+  (bf16_readers.py's `bf16_depthwise_input`: bfloat16 with AVX512-BF16, the
   depthwise kernel widening its input rows as it copies them; float32
   holding rounded values without); "bf16, bf16 depthwise input" and
   "bf16, fp32 depthwise input" force one or the other
@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorkiln as tk  # noqa: E402
 import tensorkiln.nn.functional as F  # noqa: E402
-from tensorkiln.kernels import grouping  # noqa: E402
+from tensorkiln.kernels import bf16_readers  # noqa: E402
 from tensorkiln.passes import conv_bf16_weights, layout, shallow_bf16_weights  # noqa: E402
 from tensorkiln.tools.timing import interleaved_medians  # noqa: E402
 from common import benchmark_arguments, finish  # noqa: E402
@@ -97,19 +97,19 @@ def mobilenet_block(c: int, size: int, expand: int = 6):
 def compiled(fn, x, precision: str, direct: bool = False, bf16_depthwise_input: bool | None = None,
              bf16_shallow: bool = True, pairs: bool = False):
     """tk.jit(fn) compiled now, in a fresh cache, with one bf16 decision replaced where asked."""
-    saved = (layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW,
+    saved = (layout.BF16_DIRECT_OVER_WINOGRAD, bf16_readers.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW,
              conv_bf16_weights.PAIRS_WITHOUT_BF16_DOT)
     os.environ["TENSORKILN_CACHE"] = tempfile.mkdtemp(prefix="tk-bf16-convs-")
     try:
         layout.BF16_DIRECT_OVER_WINOGRAD = direct or saved[0]
-        grouping.BF16_DEPTHWISE_INPUT = bf16_depthwise_input
+        bf16_readers.BF16_DEPTHWISE_INPUT = bf16_depthwise_input
         shallow_bf16_weights.BF16_SHALLOW = bf16_shallow
         conv_bf16_weights.PAIRS_WITHOUT_BF16_DOT = pairs or saved[3]
         f = tk.jit(fn, precision=precision)
         f(x)
         return f
     finally:
-        (layout.BF16_DIRECT_OVER_WINOGRAD, grouping.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW,
+        (layout.BF16_DIRECT_OVER_WINOGRAD, bf16_readers.BF16_DEPTHWISE_INPUT, shallow_bf16_weights.BF16_SHALLOW,
          conv_bf16_weights.PAIRS_WITHOUT_BF16_DOT) = saved
 
 

@@ -9,7 +9,7 @@ compile cache, as:
 
 - "bf16": as the rules choose for this target;
 - "bf16, bf16 depthwise input": the expanding 1x1 layers store the depthwise layers' input as
-  bfloat16 (kernels/grouping.py's `BF16_DEPTHWISE_INPUT` forced on, the choice for AVX512-BF16);
+  bfloat16 (kernels/bf16_readers.py's `BF16_DEPTHWISE_INPUT` forced on, the choice for AVX512-BF16);
 - "bf16, portable matvec": the classifier's matrix-vector product on the plain C bf16 helper
   (kernels/templates/weight_only.py's `bf16_matvec_kind` forced to "portable");
 - "bf16, pairs GEMM and attention" (BERT only: the variants above are the CNNs'): the matmuls and
@@ -39,7 +39,7 @@ MODELS = ("resnet18", "mobilenetv2", "bert")
 DEFAULT_MODELS = ("resnet18", "mobilenetv2")
 VARIANTS = {  # name -> (precision, attributes of tensorkiln modules replaced while it compiles)
     "bf16": ("bf16", {}),
-    "bf16, bf16 depthwise input": ("bf16", {("kernels.grouping", "BF16_DEPTHWISE_INPUT"): True}),
+    "bf16, bf16 depthwise input": ("bf16", {("kernels.bf16_readers", "BF16_DEPTHWISE_INPUT"): True}),
     "bf16, portable matvec": ("bf16", {("kernels.templates.weight_only", "bf16_matvec_kind"): lambda: "portable"}),
     "bf16, pairs GEMM and attention": ("bf16", {("passes.bf16_fp32_gemm", "PAIRS_WITHOUT_BF16_DOT"): True}),
     "fp32": ("fp32", {}),

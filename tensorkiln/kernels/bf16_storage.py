@@ -104,7 +104,7 @@ def _unrounded(node: Node, stored: set[int]) -> Node:
 
 def bf16_storage_reason(node: Node, users: list[Node], stored: set[int],
                         users_of: dict[int, list[Node]]) -> str | None:
-    """For grouping.materialize_reason: why `node` is stored as bf16 (a phrase), "" where the rules
+    """For fusion_policy.materialize_reason: why `node` is stored as bf16 (a phrase), "" where the rules
     above inline it, None where they say nothing (the other rules decide)."""
     if is_widening(node) and not _computed(_unrounded(node.inputs[0], stored), stored) \
             and _reads_through_expressions(node, users_of):

@@ -17,13 +17,14 @@ from typing import Optional
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.loops.ir import Alloc, Assign, Block, For, Kernel, Let, Stmt, Store, block, iter_stmts
+from tensorkiln.loops.ir import Alloc, Assign, Block, For, Kernel, Let, Stmt, Store, block, iter_stmts, stmt_exprs
+from tensorkiln.loops.placement import placement_problems, reads_in_order
 from tensorkiln.loops.simplify import build_linear, linear_form, simplify
 from tensorkiln.loops.types import STORAGE_ONLY
 from tensorkiln.loops.nest import (
     ScheduleError, _const_extent, _declared_inside, _fresh, _loads, _loop_ranges, _loop_vars_inside, _loops,
     _map_all_exprs, _map_expr_tree, _rename_loops, _replace, _rewrite, _single_body, _substitute_expr,
-    _uses, substitute,
+    _uses, carried_dependences, substitute,
 )
 
 
@@ -119,24 +120,6 @@ def compute_inline(kernel: Kernel, buffer: str) -> Kernel:
     return _replace(kernel, alloc, new_body)
 
 
-def _region_ok(write_idx: E.Expr, pvar: str, read_idx: E.Expr, cvar: str, ranges_w, ranges_r, extent: int) -> bool:
-    """Does consumer iteration v read only locations written by producer iterations <= v?"""
-    written = []
-    for v in range(extent):
-        written.append(Bounds({**ranges_w, pvar: (v, v)})(write_idx))
-    for v in range(extent):
-        lo, hi = Bounds({**ranges_r, cvar: (v, v)})(read_idx)
-        if math.isinf(lo) or math.isinf(hi):
-            return False
-        done_lo = min(w[0] for w in written[:v + 1])
-        done_hi = max(w[1] for w in written[:v + 1])
-        if lo < done_lo or hi > done_hi:
-            return False
-        if any(not (hi < w[0] or lo > w[1]) for w in written[v + 1:]):
-            return False
-    return True
-
-
 def compute_at(kernel: Kernel, buffer: str, loop: str) -> Kernel:
     """Compute the Alloc'ed producer `buffer` inside consumer loop `loop`, one producer iteration per iteration.
 
@@ -144,7 +127,10 @@ def compute_at(kernel: Kernel, buffer: str, loop: str) -> Kernel:
     Alloc's body, whose outer loop has the extent of `loop` (a constant of at
     most 65536); consumer iteration v reads only locations written by producer
     iterations <= v (checked with interval bounds), so producing row v at the
-    start of iteration v is enough.
+    start of iteration v is enough; and the move passes over nothing that
+    writes what the producer reads or touches what else it writes
+    (placement.py states the rules). The producer's loops and lets are renamed
+    where another statement of the kernel uses their names.
 
     >>> from tensorkiln.loops.schedule import _example_producer
     >>> print(compute_at(_example_producer(), "t", "i"))
@@ -177,22 +163,44 @@ def compute_at(kernel: Kernel, buffer: str, loop: str) -> Kernel:
     reads_elsewhere = [ld for s in later for ld in _loads(s) if ld.buffer.name == buffer]
     if len(reads_elsewhere) != len(reads):
         raise ScheduleError(f"compute_at of {buffer}: it is also read outside loop {loop}")
+    unordered = consumer.kind in ("parallel", "vectorized")  # iterations that run in no fixed order
     for r in reads:
         for w in writes:
-            if not _region_ok(w, nest.var.name, r, loop, w_ranges, r_ranges, n):
+            if not reads_in_order(w, nest.var.name, r, loop, w_ranges, r_ranges, n, own_only=unordered):
+                which = f"other producer iterations write (loop {loop} is {consumer.kind})" if unordered \
+                    and reads_in_order(w, nest.var.name, r, loop, w_ranges, r_ranges, n) \
+                    else "later producer iterations write"
                 raise ScheduleError(f"compute_at of {buffer}: iteration {loop} reads {buffer}[{E.format_expr(r)}], "
-                                    f"which later producer iterations write")
-    taken = kernel.declared_names()
-    renames: dict[str, E.Expr] = {nest.var.name: consumer.var}
-    clash = _loop_vars_inside(nest.body) & (_loop_vars_inside(consumer.body) | {loop})
-    for name in clash:
-        renames[name] = E.Var(_fresh(kernel, name, taken))
+                                    f"which {which}")
+    if unordered and carried_dependences(nest):
+        raise ScheduleError(f"compute_at of {buffer}: loop {loop} is {consumer.kind}, but the producer's iterations "
+                            f"depend on one another: {carried_dependences(nest)[0]}")
+    holder = next(k2 for k2, s in enumerate(later) if any(x is consumer for x in iter_stmts(s)))
+    problems = placement_problems(nest, buffer, list(later[:holder + 1]), consumer)
+    if problems:
+        raise ScheduleError(f"compute_at of {buffer} at loop {loop}: {problems[0]}")
+    renames = _renames(kernel, nest, consumer)
     produced = substitute(nest.body, renames)
     produced = _rename_loops(produced, {k: v for k, v in renames.items() if k != nest.var.name})
     new_consumer = For(consumer.var, consumer.extent, block(produced, consumer.body), consumer.kind)
     rest = stmts.stmts[:k] + stmts.stmts[k + 1:]
     new_alloc_body = _rewrite(block(*rest), lambda s: new_consumer if s is consumer else None)
     return _replace(kernel, alloc, Alloc(alloc.buffer, new_alloc_body))
+
+
+def _renames(kernel: Kernel, nest: For, consumer: For) -> dict[str, E.Expr]:
+    """The producer's variable becomes the consumer's; its inner loops and lets take fresh names where the kernel
+    uses theirs elsewhere (moved into the consumer's body, a let of the same name would hide one declared
+    around it from the consumer's reads)."""
+    outside = Kernel("outside", (), _rewrite(kernel.body, lambda s: Block(()) if s is nest else None))
+    used = outside.declared_names() | {v for s in iter_stmts(outside.body) for e in stmt_exprs(s)
+                                       for v in E.free_vars(e)}
+    taken = kernel.declared_names() | used
+    renames: dict[str, E.Expr] = {nest.var.name: consumer.var}
+    for s in iter_stmts(nest.body):
+        if isinstance(s, (For, Let)) and s.var.name in used and s.var.name not in renames:
+            renames[s.var.name] = E.Var(_fresh(kernel, s.var.name, taken), s.var.dtype)
+    return renames
 
 
 def cache_write(kernel: Kernel, buffer: str, loop: str) -> Kernel:

@@ -12,13 +12,14 @@ The steps, as in Halide:
    Halide's shift-inwards tail for pure stages, reorder, vectorize, parallel,
    unroll) on a stand-in kernel that stores the stage's coordinates; those
    primitives check legality, and the coordinates they leave say where each
-   loop puts the stage's point.
+   loop puts the stage's point (stage_loops.py).
 3. The output is lowered first over its whole region. Going outward through
    its loops, the region of every Func read inside is tracked as a box of
    symbolic (min, max) expressions (bounds.py); at the loop where a producer
    is computed, its box is known in terms of the loops outside, so it is
    allocated there (`Alloc`) and lowered the same way, recursively, over that
-   box. Root producers are lowered last, outside every loop.
+   box (realization.py addresses its buffer once the box is known). Root
+   producers are lowered last, outside every loop.
 4. Input buffers must cover what is read from them: the root boxes are
    constants, checked against the arrays' shapes (a boundary condition is how
    a pipeline reads outside an image).
@@ -26,7 +27,6 @@ The steps, as in Halide:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
@@ -36,61 +36,22 @@ from tensorkiln.loops import schedule as S
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.ir import (
-    Alloc, Block, For, Kernel, Let, Stmt, Store, block, iter_stmts, simplify_kernel, stmt_exprs,
+    For, Kernel, Let, Stmt, Store, block, iter_stmts, simplify_kernel, stmt_exprs,
 )
 from tensorkiln.loops.simplify import simplify
 from tensorkiln.pipeline import expr as P
 from tensorkiln.pipeline.bounds import Box, tighten, union_boxes, widen_box
-from tensorkiln.pipeline.fold import Fold, StorageNote, fold_mask_name, merge_folds, unfold, window_fold
+from tensorkiln.pipeline.fold import Fold, StorageNote, fold_mask_name, merge_folds, window_fold
 from tensorkiln.pipeline.lower_expr import ExprLowering, loop_dtype
 from tensorkiln.pipeline.names import Buffer as InputBuffer
 from tensorkiln.pipeline.names import PipelineError
 from tensorkiln.pipeline.hoist import hoist_allocs
 from tensorkiln.pipeline.partition import partition_clamps
+from tensorkiln.pipeline.realization import (
+    Realization, alloc_all, finalize, row_major_strides, substitute_box, value_buffers,
+)
 from tensorkiln.pipeline.schedule import default_steps
-
-@dataclass
-class Realization:
-    """Where a Func's values live while they are used: a buffer and the coordinates of its first element."""
-
-    buffer: Buffer
-    mins: list[L.Expr]      # per dimension, x first
-    strides: list[L.Expr]   # constants, or variables until the region is known (see realize_here)
-    masks: Optional[list[L.Var]] = None  # a Func that may be folded: each dimension's fold mask (fold.py)
-    others: tuple[Buffer, ...] = ()      # a Tuple Func: the buffers of its values after the first
-
-    @property
-    def buffers(self) -> tuple[Buffer, ...]:
-        """One buffer per value (all addressed by the same index)."""
-        return (self.buffer, *self.others)
-
-    def index(self, args: Sequence[L.Expr]) -> L.Expr:
-        """Flat element index of the point `args`."""
-        index: L.Expr = L.const(0)
-        for d, (arg, lo, stride) in enumerate(zip(args, self.mins, self.strides)):
-            offset = arg - lo
-            if self.masks is not None:
-                offset = L.BinOp("bitand", offset, self.masks[d])
-            index = index + offset * stride
-        return index  # simplified once, with the whole kernel (Lowering.kernel)
-
-
-@dataclass
-class Loop:
-    """One loop of a scheduled stage."""
-
-    var: str
-    extent: L.Expr
-    kind: str
-    user_name: str
-
-
-def _strides(extents: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for e in extents:
-        strides.append(step)
-        step *= int(e)
-    return strides
+from tensorkiln.pipeline.stage_loops import Loop, stage_loops
 
 
 def _callees(e: P.Expr) -> list[object]:
@@ -183,7 +144,8 @@ class Lowering:
         if isinstance(target, InputBuffer):
             buffer = self.input_buffers[target.name]
             extents = list(reversed(buffer.shape))
-            value: L.Expr = L.Load(buffer, Realization(buffer, [L.const(0)] * len(args), _strides(extents)).index(args))
+            at = Realization(buffer, [L.const(0)] * len(args), row_major_strides(extents)).index(args)
+            value: L.Expr = L.Load(buffer, at)
             self.calls.append((target.name, args))
         elif self.level[target.name] == "inline":
             inner = dict(zip((a.name for a in target.args), args))
@@ -225,88 +187,12 @@ class Lowering:
         return dims
 
     def _schedule_stage(self, f, k: int, box: Box, update_body=None) -> tuple[list[Loop], dict[str, L.Expr]]:
-        """Replay stage k's schedule on a stand-in kernel; its loops and each coordinate's expression."""
-        sched = f.schedules[k]
-        prefix = f"{f.name}_s{k}_"
+        """Stage k's loops over `box` and each coordinate's expression (stage_loops.py)."""
         dims = self._stage_dims(f, k, box)
-        exact = k == 0  # pure stages may recompute a point: shift-inwards tails where extents are constant
-        lets: list[Stmt] = []
-        coords = {}
-        for name, lo, extent in dims:
-            coords[name] = L.Var(prefix + name)
-        inner: list[Stmt] = [Let(L.Var(prefix + "c_" + name), coords[name]) for name, _, _ in dims]
-        out = Buffer(prefix + "points", "int64", (1,))
-        params = [out]
-        if update_body is not None:
-            stmt, params_extra, allocs = update_body(coords)
-            inner.append(stmt)
-            params += params_extra
-        else:
-            index: L.Expr = L.const(0)
-            stride: L.Expr = L.const(1)
-            for name, _, extent in dims:
-                index = index + coords[name] * stride
-                stride = stride * extent
-            inner.append(Store(out, index, L.const(0)))
-            allocs = []
-        nest: Stmt = block(*inner)
-        for name, _, extent in reversed(dims):
-            if not isinstance(extent, L.Const):
-                ext_var = L.Var(prefix + "extent_" + name)
-                lets.append(Let(ext_var, L.const(int(Bounds(self.ranges)(extent)[1]))))
-                extent = ext_var
-        body: Stmt = nest
-        for name, _, extent in dims:  # innermost first: wrap outward
-            ext = extent if isinstance(extent, L.Const) else L.Var(prefix + "extent_" + name)
-            body = For(L.Var(prefix + name), ext, body)
-        body = block(*lets, body)
-        for buffer in allocs:
-            body = Alloc(buffer, body)
-        kernel = Kernel(prefix.rstrip("_"), tuple(params), body)
-        steps = sched.steps
+        steps = f.schedules[k].steps
         if f is self.output and k == 0 and not steps:
-            steps = default_steps(sched.initial_loops, f.types[0])
-        kernel = self._replay(kernel, sched, steps, prefix, exact)
-        loops, lets_found = [], {}
-        for s in iter_stmts(kernel.body):
-            if isinstance(s, For):
-                user = s.var.name[len(prefix):]
-                loops.append(Loop(s.var.name, s.extent, s.kind, user))
-            elif isinstance(s, Let) and s.var.name.startswith(prefix + "c_"):
-                lets_found[s.var.name[len(prefix) + 2:]] = s.value
-        actual_extent = {prefix + "extent_" + name: extent for name, _, extent in dims}
-        loops = [Loop(l.var, simplify(S.substitute_expr(l.extent, actual_extent)), l.kind, l.user_name)
-                 for l in loops]
-        coords_out = {name: simplify(lo + lets_found[name]) for name, lo, _ in dims}
-        return loops, coords_out
-
-    def _replay(self, kernel: Kernel, sched, steps: list, prefix: str, exact: bool) -> Kernel:
-        tail = "shift_inwards" if exact else "min"
-        try:
-            for step in steps:
-                a = step.args
-                if step.name == "split":
-                    # shift-inwards needs a constant extent: decided per loop (a sliding window's rows vary,
-                    # its columns do not)
-                    extent = next(l.extent for l in iter_stmts(kernel.body)
-                                  if isinstance(l, For) and l.var.name == prefix + a[0])
-                    this_tail = tail if isinstance(extent, L.Const) else "min"
-                    kernel = S.split(kernel, prefix + a[0], a[3], tail=this_tail, outer=prefix + a[1],
-                                     inner=prefix + a[2])
-                elif step.name == "fuse":
-                    kernel = S.fuse(kernel, prefix + a[1], prefix + a[0], fused=prefix + a[2])
-                elif step.name == "reorder":
-                    kernel = S.reorder(kernel, *[prefix + n for n in reversed(a)])
-                elif step.name == "vectorize":
-                    kernel = S.vectorize(kernel, prefix + a[0])
-                elif step.name == "parallel":
-                    kernel = S.parallel(kernel, prefix + a[0])
-                elif step.name == "unroll":
-                    kernel = S.unroll(kernel, prefix + a[0])
-        except S.ScheduleError as err:
-            where = sched.func + (f".update({sched.stage - 1})" if sched.stage else "")
-            raise PipelineError(f"schedule of {where}, step {step}: {err}".replace(prefix, "")) from None
-        return kernel
+            steps = default_steps(f.schedules[k].initial_loops, f.types[0])
+        return stage_loops(f, k, dims, steps, self.ranges, update_body)
 
     # ---- Funcs over regions
 
@@ -498,7 +384,7 @@ class Lowering:
         buffers, values = self._buffer_over(f, box, f"stored at {where}", fold)
         masks = self.realized[f.name].masks or []
         unfolded = {m.name for m in masks if m.name not in values}
-        return finalize(_alloc_all(buffers, body), values, buffers, unfolded)
+        return finalize(alloc_all(buffers, body), values, buffers, unfolded)
 
     def _buffer_over(self, f, box: Box, what: str, fold: Optional[Fold] = None) -> tuple[list[Buffer], dict]:
         """f's local buffers (one per value) over `box` (each extent at its largest), and the values of f's
@@ -522,7 +408,7 @@ class Lowering:
             values[fold_mask_name(f.name, fold.dim)] = L.const(fold.extent - 1)
         else:
             fold = None
-        for stride_var, stride in zip(placeholder.strides[1:], _strides(extents)[1:]):
+        for stride_var, stride in zip(placeholder.strides[1:], row_major_strides(extents)[1:]):
             values[stride_var.name] = L.const(stride)
         buffers = [Buffer(b.name, b.dtype, tuple(reversed(extents)), "local") for b in placeholder.buffers]
         for buffer in buffers:
@@ -546,10 +432,10 @@ class Lowering:
             return block(stmt, body), needs
         buffers, values = self._buffer_over(f, box, f"computed at {where}")
         stmt, produced_needs = self.lower_func(f, box)
-        produced_needs = {n: [_substitute_box(b, values, self.ranges) for b in bs] for n, bs in produced_needs.items()}
+        produced_needs = {n: [substitute_box(b, values, self.ranges) for b in bs] for n, bs in produced_needs.items()}
         for name, bs in produced_needs.items():
             needs.setdefault(name, []).extend(bs)
-        realized = finalize(_alloc_all(buffers, block(stmt, body)), values, buffers)
+        realized = finalize(alloc_all(buffers, block(stmt, body)), values, buffers)
         return realized, needs
 
     def _check_bounded(self, name: str, box: Box, where: str) -> None:
@@ -565,9 +451,9 @@ class Lowering:
         """The kernel computing the output, its output buffers (one per value) and its input buffers (in
         `inputs` order)."""
         out = self.output
-        outs = _value_buffers(out, tuple(reversed(self.sizes)), "global")
-        self.realized[out.name] = Realization(outs[0], [L.const(0)] * len(self.sizes), _strides(self.sizes),
-                                              others=tuple(outs[1:]))
+        outs = value_buffers(out, tuple(reversed(self.sizes)), "global")
+        self.realized[out.name] = Realization(outs[0], [L.const(0)] * len(self.sizes),
+                                              row_major_strides(self.sizes), others=tuple(outs[1:]))
         for f in self.funcs.values():
             if self.level[f.name] not in ("inline", "output"):
                 self.realized[f.name] = self._placeholder(f, foldable=self._store_level(f) is not None)
@@ -595,7 +481,7 @@ class Lowering:
     def _placeholder(f, foldable: bool = False) -> Realization:
         """f's realization before its region is known: its first point and strides are variables (and, if
         it may be folded, the mask of each dimension)."""
-        buffers = _value_buffers(f, (1,), "local")
+        buffers = value_buffers(f, (1,), "local")
         mins = [L.Var(f"{f.name}_min_{d}") for d in range(f.dimensions)]
         strides = [L.const(1)] + [L.Var(f"{f.name}_stride_{d}") for d in range(1, f.dimensions)]
         masks = [L.Var(fold_mask_name(f.name, d)) for d in range(f.dimensions)] if foldable else None
@@ -620,18 +506,6 @@ class Lowering:
                         "output")
 
 
-def _value_buffers(f, shape: tuple, scope: str) -> list[Buffer]:
-    """A buffer for each value of f: named f, or f_0, f_1 ... for a Tuple Func."""
-    names = [f.name] if len(f.types) == 1 else [f"{f.name}_{k}" for k in range(len(f.types))]
-    return [Buffer(n, "int32" if t == "int32" else loop_dtype(t), shape, scope) for n, t in zip(names, f.types)]
-
-
-def _alloc_all(buffers: Sequence[Buffer], body: Stmt) -> Stmt:
-    for buffer in reversed(buffers):
-        body = Alloc(buffer, body)
-    return body
-
-
 def _distinct(needs: dict[str, list[Box]]) -> dict[str, list[Box]]:
     """`needs` with structurally equal boxes kept once."""
     return {name: list({tuple(box): box for box in boxes}.values()) for name, boxes in needs.items()}
@@ -639,46 +513,6 @@ def _distinct(needs: dict[str, list[Box]]) -> dict[str, list[Box]]:
 
 def _num(v: float) -> str:
     return str(int(v)) if not math.isinf(v) else ("-inf" if v < 0 else "inf")
-
-
-def _substitute_box(box: Box, values: dict[str, L.Expr], ranges: dict) -> Box:
-    """`box` with the realization's variables replaced by their values."""
-    return [None if d is None else (tighten(S.substitute_expr(d[0], values), ranges),
-                                    tighten(S.substitute_expr(d[1], values), ranges)) for d in box]
-
-
-def finalize(stmt: Stmt, values: dict[str, L.Expr], buffers: Sequence[Buffer],
-             unfolded: frozenset = frozenset()) -> Stmt:
-    """`stmt` with the variables in `values` replaced and every access to a buffer of `buffers` by its name
-    using that buffer; the masks named in `unfolded` (dimensions that are not folded) are dropped."""
-    by_name = {b.name: b for b in buffers}
-
-    def expr(e: L.Expr) -> L.Expr:
-        e = unfold(e, set(unfolded)) if unfolded else e
-
-        def visit(x: L.Expr) -> L.Expr:
-            kids = tuple(visit(c) for c in x.children)
-            if isinstance(x, L.Var) and x.name in values:
-                return values[x.name]
-            if isinstance(x, L.Load) and x.buffer.name in by_name:
-                return L.Load(by_name[x.buffer.name], kids[0])
-            return x.with_children(kids) if kids else x
-        return visit(e)
-
-    def stmt_(s: Stmt) -> Stmt:
-        if isinstance(s, Store):
-            target = by_name.get(s.buffer.name, s.buffer)
-            return Store(target, expr(s.index), expr(s.value))
-        if isinstance(s, For):
-            return For(s.var, expr(s.extent), stmt_(s.body), s.kind)
-        if isinstance(s, Let):
-            return Let(s.var, expr(s.value))
-        if isinstance(s, Alloc):
-            return Alloc(s.buffer, stmt_(s.body))
-        if isinstance(s, Block):
-            return Block(tuple(stmt_(x) for x in s.stmts))
-        raise PipelineError(f"unexpected statement in a lowered pipeline: {s!r}")
-    return stmt_(stmt)
 
 
 def _loads_of(stmt: Stmt) -> list[L.Load]:

@@ -15,7 +15,7 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.frontend.tensor import apply
-from tensorkiln.kernels import grouping
+from tensorkiln.kernels import bf16_readers
 from tensorkiln.passes import conv_bf16_weights
 from tensorkiln.passes.conv_bf16_weights import conv_weight_pairs
 
@@ -182,7 +182,7 @@ def test_an_inverted_residual_block_keeps_bf16_activations(path, monkeypatch, ch
     """MobileNetV2's block: the depthwise convolution stores its output as bf16 for the projection; its
     input is float32 (rounded values), or, with BF16_DEPTHWISE_INPUT, bf16 stored by the expanding
     1x1 convolution and read where it lies, each load widened to float32."""
-    monkeypatch.setattr(grouping, "BF16_DEPTHWISE_INPUT", bf16_input)
+    monkeypatch.setattr(bf16_readers, "BF16_DEPTHWISE_INPUT", bf16_input)
     wide = channels * expand
     w1 = tk.tensor((RNG.standard_normal((wide, channels, 1, 1)) * 0.2).astype(np.float32))
     wd = tk.tensor((RNG.standard_normal((wide, 1, 3, 3)) * 0.3).astype(np.float32))

@@ -12,7 +12,7 @@ import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.kernels import grouping
+from tensorkiln.kernels import bf16_readers
 from tensorkiln.kernels.target import cpu_target
 from tensorkiln.passes import conv_bf16_weights
 
@@ -87,7 +87,7 @@ def test_the_depthwise_layer_reads_and_writes_bf16_storage(monkeypatch, tmp_path
     PAIRS_WITHOUT_BF16_DOT) the depthwise layer reads and writes bfloat16 (its input as bf16: the
     choice for AVX512-BF16, asked for by BF16_DEPTHWISE_INPUT)."""
     monkeypatch.setattr(conv_bf16_weights, "PAIRS_WITHOUT_BF16_DOT", True)
-    monkeypatch.setattr(grouping, "BF16_DEPTHWISE_INPUT", True)
+    monkeypatch.setattr(bf16_readers, "BF16_DEPTHWISE_INPUT", True)
     monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))  # compiled anew: the switch is no cache key
     w1, wd, w2, bias = weights(16, 96, 3)
     block = block_function(w1, wd, w2, bias, 1)
@@ -109,7 +109,7 @@ def test_without_bf16_dot_the_block_stays_in_float32_storage(monkeypatch, tmp_pa
     monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))
     cpu_target.cache_clear()
     try:
-        assert not grouping.bf16_depthwise_input()
+        assert not bf16_readers.bf16_depthwise_input()
         w1, wd, w2, bias = weights(16, 96, 3)
         block = block_function(w1, wd, w2, bias, 2)
         x = RNG.standard_normal((1, 16, 15, 13)).astype(np.float32)

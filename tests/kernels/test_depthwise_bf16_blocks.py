@@ -19,7 +19,7 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.codegen.c_prelude import c_prelude
 from tensorkiln.dtypes import bf16_bits_from_f32
-from tensorkiln.kernels.grouping import bf16_depthwise_input
+from tensorkiln.kernels.bf16_readers import bf16_depthwise_input
 from tensorkiln.kernels.templates import bf16_store, conv_nchwc, conv_nchwc_bf16, depthwise_columns
 from tensorkiln.runtime.c_compiler import compile_c
 

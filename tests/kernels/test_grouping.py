@@ -1,4 +1,4 @@
-"""Fusion policy (kernels/grouping.py): which ops join a contraction's kernel as its epilogue.
+"""Fusion policy (kernels/fusion_policy.py, kernels/grouping.py): which ops join a contraction's kernel as its epilogue.
 
 The template stores the root's value at the contraction element's flat index,
 so only index-preserving paths may fuse: elementwise ops without broadcasting
