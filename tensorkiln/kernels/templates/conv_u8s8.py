@@ -237,7 +237,7 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
 
     def call(image, p0, pixels, c0, cols, tile, nb) -> Stmt:
         args = (Pointer(x, image * (hp * wp * c4)), Pointer(panels, (c0 // nr) * (depth * nr * U8S8_DEPTH_GROUP)),
-                Pointer(tile, E.const(0)), E.const(nb), p0, pixels, (cols + (nr - 1)) // nr,
+                Pointer(tile, E.const(0)), E.const(nb), p0, pixels, cols,
                 *(E.const(v) for v in (root.shape[2], wp, c4, sh, sw, dh, dw, kh, kw)))
         return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
 

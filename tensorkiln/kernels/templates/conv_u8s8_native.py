@@ -61,9 +61,10 @@ typedef int32_t tk_conv_i32 __attribute__((may_alias, aligned(1)));
 /* mr output pixels of one output row (their windows start at x + i * lda) x 32 output channels of
  * panel b, over every tap */
 static inline __attribute__((always_inline)) void tk_conv_u8s8_tile_{kind}(
-    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
+    const int mr, const int cols, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
 {{
+    (void)cols;  /* both 512-bit halves of the panel in one step: an unused half costs no extra step */
     __m512i acc0[8], acc1[8];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {{
@@ -94,8 +95,8 @@ static inline __attribute__((always_inline)) void tk_conv_u8s8_tile_{kind}(
 """
 
 _DENSE_PORTABLE = r"""static inline void tk_conv_u8s8_tile_portable(
-    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
+    const int mr, const int cols, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
 {
     for (int i = 0; i < mr; i++) {
         int32_t acc[32] = {0};
@@ -112,25 +113,27 @@ _DENSE_PORTABLE = r"""static inline void tk_conv_u8s8_tile_portable(
                 }
             }
         }
-        for (int j = 0; j < 32; j++) {
+        for (int j = 0; j < cols; j++) {  /* the panel's columns past the layer's are never read */
             c[i * ldc + j] = acc[j];
         }
     }
 }
 """
 
-_DENSE_DRIVER = r"""/* ---- direct u8 x s8 convolution ({kind}): c[t * ldc + p * 32 + j] = the sum of output pixel p0 + t
- * (row-major over an OH x OW image) and channel p * 32 + j, for t < pixels, p < npanels, j < 32;
- * x is one padded NHWC image (Wp pixels a row, c4 bytes a pixel). A tile stays within an output row,
- * so its pixels' windows are equally spaced (sw * c4 bytes). */
+_DENSE_DRIVER = r"""/* ---- direct u8 x s8 convolution ({kind}): c[t * ldc + j] = the sum of output pixel p0 + t (row-major
+ * over an OH x OW image) and channel j, for t < pixels, j < cols (the channels of ceil(cols / 32) panels;
+ * the last panel's columns past cols may be left unwritten); x is one padded NHWC image (Wp pixels a
+ * row, c4 bytes a pixel). A tile stays within an output row, so its pixels' windows are equally spaced
+ * (sw * c4 bytes). */
 static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c,
-                              int64_t ldc, int64_t p0, int64_t pixels, int64_t npanels, int64_t ow, int64_t wp,
+                              int64_t ldc, int64_t p0, int64_t pixels, int64_t cols, int64_t ow, int64_t wp,
                               int64_t c4, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t kh, int64_t kw)
 {{
     const int64_t groups = c4 / 4, depth = kh * kw * groups, lda = sw * c4;
-    const int64_t row_step = dh * wp * c4, col_step = dw * c4;
+    const int64_t row_step = dh * wp * c4, col_step = dw * c4, npanels = (cols + 31) / 32;
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of the filters stays in cache while the pixels pass */
         const int8_t *b = panels + p * depth * 128;
+        const int nc = (int)(cols - p * 32 < 32 ? cols - p * 32 : 32);  /* the panel's columns in use */
         for (int64_t t = 0; t < pixels;) {{
             const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
             const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;  /* pixels left in this row */
@@ -142,14 +145,14 @@ static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restric
             int32_t *ct = c + t * ldc + p * 32;
             /* a tile of constant height each, so its sums stay in registers */
             switch (mr) {{
-            case 8: tk_conv_u8s8_tile_{kind}(8, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 7: tk_conv_u8s8_tile_{kind}(7, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 6: tk_conv_u8s8_tile_{kind}(6, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 5: tk_conv_u8s8_tile_{kind}(5, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 4: tk_conv_u8s8_tile_{kind}(4, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 3: tk_conv_u8s8_tile_{kind}(3, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 2: tk_conv_u8s8_tile_{kind}(2, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            default: tk_conv_u8s8_tile_{kind}(1, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 8: tk_conv_u8s8_tile_{kind}(8, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 7: tk_conv_u8s8_tile_{kind}(7, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 6: tk_conv_u8s8_tile_{kind}(6, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 5: tk_conv_u8s8_tile_{kind}(5, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 4: tk_conv_u8s8_tile_{kind}(4, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 3: tk_conv_u8s8_tile_{kind}(3, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 2: tk_conv_u8s8_tile_{kind}(2, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            default: tk_conv_u8s8_tile_{kind}(1, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
             }}
             t += mr;
         }}
