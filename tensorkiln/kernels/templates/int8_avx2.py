@@ -120,7 +120,7 @@ _PAIRS_STEP = r"""        const __m256i b0 = _mm256_loadu_si256((const __m256i *
 """
 
 # the tile of mr <= 8 rows x one 32-column panel, as quarters: columns 0..15 then 16..31, rows 0..3 then 4..7; a
-# panel whose columns past 16 are past the layer's (a layer of 16 or 24 channels, 144 = 4 x 32 + 16) skips its
+# panel whose columns past 16 are past the layer's (a layer of 16 channels, 144 = 4 x 32 + 16) skips its
 # second half, which the caller never reads
 _TILE = r"""
 static inline __attribute__((always_inline)) void {name}(
