@@ -10,8 +10,8 @@ Loop IR spells it per element, and the C compiler vectorizes that (a short chann
 narrowing store, saturating conversions) poorly, in 128-bit pieces and scalar tails: it was two
 thirds of MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a
 kernel's contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C
-helper of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail),
-with the graph's own float32 operations in the graph's order (a multiply then an add, never fused;
+helper of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail;
+channel_epilogue_avx2.py writes the AVX2 one, 8 channels a vector), with the graph's own float32 operations in the graph's order (a multiply then an add, never fused;
 a true division), so its results are the reference interpreter's bit for bit.
 
 One binary op may instead take a side value: a stored tensor of the output's shape (a residual
@@ -344,9 +344,8 @@ def _ops(epilogue: ChannelEpilogue) -> str:
 
 def channel_epilogue_source(epilogue: ChannelEpilogue, isa: VectorIsa = AVX512) -> str:
     """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
-    if isa is not AVX512:
-        from .channel_epilogue_avx2 import avx2_source  # it builds on this module's steps
-        return avx2_source(epilogue)
+    if isa is not AVX512:  # a caller's bug: the 256-bit helper is channel_epilogue_avx2.avx2_source
+        raise ValueError(f"channel_epilogue_source writes the {AVX512.name} helper, not the {isa.name} one")
     ctype = _C_TYPES[epilogue.store_dtype]
     loads = []
     for i, side in enumerate(epilogue.sides):

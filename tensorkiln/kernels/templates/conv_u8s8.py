@@ -35,6 +35,7 @@ from ..inline import ValueBuilder
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
+from .channel_epilogue_avx2 import avx2_source
 from .conv_u8s8_native import dense_source, depthwise_source
 from .gemm import PARALLEL_MIN_MACS
 from .int8_avx2 import depthwise_avx2, layer_dot_kind
@@ -196,7 +197,7 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, split: TaskS
             Pointer(tile, E.const(0)), E.const(nb), Pointer(values.buffers[comp_node.id], c0),
             *(Pointer(b, c0) for b in chain.operands), *(Pointer(b, first) for b in chain.side_buffers),
             Pointer(out, first), E.const(channels), task_pixels, task_cols), writes=(out.name,),
-            source=channel_epilogue_source(chain, isa))
+            source=avx2_source(chain) if isa is AVX2 else channel_epilogue_source(chain, isa))
     else:
         write = For(r, task_pixels, For(c, task_cols, store(c), "vectorized"))
     tasks = n * runs * col_tasks
