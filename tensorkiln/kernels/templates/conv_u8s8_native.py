@@ -28,7 +28,7 @@ layer whose weights `vpmaddubsw` sums exactly, are in int8_avx2.py.
 """
 from __future__ import annotations
 
-from .int8_avx2 import AVX2, MADDUBSW, conv_tile_avx2
+from .int8_avx2 import AVX2, MADDUBSW, QUARTER_ROWS, conv_tile_avx2
 
 _DENSE_TILE = {
     "vnni": r"""
@@ -137,9 +137,10 @@ static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restric
         for (int64_t t = 0; t < pixels;) {{
             const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
             const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;  /* pixels left in this row */
-            /* the row's pixels in tiles of equal height (28: 7 + 7 + 7 + 7, not 8 + 8 + 8 + 4): a short tile
-             * does a step's loads and bookkeeping for fewer sums */
-            const int64_t row_tiles = (left + 7) / 8;
+            /* the row's pixels in tiles of equal height, at most {rows} (28: 7 + 7 + 7 + 7, not 8 + 8 + 8 + 4; 4 x 7
+             * where a tile is done as quarters of 4 rows): a short tile does a step's loads and bookkeeping
+             * for fewer sums */
+            const int64_t row_tiles = (left + {rows} - 1) / {rows};
             const int mr = (int)((left + row_tiles - 1) / row_tiles);
             const uint8_t *a = x + (oy * sh * wp + ox * sw) * c4;
             int32_t *ct = c + t * ldc + p * 32;
@@ -230,7 +231,9 @@ def dense_source(kind: str) -> str:
     """The C of `tk_conv_u8s8_<kind>`: its micro-kernel and the loop over panels and pixel tiles."""
     tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2(kind) if kind in (AVX2, MADDUBSW) else \
         _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
-    return tile + _DENSE_DRIVER.format(kind=kind)
+    # the AVX2 tile sums 4 rows at a time (int8_avx2.py): a row of 28 pixels as 7 tiles of 4, not 4 x (4 + 3)
+    rows = QUARTER_ROWS if kind in (AVX2, MADDUBSW) else 8
+    return tile + _DENSE_DRIVER.format(kind=kind, rows=rows)
 
 
 def depthwise_source(kind: str) -> str:

@@ -138,6 +138,8 @@ static inline __attribute__((always_inline)) void {name}(
 }}
 """
 
+QUARTER_ROWS = 4  # rows of A a quarter sums: 8 accumulators, 4 widened weights, 2 activation vectors, a mask
+
 _PRELUDE = r"""#include <immintrin.h>
 typedef int32_t tk_avx2_i32 __attribute__((may_alias, aligned(1)));
 """
@@ -272,5 +274,5 @@ static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t
 """
 
 
-__all__ = ["AVX2", "MADDUBSW", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
+__all__ = ["AVX2", "MADDUBSW", "QUARTER_ROWS", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
            "maddubsw_is_exact"]
