@@ -36,8 +36,9 @@ def epilogue_width(request, monkeypatch):
     cpu_target.cache_clear()
 
 # (C, H, O, kernel, stride, groups, activation, output, per-channel weights): channels 1, 3, 17, 24, 40 and
-# 70 (tails of the 16 lanes), depthwise, stride 2, size-1 planes; output None: the float value is stored;
-# relu6 is a Clip (maximum and minimum), a zero point an add after the round
+# 70 (tails of the 16 lanes), 72 and 33 (8-bit stores of 32 channels and the vectors and tail after them),
+# depthwise, stride 2, size-1 planes; output None: the float value is stored; relu6 is a Clip (maximum and
+# minimum), a zero point an add after the round
 OUTPUTS = {"uint8": (TensorProto.UINT8, np.uint8), "int8": (TensorProto.INT8, np.int8)}
 LAYERS = [
     (16, 9, 24, 1, 1, 1, "relu", ("uint8", 0.05, 0), True),
@@ -46,6 +47,8 @@ LAYERS = [
     (40, 5, 40, 3, 2, 40, "relu6", ("uint8", 0.02, 0), False),
     (8, 1, 70, 1, 1, 1, None, None, True),
     (1, 6, 1, 3, 1, 1, "relu", ("uint8", 0.1, 128), False),
+    (16, 6, 72, 1, 1, 1, "relu6", ("uint8", 0.03, 2), True),
+    (8, 5, 33, 3, 1, 1, None, ("int8", 0.05, 1), False),
 ]
 
 

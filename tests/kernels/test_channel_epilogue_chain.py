@@ -2,6 +2,8 @@
 tests/kernels/test_channel_epilogue.py checks the helpers' values bit for bit against the reference."""
 from __future__ import annotations
 
+import pytest
+
 from tensorkiln.kernels.templates.channel_epilogue import AVX512, ChannelStep, _c_chain
 
 _REQUANTIZE = (ChannelStep("mul", channel=0), ChannelStep("add", channel=1), ChannelStep("div", scalar=0.02),
@@ -33,20 +35,22 @@ def test_int8_to_uint8_plus_128_is_one_add_before_the_store():
     assert "\n".join(_c_chain(widened, "float32", AVX512, " + c")).count("_mm512_and_si512") == 1
 
 
-def _helper(steps: tuple[ChannelStep, ...]):
-    """The compiled helper of an int8-storing chain of scalar steps, as a numpy function of int32 sums."""
+def _helper(steps: tuple[ChannelStep, ...], width: str):
+    """The compiled helper (`width`: "avx512" or "avx2") of an int8-storing chain of scalar steps, as a numpy
+    function of int32 sums (rows of 64 channels: on AVX2, two 32-channel stores a row)."""
     import ctypes
 
     import numpy as np
-    import pytest
 
     from tensorkiln.kernels.target import cpu_target
     from tensorkiln.kernels.templates.channel_epilogue import ChannelEpilogue, channel_epilogue_source
+    from tensorkiln.kernels.templates.channel_epilogue_avx2 import avx2_source
     from tensorkiln.runtime.c_compiler import compile_c
-    if cpu_target().vector_bytes < 64:
-        pytest.skip("the helper is AVX-512")
+    if cpu_target().vector_bytes < (64 if width == "avx512" else 32):
+        pytest.skip(f"this CPU has no {width} vectors")
     epilogue = ChannelEpilogue(steps, "int8", ())
-    source = "#include <stdint.h>\n" + channel_epilogue_source(epilogue).replace("static void", "void")
+    text = channel_epilogue_source(epilogue) if width == "avx512" else avx2_source(epilogue)
+    source = "#include <stdint.h>\n" + text.replace("static void", "void")
     function = getattr(ctypes.CDLL(compile_c(source, extra_flags=("-march=native",)).path), epilogue.function)
 
     def run(sums: np.ndarray) -> np.ndarray:
@@ -60,7 +64,8 @@ def _helper(steps: tuple[ChannelStep, ...]):
     return run
 
 
-def test_division_by_a_scalar_rounds_exactly_at_the_halfway_points():
+@pytest.mark.parametrize("width", ["avx512", "avx2"])
+def test_division_by_a_scalar_rounds_exactly_at_the_halfway_points(width):
     """The multiply-and-correct division (_exact_division) against numpy's float32 division, on sums whose
     quotients land on and next to the halfway points that round() decides."""
     import numpy as np
@@ -80,4 +85,4 @@ def test_division_by_a_scalar_rounds_exactly_at_the_halfway_points():
         sums = sums[: sums.size // 64 * 64].astype(np.int32)
         v = np.round(sums.astype(np.float32) * scale / divisor) + np.float32(3)
         want = np.clip(v, -128, 127).astype(np.int8)
-        np.testing.assert_array_equal(_helper(steps)(sums), want)
+        np.testing.assert_array_equal(_helper(steps, width)(sums), want, err_msg=width)

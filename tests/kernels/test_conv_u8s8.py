@@ -136,6 +136,29 @@ def test_direct_int8_convolution_is_exact_on_every_path(int8_path, x_dtype):
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * max(np.abs(ref).max(), 1))
 
 
+# output channels around the 16-column half of a 32-column panel: a last panel of at most 16 channels in use
+# leaves its other half unsummed (int8_avx2.py), which neither epilogue may read
+HALF_PANEL_CHANNELS = (15, 16, 17, 47, 48, 49)
+
+
+def test_a_last_panel_of_at_most_sixteen_channels_is_exact_on_every_path(int8_path):
+    rng = np.random.default_rng(11 + INT8_DOT_KINDS.index(int8_path))
+    layers = [_layer(rng, np.uint8, 1, 5 + i, 6, 7, o, 1 + 2 * (i % 2), 1, i % 2, 1, 1, per_channel=True)
+              for i, o in enumerate(HALF_PANEL_CHANNELS)]
+    layers[0]["w"] = (layers[0]["w"] // 2).astype(np.int8)  # 7-bit weights: on AVX2, the maddubsw step
+    for layer in layers[3:]:  # requantized to uint8: the vector epilogue helper reads the tile
+        layer.update(bias=rng.standard_normal(layer["w"].shape[0]).astype(np.float32), output=(0.5, 3))
+    got, ops, module, reference = _run(layers)
+    assert ops.count("conv2d_u8s8") == len(layers), ops
+    for index, (layer, out, ref) in enumerate(zip(layers[:3], got, reference)):
+        scale = (np.float32(layer["x_scale"]) * layer["w_scale"]).astype(np.float32).reshape(-1, 1, 1)
+        np.testing.assert_array_equal(out, _sums(layer).astype(np.float32) * scale,
+                                      err_msg=f"{HALF_PANEL_CHANNELS[index]} channels, {int8_path}")
+    for index, (out, ref) in enumerate(zip(got[3:], reference[3:])):
+        assert out.dtype == np.uint8
+        np.testing.assert_array_equal(out, ref, err_msg=f"{HALF_PANEL_CHANNELS[index + 3]} channels, {int8_path}")
+
+
 def test_requantizing_epilogue_fuses_into_the_convolution_and_writes_uint8():
     """bias, ReLU and QuantizeLinear (round half to even, saturate) in the convolution's kernel, dense and
     depthwise."""

@@ -10,8 +10,8 @@ Loop IR spells it per element, and the C compiler vectorizes that (a short chann
 narrowing store, saturating conversions) poorly, in 128-bit pieces and scalar tails: it was two
 thirds of MobileNetV2's int8 time. `channel_epilogue(...)` recognizes such a chain between a
 kernel's contraction and its root and returns the ops; `channel_epilogue_source` writes them as a C
-helper of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail),
-with the graph's own float32 operations in the graph's order (a multiply then an add, never fused;
+helper of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (masked at the tail;
+channel_epilogue_avx2.py writes the AVX2 one, 8 channels a vector), with the graph's own float32 operations in the graph's order (a multiply then an add, never fused;
 a true division), so its results are the reference interpreter's bit for bit.
 
 One binary op may instead take a side value: a stored tensor of the output's shape (a residual
@@ -344,8 +344,8 @@ def _ops(epilogue: ChannelEpilogue) -> str:
 
 def channel_epilogue_source(epilogue: ChannelEpilogue, isa: VectorIsa = AVX512) -> str:
     """The C of the helper: out[r * ldo + c] = chain(tile[r * ldt + c] + comp[c]) for r < rows, c < cols."""
-    if isa is not AVX512:
-        return _avx2_source(epilogue)
+    if isa is not AVX512:  # a caller's bug: the 256-bit helper is channel_epilogue_avx2.avx2_source
+        raise ValueError(f"channel_epilogue_source writes the {AVX512.name} helper, not the {isa.name} one")
     ctype = _C_TYPES[epilogue.store_dtype]
     loads = []
     for i, side in enumerate(epilogue.sides):
@@ -378,80 +378,6 @@ static void {epilogue.function}(
             {steps}
             (void)v8;
             {store}
-        }}
-    }}
-}}
-"""
-
-
-# AVX2 has no masked byte loads or stores: a vector of 8 channels is one inlined body over pointers at
-# its channels, called in place for whole vectors and on zero-padded copies for the channel tail
-_AVX2_SIDE_LOADS = {"float32": "_mm256_loadu_ps(side{i})",
-                    "uint8": "_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)side{i})))",
-                    "int8": "_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)side{i})))"}
-# the low byte of each 32-bit lane, the 8 of them packed into the vector's first 8 bytes
-_AVX2_LOW_BYTES = ("const __m256i bytes = _mm256_shuffle_epi8(v8, _mm256_setr_epi8(\n"
-                   "                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,\n"
-                   "                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));\n"
-                   "    _mm_storel_epi64((__m128i *)out, _mm256_castsi256_si128(\n"
-                   "        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1))));")
-
-
-def _avx2_source(epilogue: ChannelEpilogue) -> str:
-    """The helper in 256-bit vectors (AVX2 and FMA), the same operations in the same order."""
-    ctype, name = _C_TYPES[epilogue.store_dtype], epilogue.function
-    loads = []
-    for i, side in enumerate(epilogue.sides):
-        loads.append(f"__m256 side_value{i} = {_AVX2_SIDE_LOADS[side.dtype].format(i=i)};  "
-                     f"/* side value {i}: {side.dtype} at the output's index */")
-        loads += [_c_step(step, AVX2, "", f"side_value{i}") for step in side.steps]
-    steps = "\n    ".join(s.replace("\n            ", "\n    ")
-                          for s in loads + _c_chain(epilogue.steps, epilogue.store_dtype, AVX2, ""))
-    store = "_mm256_storeu_ps(out, v);" if epilogue.store_dtype == "float32" else _AVX2_LOW_BYTES
-    channels = [f"channel{i}" for i in range(len(epilogue.operands))]
-    sides = [(f"side{i}", _C_TYPES[side.dtype]) for i, side in enumerate(epilogue.sides)]
-    at_c = "".join(f", {x} + c" for x in channels) + "".join(f", {x} + r * ldo + c" for x, _ in sides)
-    padded = "".join(f", {x}_tail" for x in channels) + "".join(f", {x}_tail" for x, _ in sides)
-    declare = "".join(f"\n            float {x}_tail[8] = {{0}};" for x in channels) + \
-        "".join(f"\n            {t} {x}_tail[8] = {{0}};" for x, t in sides)
-    copy_in = "".join(f"\n                {x}_tail[j] = {x}[c + j];" for x in channels) + \
-        "".join(f"\n                {x}_tail[j] = {x}[r * ldo + c + j];" for x, _ in sides)
-    return f"""#include <immintrin.h>
-#include <math.h>
-/* a convolution's epilogue, 8 channels a vector (AVX2): int32 sums + compensation -> float32 -> {_ops(epilogue)}
- * (kernels/templates/channel_epilogue.py); the pointers point at the vector's 8 channels */
-static inline __attribute__((always_inline)) void {name}_vector(
-    const int32_t *restrict tile, const int32_t *restrict comp{_parameters(epilogue)}, {ctype} *restrict out)
-{{
-    const __m256i sums = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)tile),
-                                          _mm256_loadu_si256((const __m256i *)comp));
-    __m256 v = _mm256_cvtepi32_ps(sums);
-    __m256i v8 = _mm256_setzero_si256();
-    {steps}
-    (void)v8;
-    {store}
-}}
-
-static void {name}(
-    const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{_parameters(epilogue)},
-    {ctype} *restrict out, int64_t ldo, int64_t rows, int64_t cols)
-{{
-    for (int64_t r = 0; r < rows; r++) {{
-        int64_t c = 0;
-        for (; c + 8 <= cols; c += 8) {{
-            {name}_vector(tile + r * ldt + c, comp + c{at_c}, out + r * ldo + c);
-        }}
-        if (c < cols) {{  /* the last channels, fewer than 8: on zero-padded copies */
-            int32_t tile_tail[8] = {{0}}, comp_tail[8] = {{0}};{declare}
-            {ctype} out_tail[8];
-            for (int64_t j = 0; j < cols - c; j++) {{
-                tile_tail[j] = tile[r * ldt + c + j];
-                comp_tail[j] = comp[c + j];{copy_in}
-            }}
-            {name}_vector(tile_tail, comp_tail{padded}, out_tail);
-            for (int64_t j = 0; j < cols - c; j++) {{
-                out[r * ldo + c + j] = out_tail[j];
-            }}
         }}
     }}
 }}

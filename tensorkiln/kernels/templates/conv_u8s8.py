@@ -35,6 +35,7 @@ from ..inline import ValueBuilder
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
+from .channel_epilogue_avx2 import avx2_source
 from .conv_u8s8_native import dense_source, depthwise_source
 from .gemm import PARALLEL_MIN_MACS
 from .int8_avx2 import depthwise_avx2, layer_dot_kind
@@ -196,7 +197,7 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, split: TaskS
             Pointer(tile, E.const(0)), E.const(nb), Pointer(values.buffers[comp_node.id], c0),
             *(Pointer(b, c0) for b in chain.operands), *(Pointer(b, first) for b in chain.side_buffers),
             Pointer(out, first), E.const(channels), task_pixels, task_cols), writes=(out.name,),
-            source=channel_epilogue_source(chain, isa))
+            source=avx2_source(chain) if isa is AVX2 else channel_epilogue_source(chain, isa))
     else:
         write = For(r, task_pixels, For(c, task_cols, store(c), "vectorized"))
     tasks = n * runs * col_tasks
@@ -237,7 +238,7 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
 
     def call(image, p0, pixels, c0, cols, tile, nb) -> Stmt:
         args = (Pointer(x, image * (hp * wp * c4)), Pointer(panels, (c0 // nr) * (depth * nr * U8S8_DEPTH_GROUP)),
-                Pointer(tile, E.const(0)), E.const(nb), p0, pixels, (cols + (nr - 1)) // nr,
+                Pointer(tile, E.const(0)), E.const(nb), p0, pixels, cols,
                 *(E.const(v) for v in (root.shape[2], wp, c4, sh, sw, dh, dw, kh, kw)))
         return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
 

@@ -28,7 +28,7 @@ layer whose weights `vpmaddubsw` sums exactly, are in int8_avx2.py.
 """
 from __future__ import annotations
 
-from .int8_avx2 import AVX2, MADDUBSW, conv_tile_avx2
+from .int8_avx2 import AVX2, MADDUBSW, QUARTER_ROWS, conv_tile_avx2
 
 _DENSE_TILE = {
     "vnni": r"""
@@ -61,9 +61,10 @@ typedef int32_t tk_conv_i32 __attribute__((may_alias, aligned(1)));
 /* mr output pixels of one output row (their windows start at x + i * lda) x 32 output channels of
  * panel b, over every tap */
 static inline __attribute__((always_inline)) void tk_conv_u8s8_tile_{kind}(
-    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
+    const int mr, const int cols, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
 {{
+    (void)cols;  /* both 512-bit halves of the panel in one step: an unused half costs no extra step */
     __m512i acc0[8], acc1[8];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {{
@@ -94,8 +95,8 @@ static inline __attribute__((always_inline)) void tk_conv_u8s8_tile_{kind}(
 """
 
 _DENSE_PORTABLE = r"""static inline void tk_conv_u8s8_tile_portable(
-    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
+    const int mr, const int cols, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc, int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, int64_t groups)
 {
     for (int i = 0; i < mr; i++) {
         int32_t acc[32] = {0};
@@ -112,44 +113,47 @@ _DENSE_PORTABLE = r"""static inline void tk_conv_u8s8_tile_portable(
                 }
             }
         }
-        for (int j = 0; j < 32; j++) {
+        for (int j = 0; j < cols; j++) {  /* the panel's columns past the layer's are never read */
             c[i * ldc + j] = acc[j];
         }
     }
 }
 """
 
-_DENSE_DRIVER = r"""/* ---- direct u8 x s8 convolution ({kind}): c[t * ldc + p * 32 + j] = the sum of output pixel p0 + t
- * (row-major over an OH x OW image) and channel p * 32 + j, for t < pixels, p < npanels, j < 32;
- * x is one padded NHWC image (Wp pixels a row, c4 bytes a pixel). A tile stays within an output row,
- * so its pixels' windows are equally spaced (sw * c4 bytes). */
+_DENSE_DRIVER = r"""/* ---- direct u8 x s8 convolution ({kind}): c[t * ldc + j] = the sum of output pixel p0 + t (row-major
+ * over an OH x OW image) and channel j, for t < pixels, j < cols (the channels of ceil(cols / 32) panels;
+ * the last panel's columns past cols may be left unwritten); x is one padded NHWC image (Wp pixels a
+ * row, c4 bytes a pixel). A tile stays within an output row, so its pixels' windows are equally spaced
+ * (sw * c4 bytes). */
 static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c,
-                              int64_t ldc, int64_t p0, int64_t pixels, int64_t npanels, int64_t ow, int64_t wp,
+                              int64_t ldc, int64_t p0, int64_t pixels, int64_t cols, int64_t ow, int64_t wp,
                               int64_t c4, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t kh, int64_t kw)
 {{
     const int64_t groups = c4 / 4, depth = kh * kw * groups, lda = sw * c4;
-    const int64_t row_step = dh * wp * c4, col_step = dw * c4;
+    const int64_t row_step = dh * wp * c4, col_step = dw * c4, npanels = (cols + 31) / 32;
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of the filters stays in cache while the pixels pass */
         const int8_t *b = panels + p * depth * 128;
+        const int nc = (int)(cols - p * 32 < 32 ? cols - p * 32 : 32);  /* the panel's columns in use */
         for (int64_t t = 0; t < pixels;) {{
             const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
             const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;  /* pixels left in this row */
-            /* the row's pixels in tiles of equal height (28: 7 + 7 + 7 + 7, not 8 + 8 + 8 + 4): a short tile
-             * does a step's loads and bookkeeping for fewer sums */
-            const int64_t row_tiles = (left + 7) / 8;
+            /* the row's pixels in tiles of equal height, at most {rows} (28: 7 + 7 + 7 + 7, not 8 + 8 + 8 + 4; 4 x 7
+             * where a tile is done as quarters of 4 rows): a short tile does a step's loads and bookkeeping
+             * for fewer sums */
+            const int64_t row_tiles = (left + {rows} - 1) / {rows};
             const int mr = (int)((left + row_tiles - 1) / row_tiles);
             const uint8_t *a = x + (oy * sh * wp + ox * sw) * c4;
             int32_t *ct = c + t * ldc + p * 32;
             /* a tile of constant height each, so its sums stay in registers */
             switch (mr) {{
-            case 8: tk_conv_u8s8_tile_{kind}(8, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 7: tk_conv_u8s8_tile_{kind}(7, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 6: tk_conv_u8s8_tile_{kind}(6, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 5: tk_conv_u8s8_tile_{kind}(5, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 4: tk_conv_u8s8_tile_{kind}(4, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 3: tk_conv_u8s8_tile_{kind}(3, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 2: tk_conv_u8s8_tile_{kind}(2, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            default: tk_conv_u8s8_tile_{kind}(1, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 8: tk_conv_u8s8_tile_{kind}(8, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 7: tk_conv_u8s8_tile_{kind}(7, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 6: tk_conv_u8s8_tile_{kind}(6, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 5: tk_conv_u8s8_tile_{kind}(5, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 4: tk_conv_u8s8_tile_{kind}(4, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 3: tk_conv_u8s8_tile_{kind}(3, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 2: tk_conv_u8s8_tile_{kind}(2, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            default: tk_conv_u8s8_tile_{kind}(1, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
             }}
             t += mr;
         }}
@@ -227,7 +231,9 @@ def dense_source(kind: str) -> str:
     """The C of `tk_conv_u8s8_<kind>`: its micro-kernel and the loop over panels and pixel tiles."""
     tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2(kind) if kind in (AVX2, MADDUBSW) else \
         _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
-    return tile + _DENSE_DRIVER.format(kind=kind)
+    # the AVX2 tile sums 4 rows at a time (int8_avx2.py): a row of 28 pixels as 7 tiles of 4, not 4 x (4 + 3)
+    rows = QUARTER_ROWS if kind in (AVX2, MADDUBSW) else 8
+    return tile + _DENSE_DRIVER.format(kind=kind, rows=rows)
 
 
 def depthwise_source(kind: str) -> str:

@@ -53,17 +53,19 @@ ROW_BLOCK = 32  # MB: rows of A per task (32 x K bytes stay in L1/L2 while B's p
 COLUMN_BLOCK = 512  # NB at most: a 32 x 512 int32 tile is 64 KiB, read back by the epilogue from L2
 
 _TILE_PROLOGUE = r"""
-/* ---- u8 x s8 GEMM ({kind}): c[r * ldc + p * 32 + j] = sum over k of a[r * lda + k] * B[k][p * 32 + j]
- * for r < rows, p < npanels, j < 32. B comes in panels of 32 columns (ir/ops/quantized.py): panel p,
+/* ---- u8 x s8 GEMM ({kind}): c[r * ldc + j] = sum over k of a[r * lda + k] * B[k][j] for r < rows,
+ * j < cols (the columns of ceil(cols / 32) panels; a tile may leave the last panel's columns past cols
+ * unwritten). B comes in panels of 32 columns (ir/ops/quantized.py): panel p,
  * depth group q holds 32 columns x 4 bytes, the bytes of one column's four depths together. */
 """
 
 _VNNI = r"""#include <immintrin.h>
 typedef int32_t tk_unaligned_i32 __attribute__((may_alias, aligned(1)));
 static inline __attribute__((always_inline)) void tk_u8s8_tile_vnni(
-    const int mr, const uint8_t *restrict a, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc, int64_t depth)
+    const int mr, const int cols, const uint8_t *restrict a, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc, int64_t depth)
 {
+    (void)cols;  /* both 512-bit halves of the panel in one step: an unused half costs no extra step */
     __m512i acc0[8], acc1[8];  /* mr rows x 32 columns of int32 sums, in 16 registers */
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
@@ -92,9 +94,10 @@ static inline __attribute__((always_inline)) void tk_u8s8_tile_vnni(
 _AVX512BW = r"""#include <immintrin.h>
 typedef int32_t tk_unaligned_i32 __attribute__((may_alias, aligned(1)));
 static inline __attribute__((always_inline)) void tk_u8s8_tile_avx512bw(
-    const int mr, const uint8_t *restrict a, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc, int64_t depth)
+    const int mr, const int cols, const uint8_t *restrict a, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc, int64_t depth)
 {
+    (void)cols;  /* both 512-bit halves of the panel in one step: an unused half costs no extra step */
     __m512i acc0[8], acc1[8];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
@@ -127,8 +130,8 @@ static inline __attribute__((always_inline)) void tk_u8s8_tile_avx512bw(
 """
 
 _PORTABLE = r"""static inline void tk_u8s8_tile_portable(
-    const int mr, const uint8_t *restrict a, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc, int64_t depth)
+    const int mr, const int cols, const uint8_t *restrict a, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc, int64_t depth)
 {
     for (int i = 0; i < mr; i++) {
         int32_t acc[32] = {0};
@@ -139,7 +142,7 @@ _PORTABLE = r"""static inline void tk_u8s8_tile_portable(
                 }
             }
         }
-        for (int j = 0; j < 32; j++) {
+        for (int j = 0; j < cols; j++) {  /* the panel's columns past the matrix's are never read */
             c[i * ldc + j] = acc[j];
         }
     }
@@ -147,25 +150,27 @@ _PORTABLE = r"""static inline void tk_u8s8_tile_portable(
 """
 
 _DRIVER = r"""static void tk_gemm_u8s8_{kind}(const uint8_t *restrict a, int64_t lda, const int8_t *restrict panels,
-                               int32_t *restrict c, int64_t ldc, int64_t rows, int64_t npanels, int64_t depth)
+                               int32_t *restrict c, int64_t ldc, int64_t rows, int64_t cols, int64_t depth)
 {{
+    const int64_t npanels = (cols + 31) / 32;  /* the last panel's columns past cols may be left unwritten */
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of B stays in L1 while the rows pass */
         const int8_t *b = panels + p * depth * 128;
+        const int nc = (int)(cols - p * 32 < 32 ? cols - p * 32 : 32);  /* the panel's columns in use */
         int64_t r = 0;
         for (; r + 8 <= rows; r += 8) {{
-            tk_u8s8_tile_{kind}(8, a + r * lda, lda, b, c + r * ldc + p * 32, ldc, depth);
+            tk_u8s8_tile_{kind}(8, nc, a + r * lda, lda, b, c + r * ldc + p * 32, ldc, depth);
         }}
         /* the last rows: a tile of constant height each, so its sums stay in registers */
         const uint8_t *a_rest = a + r * lda;
         int32_t *c_rest = c + r * ldc + p * 32;
         switch (rows - r) {{
-        case 7: tk_u8s8_tile_{kind}(7, a_rest, lda, b, c_rest, ldc, depth); break;
-        case 6: tk_u8s8_tile_{kind}(6, a_rest, lda, b, c_rest, ldc, depth); break;
-        case 5: tk_u8s8_tile_{kind}(5, a_rest, lda, b, c_rest, ldc, depth); break;
-        case 4: tk_u8s8_tile_{kind}(4, a_rest, lda, b, c_rest, ldc, depth); break;
-        case 3: tk_u8s8_tile_{kind}(3, a_rest, lda, b, c_rest, ldc, depth); break;
-        case 2: tk_u8s8_tile_{kind}(2, a_rest, lda, b, c_rest, ldc, depth); break;
-        case 1: tk_u8s8_tile_{kind}(1, a_rest, lda, b, c_rest, ldc, depth); break;
+        case 7: tk_u8s8_tile_{kind}(7, nc, a_rest, lda, b, c_rest, ldc, depth); break;
+        case 6: tk_u8s8_tile_{kind}(6, nc, a_rest, lda, b, c_rest, ldc, depth); break;
+        case 5: tk_u8s8_tile_{kind}(5, nc, a_rest, lda, b, c_rest, ldc, depth); break;
+        case 4: tk_u8s8_tile_{kind}(4, nc, a_rest, lda, b, c_rest, ldc, depth); break;
+        case 3: tk_u8s8_tile_{kind}(3, nc, a_rest, lda, b, c_rest, ldc, depth); break;
+        case 2: tk_u8s8_tile_{kind}(2, nc, a_rest, lda, b, c_rest, ldc, depth); break;
+        case 1: tk_u8s8_tile_{kind}(1, nc, a_rest, lda, b, c_rest, ldc, depth); break;
         default: break;
         }}
     }}
@@ -230,11 +235,10 @@ def u8s8_gemm_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     tile = Buffer("q_tile", "int32", (mb * nb,), scope="local")
     # B's panels of this column block: NB is a whole number of panels
     b_start = Pointer(panels, (col0 // NR) * (depth * NR * U8S8_DEPTH_GROUP))
-    npanels = (task_cols + (NR - 1)) // NR
 
     def call(a_start: Pointer, lda: int) -> Stmt:
         return NativeCall(f"tk_gemm_u8s8_{kind}", (a_start, E.const(lda), b_start, Pointer(tile, E.const(0)),
-                                                   E.const(nb), task_rows, npanels, E.const(depth)),
+                                                   E.const(nb), task_rows, task_cols, E.const(depth)),
                           writes=(tile.name,), source=native_source(kind))
 
     if k4 == k and a_node.id in values.buffers:  # A's rows lie in memory, whole depth groups: read in place

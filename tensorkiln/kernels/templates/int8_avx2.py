@@ -119,14 +119,17 @@ _PAIRS_STEP = r"""        const __m256i b0 = _mm256_loadu_si256((const __m256i *
         }
 """
 
-# the tile of mr <= 8 rows x one 32-column panel, as quarters: columns 0..15 then 16..31, rows 0..3 then 4..7
+# the tile of mr <= 8 rows x one 32-column panel, as quarters: columns 0..15 then 16..31, rows 0..3 then 4..7; a
+# panel whose columns past 16 are past the layer's (a layer of 16 channels, 144 = 4 x 32 + 16) skips its
+# second half, which the caller never reads
 _TILE = r"""
 static inline __attribute__((always_inline)) void {name}(
-    const int mr, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b, int32_t *restrict c,
-    int64_t ldc{params})
+    const int mr, const int cols, const uint8_t *restrict x, int64_t lda, const int8_t *restrict b,
+    int32_t *restrict c, int64_t ldc{params})
 {{
+    const int halves = cols > 16 ? 2 : 1;
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {{
+    for (int h = 0; h < halves; h++) {{
         {quarter}(mr < 4 ? mr : 4, x, lda, b + 64 * h, c + 16 * h, ldc{args});
         if (mr > 4) {{
             {quarter}(mr - 4, x + 4 * lda, lda, b + 64 * h, c + 4 * ldc + 16 * h, ldc{args});
@@ -134,6 +137,8 @@ static inline __attribute__((always_inline)) void {name}(
     }}
 }}
 """
+
+QUARTER_ROWS = 4  # rows of A a quarter sums: 8 accumulators, 4 widened weights, 2 activation vectors, a mask
 
 _PRELUDE = r"""#include <immintrin.h>
 typedef int32_t tk_avx2_i32 __attribute__((may_alias, aligned(1)));
@@ -171,13 +176,13 @@ def _tile(kind: str, prefix: str, params: str, setup: str, next_a: str, args: st
 
 
 def gemm_tile_avx2(kind: str = AVX2) -> str:
-    """The C of `tk_u8s8_tile_<kind>(mr, a, lda, b, c, ldc, depth)`: gemm_u8s8.py's tile contract; `kind` is
+    """The C of `tk_u8s8_tile_<kind>(mr, cols, a, lda, b, c, ldc, depth)`: gemm_u8s8.py's tile contract; `kind` is
     "avx2" (exact for any weights) or "maddubsw" (for panels that pass `maddubsw_is_exact`)."""
     return _tile(kind, "tk_u8s8", ", int64_t depth", _GEMM_SETUP, _GEMM_NEXT, ", depth")
 
 
 def conv_tile_avx2(kind: str = AVX2) -> str:
-    """The C of `tk_conv_u8s8_tile_<kind>(mr, x, lda, b, c, ldc, kh, kw, row_step, col_step, groups)`:
+    """The C of `tk_conv_u8s8_tile_<kind>(mr, cols, x, lda, b, c, ldc, kh, kw, row_step, col_step, groups)`:
     conv_u8s8_native.py's dense tile contract (mr pixels of one output row, windows lda bytes apart)."""
     return _tile(kind, "tk_conv_u8s8", _CONV_PARAMS, _CONV_SETUP, _CONV_NEXT, _CONV_ARGS)
 
@@ -269,5 +274,5 @@ static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t
 """
 
 
-__all__ = ["AVX2", "MADDUBSW", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
+__all__ = ["AVX2", "MADDUBSW", "QUARTER_ROWS", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
            "maddubsw_is_exact"]
