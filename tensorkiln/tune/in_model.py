@@ -55,7 +55,7 @@ from ..runtime import tuning_records
 from .model_check import WorkloadCheck, _built, _withdraw, workload_seconds
 from .tuner import NOISE, WorkloadResult
 
-SHORTLIST = 3  # candidates per workload taken into the model
+SHORTLIST = 5  # candidates per workload taken into the model (builds go on while the budget lasts)
 LOST_ROUNDS = 1  # rounds of profile() a winner in turns may lose to the untuned build
 MARGIN = 1.05  # a candidate slower alone than MARGIN x its default is not taken into the model
 
