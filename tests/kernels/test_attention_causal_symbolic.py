@@ -6,7 +6,7 @@ import numpy as np
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.kernels.templates.attention import attention_parts, causal_mask
+from tensorkiln.kernels.templates.attention_match import attention_parts, causal_mask
 from tensorkiln.shapes import is_symbolic
 
 RNG = np.random.default_rng(11)
