@@ -196,32 +196,36 @@ class _AttentionKernel:
         return E.Const(float(value), self.dtype)
 
     def _key_loop(self) -> Stmt:
-        """The key blocks: whole ones in a loop with a constant width, then the last one.
+        """The key blocks: one loop, whose iterations take whole blocks of a constant width and whose
+        last takes the last block (a part of one, or cut at the diagonal).
 
         A constant width lets GCC compile the inner loops tightly (a run-time
-        width everywhere costs ~25%). Causal: blocks past the last key the
+        width everywhere costs ~25%). The last block is an iteration of the
+        same loop, not code after it: GCC allocates registers per loop, and
+        after the loop the P V tile kept an accumulator on the stack (a store
+        and a reload in every step: the 54 last keys of 384 in blocks of 66
+        took 9% of the kernel's time). Causal: blocks past the last key the
         block's last query sees are skipped, and the last block is cut there
         (the keys left out are -inf for every row, so exactly nothing changes).
         """
         nk = self.bl.key_block
         if self.causal is None or not self.causal.skippable:
-            whole = self.n // nk
-            if is_symbolic(self.n):  # a symbolic key count: whole blocks, then a last one of 0..nk-1 keys
-                last = substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)})
-                self.whole_key_block = True  # kblock < n // nk: every key of the block is below n
-                whole_blocks = For(self.kblock, E.const(whole), self._key_block(E.const(nk)))
-                self.whole_key_block = False
-                return block(whole_blocks, If(E.gt(E.const(self.n % nk), 0), last))
-            parts = [_loop(self.kblock, whole, self._key_block(E.const(nk)))] if whole else []
-            if self.n % nk:
-                parts.append(substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)}))
-            return block(*parts)
+            whole, rest = self.n // nk, self.n % nk
+            if not is_symbolic(self.n) and not rest:
+                return _loop(self.kblock, whole, self._key_block(E.const(nk)))
+            last = substitute(self._key_block(E.const(rest)), {self.kblock.name: E.const(whole)})
+            if not is_symbolic(self.n) and not whole:
+                return last
+            self.whole_key_block = True  # kblock < n // nk: every key of the block is below n
+            whole_block = self._key_block(E.const(nk))
+            self.whole_key_block = False
+            return For(self.kblock, E.const((self.n + (nk - 1)) // nk),
+                       If(E.lt(self.kblock, E.const(whole)), whole_block, last))
         keys_seen = self.i0 + self.rows + self.causal.offset  # keys the last row of the block sees
         count = E.maximum(E.minimum(E.const(self.k_blocks), (keys_seen + (nk - 1)) // nk), 0)
         last_width = E.minimum(E.minimum(E.const(nk), self.n - self.k0), keys_seen - self.k0)
-        return block(
-            For(self.kblock, E.maximum(count - 1, 0), self._key_block(E.const(nk))),
-            If(E.gt(count, 0), block(Let(self.kblock, count - 1), self._key_block(last_width))))
+        return For(self.kblock, count, If(E.lt(self.kblock, count - 1), self._key_block(E.const(nk)),
+                                          self._key_block(last_width)))
 
     def _key_block(self, width: E.Expr) -> Stmt:
         """One step of the online softmax over keys k0 .. k0 + width."""
@@ -244,10 +248,11 @@ class _AttentionKernel:
             return self._operand(self.kt_node, t, self._key(j))
         return E.Load(self.keys, j * self.d + t)
 
-    def _value_element(self, j: E.Expr, c: E.Expr) -> E.Expr:
-        """Element c of local value row j < width: from the packed block, or straight from v."""
+    def _value_element(self, j: E.Expr, c: E.Expr, clamp: bool = False) -> E.Expr:
+        """Element c of local value row j: from the packed block, or straight from v (j < width, or
+        any j of the block with `clamp`: rows past the last key read the last key's)."""
         if self.values_direct:
-            return self._operand(self.v_node, self.k0 + j, c)
+            return self._operand(self.v_node, self._key(j) if clamp else self.k0 + j, c)
         return E.Load(self.vals, j * self.bl.dv_padded + c)
 
     def _pack_keys_values(self) -> Stmt:
@@ -341,24 +346,44 @@ class _AttentionKernel:
                 Store(self.row_sum, i, E.Load(self.row_sum, i) + p)), "vectorized")))
 
     def _weighted_values(self, width: E.Expr) -> Stmt:
-        """O[i][:] = O[i][:] * corr[i] + sum_j probs[j][i] * vals[j][:], MR rows x pv_cols per register tile."""
+        """O[i][:] = O[i][:] * corr[i] + sum_j probs[j][i] * vals[j][:], MR rows x pv_cols per register tile.
+
+        A run-time width (the last block of a run-time length, a causal block cut at the diagonal)
+        is taken in whole groups of the score tile's MRK keys, a loop of constant extent inside: GCC
+        kept the tile of a run-time key loop in registers only with every value reloaded inside each
+        FMA (18 loads per 12 FMAs), at half the speed of the whole blocks' tile. The keys past the width
+        weigh nothing: their probabilities are set to 0 here, and their value rows are the last key's
+        (packed or read in place with a clamp), so only an infinite value there could differ
+        (0 * inf = NaN), as in the bf16 kernel's pairs.
+        """
         bl = self.bl
-        mr, cols, mq, dvp = bl.pv_rows, bl.pv_cols, bl.query_block, bl.dv_padded
+        mr, cols, mq, dvp, mrk = bl.pv_rows, bl.pv_cols, bl.query_block, bl.dv_padded, bl.score_keys
         g, ch, r, c, j = (E.Var(name) for name in ("rg", "vch", "vr", "vcol", "vj"))
         acc = Buffer("o_tile", self.dtype, (mr * cols,), scope="local")
         row, col = g * mr + r, ch * cols + c
         tile_at = r * cols + c
-        update = E.call("fma", E.Load(self.probs, j * mq + row), self._value_element(j, col), E.Load(acc, tile_at))
+        grouped = not isinstance(width, E.Const)
+        update = E.call("fma", E.Load(self.probs, j * mq + row), self._value_element(j, col, clamp=grouped),
+                        E.Load(acc, tile_at))
+        products = For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, update), "vectorized"), "unrolled")
+        zero_past_width: list[Stmt] = []
+        if grouped:
+            vg, vk, z, i = E.Var("vg"), E.Var("vk"), E.Var("vz"), E.Var("vi")
+            groups_of_keys = (width + (mrk - 1)) // mrk
+            key_loop = For(vg, groups_of_keys, For(vk, E.const(mrk), block(Let(j, vg * mrk + vk), products)))
+            zero_past_width.append(For(z, groups_of_keys * mrk - width, For(i, E.const(mq), Store(
+                self.probs, (width + z) * mq + i, self._const(0.0)), "vectorized")))
+        else:
+            key_loop = For(j, width, products)
         tile = block(
             For(r, E.const(mr), For(c, E.const(cols), Store(
                 acc, tile_at, E.Load(self.o_acc, row * dvp + col) * E.Load(self.corr, row)), "vectorized"),
                 "unrolled"),
-            For(j, width, For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, update), "vectorized"),
-                                   "unrolled")),
+            key_loop,
             For(r, E.const(mr), For(c, E.const(cols), Store(self.o_acc, row * dvp + col, E.Load(acc, tile_at)),
                                     "vectorized"), "unrolled"))
         groups = (self.rows + (mr - 1)) // mr
-        return For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile)))
+        return block(*zero_past_width, For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile))))
 
     def _write_out(self) -> Stmt:
         """out[i0 + r][c] = O[r][c] / l[r] for the block's valid rows."""

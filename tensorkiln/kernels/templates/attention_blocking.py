@@ -54,10 +54,28 @@ def attention_blocking(m: int, dv: int, dtype: str) -> AttentionBlocking:
     else:  # few queries (decoding): one short block, and no more rows per tile than there are queries
         mq = _round_up(m, lanes)
         mr = max(r for r in range(1, min(mr, m) + 1) if mq % r == 0)
-    nq = max(v * lanes for v in (1, 2, 3) if mq % (v * lanes) == 0)
-    mrk = max(1, min(8, budget // (nq // lanes)))
+    mrk, nq = score_tile(mq, lanes, budget, target.vector_registers)
     nk = _round_up(KEY_BLOCK, mrk)
     return AttentionBlocking(lanes, mq, nk, mrk, nq, mr, cols_vectors * lanes, chunks * cols_vectors * lanes)
+
+
+def score_tile(mq: int, lanes: int, budget: int, registers: int) -> tuple[int, int]:
+    """(keys, queries) of the Q K^T register tile: the most accumulators (up to `budget`) in a tile of
+    1 to 3 vectors of queries dividing the query block, whose query vectors and key broadcast fit in
+    the registers beside its accumulators.
+
+    The accumulators alone are not the limit. With 16 registers, 4 keys x 3 vectors is 12
+    accumulators + 3 query vectors + 1 broadcast, every register: GCC then loaded the query vectors
+    inside each FMA (16 loads per 12 FMAs) and the score products took a third more time than the
+    P V products of the same flops; 6 keys x 2 vectors (15 registers, the GEMM's 6x16) loads 8. With
+    32 registers, 8 keys x 3 vectors (28) is the tile as before."""
+    tiles = []
+    for v in (1, 2, 3):
+        keys = max(1, min(8, budget // v))
+        if mq % (v * lanes) == 0 and (keys * v + v + 1 < registers or v == 1):
+            tiles.append((keys * v, v, keys))
+    _, v, keys = max(tiles)
+    return keys, v * lanes
 
 
 def pv_tile_vectors(dv_vectors: int, budget: int) -> int:
