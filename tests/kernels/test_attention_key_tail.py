@@ -8,15 +8,14 @@ and batched heads, and read back from the compiled library: no tile loop keeps a
 """
 from __future__ import annotations
 
-import re
-import subprocess
-
 import numpy as np
 import pytest
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.kernels.templates.attention_blocking import attention_blocking, score_tile
+
+from .tile_loops import tile_loops
 
 RNG = np.random.default_rng(31)
 
@@ -113,29 +112,6 @@ def test_fixed_lengths_with_a_last_part_block(n):
     np.testing.assert_allclose(f(q, k, v).numpy(), _reference(q, k, v), rtol=1e-4, atol=1e-5)
 
 
-def _tile_loops(library: str) -> list[list[str]]:
-    """The innermost loops of `library` that are register tiles: 8 or more FMAs and a broadcast of an
-    operand from memory (the exp polynomial's FMAs broadcast only constants)."""
-    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", library], capture_output=True, text=True).stdout
-    rows = [(int(m.group(1), 16), m.group(2)) for m in
-            (re.match(r"\s+([0-9a-f]+):\s+(.*)", line) for line in text.splitlines()) if m]
-    at = {address: i for i, (address, _) in enumerate(rows)}
-    loops = []
-    for i, (address, instruction) in enumerate(rows):
-        jump = re.match(r"j\w+\s+([0-9a-f]+)", instruction)
-        if jump and int(jump.group(1), 16) < address and int(jump.group(1), 16) in at:
-            loops.append((at[int(jump.group(1), 16)], i))
-    tiles = []
-    for start, end in loops:
-        if any(start <= s and e <= end and (s, e) != (start, end) for s, e in loops):
-            continue  # not innermost
-        body = [instruction for _, instruction in rows[start:end + 1]]
-        if sum("vfmadd" in line for line in body) >= 8 and \
-                any("vbroadcastss" in line and "rip" not in line for line in body):
-            tiles.append(body)
-    return tiles
-
-
 def test_no_tile_loop_keeps_anything_on_the_stack():
     """BERT's shape at a run-time length whose last block is a part one: every register tile, the
     whole blocks' and the last block's, keeps its accumulators and addresses in registers."""
@@ -148,7 +124,7 @@ def test_no_tile_loop_keeps_anything_on_the_stack():
     f = tk.jit(attend, dynamic={"x": {1: "seq"}, "m": {3: "seq"}})
     x, m = RNG.standard_normal((1, 131, 768)).astype(np.float32), np.zeros((1, 1, 1, 131), np.float32)
     f(x, m)
-    tiles = _tile_loops(f.report(x, m).library_path or "")
+    tiles = tile_loops(f.report(x, m).library_path or "")
     assert len(tiles) >= 4  # the scores and P V tiles of the whole and the last blocks
     spilled = [body for body in tiles if any("rsp" in line for line in body)]
     assert not spilled, "\n\n".join("\n".join(body) for body in spilled)

@@ -128,19 +128,26 @@ class _AttentionKernel:
         if not is_symbolic(self.q_blocks) and self.q_blocks == 1:  # (a run-time count asks nothing of the length)
             return [], self.task, E.const(0)
         pos = self.task % self.q_blocks
+        lets: list[Stmt] = []
+        batch_index: E.Expr = self.task // self.q_blocks
+        if is_symbolic(self.q_blocks):
+            # a run-time block count: the task's batch index and block are named once per task, so the
+            # inner loops' indices hold no division by a run-time size (GCC does not hoist them, and
+            # a division's zero test inside a tile loop kept it scalar: causal attention at a
+            # run-time length ran its products one float at a time)
+            causal_order = self.causal is not None and self.causal.skippable  # qblock is then named below
+            position, batch_index = E.Var("qposition" if causal_order else "qblock"), E.Var("batch_index")
+            lets = [Let(batch_index, self.task // self.q_blocks), Let(position, pos)]
+            pos = position
         if self.causal is not None and self.causal.skippable:
             # Causal blocks cost in proportion to their row: the order 0, last, 1, last-1, ... gives
             # each thread's contiguous share of the iterations an even amount of work.
             qblock = E.Var("qblock")
             zigzag = E.Select(E.eq(pos % 2, 0), pos // 2, (self.q_blocks - 1) - pos // 2)
-            return [Let(qblock, zigzag)], self.task // self.q_blocks, qblock * self.bl.query_block
+            return [*lets, Let(qblock, zigzag)], batch_index, qblock * self.bl.query_block
         if is_symbolic(self.q_blocks):
-            # a run-time block count: the task's batch index and block are named once per task, so the
-            # inner loops' indices hold no division by a run-time size (GCC does not hoist them)
-            batch_index, qblock = E.Var("batch_index"), E.Var("qblock")
-            return ([Let(batch_index, self.task // self.q_blocks), Let(qblock, pos)], batch_index,
-                    qblock * self.bl.query_block)
-        return [], self.task // self.q_blocks, pos * self.bl.query_block
+            return lets, batch_index, pos * self.bl.query_block
+        return [], batch_index, pos * self.bl.query_block
 
     @staticmethod
     def _extent(block_size: int, total: int, start: E.Expr) -> E.Expr:
