@@ -306,8 +306,10 @@ _VECTOR_MATH = r"""
  * polynomial, so it stays NaN. */
 static inline float tk_expf(float x)
 {
-    float c = x < -87.3f ? -87.3f : x;
-    c = c > 88.8f ? 88.8f : c;
+    /* two selects on x, not nested (as tk_clamp_*): GCC makes them two compares and two
+       blends, where the nested form took four compares, three masks and two blends */
+    float below_high = x > 88.8f ? 88.8f : x;
+    float c = x < -87.3f ? -87.3f : below_high;
     /* 12583038 = 1.5 * 2^23 + 126: at that magnitude floats are integers, so t holds
        rint(c / ln 2) + 126 in its low mantissa bits, and n is exact */
     float t = __builtin_fmaf(c, 1.44269504088896341f, 12583038.0f);

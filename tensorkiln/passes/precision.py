@@ -31,7 +31,7 @@ from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 from ..ir.rewrite import rewrite_graph, with_inputs
-from ..kernels.templates.attention import attention_parts
+from ..kernels.templates.attention_match import attention_parts
 from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
 
 

@@ -2,12 +2,16 @@
 comparison with a run-time offset, the answer of a program specialized to each length."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
-from tensorkiln.kernels.templates.attention import attention_parts, causal_mask
+from tensorkiln.kernels.templates.attention_match import attention_parts, causal_mask
 from tensorkiln.shapes import is_symbolic
+
+from .tile_loops import tile_loops
 
 RNG = np.random.default_rng(11)
 
@@ -81,3 +85,19 @@ def test_a_strict_comparison_shifts_the_diagonal():
         q, k, v = (RNG.standard_normal((1, 1, n, 8)).astype(np.float32) for _ in range(3))
         np.testing.assert_allclose(f(q, k, v).numpy(), _reference(q, k, v, np.tril(np.ones((n, n), bool))),
                                    rtol=1e-4, atol=1e-5)
+
+
+def test_causal_tiles_at_a_run_time_length_are_vector_code():
+    """The batch index of a causal task is named once per task: a division by the run-time block
+    count inside the tile loops (its zero test a branch) kept them scalar, one float per FMA."""
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    f = tk.jit(attend, dynamic={"q": {2: "s"}, "k": {2: "s"}, "v": {2: "s"}})
+    q, k, v = (RNG.standard_normal((1, 3, 100, 64)).astype(np.float32) for _ in range(3))
+    np.testing.assert_allclose(f(q, k, v).numpy(), _reference(q, k, v, np.tri(100, 100, dtype=bool)),
+                               rtol=1e-4, atol=1e-5)
+    tiles = tile_loops(f.report(q, k, v).library_path or "")
+    assert len(tiles) >= 4  # the scores and P V tiles of the whole and the last blocks
+    scalar = [body for body in tiles if any(re.search(r"vfmadd\w*ss\b", line) for line in body)]
+    assert not scalar

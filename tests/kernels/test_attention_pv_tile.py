@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tensorkiln as tk
-from tensorkiln.kernels.templates.attention import attention_blocking, pv_tile_vectors
+from tensorkiln.kernels.templates.attention_blocking import attention_blocking, pv_tile_vectors
 
 RNG = np.random.default_rng(5)
 

@@ -32,11 +32,11 @@ applies is honoured. A causal mask (a constant lower-triangular condition, as
 `is_causal=True` builds) is recognised: its condition becomes an index
 comparison, key blocks entirely past the diagonal are skipped (their
 probabilities are exactly 0) and blocks entirely before it skip the select.
+
+The pattern and the causal mask are found by attention_match.py, the block
+and tile sizes chosen by attention_blocking.py.
 """
 from __future__ import annotations
-
-import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,279 +48,12 @@ from ...loops.ir import Alloc, For, If, Let, Stmt, Store, block
 from ...loops.schedule import substitute
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS
 from ..run_time_choice import all_of, at_least, may_be_parallel, threads_if
-from ...loops.types import itemsize
-from ..target import cpu_target
 from ...shapes import is_symbolic, prod
-from ...shapes.symint import IntLike
 from ...loops.simplify import index_step
+from .attention_blocking import AttentionBlocking, attention_blocking
+from .attention_match import attention_parts, causal_mask, safe_softmax_guard
 
-QUERY_BLOCK = 48  # queries sharing one packed block of keys and values (a multiple of every MR and vector)
-KEY_BLOCK = 64  # keys per block: one online-softmax step (rescale of O) per block
 SHORT_QUERIES = 16  # a run-time query count up to this runs a kernel blocked for this many queries
-
-
-def attention_parts(root: Node) -> tuple[Node, Node, Node] | None:
-    """(first matmul, softmax input, softmax output) when `root` is softmax(x(q @ k^T)) @ v, else None.
-
-    The softmax may carry PyTorch's safe-softmax guard (`where(all(x == -inf), 0, softmax(x))`, rows
-    with every key masked give 0 instead of NaN): the output is then that `where`, and the kernel
-    writes 0 for a row whose sum of exponentials is 0, which happens exactly for such rows."""
-    if root.op != "matmul" or root.dtype.name not in ("float32", "float64"):
-        return None
-    p = root.inputs[0]
-    guarded = safe_softmax_guard(p)
-    if guarded is not None:
-        p = guarded[0]
-    if p.op != "div":
-        return None
-    e, s = p.inputs
-    if e.op != "exp" or s.op != "reduce_sum" or s.inputs[0] is not e or not _last_axis(s):
-        return None
-    sub = e.inputs[0]
-    if sub.op != "sub":
-        return None
-    x, m = sub.inputs
-    if m.op != "reduce_max" or m.inputs[0] is not x or not _last_axis(m):
-        return None
-    first = _first_matmul(x)
-    if first is None or first.shape[:-2] != root.shape[:-2]:
-        return None
-    if guarded is not None:
-        if guarded[2] is not x:
-            return None
-        return first, x, root.inputs[0]
-    return first, x, p
-
-
-def safe_softmax_guard(p: Node) -> tuple[Node, list[Node], Node] | None:
-    """(the softmax inside, the guard's nodes, the x it tests) when p is where(all(x == -inf), 0, softmax)."""
-    if p.op != "where":
-        return None
-    condition, zero, inner = p.inputs
-    if inner.op != "div" or inner.shape != p.shape or not _is_zero(zero):
-        return None
-    guard = [condition]
-    if condition.op != "not" or condition.inputs[0].op != "reduce_max" or not _last_axis(condition.inputs[0]):
-        return None
-    guard.append(condition.inputs[0])
-    finite = condition.inputs[0].inputs[0]  # x != -inf, as ne or not(eq)
-    guard.append(finite)
-    if finite.op == "not" and finite.inputs[0].op == "eq":
-        finite = finite.inputs[0]
-        guard.append(finite)
-    elif finite.op != "ne":
-        return None
-    x, minus_inf = finite.inputs
-    if not _is_minus_inf(minus_inf):
-        return None
-    return inner, guard, x
-
-
-def _is_zero(node: Node) -> bool:
-    if node.op == "expand":
-        node = node.inputs[0]
-    return node.op == "constant" and not node.attrs["value"].array.any()
-
-
-def _last_axis(r: Node) -> bool:
-    return r.attrs["keepdims"] and r.attrs["axes"] == (r.inputs[0].ndim - 1,) and r.inputs[0].shape[-1] > 0
-
-
-def _first_matmul(x: Node) -> Node | None:
-    """The matmul that x is computed from elementwise (same shape all the way), if any."""
-    node = x
-    while True:
-        if node.op == "matmul":
-            return node if node.shape == x.shape else None
-        candidates = [i for i in node.inputs if i.shape == x.shape and i.op not in ("constant", "input")]
-        if node.kind.value != "elementwise" or node.shape != x.shape or len(candidates) != 1:
-            return None
-        node = candidates[0]
-
-
-# ---------------------------------------------------------------- blocking
-
-
-@dataclass(frozen=True)
-class AttentionBlocking:
-    """Block and register-tile sizes of the attention kernel.
-
-    query_block (MQ) queries share each packed key/value block; the scores
-    tile is score_keys (MRK) keys x score_queries (NQ) queries, the P V tile
-    pv_rows (MR) queries x pv_cols values; values are padded to dv_padded (a
-    whole number of pv_cols chunks) so every vector loop has a constant extent.
-    """
-
-    lanes: int
-    query_block: int
-    key_block: int
-    score_keys: int
-    score_queries: int
-    pv_rows: int
-    pv_cols: int
-    dv_padded: int
-
-
-def attention_blocking(m: int, dv: int, dtype: str) -> AttentionBlocking:
-    """Tile sizes for m queries and dv values per row of `dtype` on this CPU."""
-    target = cpu_target()
-    lanes = max(target.vector_bytes // itemsize(dtype), 1)
-    # vector accumulators a tile may hold: the other registers take the operands
-    budget = 24 if target.vector_registers >= 32 else 12
-    # P V tile: MR rows x up to 6 (4 with 16 registers) vectors of values
-    dv_vectors = -(-dv // lanes)
-    cols_vectors = pv_tile_vectors(dv_vectors, budget)
-    chunks = -(-dv_vectors // cols_vectors)
-    mr = max(1, min(8, budget // cols_vectors))
-    # A symbolic query count takes whole blocks with a tail, whatever its value: the short-block rule
-    # below asks divisibility questions of the count, each a size class of its own.
-    if is_symbolic(m) or m >= QUERY_BLOCK:
-        mq = _round_up(QUERY_BLOCK, math.lcm(lanes, mr))
-    else:  # few queries (decoding): one short block, and no more rows per tile than there are queries
-        mq = _round_up(m, lanes)
-        mr = max(r for r in range(1, min(mr, m) + 1) if mq % r == 0)
-    nq = max(v * lanes for v in (1, 2, 3) if mq % (v * lanes) == 0)
-    mrk = max(1, min(8, budget // (nq // lanes)))
-    nk = _round_up(KEY_BLOCK, mrk)
-    return AttentionBlocking(lanes, mq, nk, mrk, nq, mr, cols_vectors * lanes, chunks * cols_vectors * lanes)
-
-
-def pv_tile_vectors(dv_vectors: int, budget: int) -> int:
-    """Vectors of values per P V tile chunk: the fewest padded vectors (chunks x width past dv), then
-    the largest tile (rows x width, rows = budget // width), then the widest.
-
-    With 16 registers (budget 12) and dv = 64 in 8 lanes, 3-vector chunks padded the values to 72
-    (12.5% of the products wasted, and the values copied each key block to pad them); 2-vector
-    chunks of 6 rows waste nothing and read the values in place. With 32 registers (budget 24) and
-    16 lanes, dv = 64 stays one chunk of 4 vectors, 6 rows."""
-    # one vector per row only where there is one: a 1-vector tile loads a broadcast per product
-    widths = range(min(2, dv_vectors), max(budget // 4, 1) + 1)
-    return min(widths, key=lambda w: (-(-dv_vectors // w) * w, -(min(8, budget // w) * w), -w))
-
-
-def _round_up(x: int, k: int) -> int:
-    return -(-x // k) * k
-
-
-# ---------------------------------------------------------------- causal masks
-
-
-@dataclass(frozen=True)
-class CausalMask:
-    """A condition `key <= query + offset` in the scores: a constant lower-triangular array, or a
-    comparison of two iotas (a symbolic length's mask), whose offset may then be a size symbol.
-
-    skippable: masked scores are -inf in the softmax input itself (no other
-    term can make them finite or NaN), so key blocks past the diagonal
-    contribute exactly nothing and are skipped.
-    """
-
-    mask: Node
-    offset: IntLike
-    skippable: bool
-
-
-def causal_mask(x: Node, first: Node) -> CausalMask | None:
-    """The lower-triangular condition of a `where` in x's expression, if there is one.
-
-    Only a condition used nowhere else in x's expression and indexed by
-    (query, key) qualifies (it is then replaced by an index comparison).
-    """
-    length, source = x.shape[-2:]
-    nodes = _expression_nodes(x, first)
-    for node in nodes:
-        if node.op != "where" or node.shape != x.shape:
-            continue
-        cond = node.inputs[0]
-        if cond.dtype.name != "bool" or cond.ndim < 2 or cond.shape[-2:] != (length, source) \
-                or any(size != 1 for size in cond.shape[:-2]):
-            continue
-        if any(cond in other.inputs for other in nodes if other is not node) or cond in node.inputs[1:]:
-            continue
-        if cond.op == "constant":
-            offset = _tril_offset(cond.attrs["value"].array.reshape(length, source))
-        else:
-            offset = _iota_offset(cond)
-        if offset is not None:
-            return CausalMask(cond, offset, _masks_to_minus_inf(x, node))
-    return None
-
-
-# key <= query + offset, from a comparison of (left, right) with the key's sequence on the side given,
-# and what the comparison adds to the offset: key < query + c is key <= query + c - 1
-_COMPARISONS = {"le": ("left", 0), "lt": ("left", -1), "ge": ("right", 0), "gt": ("right", -1)}
-
-
-def _iota_offset(cond: Node) -> IntLike | None:
-    """k with cond[..., i, j] == (j <= i + k) when cond compares a key iota with a query iota, or None."""
-    if cond.op not in _COMPARISONS:
-        return None
-    side, shift = _COMPARISONS[cond.op]
-    keys, queries = cond.inputs if side == "left" else cond.inputs[::-1]
-    length, source = cond.shape[-2:]
-    key_start, query_start = _sequence_start(keys, -1, source), _sequence_start(queries, -2, length)
-    if key_start is None or query_start is None:
-        return None
-    return query_start - key_start + shift
-
-
-def _sequence_start(node: Node, axis: int, size: IntLike) -> IntLike | None:
-    """s when node's element at index (..., i, j) is s + (j for axis -1, i for axis -2): an integer iota
-    of step 1 and `size` elements, reshaped to lie along that axis."""
-    if node.ndim < -axis or not _same_size(node.shape[axis], size) \
-            or any(d != 1 for k, d in enumerate(node.shape) if k != node.ndim + axis):
-        return None
-    while node.op == "reshape":
-        node = node.inputs[0]
-    if node.op != "iota" or node.dtype.category != 1 or node.attrs["step"] != 1:
-        return None
-    return node.attrs["start"]
-
-
-def _same_size(a: IntLike, b: IntLike) -> bool:
-    """a and b are one size (the same polynomial), asked without recording a guard."""
-    return a.same_as(b) if is_symbolic(a) else (not is_symbolic(b) and a == b)
-
-
-def _expression_nodes(x: Node, first: Node) -> list[Node]:
-    """The nodes of x's elementwise expression at x's shape (down to the first matmul), x first."""
-    seen, order, stack = set(), [], [x]
-    while stack:
-        node = stack.pop()
-        if node.id in seen or node is first or node.shape != x.shape or node.kind.value != "elementwise":
-            continue
-        seen.add(node.id)
-        order.append(node)
-        stack.extend(node.inputs)
-    return order
-
-
-def _tril_offset(mask: np.ndarray) -> int | None:
-    """k with mask == tril(ones, k), i.e. mask[i, j] == (j <= i + k), or None."""
-    length, source = mask.shape
-    counts = mask.sum(axis=1)
-    candidates = {int(c) - 1 - r for r, c in enumerate(counts) if 0 < c < source} or {source - 1, -length}
-    for k in sorted(candidates):
-        if np.array_equal(mask, np.tri(length, source, k, dtype=bool)):
-            return k
-    return None
-
-
-def _is_minus_inf(node: Node) -> bool:
-    return node.op == "constant" and node.type.size == 1 and node.attrs["value"].array.reshape(-1)[0] == -np.inf
-
-
-def _masks_to_minus_inf(x: Node, where: Node) -> bool:
-    """x is a chain of where(cond, inner, -inf) ending at `where`: a masked score is -inf in x."""
-    node = x
-    while node.op == "where" and node.shape == x.shape and _is_minus_inf(node.inputs[2]):
-        if node is where:
-            return True
-        node = node.inputs[1]
-    return False
-
-
-# ---------------------------------------------------------------- the kernel
 
 
 def attention_body(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> Stmt | None:
@@ -395,19 +128,26 @@ class _AttentionKernel:
         if not is_symbolic(self.q_blocks) and self.q_blocks == 1:  # (a run-time count asks nothing of the length)
             return [], self.task, E.const(0)
         pos = self.task % self.q_blocks
+        lets: list[Stmt] = []
+        batch_index: E.Expr = self.task // self.q_blocks
+        if is_symbolic(self.q_blocks):
+            # a run-time block count: the task's batch index and block are named once per task, so the
+            # inner loops' indices hold no division by a run-time size (GCC does not hoist them, and
+            # a division's zero test inside a tile loop kept it scalar: causal attention at a
+            # run-time length ran its products one float at a time)
+            causal_order = self.causal is not None and self.causal.skippable  # qblock is then named below
+            position, batch_index = E.Var("qposition" if causal_order else "qblock"), E.Var("batch_index")
+            lets = [Let(batch_index, self.task // self.q_blocks), Let(position, pos)]
+            pos = position
         if self.causal is not None and self.causal.skippable:
             # Causal blocks cost in proportion to their row: the order 0, last, 1, last-1, ... gives
             # each thread's contiguous share of the iterations an even amount of work.
             qblock = E.Var("qblock")
             zigzag = E.Select(E.eq(pos % 2, 0), pos // 2, (self.q_blocks - 1) - pos // 2)
-            return [Let(qblock, zigzag)], self.task // self.q_blocks, qblock * self.bl.query_block
+            return [*lets, Let(qblock, zigzag)], batch_index, qblock * self.bl.query_block
         if is_symbolic(self.q_blocks):
-            # a run-time block count: the task's batch index and block are named once per task, so the
-            # inner loops' indices hold no division by a run-time size (GCC does not hoist them)
-            batch_index, qblock = E.Var("batch_index"), E.Var("qblock")
-            return ([Let(batch_index, self.task // self.q_blocks), Let(qblock, pos)], batch_index,
-                    qblock * self.bl.query_block)
-        return [], self.task // self.q_blocks, pos * self.bl.query_block
+            return lets, batch_index, pos * self.bl.query_block
+        return [], batch_index, pos * self.bl.query_block
 
     @staticmethod
     def _extent(block_size: int, total: int, start: E.Expr) -> E.Expr:
@@ -463,32 +203,36 @@ class _AttentionKernel:
         return E.Const(float(value), self.dtype)
 
     def _key_loop(self) -> Stmt:
-        """The key blocks: whole ones in a loop with a constant width, then the last one.
+        """The key blocks: one loop, whose iterations take whole blocks of a constant width and whose
+        last takes the last block (a part of one, or cut at the diagonal).
 
         A constant width lets GCC compile the inner loops tightly (a run-time
-        width everywhere costs ~25%). Causal: blocks past the last key the
+        width everywhere costs ~25%). The last block is an iteration of the
+        same loop, not code after it: GCC allocates registers per loop, and
+        after the loop the P V tile kept an accumulator on the stack (a store
+        and a reload in every step: the 54 last keys of 384 in blocks of 66
+        took 9% of the kernel's time). Causal: blocks past the last key the
         block's last query sees are skipped, and the last block is cut there
         (the keys left out are -inf for every row, so exactly nothing changes).
         """
         nk = self.bl.key_block
         if self.causal is None or not self.causal.skippable:
-            whole = self.n // nk
-            if is_symbolic(self.n):  # a symbolic key count: whole blocks, then a last one of 0..nk-1 keys
-                last = substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)})
-                self.whole_key_block = True  # kblock < n // nk: every key of the block is below n
-                whole_blocks = For(self.kblock, E.const(whole), self._key_block(E.const(nk)))
-                self.whole_key_block = False
-                return block(whole_blocks, If(E.gt(E.const(self.n % nk), 0), last))
-            parts = [_loop(self.kblock, whole, self._key_block(E.const(nk)))] if whole else []
-            if self.n % nk:
-                parts.append(substitute(self._key_block(E.const(self.n % nk)), {self.kblock.name: E.const(whole)}))
-            return block(*parts)
+            whole, rest = self.n // nk, self.n % nk
+            if not is_symbolic(self.n) and not rest:
+                return _loop(self.kblock, whole, self._key_block(E.const(nk)))
+            last = substitute(self._key_block(E.const(rest)), {self.kblock.name: E.const(whole)})
+            if not is_symbolic(self.n) and not whole:
+                return last
+            self.whole_key_block = True  # kblock < n // nk: every key of the block is below n
+            whole_block = self._key_block(E.const(nk))
+            self.whole_key_block = False
+            return For(self.kblock, E.const((self.n + (nk - 1)) // nk),
+                       If(E.lt(self.kblock, E.const(whole)), whole_block, last))
         keys_seen = self.i0 + self.rows + self.causal.offset  # keys the last row of the block sees
         count = E.maximum(E.minimum(E.const(self.k_blocks), (keys_seen + (nk - 1)) // nk), 0)
         last_width = E.minimum(E.minimum(E.const(nk), self.n - self.k0), keys_seen - self.k0)
-        return block(
-            For(self.kblock, E.maximum(count - 1, 0), self._key_block(E.const(nk))),
-            If(E.gt(count, 0), block(Let(self.kblock, count - 1), self._key_block(last_width))))
+        return For(self.kblock, count, If(E.lt(self.kblock, count - 1), self._key_block(E.const(nk)),
+                                          self._key_block(last_width)))
 
     def _key_block(self, width: E.Expr) -> Stmt:
         """One step of the online softmax over keys k0 .. k0 + width."""
@@ -511,10 +255,11 @@ class _AttentionKernel:
             return self._operand(self.kt_node, t, self._key(j))
         return E.Load(self.keys, j * self.d + t)
 
-    def _value_element(self, j: E.Expr, c: E.Expr) -> E.Expr:
-        """Element c of local value row j < width: from the packed block, or straight from v."""
+    def _value_element(self, j: E.Expr, c: E.Expr, clamp: bool = False) -> E.Expr:
+        """Element c of local value row j: from the packed block, or straight from v (j < width, or
+        any j of the block with `clamp`: rows past the last key read the last key's)."""
         if self.values_direct:
-            return self._operand(self.v_node, self.k0 + j, c)
+            return self._operand(self.v_node, self._key(j) if clamp else self.k0 + j, c)
         return E.Load(self.vals, j * self.bl.dv_padded + c)
 
     def _pack_keys_values(self) -> Stmt:
@@ -608,24 +353,44 @@ class _AttentionKernel:
                 Store(self.row_sum, i, E.Load(self.row_sum, i) + p)), "vectorized")))
 
     def _weighted_values(self, width: E.Expr) -> Stmt:
-        """O[i][:] = O[i][:] * corr[i] + sum_j probs[j][i] * vals[j][:], MR rows x pv_cols per register tile."""
+        """O[i][:] = O[i][:] * corr[i] + sum_j probs[j][i] * vals[j][:], MR rows x pv_cols per register tile.
+
+        A run-time width (the last block of a run-time length, a causal block cut at the diagonal)
+        is taken in whole groups of the score tile's MRK keys, a loop of constant extent inside: GCC
+        kept the tile of a run-time key loop in registers only with every value reloaded inside each
+        FMA (18 loads per 12 FMAs), at half the speed of the whole blocks' tile. The keys past the width
+        weigh nothing: their probabilities are set to 0 here, and their value rows are the last key's
+        (packed or read in place with a clamp), so only an infinite value there could differ
+        (0 * inf = NaN), as in the bf16 kernel's pairs.
+        """
         bl = self.bl
-        mr, cols, mq, dvp = bl.pv_rows, bl.pv_cols, bl.query_block, bl.dv_padded
+        mr, cols, mq, dvp, mrk = bl.pv_rows, bl.pv_cols, bl.query_block, bl.dv_padded, bl.score_keys
         g, ch, r, c, j = (E.Var(name) for name in ("rg", "vch", "vr", "vcol", "vj"))
         acc = Buffer("o_tile", self.dtype, (mr * cols,), scope="local")
         row, col = g * mr + r, ch * cols + c
         tile_at = r * cols + c
-        update = E.call("fma", E.Load(self.probs, j * mq + row), self._value_element(j, col), E.Load(acc, tile_at))
+        grouped = not isinstance(width, E.Const)
+        update = E.call("fma", E.Load(self.probs, j * mq + row), self._value_element(j, col, clamp=grouped),
+                        E.Load(acc, tile_at))
+        products = For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, update), "vectorized"), "unrolled")
+        zero_past_width: list[Stmt] = []
+        if grouped:
+            vg, vk, z, i = E.Var("vg"), E.Var("vk"), E.Var("vz"), E.Var("vi")
+            groups_of_keys = (width + (mrk - 1)) // mrk
+            key_loop = For(vg, groups_of_keys, For(vk, E.const(mrk), block(Let(j, vg * mrk + vk), products)))
+            zero_past_width.append(For(z, groups_of_keys * mrk - width, For(i, E.const(mq), Store(
+                self.probs, (width + z) * mq + i, self._const(0.0)), "vectorized")))
+        else:
+            key_loop = For(j, width, products)
         tile = block(
             For(r, E.const(mr), For(c, E.const(cols), Store(
                 acc, tile_at, E.Load(self.o_acc, row * dvp + col) * E.Load(self.corr, row)), "vectorized"),
                 "unrolled"),
-            For(j, width, For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, update), "vectorized"),
-                                   "unrolled")),
+            key_loop,
             For(r, E.const(mr), For(c, E.const(cols), Store(self.o_acc, row * dvp + col, E.Load(acc, tile_at)),
                                     "vectorized"), "unrolled"))
         groups = (self.rows + (mr - 1)) // mr
-        return For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile)))
+        return block(*zero_past_width, For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile))))
 
     def _write_out(self) -> Stmt:
         """out[i0 + r][c] = O[r][c] / l[r] for the block's valid rows."""

@@ -35,8 +35,9 @@ from ...loops.buffer import Buffer
 from ...loops.ir import For, NativeCall, Pointer, Stmt, Store, block
 from ...shapes import is_symbolic, prod
 from ..target import cpu_target
-from .attention import (QUERY_BLOCK, AttentionBlocking, _AttentionKernel, _loop, _round_up, attention_body,
-                        attention_parts)
+from .attention import _AttentionKernel, _loop, attention_body
+from .attention_blocking import QUERY_BLOCK, AttentionBlocking, _round_up
+from .attention_match import attention_parts
 from .gemm_bf16 import holds_bf16_values
 
 TILE_ROWS = 8  # rows of the pair tile: keys of a score tile, queries of a P V tile
