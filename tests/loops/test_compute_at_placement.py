@@ -23,11 +23,7 @@ from tensorkiln.loops.schedule import ScheduleError
 F32 = "float32"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def kiln_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TENSORKILN_CACHE", str(tmp_path_factory.mktemp("kiln-cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("kiln_cache")  # conftest.py
 
 
 def _run(kernel: Kernel, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -24,11 +24,7 @@ from tensorkiln.loops.schedule import Schedule, ScheduleError, Step
 F32 = "float32"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def kiln_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TENSORKILN_CACHE", str(tmp_path_factory.mktemp("kiln-cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("kiln_cache")  # conftest.py
 
 
 def test_doctests():
