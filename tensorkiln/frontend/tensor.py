@@ -8,7 +8,7 @@ Both paths go through `apply`, so shapes, dtypes and errors are identical.
 The class here holds the methods built directly on `apply`. The modules
 above this one add the methods built on what they define (`tensor_methods`):
 functions.py (reshape, matmul, mean, var, where, ...), indexing.py
-(`__getitem__`), nn/functional.py (softmax, gelu, ...) and
+(`__getitem__`), nn/functional/ (softmax, gelu, ...) and
 autodiff/tensor_api.py (requires_grad, backward, in-place methods).
 """
 from __future__ import annotations

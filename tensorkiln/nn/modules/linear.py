@@ -7,7 +7,7 @@ from ... import dtypes as dt
 from ...frontend.creation import empty
 from .. import functional as F
 from .. import init
-from ..functional import _pair
+from ..functional.arguments import _pair
 from .module import Module, Parameter
 
 
