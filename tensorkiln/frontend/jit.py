@@ -9,7 +9,6 @@ tk.jit become one CompileOptions (driver/options.py), checked there.
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import logging
 import time
@@ -28,90 +27,16 @@ from ..driver.profile import KernelProfile
 from ..driver.export import ExportError, ExportedLibrary, export_graph
 from ..runtime.export_format import model_name_from
 from .writes import count_write, write_count, write_counts
-from .tensor import Tensor, as_tensor
+from .tensor import Tensor
 from .autodiff.mode import is_grad_enabled, no_grad
 from .trace import Trace, current_trace, tracing
 from .dynamic import SizeHistory, applies, check_dynamic_arguments, pattern_of, symbol_plan, symbolic_types
 from .recompiles import RecompileWarning, closest, describe_change, ordinal
+from .call_arguments import (Leaf, as_input_tensor, flatten, is_module, parameter_names, positional_names, static_key,
+                             static_key_of_arguments, unflatten, unique_names)
 
 _log = logging.getLogger("tensorkiln")
 _ticks = itertools.count(1)  # a clock for "least recently used": one tick per call of a program
-
-
-@dataclass
-class _Leaf:
-    """Placeholder for a tensor inside a flattened argument or result structure."""
-
-    index: int
-
-
-def _flatten(value, leaves: list, names: list, name: str):
-    """Replace tensors/arrays in nested lists, tuples and dicts by _Leaf markers."""
-    if isinstance(value, (Tensor, np.ndarray)):
-        leaves.append(value)
-        names.append(name)
-        return _Leaf(len(leaves) - 1)
-    if isinstance(value, (list, tuple)):
-        items = [_flatten(v, leaves, names, f"{name}_{i}") for i, v in enumerate(value)]
-        return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
-    if isinstance(value, dict):
-        return {k: _flatten(v, leaves, names, f"{name}_{k}") for k, v in value.items()}
-    return value
-
-
-def _unflatten(structure, leaves: list):
-    if isinstance(structure, _Leaf):
-        return leaves[structure.index]
-    if isinstance(structure, (list, tuple)):
-        items = [_unflatten(v, leaves) for v in structure]
-        return type(structure)(items) if not hasattr(structure, "_fields") else type(structure)(*items)
-    if isinstance(structure, dict):
-        return {k: _unflatten(v, leaves) for k, v in structure.items()}
-    return structure
-
-
-# Code is compared by identity, which is its value: the key holds the object, so its id cannot be reused.
-_CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type)
-_SINGLETONS = (None, Ellipsis, NotImplemented)
-
-
-def _static_key(structure, name: str = "argument"):
-    """A hashable key for the non-tensor parts of the arguments, comparing them by value.
-
-    A value that can only be compared by identity (an object with the default
-    hash, or an unhashable one) is refused: a freed object's id is reused, and a
-    mutated object keeps its id, so an identity key would run a stale trace.
-    """
-    if isinstance(structure, _Leaf):
-        return ("leaf",)
-    if isinstance(structure, (list, tuple)):
-        return (type(structure).__name__,) + tuple(_static_key(v, f"{name}[{i}]") for i, v in enumerate(structure))
-    if isinstance(structure, dict):
-        # insertion order, not sorted: tensors are bound to graph inputs in this order (kwargs too)
-        return ("dict",) + tuple((k, _static_key(v, f"{name}[{k!r}]")) for k, v in structure.items())
-    if any(structure is s for s in _SINGLETONS) or isinstance(structure, _CODE_TYPES):
-        return ("code", structure)
-    kind = type(structure)
-    if kind.__hash__ is not None and kind.__hash__ is not object.__hash__:
-        try:
-            hash(structure)
-            return ("value", kind, structure)
-        except TypeError:  # a tuple-like holding something unhashable
-            pass
-    raise TypeError(f"tk.jit: {name} is a {kind.__name__}, neither a tensor nor a value tk.jit can compare: "
-                    f"non-tensor arguments are baked into the trace and must be hashable by value. Pass it as "
-                    f"a tensor, or make it a value (numbers, strings, tuples, a frozen dataclass, or a class "
-                    f"with __eq__ and __hash__)")
-
-
-def _static_key_of_arguments(structure: list, names: list[str]) -> tuple:
-    """_static_key of the positional arguments, each named as the function names it."""
-    return tuple(_static_key(v, f"argument {names[i]!r}" if i < len(names) else f"argument {i}")
-                 for i, v in enumerate(structure))
-
-
-def _as_input_tensor(value) -> Tensor:
-    return value if isinstance(value, Tensor) else as_tensor(value)
 
 
 @dataclass
@@ -143,13 +68,13 @@ class TracedFunction:
         self.checked = bool(self.guards or self.baked)  # guards_hold/constants_current must run
         self.output_dtypes = [node.dtype for node in self.graph.outputs[:self.n_outputs]]
         # one tensor returned as it is, no state written back: the result is just one Tensor
-        self.single_output = isinstance(self.output_structure, _Leaf) and self.n_outputs == 1 \
+        self.single_output = isinstance(self.output_structure, Leaf) and self.n_outputs == 1 \
             and not self.mutations
         # a plain list or tuple of the outputs in order, no state written back: built in one step
         structure = self.output_structure
         self.flat_sequence = type(structure) if (
             type(structure) in (list, tuple) and not self.mutations and len(structure) == self.n_outputs
-            and all(isinstance(leaf, _Leaf) and leaf.index == i for i, leaf in enumerate(structure))) else None
+            and all(isinstance(leaf, Leaf) and leaf.index == i for i, leaf in enumerate(structure))) else None
 
     def current(self) -> bool:
         """guards_hold() and constants_current(): the trace may run for a call of its signature."""
@@ -168,7 +93,7 @@ class JitFunction:
     """A function compiled per input signature; call it like the original."""
 
     def __init__(self, fn: Callable, options: CompileOptions):
-        self._module = fn if _is_module(fn) else None
+        self._module = fn if is_module(fn) else None
         if self._module is None:
             functools.update_wrapper(self, fn)
         self.fn = fn
@@ -176,8 +101,8 @@ class JitFunction:
         self._cache: dict[tuple, TracedFunction] = {}  # the last trace used per signature
         self._fast: dict[tuple, TracedFunction] = {}  # plain-array calls: (shape, dtype) key -> trace
         self._variants: dict[tuple, list[TracedFunction]] = {}
-        self._positional_names = _positional_names(fn.forward if self._module is not None else fn)
-        self._parameter_names = _parameter_names(fn.forward if self._module is not None else fn)
+        self._positional_names = positional_names(fn.forward if self._module is not None else fn)
+        self._parameter_names = parameter_names(fn.forward if self._module is not None else fn)
         self._compiles = 0  # programs compiled so far, evicted ones included
         # (C caller, trace, grad mode, training flag) of the last warm call that could use one
         self._native: tuple | None = None
@@ -193,15 +118,15 @@ class JitFunction:
         for i, arg in enumerate(args):
             name = self._positional_names[i] if i < len(self._positional_names) else f"arg{i}"
             first = len(leaves)
-            structure.append(_flatten(arg, leaves, names, name))
+            structure.append(flatten(arg, leaves, names, name))
             if i in self.options.donate_argnums:
                 donated += range(first, len(leaves))
-        kw_structure = {k: _flatten(v, leaves, names, k) for k, v in kwargs.items()}
-        tensors = [_as_input_tensor(v) for v in leaves]
+        kw_structure = {k: flatten(v, leaves, names, k) for k, v in kwargs.items()}
+        tensors = [as_input_tensor(v) for v in leaves]
         for t in tensors:
             if t.is_traced:
                 raise TypeError("a tk.jit function received a traced tensor from another trace")
-        static = (_static_key_of_arguments(structure, self._positional_names), _static_key(kw_structure, "keyword"))
+        static = (static_key_of_arguments(structure, self._positional_names), static_key(kw_structure, "keyword"))
         key = (tuple((tuple(t.shape), t.dtype.name) for t in tensors), static, is_grad_enabled(),
                self._module.training if self._module is not None else None)
         return tensors, names, (tuple(structure), kw_structure), key, donated
@@ -210,21 +135,21 @@ class JitFunction:
                plan: dict | None = None) -> TracedFunction:
         start = time.perf_counter()
         trace = Trace(getattr(self.fn, "__name__", type(self.fn).__name__))
-        unique = _unique_names(names)
+        unique = unique_names(names)
         types, shape_env = symbolic_types([t.type for t in tensors], unique, plan or {})
         inputs = [input_node(n, i, ttype) for i, (n, ttype) in enumerate(zip(unique, types))]
         symbolic = [Tensor._from_node(node, trace) for node in inputs]
         for sym, t in zip(symbolic, tensors):  # arguments are values: they may require grad, never get written back
             sym._requires_grad = t._requires_grad
-        args, kwargs = _unflatten(structure, symbolic)
+        args, kwargs = unflatten(structure, symbolic)
         with tracing(trace):
             try:
                 result = self.fn(*args, **kwargs)
                 out_leaves: list = []
-                out_structure = _flatten(result, out_leaves, [], "out")
+                out_structure = flatten(result, out_leaves, [], "out")
                 outputs = []
                 for leaf in out_leaves:
-                    t = _as_input_tensor(leaf)
+                    t = as_input_tensor(leaf)
                     outputs.append(t._node if t.is_traced else trace.constant_for(t))
             except BaseException:
                 trace.restore()  # eager tensors written in the trace get their values back
@@ -254,7 +179,7 @@ class JitFunction:
         if entry is None:
             held = self._programs()
             history = self._sizes_seen.setdefault(pattern, SizeHistory())
-            leaf_names = _unique_names(names)
+            leaf_names = unique_names(names)
             check_dynamic_arguments(self.options.dynamic, leaf_names, self._parameter_names,
                                     getattr(self.fn, "__name__", type(self.fn).__name__))
             plan = {} if static else symbol_plan(self.options.dynamic, leaf_names, shapes, history)
@@ -481,7 +406,7 @@ def _results(entry: TracedFunction, results: list[np.ndarray]):
     n = entry.n_outputs
     outputs = [Tensor._from_value(r, dtype) for r, dtype in zip(results[:n], entry.output_dtypes)]
     _write_back(entry.mutations, results[n:], entry.graph.outputs[n:])
-    return _unflatten(entry.output_structure, outputs)
+    return unflatten(entry.output_structure, outputs)
 
 
 def _write_back(mutations: list, arrays: list, nodes: list) -> None:
@@ -546,49 +471,6 @@ def _ancestors(node: Node) -> set[int]:
             stack.extend(n.inputs)
     return seen
 
-
-def _is_module(fn) -> bool:
-    """A tk.nn.Module (duck-typed: jit sits below nn): compiled through its forward."""
-    return hasattr(fn, "forward") and hasattr(fn, "training") and hasattr(fn, "parameters")
-
-
-def _positional_names(fn: Callable) -> list[str]:
-    """Names of the parameters that positional arguments bind to (up to any *args)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    names = []
-    for p in params:
-        if p.kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            break
-        names.append(p.name)
-    return names
-
-
-def _parameter_names(fn: Callable) -> list[str] | None:
-    """Every parameter name of fn; None where it takes *args or **kwargs (or has no readable signature)."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) for p in params):
-        return None
-    return [p.name for p in params]
-
-
-def _unique_names(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    result = []
-    for n in names:
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in n) or "arg"
-        if base in seen:
-            seen[base] += 1
-            base = f"{base}_{seen[base]}"
-        else:
-            seen[base] = 0
-        result.append(base)
-    return result
 
 
 def jit(fn: Callable | None = None, *, opt_level: int = 2, debug: bool | None = None, fast_math: bool = False,
