@@ -164,12 +164,14 @@ def tile_legal(shape: ConvShape, pixels: int, blocks: int) -> bool:
             and blocks * v + 2 <= registers and pixels * blocks * v + blocks * v + 1 <= registers)
 
 
-def conv_legality(shape: ConvShape) -> Callable[[ConvConfig], bool]:
+def conv_legality(shape: ConvShape, shallow_sizes: Callable[[ConvConfig], bool] | None = None
+                  ) -> Callable[[ConvConfig], bool]:
     """`conv_config_legal` for one layer, with what depends on the layer alone (its algorithms, the
-    "shallow" rule's tile) worked out once: a search asks thousands of times per proposal batch."""
+    "shallow" rule's tile) worked out once: a search asks thousands of times per proposal batch.
+    shallow_sizes: the layer's `shallow_sizes_rule`, where the caller has one already."""
     blockable = shape.constant_weight and channel_block(shape.k) is not None
     algorithms = nchw_algorithms(shape) + ([NCHWC] if blockable else [])
-    shallow_sizes = shallow_sizes_rule(shape)
+    shallow_sizes = shallow_sizes or shallow_sizes_rule(shape)
 
     def legal(config: ConvConfig) -> bool:
         return (config.algorithm in algorithms and config.order in TASK_ORDERS

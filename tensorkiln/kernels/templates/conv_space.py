@@ -49,7 +49,8 @@ def conv_space(workload: str) -> KnobSpace:
     kblocks = shape.k // kb if kb else 1
     blocks = tuple(b for b in range(1, kblocks + 1) if kblocks % b == 0 and b <= 8) if blockable else (1,)
 
-    layer_legal, shallow_sizes_legal = conv_legality(shape), shallow_sizes_rule(shape)
+    shallow_sizes_legal = shallow_sizes_rule(shape)
+    layer_legal = conv_legality(shape, shallow_sizes_legal)
 
     def legal(config: Config) -> bool:
         return layer_legal(ConvConfig(**config))
