@@ -14,7 +14,8 @@ import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.buffer import Buffer
-from tensorkiln.kernels.templates.gemm import ThreadSplit, a_reads_rows, gemm_blocking, gemm_thread_split
+from tensorkiln.kernels.templates.gemm import ThreadSplit, gemm_blocking, gemm_thread_split
+from tensorkiln.kernels.templates.gemm_a_reads import a_reads_rows, a_row_piece
 from tensorkiln.kernels.target import cpu_target, read_cache_sizes
 
 from .compiled import check_compiled
@@ -85,6 +86,50 @@ def test_a_reads_rows_needs_a_unit_step_along_k():
     assert not a_reads_rows(lambda b, row, kk: E.Load(a, row * 10 + kk // 2), probe)
     assert not a_reads_rows(lambda b, row, kk: E.Load(a, row * 10 + kk + kk), probe)
     assert not a_reads_rows(lambda b, row, kk: E.Load(a, row * 10 + kk) * 2.0, probe)  # computed
+
+
+def test_a_row_piece_finds_contiguous_pieces_of_rows():
+    """A permuted [heads, seq, d] read as [seq, heads * d] is contiguous in pieces of d along k."""
+    a = Buffer("a", "float32", (12 * 128 * 64,))
+    probe = E.Var("kk")
+    permuted = lambda b, row, kk: E.Load(a, row * 64 + kk // 64 * (128 * 64) + kk % 64)  # noqa: E731
+    assert a_row_piece(permuted, 768, 768, probe) == 64
+    assert a_row_piece(permuted, 768, 256, probe) == 64  # depth blocks of 4 pieces
+    assert a_row_piece(permuted, 700, 700, probe) is None  # k is no whole number of pieces
+    assert a_row_piece(lambda b, row, kk: E.Load(a, kk * 10 + row), 768, 768, probe) is None  # transposed
+    assert a_row_piece(lambda b, row, kk: E.Load(a, row * 64 + kk % 64) * 2.0, 768, 768, probe) is None
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("heads,seq,d,in_place", [(12, 13, 64, True), (4, 61, 24, True), (3, 128, 32, True),
+                                                  (16, 40, 64, True), (40, 7, 50, False)])
+def test_gemm_reads_permuted_a_in_pieces(monkeypatch, threads, heads, seq, d, in_place):
+    """Attention's output read through a permute into packed weights: in place, piece by piece (no
+    packed copy of A), rows past M included, against the reference. Pieces of 50 do not fill a depth
+    block, so that A is packed."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    x, w = rand(1, heads, seq, d), tk.tensor(rand(heads * d, 40))
+    fn = lambda x: x.permute(0, 2, 1, 3).reshape(1, seq, heads * d) @ w  # noqa: E731
+    with tk.no_grad():
+        assert uses_gemm(fn, x) and packs_a(fn, x) != in_place
+        check_compiled(fn, x, debug=True, factor=10)
+
+
+def test_gemm_reads_permuted_a_in_pieces_at_a_run_time_length():
+    """The same with the sequence a size symbol: one program for every length, in place."""
+    w = tk.tensor(rand(8 * 32, 96))
+
+    def project(x):
+        return x.permute(0, 2, 1, 3).reshape(1, x.shape[2], 8 * 32) @ w
+
+    with tk.no_grad():
+        f = tk.jit(project, dynamic={"x": {2: "seq"}}, debug=True)
+        for seq in (5, 64, 131):
+            x = rand(1, 8, seq, 32)
+            want = x.transpose(0, 2, 1, 3).reshape(1, seq, 8 * 32) @ w.numpy()
+            np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-4, atol=1e-4)
+        assert not any("g_apack" in k.loop_ir for k in f.report(rand(1, 8, 64, 32)).kernels)
+    assert f.cache_size() == 1
 
 
 def test_gemm_float64():

@@ -24,7 +24,9 @@ rows lie contiguous in memory (a plain load stepping by one along k,
 `a_reads_rows`) is not packed: the micro-kernel broadcasts from its MR rows
 where they are. Packing A bought contiguity the broadcasts do not need, and
 every column chunk paid for it (the MLP's GEMMs, 64 rows: ~3% faster
-without; BERT-sized ones 2-7%). Packing
+without; BERT-sized ones 2-7%). An A contiguous in pieces along k (attention's
+output read through a permute) is read in place too, its depth loop cut into
+pieces (gemm_a_reads.py). Packing
 pads the edges with zeros, so the micro-kernel never has a short tile: only
 the write-back loops have `min()` extents. The micro-kernel is ordinary loop
 IR that GCC keeps in vector registers (the i loop unrolled, the j loop one or
@@ -68,6 +70,7 @@ from ..run_time_choice import at_least, threads_if
 from ...loops.types import itemsize
 from ..target import cpu_target
 from ..tuned import configured, workload_key
+from .gemm_a_reads import a_reads_rows, a_row_piece
 from .gemm_prefetch import prefetch_ahead, prefetch_next_panel
 from ...shapes import is_symbolic
 
@@ -395,7 +398,10 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     m_panels = (mc + (mr - 1)) // mr
     pack_a: Stmt | None = None
     a_rows_in_place = a_panels is None and a_reads_rows(a_value, E.Var(f"{prefix}_probe"))
-    if a_panels is None and not a_rows_in_place:
+    # rows contiguous in pieces (a permuted A): read in place too, the depth loop cut into pieces
+    a_piece = None if a_panels is not None or a_rows_in_place else \
+        a_row_piece(a_value, k, kc_max, E.Var(f"{prefix}_probe"))
+    if a_panels is None and not a_rows_in_place and a_piece is None:
         row = row_base + ip * mr + ia
         a_elem = E.Select(E.lt(row, m), a_value(bi, clamp(row, m), k_at(pa)), zero) if has_tail(m, mr) else \
             a_value(bi, row, k_at(pa))
@@ -410,7 +416,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         panel = (chunk % split.col_chunks) * (n_chunk // nr) if split.col_chunks > 1 else E.const(0)
         b_panel = panel + jc * (nc_max // nr) + jq
         b_micro = b_panels.load(bi, b_panel, k_at(p), j)
-    if a_rows_in_place:
+    if a_rows_in_place or a_piece is not None:
         # MR rows of A read where they lie (rows past M repeat the last one; their sums are dropped)
         a_row = row_base + iq * mr + i
         a_micro = a_value(bi, clamp(a_row, m) if has_tail(m, mr) else a_row, k_at(p))
@@ -428,8 +434,14 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     if b_panels is not None and b_panels.streamed:
         step = block(*prefetch_next_panel(b_panels.buffer, lambda pn, lane: b_panels.load(bi, pn, k_at(p), lane).index,
                                           b_panel, b_panels.buffer.size // b_panels.panel_stride, nr, dtype), step)
-    micro_kernel = block(For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"),
-                         *depth_loop(p, kc, step, bl.ku, prefix))
+    if a_piece is None:
+        depth_steps = depth_loop(p, kc, step, bl.ku, prefix)
+    else:
+        piece, within = v("pq"), v("pr")
+        inner = depth_loop(within, E.const(a_piece), substitute(step, {p.name: piece * a_piece + within}), bl.ku,
+                           f"{prefix}_r")
+        depth_steps = [For(piece, kc // a_piece, block(*inner))]
+    micro_kernel = block(For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"), *depth_steps)
     writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,
                                (wi, wj), (m, n), (mr, nr), pc, n_k, dtype, zero)
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
@@ -460,27 +472,6 @@ def depth_loop(p: E.Var, depth: E.Expr, step: Stmt, unroll: int, prefix: str) ->
     if not (isinstance(depth, E.Const) and int(depth.value) % unroll == 0):
         loops.append(For(rest, depth - whole * unroll, substitute(step, {p.name: whole * unroll + rest})))
     return loops
-
-
-def a_reads_rows(a_value: IndexFn, probe: E.Var) -> bool:
-    """True when A's element (row, k) is a plain load whose index steps by one along k: A's rows
-    lie contiguous in memory and the micro-kernel can broadcast from them directly."""
-    value = a_value(E.const(0), E.Var(probe.name + "_row"), probe)
-    # a division by a run-time size (a symbolic M) in the index: packing A pays it once per element
-    divides = any(isinstance(x, E.BinOp) and x.operator in ("floordiv", "mod") and not isinstance(x.b, E.Const)
-                  for x in E.walk(value.index)) if isinstance(value, E.Load) else False
-    return isinstance(value, E.Load) and _unit_summand(value.index, probe.name) and not divides
-
-
-def _unit_summand(index: E.Expr, var: str) -> bool:
-    """`var` occurs in `index` exactly once, reached through additions only (index = rest + var)."""
-    if isinstance(index, E.Var):
-        return index.name == var
-    if isinstance(index, E.BinOp) and index.operator == "add":
-        a_has, b_has = (var in E.free_vars(index.a)), (var in E.free_vars(index.b))
-        if a_has != b_has:
-            return _unit_summand(index.a if a_has else index.b, var)
-    return False
 
 
 def _split_k_gemm(out: Buffer, dtype: str, m: int, n: int, k: int, a_value: IndexFn, b_value: IndexFn,
