@@ -1,7 +1,7 @@
 """BERT-base with a symbolic sequence length: programs compiled over many lengths, and latency against
 programs specialized to one length and against ONNX Runtime on the same ONNX model.
 
-    OMP_WAIT_POLICY=passive python benchmarks/dynamic_bert.py [--lengths 24] [--samples 16,128,384]
+    python benchmarks/dynamic_bert.py [--lengths 24] [--samples 16,128,384]
         [--pairs 5] [--parts native,onnx,kernels] [--layers 2] [--json FILE]
 
 tensorkiln's own BERT-base (tensorkiln.models.bert_base, float32, batch 1, random weights and
@@ -25,7 +25,13 @@ The kernels part (not in the default --parts): the same encoder with --layers la
 the file with dim_params (symbolic) and from one exported with every size fixed (specialized), at
 batch 1 and each sampled length: each kernel's time (`profile`, 40 calls), medians of --pairs rounds
 taken in turns, side by side.
-Threads: the OpenMP default (all cores). The machine's speed drifts, so read the ratios.
+Threads: the OpenMP default (all cores) with its default wait policy (a waiting thread spins a
+moment before it sleeps, as ONNX Runtime's pool does); each block starts after a pause, so neither
+engine's spinning threads run into the other's block. OMP_WAIT_POLICY=passive (what `make test` sets
+so that two test processes share the cores) makes each of a call's ~90 parallel regions wake sleeping
+threads: measure with it only on a machine shared with other jobs, and say so. The machine's speed
+drifts, so read the ratios: the median of the pairs' ratios, beside the ratio of the medians and the
+number of pairs won.
 """
 from __future__ import annotations
 

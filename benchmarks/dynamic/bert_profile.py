@@ -1,7 +1,7 @@
 """Where BERT-base ONNX (symbolic batch and sequence axes) spends its time, per part of a layer, in
 tensorkiln and in ONNX Runtime, with each GEMM's GFLOP/s against the FMA peak measured in the same run.
 
-    OMP_WAIT_POLICY=passive python benchmarks/dynamic/bert_profile.py [--samples 128,384] [--rounds 2]
+    python benchmarks/dynamic/bert_profile.py [--samples 128,384] [--rounds 2]
 
 tensorkiln's per-kernel `profile()` of the symbolic program and ONNX Runtime's own profile
 (SessionOptions.enable_profiling: each node's kernel time) are taken in turns, `rounds` times at
@@ -10,7 +10,9 @@ each length; the table gives the medians in ms per call, grouped into the parts 
 summed over the 12 layers. The peak is the compute probe of stream_kernels.py (independent FMA
 chains in registers, one thread) times 2 cores, taken between the profiles: on a machine shared
 with other jobs it reads the share of the cores this process got, so GFLOP/s / peak stays
-comparable while the absolute numbers move.
+comparable while the absolute numbers move. Run it with OpenMP's default wait policy, as users do:
+with OMP_WAIT_POLICY=passive every kernel's time includes waking the sleeping threads (tens of us
+each, most of a layer norm's time at 16 tokens).
 """
 from __future__ import annotations
 
