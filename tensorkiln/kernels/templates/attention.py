@@ -358,10 +358,9 @@ class _AttentionKernel:
         A run-time width (the last block of a run-time length, a causal block cut at the diagonal)
         is taken in whole groups of the score tile's MRK keys, a loop of constant extent inside: GCC
         kept the tile of a run-time key loop in registers only with every value reloaded inside each
-        FMA (18 loads per 12 FMAs), at half the speed of the whole blocks' tile. The keys past the width
-        weigh nothing: their probabilities are set to 0 here, and their value rows are the last key's
-        (packed or read in place with a clamp), so only an infinite value there could differ
-        (0 * inf = NaN), as in the bf16 kernel's pairs.
+        FMA (18 loads per 12 FMAs), at half the speed of the whole blocks' tile. In the last group the
+        keys past the width read the last key's value row (packed or read in place with a clamp) and
+        their products are not added: a select keeps the sum, as 0 * v would not for an infinite v.
         """
         bl = self.bl
         mr, cols, mq, dvp, mrk = bl.pv_rows, bl.pv_cols, bl.query_block, bl.dv_padded, bl.score_keys
@@ -373,13 +372,12 @@ class _AttentionKernel:
         update = E.call("fma", E.Load(self.probs, j * mq + row), self._value_element(j, col, clamp=grouped),
                         E.Load(acc, tile_at))
         products = For(r, E.const(mr), For(c, E.const(cols), Store(acc, tile_at, update), "vectorized"), "unrolled")
-        zero_past_width: list[Stmt] = []
         if grouped:
-            vg, vk, z, i = E.Var("vg"), E.Var("vk"), E.Var("vz"), E.Var("vi")
-            groups_of_keys = (width + (mrk - 1)) // mrk
-            key_loop = For(vg, groups_of_keys, For(vk, E.const(mrk), block(Let(j, vg * mrk + vk), products)))
-            zero_past_width.append(For(z, groups_of_keys * mrk - width, For(i, E.const(mq), Store(
-                self.probs, (width + z) * mq + i, self._const(0.0)), "vectorized")))
+            vg, vk = E.Var("vg"), E.Var("vk")
+            whole = width // mrk
+            key_loop = block(
+                For(vg, whole, For(vk, E.const(mrk), block(Let(j, vg * mrk + vk), products))),
+                For(vk, width - whole * mrk, block(Let(j, whole * mrk + vk), products)))
         else:
             key_loop = For(j, width, products)
         tile = block(
@@ -390,7 +388,7 @@ class _AttentionKernel:
             For(r, E.const(mr), For(c, E.const(cols), Store(self.o_acc, row * dvp + col, E.Load(acc, tile_at)),
                                     "vectorized"), "unrolled"))
         groups = (self.rows + (mr - 1)) // mr
-        return block(*zero_past_width, For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile))))
+        return For(g, groups, _loop(ch, dvp // cols, Alloc(acc, tile)))
 
     def _write_out(self) -> Stmt:
         """out[i0 + r][c] = O[r][c] / l[r] for the block's valid rows."""

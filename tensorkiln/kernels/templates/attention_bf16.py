@@ -23,8 +23,9 @@ as OpenVINO's bf16 attention does, so the kernel differs from the graph (whose p
 stay float32) by that rounding: a relative error of at most 2^-9 per probability.
 
 O is kept as NV-wide column chunks, o_acc[ch][i][c], so an 8 x NV tile of it is contiguous
-and the helper accumulates into it in place. Depth steps past d, value columns past dv and
-the probability of a key past the block's width are zeros in the packs.
+and the helper accumulates into it in place. Depth steps past d, value columns past dv, the
+probability of a key past the block's width and the value of a key past the length are zeros
+in the packs.
 """
 from __future__ import annotations
 
@@ -144,6 +145,9 @@ class BF16AttentionKernel(_AttentionKernel):
         value = bf16_bits(self._operand(self.v_node, self._key(vp * 2 + vt), E.minimum(c, self.dv - 1)))
         if dvp != self.dv:
             value = E.Select(E.lt(c, self.dv), value, self._const(0.0))
+        if not self.whole_key_block:
+            # keys past n pair with real ones at probability 0: a zero value row, as 0 * inf would be NaN
+            value = E.Select(E.lt(self.k0 + vp * 2 + vt, self.n), value, self._const(0.0))
         pack_values = For(vp, E.const(nk // 2), For(c, E.const(dvp), For(
             vt, E.const(2), Store(self.vpack, vp * (2 * dvp) + c * 2 + vt, value), "unrolled"), "vectorized"))
         return block(pack_keys, pack_values)
