@@ -7,6 +7,7 @@
     tk.grad(fn)(x); loss.backward()         # autodiff (docs/autodiff.md); tk.nn, tk.optim for training
 """
 # Tensor's methods are added by the modules above frontend/tensor.py that implement them: load these first.
+from .frontend import tensor_arithmetic, tensor_movement, tensor_reductions  # noqa: F401
 from .frontend import functions, indexing, special  # noqa: F401  (tk.special)
 from .frontend.autodiff import tensor_api  # noqa: F401
 from . import nn

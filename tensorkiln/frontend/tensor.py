@@ -5,22 +5,28 @@ operation computes at once with the op's reference implementation. Inside a
 `tk.jit` trace, operations on symbolic tensors build graph nodes instead.
 Both paths go through `apply`, so shapes, dtypes and errors are identical.
 
-The class here holds the methods built directly on `apply`. The modules
-above this one add the methods built on what they define (`tensor_methods`):
+The class here holds a tensor's state, its dtype conversions and the ways
+out of tensorkiln (numpy(), item(), ...); the one-operand primitives with a
+method in the op table become methods here too. The modules above this one
+add the other methods (`tensor_methods`): tensor_arithmetic.py (operators,
+comparisons, clamp), tensor_reductions.py (sum, max, argmax, all, ...),
+tensor_movement.py (permute, expand, squeeze, narrow, gather, ...),
 functions.py (reshape, matmul, mean, var, where, ...), indexing.py
 (`__getitem__`), nn/functional/ (softmax, gelu, ...) and
 autodiff/tensor_api.py (requires_grad, backward, in-place methods).
+tensorkiln/__init__.py loads them all before anything uses a Tensor.
 """
 from __future__ import annotations
 
 from collections import namedtuple
+from types import FunctionType
 from typing import Any, Sequence
 
 import numpy as np
 
 from .. import dtypes as dt
 from ..dtypes import DType
-from ..errors import AxisError, DTypeError, ShapeError, TraceError, at_user_line, user_location
+from ..errors import AxisError, TraceError, at_user_line, user_location
 from ..ir.graph import Node, evaluate, make_node
 from ..ir.ops import REGISTRY, Attrs, OpDef, TensorType, infer_type
 from .trace import Trace, current_trace
@@ -236,8 +242,6 @@ class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
 
-    __hash__ = object.__hash__
-
     # ---- leaving tensorkiln ------------------------------------------------
     def _concrete(self, what: str) -> np.ndarray:
         if self._node is not None:
@@ -329,276 +333,6 @@ class Tensor:
         t._requires_grad, t._grad, t._grad_fn = False, None, None
         return t
 
-    # ---- elementwise arithmetic ----------------------------------------------
-    def _binary(self, op: str, other, reverse: bool = False, float_result: bool = False) -> "Tensor":
-        a, b = (other, self) if reverse else (self, other)
-        (a, b), dtype = promote(a, b)
-        if float_result and not dtype.is_floating:
-            a, b = a.to(dt.DEFAULT_FLOAT), b.to(dt.DEFAULT_FLOAT)
-        return apply(op, [a, b])
-
-    def __add__(self, o): return self._binary("add", o)
-    def __radd__(self, o): return self._binary("add", o, True)
-    def __sub__(self, o): return self._binary("sub", o)
-    def __rsub__(self, o): return self._binary("sub", o, True)
-    def __mul__(self, o): return self._binary("mul", o)
-    def __rmul__(self, o): return self._binary("mul", o, True)
-    def __truediv__(self, o): return self._binary("div", o, float_result=True)
-    def __rtruediv__(self, o): return self._binary("div", o, True, float_result=True)
-    def __floordiv__(self, o): return self._binary("floor_div", o)
-    def __rfloordiv__(self, o): return self._binary("floor_div", o, True)
-    def __mod__(self, o): return self._binary("mod", o)
-    def __rmod__(self, o): return self._binary("mod", o, True)
-    def __pow__(self, o): return self._binary("pow", o)
-    def __rpow__(self, o): return self._binary("pow", o, True)
-    def __and__(self, o): return self._binary("and", o)
-    def __rand__(self, o): return self._binary("and", o, True)
-    def __or__(self, o): return self._binary("or", o)
-    def __ror__(self, o): return self._binary("or", o, True)
-    def __xor__(self, o): return self._binary("xor", o)
-    def __rxor__(self, o): return self._binary("xor", o, True)
-    def __eq__(self, o): return self._binary("eq", o)  # type: ignore[override]
-    def __ne__(self, o): return self._binary("ne", o)  # type: ignore[override]
-    def __lt__(self, o): return self._binary("lt", o)
-    def __le__(self, o): return self._binary("le", o)
-    def __gt__(self, o): return self._binary("gt", o)
-    def __ge__(self, o): return self._binary("ge", o)
-    def __neg__(self): return apply("neg", [self])
-    def __pos__(self): return self
-    def __abs__(self): return self.abs()
-
-    def __invert__(self):
-        if not self._dtype.is_bool:
-            raise DTypeError(at_user_line(f"~: expects a bool tensor, got {self._dtype.name}"))
-        return apply("not", [self])
-
-    add = __add__
-    sub = __sub__
-    mul = __mul__
-    div = __truediv__
-    pow = __pow__
-    eq = __eq__
-    ne = __ne__
-    lt = __lt__
-    le = __le__
-    gt = __gt__
-    ge = __ge__
-    remainder = __mod__
-    floor_divide = __floordiv__
-
-    # PyTorch's logical ops treat any nonzero value as true and return bool (&, |, ^ are bitwise on ints).
-    def logical_and(self, other): return self.to(dt.bool_)._binary("and", as_tensor(other).to(dt.bool_))
-    def logical_or(self, other): return self.to(dt.bool_)._binary("or", as_tensor(other).to(dt.bool_))
-    def logical_xor(self, other): return self.to(dt.bool_)._binary("xor", as_tensor(other).to(dt.bool_))
-
-    def logical_not(self):
-        return apply("not", [self.to(dt.bool_)])
-
-    def maximum(self, other): return self._binary("maximum", other)
-    def minimum(self, other): return self._binary("minimum", other)
-
-    def isnan(self): return apply("isnan", [self]) if self._dtype.is_floating else self != self
-    def isinf(self): return apply("isinf", [self]) if self._dtype.is_floating else self != self
-    def atan2(self, other): return self._binary("atan2", other, float_result=True)
-    def fmod(self, other): return self._binary("fmod", other)
-    def hypot(self, other): return self._binary("hypot", other, float_result=True)
-    def nextafter(self, other): return self._binary("nextafter", other)
-
-    def square(self): return self * self
-
-    def clamp(self, min=None, max=None) -> "Tensor":  # noqa: A002 (PyTorch's names)
-        """Limit values to [min, max]; either bound may be None."""
-        out = self
-        if min is not None:
-            out = out.maximum(min)
-        if max is not None:
-            out = out.minimum(max)
-        return out
-
-    clip = clamp
-
-    # ---- reductions ----------------------------------------------------------------
-    def _reduce(self, op: str, dim, axis, keepdim, keepdims) -> "Tensor":
-        dims = normalize_dims(_pick("dim", dim, axis), self.ndim, op)
-        keep = bool(_pick("keepdim", keepdim, keepdims, False))
-        return apply(op, [self], axes=dims, keepdims=keep)
-
-    def sum(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> "Tensor":
-        """Sum over `dim` (all when None); integers and bools accumulate in int64."""
-        x = self
-        if dtype is not None:
-            x = x.to(dtype)
-        elif not x._dtype.is_floating:
-            x = x.to(dt.int64)
-        return x._reduce("reduce_sum", dim, axis, keepdim, keepdims)
-
-    def prod(self, dim=None, keepdim=None, dtype=None, *, axis=None, keepdims=None) -> "Tensor":
-        x = self.to(dtype) if dtype is not None else (self if self._dtype.is_floating else self.to(dt.int64))
-        return x._reduce("reduce_prod", dim, axis, keepdim, keepdims)
-
-    def std(self, dim=None, unbiased=None, keepdim=None, *, correction=None, axis=None,
-            keepdims=None, ddof=None) -> "Tensor":
-        return self.var(dim, unbiased, keepdim, correction=correction, axis=axis,
-                        keepdims=keepdims, ddof=ddof).sqrt()
-
-    def amax(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        return self._reduce("reduce_max", dim, axis, keepdim, keepdims)
-
-    def amin(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        return self._reduce("reduce_min", dim, axis, keepdim, keepdims)
-
-    def _minmax(self, op: str, argop: str, dim, axis, keepdim, keepdims):
-        if isinstance(dim, Tensor) or (dim is not None and not isinstance(dim, (int, np.integer, tuple, list))):
-            return self._binary("maximum" if op == "reduce_max" else "minimum", dim)
-        d = _pick("dim", dim, axis)
-        if isinstance(d, (int, np.integer)) and axis is None:  # numpy's spelling gives numpy's result
-            keep = bool(_pick("keepdim", keepdim, keepdims, False))
-            return MinMax(self._reduce(op, d, None, keep, None), self._arg(argop, d, keep))
-        return self._reduce(op, d, None, keepdim, keepdims)
-
-    def max(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        """Max over all elements; with an int dim, (values, indices) as in PyTorch; with a tensor, maximum."""
-        return self._minmax("reduce_max", "argmax", dim, axis, keepdim, keepdims)
-
-    def min(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        """Min over all elements; with an int dim, (values, indices) as in PyTorch; with a tensor, minimum."""
-        return self._minmax("reduce_min", "argmin", dim, axis, keepdim, keepdims)
-
-    def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
-        if dim is None or self.ndim == 0:
-            if dim is not None:
-                normalize_dim(dim, self.ndim, op)
-            return apply(op, [self.reshape(-1)], axis=0, keepdims=False)
-        return apply(op, [self], axis=normalize_dim(dim, self.ndim, op), keepdims=bool(keepdim))
-
-    def argmax(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        """Index of the first maximum along `dim` (of the flattened tensor when None)."""
-        return self._arg("argmax", _pick("dim", dim, axis), _pick("keepdim", keepdim, keepdims, False))
-
-    def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        return self._arg("argmin", _pick("dim", dim, axis), _pick("keepdim", keepdim, keepdims, False))
-
-    def _all_any(self, op: str, identity: bool, dim, axis, keepdim, keepdims) -> "Tensor":
-        x = self.to(dt.bool_)
-        dims = normalize_dims(_pick("dim", dim, axis), x.ndim, op)
-        if any(x.shape[d] == 0 for d in dims):  # max/min have no empty reduction; all/any do
-            keep = bool(_pick("keepdim", keepdim, keepdims, False))
-            shape = tuple(1 if i in dims else n for i, n in enumerate(x.shape)) if keep else \
-                tuple(n for i, n in enumerate(x.shape) if i not in dims)
-            return as_tensor(identity).expand(shape)
-        return x._reduce(op, dims, None, keepdim, keepdims)
-
-    def all(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        return self._all_any("reduce_min", True, dim, axis, keepdim, keepdims)
-
-    def any(self, dim=None, keepdim=None, *, axis=None, keepdims=None) -> "Tensor":
-        return self._all_any("reduce_max", False, dim, axis, keepdim, keepdims)
-
-    # ---- movement ------------------------------------------------------------------
-    def view_as(self, other) -> "Tensor":
-        return self.reshape(other.shape)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
-        if self.ndim == 0:
-            return self.reshape(1)
-        s, e = normalize_dim(start_dim, self.ndim, "flatten"), normalize_dim(end_dim, self.ndim, "flatten")
-        if s > e:
-            raise ShapeError(at_user_line(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}"))
-        shape = self.shape
-        return self.reshape(shape[:s] + (prod(shape[s:e + 1]),) + shape[e + 1:])
-
-    def permute(self, *dims) -> "Tensor":
-        """Reorder the dimensions."""
-        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-            dims = tuple(dims[0])
-        if len(dims) != self.ndim:
-            raise ShapeError(at_user_line(f"permute: {len(dims)} dims given for a tensor of rank {self.ndim}"))
-        perm = tuple(normalize_dim(d, self.ndim, "permute") for d in dims)
-        if sorted(perm) != list(range(self.ndim)):
-            raise ShapeError(at_user_line(f"permute: {list(dims)} is not a permutation of {self.ndim} dims"))
-        return self if perm == tuple(range(self.ndim)) else apply("permute", [self], perm=perm)
-
-    def transpose(self, dim0: int = None, dim1: int = None) -> "Tensor":
-        """Swap two dimensions (all reversed when none are given, as numpy does)."""
-        if dim0 is None and dim1 is None:
-            return self.permute(tuple(reversed(range(self.ndim))))
-        perm = list(range(self.ndim))
-        a, b = normalize_dim(dim0, self.ndim, "transpose"), normalize_dim(dim1, self.ndim, "transpose")
-        perm[a], perm[b] = perm[b], perm[a]
-        return self.permute(perm)
-
-    swapaxes = transpose
-
-    def t(self) -> "Tensor":
-        if self.ndim > 2:
-            raise ShapeError(at_user_line(f"t() expects a tensor of rank <= 2, got rank {self.ndim}"))
-        return self.transpose() if self.ndim == 2 else self
-
-    @property
-    def T(self) -> "Tensor":  # noqa: N802
-        return self.permute(tuple(reversed(range(self.ndim))))
-
-    @property
-    def mT(self) -> "Tensor":  # noqa: N802
-        return self.transpose(-2, -1)
-
-    def expand(self, *sizes) -> "Tensor":
-        """Broadcast to `sizes` (-1 keeps a dimension)."""
-        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
-            sizes = tuple(sizes[0])
-        lead = len(sizes) - self.ndim
-        if lead < 0:
-            raise ShapeError(at_user_line(f"expand: cannot expand {list(self.shape)} to {list(sizes)}"))
-        shape = tuple(self.shape[i - lead] if not is_symbolic(s) and s == -1 and i >= lead
-                      else (s if is_symbolic(s) else int(s)) for i, s in enumerate(sizes))
-        return self if shape == self.shape else apply("expand", [self], shape=shape)
-
-    def broadcast_to(self, shape) -> "Tensor":
-        return self.expand(tuple(shape))
-
-    def expand_as(self, other) -> "Tensor":
-        return self.expand(other.shape)
-
-    def squeeze(self, dim=None, *, axis=None) -> "Tensor":
-        """Remove size-1 dimensions (only the given ones when `dim` is set)."""
-        d = _pick("dim", dim, axis)
-        dims = normalize_dims(d, self.ndim, "squeeze") if d is not None else range(self.ndim)
-        drop = {i for i in dims if self.shape[i] == 1}
-        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in drop))
-
-    def unsqueeze(self, dim: int) -> "Tensor":
-        """Insert a size-1 dimension at `dim`."""
-        d = normalize_dim(dim, self.ndim + 1, "unsqueeze")
-        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
-
-    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
-        """Elements start .. start+length-1 along `dim` (start may be negative, as in PyTorch)."""
-        d = normalize_dim(dim, self.ndim, "narrow")
-        size = self.shape[d]
-        begin = start + size if -size <= start < 0 else start
-        if not 0 <= begin <= size or length < 0 or begin + length > size:
-            raise IndexError(at_user_line(f"narrow: start {start} and length {length} are out of range "
-                                          f"for dimension {d} of size {size}"))
-        index = [slice(None)] * self.ndim
-        index[d] = slice(begin, begin + length)
-        return self[tuple(index)]
-
-    def unbind(self, dim: int = 0):
-        d = normalize_dim(dim, self.ndim, "unbind")
-        return tuple(self.narrow(d, i, 1).squeeze(d) for i in range(self.shape[d]))
-
-    def gather(self, dim: int, index) -> "Tensor":
-        """out[i][j] = self[i][index[i][j]] along `dim` (PyTorch's gather)."""
-        index = as_tensor(index)
-        return apply("gather", [self, index], axis=normalize_dim(dim, self.ndim, "gather"))
-
-    def index_select(self, dim: int, index) -> "Tensor":
-        """Select entries along `dim` by a 1-d index."""
-        index = as_tensor(index)
-        if index.ndim > 1:
-            raise ShapeError(at_user_line(f"index_select: index must be 0-d or 1-d, got {list(index.shape)}"))
-        return apply("take", [self, index.reshape(-1)], axis=normalize_dim(dim, self.ndim, "index_select"))
-
 
 _NOT_METHODS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__"}
 
@@ -630,5 +364,15 @@ def tensor_methods(cls: type) -> type:
     """
     for name, member in vars(cls).items():
         if name not in _NOT_METHODS:
+            _name_as_tensor_method(member, cls.__qualname__)
             setattr(Tensor, name, member)
     return cls
+
+
+def _name_as_tensor_method(member: Any, owner: str) -> None:
+    """Give a function (or a property's getter) written in class `owner` the qualified name it would have
+    in Tensor's own body, so that messages and tracebacks say `Tensor.sum()` wherever sum is written."""
+    function = member.fget if isinstance(member, property) else member
+    qualname = getattr(function, "__qualname__", "")
+    if isinstance(function, FunctionType) and qualname.startswith(owner + "."):  # an alias is renamed once
+        function.__qualname__ = "Tensor." + qualname[len(owner) + 1:]

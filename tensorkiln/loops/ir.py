@@ -43,7 +43,7 @@ is a function from IR to IR. `str(kernel)` prints indented loop nests:
           out[i*8 + j] = x[i*8 + j] + b[j]
 
 Expressions have numpy's semantics (floor `//` and `%`, wrapping integers,
-NaN-propagating min/max; `evaluate` in expr.py is the reference). Names are
+NaN-propagating min/max; `evaluate` in expr_eval.py is the reference). Names are
 C identifiers, kept as they are in the generated C, so a name may not be
 declared again while it is in scope (sibling loops may both use `i`);
 `verify_kernel` checks names, types and buffers and says what is wrong.

@@ -20,8 +20,9 @@ import math
 from typing import Mapping, Optional
 
 from tensorkiln.loops.bounds import Bounds
-from tensorkiln.loops.expr import (BINARY_OPS, BinOp, Const, Expr, Load, Unary, Var, _binary, const, evaluate,
-                                   format_expr, is_size_var, walk, wrap_int)
+from tensorkiln.loops.expr import (BINARY_OPS, BinOp, Const, Expr, Load, Unary, Var, const, evaluate, format_expr,
+                                   is_size_var, walk, wrap_int)
+from tensorkiln.loops.expr_eval import _binary
 from tensorkiln.loops.pattern import Pat, Rule
 from tensorkiln.loops.types import int_range, is_int, is_unsigned
 

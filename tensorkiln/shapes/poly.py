@@ -206,7 +206,7 @@ class Poly:
         return text.replace("+ -", "- ")
 
 
-SYMBOL_PREFIX = "s_"  # a size symbol's variable in loop IR and C (see loops/expr.py is_size_var)
+SYMBOL_PREFIX = "s_"  # a size symbol's variable in loop IR and C (see loops/expr_nodes.py is_size_var)
 
 
 def symbol_var_name(name: str) -> str:

@@ -356,6 +356,15 @@ def test_tensors_hash_by_identity():
     assert len({a, b}) == 2 and {a: 1}[a] == 1
 
 
+@pytest.mark.parametrize("name", ["__add__", "add", "sum", "max", "permute", "reshape", "T", "float"])
+def test_methods_written_in_other_modules_are_named_as_tensors(name):
+    member = vars(tk.Tensor)[name]
+    function = member.fget if isinstance(member, property) else member
+    assert function.__qualname__.startswith("Tensor.")
+    with pytest.raises(TypeError, match=r"Tensor\.sum\(\) got an unexpected keyword"):
+        tk.tensor([1.0]).sum(no_such_argument=1)
+
+
 @pytest.mark.parametrize("shape,offset,dim1,dim2", [((4, 4), 0, 0, 1), ((3, 5), 2, 0, 1), ((5, 3), -2, 0, 1),
                                                      ((2, 3, 4, 3), 1, 3, 1), ((3, 4), 7, 0, 1), ((2, 3, 3), 0, -1, -2)])
 def test_diagonal_matches_numpy(shape, offset, dim1, dim2):

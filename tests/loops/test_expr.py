@@ -10,8 +10,8 @@ from tensorkiln.errors import DTypeError
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.expr import (
-    Call, Cast, Const, Load, Var, call, cast, evaluate, format_expr, free_vars, logical_and, lt, maximum,
-    minimum, where,
+    BinOp, Bitcast, Call, Cast, Const, Expr, Load, Select, Unary, Var, call, cast, evaluate, format_expr, free_vars,
+    logical_and, lt, maximum, minimum, where,
 )
 
 i, j = Var("i"), Var("j")
@@ -35,6 +35,21 @@ def test_printing_uses_minimal_parentheses():
     a = Buffer("a", "float16", (8,))
     assert format_expr(call("exp", Load(a, i)) + 0.5) == "exp(a[i]) + 0.5"
     assert format_expr(Cast(i, "float32")) == "float32(i)"
+
+
+def test_every_node_kind_prints():
+    a = Buffer("a", "float32", (8,))
+    bits = Cast(i, "int32")
+    examples = {Var: i, Const: Const(-2), BinOp: maximum(i, j) * 2, Unary: -(i + j), Call: call("exp", x),
+                Select: where(lt(i, j), x, 1.0), Cast: Cast(i, "float32"), Bitcast: Bitcast(bits, "float32"),
+                Load: Load(a, i % 8)}
+    assert set(examples) == set(Expr.__subclasses__()), "a node kind without a printing example"
+    texts = {kind: format_expr(e) for kind, e in examples.items()}
+    assert texts == {Var: "i", Const: "-2", BinOp: "max(i, j)*2", Unary: "-(i + j)", Call: "exp(x)",
+                     Select: "where(i < j, x, 1.0)", Cast: "float32(i)", Bitcast: "bitcast_float32(int32(i))",
+                     Load: "a[i%8]"}
+    with pytest.raises(TypeError, match="not an expression"):
+        format_expr(3)
 
 
 def test_dtype_rules_are_enforced():

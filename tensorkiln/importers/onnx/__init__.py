@@ -1,9 +1,9 @@
 """The ONNX importer (`tk.onnx`, docs/onnx.md).
 
-model.py reads and checks a model and runs each node through the converter that
-registry.py holds for its operator; functions.py expands operators the standard
-defines as function bodies; external_data.py reads external tensor data under
-containment rules; errors.py holds OnnxImportError. The converters live in one file per operator family
+model.py loads a model (model_reading.py, model_checks.py) and runs each node
+(model_execution.py) through the converter that registry.py holds for its operator;
+functions.py expands operators the standard defines as function bodies; external_data.py
+reads external tensor data under containment rules; errors.py holds OnnxImportError. The converters live in one file per operator family
 and register themselves when imported, which this package does here:
 
     elementwise    one-to-one unary table, binary ops, math formulas, Clip, Cast, Where

@@ -1,7 +1,7 @@
 """ONNX control flow: If, Loop and Scan as tk.cond, tk.while_loop and tk.scan.
 
 A branch or body (a GraphProto attribute) is prepared with its model
-(model.py: its nodes checked and expanded like the model's own, unsupported
+(model_checks.py: its nodes checked and expanded like the model's own, unsupported
 operators in it reported with the rest) and held as a `SubGraphBody`; a
 converter runs it with `ctx.run_graph(body, args)`, which reads names the body
 does not define from the enclosing scope, as ONNX says. Traced, the front-end
@@ -39,7 +39,7 @@ DYNAMIC = "need dynamic shapes, which do not exist yet"
 
 @dataclass
 class SubGraphBody:
-    """A branch or loop body: its GraphProto and its nodes ready to convert (model.py's _Node)."""
+    """A branch or loop body: its GraphProto and its nodes ready to convert (model_checks.py's _Node)."""
 
     graph: object
     nodes: list

@@ -9,8 +9,8 @@ must be known at compile time (a shape, axes, pads...).
 
 The operator families (elementwise.py, movement.py, conv.py, ..., quant.py,
 rnn.py, scatter.py) register their converters here with `@converter(...)`
-when the package is imported (its __init__ imports them all); model.py looks
-them up in `CONVERTERS`. `VALUE_INPUTS` names the inputs each op needs as
+when the package is imported (its __init__ imports them all); model_checks.py and
+model_execution.py look them up in `CONVERTERS`. `VALUE_INPUTS` names the inputs each op needs as
 values; the loader uses it to specialize graph inputs that feed them.
 
 Converters only call tensorkiln's Tensor methods, `tensorkiln.frontend.functions` and
