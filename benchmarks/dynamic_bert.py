@@ -17,9 +17,10 @@ The onnx part (benchmarks/dynamic/bert_onnx.py): the PyTorch reference BERT-base
 (tools/torch_reference.BertEncoder: 12 layers, hidden 768, 512 positions, a pooler and a 2-class head)
 exported to ONNX with dim_param axes ("batch", "seq") on input_ids and attention_mask; tk.onnx.load of
 that file (batch and seq size symbols) called once at each length (batch 1) and at batch 2, 3 and 5,
-programs counted; then at each sampled length, per call, tensorkiln against ONNX Runtime on the same
-file (one session, IOBinding bound per length, 2 intra-op threads, all graph optimizations), in
-alternating blocks; outputs agree to 1e-4 relative.
+programs counted; then at each sampled length, per call, tensorkiln against a program compiled from
+the same encoder exported with every size fixed at that length (specialized) and against ONNX Runtime
+on the same file (one session, IOBinding bound per length, 2 intra-op threads, all graph
+optimizations), the three in alternating blocks; outputs agree to 1e-4 relative.
 
 The kernels part (not in the default --parts): the same encoder with --layers layers, imported from
 the file with dim_params (symbolic) and from one exported with every size fixed (specialized), at
