@@ -1,0 +1,115 @@
+"""1x1 stride-1 blocked convolutions tiled along the whole plane (kernels/templates/conv_plane.py).
+
+Tiles that cross image rows, chunks of a plane's tiles as tasks (even and uneven), the tail tile
+in the last chunk, and an epilogue reading a residual at each pixel's (row, column): each against
+the numpy reference, on odd plane sizes and odd channel counts, with debug builds checking every
+access the interval analysis cannot prove in range.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorkiln as tk
+from tensorkiln.frontend.tensor import apply
+from tensorkiln.kernels.templates import conv_choice, conv_nchwc
+from tensorkiln.kernels.templates.conv_choice import ConvConfig, ConvShape, analytic_conv_config, tile_legal
+from tensorkiln.kernels.templates.conv_plane import (CHUNKS_PER_THREAD, is_pointwise_plane, plane_chunks,
+                                                     tile_row_pixels)
+
+from .test_conv_nchwc import LANES, block_input, block_weight, check_four_forms, reference, unblock
+
+RNG = np.random.default_rng(7)
+
+PLANES = [  # (n, c, h, w, k): odd planes (one pixel, rows of 3 and 7, 13x11), odd channel counts
+    (1, 17, 1, 1, 13),
+    (2, 24, 5, 3, 16),
+    (1, 40, 7, 7, 24),
+    (1, 19, 13, 11, 40),
+    (3, 8, 6, 9, 3 * LANES),
+]
+
+
+@pytest.mark.parametrize("case", PLANES, ids=lambda c: "x".join(map(str, c)))
+def test_pointwise_plane_matches_reference(case):
+    """The four layout forms (blocked or NCHW in and out) with bias and activation epilogues."""
+    n, c, h, w, k = case
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = RNG.standard_normal((k, c, 1, 1)).astype(np.float32)
+    bias = RNG.standard_normal(k).astype(np.float32)
+    conv = dict(stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
+    want = reference(x, wt, (1, 1), (0, 0, 0, 0), (1, 1))
+    check_four_forms(x, bias, block_input(x, 8), block_weight(wt, 8, 8), 8, conv, want, relu6=True)
+
+
+def residual_conv(x, wt, res, stride: int, debug: bool = True):
+    """(got, want) of conv 1x1 + residual, blocked in and out, in one kernel (the residual in its epilogue)."""
+    k = wt.shape[0]
+    xb, wb, resb = block_input(x, 8), tk.tensor(block_weight(wt, 8, 8)), block_input(res, 8)
+    f = tk.jit(lambda xb, resb: apply("conv2d_nchwc", [xb, wb], stride=(stride, stride), padding=(0, 0, 0, 0),
+                                      dilation=(1, 1), out_layout="nchwc") + resb, debug=debug)
+    got = unblock(f(xb, resb).numpy(), k)
+    assert len(f.report(xb, resb).kernels) == 1
+    return got, reference(x, wt, (stride, stride), (0, 0, 0, 0), (1, 1)) + res
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("chunks", [1, 2, 3, 5])
+def test_residual_in_chunks_matches_reference(monkeypatch, stride, chunks):
+    """Uneven chunks of tiles (the last one shorter, with the tail tile) and a residual read per pixel;
+    stride 2 keeps row tiles (its plane is not the input's) and must be unaffected."""
+    def forced(full: int, other: int, threads: int) -> tuple[int, int]:
+        per = max(1, -(-full // chunks))
+        return max(1, -(-full // per)), per if full else 0
+    monkeypatch.setattr(conv_nchwc, "plane_chunks", forced)
+    n, c, h, w, k = 2, 21, 9, 7, 19
+    oh, ow = -(-h // stride), -(-w // stride)
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = RNG.standard_normal((k, c, 1, 1)).astype(np.float32)
+    res = RNG.standard_normal((n, k, oh, ow)).astype(np.float32)
+    got, want = residual_conv(x, wt, res, stride)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("pixels,blocks,order", [(3, 1, "groups"), (7, 1, "rows"), (2, 3, "groups"), (13, 1, "rows")])
+def test_configured_tiles_and_orders(monkeypatch, pixels, blocks, order):
+    """A tuned tile and task order on a plane: tiles wider than an image row, tasks numbered groups first."""
+    monkeypatch.setattr(conv_choice, "conv_config", lambda root: ConvConfig("nchwc", pixels, blocks, order))
+    n, c, h, w, k = 1, 16, 5, 6, 3 * 8
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = RNG.standard_normal((k, c, 1, 1)).astype(np.float32)
+    res = RNG.standard_normal((n, k, h, w)).astype(np.float32)
+    got, want = residual_conv(x, wt, res, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_which_layers_tile_the_plane():
+    assert is_pointwise_plane(1, 1, (1, 1), False, 7, 7)
+    assert not is_pointwise_plane(1, 1, (2, 2), False, 7, 7)  # strided: its plane is not the input's
+    assert not is_pointwise_plane(3, 3, (1, 1), False, 7, 7)
+    assert not is_pointwise_plane(1, 1, (1, 1), True, 7, 7)  # depthwise keeps its own tiles
+    assert tile_row_pixels(1, 1, (1, 1), False, 7, 7) == 49 and tile_row_pixels(3, 3, (1, 1), False, 7, 7) == 7
+
+
+def test_plane_chunks_cover_every_tile_once():
+    for full in (0, 1, 5, 8, 9, 32, 2090):
+        for other in (1, 2, 3, 20):
+            for threads in (1, 2, 4, 16):
+                chunks, per = plane_chunks(full, other, threads)
+                if full == 0:
+                    assert (chunks, per) == (1, 0)
+                else:  # every chunk holds at least one tile, and together they hold all
+                    assert (chunks - 1) * per < full <= chunks * per
+                if threads == 1 or other >= CHUNKS_PER_THREAD * threads:
+                    assert chunks == 1  # nothing to balance: one task per plane keeps its weights hot
+    assert plane_chunks(8, 20, 2) == (1, 8)  # MobileNetV2's 160 channels of 7x7: 20 groups, one chunk each
+
+
+def test_rule_tile_spans_rows_on_a_small_plane():
+    """A 1x1 layer's tile may be wider than its row; a 3x3 layer's may not."""
+    pointwise = ConvShape(1, 64, 7, 7, 64, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), True)
+    config = analytic_conv_config(pointwise)
+    assert tile_legal(pointwise, config.pixels, config.blocks)
+    assert tile_legal(pointwise, 13, 1)  # 13 accumulators, a weight vector and a broadcast: wider than a row
+    square = ConvShape(1, 64, 7, 7, 64, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), True)
+    assert not tile_legal(square, 8, 1)
