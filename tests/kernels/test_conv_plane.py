@@ -17,9 +17,17 @@ from tensorkiln.kernels.templates.conv_choice import ConvConfig, ConvShape, anal
 from tensorkiln.kernels.templates.conv_plane import (CHUNKS_PER_THREAD, is_pointwise_plane, plane_chunks,
                                                      tile_row_pixels)
 
+from .disassembly import hottest_block, needs_vector_disassembly
 from .test_conv_nchwc import LANES, block_input, block_weight, check_four_forms, reference, unblock
 
 RNG = np.random.default_rng(7)
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """A compile cache of the test's own: a kernel built under a patched rule is neither taken from
+    nor left for another compile of the same graph."""
+    monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))
 
 PLANES = [  # (n, c, h, w, k): odd planes (one pixel, rows of 3 and 7, 13x11), odd channel counts
     (1, 17, 1, 1, 13),
@@ -55,7 +63,7 @@ def residual_conv(x, wt, res, stride: int, debug: bool = True):
 
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("chunks", [1, 2, 3, 5])
-def test_residual_in_chunks_matches_reference(monkeypatch, stride, chunks):
+def test_residual_in_chunks_matches_reference(monkeypatch, fresh_cache, stride, chunks):
     """Uneven chunks of tiles (the last one shorter, with the tail tile) and a residual read per pixel;
     stride 2 keeps row tiles (its plane is not the input's) and must be unaffected."""
     def forced(full: int, other: int, threads: int) -> tuple[int, int]:
@@ -72,7 +80,7 @@ def test_residual_in_chunks_matches_reference(monkeypatch, stride, chunks):
 
 
 @pytest.mark.parametrize("pixels,blocks,order", [(3, 1, "groups"), (7, 1, "rows"), (2, 3, "groups"), (13, 1, "rows")])
-def test_configured_tiles_and_orders(monkeypatch, pixels, blocks, order):
+def test_configured_tiles_and_orders(monkeypatch, fresh_cache, pixels, blocks, order):
     """A tuned tile and task order on a plane: tiles wider than an image row, tasks numbered groups first."""
     monkeypatch.setattr(conv_choice, "conv_config", lambda root: ConvConfig("nchwc", pixels, blocks, order))
     n, c, h, w, k = 1, 16, 5, 6, 3 * 8
@@ -81,6 +89,19 @@ def test_configured_tiles_and_orders(monkeypatch, pixels, blocks, order):
     res = RNG.standard_normal((n, k, h, w)).astype(np.float32)
     got, want = residual_conv(x, wt, res, 1)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_vector_disassembly
+def test_rule_tile_keeps_the_weights_in_registers(fresh_cache):
+    """An output of three channel blocks (MobileNetV2's 24 channels on AVX2): the rule's tile leaves
+    no FMA reading a weight vector from memory (a tile of three blocks would, nchwc_tile)."""
+    x = RNG.standard_normal((1, 2, 14, 14, LANES)).astype(np.float32)
+    wb = tk.tensor(RNG.standard_normal((3, 2, 1, 1, LANES, LANES)).astype(np.float32))
+    f = tk.jit(lambda x: apply("conv2d_nchwc", [x, wb], stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                               out_layout="nchwc"))
+    f(x)
+    fmas = [line for line in hottest_block(f.report(x).library_path or "", "vfmadd231ps") if "vfmadd231ps" in line]
+    assert fmas and not any("(" in line for line in fmas), "\n".join(fmas)
 
 
 def test_which_layers_tile_the_plane():

@@ -155,10 +155,14 @@ def channel_block(channels: int) -> int | None:
 
 
 L2_BYTES_PER_CYCLE = 32  # sustained L2 -> L1 bandwidth of one core, about half the peak on recent x86
+# GCC keeps at most two weight vectors of a step in registers: with three or more (a 4 x 3 tile of an
+# output of 24 channels on AVX2) it reads every weight vector from memory again in each pixel's FMA,
+# T loads per vector instead of one (objdump; tests/kernels/test_conv_plane.py checks the rule's tile).
+WEIGHT_VECTORS_IN_REGISTERS = 2
 
 
 def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per_block: int = 0,
-               threads: int = 0, weight_copies: int = 1, spare: int = 1) -> NchwcTile:
+               threads: int = 0, weight_copies: int = 1, spare: int = 1, loop_ir: bool = True) -> NchwcTile:
     """The tile (T pixels, G channel blocks) that needs the fewest cycles per useful FMA on this CPU.
 
     Registers must hold the T*G*v accumulators, the G*v weight vectors of a
@@ -171,6 +175,9 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     (image, channel group, row) tasks are shared by the threads, so an
     uneven share costs what the idle thread waits. Ties go to wider tiles
     (each weight vector reused by more pixels).
+
+    A loop-IR tile (`loop_ir`: not a hand-written helper) of more than WEIGHT_VECTORS_IN_REGISTERS
+    weight vectors counts a load per vector and pixel: GCC keeps no more in registers.
 
     `weight_copies` and `spare`: a tile that holds each weight vector more than once (bf16_widened_c.py:
     the raw pairs and one widened half) or needs more than one register beside the accumulators and
@@ -186,7 +193,9 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     threads = threads or thread_count()
 
     def cycles(t: int, g: int) -> float:
-        return max(t * g * v / 2, (t + g * v) / 2, g * v * target.vector_bytes / L2_BYTES_PER_CYCLE) if t else 0.0
+        weight_loads = g * v if g * v <= WEIGHT_VECTORS_IN_REGISTERS or not loop_ir else t * g * v
+        return max(t * g * v / 2, (t + weight_loads) / 2, g * v * target.vector_bytes / L2_BYTES_PER_CYCLE) \
+            if t else 0.0
 
     best, best_score = NchwcTile(1, 1), None
     for g in range(1, kblocks + 1):
