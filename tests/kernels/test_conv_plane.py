@@ -91,6 +91,25 @@ def test_configured_tiles_and_orders(monkeypatch, fresh_cache, pixels, blocks, o
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_symbolic_batch_is_one_program_without_guards():
+    """The chunks of a plane count a run-time batch at its hint: no guard on the batch, every size right."""
+    wb = tk.tensor(RNG.standard_normal((3, 2, 1, 1, 8, 8)).astype(np.float32))
+    wb2 = tk.tensor(RNG.standard_normal((4, 3, 1, 1, 8, 8)).astype(np.float32))
+
+    def net(x):
+        y = apply("conv2d_nchwc", [x, wb], stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                  out_layout="nchwc").relu()
+        return apply("conv2d_nchwc", [y, wb2], stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                     out_layout="nchwc") + 1.0
+
+    symbolic, specialized = tk.jit(net, dynamic={"x": {0: "batch"}}), tk.jit(net, dynamic=False)
+    for n in (2, 3, 5):
+        x = tk.tensor(RNG.standard_normal((n, 2, 7, 9, 8)).astype(np.float32))
+        np.testing.assert_allclose(symbolic(x).numpy(), specialized(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert symbolic.compile_count == 1
+    assert "guards: none" in symbolic.explain(x)
+
+
 @needs_vector_disassembly
 def test_rule_tile_keeps_the_weights_in_registers(fresh_cache):
     """An output of three channel blocks (MobileNetV2's 24 channels on AVX2): the rule's tile leaves

@@ -487,7 +487,8 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     bands = -(-oh // band)  # tasks per image and channel group: bands of output rows
     if plane:  # chunks of the plane's full tiles (conv_plane.py); the last chunk adds the tail tile
         full_tiles, tail_pixels = divmod(oh * ow, t_full)
-        bands, per_chunk = plane_chunks(full_tiles, n_img * groups, thread_count())
+        # a run-time batch counts at its hint: the chunks only balance the threads, any count is correct
+        bands, per_chunk = plane_chunks(full_tiles, hint_of(n_img) * groups, thread_count())
     img = task // (groups * bands)
     grp = (task // bands) % groups
     oy = (task % bands) * band + band_row if task_rows else task % oh
