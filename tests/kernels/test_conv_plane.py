@@ -50,6 +50,18 @@ def test_pointwise_plane_matches_reference(case):
     check_four_forms(x, bias, block_input(x, 8), block_weight(wt, 8, 8), 8, conv, want, relu6=True)
 
 
+def test_padded_pointwise_plane_matches_reference():
+    """A padded 1x1 layer of stride 1 reads its zero-bordered copy, whose plane is the output's."""
+    n, c, h, w, k = 2, 13, 6, 5, 11
+    padding = (1, 0, 2, 1)
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = RNG.standard_normal((k, c, 1, 1)).astype(np.float32)
+    bias = RNG.standard_normal(k).astype(np.float32)
+    conv = dict(stride=(1, 1), padding=padding, dilation=(1, 1))
+    want = reference(x, wt, (1, 1), padding, (1, 1))
+    check_four_forms(x, bias, block_input(x, 8), block_weight(wt, 8, 8), 8, conv, want)
+
+
 def residual_conv(x, wt, res, stride: int, debug: bool = True):
     """(got, want) of conv 1x1 + residual, blocked in and out, in one kernel (the residual in its epilogue)."""
     k = wt.shape[0]

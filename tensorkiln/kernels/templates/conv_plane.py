@@ -4,11 +4,10 @@ In the channel-blocked layout (conv_nchwc.py) a 1x1 layer of stride 1 reads inpu
 pixel (y, x) of its plane for output pixel (y, x), and each plane stores the
 oh*ow pixels of a channel block one after another: input and output are both
 one row of oh*ow pixels. Tiled by image row, a small image pays at the end of
-every row: a 7-pixel row in tiles of 5 pixels ends in a tile of 2, whose few
-accumulators leave the FMA units waiting on each other's latency, and every
-tile streams the weights of its channel blocks once more. Tiled along the
-plane, all but one tile per plane are full (49 pixels: eight tiles of 6 and one
-of 1).
+every row: a 7-pixel row in tiles of 5 pixels ends in a tile of 2 (4 accumulators
+for 2 weight vectors and 2 broadcasts a step), and every tile streams the
+weights of its channel blocks once more. Tiled along the plane, all but one
+tile per plane are full (49 pixels: nine tiles of 5 and one of 4).
 
 The tasks are (image, channel group, chunk of the plane's full tiles): chunks
 enough that the threads share the work evenly, and no more, so that a task
