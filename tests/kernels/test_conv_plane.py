@@ -14,6 +14,8 @@ import tensorkiln as tk
 from tensorkiln.frontend.tensor import apply
 from tensorkiln.kernels.templates import conv_choice, conv_nchwc
 from tensorkiln.kernels.templates.conv_choice import ConvConfig, ConvShape, analytic_conv_config, tile_legal
+from tensorkiln.kernels.target import CpuTarget
+from tensorkiln.kernels.templates.conv_nchwc import nchwc_tile, weight_vectors_in_registers
 from tensorkiln.kernels.templates.conv_plane import (CHUNKS_PER_THREAD, is_pointwise_plane, plane_chunks,
                                                      tile_row_pixels)
 
@@ -133,6 +135,18 @@ def test_rule_tile_keeps_the_weights_in_registers(fresh_cache):
     f(x)
     fmas = [line for line in hottest_block(f.report(x).library_path or "", "vfmadd231ps") if "vfmadd231ps" in line]
     assert fmas and not any("(" in line for line in fmas), "\n".join(fmas)
+
+
+def test_weight_vectors_kept_follow_the_register_file(monkeypatch):
+    """Three weight vectors cost a load per pixel with 16 registers, not with 32 (AVX-512)."""
+    assert weight_vectors_in_registers(16) == 2 and weight_vectors_in_registers(32) == 32
+    wide = CpuTarget(vector_bytes=64, vector_registers=32, l1d=48 * 1024, l2=2 << 20, l3=32 << 20)
+    narrow = CpuTarget(vector_bytes=32, vector_registers=16, l1d=32 * 1024, l2=1 << 20, l3=32 << 20)
+    monkeypatch.setattr(conv_nchwc, "cpu_target", lambda: wide)
+    assert nchwc_tile(3, 16, 56, tasks_per_block=56, threads=1).blocks == 3
+    monkeypatch.setattr(conv_nchwc, "cpu_target", lambda: narrow)
+    assert nchwc_tile(3, 8, 56, tasks_per_block=56, threads=1).blocks == 1
+    assert nchwc_tile(3, 8, 56, tasks_per_block=56, threads=1, loop_ir=False).blocks == 3  # a C helper's tile
 
 
 def test_which_layers_tile_the_plane():

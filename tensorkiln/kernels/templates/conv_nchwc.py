@@ -155,10 +155,18 @@ def channel_block(channels: int) -> int | None:
 
 
 L2_BYTES_PER_CYCLE = 32  # sustained L2 -> L1 bandwidth of one core, about half the peak on recent x86
-# GCC keeps at most two weight vectors of a step in registers: with three or more (a 4 x 3 tile of an
-# output of 24 channels on AVX2) it reads every weight vector from memory again in each pixel's FMA,
-# T loads per vector instead of one (objdump; tests/kernels/test_conv_plane.py checks the rule's tile).
-WEIGHT_VECTORS_IN_REGISTERS = 2
+
+
+def weight_vectors_in_registers(vector_registers: int) -> int:
+    """How many weight vectors of a step GCC keeps in registers in the loop-IR tile.
+
+    With 16 vector registers (AVX2) two: with three or more (a 4 x 3 tile of an output of 24
+    channels) it reads every weight vector from memory again in each pixel's FMA, T loads per
+    vector instead of one, even where the tile leaves registers free (2 x 3). With 32 (AVX-512) it
+    keeps them all: the same C built for skylake-avx512 holds no weight operand in memory.
+    (objdump; tests/kernels/test_conv_plane.py checks the rule's tile on the host.)
+    """
+    return 2 if vector_registers <= 16 else vector_registers
 
 
 def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per_block: int = 0,
@@ -176,8 +184,8 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     uneven share costs what the idle thread waits. Ties go to wider tiles
     (each weight vector reused by more pixels).
 
-    A loop-IR tile (`loop_ir`: not a hand-written helper) of more than WEIGHT_VECTORS_IN_REGISTERS
-    weight vectors counts a load per vector and pixel: GCC keeps no more in registers.
+    A loop-IR tile (`loop_ir`: not a hand-written helper) of more weight vectors than GCC keeps
+    in registers (`weight_vectors_in_registers`) counts a load per vector and pixel.
 
     `weight_copies` and `spare`: a tile that holds each weight vector more than once (bf16_widened_c.py:
     the raw pairs and one widened half) or needs more than one register beside the accumulators and
@@ -191,9 +199,10 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     target = cpu_target()
     v = max(1, -(-kb * itemsize(dtype) // target.vector_bytes))
     threads = threads or thread_count()
+    kept = weight_vectors_in_registers(target.vector_registers) if loop_ir else target.vector_registers
 
     def cycles(t: int, g: int) -> float:
-        weight_loads = g * v if g * v <= WEIGHT_VECTORS_IN_REGISTERS or not loop_ir else t * g * v
+        weight_loads = g * v if g * v <= kept else t * g * v
         return max(t * g * v / 2, (t + weight_loads) / 2, g * v * target.vector_bytes / L2_BYTES_PER_CYCLE) \
             if t else 0.0
 
