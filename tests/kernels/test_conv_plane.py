@@ -159,16 +159,18 @@ def test_which_layers_tile_the_plane():
 
 def test_plane_chunks_cover_every_tile_once():
     for full in (0, 1, 5, 8, 9, 32, 2090):
-        for other in (1, 2, 3, 20):
+        for other in (1, 2, 3, 9, 20):
             for threads in (1, 2, 4, 16):
                 chunks, per = plane_chunks(full, other, threads)
                 if full == 0:
                     assert (chunks, per) == (1, 0)
                 else:  # every chunk holds at least one tile, and together they hold all
                     assert (chunks - 1) * per < full <= chunks * per
-                if threads == 1 or other >= CHUNKS_PER_THREAD * threads:
+                if threads == 1 or (other >= CHUNKS_PER_THREAD * threads and other % threads == 0):
                     assert chunks == 1  # nothing to balance: one task per plane keeps its weights hot
     assert plane_chunks(8, 20, 2) == (1, 8)  # MobileNetV2's 160 channels of 7x7: 20 groups, one chunk each
+    assert plane_chunks(522, 9, 2) == (2, 261)  # 9 channel groups on 2 threads: 18 tasks, not 9
+    assert plane_chunks(224, 3, 2) == (4, 56)  # 3 groups: 12 tasks, not 9
 
 
 def test_rule_tile_spans_rows_on_a_small_plane():

@@ -36,12 +36,16 @@ def tile_row_pixels(kh: int, kw: int, stride: tuple[int, int], depthwise: bool, 
 
 def plane_chunks(full_tiles: int, other_tasks: int, threads: int) -> tuple[int, int]:
     """(chunks per plane, full tiles per chunk) for `full_tiles` full tiles in a plane and `other_tasks`
-    (image, channel group) pairs: the fewest chunks giving each thread CHUNKS_PER_THREAD tasks, and
-    no empty chunk. A plane without a full tile is one chunk (its tail tile)."""
+    (image, channel group) pairs: the fewest chunks giving each thread CHUNKS_PER_THREAD tasks, or
+    up to twice as many where that makes the task count a multiple of the threads (9 channel groups
+    of one chunk on 2 threads leave one thread idle for a ninth of the time), and no empty chunk.
+    A plane without a full tile is one chunk (its tail tile)."""
     if full_tiles == 0:
         return 1, 0
-    wanted = -(-CHUNKS_PER_THREAD * threads // max(1, other_tasks)) if threads > 1 else 1
-    chunks = max(1, min(full_tiles, wanted))
+    other_tasks = max(1, other_tasks)
+    wanted = max(1, -(-CHUNKS_PER_THREAD * threads // other_tasks)) if threads > 1 else 1
+    even = [c for c in range(wanted, 2 * wanted + 1) if (c * other_tasks) % threads == 0]
+    chunks = max(1, min(full_tiles, even[0] if even else wanted))
     per = -(-full_tiles // chunks)
     return -(-full_tiles // per), per
 
