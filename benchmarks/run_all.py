@@ -71,6 +71,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "bf16_accuracy": ([sys.executable, os.path.join(HERE, "bf16_accuracy.py")], True),
     # tensorkiln's bf16 kernels next to OpenVINO's layers (PERF_COUNT), grouped by class
     "bf16_profile": ([sys.executable, os.path.join(HERE, "bf16_profile.py")], True),
+    # each float32 1x1 layer of MobileNetV2 against OpenVINO's and the FMA peak (one thread)
+    "pointwise_layers": ([sys.executable, os.path.join(HERE, "pointwise_layers.py"), "--statistic", "min"], True),
     # whole models against OpenVINO's default, CPU time and wall time in turns (one thread)
     "bf16_models": ([sys.executable, os.path.join(HERE, "bf16_models.py")], True),
     # ResNet-18 on a CPU without AVX512-BF16: the widened AVX2 tiles, the widening loop IR, OpenVINO

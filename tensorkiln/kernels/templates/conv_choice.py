@@ -44,6 +44,7 @@ from ..tuned import configured, parse_workload, workload_key
 from . import conv as conv_rules  # its rule read at call time: tests and benchmarks may replace it
 from .conv import applicable_conv_algorithms, conv2d_body, forced_algorithm, winograd_algorithm
 from .conv_nchwc import NchwcTile, channel_block, conv2d_nchwc_body, nchwc_tile
+from .conv_plane import tile_row_pixels
 from .conv_shallow import ShallowTile, shallow_tile, shallow_tile_fits, with_sizes
 from .winograd import winograd_given_body
 
@@ -133,6 +134,11 @@ def shape_of(root: Node) -> ConvShape | None:
                      tuple(root.attrs["padding"]), tuple(root.attrs["dilation"]), constant)
 
 
+def tile_pixels(shape: ConvShape) -> int:
+    """The most pixels an NCHWc tile of the layer spans: an output row, or a 1x1 layer's plane (conv_plane.py)."""
+    return tile_row_pixels(shape.kh, shape.kw, shape.stride, False, *shape.out_hw)
+
+
 def _vectors_per_block(kb: int) -> int:
     return max(1, -(-kb * 4 // cpu_target().vector_bytes))
 
@@ -149,7 +155,7 @@ def analytic_conv_config(shape: ConvShape) -> ConvConfig:
     rule = conv_rules.conv_algorithm(probe, Buffer("probe", "float32", probe.shape))
     kb = channel_block(shape.k)
     algorithm = NCHWC if shape.constant_weight and kb is not None and not rule.startswith("winograd") else rule
-    tile = nchwc_tile(shape.k // kb, kb, shape.out_hw[1], "float32", tasks_per_block=shape.n * shape.out_hw[0]) \
+    tile = nchwc_tile(shape.k // kb, kb, tile_pixels(shape), "float32", tasks_per_block=shape.n * shape.out_hw[0]) \
         if kb is not None else NchwcTile(1, 1)
     return ConvConfig(algorithm, tile.pixels, tile.blocks)
 
@@ -160,7 +166,7 @@ def tile_legal(shape: ConvShape, pixels: int, blocks: int) -> bool:
     if kb is None:
         return (pixels, blocks) == (1, 1)
     v, registers = _vectors_per_block(kb), cpu_target().vector_registers
-    return (1 <= pixels <= shape.out_hw[1] and 1 <= blocks and (shape.k // kb) % blocks == 0
+    return (1 <= pixels <= tile_pixels(shape) and 1 <= blocks and (shape.k // kb) % blocks == 0
             and blocks * v + 2 <= registers and pixels * blocks * v + blocks * v + 1 <= registers)
 
 
@@ -259,6 +265,6 @@ def tuned_conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilo
 
 __all__ = ["ConvConfig", "ConvShape", "NCHWC", "TASK_ORDERS", "analytic_conv_config", "conv_config",
            "conv_config_legal", "conv_legality", "conv_workload", "nchw_algorithms", "shape_of", "shape_of_workload",
-           "shallow_sizes_rule", "tile_legal",
+           "shallow_sizes_rule", "tile_legal", "tile_pixels",
            "tuned_conv2d_body", "tuned_conv2d_nchwc_body", "tuned_nchw_algorithm", "tuned_winograd_algorithm",
            "tuned_winograd_given_body"]

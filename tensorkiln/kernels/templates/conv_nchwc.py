@@ -76,6 +76,7 @@ from ..target import cpu_target
 from .depthwise_columns import depthwise_columns_tile, depthwise_row_update
 from .epilogue_registers import epilogue_registers
 from .bf16_store import bf16_tile_store, uses_vector_store
+from .conv_plane import is_pointwise_plane, plane_chunks
 from .plane import as_expr, is_run_time, run_time_min
 
 PREFIX = "nc"
@@ -83,7 +84,11 @@ PREFIX = "nc"
 
 @dataclass(frozen=True)
 class TileAt:
-    """Where a tile's lane stands: image, group, output row, first pixel, and the lane loops (pixel, block, lane)."""
+    """Where a tile's lane stands: image, group, output row, first pixel, and the lane loops (pixel, block, lane).
+
+    `plane_width` > 0: the plane is tiled as one row (conv_plane.py), oy is 0 and ox0 + i counts the
+    pixels of the plane, a row of `plane_width` pixels being one image row.
+    """
     img: E.Expr
     grp: E.Expr
     oy: E.Expr
@@ -91,6 +96,7 @@ class TileAt:
     i: E.Var
     o: E.Var
     j: E.Var
+    plane_width: int = 0
 
 
 @dataclass(frozen=True)
@@ -115,11 +121,13 @@ def tile_store(out: Buffer, acc: Buffer, lanes: Callable[[Stmt], Stmt], epilogue
     kb, kblocks, oh, ow = shape.kb, shape.kblocks, shape.oh, shape.ow
     slot = (i * shape.g_blocks + o) * kb + j
     kblock = at.grp * shape.g_blocks + o
+    # the epilogue reads its other operands at the pixel's (row, column); the stores are linear in both
+    y, x = ((ox0 + i) // at.plane_width, (ox0 + i) % at.plane_width) if at.plane_width else (oy, ox0 + i)
     if blocked_out:
-        out_index = [img, kblock, oy, ox0 + i, j]
+        out_index = [img, kblock, y, x, j]
         flat = (((img * kblocks + kblock) * oh + oy) * ow + ox0 + i) * kb + j
     else:
-        out_index = [img, kblock * kb + j, oy, ox0 + i]
+        out_index = [img, kblock * kb + j, y, x]
         flat = ((img * (kblocks * kb) + kblock * kb + j) * oh + oy) * ow + ox0 + i
     value = epilogue(out_index, E.Load(acc, slot))
     if blocked_out and uses_vector_store(out, kb):  # the epilogue in place, then vcvtneps2bf16
@@ -149,8 +157,20 @@ def channel_block(channels: int) -> int | None:
 L2_BYTES_PER_CYCLE = 32  # sustained L2 -> L1 bandwidth of one core, about half the peak on recent x86
 
 
+def weight_vectors_in_registers(vector_registers: int) -> int:
+    """How many weight vectors of a step GCC keeps in registers in the loop-IR tile.
+
+    With 16 vector registers (AVX2) two: with three or more (a 4 x 3 tile of an output of 24
+    channels) it reads every weight vector from memory again in each pixel's FMA, T loads per
+    vector instead of one, even where the tile leaves registers free (2 x 3). With 32 (AVX-512) it
+    keeps them all: the same C built for skylake-avx512 holds no weight operand in memory.
+    (objdump; tests/kernels/test_conv_plane.py checks the rule's tile on the host.)
+    """
+    return 2 if vector_registers <= 16 else vector_registers
+
+
 def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per_block: int = 0,
-               threads: int = 0, weight_copies: int = 1, spare: int = 1) -> NchwcTile:
+               threads: int = 0, weight_copies: int = 1, spare: int = 1, loop_ir: bool = True) -> NchwcTile:
     """The tile (T pixels, G channel blocks) that needs the fewest cycles per useful FMA on this CPU.
 
     Registers must hold the T*G*v accumulators, the G*v weight vectors of a
@@ -164,6 +184,9 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     uneven share costs what the idle thread waits. Ties go to wider tiles
     (each weight vector reused by more pixels).
 
+    A loop-IR tile (`loop_ir`: not a hand-written helper) of more weight vectors than GCC keeps
+    in registers (`weight_vectors_in_registers`) counts a load per vector and pixel.
+
     `weight_copies` and `spare`: a tile that holds each weight vector more than once (bf16_widened_c.py:
     the raw pairs and one widened half) or needs more than one register beside the accumulators and
     weights (a broadcast) says so, and the tiles are fitted to what is left.
@@ -176,9 +199,12 @@ def nchwc_tile(kblocks: int, kb: int, ow: int, dtype: str = "float32", tasks_per
     target = cpu_target()
     v = max(1, -(-kb * itemsize(dtype) // target.vector_bytes))
     threads = threads or thread_count()
+    kept = weight_vectors_in_registers(target.vector_registers) if loop_ir else target.vector_registers
 
     def cycles(t: int, g: int) -> float:
-        return max(t * g * v / 2, (t + g * v) / 2, g * v * target.vector_bytes / L2_BYTES_PER_CYCLE) if t else 0.0
+        weight_loads = g * v if g * v <= kept else t * g * v
+        return max(t * g * v / 2, (t + weight_loads) / 2, g * v * target.vector_bytes / L2_BYTES_PER_CYCLE) \
+            if t else 0.0
 
     best, best_score = NchwcTile(1, 1), None
     for g in range(1, kblocks + 1):
@@ -360,6 +386,21 @@ def _row_tiles(tile_code, ox_tile: E.Var, x_first, x_stop, t_full: int) -> list[
     return tiles
 
 
+def _plane_tiles(tile_code, ox_tile: E.Var, chunk: E.Expr, chunks: int, per_chunk: int, full_tiles: int,
+                 tail: int, t_full: int) -> list[Stmt]:
+    """The tiles of one chunk of a plane tiled as one row (conv_plane.py): its `per_chunk` full tiles
+    (fewer in the last chunk, where they do not divide), then, in the last chunk, the plane's tail tile."""
+    tiles: list[Stmt] = []
+    if full_tiles:
+        count = E.const(per_chunk) if full_tiles % per_chunk == 0 else \
+            E.minimum(E.const(per_chunk), E.const(full_tiles) - chunk * per_chunk)
+        tiles.append(For(ox_tile, count, tile_code(t_full, (chunk * per_chunk + ox_tile) * t_full)))
+    if tail:
+        last = tile_code(tail, E.const(full_tiles * t_full))
+        tiles.append(last if chunks == 1 else If(E.eq(chunk, E.const(chunks - 1)), last))
+    return tiles
+
+
 def _is_zero(e: E.Expr) -> bool:
     return isinstance(e, E.Const) and e.value == 0
 
@@ -398,8 +439,11 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     pt, _, pl, _ = root.attrs["padding"]
     dtype = compute_dtype(root.dtype.name)
     depthwise = _is_depthwise(root)
+    # a 1x1 layer of stride 1 tiles its plane as one row of oh*ow pixels (conv_plane.py)
+    plane = is_pointwise_plane(kh, kw, (sh, sw), depthwise, oh, ow)
     if tile is None:
-        tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(kblocks, kb, ow, dtype, tasks_per_block=n_img * oh)
+        tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(
+            kblocks, kb, oh * ow if plane else ow, dtype, tasks_per_block=n_img * oh)
     if rule_tile and not depthwise and _input_blocks(root)[1] == 1:
         # Input blocks of one channel (an RGB stem): the KW taps are the innermost loop. GCC unrolls
         # them, keeping a broadcast per tap live (neighbouring pixels share input columns), and
@@ -450,11 +494,18 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     i, o, j, q, band_row = v("i"), v("o"), v("j"), v("q"), v("band_row")
     x_at, w_at = v("x_at"), v("w_at")
     bands = -(-oh // band)  # tasks per image and channel group: bands of output rows
+    if plane:  # chunks of the plane's full tiles (conv_plane.py); the last chunk adds the tail tile
+        full_tiles, tail_pixels = divmod(oh * ow, t_full)
+        # a run-time batch counts at its hint: the chunks only balance the threads, any count is correct
+        bands, per_chunk = plane_chunks(full_tiles, hint_of(n_img) * groups, thread_count())
     img = task // (groups * bands)
     grp = (task // bands) % groups
     oy = (task % bands) * band + band_row if task_rows else task % oh
     if groups_inner and not task_rows:
         grp, oy = task % groups, (task // groups) % oh
+    chunk = (task // groups) % bands if groups_inner else task % bands
+    if plane:
+        oy = E.const(0)
     w_block = cblocks * kh * kw * cb * kb  # weight elements of one output-channel block
 
     def tile_code(pixels: int, ox0: E.Expr, s_range: tuple[E.Expr, E.Expr] | None = None) -> Stmt:
@@ -501,7 +552,8 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
             update = E.call("fma", E.Load(source, x_at + i * (sw * cb)), E.Load(wvec, o * kb + j), E.Load(acc, slot))
             reduce = For(icb, E.const(cblocks), For(r, E.const(kh), For(s, E.const(kw), For(
                 ic, E.const(cb), Alloc(wvec, block(step_offsets, load_w, lanes(Store(acc, slot, update))))))))
-        store = tile_store(out, acc, lanes, epilogue, blocked_out, TileAt(img, grp, oy, ox0, i, o, j),
+        store = tile_store(out, acc, lanes, epilogue, blocked_out, TileAt(img, grp, oy, ox0, i, o, j,
+                                                                          ow if plane else 0),
                            TileShape(pixels, g_blocks, kb, kblocks, oh, ow))
         zero = For(q, E.const(pixels * g_blocks * kb), Store(acc, q, E.Const(0.0, dtype)), "vectorized")
         return Alloc(acc, block(zero, reduce, store))
@@ -514,7 +566,8 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         x_first = min(ow, -(-pl // sw))
         x_stop = max(x_first, min(ow, -(-(w + pl - (kw - 1) * dw) // sw)))
     row: list[Stmt] = [tile_code(1, E.const(ox), _tap_range(ox, sw, pl, dw, kw, w)) for ox in range(x_first)]
-    row += _row_tiles(tile_code, ox_tile, x_first, x_stop, t_full)
+    row += _plane_tiles(tile_code, ox_tile, chunk, bands, per_chunk, full_tiles, tail_pixels, t_full) if plane \
+        else _row_tiles(tile_code, ox_tile, x_first, x_stop, t_full)
     edge = E.Var(f"{PREFIX}_edge")
     if is_symbolic(ow) and is_symbolic(ow - x_stop):
         row.append(For(edge, E.const(ow - x_stop), tile_code(1, E.const(x_stop) + edge, _tap_range(

@@ -95,7 +95,7 @@ def conv2d_nchwc_bf16_body(root: Node, out: Buffer, values: ValueBuilder, epilog
     sh, sw = root.attrs["stride"]
     dh, dw = root.attrs["dilation"]
     native, widened = uses_native_tile(kb), uses_widened_tile(kb)
-    tile = nchwc_tile(kblocks, kb, ow, "float32", tasks_per_block=n_img * oh,
+    tile = nchwc_tile(kblocks, kb, ow, "float32", tasks_per_block=n_img * oh, loop_ir=not (native or widened),
                       **(WIDENED_TILE_REGISTERS if widened else {}))
     t_full, g_blocks = tile.pixels, tile.blocks
     groups = kblocks // g_blocks

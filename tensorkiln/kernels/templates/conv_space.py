@@ -5,7 +5,7 @@ Knobs (conv_choice.py's `ConvConfig`):
 - `algorithm`: "nchwc" where the layer can be blocked (a constant weight, a
   vector of output channels), and every NCHW algorithm of conv.py that
   computes the layer but "direct" (the fallback: correct, never fast);
-- `pixels`: output pixels of a row in the NCHWc register tile, 1 ... 28;
+- `pixels`: output pixels of a row (of a 1x1 layer's plane, conv_plane.py) in the NCHWc register tile, 1 ... 28;
 - `blocks`: vectors of output channels in it, the divisors of the layer's blocks;
 - `order`: "rows" or "groups" (which neighbouring tasks share: weights or input rows);
 - `shallow_channels` x `shallow_vectors`: the "shallow" kernel's register tile
@@ -28,7 +28,7 @@ from ..knob_space import Config, KnobSpace
 from ..target import cpu_target
 from ..tuned import config_of
 from .conv_choice import (NCHWC, TASK_ORDERS, ConvConfig, analytic_conv_config, conv_legality, nchw_algorithms,
-                          shallow_sizes_rule, shape_of_workload, tile_legal)
+                          shallow_sizes_rule, shape_of_workload, tile_legal, tile_pixels)
 from .conv_nchwc import channel_block
 
 PIXEL_VALUES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28)
@@ -45,7 +45,7 @@ def conv_space(workload: str) -> KnobSpace:
     blockable = shape.constant_weight and kb is not None
     algorithms = tuple(a for a in nchw_algorithms(shape) if a != "direct") + ((NCHWC,) if blockable else ())
     ow = shape.out_hw[1]
-    pixels = tuple(p for p in PIXEL_VALUES if p <= ow) if blockable else (1,)
+    pixels = tuple(p for p in PIXEL_VALUES if p <= tile_pixels(shape)) if blockable else (1,)
     kblocks = shape.k // kb if kb else 1
     blocks = tuple(b for b in range(1, kblocks + 1) if kblocks % b == 0 and b <= 8) if blockable else (1,)
 
@@ -85,7 +85,7 @@ def conv_features(config: Config, shape) -> list[float]:
     oh, ow = shape.out_hw
     algorithm = [float(config["algorithm"] == a) for a in ALGORITHMS]
     t, g = config["pixels"], config["blocks"]
-    tail = ow % t / t
+    tail = tile_pixels(shape) % t / t
     macs = shape.n * shape.k * oh * ow * shape.c * shape.kh * shape.kw
     weight_bytes = g * cpu_target().vector_bytes * shape.c * shape.kh * shape.kw
     return [*algorithm, t, g, t * g, tail, float(config["order"] == "groups"), math.log2(max(macs, 1)),
