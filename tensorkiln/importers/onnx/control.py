@@ -8,8 +8,9 @@ does not define from the enclosing scope, as ONNX says. Traced, the front-end
 turns each body into a sub-graph of one control-flow op, and the values it
 reads from outside into operands of that op.
 
-- If: tk.cond on the condition. Branches that return different shapes need
-  dynamic shapes, which do not exist yet: refused.
+- If: tk.cond on the condition. Branches that return different shapes give an
+  output whose shape only the run-time condition decides: refused (a size
+  symbol stands for one size of every call, not for a choice between two).
 - Loop: without scan outputs, a tk.while_loop over (iteration, condition,
   carried values): trip count and condition may both be runtime values. Scan
   outputs are stacked over the iterations run, so their length must be known
@@ -18,8 +19,10 @@ reads from outside into operands of that op.
   `value_positions`) and the body must hand its condition on unchanged; then
   it is a tk.scan over the iteration numbers. Otherwise it is refused.
 - Scan (opset 9 and later): tk.scan after moving each scan axis to the front
-  and flipping the inputs and outputs scanned in reverse. Scan-8 (batch axis
-  and sequence_lens) is refused.
+  and flipping the inputs and outputs scanned in reverse. Scan-8 (a leading
+  batch axis on every state and scan input): each batch entry of a
+  compile-time batch scanned as Scan-9 scans it, the results stacked; with a
+  sequence_lens input (a length per entry) it is refused.
 """
 from __future__ import annotations
 
@@ -30,11 +33,11 @@ import numpy as np
 from ... import dtypes as dt
 from ...frontend.control import BranchTypeError, cond, scan, while_loop
 from ...frontend.creation import arange
-from ...frontend.functions import flip
+from ...frontend.functions import concat, flip
 from ...frontend.tensor import Tensor, as_tensor
-from .registry import NodeContext, converter
+from .registry import NodeContext, UnsupportedOpError, converter
 
-DYNAMIC = "need dynamic shapes, which do not exist yet"
+DYNAMIC = "need an output shape that only run-time values decide, which compiled control flow cannot give"
 
 
 @dataclass
@@ -80,8 +83,9 @@ def static_refusal(op: str, attrs: dict, inputs: list[str], outputs: list[str], 
             if not _passes_condition_on(attrs["body"]):
                 return (f"Loop scan outputs whose length depends on a runtime condition (the body computes its "
                         f"condition) {DYNAMIC}")
-    if op == "Scan" and opset < 9:
-        return "Scan before opset 9 (a batch axis and sequence_lens) is not supported; opset 9's Scan is"
+    if op == "Scan" and opset < 9 and inputs and inputs[0]:
+        return ("Scan before opset 9 with sequence_lens (a length per batch entry) is not supported; without "
+                "it, or opset 9's Scan, is")
     return None
 
 
@@ -154,6 +158,8 @@ def _from_front(y: Tensor, axis: int) -> Tensor:
 
 @converter("Scan")
 def scan_(ctx: NodeContext, inputs: list, attrs: dict):
+    if ctx.opset < 9:
+        return _batched_scan(ctx, inputs, attrs)
     m = attrs["num_scan_inputs"]
     states, xs = list(inputs[:len(inputs) - m]), list(inputs[len(inputs) - m:])
     in_dirs = attrs.get("scan_input_directions") or [0] * m
@@ -171,3 +177,32 @@ def scan_(ctx: NodeContext, inputs: list, attrs: dict):
     out_axes = attrs.get("scan_output_axes") or [0] * k
     ys = [flip(y, 0) if d else y for y, d in zip(ys, out_dirs)]
     return list(state) + [_from_front(y, a) for y, a in zip(ys, out_axes)]
+
+
+def _batched_scan(ctx: NodeContext, inputs: list, attrs: dict):
+    """Scan of opsets 8 and earlier: every state and scan input carries a leading batch axis (the scan
+    axis of an input is axis 1), and each batch entry is scanned on its own, as opset 9's Scan of that
+    entry. The batch must be a compile-time size; a sequence_lens input is refused when the model loads
+    (static_refusal)."""
+    m = attrs["num_scan_inputs"]
+    operands = inputs[1:]
+    states, xs = list(operands[:len(operands) - m]), list(operands[len(operands) - m:])
+    batch = (states or xs)[0].shape[0]
+    if not isinstance(batch, int) or batch < 1:
+        raise UnsupportedOpError(f"node '{ctx.name}' (Scan, opset {ctx.opset}): the batch axis must be a fixed "
+                                  f"size of at least 1, got {batch}")
+    directions = attrs.get("directions") or [0] * m
+    n = len(states)
+
+    def step(state, slices):
+        outs = ctx.run_graph(attrs["body"], [*state, *slices])
+        return list(outs[:n]), list(outs[n:])
+    finals, scanned = [], []
+    for b in range(batch):
+        entry_xs = [flip(x[b], 0) if d else x[b] for x, d in zip(xs, directions)]
+        state, ys = scan(step, [s[b] for s in states], entry_xs)
+        finals.append(list(state))
+        scanned.append(list(ys))
+    stack = lambda parts: concat([p.unsqueeze(0) for p in parts], 0)  # noqa: E731
+    return [stack([f[i] for f in finals]) for i in range(n)] + \
+        [stack([y[i] for y in scanned]) for i in range(len(scanned[0]))]
