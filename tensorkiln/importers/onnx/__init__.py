@@ -8,7 +8,7 @@ and register themselves when imported, which this package does here:
 
     elementwise    one-to-one unary table, binary ops, math formulas, Clip, Cast, Where
     activations    LeakyRelu, Elu, Gelu, PRelu..., Softmax/LogSoftmax/Hardmax, Dropout
-    constants      Constant, ConstantOfShape, EyeLike, Range, Shape, Size
+    constants      Constant, ConstantOfShape, EyeLike, Range, Shape, Size, MelWeightMatrix
     movement       Reshape, Transpose, Squeeze/Unsqueeze, Concat, Split, Expand, Tile, Pad
     indexing       Slice, Gather*, OneHot, Trilu, ReverseSequence
     reductions     Reduce*, ArgMax/ArgMin, TopK, CumSum, CumProd

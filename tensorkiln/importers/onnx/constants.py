@@ -71,3 +71,36 @@ def _range(ctx, inputs, attrs):
     count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     values = start + np.arange(count).astype(start.dtype) * delta
     return as_tensor(np.asarray(values, dtype=start.dtype), inputs[0].dtype)
+
+
+@converter("MelWeightMatrix", values={0, 1, 2, 3, 4})
+def _mel_weight_matrix(ctx, inputs, attrs):
+    """The (dft_length // 2 + 1, num_mel_bins) matrix of triangular mel filters, as onnx's reference
+    computes it (its arithmetic on the inputs' own types, so the bin edges floor the same way); every
+    input decides the output's shape or values, so a graph input is specialized per value."""
+    names = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
+    mel_bins, dft_length, sample_rate, lower, upper = (ctx.values(t, n).reshape(()) for t, n in zip(inputs, names))
+    if int(mel_bins) < 1 or int(dft_length) < 1 or int(sample_rate) < 1:
+        raise ValueError(f"node '{ctx.name}' (MelWeightMatrix): num_mel_bins, dft_length and sample_rate must be "
+                         f"positive, got {int(mel_bins)}, {int(dft_length)}, {int(sample_rate)}")
+    to_mel = lambda hertz: 2595 * np.log1p(hertz / 700) / np.log(10)  # noqa: E731
+    low, high = to_mel(lower), to_mel(upper)
+    edges = np.arange(0, mel_bins + 2)
+    edges = edges * ((high - low) / edges.shape[0]) + low
+    edges = 700 * np.expm1(edges / 2595 * np.log(10))
+    edges = (((dft_length + 1) * edges) // sample_rate).astype(int)
+    spectrum = int(dft_length) // 2 + 1
+    if edges.min() < 0 or edges[:-1].max() >= spectrum or edges[-1] > spectrum:
+        raise ValueError(f"node '{ctx.name}' (MelWeightMatrix): the band [{float(lower)}, {float(upper)}] Hz "
+                         f"reaches past the {spectrum} frequency bins of a {int(dft_length)}-point DFT at "
+                         f"{int(sample_rate)} Hz")
+    out = np.zeros((spectrum, int(mel_bins)))
+    for i in range(int(mel_bins)):
+        left, center, right = edges[i], edges[i + 1], edges[i + 2]
+        if center == left:
+            out[center, i] = 1
+        else:
+            out[left:center + 1, i] = (np.arange(left, center + 1) - left) / float(center - left)
+        if right > center:
+            out[center:right, i] = (right - np.arange(center, right)) / float(right - center)
+    return as_tensor(out, tk_dtype(attrs.get("output_datatype", 1)))
