@@ -33,7 +33,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...frontend.control import BranchTypeError, cond, scan, while_loop
 from ...frontend.creation import arange
-from ...frontend.functions import concat, flip
+from ...frontend.functions import flip, stack
 from ...frontend.tensor import Tensor, as_tensor
 from .registry import NodeContext, UnsupportedOpError, converter
 
@@ -156,6 +156,14 @@ def _from_front(y: Tensor, axis: int) -> Tensor:
     return y.permute(*order)
 
 
+def _scan_step(ctx: NodeContext, body, n: int):
+    """A Scan body as tk.scan's step: (n states, the slices) -> (n new states, the scan outputs)."""
+    def step(state, slices):
+        outs = ctx.run_graph(body, [*state, *slices])
+        return list(outs[:n]), list(outs[n:])
+    return step
+
+
 @converter("Scan")
 def scan_(ctx: NodeContext, inputs: list, attrs: dict):
     if ctx.opset < 9:
@@ -166,12 +174,7 @@ def scan_(ctx: NodeContext, inputs: list, attrs: dict):
     in_axes = attrs.get("scan_input_axes") or [0] * m
     xs = [_to_front(x, a) for x, a in zip(xs, in_axes)]
     xs = [flip(x, 0) if d else x for x, d in zip(xs, in_dirs)]
-    n = len(states)
-
-    def step(state, slices):
-        outs = ctx.run_graph(attrs["body"], [*state, *slices])
-        return list(outs[:n]), list(outs[n:])
-    state, ys = scan(step, states, xs)
+    state, ys = scan(_scan_step(ctx, attrs["body"], len(states)), states, xs)
     k = len(ys)
     out_dirs = attrs.get("scan_output_directions") or [0] * k
     out_axes = attrs.get("scan_output_axes") or [0] * k
@@ -190,19 +193,14 @@ def _batched_scan(ctx: NodeContext, inputs: list, attrs: dict):
     batch = (states or xs)[0].shape[0]
     if not isinstance(batch, int) or batch < 1:
         raise UnsupportedOpError(f"node '{ctx.name}' (Scan, opset {ctx.opset}): the batch axis must be a fixed "
-                                  f"size of at least 1, got {batch}")
+                                 f"size of at least 1, got {batch}")
     directions = attrs.get("directions") or [0] * m
-    n = len(states)
-
-    def step(state, slices):
-        outs = ctx.run_graph(attrs["body"], [*state, *slices])
-        return list(outs[:n]), list(outs[n:])
+    n, step = len(states), _scan_step(ctx, attrs["body"], len(states))
     finals, scanned = [], []
     for b in range(batch):
         entry_xs = [flip(x[b], 0) if d else x[b] for x, d in zip(xs, directions)]
         state, ys = scan(step, [s[b] for s in states], entry_xs)
         finals.append(list(state))
         scanned.append(list(ys))
-    stack = lambda parts: concat([p.unsqueeze(0) for p in parts], 0)  # noqa: E731
     return [stack([f[i] for f in finals]) for i in range(n)] + \
         [stack([y[i] for y in scanned]) for i in range(len(scanned[0]))]
