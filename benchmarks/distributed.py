@@ -11,7 +11,10 @@ median step time, launched as `tensorkiln launch` does (`--wait auto`: on 2 core
 spin while they wait). The ping-pong runs under each wait policy (yield: the launcher's former default).
 The 2-rank DDP launch times, in turns with its DDP step, the same step without DDP and rank 0 alone on
 the whole global batch (one process's step), so the throughput ratio is also taken step by step within
-one launch, which a drift of the load between launches moves less. The alpha-beta model of a DDP step
+one launch, which a drift of the load between launches moves less. The digits CNN runs twice: with
+BatchNorm2d, as PyTorch DDP runs it ("cnn": each rank normalizes its half batch, so its loss curve is
+not one process's), and with its batch norms synchronized under DDP ("cnn_sync": SyncBatchNorm, the
+global batch's statistics, so the loss curve is one process's on the global batch). The alpha-beta model of a DDP step
 replays the step's own kernel timelines (`step.profile` on each rank: each kernel's time, where each
 bucket's all-reduce starts and is waited for) through cost_model.predict_overlapped_ranks and adds what
 the all-reduces cost there to the step without DDP timed in the same launch, together with the compute
@@ -49,7 +52,8 @@ from mpi_launches import launch as launch_worker  # noqa: E402
 from mpi_launches import worker_ping_pong, write_result  # noqa: E402
 
 
-WORKERS = {"cnn": lambda: worker_data_parallel("cnn"), "bert": lambda: worker_data_parallel("bert"),
+WORKERS = {"cnn": lambda: worker_data_parallel("cnn"), "cnn_sync": lambda: worker_data_parallel("cnn_sync"),
+           "bert": lambda: worker_data_parallel("bert"),
            "torch_ddp": worker_torch_ddp,
            "ping_pong": worker_ping_pong, "gpt2_decode": worker_gpt2_decode, "stream": worker_stream,
            "bert_buckets": worker_bucket_choice, "all_reduce_paths": worker_all_reduce_paths}
@@ -83,6 +87,7 @@ def main() -> int:
         return compare_wait_policies(args.rounds, args.json)
     runs: dict[str, list[dict]] = {}
     plan = [("ping_pong", 2, "yield"), ("ping_pong", 2, "auto"), ("cnn", 1, "auto"), ("cnn", 2, "auto"),
+            ("cnn_sync", 1, "auto"), ("cnn_sync", 2, "auto"),
             ("torch_ddp", 2, "auto"), ("torch_ddp", 1, "auto"), ("bert", 1, "auto"), ("bert", 2, "auto"),
             ("bert_buckets", 2, "auto"), ("all_reduce_paths", 2, "auto"), ("stream", 1, "auto"), ("stream", 2, "auto"), ("gpt2_decode", 1, "auto"),
             ("gpt2_decode", 2, "auto")]

@@ -28,7 +28,7 @@ def report(runs: dict[str, list[dict]], plot_path: str | None = None) -> dict:
                            "yield_alpha_us": yield_fit["alpha"] * 1e6,
                            "yield_all_reduce_8_bytes_us": yield_fit["all_reduce_8_bytes"] * 1e6}}
     rows = []
-    for model in ("cnn", "bert"):
+    for model in ("cnn", "cnn_sync", "bert"):
         one, two = median_of(runs[f"{model}@1"], "step_seconds"), median_of(runs[f"{model}@2"], "step_seconds")
         compute = median_of(runs[f"{model}@2"], "compute_step_seconds")
         alone = median_of(runs[f"{model}@2"], "one_process_step_seconds")
@@ -58,7 +58,8 @@ def report(runs: dict[str, list[dict]], plot_path: str | None = None) -> dict:
           f"{net.bandwidth / 1e9:.2f} GB/s; 8-byte all_reduce {net_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
     print(f"ping-pong, waiting ranks yield (--wait yield): alpha {yield_fit['alpha'] * 1e6:.1f} us; 8-byte "
           f"all_reduce {yield_fit['all_reduce_8_bytes'] * 1e6:.1f} us")
-    print("\ndata parallel, compiled SGD step (global batch: CNN 64, BERT 16), median ms")
+    print("\ndata parallel, compiled SGD step (global batch: CNN 64, BERT 16; cnn_sync: the CNN with SyncBatchNorm "
+          "under DDP), median ms")
     print_table(["model", "1 rank", "2 ranks", "throughput", "in turns: 1 process", "in turns: throughput",
                  "2 ranks without DDP", "buckets", "alpha-beta model",
                  "model error", "model without overlap", "loss drift"], rows)

@@ -41,11 +41,17 @@ def small_bert(tk, nn):
 
 
 def model_of(model_name: str):
-    """The model `model_name` ("cnn" or "bert"), its weights drawn after tk.manual_seed(0)."""
+    """The model `model_name` ("cnn", "cnn_sync" or "bert"), its weights drawn after tk.manual_seed(0)
+    ("cnn_sync" is the digits CNN: its batch norms are synchronized where DDP wraps it)."""
     import tensorkiln as tk
     from tensorkiln import nn
     tk.manual_seed(0)
-    return digits_cnn(nn) if model_name == "cnn" else small_bert(tk, nn)
+    return digits_cnn(nn) if model_name.startswith("cnn") else small_bert(tk, nn)
+
+
+def global_batch_of(model_name: str) -> int:
+    """The global batch of `model_name`'s steps."""
+    return CNN_BATCH if model_name.startswith("cnn") else BERT_BATCH
 
 
 def sgd_step(trained, opt):
@@ -67,7 +73,7 @@ def sgd_step(trained, opt):
 def batches(model_name: str, global_batch: int):
     """The (inputs, labels) of every step, warm-up included: the same on every rank and every launch."""
     rng = np.random.default_rng(0)
-    if model_name == "cnn":
+    if model_name.startswith("cnn"):
         return [(rng.standard_normal((global_batch, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, global_batch))
                 for _ in range(STEPS + WARMUP)]
     return [(rng.integers(0, 1000, (global_batch, 32)), rng.integers(0, 2, global_batch))
@@ -78,19 +84,23 @@ def worker_data_parallel(model_name: str, wrap: bool = True) -> dict:
     """Compiled SGD steps on this rank's share of a fixed global batch. On 2+ ranks three steps run in
     turns, step after step, in one launch, so the machine's load drifts alike under all three: the DDP
     step (its own model, for the loss curve), the same step without DDP (compute only) and rank 0 alone
-    on the whole global batch (one process's step, the other ranks waiting at a barrier)."""
+    on the whole global batch (one process's step, the other ranks waiting at a barrier). For
+    "cnn_sync" the DDP step's model has SyncBatchNorm in place of BatchNorm2d (the global batch's
+    statistics, so its loss curve is one process's on the global batch); the other two keep BatchNorm2d."""
     import tensorkiln as tk
     import tensorkiln.distributed as dist
     from tensorkiln import nn
     dist.init(check_agreement=False)  # as the peers: no extra message per collective
     rank, size = dist.rank(), dist.world_size()
-    global_batch = CNN_BATCH if model_name == "cnn" else BERT_BATCH
+    global_batch = global_batch_of(model_name)
 
     def compiled_step(trained, parameters):
         return sgd_step(trained, tk.optim.SGD(parameters, lr=0.01, momentum=0.9))
 
     model = model_of(model_name)
     paired = wrap and size > 1
+    if paired and model_name == "cnn_sync":
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     trained = nn.parallel.DistributedDataParallel(model) if paired else model
     step = compiled_step(trained, model.parameters())
     share = slice(rank * global_batch // size, (rank + 1) * global_batch // size)
@@ -149,7 +159,7 @@ def worker_bucket_choice(model_name: str = "bert") -> dict:
     dist.init(check_agreement=False)
     rank, size = dist.rank(), dist.world_size()
     model = model_of(model_name)
-    global_batch = CNN_BATCH if model_name == "cnn" else BERT_BATCH
+    global_batch = global_batch_of(model_name)
     total = sum(p.numel() * 4 for p in model.parameters() if p.requires_grad)
     link_cap_mb = bucket_bytes_for(total, QUIET_LINK, background_progress=True) / 2 ** 20
     ways = {"without DDP": model, "one bucket": nn.parallel.DistributedDataParallel(model, bucket_cap_mb=total),
@@ -209,10 +219,13 @@ def worker_all_reduce_paths(repeats: int = 60) -> dict:
 
 def timeline(profile, bucket_bytes: list[int]) -> list[dict]:
     """The kernels of a profiled step in program order: compute kernels' times, and where each all-reduce
-    starts and is waited for (the starts in bucket order: the kernels are numbered as traced)."""
+    starts and is waited for (the starts in bucket order: the kernels are numbered as traced). The
+    gradient buckets' all-reduces are the last ones traced; any before them (SyncBatchNorm's statistics,
+    a few hundred bytes) count as messages of no bytes: their latency alone."""
     starts = sorted((k.name for k in profile.kernels if k.name.endswith("all_reduce_start")),
                     key=lambda name: int(name[1:].split("_")[0]))
-    nbytes = {name.rsplit("_start", 1)[0]: n for name, n in zip(starts, bucket_bytes)}
+    bucket_starts = starts[len(starts) - len(bucket_bytes):] if bucket_bytes else []
+    nbytes = {name.rsplit("_start", 1)[0]: n for name, n in zip(bucket_starts, bucket_bytes)}
     events = []
     for k in profile.kernels:
         if k.name.endswith(("all_reduce_start", "all_reduce_wait")):
