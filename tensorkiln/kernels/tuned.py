@@ -10,8 +10,8 @@ A workload key is the template's name and the facts that decide its code
 (`workload_key("gemm", dtype="float32", m=1024, ...)` ->
 `gemm:dtype=float32:m=1024:...`); a target key names the machine the records
 were measured on (CPU model, vector width, register count, cache sizes,
-threads: `target_key`). Records (runtime/tuning_records.py) whose target is
-another machine's are ignored, and `records_note` says so for explain().
+threads, OpenMP's wait policy: `target_key`). Records (runtime/tuning_records.py) whose target is
+another machine's (or the same machine's under other threads or another wait policy) are ignored, and `records_note` says so for explain().
 
 The best record of a workload is the fastest one that beat the default it was
 measured against (the default wins ties). The table of best records is read
@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
@@ -78,8 +79,19 @@ def parse_workload(key: str) -> tuple[str, dict[str, str]]:
 
 
 def target_key() -> str:
-    """The machine a record is valid on: CPU model, what the templates read of it, and the threads."""
-    return f"{cpu_model_name()}|{cpu_target()!r}|threads={thread_count()}"
+    """The machine a record is valid on: CPU model, what the templates read of it, the threads, and how
+    OpenMP's idle threads wait (`omp_wait_policy`)."""
+    return f"{cpu_model_name()}|{cpu_target()!r}|threads={thread_count()}|omp_wait={omp_wait_policy()}"
+
+
+def omp_wait_policy() -> str:
+    """OMP_WAIT_POLICY as this process's OpenMP runtime reads it: "active", "passive" or "default".
+
+    Part of the target key because it changes which configuration wins: with passive threads every
+    parallel region wakes a sleeping thread (tens of microseconds), so a search under it favours
+    configurations with fewer, larger regions, which measured no faster once the threads spin."""
+    policy = os.environ.get("OMP_WAIT_POLICY", "").strip().lower()
+    return policy if policy in ("active", "passive") else "default"
 
 
 # ---- the active table: best record per workload on this machine --------------------------------------
@@ -202,12 +214,14 @@ def records_note() -> str:
     if _OVERRIDE.get() is not None:
         lines.append("  (a tuning measurement is in progress: its configurations replace the file's)")
     if table.foreign:
-        lines.append(f"  {table.foreign} record(s) measured on another machine ignored (this one: {target_key()})")
+        lines.append(f"  {table.foreign} record(s) measured on another machine ignored (this one: {target_key()}; "
+                     "the key also names the threads and OpenMP's wait policy)")
     if table.slower:
         lines.append(f"  {table.slower} record(s) not faster than their default ignored (the default wins ties)")
     return "\n".join(lines)
 
 
 __all__ = ["COMMENT_PREFIX", "RecordTable", "TunedUse", "active_configs", "config_of", "configured",
-           "from_config", "parse_workload", "record_table", "records_note", "shown_config", "target_key", "tuning_digest",
+           "from_config", "parse_workload", "record_table", "records_note", "shown_config", "target_key", "omp_wait_policy",
+           "tuning_digest",
            "tuning_log", "using_configs", "workload_key"]

@@ -85,6 +85,21 @@ def test_compiles_use_records_and_never_share_a_cache_entry_with_untuned_builds(
     assert f"{KEY} tuned" in tuned.explain(a, b)
 
 
+def test_records_measured_under_another_wait_policy_are_ignored(records, monkeypatch):
+    """Which configuration wins depends on how OpenMP's idle threads wait: a record measured with
+    passive threads is not used where they spin, and the other way round."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    passive = target_key()
+    append_record(record())
+    assert passive.endswith("|omp_wait=passive") and record_table().best[KEY] == TUNED
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert target_key().endswith("|omp_wait=default") and target_key() != passive
+    table = record_table()
+    assert KEY not in table.best and table.foreign == 1
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE ")  # read as libgomp reads it: any case, spaces around
+    assert target_key().endswith("|omp_wait=active") and KEY not in record_table().best
+
+
 def test_records_of_another_machine_are_ignored_with_a_note(records, rng):
     append_record(record(target="Some Other CPU|CpuTarget(vector_bytes=32, ...)|threads=64"))
     a = rng.standard_normal((M, K)).astype(np.float32)
