@@ -173,7 +173,8 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
         groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups)),
                                   why.get(node.id, "")))
     for rounding in (g for found in companion_roundings(groups).values() for g in found):
-        rounding.reason += "; a bf16 rounding of its input, which the input's kernel stores as a second output"
+        rounding.reason += ("; a bf16 rounding of its input, which the input's kernel stores as a second output "
+                            "where it writes that input by plain stores (kernels/companion.py)")
     return groups
 
 

@@ -481,8 +481,8 @@ def _join_companions(kernel: Kernel, group: KernelGroup, companions: list[Kernel
         stored = [format_node(n, names) for n in companion.nodes]
         stored[-1] += "   (a second output of this kernel)"
         lines = kernel.comment.splitlines()
-        nodes = [line for line in lines if not line.startswith(COMMENT_PREFIX)]  # then the tuning lines
-        comment = "\n".join(nodes + stored + lines[len(nodes):])
+        tuning = [line for line in lines if line.startswith(COMMENT_PREFIX)]  # kept after the graph nodes
+        comment = "\n".join([line for line in lines if line not in tuning] + stored + tuning)
         element = rounding_of(companion.root, group.root, buffers)
         two = with_companion_stores(kernel, out, buffers[companion.root.id], element, comment)
         if two is not None:
