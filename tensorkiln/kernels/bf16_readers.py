@@ -19,8 +19,9 @@ BF16_STORAGE_READERS = frozenset({"conv2d_nchwc_bf16"})
 # widened in the copy, 1.0-1.06x faster on MobileNetV2's blocks (`python benchmarks/bf16_convs.py`).
 # That store converts each vector with vcvtneps2bf16 (bf16_store.py); without AVX512-BF16 it is
 # integer arithmetic per lane, and the expanding layer storing bf16 measured about 2x its float32 time
-# (docs/precision.md), so there the depthwise input stays float32 (rounded values, rounded as the
-# depthwise kernel copies them). None: from the target (`CpuTarget.bf16_dot`); True or False forces it.
+# (docs/precision.md), so there the depthwise input stays float32 (rounded values, rounded in the
+# expanding layer's epilogue), which the depthwise kernel reads in place as a float32 layer does.
+# None: from the target (`CpuTarget.bf16_dot`); True or False forces it.
 BF16_DEPTHWISE_INPUT: bool | None = None
 
 

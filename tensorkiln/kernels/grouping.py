@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..ir.graph import Graph, Node, format_node, node_names
 from ..ir.ops.registry import OpKind
-from .bf16_storage import unstore_packed_roundings
+from .bf16_storage import rounded_input, unstore_packed_roundings
 from .fusion_policy import computes, index_only, inline_depth, inline_size, materialize_reason
 from .group_refinement import collect_members, store_invalid, store_shared
 from .templates.attention import attention_parts, safe_softmax_guard
@@ -172,7 +172,35 @@ def partition(graph: Graph, fuse: bool = True) -> list[KernelGroup]:
             kind = "control"
         groups.append(KernelGroup(node, members, inputs, kind, _kernel_name(members, len(groups)),
                                   why.get(node.id, "")))
+    for rounding in (g for found in companion_roundings(groups).values() for g in found):
+        rounding.reason += ("; a bf16 rounding of its input, which the input's kernel stores as a second output "
+                            "where it writes that input by plain stores (kernels/companion.py)")
     return groups
+
+
+def companion_roundings(groups: list[KernelGroup]) -> dict[int, list[KernelGroup]]:
+    """Root id of a kernel's output x -> the kernels that only round x to bf16, whose stores x's kernel
+    makes as it stores x where it writes x by loop-IR stores (kernels/companion.py)."""
+    roots = {g.root.id for g in groups}
+    found: dict[int, list[KernelGroup]] = {}
+    for group in groups:
+        x = _rounded_output(group)
+        if x is not None and x.id in roots:
+            found.setdefault(x.id, []).append(group)
+    return found
+
+
+def _rounded_output(group: KernelGroup) -> Node | None:
+    """x when `group` computes only x's bf16 rounding (in float32) from x's buffer, else None."""
+    if group.kind != "injective" or len(group.inputs) != 1 or group.root.dtype.name != "float32":
+        return None
+    x = group.inputs[0]
+    if rounded_input(group.root) is not x or x.kind == OpKind.SOURCE:
+        return None
+    # one-operand elementwise ops at x's index: the element of the rounding needs only x's element
+    if not all(n.kind == OpKind.ELEMENTWISE and len(n.inputs) == 1 and n.shape == x.shape for n in group.nodes):
+        return None
+    return x
 
 
 def format_grouping(graph: Graph, groups: list[KernelGroup]) -> str:

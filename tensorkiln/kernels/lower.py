@@ -24,7 +24,8 @@ from ..errors import UnsupportedOpError
 from ..ir.graph import Graph, Node, format_node, node_names, node_notes
 from ..ir.ops.registry import OpDef, OpKind, get_op
 from ..ir.ops.collective import TOKEN
-from .grouping import KernelGroup
+from .grouping import KernelGroup, companion_roundings
+from .companion import rounding_of, with_companion_stores
 from .concurrent import concurrent_control
 from .control import LowerSubgraph, lower_control
 from ..ir.ops.control import CONTROL_OPS, result_types, sub_graphs
@@ -409,7 +410,11 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
 
     kernels, kernel_groups, subprograms = [], {}, []
     quiet_tuning: dict[str, list[str]] = {}
+    companions = companion_roundings(groups)
+    joined: set[int] = set()  # roots of rounding kernels whose stores the kernel of their input makes
     for index, group in enumerate(groups):
+        if group.root.id in joined:
+            continue
         params = [buffers.get(group.root.id)] + [buffers[n.id] for n in group.inputs if n.id in buffers]
         params = list(dict.fromkeys(params))
         name = _identifier(prefix + group.name, taken, "k")
@@ -450,6 +455,7 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
             kernel = Kernel(kernel.name, kernel.params, kernel.body,
                             "\n".join([kernel.comment] + [use.comment_line() for use in uses]))
         if kernel is not None:
+            kernel = _join_companions(kernel, group, companions.get(group.root.id, []), buffers, names, joined)
             kernels.append(kernel)
             kernel_groups[name] = group
     for src, dst in copies:
@@ -464,6 +470,25 @@ def lower_graph(graph: Graph, groups: list[KernelGroup], lower_subgraph: LowerSu
     program = Program(program_name, tuple(kernels), tuple(inputs), tuple(outputs), tuple(constants), tuple(temps),
                       subprograms=tuple(subprograms))
     return LoweredGraph(program, constant_arrays, groups, kernel_groups, quiet_tuning)
+
+
+def _join_companions(kernel: Kernel, group: KernelGroup, companions: list[KernelGroup], buffers: dict[int, Buffer],
+                     names: dict[int, str], joined: set[int]) -> Kernel:
+    """`kernel` (of `group`) also storing the bf16 roundings of its output that `companions` would
+    store alone (companion.py); each one joined is added to `joined`, whose kernels are not emitted."""
+    out = buffers[group.root.id]
+    for companion in companions:
+        stored = [format_node(n, names) for n in companion.nodes]
+        stored[-1] += "   (a second output of this kernel)"
+        lines = kernel.comment.splitlines()
+        tuning = [line for line in lines if line.startswith(COMMENT_PREFIX)]  # kept after the graph nodes
+        comment = "\n".join([line for line in lines if line not in tuning] + stored + tuning)
+        element = rounding_of(companion.root, group.root, buffers)
+        two = with_companion_stores(kernel, out, buffers[companion.root.id], element, comment)
+        if two is not None:
+            kernel = two
+            joined.add(companion.root.id)
+    return kernel
 
 
 def _result_buffers(node: Node, readers: list[Node], buffers: dict[int, Buffer], copies: list,

@@ -125,3 +125,31 @@ def test_without_bf16_dot_the_block_stays_in_float32_storage(monkeypatch, tmp_pa
     assert all(k.kind == "contraction" for k in kernels)
     oracle = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
     assert np.linalg.norm(got - oracle) / np.linalg.norm(oracle) < 2e-3
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_without_bf16_dot_the_depthwise_layer_reads_its_input_in_place(monkeypatch, tmp_path, stride):
+    """The expanding layer stores its rounded output as float32 (a target without vdpbf16ps): the
+    depthwise layer reads that buffer in place, as the float32 program's does, copying no rows; its
+    loop nest is the float32 one but for the rounding of its output."""
+    monkeypatch.setenv("TENSORKILN_NO_BF16_DOT", "1")
+    monkeypatch.setenv("TENSORKILN_CACHE", str(tmp_path))
+    cpu_target.cache_clear()
+    try:
+        w1, wd, w2, bias = weights(16, 96, 3)
+        block = block_function(w1, wd, w2, bias, stride)
+        x = RNG.standard_normal((1, 16, 17, 11)).astype(np.float32)
+        nests = {}
+        for precision in ("fp32", "bf16"):
+            kernels = tk.jit(block, precision=precision).report(x).kernels
+            depthwise = [k for k in kernels if any("groups=96" in n for n in k.nodes)]
+            assert len(depthwise) == 1
+            nests[precision] = [line for line in depthwise[0].loop_ir.splitlines()[1:]  # past the signature
+                                if not line.lstrip().startswith("#")]  # and the graph nodes
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()
+    assert not any("_rows" in line for line in nests["bf16"])
+    unrounded = [line.replace("round_bf16(", "(") for line in nests["bf16"]]
+    assert len(unrounded) == len(nests["fp32"])
+    assert sum(a != b for a, b in zip(unrounded, nests["fp32"])) <= sum("round_bf16" in l for l in nests["bf16"])

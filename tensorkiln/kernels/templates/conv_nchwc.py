@@ -260,9 +260,12 @@ def _blocked_buffer_input(root: Node, values: ValueBuilder) -> bool:
 def _input_buffer(root: Node, values: ValueBuilder) -> Buffer | None:
     """The blocked buffer holding the layer's input, or None. With precision="bf16" a depthwise
     layer's input may widen a stored bfloat16 value (grouping.py stores it so: half the bytes);
-    the kernel reads that buffer, each load widening a value to float32 exactly."""
+    the kernel reads that buffer, each load widening a value to float32 exactly. Where the widened
+    value is itself stored (float32 holding rounded values: a target without AVX512-BF16), the kernel
+    reads that buffer in place, as a float32 layer would."""
     x_node = root.inputs[0]
-    if _is_depthwise(root) and x_node.op == "cast" and x_node.inputs[0].dtype.name == "bfloat16":
+    widens = x_node.op == "cast" and x_node.inputs[0].dtype.name == "bfloat16"
+    if _is_depthwise(root) and widens and x_node.id not in values.buffers:
         x_node = x_node.inputs[0]
     if (x_node.ndim == 5 and x_node.id in values.buffers and x_node is not values.inline_root
             and x_node.id not in values.known):
