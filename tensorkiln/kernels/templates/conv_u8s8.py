@@ -15,9 +15,10 @@ pixels of one image x a block of output channels, spread over the threads::
 The input x is a stored buffer (the op table's `stored_operands`: the
 grouping stores it), already padded with the activation's zero point, so the
 sums never test a border; a depthwise layer that pads inside the op copies
-each task's rows into a padded window first (depthwise_window.py). The helper is chosen by the target's `int8_dot`
-(vnni, avx512bw, avx2, portable), and on AVX2 by the layer's weights (`maddubsw`
-where int8_avx2.maddubsw_is_exact holds), as for the u8 x s8 GEMM (gemm_u8s8.py).
+each task's rows into a padded window first (depthwise_window.py). The
+helper is chosen by the target's `int8_dot` (vnni, avx512bw, avx2, portable),
+and on AVX2 by the layer's weights (`maddubsw` where
+int8_avx2.maddubsw_is_exact holds), as for the u8 x s8 GEMM (gemm_u8s8.py).
 """
 from __future__ import annotations
 
