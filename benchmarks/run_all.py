@@ -56,6 +56,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
                                   "--threads", "2"], True),
     "int8_convs": ([sys.executable, os.path.join(HERE, "int8_convs.py")], True),
     "int8_layer_profile": ([sys.executable, os.path.join(HERE, "int8_layer_profile.py")], True),
+    "int8_ort_profile": ([sys.executable, os.path.join(HERE, "int8_ort_profile.py")], True),
     "models": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "gpt2", "mlp", "--threads", "2"], True),
     "resnet18_batch8": (TENSORKILN + ["bench", "resnet18", "--batch", "8", "--threads", "2"], True),
     "mlp_batch64": (TENSORKILN + ["bench", "mlp", "--batch", "64", "--threads", "2"], True),

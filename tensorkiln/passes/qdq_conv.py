@@ -10,7 +10,8 @@ uint8 (an int8 one shifted by +128 first, zx with it):
 
 so the activation is padded with zx (its border then contributes nothing, as
 zeros do to the float convolution; a zero point known only at run time fills
-the border by a select), the sums are exact in int32 on
+the border by a select; a depthwise layer's constant zx is the op's
+`pad_value`, its kernel padding a window per task), the sums are exact in int32 on
 `conv2d_u8s8` (groups 1) or `depthwise_u8s8` (one input channel per output
 channel), the filter sums are a constant per output channel folded into the
 op's compensation (or, for a run-time zx, subtracted after it), and the scale
@@ -61,7 +62,10 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
     depthwise = node.attrs["groups"] != 1
     extra = 0 if depthwise else -c % U8S8_DEPTH_GROUP  # channels up to whole groups of 4 (zero weights)
     x = make_node("permute", [xq], Attrs(perm=NHWC_OF_NCHW), *where)
-    if pt or pb or pl or pr or extra:
+    # a depthwise layer with a constant zero point pads inside its kernel (a window per task), so the
+    # padded image is never stored; the others read a padded copy
+    padded_inside = depthwise and not dynamic and bool(pt or pb or pl or pr)
+    if (pt or pb or pl or pr or extra) and not padded_inside:
         x = make_node("pad", [x], Attrs(pads=((0, 0), (pt, pb), (pl, pr), (0, extra)), value=zero), *where)
     if dynamic and (pt or pb or pl or pr):  # the border holds the zero point, known only at run time
         border = np.ones((1, h + pt + pb, w + pl + pr, 1), dtype=bool)
@@ -69,6 +73,8 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
         fill = make_node("cast", [x_zero], Attrs(dtype=dt.uint8), *where)
         x = make_node("where", [constant_node(border, dt.bool_, node.location), fill, x], None, *where)
     geometry = dict(stride=tuple(node.attrs["stride"]), dilation=tuple(node.attrs["dilation"]))
+    if padded_inside:
+        geometry.update(padding=(pt, pb, pl, pr), pad_value=zero)
     comp = constant_node(compensation, dt.int32, node.location)
     if depthwise:
         widened = np.ascontiguousarray(filters[:, 0].transpose(1, 2, 0).astype(np.int32))  # (KH, KW, C)

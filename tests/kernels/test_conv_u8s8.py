@@ -59,7 +59,8 @@ def _integer_conv(xq: np.ndarray, zero: int, w: np.ndarray, stride, padding, dil
 def _qdq_conv_layers(layers: list[dict]):
     """One ONNX model of independent layers, y_i = Conv(DQ(x_i), DQ(W_i)) [+ bias, ReLU, QuantizeLinear], as
     a QDQ model writes them: x_i an input of its own 8-bit type, per-tensor or per-channel weight scales.
-    Each layer: x, w, zero, x_scale, w_scale, stride, padding, dilation, groups [, bias, output (scale, zero)]."""
+    Each layer: x, w, zero, x_scale, w_scale, stride, padding, dilation, groups [, bias, output (scale, zero),
+    pads (ONNX's top, left, bottom, right: in place of padding on every side)]."""
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     inits, nodes, inputs, outputs = [], [], [], []
@@ -74,7 +75,7 @@ def _qdq_conv_layers(layers: list[dict]):
         nodes += [helper.make_node("DequantizeLinear", [f"x{i}", f"sx{i}", f"zx{i}"], [f"xd{i}"]),
                   helper.make_node("DequantizeLinear", [f"wq{i}", f"sw{i}", f"zw{i}"], [f"wd{i}"], axis=0),
                   helper.make_node("Conv", [f"xd{i}", f"wd{i}"], [f"c{i}"], strides=[layer["stride"]] * 2,
-                                   pads=[layer["padding"]] * 4, dilations=[layer["dilation"]] * 2,
+                                   pads=layer.get("pads", [layer["padding"]] * 4), dilations=[layer["dilation"]] * 2,
                                    group=layer["groups"])]
         last, out_type = f"c{i}", TensorProto.FLOAT
         if layer.get("bias") is not None:

@@ -12,8 +12,11 @@ Result (N, OH, OW, O) int32:
 
     y[n, i, j, o] = sum over r, s, c of x[n, i*sh + r*dh, j*sw + s*dw, c] * W[r, s, c, o] + comp[o]
 
-`depthwise_u8s8(x, weights, compensation)` (one input channel per output channel): x (N, Hp, Wp, C)
+`depthwise_u8s8(x, weights, compensation)` (one input channel per output channel): x (N, H, W, C)
 uint8, weights (KH, KW, C) int32 (int8 values, widened once at compile time), compensation (C,).
+Its optional attrs `padding` (top, bottom, left, right) and `pad_value` (0-255, the activation's zero
+point) pad x inside the op: the kernel copies the rows a task reads into a padded window of its own
+channels, so the whole padded image is never written (absent: x is already padded).
 
 Both sums are exact in int32 (no saturation), as ONNX's ConvInteger.
 """
@@ -43,11 +46,20 @@ def pack_conv_u8s8(filters: np.ndarray) -> np.ndarray:
     return pack_u8s8_panels(conv_u8s8_matrix(filters))
 
 
-def _output_hw(x: TensorType, kernel, attrs, op: str) -> tuple[int, int]:
+def depthwise_padding(attrs) -> tuple[int, int, int, int]:
+    """A depthwise_u8s8's (top, bottom, left, right) padding inside the op: zeros where absent."""
+    return tuple(attrs.get("padding", (0, 0, 0, 0)))
+
+
+def _output_hw(x: TensorType, kernel, attrs, op: str, padding=(0, 0, 0, 0)) -> tuple[int, int]:
     stride, dilation = attrs["stride"], attrs["dilation"]
     if min(stride) < 1 or min(dilation) < 1:
         raise ShapeError(f"{op}: stride {list(stride)} and dilation {list(dilation)} must be positive")
+    if len(padding) != 4 or min(padding) < 0:
+        raise ShapeError(f"{op}: padding {list(padding)} must be four sizes (top, bottom, left, right), none "
+                         f"negative")
     _, hp, wp, _ = x.shape
+    hp, wp = hp + padding[0] + padding[1], wp + padding[2] + padding[3]
     if hp < dilation[0] * (kernel[0] - 1) + 1 or wp < dilation[1] * (kernel[1] - 1) + 1:
         raise ShapeError(f"{op}: kernel {kernel[0]}x{kernel[1]} (dilation {list(dilation)}) is larger than "
                          f"the padded input {x.shape}")
@@ -97,12 +109,16 @@ def _depthwise_u8s8_infer(types, attrs):
     if x.ndim != 4 or weights.ndim != 3 or weights.shape[2] != x.shape[3] or compensation.shape != (x.shape[3],):
         raise ShapeError(f"depthwise_u8s8 expects x (N, H, W, C), weights (KH, KW, C) and compensation (C,), "
                          f"got {x.shape}, {weights.shape} and {compensation.shape}")
-    oh, ow = _output_hw(x, weights.shape[:2], attrs, "depthwise_u8s8")
+    if not 0 <= attrs.get("pad_value", 0) <= 255:
+        raise ShapeError(f"depthwise_u8s8: pad_value {attrs['pad_value']} is no uint8 value")
+    oh, ow = _output_hw(x, weights.shape[:2], attrs, "depthwise_u8s8", depthwise_padding(attrs))
     return TensorType((x.shape[0], oh, ow, x.shape[3]), dt.int32)
 
 
 def _depthwise_u8s8_reference(inputs, attrs, out):
     x, weights, compensation = inputs
+    pt, pb, pl, pr = depthwise_padding(attrs)
+    x = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=attrs.get("pad_value", 0))
     windows = _windows(x, weights.shape[:2], attrs)  # (N, OH, OW, KH, KW, C)
     sums = (windows * weights.astype(np.int64)).sum(axis=(3, 4))
     return (sums + compensation).astype(np.int32)
@@ -116,6 +132,7 @@ register("conv2d_u8s8", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv_u8s8
          gradient=NOT_DIFFERENTIABLE)
 register("depthwise_u8s8", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _depthwise_u8s8_infer,
          _depthwise_u8s8_reference, 3, backend_only=True, stored_operands=True,
-         doc="depthwise convolution of uint8 NHWC x (padded) by int8 weights (KH, KW, C) widened to int32, "
-             "plus an int32 compensation per channel; attrs stride, dilation",
+         doc="depthwise convolution of uint8 NHWC x by int8 weights (KH, KW, C) widened to int32, plus an "
+             "int32 compensation per channel; attrs stride, dilation, optional padding (top, bottom, left, "
+             "right) with pad_value (x is padded inside the op; absent: x is already padded)",
          gradient=NOT_DIFFERENTIABLE)

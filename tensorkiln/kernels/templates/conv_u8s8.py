@@ -14,9 +14,11 @@ pixels of one image x a block of output channels, spread over the threads::
 
 The input x is a stored buffer (the op table's `stored_operands`: the
 grouping stores it), already padded with the activation's zero point, so the
-sums never test a border. The helper is chosen by the target's `int8_dot`
-(vnni, avx512bw, avx2, portable), and on AVX2 by the layer's weights (`maddubsw`
-where int8_avx2.maddubsw_is_exact holds), as for the u8 x s8 GEMM (gemm_u8s8.py).
+sums never test a border; a depthwise layer that pads inside the op copies
+each task's rows into a padded window first (depthwise_window.py). The
+helper is chosen by the target's `int8_dot` (vnni, avx512bw, avx2, portable),
+and on AVX2 by the layer's weights (`maddubsw` where
+int8_avx2.maddubsw_is_exact holds), as for the u8 x s8 GEMM (gemm_u8s8.py).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from ...ir.graph import Node
 from ...ir.ops.quantized import U8S8_DEPTH_GROUP, U8S8_PANEL_COLUMNS
+from ...ir.ops.quantized_conv import depthwise_padding
 from ...loops import expr as E
 from ...loops.buffer import Buffer
 from ...loops.ir import Alloc, For, NativeCall, Pointer, Stmt, Store, block
@@ -37,6 +40,7 @@ from ..target import cpu_target
 from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
 from .channel_epilogue_avx2 import avx2_source
 from .conv_u8s8_native import dense_source, depthwise_source
+from .depthwise_window import windowed
 from .gemm import PARALLEL_MIN_MACS
 from .int8_avx2 import depthwise_avx2, layer_dot_kind
 
@@ -247,22 +251,33 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
 
 
 def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
-    """Loop IR computing out = epilogue(depthwise conv + compensation) for a `depthwise_u8s8` node."""
+    """Loop IR computing out = epilogue(depthwise conv + compensation) for a `depthwise_u8s8` node; with a
+    `padding` attr each task sums a padded window of its rows and channels (depthwise_window.py)."""
     x_node, weights_node, _ = root.inputs
-    _, hp, wp, cin = x_node.shape
+    _, h, w, cin = x_node.shape
     kh, kw, _ = weights_node.shape
     (sh, sw), (dh, dw) = root.attrs["stride"], root.attrs["dilation"]
+    padding = depthwise_padding(root.attrs)
     x, weights = _input_buffer(root, values), values.buffers[weights_node.id]
     kind = cpu_target().int8_dot
     macs = root.type.size * kh * kw
+    name, source = depthwise_avx2(kw, sw, dw) if kind == "avx2" else \
+        (f"tk_depthwise_u8s8_{kind}", depthwise_source(kind))
+
+    def sums(src: Buffer, src_offset, taps: Buffer, tile: Buffer, nb: int, p0, pixels, j0, cols, wp: int,
+             ld: int) -> Stmt:
+        args = (Pointer(src, src_offset), Pointer(taps, E.const(0)), Pointer(tile, E.const(0)), E.const(nb), p0,
+                pixels, j0, cols, *(E.const(v) for v in (root.shape[2], wp, ld, sh, sw, dh, dw, kh, kw)))
+        return NativeCall(name, args, writes=(tile.name,), source=source)
 
     def call(image, p0, pixels, c0, cols, tile, nb) -> Stmt:
-        args = (Pointer(x, image * (hp * wp * cin)), Pointer(weights, E.const(0)), Pointer(tile, E.const(0)),
-                E.const(nb), p0, pixels, c0, cols,
-                *(E.const(v) for v in (root.shape[2], wp, cin, sh, sw, dh, dw, kh, kw)))
-        name, source = depthwise_avx2(kw, sw, dw) if kind == "avx2" else \
-            (f"tk_depthwise_u8s8_{kind}", depthwise_source(kind))
-        return NativeCall(name, args, writes=(tile.name,), source=source)
+        if not any(padding):  # x is padded already: the helper reads the image where it lies
+            return sums(x, image * (h * w * cin), weights, tile, nb, p0, pixels, c0, cols, w, cin)
+        geometry = dict(h=h, w=w, cin=cin, oh=root.shape[1], ow=root.shape[2], kh=kh, kw=kw, sh=sh, dh=dh,
+                        padding=padding, pad_value=root.attrs.get("pad_value", 0))
+        return windowed(x, image * (h * w * cin), weights, p0, pixels, c0, cols, nb, tile.shape[0] // nb, geometry,
+                        lambda window, taps, p0_in, wp: sums(window, E.const(0), taps, tile, nb, p0_in, pixels,
+                                                             E.const(0), cols, wp, nb))
 
     split = TaskShape(*root.shape[:3], root.shape[3], DEPTHWISE_LANES, kh * kw, DEPTHWISE_TILE_PIXELS, False)
     return _tasks(root, out, values, epilogue, split, macs, call)
