@@ -17,8 +17,11 @@ from __future__ import annotations
 import ctypes
 from typing import Callable
 
-# the description comes as its address: a call site's handler may register it with the native dispatcher
-HOOK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+from . import native_all_reduce
+
+# int hook(const char *what, void *out, const void *in); the description comes as its address, which a
+# call site's handler may register with the native dispatcher
+HOOK_TYPE = native_all_reduce.HOOK_TYPE
 TK_ERR_RUNTIME = 3  # the entry's status when a runtime call failed (codegen/c_entry.py's RUNTIME_HOOK)
 
 # handler(what, out address, in address); registered once per kind of call.
@@ -70,14 +73,13 @@ def keep_failure(err: BaseException) -> None:
 
 def install(library: ctypes.CDLL) -> None:
     """Give a loaded library the hook, when its program makes runtime calls."""
-    from . import native_all_reduce
     try:
         setter = library.tk_set_runtime_hook
     except AttributeError:
         return
     setter.argtypes = [HOOK_TYPE]
     setter.restype = None
-    setter(native_all_reduce.hook() or PYTHON_HOOK)
+    setter(native_all_reduce.hook(PYTHON_HOOK, keep_failure) or PYTHON_HOOK)
 
 
 def take_failure() -> BaseException | None:

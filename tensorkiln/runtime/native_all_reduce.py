@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -36,6 +36,7 @@ _SOURCE = Path(__file__).with_name("native_all_reduce.c")
 DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}
 REDUCTIONS = {"sum": 0, "mean": 1, "max": 2, "min": 3}
 START, WAIT = 0, 1
+# the runtime hook's type (hooks.py): int hook(const char *what, void *out, const void *in)
 HOOK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 FAILURE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int, ctypes.c_int64)
 
@@ -53,11 +54,13 @@ _sites: list[tuple[Site, "SharedAllReduce"]] = []  # registered sites, kept aliv
 _registered: set[int] = set()  # description addresses already routed to C
 
 
+_keep_failure: list[Callable[[BaseException], None]] = []  # hooks.keep_failure, given by hook()
+
+
 def _failed(site: int, late: int, call: int) -> None:
     """(Called from C) a rank waited past the timeout: keep the error for the module to raise."""
-    from . import hooks
     shared = _sites[site][1]
-    hooks.keep_failure(DistributedError(
+    _keep_failure[0](DistributedError(
         f"{shared.where or f'rank {shared.rank}'}: all_reduce through shared memory: rank {late} of the group "
         f"did not reach call {call} within {shared.wait_timeout_seconds:g} s"))
 
@@ -68,7 +71,6 @@ _FAILURE = FAILURE_TYPE(_failed)  # kept alive for the life of the process
 @functools.lru_cache(maxsize=None)
 def library() -> ctypes.CDLL | None:
     """The native hook, built once into the compile cache (None without a C compiler: Python's hook only)."""
-    from . import hooks
     try:
         lib = ctypes.CDLL(compile_c(FLAGS_SOURCE.read_text() + "\n" + _SOURCE.read_text()).path)
     except (CompileError, OSError):
@@ -79,14 +81,19 @@ def library() -> ctypes.CDLL | None:
     lib.tk_native_set_enabled.restype = None
     lib.tk_native_register.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     lib.tk_native_register.restype = ctypes.c_int
-    lib.tk_native_set_fallback(hooks.PYTHON_HOOK, _FAILURE)
     return lib
 
 
-def hook() -> HOOK_TYPE | None:
-    """The hook every library gets: the native dispatcher, or None where it cannot be built."""
+def hook(fallback: HOOK_TYPE, keep_failure: Callable[[BaseException], None]) -> HOOK_TYPE | None:
+    """The hook every library gets (hooks.install): the native dispatcher, which hands the calls it does
+    not run to `fallback` and a failure of its own to `keep_failure`; None where it cannot be built."""
     lib = library()
-    return None if lib is None else ctypes.cast(lib.tk_native_dispatch, HOOK_TYPE)
+    if lib is None:
+        return None
+    if not _keep_failure:
+        _keep_failure.append(keep_failure)
+        lib.tk_native_set_fallback(fallback, _FAILURE)
+    return ctypes.cast(lib.tk_native_dispatch, HOOK_TYPE)
 
 
 _switches = {"enabled": True, "sharing": True}
