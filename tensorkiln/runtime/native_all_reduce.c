@@ -6,7 +6,9 @@
  * shared memory, and later calls with that address run here without entering Python. The steps are those
  * of SharedAllReduce (prepare and copy the operand into this rank's slot at the start; publish `arrived`,
  * wait for every rank's, reduce every slot in rank order into the output, publish `done` at the wait), on
- * the same segment, flags and call counter, so calls may alternate between this path and Python's. */
+ * the same segment, flags and call counter, so calls may alternate between this path and Python's. A
+ * released library's addresses may come back with other descriptions: each entry keeps a copy of its
+ * description's text, and a call whose text differs goes to Python, which registers the address afresh. */
 #include <stdint.h>
 #include <string.h>
 
@@ -35,6 +37,7 @@ int tk_flag_wait(int64_t *const *flags, int size, int self, int64_t target, int6
 
 #define TABLE 4096 /* call sites (a power of two); a full table leaves later sites to Python */
 static const char *keys[TABLE];
+static const char *texts[TABLE]; /* each key's description when registered (a copy Python keeps) */
 static tk_site *sites[TABLE];
 static int phases[TABLE];
 static tk_hook fallback;
@@ -57,13 +60,15 @@ void tk_native_set_enabled(int on)
     enabled = on;
 }
 
-/* Route the calls of description `what` (this address) to `site` as its start or wait: 1, or 0 (table full). */
-int tk_native_register(const char *what, tk_site *site, int phase)
+/* Route the calls of description `what` (this address; `text`, a copy of it) to `site` as its start or
+ * wait: 1, or 0 (table full). */
+int tk_native_register(const char *what, const char *text, tk_site *site, int phase)
 {
     for (uint64_t i = bucket(what), n = 0; n < TABLE; i = (i + 1) & (TABLE - 1), ++n) {
         if (keys[i] == 0 || keys[i] == what) {
             sites[i] = site;
             phases[i] = phase;
+            texts[i] = text;
             __atomic_store_n(&keys[i], what, __ATOMIC_RELEASE);
             return 1;
         }
@@ -151,7 +156,7 @@ int tk_native_dispatch(const char *what, void *out, const void *in)
 {
     if (enabled) {
         int i = find(what);
-        if (i >= 0)
+        if (i >= 0 && strcmp(texts[i], what) == 0)
             return run(sites[i], phases[i], out, in);
     }
     return fallback(what, out, in);

@@ -50,8 +50,9 @@ class Site(ctypes.Structure):
                 ("dtype", ctypes.c_int32), ("reduction", ctypes.c_int32), ("site", ctypes.c_int64)]
 
 
-_sites: list[tuple[Site, "SharedAllReduce"]] = []  # registered sites, kept alive: C holds their addresses
-_registered: set[int] = set()  # description addresses already routed to C
+# registered sites with their all-reduce and the arrays their pointers address, kept alive: C holds them
+_sites: list[tuple[Site, "SharedAllReduce", dict[str, np.ndarray]]] = []
+_registered: dict[int, bytes] = {}  # description address -> its text (C compares it at every call)
 
 
 _keep_failure: list[Callable[[BaseException], None]] = []  # hooks.keep_failure, given by hook()
@@ -79,7 +80,7 @@ def library() -> ctypes.CDLL | None:
     lib.tk_native_set_fallback.restype = None
     lib.tk_native_set_enabled.argtypes = [ctypes.c_int]
     lib.tk_native_set_enabled.restype = None
-    lib.tk_native_register.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    lib.tk_native_register.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
     lib.tk_native_register.restype = ctypes.c_int
     return lib
 
@@ -123,22 +124,24 @@ def serves(shared: "SharedAllReduce") -> bool:
 
 
 def register(address: int, shared: "SharedAllReduce", phase: int) -> bool:
-    """Route the calls of the description at `address` to C as `shared`'s start or wait; False where
-    they stay with Python (no native hook, a site C cannot run, a full table)."""
+    """Route the calls of the description at `address` to C as `shared`'s start or wait, while the text
+    there stays the same (a released library's address may come back with another); False where they
+    stay with Python (no native hook, a site C cannot run, a full table)."""
     lib = library()
-    if address in _registered:
-        return True
     if lib is None or not address or not serves(shared):
         return False
+    text = ctypes.string_at(address)
+    if _registered.get(address) == text:
+        return True
     site = _site_of(shared)
-    if not lib.tk_native_register(address, ctypes.addressof(site), phase):
+    if not lib.tk_native_register(address, text, ctypes.addressof(site), phase):
         return False
-    _registered.add(address)
+    _registered[address] = text  # kept alive: C reads it at every call
     return True
 
 
 def _site_of(shared: "SharedAllReduce") -> Site:
-    for site, owner in _sites:
+    for site, owner, _ in _sites:
         if owner is shared:
             return site
     arrays = shared.native_arrays()
@@ -147,6 +150,6 @@ def _site_of(shared: "SharedAllReduce") -> Site:
                 polls=shared.arrived.polls, timeout=shared.wait_timeout_seconds, size=shared.size,
                 rank=shared.rank, dtype=DTYPES[shared.dtype.name], reduction=REDUCTIONS[shared.reduction],
                 site=len(_sites))
-    _sites.append((site, shared))
+    _sites.append((site, shared, arrays))
     return site
 
