@@ -59,6 +59,7 @@ def worker_gpt2_decode(tokens: int = 16) -> dict:
     all_ranks_bytes = float(dist.all_reduce(tk.tensor(np.float64(weight_bytes))).numpy())
     token_seconds, call_seconds = float(np.median(times[WARMUP:])), float(np.median(calls[WARMUP:]))
     return {"token_seconds": token_seconds, "tokens": chosen, "logits": logits.numpy().tolist(),
+            "waits_per_rank": waits_per_rank(profile),
             "weight_bytes_per_rank": weight_bytes, "weight_bytes_all_ranks": all_ranks_bytes,
             "collectives_per_token": collectives, "layers": model.config.n_layer,
             "breakdown": decode_breakdown(profile, token_seconds, call_seconds, weight_bytes),
@@ -128,6 +129,27 @@ def huge_page_share(arrays: list[np.ndarray]) -> float:
                 total += inside
                 huge += inside * (m["huge"] / m["rss"] if m["rss"] else 0.0)
     return huge / total if total else float("nan")
+
+
+def waits_per_rank(profile) -> list[list[float]]:
+    """(On every rank) the seconds each rank's profile spent in each collective's wait kernel, in program
+    order: row r is rank r's. Where the ranks' work between two collectives is equal and they start
+    together, both wait about the collective's own latency; where one arrives late, the other waits the
+    difference. So the rows say which rank waits where (and the other was the slow one)."""
+    import tensorkiln as tk
+    import tensorkiln.distributed as dist
+    mine = np.array([k.seconds for k in profile.kernels if k.name.endswith("_wait")], np.float64)
+    return dist.all_gather(tk.tensor(mine[None]), dim=0).numpy().tolist()
+
+
+def wait_summary(waits: list[list[float]]) -> str:
+    """One line: each rank's waits per token, and at how many collectives each waited the longer."""
+    table = np.array(waits)
+    longer = np.argmax(table, axis=0)
+    return ("; ".join(f"rank {r} waits {table[r].sum() * 1e3:.2f} ms, the longer wait at "
+                      f"{int((longer == r).sum())} of {table.shape[1]}" for r in range(table.shape[0]))
+            + f"; at each collective the shorter of the ranks' waits (its own latency) sums to "
+              f"{table.min(axis=0).sum() * 1e3:.2f} ms")
 
 
 def decode_breakdown(profile, token_seconds: float, call_seconds: float, weight_bytes: float) -> dict:
@@ -216,5 +238,6 @@ def print_decode(decode: dict, runs: dict[str, list[dict]]) -> None:
           f"2 ranks at {decode['two_rank_GBps']:.1f} GB/s ({100 * decode['two_rank_of_stream']:.0f}% of 2 "
           f"processes'); roofline: {decode['roofline_token_ms']:.1f} ms/token on 2 ranks, at most "
           f"{decode['roofline_speedup']:.2f}x over 1 rank")
+    print(f"  who waits (2 ranks, each rank's kernel profile): {wait_summary(runs['gpt2_decode@2'][0]['waits_per_rank'])}")
     print(f"  collectives per token on 2 ranks ({runs['gpt2_decode@2'][0]['layers']} layers): "
           + ", ".join(f"{count} {op}" for op, count in sorted(decode["collectives_per_token"].items())))

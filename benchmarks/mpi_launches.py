@@ -33,12 +33,14 @@ def write_result(result: dict, path: str) -> None:
             json.dump(result, f)
 
 
-def launch(script: str, worker: str, ranks: int, wait: str = "auto", timeout: float = 1800) -> dict:
-    """`script --worker WORKER` on `ranks` ranks as `tensorkiln launch --wait WAIT` makes it (1 thread
-    per rank); rank 0's result. Raises with the ranks' output when the launch fails."""
+def launch(script: str, worker: str, ranks: int, wait: str = "auto", timeout: float = 1800,
+           extra: tuple[str, ...] | list[str] = ()) -> dict:
+    """`script --worker WORKER [EXTRA...]` on `ranks` ranks as `tensorkiln launch --wait WAIT` makes it
+    (1 thread per rank); rank 0's result. Raises with the ranks' output when the launch fails."""
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "result.json")
-        launch_plan = plan(ranks, [os.path.abspath(script), "--worker", worker, "--result", path], threads=1,
+        launch_plan = plan(ranks, [os.path.abspath(script), "--worker", worker, "--result", path, *extra],
+                           threads=1,
                            wait=wait)
         env = dict(launch_plan.environment, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         done = subprocess.run(launch_plan.command, capture_output=True, text=True, env=env, timeout=timeout)

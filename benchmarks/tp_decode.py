@@ -8,7 +8,10 @@ ratio is reported per pair and as the median of the pairs. Within each launch th
 ways in turns, token after token on the same KV cache:
 
 - greedy: the compiled step returns the next token (decode_greedy_step: the argmax inside; on 2 ranks
-  vocab-parallel, two all-reduces of one value), its all-reduces through the ranks' shared memory;
+  vocab-parallel, two all-reduces of one value), its all-reduces through the ranks' shared memory, run
+  in C from the generated code's runtime hook (runtime/native_all_reduce.py);
+- greedy through Python: as greedy, each all-reduce's start and wait through Python's hook
+  (native_all_reduce.set_enabled(False)), as before the native path;
 - logits: the compiled step returns the logits (on 2 ranks an all-gather of the vocabulary's 50257)
   and numpy takes their argmax, as the decode did before the greedy step;
 - greedy through MPI: as greedy, the all-reduces through MPI's own (Channel.share_memory_without_progress
@@ -37,7 +40,7 @@ from common import machine_summary, print_table, write_json  # noqa: E402
 from mpi_launches import launch as launch_worker  # noqa: E402
 from mpi_launches import write_result  # noqa: E402
 
-WAYS = ("greedy", "logits", "greedy through MPI")
+WAYS = ("greedy", "greedy through Python", "logits", "greedy through MPI")
 PROMPT, WARMUP = 8, 3
 
 
@@ -46,6 +49,7 @@ def worker_decode(tokens: int) -> dict:
     import tensorkiln as tk
     import tensorkiln.distributed as dist
     from tensorkiln.models import GPT2Config, GPT2LMHeadModel
+    from tensorkiln.runtime import native_all_reduce
     from tensorkiln.runtime.collective_channel import Channel
     dist.init(check_agreement=False)  # as the peers: no extra message per collective
     tk.manual_seed(0)
@@ -62,6 +66,7 @@ def worker_decode(tokens: int) -> dict:
         for i in range(count):
             way = WAYS[i % len(WAYS)]
             Channel.share_memory_without_progress = way != "greedy through MPI"  # the same on every rank
+            native_all_reduce.set_enabled(way != "greedy through Python")  # and Python's hook or MPI
             dist.barrier()
             start = time.perf_counter()
             position = tk.tensor(np.int64(PROMPT + i))

@@ -59,6 +59,7 @@ from ..loops.in_place import skip_unchanged_stores
 from ..kernels.schedule_defaults import thread_count
 from ..kernels.target import cpu_target
 from ..kernels.templates.conv import forced_algorithm
+from ..kernels.templates.stream_prefetch import weight_stream_prefetch
 from ..kernels.tuned import COMMENT_PREFIX, records_note, tuning_digest
 from ..runtime.module import ArenaAllocationError, CompiledModule, LibraryLoadError
 from ..runtime.signature import Signature
@@ -252,8 +253,9 @@ def kernel_infos(lowered: LoweredGraph) -> list[KernelInfo]:
 
 def target_description() -> str:
     """What the kernel templates read of the machine: CPU target, thread count, a forced conv algorithm,
-    and the tuned configurations in use (kernels/tuned.py)."""
-    return f"{cpu_target()!r};threads={thread_count()};conv={forced_algorithm()};tuning={tuning_digest()}"
+    the tuned configurations in use (kernels/tuned.py) and the weight streams' prefetch."""
+    return (f"{cpu_target()!r};threads={thread_count()};conv={forced_algorithm()};tuning={tuning_digest()};"
+            f"stream_prefetch={weight_stream_prefetch('float32')!r}")
 
 
 def cache_key(graph: Graph, options: CompileOptions, updates: list[tuple[int, int]]) -> str:

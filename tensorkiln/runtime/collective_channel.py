@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DistributedError
-from . import communicator, shared_flags
+from . import communicator, native_all_reduce, shared_flags
 from .communicator import progresses_in_background
 from .shared_all_reduce import SharedAllReduce, ranks_share_memory
 
@@ -68,7 +68,25 @@ def serves(op: str, fields: dict[str, str]) -> bool:
     return op == "broadcast"
 
 
-class Channel:
+class _Switches(type):
+    """Channel's class-wide switch of the shared-memory path: setting it also tells the native hook
+    (native_all_reduce.py), whose registered call sites would otherwise go on through shared memory."""
+
+    _share_memory = True
+
+    @property
+    def share_memory_without_progress(cls) -> bool:
+        # Without a progress thread, an all-reduce among ranks of one node goes through memory they share
+        # (shared_all_reduce.py) instead of MPI's queues; False keeps MPI's all-reduce (to compare them).
+        return _Switches._share_memory
+
+    @share_memory_without_progress.setter
+    def share_memory_without_progress(cls, on: bool) -> None:
+        _Switches._share_memory = bool(on)
+        native_all_reduce.set_sharing(on)
+
+
+class Channel(metaclass=_Switches):
     """One compiled collective's preallocated state; `start(in_address)`, then `wait(out_address)`."""
 
     def __init__(self, op: str, fields: dict[str, str]):
@@ -108,14 +126,11 @@ class Channel:
     # Without a progress thread a started collective's bytes move only inside MPI calls, so a nonblocking
     # start buys nothing but its latency terms; False restores the nonblocking start (to compare them).
     defer_without_progress = True
-    # Without a progress thread, an all-reduce among ranks of one node goes through memory they share
-    # (shared_all_reduce.py) instead of MPI's queues; False keeps MPI's all-reduce (to compare them).
-    share_memory_without_progress = True
 
     def start(self, in_address: int) -> None:
         communicator.agree(self.op, self.facts, self.group)  # before _connect, whose setup is collective
         comm = self._comm or self._connect()
-        shared = self._shared is not None and self.share_memory_without_progress
+        shared = self._shared is not None and Channel.share_memory_without_progress
         if self.blocking and self.op == "all_reduce" and not shared:
             self._operand = in_address  # no kernel runs before the wait: MPI reads the operand there
             return
@@ -171,12 +186,24 @@ class Channel:
         self.send_address = self.receive_address = self.send.ctypes.data
 
     @property
+    def runs_natively(self) -> bool:
+        """Whether its calls may run in C from now on (native_all_reduce.py): through shared memory,
+        with no agreement check per call (a round of MPI messages in Python)."""
+        return (self._shared is not None and Channel.share_memory_without_progress
+                and not communicator.world().check_agreement)
+
+    @property
+    def shared(self) -> SharedAllReduce | None:
+        """The shared-memory all-reduce (known after the first start), or None."""
+        return self._shared
+
+    @property
     def shares_memory(self) -> bool:
         """Whether this all-reduce can go through memory the ranks share (known after the first start)."""
         return self._shared is not None
 
     def wait(self, out_address: int) -> None:
-        if self._shared is not None and self.share_memory_without_progress and (self.blocking or self._deferred):
+        if self._shared is not None and Channel.share_memory_without_progress and (self.blocking or self._deferred):
             self._shared.run(self._output(out_address).reshape(-1))
             return
         if self.blocking and self.op == "all_reduce":

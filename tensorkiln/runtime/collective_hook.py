@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as dt
-from . import communicator, hooks
+from . import communicator, hooks, native_all_reduce
 from .collective_channel import Channel, serves
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
@@ -100,7 +100,11 @@ def run(what: str, out_address: int, in_address: int) -> None:
         _channels[key] = Channel(op, f) if serves(op, f) else None
     channel = _channels[key]
     if channel is not None:
-        channel.start(in_address) if f["phase"] == "start" else channel.wait(out_address)
+        start = f["phase"] == "start"
+        channel.start(in_address) if start else channel.wait(out_address)
+        if channel.runs_natively:  # this call site's next calls run in C, without entering Python
+            native_all_reduce.register(hooks.calling_address(), channel.shared,
+                                       native_all_reduce.START if start else native_all_reduce.WAIT)
         return
     dtype = dt.as_dtype(f["dtype"])
     if f["phase"] == "start":

@@ -1,8 +1,11 @@
 """Runtime calls: work that generated code hands back to Python (a collective over MPI).
 
 A library whose program holds runtime calls exports `tk_set_runtime_hook`;
-loading it (module.py) installs one C function pointer, `dispatch`, which the
-generated code calls as `hook("what", out, in)`. The first word of `what`
+loading it (module.py) installs one C function pointer, which the generated
+code calls as `hook("what", out, in)`: native_all_reduce.c's dispatcher, which
+runs the short shared-memory all-reduces registered with it in C and hands
+every other call to `_dispatch` here (or `_dispatch` itself where no C
+compiler built the dispatcher). The first word of `what`
 names the handler (registered here by the module that does the work, e.g.
 collective_hook.py), the rest describes the call: so a cached library needs
 nothing but its own text. A handler's exception is kept and raised by the
@@ -14,7 +17,11 @@ from __future__ import annotations
 import ctypes
 from typing import Callable
 
-HOOK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p)
+from . import native_all_reduce
+
+# int hook(const char *what, void *out, const void *in); the description comes as its address, which a
+# call site's handler may register with the native dispatcher
+HOOK_TYPE = native_all_reduce.HOOK_TYPE
 TK_ERR_RUNTIME = 3  # the entry's status when a runtime call failed (codegen/c_entry.py's RUNTIME_HOOK)
 
 # handler(what, out address, in address); registered once per kind of call.
@@ -28,20 +35,40 @@ def register_handler(name: str, handler: Handler) -> None:
     _handlers[name] = handler
 
 
-def _dispatch(what: bytes, out: int, in_: int) -> int:
+_calling = 0  # the address of the description of the call being handled (0: none, or given as bytes)
+
+
+def calling_address() -> int:
+    """(In a handler) the address of the call's description in its library: one per call site."""
+    return _calling
+
+
+def _dispatch(what: int | bytes, out: int, in_: int) -> int:
+    """Run the handler of the call `what` describes (its address, or the text itself); 0, or 1 on failure."""
+    global _calling
     try:
-        text = what.decode()
+        address = what if isinstance(what, int) else 0
+        text = (ctypes.string_at(what) if address else what).decode()
         name = text.split(" ", 1)[0]
         if name not in _handlers:
             raise RuntimeError(f"generated code asked the runtime for {name!r}, which nothing here handles")
-        _handlers[name](text, out, in_)
+        _calling = address
+        try:
+            _handlers[name](text, out, in_)
+        finally:
+            _calling = 0
         return 0
     except BaseException as err:  # never let an exception cross the C frames: report it as a status
         _failures.append(err)
         return 1
 
 
-_HOOK = HOOK_TYPE(_dispatch)  # kept alive for the life of the process: libraries hold its address
+PYTHON_HOOK = HOOK_TYPE(_dispatch)  # kept alive for the life of the process: libraries hold its address
+
+
+def keep_failure(err: BaseException) -> None:
+    """Keep the exception of a runtime call that failed outside Python (the module raises it)."""
+    _failures.append(err)
 
 
 def install(library: ctypes.CDLL) -> None:
@@ -52,7 +79,7 @@ def install(library: ctypes.CDLL) -> None:
         return
     setter.argtypes = [HOOK_TYPE]
     setter.restype = None
-    setter(_HOOK)
+    setter(native_all_reduce.hook(PYTHON_HOOK, keep_failure) or PYTHON_HOOK)
 
 
 def take_failure() -> BaseException | None:

@@ -98,9 +98,28 @@ class SharedAllReduce:
         np.frombuffer(memory, np.uint8)[:] = 0  # every flag starts at call 0: nothing to wait for
         self.arrived, self.reduced, self.done = (Flags([f[k] for f in flags], self.rank, self.wait_timeout_seconds)
                                                  for k in (ARRIVED, REDUCED, DONE))
-        self.calls = 0
+        self._calls = np.zeros(1, np.int64)  # the call counter, in memory the native path shares
         self.comm.Barrier()  # every rank's flags zeroed before any rank publishes one
         self.slot = self.slots[self.rank]
+
+    @property
+    def calls(self) -> int:
+        """How many calls this rank has made (the number its flags publish)."""
+        return int(self._calls[0])
+
+    @calls.setter
+    def calls(self, value: int) -> None:
+        self._calls[0] = value
+
+    def native_arrays(self) -> dict[str, np.ndarray]:
+        """What native_all_reduce.c reads: the call counter, each rank's `arrived` and `done` flag and
+        operand slot (addresses, as arrays kept alive here)."""
+        if not hasattr(self, "_native"):
+            self._native = {"calls": self._calls,
+                            "arrived": np.array(self.arrived.addresses, np.uint64),
+                            "done": np.array(self.done.addresses, np.uint64),
+                            "slots": np.array([slot.ctypes.data for slot in self.slots], np.uint64)}
+        return self._native
 
     def prepare(self) -> None:
         """Wait until no rank still reads this rank's slot (the previous call); then the slot may be written."""

@@ -70,6 +70,7 @@ class Flags:
         if any(a % LINE_BYTES for a in addresses):
             raise ValueError("flags must start cache lines: " + ", ".join(f"{a:#x}" for a in addresses))
         self.library = _library()
+        self.addresses = list(addresses)
         self.pointers = (ctypes.c_void_p * len(addresses))(*addresses)  # kept: C reads it at every wait
         self.size, self.rank = len(addresses), rank
         self.mine = addresses[rank]

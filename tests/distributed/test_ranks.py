@@ -65,3 +65,7 @@ def test_compiled_collectives_through_channels_and_the_general_path_match_numpy(
 
 def test_compiled_collectives_through_channels_on_three_ranks():
     assert_ok(launch(3, "channels.py"), "channels", 3)  # shared memory in three parts of odd sizes
+
+
+def test_short_all_reduces_run_in_c_from_the_runtime_hook():
+    assert_ok(launch(2, "native_all_reduce.py"), "native_all_reduce", 2)

@@ -29,6 +29,7 @@ from ...loops.types import compute_dtype
 from .gemm import Panels, analytic_gemm_blocking, gemm_blocking, gemm_needs_partial_sums
 from .gemm_bf16 import bf16_gemm, gemm_template, one_depth_block
 from .weight_only import bf16_matvec_body
+from .stream_prefetch import prefetch_stream, weight_stream_prefetch
 from ...shapes import is_symbolic, prod
 from ...loops.simplify import index_step
 
@@ -288,11 +289,16 @@ def _panel_order(root: Node, out: Buffer, values: ValueBuilder, epilogue, batch:
         return For(i, E.const(tile), For(j, E.const(nr), Store(acc, slot, fma), "vectorized"), "unrolled")
 
     kc, c = E.Var("pkc"), E.Var("pc")
+    b_buffer = values.buffers[b_node.id]
+    ahead = weight_stream_prefetch(dtype)
     if chains == 1:
-        depth_loop = For(kk, E.const(k), update(kk, E.const(0)))
+        depth_loop = For(kk, E.const(k), block(*prefetch_stream(b_buffer, panel * (k * nr) + kk * nr, nr, ahead),
+                                               update(kk, E.const(0))))
     else:  # depth kc * chains + c into sum c; the last k % chains depths into the first sums
-        depth_loop = block(For(kc, E.const(k // chains), For(c, E.const(chains), update(kc * chains + c, c),
-                                                             "unrolled")),
+        step_start = panel * (k * nr) + kc * (chains * nr)
+        depth_loop = block(For(kc, E.const(k // chains), block(
+                               *prefetch_stream(b_buffer, step_start, chains * nr, ahead),
+                               For(c, E.const(chains), update(kc * chains + c, c), "unrolled"))),
                            *([For(c, E.const(k % chains), update(E.const(k - k % chains) + c, c), "unrolled")]
                              if k % chains else []))
     total = E.Load(acc, wi * nr + wj)
