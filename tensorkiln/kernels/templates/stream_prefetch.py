@@ -9,8 +9,8 @@ distance ahead in the stream adds requests of its own. `prefetchnta` brings the 
 without displacing the rest of the cache (each weight is read once a call: keeping it would only
 push out the activations and the KV cache).
 
-What to prefetch and how far ahead comes from the target description (`stream_prefetch_for`),
-never from the model: `weight_stream_prefetch(dtype)` reads it for the host the code is built
+What to prefetch and how far ahead comes from the target description and the CPU's vendor
+(`stream_prefetch_for`: AMD's cores gain, an Intel Xeon lost), never from the model: `weight_stream_prefetch(dtype)` reads it for the host the code is built
 for. `benchmarks/matvec_prefetch.py` times the GPT-2 decode with each setting in turns, token after
 token, on 1 and on 2 ranks (docs/distributed.md has the figures); `WEIGHT_STREAM_PREFETCH = None`
 turns the prefetch off.
@@ -24,7 +24,7 @@ from ...loops import expr as E
 from ...loops.buffer import Buffer
 from ...loops.ir import NativeCall, Pointer, Stmt
 from ...loops.types import itemsize
-from ..target import CpuTarget, cpu_target
+from ..target import CpuTarget, cpu_target, cpu_vendor
 
 CACHE_LINE = 64
 HINTS = {"nta": 0, "t2": 1, "t1": 2, "t0": 3}  # __builtin_prefetch's locality argument per x86 hint
@@ -55,14 +55,22 @@ class StreamPrefetch:
                 f"{{ __builtin_prefetch(p, 0, {HINTS[self.hint]}); }}")
 
 
-def stream_prefetch_for(target: CpuTarget) -> Optional[StreamPrefetch]:
-    """How the weight stream is prefetched on `target`: non-temporal, a quarter of L1d ahead (8 KiB on
-    a 32 KiB L1d, 128 lines): far enough ahead that a line has arrived when its loads come (8 KiB is
-    about 0.4 us of the stream at 20 GB/s, several memory latencies), near enough that it is still in
-    L1 then. On the Zen 4 host of docs/distributed.md shorter distances cost time on 1 rank (1 KiB:
-    1.19x, 4 KiB: 1.05x, loaded, in turns) and 8 KiB none measurable."""
+def stream_prefetch_for(target: CpuTarget, vendor: str = "AuthenticAMD") -> Optional[StreamPrefetch]:
+    """How the weight stream is prefetched on `target` of `vendor` (/proc/cpuinfo's vendor_id).
+
+    AMD: non-temporal, a quarter of L1d ahead (8 KiB on a 32 KiB L1d, 128 lines): far enough ahead
+    that a line has arrived when its loads come (8 KiB is about 0.4 us of the stream at 20 GB/s,
+    several memory latencies), near enough that it is still in L1 then. On the Zen 4 host of
+    docs/distributed.md shorter distances cost time on 1 rank (1 KiB: 1.19x, 4 KiB: 1.05x, loaded,
+    in turns) and 8 KiB none measurable; 2 ranks streamed 1.36x one process's read with it.
+    Other vendors: none. On the Intel Xeon of docs/distributed.md STREAM's read with `prefetchnta`
+    ran at 0.55x the plain read, and the decode's kernels with this prefetch read at a third of
+    STREAM's rate: there a non-temporal line is not kept in L2, and lines evicted from L1 before
+    their loads come go back to memory."""
     if WEIGHT_STREAM_PREFETCH is not DESCRIBED:
         return WEIGHT_STREAM_PREFETCH
+    if vendor != "AuthenticAMD":
+        return None
     return StreamPrefetch("nta", max(CACHE_LINE, target.l1d // 4 // CACHE_LINE * CACHE_LINE))
 
 
@@ -76,7 +84,7 @@ def weight_stream_prefetch(dtype: str) -> Optional[StreamPrefetch]:
     """The prefetch of a weight stream of `dtype` on the host (float weights only)."""
     if dtype not in ("float32", "float64"):
         return None
-    return stream_prefetch_for(cpu_target())
+    return stream_prefetch_for(cpu_target(), cpu_vendor())
 
 
 def prefetch_stream(buffer: Buffer, start: E.Expr, count: int, ahead: Optional[StreamPrefetch]) -> list[Stmt]:
