@@ -27,8 +27,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 from common import machine_summary, print_table, write_json  # noqa: E402
 from mpi_launches import launch as launch_worker  # noqa: E402
 from mpi_launches import write_result  # noqa: E402
+from tp_decode import PROMPT, prefilled_decode  # noqa: E402
 
-PROMPT, WARMUP = 8, 2
+WARMUP = 2
 
 
 def setting(way: str):
@@ -47,17 +48,12 @@ def worker_decode(ways: list[str], tokens: int) -> dict:
     import tensorkiln as tk
     import tensorkiln.distributed as dist
     from tensorkiln.kernels.templates import stream_prefetch
-    from tensorkiln.models import GPT2Config, GPT2LMHeadModel
     dist.init(check_agreement=False)
-    tk.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(), tensor_parallel=dist.world_size())
-    prompt = np.random.default_rng(0).integers(0, 50257, (1, PROMPT))
     count = len(ways) * (tokens + WARMUP)
     times: dict[str, list[float]] = {way: [] for way in ways}
     chosen = []
+    model, caches, token = prefilled_decode(PROMPT + count + 1)
     with tk.no_grad():
-        logits, caches = tk.jit(model.prefill)(tk.tensor(prompt), PROMPT + count + 1)
-        token = tk.tensor(logits[:, -1].argmax(-1).numpy().reshape(1, 1))
         steps = {}
         for way in ways:  # each way's library is built (or found in the cache) under its own setting
             stream_prefetch.WEIGHT_STREAM_PREFETCH = setting(way)

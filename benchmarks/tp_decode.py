@@ -44,23 +44,34 @@ WAYS = ("greedy", "greedy through Python", "logits", "greedy through MPI")
 PROMPT, WARMUP = 8, 3
 
 
+def prefilled_decode(cache_tokens: int):
+    """(On every rank, after dist.init) GPT-2 small split over the ranks (weights drawn after
+    tk.manual_seed(0)), its KV cache of `cache_tokens` positions filled with a fixed prompt of PROMPT
+    tokens, and the first greedy token: (model, caches, token)."""
+    import tensorkiln as tk
+    import tensorkiln.distributed as dist
+    from tensorkiln.models import GPT2Config, GPT2LMHeadModel
+    tk.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(), tensor_parallel=dist.world_size())
+    prompt = np.random.default_rng(0).integers(0, 50257, (1, PROMPT))
+    with tk.no_grad():
+        logits, caches = tk.jit(model.prefill)(tk.tensor(prompt), cache_tokens)
+        token = tk.tensor(logits[:, -1].argmax(-1).numpy().reshape(1, 1))
+    return model, caches, token
+
+
 def worker_decode(tokens: int) -> dict:
     """(In a worker) GPT-2 small split over every rank; per way, the median seconds of its tokens."""
     import tensorkiln as tk
     import tensorkiln.distributed as dist
-    from tensorkiln.models import GPT2Config, GPT2LMHeadModel
     from tensorkiln.runtime import native_all_reduce
     from tensorkiln.runtime.collective_channel import Channel
     dist.init(check_agreement=False)  # as the peers: no extra message per collective
-    tk.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(), tensor_parallel=dist.world_size())
-    prompt = np.random.default_rng(0).integers(0, 50257, (1, PROMPT))
     count = len(WAYS) * (tokens + WARMUP)
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     chosen = []
+    model, caches, token = prefilled_decode(PROMPT + count)
     with tk.no_grad():
-        logits, caches = tk.jit(model.prefill)(tk.tensor(prompt), PROMPT + count)
-        token = tk.tensor(logits[:, -1].argmax(-1).numpy().reshape(1, 1))
         greedy = tk.jit(model.decode_greedy_step, donate_argnums=2)
         with_logits = tk.jit(model.decode_step, donate_argnums=2)
         for i in range(count):
