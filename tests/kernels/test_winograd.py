@@ -224,6 +224,23 @@ def test_rule_never_picks_winograd_off_3x3_stride_1(zen5, kwargs, w_shape):
     assert not any(a.startswith("winograd") for a in applicable)
 
 
+AVX2 = CpuTarget(vector_bytes=32, vector_registers=16, l1d=32 << 10, l2=1 << 20, l3=32 << 20)
+
+
+@pytest.mark.parametrize("channels,size,batch,expected", [
+    (64, 56, 1, "winograd2"), (64, 56, 8, "winograd2"),
+    (128, 28, 1, "winograd2"), (128, 28, 8, "winograd2"),
+    (256, 14, 1, "winograd2"), (256, 14, 8, "winograd2"),
+    (512, 7, 1, "gemm_rows"), (512, 7, 8, "gemm_rows"),
+])
+def test_rule_on_avx2(monkeypatch, channels, size, batch, expected):
+    """With 16 vector registers F(4x4)'s 6x6 transform tiles spill: F(2x2) wherever Winograd applies;
+    with 8-lane vectors the 256x14x14 layer's 4 MiB U pays already at batch 1 (measured on Zen 4)."""
+    monkeypatch.setattr(conv_module, "cpu_target", lambda: AVX2)
+    node = _conv_node((batch, channels, size, size), (channels, channels, 3, 3))
+    assert _algorithm(node) == expected
+
+
 def test_rule_needs_channels_pixels_and_float32(zen5):
     assert winograd_choice(_conv_node((1, 8, 56, 56), (64, 8, 3, 3))) is None  # few input channels
     assert winograd_choice(_conv_node((1, 64, 7, 7), (64, 64, 3, 3))) is None  # 49 pixels

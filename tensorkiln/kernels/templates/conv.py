@@ -56,7 +56,7 @@ from .depthwise import depthwise_body
 from .gemm import analytic_gemm_blocking, gemm_needs_partial_sums
 from .gemm_bf16 import gemm_template
 from .matmul import BLIS_MIN_FLOPS
-from ..target import cpu_target
+from ..target import CpuTarget, cpu_target
 from .winograd import winograd_conv
 
 CONV_ALGORITHMS = ("winograd4", "winograd2", "gemm_rows", "gemm", "shallow", "depthwise", "direct")
@@ -199,8 +199,19 @@ def _winograd_applies(root: Node) -> bool:
 WINOGRAD_MIN_CHANNELS = 16  # fewer input channels: each GEMM's reduction is too short to pay for the transforms
 WINOGRAD_MIN_PIXELS = 128  # output pixels per call (batch included): fewer cannot pay for the weight transform
 WINOGRAD_MIN_MACS = 1 << 20  # multiply-adds of the direct convolution per call: below, a tie at best
-WINOGRAD_LARGE_U_PIXELS = 512  # ... and where the transformed weights U spill out of L2
+# ... and where the transformed weights U spill out of L2, by the target's vector width in bytes: U
+# streams from L3 once per call, which more output pixels pay for, and a narrower vector makes the
+# direct convolution it replaces slower per pixel. Measured with ResNet-18's 256x14x14 layer (U of
+# F(2x2): 4 MiB): with 64-byte vectors (Zen 5) 196 pixels lose and 1568 win; with 32-byte vectors
+# (Zen 4, AVX2) 196 pixels win (benchmarks/conv_algorithms.py, docs/performance.md).
+WINOGRAD_LARGE_U_PIXELS = {64: 512, 32: 128}
 WINOGRAD4_MIN_SIDE = 16  # F(4x4) on smaller outputs: most of its tiles' area is past the image
+# F(4x4)'s transforms hold 6x6 tiles of vectors (36 values, vectorized over tiles) and spill on any x86
+# target: GCC 12 writes 547 registers to the stack in a 64-channel layer's kernel with 16 vector
+# registers, 232 with 32. With 32 F(4x4) still wins (docs/kernels.md); with 16 (AVX2) F(2x2), whose
+# 4x4 tiles spill nothing, measured 1.1-1.3x faster on ResNet-18's 64x56x56 and 128x28x28 layers
+# (benchmarks/conv_algorithms.py --only-3x3, docs/performance.md).
+WINOGRAD4_MIN_REGISTERS = 32
 
 
 def winograd_choice(root: Node) -> str | None:
@@ -212,12 +223,14 @@ def winograd_choice(root: Node) -> str | None:
     cost is the weight transform, U = n^2 x C x K floats (n = m + 2),
     computed on every call (or at compile time for constant weights) and read
     by the GEMMs of every chunk of tiles: where U fits in L2 it is cheap;
-    up to a quarter of L3 it needs WINOGRAD_LARGE_U_PIXELS output pixels;
+    up to a quarter of L3 it needs WINOGRAD_LARGE_U_PIXELS output pixels
+    (fewer with narrower vectors);
     larger, never (512 x 512 channels: 37 MiB for F(4x4)). F(4x4, 3x3)
     (4x fewer multiplications) where the output is at least
-    WINOGRAD4_MIN_SIDE on both sides and its U qualifies, else F(2x2, 3x3)
-    (2.25x), whose 2x2 tiles fit small outputs better and whose U is
-    2.25x smaller.
+    WINOGRAD4_MIN_SIDE on both sides, the target has at least
+    WINOGRAD4_MIN_REGISTERS vector registers and its U qualifies, else
+    F(2x2, 3x3) (2.25x), whose 2x2 tiles fit small outputs and 16 registers
+    better and whose U is 2.25x smaller.
 
     With run-time sizes (a symbolic batch or image) Winograd is chosen only where it qualifies at
     every size the symbols' bounds allow: a choice that depends on the size's value would be a
@@ -235,12 +248,22 @@ def winograd_choice(root: Node) -> str | None:
         return None
     target = cpu_target()
     for m in (4, 2):
-        if m == 4 and not (_always_at_least(oh, WINOGRAD4_MIN_SIDE) and _always_at_least(ow, WINOGRAD4_MIN_SIDE)):
+        if m == 4 and not (_always_at_least(oh, WINOGRAD4_MIN_SIDE) and _always_at_least(ow, WINOGRAD4_MIN_SIDE)
+                           and target.vector_registers >= WINOGRAD4_MIN_REGISTERS):
             continue
         u_bytes = (m + 2) ** 2 * c_in * c_out * 4
-        if u_bytes <= target.l2 or (u_bytes <= target.l3 // 4 and _always_at_least(pixels, WINOGRAD_LARGE_U_PIXELS)):
+        if u_bytes <= target.l2 or (u_bytes <= target.l3 // 4 and _always_at_least(pixels, _large_u_pixels(target))):
             return f"winograd{m}"
     return None
+
+
+def _large_u_pixels(target: CpuTarget) -> int:
+    """Output pixels per call from which Winograd pays for a U past L2 (`WINOGRAD_LARGE_U_PIXELS`).
+
+    A width not measured takes the threshold of the nearest measured one at least as wide.
+    """
+    wider = [width for width in WINOGRAD_LARGE_U_PIXELS if width >= target.vector_bytes]
+    return WINOGRAD_LARGE_U_PIXELS[min(wider) if wider else max(WINOGRAD_LARGE_U_PIXELS)]
 
 
 def _always_at_least(value, minimum: int) -> bool:
