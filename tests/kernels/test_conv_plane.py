@@ -16,7 +16,8 @@ from tensorkiln.kernels.templates import conv_choice, conv_nchwc
 from tensorkiln.kernels.templates.conv_choice import ConvConfig, ConvShape, analytic_conv_config, tile_legal
 from tensorkiln.kernels.target import CpuTarget
 from tensorkiln.kernels.templates.conv_nchwc import nchwc_tile, weight_vectors_in_registers
-from tensorkiln.kernels.templates.conv_plane import (CHUNKS_PER_THREAD, is_pointwise_plane, plane_chunks,
+from tensorkiln.kernels.templates.conv_plane import (CHUNKS_PER_THREAD, is_pointwise_plane, is_window_plane,
+                                                     plane_chunks,
                                                      tile_row_pixels)
 
 from .disassembly import hottest_block, needs_vector_disassembly
@@ -181,3 +182,62 @@ def test_rule_tile_spans_rows_on_a_small_plane():
     assert tile_legal(pointwise, 13, 1)  # 13 accumulators, a weight vector and a broadcast: wider than a row
     square = ConvShape(1, 64, 7, 7, 64, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), True)
     assert not tile_legal(square, 8, 1)
+
+
+# ---- window layers (3x3, strided, dilated) tiled along the plane: each pixel at its own offset
+
+AVX2 = CpuTarget(vector_bytes=32, vector_registers=16, l1d=32 << 10, l2=1 << 20, l3=32 << 20)
+AVX512 = CpuTarget(vector_bytes=64, vector_registers=32, l1d=48 << 10, l2=1 << 20, l3=32 << 20)
+
+WINDOW_LAYERS = [  # (n, c, h, w, k, kernel, stride, padding, dilation): odd planes, tiles crossing rows
+    (1, 64, 7, 7, 64, 3, 1, (1, 1, 1, 1), 1),
+    (2, 24, 9, 5, 13, 3, 1, (1, 1, 1, 1), 1),
+    (1, 16, 14, 14, 32, 3, 2, (1, 1, 1, 1), 1),
+    (1, 13, 11, 13, 16, 3, 2, (0, 2, 1, 0), 1),
+    (1, 16, 13, 9, 27, 3, 1, (2, 2, 2, 2), 2),
+    (1, 8, 6, 11, 32, 5, 1, (0, 3, 2, 1), 1),
+    (2, 16, 12, 12, 16, 1, 2, (0, 0, 0, 0), 1),
+    (1, 16, 1, 3, 16, 3, 1, (1, 1, 1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("case", WINDOW_LAYERS, ids=lambda c: "x".join(map(str, c[:7])))
+def test_window_plane_matches_reference(monkeypatch, fresh_cache, case):
+    """The four layout forms with 8-lane blocks on a 16-register target, where every layer here tiles
+    its plane (checked: tiles of 5-6 pixels): the tiles cross rows, and each pixel
+    reads at its own input offset."""
+    monkeypatch.setattr(conv_nchwc, "cpu_target", lambda: AVX2)
+    n, c, h, w, k, size, stride, padding, dilation = case
+    oh = (h + padding[0] + padding[1] - dilation * (size - 1) - 1) // stride + 1
+    ow = (w + padding[2] + padding[3] - dilation * (size - 1) - 1) // stride + 1
+    tile = nchwc_tile(-(-k // 8), 8, oh * ow, tasks_per_block=n * oh)
+    assert is_window_plane(False, 8, oh, ow, tile.pixels)
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = RNG.standard_normal((k, c, size, size)).astype(np.float32)
+    bias = RNG.standard_normal(k).astype(np.float32)
+    conv = dict(stride=(stride, stride), padding=padding, dilation=(dilation, dilation))
+    want = reference(x, wt, (stride, stride), padding, (dilation, dilation))
+    check_four_forms(x, bias, block_input(x, 8), block_weight(wt, 8, 8), 8, conv, want)
+
+
+def test_window_plane_in_debug_build(monkeypatch, fresh_cache):
+    """Bounds-checked: every pixel offset of a tile crossing rows stays in the padded copy."""
+    monkeypatch.setattr(conv_nchwc, "cpu_target", lambda: AVX2)
+    x = RNG.standard_normal((1, 16, 7, 7)).astype(np.float32)
+    wt = RNG.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    xb, wb = block_input(x, 8), tk.tensor(block_weight(wt, 8, 8))
+    f = tk.jit(lambda xb: apply("conv2d_nchwc", [xb, wb], stride=(1, 1), padding=(1, 1, 1, 1),
+                                dilation=(1, 1), out_layout="nchwc"), debug=True)
+    got = unblock(f(xb).numpy(), 16)
+    np.testing.assert_allclose(got, reference(x, wt, (1, 1), (1, 1, 1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target,kb,plane", [(AVX2, 8, True), (AVX512, 16, False)])
+def test_window_plane_rule_by_target(monkeypatch, target, kb, plane):
+    """ResNet-18's 512-channel 7x7 layer: 16 registers give a plane tile of 5 pixels (window plane),
+    32 give 14 pixels, more address registers than a loop has: tiled by row, as before."""
+    monkeypatch.setattr(conv_nchwc, "cpu_target", lambda: target)
+    tile = nchwc_tile(512 // kb, kb, 49, tasks_per_block=7)
+    assert is_window_plane(False, kb, 7, 7, tile.pixels) is plane
+    assert not is_window_plane(True, kb, 7, 7, tile.pixels)  # depthwise keeps its own tiles
+    assert not is_window_plane(False, 1, 7, 7, tile.pixels)  # one-channel input blocks (a stem)

@@ -24,7 +24,8 @@ local `wvec` (else it folds the weight load into every FMA, T loads per
 vector), and each step's offsets are named once (`x_at`, `w_at`), so the
 pixel loads are one base register plus constant displacements. The tile
 (T, G) is chosen per layer (`nchwc_tile`); a row whose width T does not
-divide ends with one narrower tile. With input blocks of one channel (an RGB
+divide ends with one narrower tile, unless the tile runs along the whole
+plane (a 1x1 layer, or a small tile: conv_plane.py). With input blocks of one channel (an RGB
 stem) the taps are the innermost loop and GCC unrolls them, keeping a
 broadcast per tap and the epilogue's constants live: the tile leaves
 registers for those (`tile_leaves`, epilogue_registers.py). Only the rule's
@@ -76,7 +77,7 @@ from ..target import cpu_target
 from .depthwise_columns import depthwise_columns_tile, depthwise_row_update
 from .epilogue_registers import epilogue_registers
 from .bf16_store import bf16_tile_store, uses_vector_store
-from .conv_plane import is_pointwise_plane, plane_chunks
+from .conv_plane import is_pointwise_plane, is_window_plane, plane_chunks
 from .plane import as_expr, is_run_time, run_time_min
 
 PREFIX = "nc"
@@ -134,7 +135,6 @@ def tile_store(out: Buffer, acc: Buffer, lanes: Callable[[Stmt], Stmt], epilogue
         out_at = (((img * kblocks + kblock) * oh + oy) * ow + ox0) * kb
         return bf16_tile_store(out, acc, lanes, slot, value, o, shape.g_blocks, shape.pixels, out_at)
     return lanes(Store(out, flat, value))
-
 
 
 @dataclass(frozen=True)
@@ -444,6 +444,11 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     depthwise = _is_depthwise(root)
     # a 1x1 layer of stride 1 tiles its plane as one row of oh*ow pixels (conv_plane.py)
     plane = is_pointwise_plane(kh, kw, (sh, sw), depthwise, oh, ow)
+    window_plane = False  # any other layer whose plane tile is small: each pixel reads at its own offset
+    if tile is None and not (plane or depthwise or is_symbolic(oh) or is_symbolic(ow)):
+        plane_tile = nchwc_tile(kblocks, kb, oh * ow, dtype, tasks_per_block=n_img * oh)
+        plane = window_plane = is_window_plane(depthwise, _input_blocks(root)[1], oh, ow, plane_tile.pixels)
+        tile = plane_tile if window_plane else None
     if tile is None:
         tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(
             kblocks, kb, oh * ow if plane else ow, dtype, tasks_per_block=n_img * oh)
@@ -546,13 +551,17 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         else:
             # Each step's input and weight offsets are named once (x_at, w_at), so the loads of the
             # unrolled pixels and blocks are base + constant: one address register, displacements.
+            # (a window plane's tile may cross rows: its pixels' offsets go with the loads, not in x_at)
             step_offsets = block(
+                Let(x_at, (((img * cblocks + icb) * rows + r * dh) * cols + s * dw) * cb + ic) if window_plane else
                 Let(x_at, (((img * cblocks + icb) * rows + oy * sh + r * dh) * cols + ox0 * sw + s * dw) * cb + ic),
                 Let(w_at, ((((grp * g_blocks) * cblocks + icb) * kh + r) * kw + s) * cb * kb + ic * kb))
             load_w = For(o, E.const(g_blocks), For(j, E.const(kb), Store(
                 wvec, o * kb + j, _weight(values, w_node, w_at + o * w_block + j, kblock, icb, r, s, ic, j)),
                 "vectorized"), "unrolled")
-            update = E.call("fma", E.Load(source, x_at + i * (sw * cb)), E.Load(wvec, o * kb + j), E.Load(acc, slot))
+            pixel = ox0 + i  # in a window plane: pixel (y, x) of the plane reads from row y*sh, column x*sw
+            pixel_at = (pixel // ow * (sh * cols) + pixel % ow * sw) * cb if window_plane else i * (sw * cb)
+            update = E.call("fma", E.Load(source, x_at + pixel_at), E.Load(wvec, o * kb + j), E.Load(acc, slot))
             reduce = For(icb, E.const(cblocks), For(r, E.const(kh), For(s, E.const(kw), For(
                 ic, E.const(cb), Alloc(wvec, block(step_offsets, load_w, lanes(Store(acc, slot, update))))))))
         store = tile_store(out, acc, lanes, epilogue, blocked_out, TileAt(img, grp, oy, ox0, i, o, j,

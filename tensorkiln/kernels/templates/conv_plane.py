@@ -9,6 +9,15 @@ for 2 weight vectors and 2 broadcasts a step), and every tile streams the
 weights of its channel blocks once more. Tiled along the plane, all but one
 tile per plane are full (49 pixels: nine tiles of 5 and one of 4).
 
+A wider window (3x3, strided) tiles its plane the same way where the tile is
+small (`WINDOW_PLANE_MAX_PIXELS`, `is_window_plane`): its pixels are no longer
+one contiguous run of the input, so each pixel of a tile reads from its own
+input offset, computed once per tile (GCC keeps one address register per
+pixel, and the reduction's offsets are displacements from them). ResNet-18's
+512-channel 7x7 layers on an AVX2 host: tiles of 5 x 2 blocks over rows of 7
+end every row in a 2-pixel tile; along the plane, nine tiles of 5 and one of 4
+(one thread, CPU time: 1.17x faster, docs/performance.md).
+
 The tasks are (image, channel group, chunk of the plane's full tiles): chunks
 enough that the threads share the work evenly, and no more, so that a task
 runs many tiles on the same weights. The last chunk of a plane also runs the
@@ -19,6 +28,10 @@ from __future__ import annotations
 from ...shapes.symint import is_symbolic
 
 CHUNKS_PER_THREAD = 4  # tasks per thread at least, where the planes allow: an uneven share stays small
+# Pixels of a window layer's plane tile at most: each holds an address register of its own, and an
+# x86-64 loop has 16 general registers, about 6 of them taken by the reduction's indices, the weight
+# pointer and the loop bounds. (AVX-512 tiles of 14 pixels stay tiled by row.)
+WINDOW_PLANE_MAX_PIXELS = 8
 
 
 def is_pointwise_plane(kh: int, kw: int, stride: tuple[int, int], depthwise: bool, oh: object, ow: object) -> bool:
@@ -27,6 +40,15 @@ def is_pointwise_plane(kh: int, kw: int, stride: tuple[int, int], depthwise: boo
     size known when compiling."""
     return (kh == kw == 1 and tuple(stride) == (1, 1) and not depthwise
             and not is_symbolic(oh) and not is_symbolic(ow))
+
+
+def is_window_plane(depthwise: bool, in_block: int, oh: object, ow: object, plane_tile_pixels: int) -> bool:
+    """Whether a layer that is not a pointwise plane tiles its plane as one row anyway (see the module
+    docstring): not depthwise, input blocks of several channels (an RGB stem's single-channel blocks
+    keep their own tap loop), a size known when compiling, and the plane's tile of at most
+    WINDOW_PLANE_MAX_PIXELS pixels."""
+    return (not depthwise and in_block > 1 and not is_symbolic(oh) and not is_symbolic(ow)
+            and plane_tile_pixels <= WINDOW_PLANE_MAX_PIXELS)
 
 
 def tile_row_pixels(kh: int, kw: int, stride: tuple[int, int], depthwise: bool, oh: int, ow: int) -> int:
@@ -50,4 +72,5 @@ def plane_chunks(full_tiles: int, other_tasks: int, threads: int) -> tuple[int, 
     return -(-full_tiles // per), per
 
 
-__all__ = ["CHUNKS_PER_THREAD", "is_pointwise_plane", "plane_chunks", "tile_row_pixels"]
+__all__ = ["CHUNKS_PER_THREAD", "WINDOW_PLANE_MAX_PIXELS", "is_pointwise_plane", "is_window_plane", "plane_chunks",
+           "tile_row_pixels"]
