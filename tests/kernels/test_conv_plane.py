@@ -224,12 +224,15 @@ def test_window_plane_in_debug_build(monkeypatch, fresh_cache):
     """Bounds-checked: every pixel offset of a tile crossing rows stays in the padded copy."""
     monkeypatch.setattr(conv_nchwc, "cpu_target", lambda: AVX2)
     x = RNG.standard_normal((1, 16, 7, 7)).astype(np.float32)
-    wt = RNG.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    wt = RNG.standard_normal((32, 16, 3, 3)).astype(np.float32)
     xb, wb = block_input(x, 8), tk.tensor(block_weight(wt, 8, 8))
     f = tk.jit(lambda xb: apply("conv2d_nchwc", [xb, wb], stride=(1, 1), padding=(1, 1, 1, 1),
                                 dilation=(1, 1), out_layout="nchwc"), debug=True)
-    got = unblock(f(xb).numpy(), 16)
+    got = unblock(f(xb).numpy(), 32)
     np.testing.assert_allclose(got, reference(x, wt, (1, 1), (1, 1, 1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
+    with open(f.report(xb).source_path) as source:  # the plane's tiles: a step's offset names no tile
+        steps = [line for line in source if "nc_x_at =" in line]
+    assert steps and not any("nc_tx" in line for line in steps)
 
 
 @pytest.mark.parametrize("target,kb,plane", [(AVX2, 8, True), (AVX512, 16, False)])

@@ -444,11 +444,12 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     depthwise = _is_depthwise(root)
     # a 1x1 layer of stride 1 tiles its plane as one row of oh*ow pixels (conv_plane.py)
     plane = is_pointwise_plane(kh, kw, (sh, sw), depthwise, oh, ow)
-    window_plane = False  # any other layer whose plane tile is small: each pixel reads at its own offset
-    if tile is None and not (plane or depthwise or is_symbolic(oh) or is_symbolic(ow)):
+    window_plane = False  # another layer whose plane tile is small: each pixel reads at its own offset
+    if (tile is None or rule_tile) and not (plane or depthwise or is_symbolic(oh) or is_symbolic(ow)):
         plane_tile = nchwc_tile(kblocks, kb, oh * ow, dtype, tasks_per_block=n_img * oh)
-        plane = window_plane = is_window_plane(depthwise, _input_blocks(root)[1], oh, ow, plane_tile.pixels)
-        tile = plane_tile if window_plane else None
+        if is_window_plane(depthwise, _input_blocks(root)[1], oh, ow, plane_tile.pixels):
+            plane = window_plane = True
+            tile = plane_tile
     if tile is None:
         tile = depthwise_tile(ow, kw) if depthwise else nchwc_tile(
             kblocks, kb, oh * ow if plane else ow, dtype, tasks_per_block=n_img * oh)
