@@ -77,7 +77,7 @@ from ..target import cpu_target
 from .depthwise_columns import depthwise_columns_tile, depthwise_row_update
 from .epilogue_registers import epilogue_registers
 from .bf16_store import bf16_tile_store, uses_vector_store
-from .conv_plane import is_pointwise_plane, is_window_plane, plane_chunks
+from .conv_plane import is_pointwise_plane, is_window_plane, plane_chunks, plane_tiles
 from .plane import as_expr, is_run_time, run_time_min
 
 PREFIX = "nc"
@@ -389,21 +389,6 @@ def _row_tiles(tile_code, ox_tile: E.Var, x_first, x_stop, t_full: int) -> list[
     return tiles
 
 
-def _plane_tiles(tile_code, ox_tile: E.Var, chunk: E.Expr, chunks: int, per_chunk: int, full_tiles: int,
-                 tail: int, t_full: int) -> list[Stmt]:
-    """The tiles of one chunk of a plane tiled as one row (conv_plane.py): its `per_chunk` full tiles
-    (fewer in the last chunk, where they do not divide), then, in the last chunk, the plane's tail tile."""
-    tiles: list[Stmt] = []
-    if full_tiles:
-        count = E.const(per_chunk) if full_tiles % per_chunk == 0 else \
-            E.minimum(E.const(per_chunk), E.const(full_tiles) - chunk * per_chunk)
-        tiles.append(For(ox_tile, count, tile_code(t_full, (chunk * per_chunk + ox_tile) * t_full)))
-    if tail:
-        last = tile_code(tail, E.const(full_tiles * t_full))
-        tiles.append(last if chunks == 1 else If(E.eq(chunk, E.const(chunks - 1)), last))
-    return tiles
-
-
 def _is_zero(e: E.Expr) -> bool:
     return isinstance(e, E.Const) and e.value == 0
 
@@ -425,8 +410,9 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
     whose convolution sum is `acc`. tile: the register tile (default `nchwc_tile`'s);
     groups_inner: number the tasks (image, row, channel group) rather than (image, group, row),
     so that neighbouring tasks share input rows rather than weights (not for depthwise layers).
-    rule_tile: `tile` is the rule's, which may be chosen again where it leaves too few registers (below);
-    a tuned record's tile (False) runs as it was measured.
+    rule_tile: `tile` is the rule's, which may be chosen again: along the plane where that tile is small
+    (conv_plane.py: `is_window_plane`), or where it leaves too few registers (below); a tuned record's
+    tile (False) runs as it was measured.
     """
     if epilogue is None:
         epilogue = lambda index, acc: E.cast(acc, out.value_dtype)  # noqa: E731
@@ -579,7 +565,7 @@ def conv2d_nchwc_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=No
         x_first = min(ow, -(-pl // sw))
         x_stop = max(x_first, min(ow, -(-(w + pl - (kw - 1) * dw) // sw)))
     row: list[Stmt] = [tile_code(1, E.const(ox), _tap_range(ox, sw, pl, dw, kw, w)) for ox in range(x_first)]
-    row += _plane_tiles(tile_code, ox_tile, chunk, bands, per_chunk, full_tiles, tail_pixels, t_full) if plane \
+    row += plane_tiles(tile_code, ox_tile, chunk, bands, per_chunk, full_tiles, tail_pixels, t_full) if plane \
         else _row_tiles(tile_code, ox_tile, x_first, x_stop, t_full)
     edge = E.Var(f"{PREFIX}_edge")
     if is_symbolic(ow) and is_symbolic(ow - x_stop):

@@ -25,6 +25,10 @@ plane's narrower tail tile.
 """
 from __future__ import annotations
 
+from typing import Callable
+
+from ...loops import expr as E
+from ...loops.ir import For, If, Stmt
 from ...shapes.symint import is_symbolic
 
 CHUNKS_PER_THREAD = 4  # tasks per thread at least, where the planes allow: an uneven share stays small
@@ -72,5 +76,21 @@ def plane_chunks(full_tiles: int, other_tasks: int, threads: int) -> tuple[int, 
     return -(-full_tiles // per), per
 
 
+def plane_tiles(tile_code: Callable[[int, E.Expr], Stmt], ox_tile: E.Var, chunk: E.Expr, chunks: int,
+                per_chunk: int, full_tiles: int, tail: int, t_full: int) -> list[Stmt]:
+    """The tiles of one chunk of a plane tiled as one row (`tile_code(pixels, first pixel)` each): its
+    `per_chunk` full tiles (fewer in the last chunk, where they do not divide), then, in the last
+    chunk, the plane's tail tile."""
+    tiles: list[Stmt] = []
+    if full_tiles:
+        count = E.const(per_chunk) if full_tiles % per_chunk == 0 else \
+            E.minimum(E.const(per_chunk), E.const(full_tiles) - chunk * per_chunk)
+        tiles.append(For(ox_tile, count, tile_code(t_full, (chunk * per_chunk + ox_tile) * t_full)))
+    if tail:
+        last = tile_code(tail, E.const(full_tiles * t_full))
+        tiles.append(last if chunks == 1 else If(E.eq(chunk, E.const(chunks - 1)), last))
+    return tiles
+
+
 __all__ = ["CHUNKS_PER_THREAD", "WINDOW_PLANE_MAX_PIXELS", "is_pointwise_plane", "is_window_plane", "plane_chunks",
-           "tile_row_pixels"]
+           "plane_tiles", "tile_row_pixels"]
