@@ -153,17 +153,6 @@ static inline uint16_t tk_f32_to_bf16(float f)
     return (uint16_t)(bits >> 16);
 }
 
-/* tk_bf16_to_f32(tk_f32_to_bf16(f)), the same bits, kept in 32-bit lanes: a loop of it vectorizes
- * as shifts, adds and one blend per vector, where the 16-bit round trip packs and unpacks lanes */
-static inline float tk_round_bf16(float f)
-{
-    const uint32_t bits = tk_f32_to_bits(f);
-    const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
-    const uint32_t quiet = bits | 0x00400000u;   /* NaN: keep it a quiet NaN */
-    /* f != f is the NaN test (one unordered compare; the integer test took two vector operations more)
-       and one mask serves both branches: the same bits for every float, checked over all 2^32 */
-    return tk_bits_to_f32((f != f ? quiet : rounded) & 0xffff0000u);
-}
 """
 
 _INT_HELPERS = r"""
