@@ -195,14 +195,25 @@ def zen5(monkeypatch):
     monkeypatch.setattr(conv_module, "cpu_target", lambda: ZEN5)
 
 
-@pytest.mark.parametrize("channels,size,batch,expected", [
-    (64, 56, 1, "winograd4"), (64, 56, 8, "winograd4"),
-    (128, 28, 1, "winograd4"), (128, 28, 8, "winograd4"),
-    (256, 14, 1, "gemm_rows"), (256, 14, 8, "winograd2"),
-    (512, 7, 1, "gemm_rows"), (512, 7, 8, "gemm_rows"),
+AVX2 = CpuTarget(vector_bytes=32, vector_registers=16, l1d=32 << 10, l2=1 << 20, l3=32 << 20)
+
+
+@pytest.mark.parametrize("target,channels,size,batch,expected", [
+    # Zen 5, AVX-512 (benchmarks/conv_algorithms.py): Winograd wins on layers 1-2, on layer 3 at batch 8 only
+    (ZEN5, 64, 56, 1, "winograd4"), (ZEN5, 64, 56, 8, "winograd4"),
+    (ZEN5, 128, 28, 1, "winograd4"), (ZEN5, 128, 28, 8, "winograd4"),
+    (ZEN5, 256, 14, 1, "gemm_rows"), (ZEN5, 256, 14, 8, "winograd2"),
+    (ZEN5, 512, 7, 1, "gemm_rows"), (ZEN5, 512, 7, 8, "gemm_rows"),
+    # Zen 4, AVX2: with 16 vector registers F(4x4)'s 6x6 transform tiles spill, so F(2x2) wherever
+    # Winograd applies; with 8-lane vectors the 256x14x14 layer's 4 MiB U pays already at batch 1
+    (AVX2, 64, 56, 1, "winograd2"), (AVX2, 64, 56, 8, "winograd2"),
+    (AVX2, 128, 28, 1, "winograd2"), (AVX2, 128, 28, 8, "winograd2"),
+    (AVX2, 256, 14, 1, "winograd2"), (AVX2, 256, 14, 8, "winograd2"),
+    (AVX2, 512, 7, 1, "gemm_rows"), (AVX2, 512, 7, 8, "gemm_rows"),
 ])
-def test_rule_on_resnet18_3x3_layers(zen5, channels, size, batch, expected):
-    """Measured (benchmarks/conv_algorithms.py): Winograd wins on layers 1-2, on layer 3 at batch 8 only."""
+def test_rule_on_resnet18_3x3_layers(monkeypatch, target, channels, size, batch, expected):
+    """The rule's choice on ResNet-18's 3x3 layers, as measured on each target."""
+    monkeypatch.setattr(conv_module, "cpu_target", lambda: target)
     node = _conv_node((batch, channels, size, size), (channels, channels, 3, 3))
     assert _algorithm(node) == expected
 
@@ -222,23 +233,6 @@ def test_rule_never_picks_winograd_off_3x3_stride_1(zen5, kwargs, w_shape):
     assert not _algorithm(node).startswith("winograd")
     applicable = applicable_conv_algorithms(node, Buffer("out", "float32", node.shape))
     assert not any(a.startswith("winograd") for a in applicable)
-
-
-AVX2 = CpuTarget(vector_bytes=32, vector_registers=16, l1d=32 << 10, l2=1 << 20, l3=32 << 20)
-
-
-@pytest.mark.parametrize("channels,size,batch,expected", [
-    (64, 56, 1, "winograd2"), (64, 56, 8, "winograd2"),
-    (128, 28, 1, "winograd2"), (128, 28, 8, "winograd2"),
-    (256, 14, 1, "winograd2"), (256, 14, 8, "winograd2"),
-    (512, 7, 1, "gemm_rows"), (512, 7, 8, "gemm_rows"),
-])
-def test_rule_on_avx2(monkeypatch, channels, size, batch, expected):
-    """With 16 vector registers F(4x4)'s 6x6 transform tiles spill: F(2x2) wherever Winograd applies;
-    with 8-lane vectors the 256x14x14 layer's 4 MiB U pays already at batch 1 (measured on Zen 4)."""
-    monkeypatch.setattr(conv_module, "cpu_target", lambda: AVX2)
-    node = _conv_node((batch, channels, size, size), (channels, channels, 3, 3))
-    assert _algorithm(node) == expected
 
 
 def test_rule_needs_channels_pixels_and_float32(zen5):
