@@ -127,17 +127,15 @@ def test_quantization_grid(bits, group):
     np.testing.assert_array_equal(scales_back, scales)
 
 
-@pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "portable"])
+@pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "avx2", "portable"])
 def test_int4_integer_sums(monkeypatch, int4_path):
     """int4 weights x int8 rows on each integer dot product: groups that are no multiple of the 4-depth
     step (padded), a short last group, one group per column, a row of zeros, an outlier in a group."""
-    best = cpu_target().int8_dot if cpu_target().vector_bytes >= 64 else "portable"
+    best = cpu_target().int8_dot
     if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(best):
         pytest.skip(f"this CPU has no {int4_path}")
-    if int4_path == "avx512bw":
-        monkeypatch.setenv("TENSORKILN_INT8_DOT", "avx512bw")
-    if int4_path == "portable":
-        monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    if int4_path in ("avx512bw", "avx2", "portable"):
+        monkeypatch.setenv("TENSORKILN_INT8_DOT", int4_path)
     cpu_target.cache_clear()
     cases = [(2, 70, 64, 5), (1, 130, 70, 7), (6, 67, 65, 32), (1, 96, 64, 96), (3, 200, 40, 64)]  # >= 4096 weights
     xs = [RNG.standard_normal((m, k)).astype(np.float32) for m, k, n, g in cases]
@@ -156,6 +154,31 @@ def test_int4_integer_sums(monkeypatch, int4_path):
     for x, w, result, (m, k, n, g) in zip(xs, ws, results, cases):
         assert_close(result, expected_product(x, w, 4, g), k)
     assert np.all(results[0][1] == 0.0)
+
+
+@pytest.mark.parametrize("int4_path", ["avx2", "portable"])
+def test_int4_sums_at_their_bound(monkeypatch, int4_path):
+    """Every stored weight nibble 15 and every row value +-127: the largest pair sums, which the avx2
+    helper adds over eight steps in 16-bit lanes (8 x 2 x 15 x 127 = 30480; a group of 128 depths
+    is 32 steps), are exact."""
+    if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(cpu_target().int8_dot):
+        pytest.skip(f"this CPU has no {int4_path}")
+    monkeypatch.setenv("TENSORKILN_INT8_DOT", int4_path)
+    cpu_target.cache_clear()
+    x = np.ones((3, 128), np.float32)  # 5120 weights: the pass quantizes from 4096
+    x[1] = -1.0
+    x[2, ::2] = -1.0
+    w = np.full((128, 40), -0.4375, np.float32)  # q = 7, stored 15: the group's extreme 0.5 is q = -8
+    w[0] = 0.5
+    try:
+        f = tk.jit(lambda x: x @ tk.tensor(w), precision="int4w-g128")
+        result = f(x).numpy()
+        assert any(f"native tk_w4_matmul_{int4_path}(" in kernel.loop_ir for kernel in f.report(x).kernels)
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()
+    assert_close(result, expected_product(x, w, 4, 128), 128)
+    np.testing.assert_allclose(result[:2], [[0.5 - 127 * 0.4375] * 40, [127 * 0.4375 - 0.5] * 40], rtol=1e-5)
 
 
 def test_rows_quantized_per_group():

@@ -18,14 +18,14 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
   one instruction per 64 weights and row, as llama.cpp's Q4_0 x Q8_0 dot product. Per group, the
   stored + 8 costs `8 * sum(a_q)`, subtracted, then c += (w_scale * a_scale) * float(sum).
   `avx512bw` sums the same products with `vpmaddubsw` (exact: two products of at most 15 x 127)
-  and `vpmaddwd` by ones.
+  and `vpmaddwd` by ones; `avx2` does too, on 32-byte vectors (a step's 64 bytes in two).
 - `tk_bf16_matvec_<kind>`: bf16 pairs (P, ceil(K/2), 2 W) as the bf16 GEMM packs them
   (ir/ops/gemm_panels.py), A given as bf16 pairs too. `dpbf16`: vdpbf16ps adds both depths of a
   pair in one instruction; `avx512`: each bf16 widened to float32 by a shift or a mask (exact),
   then two FMAs.
 
 `kind` is `avx512` (or `dpbf16`; int4: `vnni` or `avx512bw`) where the target has 512-bit vectors,
-else `portable`: plain C computing the same sums.
+else `portable`: plain C computing the same sums (int4: `avx2` on any CPU with an integer dot path).
 """
 from __future__ import annotations
 
@@ -301,6 +301,80 @@ _INT4_UPDATE = {
 _INT4_CONSTANTS = {"vnni": "", "avx512bw": "const __m512i ones = _mm512_set1_epi16(1);"}
 _INT4_HOW = {"vnni": "vpdpbusd", "avx512bw": "vpmaddubsw + vpmaddwd"}
 
+_INT4_TILE_AVX2 = r"""
+/* int4 weights x int8 rows (vpmaddubsw + vpmaddwd on 32-byte vectors; exact: two products of at most
+ * 15 x 127): c[i][0..31] = sum over groups g of w_scale[g][j] * a_scale[i][g] * (sum over the group's
+ * steps of the u8 x s8 products + comp[i][g]), for mr rows. A step's 64 bytes are two vectors: the low
+ * nibbles of the first hold columns 0..7, of the second 8..15, their high nibbles 16..23 and 24..31 */
+#define TK_W4_STEPS16 8  /* steps summed in 16-bit lanes: 8 x 3810 <= 32767 */
+static inline __attribute__((always_inline)) void tk_w4_tile_avx2(
+    const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const float *restrict s,
+    float *restrict c, int64_t ldc, int64_t steps)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {
+        for (int h = 0; h < 4; h++) acc[i][h] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0; g < groups; g++) {
+        __m256i sum[4][4];  /* [row][eight columns] */
+#pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            for (int h = 0; h < 4; h++) sum[i][h] = _mm256_setzero_si256();
+        }
+        const uint8_t *qg = q + g * steps * 64;
+        const int8_t *ag = aq + g * steps * 4;
+        /* vpmaddubsw's pair sums stay within 2 x 15 x 127 = 3810, so eight steps add up in 16-bit lanes
+           (at most 30480) before one vpmaddwd widens them: half the multiplies of widening every step */
+        for (int64_t st = 0; st < steps;) {
+            const int64_t end = st + TK_W4_STEPS16 < steps ? st + TK_W4_STEPS16 : steps;
+            __m256i part[4][4];
+#pragma GCC unroll 4
+            for (int i = 0; i < mr; i++) {
+                for (int h = 0; h < 4; h++) part[i][h] = _mm256_setzero_si256();
+            }
+            for (; st < end; st++) {
+                const __m256i b0 = _mm256_loadu_si256((const __m256i *)(qg + st * 64));
+                const __m256i b1 = _mm256_loadu_si256((const __m256i *)(qg + st * 64 + 32));
+                const __m256i w[4] = {_mm256_and_si256(b0, low), _mm256_and_si256(b1, low),
+                                      _mm256_and_si256(_mm256_srli_epi16(b0, 4), low),
+                                      _mm256_and_si256(_mm256_srli_epi16(b1, 4), low)};
+#pragma GCC unroll 4
+                for (int i = 0; i < mr; i++) {
+                    int32_t four;
+                    memcpy(&four, ag + i * ldq + st * 4, 4);
+                    const __m256i av = _mm256_set1_epi32(four);
+#pragma GCC unroll 4
+                    for (int h = 0; h < 4; h++) part[i][h] = _mm256_add_epi16(part[i][h], _mm256_maddubs_epi16(w[h], av));
+                }
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < mr; i++) {
+                for (int h = 0; h < 4; h++) sum[i][h] = _mm256_add_epi32(sum[i][h], _mm256_madd_epi16(part[i][h], ones));
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            const __m256i offset = _mm256_set1_epi32(comp[i * groups + g]);
+            const __m256 sa = _mm256_set1_ps(ascale[i * groups + g]);
+#pragma GCC unroll 4
+            for (int h = 0; h < 4; h++) {
+                const __m256 sw = _mm256_loadu_ps(s + g * 32 + h * 8);
+                acc[i][h] = _mm256_fmadd_ps(_mm256_mul_ps(sw, sa),
+                                            _mm256_cvtepi32_ps(_mm256_add_epi32(sum[i][h], offset)), acc[i][h]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {
+        for (int h = 0; h < 4; h++) _mm256_storeu_ps(c + i * ldc + h * 8, acc[i][h]);
+    }
+}
+"""
+
 _INT4_TILE_PORTABLE = r"""
 /* int4 weights x int8 rows, plain C: the sums of the vector tiles (one chain) */
 static inline void tk_w4_tile_portable(
@@ -366,13 +440,16 @@ static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t ro
 }}
 """
 
-INT4_KINDS = ("vnni", "avx512bw", "portable")
+INT4_KINDS = ("vnni", "avx512bw", "avx2", "portable")
 
 
 def int4_weight_source(kind: str) -> str:
     """The C of `tk_w4_matmul_<kind>` (kind in INT4_KINDS)."""
     if kind == "portable":
         tile = _INT4_TILE_PORTABLE
+        quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
+    elif kind == "avx2":
+        tile = _INCLUDE + _INT4_TILE_AVX2
         quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
     else:
         tile = _INCLUDE + _INT4_TILE.format(kind=kind, how=_INT4_HOW[kind], update=_INT4_UPDATE[kind],
