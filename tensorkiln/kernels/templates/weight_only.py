@@ -31,7 +31,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
-from .weight_only_c import bf16_matvec_source, int4_weight_source, int_weight_source
+from .weight_only_c import INT4_512_KINDS, bf16_matvec_source, int4_weight_source, int_weight_source
 
 ROW_BLOCK = 32  # rows of A per task: their K floats stay in L1/L2 while the panels stream past
 COLUMN_BLOCK = 512  # columns per task at most
@@ -50,7 +50,7 @@ def int4_kind() -> str:
     if target.int8_dot == "portable":
         return "portable"
     # the 64-byte forms where the vectors are that wide; any other integer dot path implies AVX2
-    return target.int8_dot if target.vector_bytes >= 64 and target.int8_dot in ("vnni", "avx512bw") else "avx2"
+    return target.int8_dot if target.vector_bytes >= 64 and target.int8_dot in INT4_512_KINDS else "avx2"
 
 
 def bf16_matvec_kind() -> str:

@@ -441,20 +441,18 @@ static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t ro
 """
 
 INT4_KINDS = ("vnni", "avx512bw", "avx2", "portable")
+INT4_512_KINDS = tuple(_INT4_UPDATE)  # the forms on 64-byte vectors
 
 
 def int4_weight_source(kind: str) -> str:
     """The C of `tk_w4_matmul_<kind>` (kind in INT4_KINDS)."""
-    if kind == "portable":
-        tile = _INT4_TILE_PORTABLE
-        quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
-    elif kind == "avx2":
-        tile = _INCLUDE + _INT4_TILE_AVX2
-        quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
-    else:
+    if kind in INT4_512_KINDS:  # rows quantized with AVX-512 too
         tile = _INCLUDE + _INT4_TILE.format(kind=kind, how=_INT4_HOW[kind], update=_INT4_UPDATE[kind],
                                             constants=_INT4_CONSTANTS[kind])
-        quantize = _INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX512.format())
+        return (_INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX512.format())
+                + tile + _INT4_DRIVER.format(kind=kind))
+    tile = _INCLUDE + _INT4_TILE_AVX2 if kind == "avx2" else _INT4_TILE_PORTABLE
+    quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
     return quantize + tile + _INT4_DRIVER.format(kind=kind)
 
 
