@@ -48,10 +48,9 @@ def main() -> int:
     args = parser.parse_args()
     torch = torch_peer(args.threads)
     import numpy as np
-    import openvino
     from tensorkiln.kernels.target import cpu_target
     from tensorkiln.tools.bench import build
-    from tensorkiln.tools.bench_common import openvino_runner
+    from tensorkiln.tools.bench_common import openvino_default_precision, openvino_runner
     from tensorkiln.tools.timing import alternating_blocks
 
     model, inputs = build("resnet18", 1)
@@ -67,7 +66,7 @@ def main() -> int:
     path = os.path.join(tempfile.mkdtemp(prefix="tk-bf16-widened-"), "resnet18.onnx")
     torch.onnx.export(model, inputs, path, dynamo=False)
     runs["openvino"], _ = openvino_runner(path, arrays, None)
-    ov_precision = openvino.Core().compile_model(path, "CPU", {}).get_property("INFERENCE_PRECISION_HINT")
+    ov_precision = openvino_default_precision(path)
     print(f"resnet18, batch 1, {args.threads} threads; {cpu_target()}; OpenVINO default computes in {ov_precision}")
     blocks = alternating_blocks(runs, pairs=args.pairs)
     ov = np.array(blocks["openvino"])

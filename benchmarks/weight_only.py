@@ -126,7 +126,7 @@ def main() -> int:
     import torch
     import tensorkiln as tk
     from tensorkiln.frontend.autodiff import no_grad
-    from tensorkiln.tools.bench_common import onnxruntime_runner, openvino_runner
+    from tensorkiln.tools.bench_common import onnxruntime_runner, openvino_default_precision, openvino_runner
     from tensorkiln.tools.bench_gpt2 import _onnx_files
     from tensorkiln.tools.timing import interleaved_medians
     torch.set_num_threads(args.threads)
@@ -195,7 +195,9 @@ def main() -> int:
                     name, nominal = "onnxruntime fp32 (IOBinding)", "fp32"
                 else:
                     run, _ = openvino_runner(path, arrays, None)
-                    name, nominal = "openvino default (bf16)", "openvino"
+                    ov_precision = openvino_default_precision(path)
+                    name = f"openvino default ({ov_precision})"
+                    nominal = "openvino" if ov_precision == "bf16" else "fp32"
             except ImportError:
                 print(f"{peer} is not installed: skipped")
                 continue
@@ -221,7 +223,7 @@ def main() -> int:
           f"{args.rounds} rounds in turns; machine read bandwidth {bandwidth:.1f} GB/s (tensorkiln sum, same run)")
     print_table(["framework", "ms", "vs tk fp32", "weight MB", "GB/s", "of bandwidth",
                  f"max rel err ({args.steps} steps)", "top-1 agrees"], rows)
-    print("(peers' weight MB nominal: ORT int8 1 byte and OpenVINO bf16 2 bytes per weight)")
+    print("(peers' weight MB nominal: ORT int8 1 byte, OpenVINO bf16 2 and f32 4 bytes per weight)")
     for scheme, goal in GOALS.items():
         name = f"tensorkiln {scheme}"
         if name in latency and base:

@@ -105,6 +105,13 @@ def openvino_runner(path: str, arrays: list[np.ndarray], hint: str | None) -> tu
     return run, seconds
 
 
+def openvino_default_precision(path: str) -> str:
+    """The precision OpenVINO's default settings compute `path` in on this CPU ("bf16" where it has
+    AVX512-BF16 or AMX, else "f32"): its INFERENCE_PRECISION_HINT after compiling."""
+    import openvino  # optional dependency: only the openvino peers need it
+    return str(openvino.Core().compile_model(path, "CPU", {}).get_property("INFERENCE_PRECISION_HINT"))
+
+
 def onnx_peers(path: str, arrays: list[np.ndarray], peers: list[str], progress: Callable[[str], None],
                record: Callable[[str, Callable, float], None]) -> None:
     """Record every installed ONNX-file peer asked for (ONNX_FILE_PEERS) on one model."""

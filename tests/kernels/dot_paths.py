@@ -9,8 +9,9 @@ one machine runs every path:
   matmuls and attention kept on the bf16 pairs kernels, which such a target otherwise leaves for
   the float32 ones: passes/bf16_fp32_gemm.py's `PAIRS_WITHOUT_BF16_DOT`);
 - `int8_path`: each int8 dot-product kind this CPU has (`TENSORKILN_INT8_DOT`), its own first;
-- `vector_path`: "avx512" (512-bit vectors, skipped on a CPU without them) or "portable"
-  (`TENSORKILN_VECTOR_BYTES=32`: the helpers written without AVX-512).
+- `vector_path`: "avx512" (512-bit vectors, skipped on a CPU without them), "avx2"
+  (`TENSORKILN_VECTOR_BYTES=32`: the 256-bit helpers) or "portable" (`TENSORKILN_VECTOR_BYTES=16`:
+  plain C).
 
 A test module imports the fixture it needs (`from .dot_paths import bf16_path`).
 """
@@ -56,13 +57,16 @@ def int8_path(request, monkeypatch):
         yield request.param
 
 
-@pytest.fixture(params=["avx512", "portable"])
+@pytest.fixture(params=["avx512", "avx2", "portable"])
 def vector_path(request, monkeypatch):
-    """Which helper variant the target asks for: with 512-bit vectors or the portable one."""
+    """Which helper variant the target asks for: with 512-bit vectors, with 256-bit ones (AVX2 and FMA),
+    or the portable one (the target described with 16-byte vectors)."""
     if request.param == "avx512" and not HAS_AVX512:
         pytest.skip("this CPU has no 512-bit vectors")
-    variable = "TENSORKILN_VECTOR_BYTES" if request.param == "portable" else None
-    for _ in _on_target(monkeypatch, variable, "32"):
+    if request.param == "avx2" and not cpu_target().fma256:
+        pytest.skip("this CPU has no AVX2 with FMA")
+    width = {"avx512": None, "avx2": "32", "portable": "16"}[request.param]
+    for _ in _on_target(monkeypatch, width and "TENSORKILN_VECTOR_BYTES", width or "1"):
         yield request.param
 
 

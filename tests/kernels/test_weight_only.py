@@ -3,8 +3,9 @@ bf16 weights in the matrix-vector helper, dequantized in registers with float32 
 
 The reference dequantizes the same integers with the same scales (ir/ops/weight_only.py) and sums in
 float64 (int4: times the rows of A quantized to int8 per group, as the kernels do); the kernels differ
-from it only by the order of float32 additions. Each case runs with the AVX-512 helpers and with the
-portable C ones (the target described with 256-bit vectors); int4 also with vpmaddubsw for vpdpbusd.
+from it only by the order of float32 additions. Each case runs with the AVX-512 helpers, the AVX2 ones
+(the target described with 256-bit vectors) and the portable C ones (16-byte vectors); int4 also with
+vpmaddubsw for vpdpbusd.
 """
 from __future__ import annotations
 
@@ -70,7 +71,10 @@ def test_matmul_by_quantized_weight(kind, precision, bits, group):
     f = tk.jit(lambda *xs: tuple(x @ tk.tensor(w) for x, w in zip(xs, ws)), precision=precision)
     for x, w, result in zip(xs, ws, f(*xs)):
         assert_close(result.numpy(), expected_product(x, w, bits, group), x.shape[1])
-    assert {kernel.precision for kernel in f.report(*xs).kernels} == {f"int{bits}w"}
+    kernels = f.report(*xs).kernels
+    assert {kernel.precision for kernel in kernels} == {f"int{bits}w"}
+    if bits == 8:  # the variant the target asks for, in every kernel
+        assert all(f"native tk_w8_matmul_{kind}(" in kernel.loop_ir for kernel in kernels)
 
 
 @pytest.mark.parametrize("precision,bits", [("int8w", 8), ("int4w", 4)])
@@ -130,14 +134,16 @@ def test_quantization_grid(bits, group):
 @pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "avx2", "portable"])
 def test_int4_integer_sums(monkeypatch, int4_path):
     """int4 weights x int8 rows on each integer dot product: groups that are no multiple of the 4-depth
-    step (padded), a short last group, one group per column, a row of zeros, an outlier in a group."""
+    step (padded), a short last group, one group per column, a group of 20 (the rows' quantizer: two
+    8-float vectors and a scalar tail), a row of zeros, an outlier in a group."""
     best = cpu_target().int8_dot
     if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(best):
         pytest.skip(f"this CPU has no {int4_path}")
     if int4_path in ("avx512bw", "avx2", "portable"):
         monkeypatch.setenv("TENSORKILN_INT8_DOT", int4_path)
     cpu_target.cache_clear()
-    cases = [(2, 70, 64, 5), (1, 130, 70, 7), (6, 67, 65, 32), (1, 96, 64, 96), (3, 200, 40, 64)]  # >= 4096 weights
+    cases = [(2, 70, 64, 5), (1, 130, 70, 7), (6, 67, 65, 32), (1, 96, 64, 96), (3, 200, 40, 64),
+             (2, 100, 64, 20)]  # >= 4096 weights
     xs = [RNG.standard_normal((m, k)).astype(np.float32) for m, k, n, g in cases]
     xs[0][1] = 0.0  # a row of zeros: scale 0, no division by it
     xs[1][0, 3] = 1e4  # an outlier: the rest of its group rounds to few levels, as the reference does

@@ -39,8 +39,12 @@ TASKS_PER_THREAD = 4  # enough tasks that uneven progress of the threads evens o
 
 
 def weight_only_kind() -> str:
-    """The int8/int4 helpers' variant on this target: "avx512" (512-bit vectors) or "portable"."""
-    return "avx512" if cpu_target().vector_bytes >= 64 else "portable"
+    """The int8 helper's variant on this target: "avx512" (512-bit vectors), "avx2" (256-bit vectors
+    with FMA) or "portable"."""
+    target = cpu_target()
+    if target.vector_bytes >= 64:
+        return "avx512"
+    return "avx2" if target.vector_bytes == 32 and target.fma256 else "portable"
 
 
 def int4_kind() -> str:

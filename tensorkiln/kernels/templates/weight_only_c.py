@@ -25,7 +25,9 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
   then two FMAs.
 
 `kind` is `avx512` (or `dpbf16`; int4: `vnni` or `avx512bw`) where the target has 512-bit vectors,
-else `portable`: plain C computing the same sums (int4: `avx2` on any CPU with an integer dot path).
+`avx2` where it has 256-bit vectors with FMA (int4: any CPU with an integer dot path; int8: a panel's
+32 columns a pass for one row, 16 for more, the running sums kept in c between groups), else
+`portable`: plain C computing the same sums.
 """
 from __future__ import annotations
 
@@ -101,6 +103,67 @@ _WIDEN = {
 }
 _TABLE = {8: ""}
 
+# 32-byte vectors (AVX2 and FMA): one row does the panel's 32 columns in one pass (four vectors of 8
+# floats, two chains); more rows do 16 columns a pass, the panel's two halves one after the other. The
+# running result lives in c (read and written once per group), so a tile needs only its sums, the
+# widened weight vectors and a broadcast row value in the 16 registers
+_INT_TILE_AVX2 = r"""
+/* int{bits} weights x float32 rows: c[i][0..31] = sum over groups g of scale[g][j] * sum over k in g of
+ * a[i][k] * w[k][j], for mr rows, in passes of nv vectors (8 columns each) */
+static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx2(
+    const int mr, const float *restrict a, int64_t lda, const {qtype} *restrict q, const float *restrict s,
+    float *restrict c, int64_t ldc, int64_t depth, int64_t group)
+{{
+    const int nv = mr == 1 ? 4 : 2;  /* vectors a pass: 2 x nv x mr sums at most 8 */
+    /* independent sums per output, so FMAs wait on FMA latency (4 cycles, 2 a cycle) no more: 8 in flight */
+    const int chains = mr <= 2 ? 2 : 1;
+#pragma GCC unroll 2
+    for (int h = 0; h < 4 / nv; h++) {{
+        const {qtype} *qh = q + 8 * nv * h;
+        for (int64_t g0 = 0, gi = 0; g0 < depth; g0 += group, gi++) {{
+            const int64_t end = g0 + group < depth ? g0 + group : depth;
+            __m256 sum[2][4][4];
+#pragma GCC unroll 2
+            for (int t = 0; t < chains; t++) {{
+#pragma GCC unroll 4
+                for (int i = 0; i < mr; i++) {{
+#pragma GCC unroll 4
+                    for (int v = 0; v < nv; v++) sum[t][i][v] = _mm256_setzero_ps();
+                }}
+            }}
+#define TK_W{bits}_STEP(K, T) do {{ \
+                _Pragma("GCC unroll 4") \
+                for (int v = 0; v < nv; v++) {{ \
+                    const __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32( \
+                        _mm_loadl_epi64((const __m128i *)(qh + (K) * 32 + 8 * v)))); \
+                    _Pragma("GCC unroll 4") \
+                    for (int i = 0; i < mr; i++) \
+                        sum[T][i][v] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * lda + (K)]), w, sum[T][i][v]); \
+                }} \
+            }} while (0)
+            int64_t k = g0;
+            for (; k + chains <= end; k += chains) {{
+#pragma GCC unroll 2
+                for (int t = 0; t < chains; t++) TK_W{bits}_STEP(k + t, t);
+            }}
+            for (; k < end; k++) TK_W{bits}_STEP(k, 0);
+#undef TK_W{bits}_STEP
+#pragma GCC unroll 4
+            for (int i = 0; i < mr; i++) {{
+                float *ci = c + i * ldc + 8 * nv * h;
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++) {{
+                    const __m256 total = chains > 1 ? _mm256_add_ps(sum[0][i][v], sum[1][i][v]) : sum[0][i][v];
+                    const __m256 scale = _mm256_loadu_ps(s + gi * 32 + 8 * nv * h + 8 * v);
+                    _mm256_storeu_ps(ci + 8 * v, gi == 0 ? _mm256_mul_ps(scale, total)
+                                                         : _mm256_fmadd_ps(scale, total, _mm256_loadu_ps(ci + 8 * v)));
+                }}
+            }}
+        }}
+    }}
+}}
+"""
+
 _INT_TILE_PORTABLE = r"""
 /* int{bits} weights x float32 rows, plain C: the sums of tk_w{bits}_tile_avx512 (one chain) */
 static inline void tk_w{bits}_tile_portable(
@@ -152,7 +215,7 @@ static void tk_w{bits}_matmul_{kind}(const float *restrict a, int64_t lda, int64
 }}
 """
 
-INT_KINDS = ("avx512", "portable")
+INT_KINDS = ("avx512", "avx2", "portable")
 
 
 def int_weight_source(bits: int, kind: str) -> str:
@@ -162,6 +225,8 @@ def int_weight_source(bits: int, kind: str) -> str:
     fields = dict(bits=bits, qtype="int8_t", kind=kind, bytes_per_depth=32)
     if kind == "avx512":
         tile = _INCLUDE + _INT_TILE_AVX512.format(widen=_WIDEN[bits], table=_TABLE[bits], **fields)
+    elif kind == "avx2":
+        tile = _INCLUDE + _INT_TILE_AVX2.format(**fields)
     else:
         tile = _INT_TILE_PORTABLE.format(portable_weight=_PORTABLE_WEIGHT[bits], **fields)
     return tile + _INT_DRIVER.format(**fields)
@@ -220,6 +285,40 @@ _INT4_QUANTIZE_AVX512 = """__m512 top = _mm512_setzero_ps();
                 _mm_mask_storeu_epi8(out + k, m, _mm512_cvtepi32_epi8(q));
             }}
             const int32_t sum = _mm512_reduce_add_epi32(total);"""
+
+# 32-byte vectors: 8 floats a step, the last n % 8 in scalar C (the same values: max|x| is exact in any
+# order, and both round x * inverse to nearest even)
+_INT4_QUANTIZE_AVX2 = """__m256 top = _mm256_setzero_ps();
+            const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+            int64_t k = 0;
+            for (; k + 8 <= n; k += 8) top = _mm256_max_ps(top, _mm256_and_ps(_mm256_loadu_ps(x + k), magnitude));
+            __m128 half = _mm_max_ps(_mm256_castps256_ps128(top), _mm256_extractf128_ps(top, 1));
+            half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+            float amax = _mm_cvtss_f32(_mm_max_ss(half, _mm_shuffle_ps(half, half, 1)));
+            for (int64_t t = k; t < n; t++) amax = fmaxf(amax, fabsf(x[t]));
+            const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+            const __m256 scaled = _mm256_set1_ps(inverse);
+            const __m256i first_dwords = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+            __m256i total = _mm256_setzero_si256();
+            for (k = 0; k + 8 <= n; k += 8) {{
+                const __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k), scaled),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                const __m256i q = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127)),
+                                                   _mm256_set1_epi32(-127));
+                total = _mm256_add_epi32(total, q);
+                /* 8 int32 -> 8 bytes: packs within each 128-bit lane, then the lanes' first dwords together */
+                const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q, q), _mm256_setzero_si256());
+                _mm_storel_epi64((__m128i *)(out + k),
+                                 _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(bytes, first_dwords)));
+            }}
+            __m128i lanes = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+            lanes = _mm_add_epi32(lanes, _mm_shuffle_epi32(lanes, 0x4e));
+            int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(lanes, _mm_shuffle_epi32(lanes, 0xb1)));
+            for (; k < n; k++) {{
+                const float v = fminf(fmaxf(rintf(x[k] * inverse), -127.0f), 127.0f);
+                out[k] = (int8_t)v;
+                sum += (int32_t)v;
+            }}"""
 
 _INT4_TILE = r"""
 /* int4 weights x int8 rows ({how}): c[i][0..31] = sum over groups g of w_scale[g][j] * a_scale[i][g] *
@@ -452,7 +551,10 @@ def int4_weight_source(kind: str) -> str:
         return (_INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX512.format())
                 + tile + _INT4_DRIVER.format(kind=kind))
     tile = _INCLUDE + _INT4_TILE_AVX2 if kind == "avx2" else _INT4_TILE_PORTABLE
-    quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
+    if kind == "avx2":
+        quantize = _INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX2.format())
+    else:
+        quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
     return quantize + tile + _INT4_DRIVER.format(kind=kind)
 
 
