@@ -109,7 +109,8 @@ def openvino_default_precision(path: str) -> str:
     """The precision OpenVINO's default settings compute `path` in on this CPU ("bf16" where it has
     AVX512-BF16 or AMX, else "f32"): its INFERENCE_PRECISION_HINT after compiling."""
     import openvino  # optional dependency: only the openvino peers need it
-    return str(openvino.Core().compile_model(path, "CPU", {}).get_property("INFERENCE_PRECISION_HINT"))
+    hint = openvino.Core().compile_model(path, "CPU", {}).get_property("INFERENCE_PRECISION_HINT")
+    return hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)  # an openvino.Type: "f32"
 
 
 def onnx_peers(path: str, arrays: list[np.ndarray], peers: list[str], progress: Callable[[str], None],

@@ -19,6 +19,8 @@ from tensorkiln.ir.ops import REGISTRY, TensorType, infer_type
 from tensorkiln.ir.ops.weight_only import (dequantize, int4_steps, pack_weight_only, quantize_groups,
                                            quantize_rows, unpack_weight_only)
 from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target
+from tensorkiln.kernels.templates import stream_prefetch
+from tensorkiln.kernels.templates.stream_prefetch import StreamPrefetch
 from tensorkiln.kernels.templates.weight_only import bf16_matvec_kind
 from tensorkiln.passes.weight_only import WeightOnlySpec, weight_only_spec
 from tensorkiln import dtypes as dt
@@ -251,3 +253,27 @@ def test_bad_operands_are_named():
     with pytest.raises(ShapeError, match="matmul_int4w"):  # int4 panels are 16 bytes wide
         infer_type("matmul_int4w", [good[0], TensorType((2, 64, 32), dt.uint8), good[2]], attrs)
     assert REGISTRY["matmul_int4w"].backend_only
+
+
+@pytest.mark.parametrize("ahead", [None, StreamPrefetch("nta", 64), StreamPrefetch("t0", 8192)])
+def test_weight_stream_prefetch(monkeypatch, ahead):
+    """The avx2 helpers prefetch the weight stream as the target describes (stream_prefetch.py), clamped
+    to the stream's last byte, or not at all: the same sums every way."""
+    if not cpu_target().fma256 or cpu_target().int8_dot == "portable":
+        pytest.skip("this CPU has no AVX2 with FMA")
+    monkeypatch.setattr(stream_prefetch, "WEIGHT_STREAM_PREFETCH", ahead)
+    monkeypatch.setenv("TENSORKILN_VECTOR_BYTES", "32")
+    monkeypatch.setenv("TENSORKILN_INT8_DOT", "avx2")
+    cpu_target.cache_clear()
+    x = RNG.standard_normal((1, 300)).astype(np.float32)
+    w = RNG.standard_normal((300, 70)).astype(np.float32)
+    try:
+        for precision, bits, group in (("int8w", 8, None), ("int4w", 4, 32)):
+            f = tk.jit(lambda x: x @ tk.tensor(w), precision=precision)
+            assert_close(f(x).numpy(), expected_product(x, w, bits, group), 300)
+            with open(f.report(x).source_path) as generated:
+                source = generated.read()
+            assert (f"+ {ahead.distance} < (uintptr_t)last" in source) if ahead else "__builtin_prefetch" not in source
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()

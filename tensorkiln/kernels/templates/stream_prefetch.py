@@ -7,7 +7,8 @@ prefetchers alone keep fewer reads in flight than the memory system can serve, m
 when several processes stream at once (tensor-parallel ranks on one socket); a prefetch a fixed
 distance ahead in the stream adds requests of its own. `prefetchnta` brings the lines in
 without displacing the rest of the cache (each weight is read once a call: keeping it would only
-push out the activations and the KV cache).
+push out the activations and the KV cache). The weight-only helpers' avx2 tiles (int8 and int4
+weights, weight_only_c.py) prefetch their byte streams the same way.
 
 What to prefetch and how far ahead comes from the target description and the CPU's vendor
 (`stream_prefetch_for`: AMD's cores gain, an Intel Xeon lost), never from the model: `weight_stream_prefetch(dtype)` reads it for the host the code is built
@@ -81,8 +82,9 @@ WEIGHT_STREAM_PREFETCH: object = DESCRIBED
 
 
 def weight_stream_prefetch(dtype: str) -> Optional[StreamPrefetch]:
-    """The prefetch of a weight stream of `dtype` on the host (float weights only)."""
-    if dtype not in ("float32", "float64"):
+    """The prefetch of a weight stream of `dtype` on the host: float weights (the panel-order matmul)
+    and int8 ones (the weight-only helper's avx2 tile, weight_only_c.py)."""
+    if dtype not in ("float32", "float64", "int8"):
         return None
     return stream_prefetch_for(cpu_target(), cpu_vendor())
 

@@ -31,6 +31,7 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
+from .stream_prefetch import weight_stream_prefetch
 from .weight_only_c import INT4_512_KINDS, bf16_matvec_source, int4_weight_source, int_weight_source
 
 ROW_BLOCK = 32  # rows of A per task: their K floats stay in L1/L2 while the panels stream past
@@ -144,6 +145,7 @@ def weight_only_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=Non
     q_buf, s_buf = values.buffers[q_node.id], values.buffers[s_node.id]
     panel_bytes = q_node.shape[1] * q_node.shape[2]
     function = f"tk_w{bits}_matmul_{kind}"
+    ahead = weight_stream_prefetch("int8")  # int4 too: the stream is bytes either way
 
     def call(a: Pointer, lda: int, rows: E.Expr, panel0: E.Expr, count: E.Expr, tile: Buffer) -> Stmt:
         return NativeCall(function, (a, E.const(lda), rows, Pointer(q_buf, panel0 * panel_bytes),
@@ -151,7 +153,7 @@ def weight_only_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=Non
                                      E.const(group), E.const(groups), Pointer(tile, E.const(0)),
                                      E.const(_tile_columns(root, panels, PANEL_COLUMNS))),
                           writes=(tile.name,),
-                          source=int_weight_source(bits, kind) if bits == 8 else int4_weight_source(kind))
+                          source=int_weight_source(bits, kind, ahead) if bits == 8 else int4_weight_source(kind, ahead))
 
     in_place = a_node.id in values.buffers and a_node.dtype.name == "float32"
     return _tasks(root, out, values, epilogue, PANEL_COLUMNS, panels, None if in_place else ("float32", k), call,

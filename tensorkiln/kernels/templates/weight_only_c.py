@@ -31,6 +31,8 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
 """
 from __future__ import annotations
 
+from .stream_prefetch import HINTS, StreamPrefetch
+
 _INCLUDE = "#include <immintrin.h>\n"
 
 # ---- int8 / int4 weights ------------------------------------------------------------------------------
@@ -38,10 +40,11 @@ _INT_TILE_AVX512 = r"""
 /* int{bits} weights x float32 rows: c[i][0..31] = sum over groups g of scale[g][j] * sum over k in g of
  * a[i][k] * w[k][j], for mr rows (a register tile: 2 x mr sums per chain) */
 static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx512(
-    const int mr, const float *restrict a, int64_t lda, const {qtype} *restrict q, const float *restrict s,
-    float *restrict c, int64_t ldc, int64_t depth, int64_t group)
+    const int mr, const float *restrict a, int64_t lda, const {qtype} *restrict q, const {qtype} *last,
+    const float *restrict s, float *restrict c, int64_t ldc, int64_t depth, int64_t group)
 {{
     const int chains = mr <= 2 ? 2 : 1;  /* independent sums per output: FMA latency, not throughput */
+    (void)last;
     {table}
     __m512 acc[4][2];
 #pragma GCC unroll 4
@@ -111,8 +114,8 @@ _INT_TILE_AVX2 = r"""
 /* int{bits} weights x float32 rows: c[i][0..31] = sum over groups g of scale[g][j] * sum over k in g of
  * a[i][k] * w[k][j], for mr rows, in passes of nv vectors (8 columns each) */
 static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx2(
-    const int mr, const float *restrict a, int64_t lda, const {qtype} *restrict q, const float *restrict s,
-    float *restrict c, int64_t ldc, int64_t depth, int64_t group)
+    const int mr, const float *restrict a, int64_t lda, const {qtype} *restrict q, const {qtype} *last,
+    const float *restrict s, float *restrict c, int64_t ldc, int64_t depth, int64_t group)
 {{
     const int nv = mr == 1 ? 4 : 2;  /* vectors a pass: 2 x nv x mr sums at most 8 */
     /* independent sums per output, so FMAs wait on FMA latency (4 cycles, 2 a cycle) no more: 8 in flight */
@@ -143,6 +146,7 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx2(
             }} while (0)
             int64_t k = g0;
             for (; k + chains <= end; k += chains) {{
+                TK_W8_PREFETCH(qh + k * 32);
 #pragma GCC unroll 2
                 for (int t = 0; t < chains; t++) TK_W{bits}_STEP(k + t, t);
             }}
@@ -167,9 +171,10 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx2(
 _INT_TILE_PORTABLE = r"""
 /* int{bits} weights x float32 rows, plain C: the sums of tk_w{bits}_tile_avx512 (one chain) */
 static inline void tk_w{bits}_tile_portable(
-    const int mr, const float *restrict a, int64_t lda, const {qtype} *restrict q, const float *restrict s,
-    float *restrict c, int64_t ldc, int64_t depth, int64_t group)
+    const int mr, const float *restrict a, int64_t lda, const {qtype} *restrict q, const {qtype} *last,
+    const float *restrict s, float *restrict c, int64_t ldc, int64_t depth, int64_t group)
 {{
+    (void)last;
     for (int i = 0; i < mr; i++) {{
         float acc[32] = {{0.0f}};
         for (int64_t g0 = 0, gi = 0; g0 < depth; g0 += group, gi++) {{
@@ -198,17 +203,18 @@ static void tk_w{bits}_matmul_{kind}(const float *restrict a, int64_t lda, int64
                                  const {qtype} *restrict q, const float *restrict scales, int64_t npanels,
                                  int64_t depth, int64_t group, int64_t groups, float *restrict c, int64_t ldc)
 {{
+    const {qtype} *last = q + npanels * depth * {bytes_per_depth} - 1;  /* the stream's last byte */
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
         const {qtype} *qp = q + p * depth * {bytes_per_depth};
         const float *sp = scales + p * groups * 32;
         int64_t r = 0;
         for (; r + 4 <= rows; r += 4) {{
-            tk_w{bits}_tile_{kind}(4, a + r * lda, lda, qp, sp, c + r * ldc + p * 32, ldc, depth, group);
+            tk_w{bits}_tile_{kind}(4, a + r * lda, lda, qp, last, sp, c + r * ldc + p * 32, ldc, depth, group);
         }}
         switch (rows - r) {{  /* a tile of constant height each: its sums stay in registers */
-        case 3: tk_w{bits}_tile_{kind}(3, a + r * lda, lda, qp, sp, c + r * ldc + p * 32, ldc, depth, group); break;
-        case 2: tk_w{bits}_tile_{kind}(2, a + r * lda, lda, qp, sp, c + r * ldc + p * 32, ldc, depth, group); break;
-        case 1: tk_w{bits}_tile_{kind}(1, a + r * lda, lda, qp, sp, c + r * ldc + p * 32, ldc, depth, group); break;
+        case 3: tk_w{bits}_tile_{kind}(3, a + r * lda, lda, qp, last, sp, c + r * ldc + p * 32, ldc, depth, group); break;
+        case 2: tk_w{bits}_tile_{kind}(2, a + r * lda, lda, qp, last, sp, c + r * ldc + p * 32, ldc, depth, group); break;
+        case 1: tk_w{bits}_tile_{kind}(1, a + r * lda, lda, qp, last, sp, c + r * ldc + p * 32, ldc, depth, group); break;
         default: break;
         }}
     }}
@@ -218,15 +224,28 @@ static void tk_w{bits}_matmul_{kind}(const float *restrict a, int64_t lda, int64
 INT_KINDS = ("avx512", "avx2", "portable")
 
 
-def int_weight_source(bits: int, kind: str) -> str:
-    """The C of `tk_w<bits>_matmul_<kind>` (bits 8, kind in INT_KINDS; int4: int4_weight_source)."""
+def _stream_prefetch(ahead: StreamPrefetch | None, macro: str) -> str:
+    """`#define macro(p)`: a prefetch of the weight stream `ahead.distance` bytes past p, never past `last`
+    (the helper's last weight byte; in integers, so no pointer leaves the array); nothing without `ahead`."""
+    if ahead is None:
+        return f"#undef {macro}\n#define {macro}(p) ((void)0)\n"
+    return (f"#include <stdint.h>\n#undef {macro}\n"
+            f"/* the weight stream {ahead.distance} bytes ahead ({ahead.hint}): more reads in flight than the hardware "
+            f"prefetchers keep (stream_prefetch.py) */\n"
+            f"#define {macro}(p) __builtin_prefetch((const void *)((uintptr_t)(p) + {ahead.distance} < (uintptr_t)last "
+            f"\\\n    ? (uintptr_t)(p) + {ahead.distance} : (uintptr_t)last), 0, {HINTS[ahead.hint]})\n")
+
+
+def int_weight_source(bits: int, kind: str, ahead: StreamPrefetch | None = None) -> str:
+    """The C of `tk_w<bits>_matmul_<kind>` (bits 8, kind in INT_KINDS; int4: int4_weight_source); `ahead`:
+    how the avx2 tile prefetches the weight stream (stream_prefetch.py), None for no prefetch."""
     if bits != 8:
         raise ValueError(f"float32 sums of dequantized weights are the int8 helper's; int{bits}: int4_weight_source")
     fields = dict(bits=bits, qtype="int8_t", kind=kind, bytes_per_depth=32)
     if kind == "avx512":
         tile = _INCLUDE + _INT_TILE_AVX512.format(widen=_WIDEN[bits], table=_TABLE[bits], **fields)
     elif kind == "avx2":
-        tile = _INCLUDE + _INT_TILE_AVX2.format(**fields)
+        tile = _INCLUDE + _stream_prefetch(ahead, "TK_W8_PREFETCH") + _INT_TILE_AVX2.format(**fields)
     else:
         tile = _INT_TILE_PORTABLE.format(portable_weight=_PORTABLE_WEIGHT[bits], **fields)
     return tile + _INT_DRIVER.format(**fields)
@@ -325,9 +344,10 @@ _INT4_TILE = r"""
  * (sum over the group's steps of the u8 x s8 products + comp[i][g]), for mr rows */
 static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const float *restrict s,
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const uint8_t *last, const float *restrict s,
     float *restrict c, int64_t ldc, int64_t steps)
 {{
+    (void)last;
     const int chains = mr <= 2 ? 2 : 1;  /* independent sums per output: latency, not throughput */
     const __m512i low = _mm512_set1_epi8(0x0f);
     {constants}
@@ -408,7 +428,7 @@ _INT4_TILE_AVX2 = r"""
 #define TK_W4_STEPS16 8  /* steps summed in 16-bit lanes: 8 x 3810 <= 32767 */
 static inline __attribute__((always_inline)) void tk_w4_tile_avx2(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const float *restrict s,
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const uint8_t *last, const float *restrict s,
     float *restrict c, int64_t ldc, int64_t steps)
 {
     const __m256i low = _mm256_set1_epi8(0x0f);
@@ -436,6 +456,7 @@ static inline __attribute__((always_inline)) void tk_w4_tile_avx2(
                 for (int h = 0; h < 4; h++) part[i][h] = _mm256_setzero_si256();
             }
             for (; st < end; st++) {
+                TK_W4_PREFETCH(qg + st * 64);
                 const __m256i b0 = _mm256_loadu_si256((const __m256i *)(qg + st * 64));
                 const __m256i b1 = _mm256_loadu_si256((const __m256i *)(qg + st * 64 + 32));
                 const __m256i w[4] = {_mm256_and_si256(b0, low), _mm256_and_si256(b1, low),
@@ -478,9 +499,10 @@ _INT4_TILE_PORTABLE = r"""
 /* int4 weights x int8 rows, plain C: the sums of the vector tiles (one chain) */
 static inline void tk_w4_tile_portable(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const float *restrict s,
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const uint8_t *last, const float *restrict s,
     float *restrict c, int64_t ldc, int64_t steps)
 {
+    (void)last;
     for (int i = 0; i < mr; i++) {
         float acc[32] = {0.0f};
         for (int64_t g = 0; g < groups; g++) {
@@ -515,20 +537,21 @@ static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t ro
     int32_t *comp = malloc((size_t)(rows * groups) * sizeof(int32_t));
     if (aq == NULL || ascale == NULL || comp == NULL) abort();
     tk_w4_quantize_rows_{kind}(a, lda, rows, depth, group, groups, steps, aq, ascale, comp);
+    const uint8_t *last = q + npanels * groups * steps * 64 - 1;  /* the stream's last byte */
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
         const uint8_t *qp = q + p * groups * steps * 64;
         const float *sp = scales + p * groups * 32;
         int64_t r = 0;
         for (; r + 4 <= rows; r += 4) {{
-            tk_w4_tile_{kind}(4, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+            tk_w4_tile_{kind}(4, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
                              c + r * ldc + p * 32, ldc, steps);
         }}
         switch (rows - r) {{  /* a tile of constant height each: its sums stay in registers */
-        case 3: tk_w4_tile_{kind}(3, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+        case 3: tk_w4_tile_{kind}(3, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
                                  c + r * ldc + p * 32, ldc, steps); break;
-        case 2: tk_w4_tile_{kind}(2, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+        case 2: tk_w4_tile_{kind}(2, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
                                  c + r * ldc + p * 32, ldc, steps); break;
-        case 1: tk_w4_tile_{kind}(1, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, sp,
+        case 1: tk_w4_tile_{kind}(1, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
                                  c + r * ldc + p * 32, ldc, steps); break;
         default: break;
         }}
@@ -543,14 +566,16 @@ INT4_KINDS = ("vnni", "avx512bw", "avx2", "portable")
 INT4_512_KINDS = tuple(_INT4_UPDATE)  # the forms on 64-byte vectors
 
 
-def int4_weight_source(kind: str) -> str:
-    """The C of `tk_w4_matmul_<kind>` (kind in INT4_KINDS)."""
+def int4_weight_source(kind: str, ahead: StreamPrefetch | None = None) -> str:
+    """The C of `tk_w4_matmul_<kind>` (kind in INT4_KINDS); `ahead`: how the avx2 tile prefetches the
+    weight stream (stream_prefetch.py), None for no prefetch."""
     if kind in INT4_512_KINDS:  # rows quantized with AVX-512 too
         tile = _INCLUDE + _INT4_TILE.format(kind=kind, how=_INT4_HOW[kind], update=_INT4_UPDATE[kind],
                                             constants=_INT4_CONSTANTS[kind])
         return (_INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX512.format())
                 + tile + _INT4_DRIVER.format(kind=kind))
-    tile = _INCLUDE + _INT4_TILE_AVX2 if kind == "avx2" else _INT4_TILE_PORTABLE
+    tile = _INCLUDE + _stream_prefetch(ahead, "TK_W4_PREFETCH") + _INT4_TILE_AVX2 if kind == "avx2" \
+        else _INT4_TILE_PORTABLE
     if kind == "avx2":
         quantize = _INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX2.format())
     else:
