@@ -60,7 +60,7 @@ def pair_counts(reduce_range: bool) -> None:
     from onnx import numpy_helper
 
     from tensorkiln.ir.ops.quantized_conv import pack_conv_u8s8
-    from tensorkiln.kernels.templates.int8_avx2 import maddubsw_is_exact
+    from tensorkiln.kernels.templates.int8_avx2 import maddubsw_is_exact, saturating_pairs
     from tensorkiln.tools.bench import build
     from tensorkiln.tools.bench_int8 import quantized_onnx
     logging.getLogger().setLevel(logging.ERROR)
@@ -75,10 +75,9 @@ def pair_counts(reduce_range: bool) -> None:
         for w in dense:
             panels = pack_conv_u8s8(w)
             passing += maddubsw_is_exact(panels)
-            pairs = panels.reshape(-1, 2).astype(np.int32)
-            high, low = np.maximum(pairs, 0).sum(1) * 255, np.minimum(pairs, 0).sum(1) * 255
-            past += int(np.count_nonzero((high > 32767) | (low < -32768)))
-            total += len(pairs)
+            saturating = saturating_pairs(panels)
+            past += int(np.count_nonzero(saturating))
+            total += saturating.size
         print(f"{name}{' (reduce_range)' if reduce_range else ''}: {passing} of {len(dense)} dense layers pass; "
               f"{100 * past / total:.1f}% of weight pairs past the bound")
 

@@ -9,7 +9,7 @@ import pytest
 import tensorkiln as tk
 from tensorkiln.frontend.functions import matmul_integer
 from tensorkiln.ir.ops.quantized import pack_u8s8_panels
-from tensorkiln.kernels.templates.int8_avx2 import maddubsw_is_exact
+from tensorkiln.kernels.templates.int8_avx2 import maddubsw_is_exact, saturating_pairs
 
 from .compiled import check_compiled
 from .dot_paths import INT8_PATHS, _on_target, random_ints
@@ -38,6 +38,15 @@ def _pairs(*pairs: tuple[int, int]) -> np.ndarray:
 ])
 def test_the_rule_bounds_each_pair_of_weights(pairs, exact):
     assert maddubsw_is_exact(pack_u8s8_panels(_pairs(*pairs))) is exact
+
+
+def test_saturating_pairs_are_named_one_by_one():
+    """saturating_pairs flags exactly the pairs past the bound, in panel order (the benchmark's share of
+    them, benchmarks/int8_maddubsw.py --pairs, counts these)."""
+    flags = saturating_pairs(pack_u8s8_panels(_pairs((127, 1), (127, 2), (-128, -1), (127, -128))))
+    # a panel step holds each column's 4 depths in turn: column j's depths (0, 1) are pair 2j
+    assert flags[0:8:2].tolist() == [False, True, True, False]
+    assert np.count_nonzero(flags) == 2
 
 
 def test_seven_bit_weights_pass_and_full_range_weights_fail():

@@ -47,10 +47,16 @@ def maddubsw_is_exact(panels: np.ndarray) -> bool:
 
     which holds for 7-bit weights (|w| <= 64: quantizers' reduce_range) and for any pair of opposite
     signs; one pair past it and the layer keeps the exact widened step."""
+    return not saturating_pairs(panels).any()
+
+
+def saturating_pairs(panels: np.ndarray) -> np.ndarray:
+    """Per pair of packed weights (`maddubsw_is_exact`'s pairs, in panel order): whether some uint8
+    activations make `vpmaddubsw`'s 16-bit sum of the pair saturate."""
     pairs = panels.reshape(-1, 2).astype(np.int32)
-    high = np.maximum(pairs, 0).sum(axis=1).max(initial=0)
-    low = np.minimum(pairs, 0).sum(axis=1).min(initial=0)
-    return bool(_U8_MAX * high <= _S16_MAX and _U8_MAX * low >= _S16_MIN)
+    high = np.maximum(pairs, 0).sum(axis=1)
+    low = np.minimum(pairs, 0).sum(axis=1)
+    return (_U8_MAX * high > _S16_MAX) | (_U8_MAX * low < _S16_MIN)
 
 
 def layer_dot_kind(kind: str, panels: Node) -> str:
@@ -275,4 +281,4 @@ static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t
 
 
 __all__ = ["AVX2", "MADDUBSW", "QUARTER_ROWS", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
-           "maddubsw_is_exact"]
+           "maddubsw_is_exact", "saturating_pairs"]
