@@ -2,7 +2,7 @@
 weights, against ONNX Runtime's dynamic int8 and OpenVINO's default, timed in turns; and the
 accuracy of the quantized logits over a fixed prompt and 32+ decoded tokens.
 
-    python benchmarks/weight_only.py [--threads 2] [--steps 32] [--rounds 8] [--json out/weight_only.json]
+    python benchmarks/weight_only.py [--threads 2] [--steps 32] [--rounds 8] [--prefill] [--json out/weight_only.json]
 
 The model is tools/torch_reference.GPT2 at GPT-2 small's size with seeded random weights (no
 downloads), loaded into tensorkiln's GPT-2 (tensorkiln.models) as `tensorkiln bench gpt2` does. A
@@ -19,7 +19,9 @@ concatenated: the reference's own decode) quantized by `onnxruntime.quantization
 file unquantized; OpenVINO with its defaults (bf16 on a CPU with AVX512-BF16). Weight bytes per step:
 every matmul weight (the 48 linear layers and the 768 x 50257 head) in the precision's storage,
 scales included; GB/s is those bytes over the step's median, beside the machine's read bandwidth
-measured in the same run (a tensorkiln sum over 512 MiB).
+measured in the same run (a tensorkiln sum over 512 MiB). `--prefill` also times each tensorkiln
+precision's prefill of the prompt in turns (128 rows per weight: the weight-only helpers' many-row
+tiles, not the float GEMM).
 """
 from __future__ import annotations
 
@@ -112,6 +114,23 @@ def ort_dynamic_int8(path: str) -> str:
     return quantized
 
 
+def time_prefills(compiled: dict, schemes: list[str], ids: np.ndarray, length: int, args) -> dict[str, float]:
+    """ms of each scheme's prefill of the prompt (a matrix of PROMPT rows per weight: the weight-only
+    helpers' many-row tiles), timed in turns, printed against tensorkiln fp32's."""
+    import tensorkiln as tk
+    from tensorkiln.frontend.autodiff import no_grad
+    from tensorkiln.tools.timing import interleaved_medians
+    runs = {scheme: (lambda prefill=compiled[scheme][0]: prefill(tk.tensor(ids), length)[0]) for scheme in schemes}
+    print(f"timing the {PROMPT}-token prefill of {', '.join(runs)} in turns ...", flush=True)
+    with no_grad():
+        latency = interleaved_medians(runs, args.rounds, args.rounds)
+    base = latency.get("fp32")
+    print_table(["tensorkiln", f"prefill ms ({PROMPT} tokens)", "vs tk fp32"],
+                [[scheme, f"{seconds * 1e3:.1f}", f"{base / seconds:.2f}x" if base else "-"]
+                 for scheme, seconds in latency.items()])
+    return {scheme: seconds * 1e3 for scheme, seconds in latency.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -120,6 +139,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=40, help="timed calls per framework, at least")
     parser.add_argument("--schemes", default=",".join(SCHEMES), help="tensorkiln precisions")
     parser.add_argument("--peers", default="onnxruntime-int8,onnxruntime,openvino")
+    parser.add_argument("--prefill", action="store_true",
+                        help="also time each tensorkiln precision's prefill of the prompt, in turns")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before the first library loads OpenMP
@@ -231,10 +252,11 @@ def main() -> int:
     ort = latency.get("onnxruntime dynamic int8 (IOBinding)")
     if ort and "tensorkiln int8w" in latency:
         print(f"int8w vs ONNX Runtime dynamic int8: {ort / latency['tensorkiln int8w']:.2f}x")
+    prefill = time_prefills(compiled, schemes, ids, length, args) if args.prefill else {}
     if args.json:
         write_json(args.json, {"machine": machine_summary(), "threads": args.threads, "steps": args.steps,
                                "bandwidth_gb_per_s": bandwidth, "decode": results, "accuracy": accuracy,
-                               "compile_s": compile_s})
+                               "compile_s": compile_s, "prefill_ms": prefill})
     return 0
 
 
