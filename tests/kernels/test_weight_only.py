@@ -273,7 +273,7 @@ def test_weight_stream_prefetch(monkeypatch, ahead):
             assert_close(f(x).numpy(), expected_product(x, w, bits, group), 300)
             with open(f.report(x).source_path) as generated:
                 source = generated.read()
-            assert (f"+ {ahead.distance} < (uintptr_t)last" in source) if ahead else "__builtin_prefetch" not in source
+            assert (f"+ {ahead.distance} < (uintptr_t)(last)" in source) if ahead else "__builtin_prefetch" not in source
     finally:
         monkeypatch.undo()
         cpu_target.cache_clear()

@@ -50,6 +50,16 @@ class StreamPrefetch:
         """The C helper's name, one per hint."""
         return f"tk_prefetch_stream_{self.hint}"
 
+    def clamped_macro(self, macro: str, last: str) -> str:
+        """C defining `macro(p)`: the prefetch of the line `distance` bytes past p, never past the pointer
+        `last` (the stream's last byte; compared as integers, so no pointer leaves its array)."""
+        ahead = f"(uintptr_t)(p) + {self.distance}"
+        return (f"#include <stdint.h>\n#undef {macro}\n"
+                f"/* the weight stream {self.distance} bytes ahead ({self.hint}): more reads in flight than the "
+                f"hardware prefetchers keep */\n"
+                f"#define {macro}(p) __builtin_prefetch((const void *)({ahead} < (uintptr_t)({last}) \\\n"
+                f"    ? {ahead} : (uintptr_t)({last})), 0, {HINTS[self.hint]})\n")
+
     @property
     def source(self) -> str:
         return (f"static inline void {self.helper}(const void *p) "

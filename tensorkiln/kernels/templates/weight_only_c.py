@@ -31,7 +31,7 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
 """
 from __future__ import annotations
 
-from .stream_prefetch import HINTS, StreamPrefetch
+from .stream_prefetch import StreamPrefetch
 
 _INCLUDE = "#include <immintrin.h>\n"
 
@@ -146,7 +146,7 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx2(
             }} while (0)
             int64_t k = g0;
             for (; k + chains <= end; k += chains) {{
-                TK_W8_PREFETCH(qh + k * 32);
+                TK_W{bits}_PREFETCH(qh + k * 32);
 #pragma GCC unroll 2
                 for (int t = 0; t < chains; t++) TK_W{bits}_STEP(k + t, t);
             }}
@@ -225,15 +225,9 @@ INT_KINDS = ("avx512", "avx2", "portable")
 
 
 def _stream_prefetch(ahead: StreamPrefetch | None, macro: str) -> str:
-    """`#define macro(p)`: a prefetch of the weight stream `ahead.distance` bytes past p, never past `last`
-    (the helper's last weight byte; in integers, so no pointer leaves the array); nothing without `ahead`."""
-    if ahead is None:
-        return f"#undef {macro}\n#define {macro}(p) ((void)0)\n"
-    return (f"#include <stdint.h>\n#undef {macro}\n"
-            f"/* the weight stream {ahead.distance} bytes ahead ({ahead.hint}): more reads in flight than the hardware "
-            f"prefetchers keep (stream_prefetch.py) */\n"
-            f"#define {macro}(p) __builtin_prefetch((const void *)((uintptr_t)(p) + {ahead.distance} < (uintptr_t)last "
-            f"\\\n    ? (uintptr_t)(p) + {ahead.distance} : (uintptr_t)last), 0, {HINTS[ahead.hint]})\n")
+    """`#define macro(p)`: the weight stream's prefetch past p, clamped to `last` (the helper's last weight
+    byte); nothing without `ahead`."""
+    return ahead.clamped_macro(macro, "last") if ahead is not None else f"#undef {macro}\n#define {macro}(p) ((void)0)\n"
 
 
 def int_weight_source(bits: int, kind: str, ahead: StreamPrefetch | None = None) -> str:
@@ -245,7 +239,7 @@ def int_weight_source(bits: int, kind: str, ahead: StreamPrefetch | None = None)
     if kind == "avx512":
         tile = _INCLUDE + _INT_TILE_AVX512.format(widen=_WIDEN[bits], table=_TABLE[bits], **fields)
     elif kind == "avx2":
-        tile = _INCLUDE + _stream_prefetch(ahead, "TK_W8_PREFETCH") + _INT_TILE_AVX2.format(**fields)
+        tile = _INCLUDE + _stream_prefetch(ahead, f"TK_W{bits}_PREFETCH") + _INT_TILE_AVX2.format(**fields)
     else:
         tile = _INT_TILE_PORTABLE.format(portable_weight=_PORTABLE_WEIGHT[bits], **fields)
     return tile + _INT_DRIVER.format(**fields)
@@ -570,17 +564,14 @@ def int4_weight_source(kind: str, ahead: StreamPrefetch | None = None) -> str:
     """The C of `tk_w4_matmul_<kind>` (kind in INT4_KINDS); `ahead`: how the avx2 tile prefetches the
     weight stream (stream_prefetch.py), None for no prefetch."""
     if kind in INT4_512_KINDS:  # rows quantized with AVX-512 too
-        tile = _INCLUDE + _INT4_TILE.format(kind=kind, how=_INT4_HOW[kind], update=_INT4_UPDATE[kind],
-                                            constants=_INT4_CONSTANTS[kind])
-        return (_INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX512.format())
-                + tile + _INT4_DRIVER.format(kind=kind))
-    tile = _INCLUDE + _stream_prefetch(ahead, "TK_W4_PREFETCH") + _INT4_TILE_AVX2 if kind == "avx2" \
-        else _INT4_TILE_PORTABLE
-    if kind == "avx2":
-        quantize = _INCLUDE + _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_AVX2.format())
+        rows, tile = _INT4_QUANTIZE_AVX512, _INCLUDE + _INT4_TILE.format(
+            kind=kind, how=_INT4_HOW[kind], update=_INT4_UPDATE[kind], constants=_INT4_CONSTANTS[kind])
+    elif kind == "avx2":
+        rows, tile = _INT4_QUANTIZE_AVX2, _INCLUDE + _stream_prefetch(ahead, "TK_W4_PREFETCH") + _INT4_TILE_AVX2
     else:
-        quantize = _INT4_QUANTIZE.format(kind=kind, quantize=_INT4_QUANTIZE_SCALAR.format())
-    return quantize + tile + _INT4_DRIVER.format(kind=kind)
+        rows, tile = _INT4_QUANTIZE_SCALAR, _INT4_TILE_PORTABLE
+    quantize = _INT4_QUANTIZE.format(kind=kind, quantize=rows.format())
+    return (_INCLUDE if kind != "portable" else "") + quantize + tile + _INT4_DRIVER.format(kind=kind)
 
 
 # ---- bf16 weights -----------------------------------------------------------------------------------
