@@ -57,13 +57,16 @@ def expected_product(x: np.ndarray, w: np.ndarray, bits: int, group: int | None)
 
 # (rows, k, n): one row (decoding) and a few, a depth of one, depths that are not a multiple of the
 # group (a short last group) or of the two chains, columns past the last whole panel of 32, and many
-# rows (a prefill: 4-row tiles, a 1-3 row remainder, several row blocks of 32)
+# rows (a prefill: 4-row tiles, a 1-3 row remainder, several row blocks of 32; from 8 rows a task, int8's
+# avx2 float tiles over dequantized blocks of 128 depths: 6-row tiles and each 1-5 row remainder, a last
+# part block of depths, groups that straddle the blocks)
 SHAPES = [(1, 1, 4096), (1, 100, 77), (3, 257, 130), (2, 65, 96), (1, 768, 161), (5, 31, 200), (37, 129, 65),
-          (70, 64, 64)]
+          (70, 64, 64), (8, 128, 33), (29, 300, 40), (11, 130, 100), (16, 256, 32), (9, 1, 4096), (10, 70, 70),
+          (31, 110, 40)]
 
 
 @pytest.mark.parametrize("precision,bits,group", [("int8w", 8, None), ("int4w", 4, 32), ("int4w-g64", 4, 64),
-                                                  ("int8w-g32", 8, 32)])
+                                                  ("int8w-g32", 8, 32), ("int8w-g48", 8, 48)])
 def test_matmul_by_quantized_weight(kind, precision, bits, group):
     """Every shape of SHAPES in one compiled graph (one C compile)."""
     if kind == "portable" and "-g" in precision:

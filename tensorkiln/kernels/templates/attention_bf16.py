@@ -39,6 +39,7 @@ from ..target import cpu_target
 from .attention import _AttentionKernel, _loop, attention_body
 from .attention_blocking import QUERY_BLOCK, AttentionBlocking, _round_up
 from .attention_match import attention_parts
+from .attention_one_query import attention_one_query_blocking, one_query_attention_body
 from .gemm_bf16 import holds_bf16_values
 
 TILE_ROWS = 8  # rows of the pair tile: keys of a score tile, queries of a P V tile
@@ -198,9 +199,13 @@ class BF16AttentionKernel(_AttentionKernel):
 
 def fused_attention_body(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> Stmt | None:
     """Loop IR of the fused attention kernel rooted at the P @ V matmul: on bf16 pairs where q, k and v hold
-    bf16 values, else attention.py's float32 kernel."""
+    bf16 values, else attention_one_query.py's kernel for a single query row, else attention.py's kernel."""
     first, x, _ = attention_parts(root)
     if not bf16_attention_operands(root, first):
+        one_query = attention_one_query_blocking(x.shape[-2], first.inputs[0].shape[-1], root.inputs[1].shape[-1],
+                                                 root.dtype.name)
+        if one_query is not None and prod(x.shape[:-2]) * root.inputs[1].shape[-1] != 0:
+            return one_query_attention_body(root, first, x, out, buffers, one_query)
         return attention_body(root, out, buffers)
     m, dv = x.shape[-2], root.inputs[1].shape[-1]
     if prod(x.shape[:-2]) * m * dv == 0:

@@ -26,8 +26,9 @@ rows the depth steps alternate between two sets of sums (added at the end of a g
 
 `kind` is `avx512` (or `dpbf16`; int4: `vnni` or `avx512bw`) where the target has 512-bit vectors,
 `avx2` where it has 256-bit vectors with FMA (int4: any CPU with an integer dot path; int8: a panel's
-32 columns a pass for one row, 16 for more, the running sums kept in c between groups), else
-`portable`: plain C computing the same sums.
+32 columns a pass for one row, 16 for more, the running sums kept in c between groups; from 8 rows,
+blocks of 128 depths of a panel dequantized once to float32 and the float GEMM's 6 x 16 tile run over
+them), else `portable`: plain C computing the same sums.
 """
 from __future__ import annotations
 
@@ -168,6 +169,82 @@ static inline __attribute__((always_inline)) void tk_w{bits}_tile_avx2(
 }}
 """
 
+# Many rows (a prompt's prefill) on 32-byte vectors: widening each weight vector in the tile costs two
+# instructions per 4 rows' FMAs. Instead a block of KC depths of the panel is dequantized once to float32
+# (q * scale: the weights the graph's reference multiplies by) and the rows run the float GEMM's 6 x 16
+# register tile over it (12 sums, two weight vectors and a broadcast: 15 of the 16 registers)
+_INT8_ROWS_AVX2 = r"""
+#define TK_W8_ROWS_KC 128  /* depths dequantized at a time: 16 KiB of float32, in L1 beside A's rows */
+#define TK_W8_FLOAT_ROWS 8  /* rows from which the dequantized block pays for itself */
+/* c[i][16h .. 16h + 15] (+)= a[i][k0 .. k0 + kc] @ wf[0 .. kc][16h ..]: mr rows, one half of a panel */
+static inline __attribute__((always_inline)) void tk_w8_float_tile_avx2(
+    const int mr, const float *restrict a, int64_t lda, const float *restrict wf, int64_t kc, int h,
+    float *restrict c, int64_t ldc, int first)
+{
+    __m256 acc[6][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+        acc[i][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * ldc + 16 * h);
+        acc[i][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * ldc + 16 * h + 8);
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 w0 = _mm256_load_ps(wf + k * 32 + 16 * h), w1 = _mm256_load_ps(wf + k * 32 + 16 * h + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < mr; i++) {
+            const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
+            acc[i][0] = _mm256_fmadd_ps(av, w0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(av, w1, acc[i][1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_ps(c + i * ldc + 16 * h, acc[i][0]);
+        _mm256_storeu_ps(c + i * ldc + 16 * h + 8, acc[i][1]);
+    }
+}
+
+static void tk_w8_rows_avx2(const float *restrict a, int64_t lda, int64_t rows, const int8_t *restrict q,
+                            const float *restrict scales, int64_t npanels, int64_t depth, int64_t group,
+                            int64_t groups, float *restrict c, int64_t ldc)
+{
+    float wf[TK_W8_ROWS_KC * 32] __attribute__((aligned(32)));
+    for (int64_t p = 0; p < npanels; p++) {
+        const int8_t *qp = q + p * depth * 32;
+        const float *sp = scales + p * groups * 32;
+        for (int64_t k0 = 0; k0 < depth; k0 += TK_W8_ROWS_KC) {
+            const int64_t kc = depth - k0 < TK_W8_ROWS_KC ? depth - k0 : TK_W8_ROWS_KC;
+            for (int64_t k = 0; k < kc; k++) {  /* wf[k][j] = q[k0 + k][j] * scale[group of k0 + k][j] */
+                const float *sg = sp + (k0 + k) / group * 32;
+#pragma GCC unroll 4
+                for (int v = 0; v < 4; v++) {
+                    const __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                        _mm_loadl_epi64((const __m128i *)(qp + (k0 + k) * 32 + 8 * v))));
+                    _mm256_store_ps(wf + k * 32 + 8 * v, _mm256_mul_ps(w, _mm256_loadu_ps(sg + 8 * v)));
+                }
+            }
+            float *cp = c + p * 32;
+            const float *ak = a + k0;
+            int64_t r = 0;
+            for (; r + 6 <= rows; r += 6) {
+                tk_w8_float_tile_avx2(6, ak + r * lda, lda, wf, kc, 0, cp + r * ldc, ldc, k0 == 0);
+                tk_w8_float_tile_avx2(6, ak + r * lda, lda, wf, kc, 1, cp + r * ldc, ldc, k0 == 0);
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                switch (rows - r) {  /* a tile of constant height each: its sums stay in registers */
+                case 5: tk_w8_float_tile_avx2(5, ak + r * lda, lda, wf, kc, h, cp + r * ldc, ldc, k0 == 0); break;
+                case 4: tk_w8_float_tile_avx2(4, ak + r * lda, lda, wf, kc, h, cp + r * ldc, ldc, k0 == 0); break;
+                case 3: tk_w8_float_tile_avx2(3, ak + r * lda, lda, wf, kc, h, cp + r * ldc, ldc, k0 == 0); break;
+                case 2: tk_w8_float_tile_avx2(2, ak + r * lda, lda, wf, kc, h, cp + r * ldc, ldc, k0 == 0); break;
+                case 1: tk_w8_float_tile_avx2(1, ak + r * lda, lda, wf, kc, h, cp + r * ldc, ldc, k0 == 0); break;
+                default: break;
+                }
+            }
+        }
+    }
+}
+"""
+
 _INT_TILE_PORTABLE = r"""
 /* int{bits} weights x float32 rows, plain C: the sums of tk_w{bits}_tile_avx512 (one chain) */
 static inline void tk_w{bits}_tile_portable(
@@ -204,7 +281,7 @@ static void tk_w{bits}_matmul_{kind}(const float *restrict a, int64_t lda, int64
                                  int64_t depth, int64_t group, int64_t groups, float *restrict c, int64_t ldc)
 {{
     const {qtype} *last = q + npanels * depth * {bytes_per_depth} - 1;  /* the stream's last byte */
-    for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
+{many_rows}    for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
         const {qtype} *qp = q + p * depth * {bytes_per_depth};
         const float *sp = scales + p * groups * 32;
         int64_t r = 0;
@@ -236,13 +313,19 @@ def int_weight_source(bits: int, kind: str, ahead: StreamPrefetch | None = None)
     if bits != 8:
         raise ValueError(f"float32 sums of dequantized weights are the int8 helper's; int{bits}: int4_weight_source")
     fields = dict(bits=bits, qtype="int8_t", kind=kind, bytes_per_depth=32)
+    many_rows = ""
     if kind == "avx512":
         tile = _INCLUDE + _INT_TILE_AVX512.format(widen=_WIDEN[bits], table=_TABLE[bits], **fields)
     elif kind == "avx2":
-        tile = _INCLUDE + _stream_prefetch(ahead, f"TK_W{bits}_PREFETCH") + _INT_TILE_AVX2.format(**fields)
+        tile = (_INCLUDE + _stream_prefetch(ahead, f"TK_W{bits}_PREFETCH") + _INT_TILE_AVX2.format(**fields)
+                + _INT8_ROWS_AVX2)
+        many_rows = ("    if (rows >= TK_W8_FLOAT_ROWS) {  /* many rows: float tiles over dequantized blocks */\n"
+                     "        tk_w8_rows_avx2(a, lda, rows, q, scales, npanels, depth, group, groups, c, ldc);\n"
+                     "        return;\n"
+                     "    }\n")
     else:
         tile = _INT_TILE_PORTABLE.format(portable_weight=_PORTABLE_WEIGHT[bits], **fields)
-    return tile + _INT_DRIVER.format(**fields)
+    return tile + _INT_DRIVER.format(many_rows=many_rows, **fields)
 
 
 # ---- int4 weights x int8 activations ------------------------------------------------------------------
