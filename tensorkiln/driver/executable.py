@@ -321,7 +321,7 @@ class CompiledGraph:
             outputs = []
             for k, (shape, (_, dtype)) in enumerate(zip(shapes, self._output_specs)):
                 last = recycled[k]
-                outputs.append(last if last is not None and last.shape == shape
+                outputs.append(None if k in self._in_place else last if last is not None and last.shape == shape
                                and sys.getrefcount(last) <= _UNREACHABLE_REFS else np.empty(shape, dtype))
             if self._in_place:
                 self._place_in_inputs(arrays, inputs, outputs)
@@ -365,7 +365,8 @@ class CompiledGraph:
         outputs = []
         for k, (shape, dtype) in enumerate(self._output_specs):
             last = recycled[k]
-            outputs.append(last if last is not None and sys.getrefcount(last) <= _UNREACHABLE_REFS
+            outputs.append(None if k in self._in_place  # its input's array, or a copy (_place_in_inputs)
+                           else last if last is not None and sys.getrefcount(last) <= _UNREACHABLE_REFS
                            else np.empty(shape, dtype))
         if self._in_place:
             self._place_in_inputs(arrays, inputs, outputs)
@@ -391,4 +392,4 @@ class CompiledGraph:
                     (distinct or sum(a is target for a in inputs) == 1):
                 outputs[output] = target
             else:  # the kernel may store only the elements it changes (loops/in_place.py)
-                np.copyto(outputs[output], target)
+                outputs[output] = target.copy()  # C order: the input's storage dtype and shape

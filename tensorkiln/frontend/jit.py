@@ -89,6 +89,27 @@ class TracedFunction:
         return all(t._value is array and write_count(array) == writes for t, array, writes in self.baked)
 
 
+def _fast_leaves(values, key: list, arrays: list) -> bool:
+    """Append the key and the arrays of `values` (arrays, eager tensors, plain lists and tuples of them,
+    in call_arguments.flatten's order); False at anything else."""
+    for a in values:
+        kind = type(a)
+        if kind is np.ndarray:
+            key += (a.shape, a.dtype)
+            arrays.append(a)
+        elif kind is Tensor and a._node is None and not a._requires_grad:
+            value = a._value
+            key += (value.shape, a._dtype)  # a tk DType: never equal to a numpy array's dtype
+            arrays.append(value)
+        elif kind is list or kind is tuple:
+            key += (kind, len(a))  # the nesting is part of the signature
+            if not _fast_leaves(a, key, arrays):
+                return False
+        else:
+            return False
+    return True
+
+
 class JitFunction:
     """A function compiled per input signature; call it like the original."""
 
@@ -270,19 +291,12 @@ class JitFunction:
     # ---- public API -------------------------------------------------------------
     def _fast_arguments(self, args: tuple) -> tuple[tuple, list[np.ndarray]] | None:
         """(a cheap cache key, the arrays) for calls whose arguments are all plain arrays or eager
-        tensors not requiring grad; None for any other call."""
-        key, arrays = [], []
-        for a in args:
-            kind = type(a)
-            if kind is np.ndarray:
-                key += (a.shape, a.dtype)
-                arrays.append(a)
-            elif kind is Tensor and a._node is None and not a._requires_grad:
-                value = a._value
-                key += (value.shape, a._dtype)  # a tk DType: never equal to a numpy array's dtype
-                arrays.append(value)
-            else:
-                return None
+        tensors not requiring grad, or plain lists and tuples of them (a decode step's caches);
+        None for any other call."""
+        key: list = []
+        arrays: list[np.ndarray] = []
+        if not _fast_leaves(args, key, arrays):
+            return None
         key.append(is_grad_enabled())
         if self._module is not None:
             key.append(self._module.training)

@@ -138,3 +138,29 @@ def test_warm_calls_return_lists_tuples_and_named_tuples_as_traced():
                 assert type(result) is kind
                 np.testing.assert_allclose(result[0].numpy(), a + b, rtol=1e-6)
                 np.testing.assert_allclose(result[1].numpy(), a * b, rtol=1e-6)
+
+
+def test_nested_lists_and_tuples_of_arrays_take_the_fast_path(monkeypatch):
+    """A decode step's caches (a list of tuples of arrays): warm calls skip the full lookup, and a
+    changed nesting (tuple for list, another length, another shape inside) is a signature of its own."""
+    f = tk.jit(lambda xs, y: [a * b + y for a, b in xs])
+    a, b, y = (np.arange(6, dtype=np.float32).reshape(2, 3) + k for k in range(3))
+    _warm(f, [(a, b), (b, a)], y)
+    full_lookup = f._lookup
+    monkeypatch.setattr(f, "_lookup", lambda *args, **kwargs: pytest.fail("a warm call took the full lookup"))
+    got = f([(b, b), (a, a)], y)
+    np.testing.assert_array_equal(got[0].numpy(), b * b + y)
+    np.testing.assert_array_equal(got[1].numpy(), a * a + y)
+    monkeypatch.setattr(f, "_lookup", full_lookup)
+    for args in ([[a, b], (b, a)], [(a, b)], [(a, b), (b, a), (a, a)], [(a, b), (b, a[:1])]):
+        want = [u * v + y for u, v in args]
+        for g, w in zip(f(args, y), want):
+            np.testing.assert_array_equal(g.numpy(), w)
+    assert f.cache_size() == 5
+
+
+def test_a_non_tensor_inside_a_list_leaves_the_fast_path():
+    f = tk.jit(lambda xs: xs[0] * xs[1])
+    x = np.ones(4, np.float32)
+    _warm(f, [x, 2.0])
+    np.testing.assert_array_equal(f([x, 3.0]).numpy(), x * 3.0)  # a static value: its own trace
