@@ -2,7 +2,8 @@
 weights, against ONNX Runtime's dynamic int8 and OpenVINO's default, timed in turns; and the
 accuracy of the quantized logits over a fixed prompt and 32+ decoded tokens.
 
-    python benchmarks/weight_only.py [--threads 2] [--steps 32] [--rounds 8] [--prefill] [--json out/weight_only.json]
+    python benchmarks/weight_only.py [--threads 2] [--steps 32] [--rounds 8] [--prefill] [--profile]
+                                     [--json out/weight_only.json]
 
 The model is tools/torch_reference.GPT2 at GPT-2 small's size with seeded random weights (no
 downloads), loaded into tensorkiln's GPT-2 (tensorkiln.models) as `tensorkiln bench gpt2` does. A
@@ -21,7 +22,8 @@ every matmul weight (the 48 linear layers and the 768 x 50257 head) in the preci
 scales included; GB/s is those bytes over the step's median, beside the machine's read bandwidth
 measured in the same run (a tensorkiln sum over 512 MiB). `--prefill` also times each tensorkiln
 precision's prefill of the prompt in turns (128 rows per weight: the weight-only helpers' many-row
-tiles, not the float GEMM).
+tiles, not the float GEMM). `--profile` prints each precision's decode step by kernel kind
+(`f.profile()`: matmuls, attention, rows ...).
 """
 from __future__ import annotations
 
@@ -131,6 +133,29 @@ def time_prefills(compiled: dict, schemes: list[str], ids: np.ndarray, length: i
     return {scheme: seconds * 1e3 for scheme, seconds in latency.items()}
 
 
+def profile_steps(compiled: dict, schemes: list[str], token, position, ids: np.ndarray, length: int) -> dict:
+    """ms of each scheme's decode step by kernel kind (f.profile(): a timing build, mean of 20 calls),
+    printed as one table: where each precision's step spends its time."""
+    import tensorkiln as tk
+    from tensorkiln.frontend.autodiff import no_grad
+    by_kind: dict[str, dict[str, float]] = {}
+    with no_grad():
+        for scheme in schemes:
+            prefill, step = compiled[scheme]
+            caches = prefill(tk.tensor(ids), length)[1]
+            totals: dict[str, float] = {}
+            for kernel in step.profile(token, position, caches).kernels:
+                totals[kernel.kind] = totals.get(kernel.kind, 0.0) + kernel.seconds * 1e3
+            by_kind[scheme] = totals
+    kinds = sorted({kind for totals in by_kind.values() for kind in totals},
+                   key=lambda kind: -max(totals.get(kind, 0.0) for totals in by_kind.values()))
+    print("\ndecode step by kernel kind (f.profile(), ms per call)")
+    print_table(["tensorkiln", *kinds, "all kernels"],
+                [[scheme, *(f"{totals.get(kind, 0.0):.2f}" for kind in kinds), f"{sum(totals.values()):.2f}"]
+                 for scheme, totals in by_kind.items()])
+    return by_kind
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -141,6 +166,8 @@ def main() -> int:
     parser.add_argument("--peers", default="onnxruntime-int8,onnxruntime,openvino")
     parser.add_argument("--prefill", action="store_true",
                         help="also time each tensorkiln precision's prefill of the prompt, in turns")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print each precision's decode step by kernel kind (f.profile())")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before the first library loads OpenMP
@@ -253,10 +280,12 @@ def main() -> int:
     if ort and "tensorkiln int8w" in latency:
         print(f"int8w vs ONNX Runtime dynamic int8: {ort / latency['tensorkiln int8w']:.2f}x")
     prefill = time_prefills(compiled, schemes, ids, length, args) if args.prefill else {}
+    kinds = profile_steps(compiled, schemes, token, position, ids, length) if args.profile else {}
     if args.json:
         write_json(args.json, {"machine": machine_summary(), "threads": args.threads, "steps": args.steps,
                                "bandwidth_gb_per_s": bandwidth, "decode": results, "accuracy": accuracy,
-                               "compile_s": compile_s, "prefill_ms": prefill})
+                               "compile_s": compile_s, "prefill_ms": prefill,
+                               "profile_ms_by_kind": kinds})
     return 0
 
 
