@@ -114,3 +114,24 @@ def test_linear_layers_that_store_bf16_stay_gemms():
     gemm = "bf16 (vdpbf16ps)" if cpu_target().bf16_dot else "bf16 (widened to fp32)"
     assert [k.precision for k in kernels if k.kind == "contraction"] == [gemm] * 3  # not the matrix-vector helper
     assert bf16_roots(f, x, y) == 3
+
+
+def test_one_query_attention_reads_keys_and_values_stored_as_bf16():
+    """A decode step's attention (one query row per head) over keys and values a GEMM stored as bf16:
+    the one-query kernel widens them as it packs them."""
+    q = RNG.standard_normal((1, 2, 1, 32)).astype(np.float32)
+    y = RNG.standard_normal((70, 768)).astype(np.float32)
+    wk, wv = (tk.tensor(RNG.standard_normal((768, 64)).astype(np.float32) / 30) for _ in range(2))
+
+    def heads(t):
+        return t.reshape(1, 70, 2, 32).transpose(1, 2)
+
+    def attention(q, y):
+        return F.scaled_dot_product_attention(q, heads(y @ wk), heads(y @ wv))
+
+    f = tk.jit(attention, precision="bf16")
+    out = f(q, y).numpy()
+    reference = tk.jit(attention, precision="bf16", backend="interpreter")(q, y).numpy()
+    assert relative_error(out, reference) < 1e-5  # the probabilities stay float32 in this kernel
+    assert "block_sum" in f.explain(q, y)  # attention_one_query.py's softmax
+    assert bf16_roots(f, q, y) == 2

@@ -198,14 +198,16 @@ class BF16AttentionKernel(_AttentionKernel):
 
 
 def fused_attention_body(root: Node, out: Buffer, buffers: dict[int, Buffer]) -> Stmt | None:
-    """Loop IR of the fused attention kernel rooted at the P @ V matmul: on bf16 pairs where q, k and v hold
-    bf16 values, else attention_one_query.py's kernel for a single query row, else attention.py's kernel."""
+    """Loop IR of the fused attention kernel rooted at the P @ V matmul: attention_one_query.py's kernel for a
+    single query row, on bf16 pairs where q, k and v hold bf16 values, else attention.py's kernel."""
     first, x, _ = attention_parts(root)
+    # one query row (a decode step) on any operands: bf16 values multiply exactly in float32, and a
+    # bf16 tile would compute a whole tile of copies of the one query
+    one_query = attention_one_query_blocking(x.shape[-2], first.inputs[0].shape[-1], root.inputs[1].shape[-1],
+                                             root.dtype.name)
+    if one_query is not None and prod(x.shape[:-2]) * root.inputs[1].shape[-1] != 0:
+        return one_query_attention_body(root, first, x, out, buffers, one_query)
     if not bf16_attention_operands(root, first):
-        one_query = attention_one_query_blocking(x.shape[-2], first.inputs[0].shape[-1], root.inputs[1].shape[-1],
-                                                 root.dtype.name)
-        if one_query is not None and prod(x.shape[:-2]) * root.inputs[1].shape[-1] != 0:
-            return one_query_attention_body(root, first, x, out, buffers, one_query)
         return attention_body(root, out, buffers)
     m, dv = x.shape[-2], root.inputs[1].shape[-1]
     if prod(x.shape[:-2]) * m * dv == 0:
