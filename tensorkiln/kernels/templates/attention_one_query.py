@@ -13,8 +13,9 @@ the two steps whose lanes ran over queries:
 
 The P V tile is one query row by up to a register budget of value vectors, so the whole row of
 O stays in registers while the keys stream by. Chosen when the query count is the constant 1 and
-the depth is a whole number of vectors (attention_one_query_blocking); otherwise attention.py's
-kernel runs.
+the depth is a whole number of vectors (attention_one_query_blocking), on float32 operands and on
+bf16-valued ones alike (attention_bf16.fused_attention_body: their products are exact in float32);
+otherwise attention.py's or attention_bf16.py's kernel runs.
 """
 from __future__ import annotations
 
