@@ -56,7 +56,7 @@ def test_the_value_row_is_held_in_as_few_tiles_as_the_registers_allow():
         assert bl.dv_padded - dv < bl.dv_padded // bl.pv_cols * LANES  # less than one vector a tile padded
 
 
-@pytest.mark.parametrize("n", [1, 7, 8, 9, 63, 64, 65, 160, 300])
+@pytest.mark.parametrize("n", [1, 9, 63, 65, 300])
 @pytest.mark.parametrize("d, dv", [(64, 64), (2 * 8, 5), (128, 200)])
 def test_key_counts_and_widths_match_the_reference(n, d, dv):
     d = max(d, LANES) // LANES * LANES
