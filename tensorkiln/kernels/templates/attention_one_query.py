@@ -25,10 +25,10 @@ from ...ir.graph import Node
 from ...loops import expr as E
 from ...loops.buffer import Buffer
 from ...loops.ir import Alloc, Assign, For, Let, Stmt, Store, block
+from ...loops.types import itemsize
 from ...shapes import is_symbolic
 from ..inline import ValueBuilder
 from ..target import cpu_target
-from ...loops.types import itemsize
 from .attention import _AttentionKernel
 from .attention_blocking import KEY_BLOCK, AttentionBlocking, _round_up
 
