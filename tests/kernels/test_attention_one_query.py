@@ -15,19 +15,16 @@ from tensorkiln.kernels.target import cpu_target
 from tensorkiln.kernels.templates.attention_one_query import attention_one_query_blocking
 
 from .compiled import check_compiled
+from .test_attention_key_tail import _reference as key_tail_reference
 
 RNG = np.random.default_rng(41)
 LANES = cpu_target().vector_bytes // 4  # float32 lanes on this machine
 
 
 def _reference(q, k, v, visible=None, bias=None):
-    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64) / np.sqrt(q.shape[-1])
-    if bias is not None:
-        s = s + bias
-    if visible is not None:
-        s = np.where(visible, s, -np.inf)
-    e = np.exp(s - s.max(-1, keepdims=True))
-    return (e / e.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    """float64 attention (test_attention_key_tail's), a visibility mask as an additive -inf mask."""
+    mask = bias if visible is None else np.where(visible, 0.0, -np.inf)
+    return key_tail_reference(q, k, v, mask)
 
 
 def _one_query(f, *args) -> bool:
