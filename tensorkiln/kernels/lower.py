@@ -47,6 +47,7 @@ from .templates.gemm_u8s8 import u8s8_gemm_body
 from .templates.conv_u8s8 import conv_u8s8_body, depthwise_u8s8_body
 from .templates.matmul import matmul_body
 from .templates.weight_only import weight_only_body
+from .templates.winograd_u8s8 import winograd_u8s8_body
 from .templates.matmul_integer import matmul_integer_body
 from .templates.pool import pool_body
 from .templates.rows import row_body
@@ -191,6 +192,7 @@ TEMPLATES = {"matmul": matmul_body, "matmul_packed": matmul_body, "matmul_bf16_p
              "conv2d_shallow_bf16": shallow_bf16_body, "conv2d_winograd": tuned_winograd_given_body,
              "matmul_integer": matmul_integer_body, "matmul_u8s8": u8s8_gemm_body,
              "conv2d_u8s8": conv_u8s8_body, "depthwise_u8s8": depthwise_u8s8_body,
+             "conv2d_u8s8_winograd": winograd_u8s8_body,
              "matmul_int8w": weight_only_body, "matmul_int4w": weight_only_body}
 # The reductions `_reduction_body` accumulates (with `_reduce_init` and `_combine`).
 REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin"})

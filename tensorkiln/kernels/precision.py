@@ -11,7 +11,8 @@ A kernel computes in one of:
   without bf16 dot products, the GEMMs and attention of passes/bf16_fp32_gemm.py);
 - "int8 (vnni)", "int8 (avx512bw)", "int8 (avx2)", "int8 (maddubsw)", "int8 (portable)": the u8 x s8 GEMM
   (gemm_u8s8.py) or the direct 8-bit convolutions (conv_u8s8.py) with int32 sums, named by their helper's
-  kind ("maddubsw": an AVX2 layer whose weights vpmaddubsw sums exactly, int8_avx2.py);
+  kind ("maddubsw": an AVX2 layer whose weights vpmaddubsw sums exactly, int8_avx2.py); "int8 (winograd,
+  avx2)": a 3x3 stride-1 layer on Winograd F(2x2, 3x3) with exact 16-bit products (winograd_u8s8.py);
 - "int8w", "int4w": float32 activations times int8 / int4 weights dequantized in registers, float32
   sums (weight_only.py); "bf16 (matvec, vdpbf16ps)" and "bf16 (matvec, widened to fp32)": bf16
   weights in the matrix-vector helper of the same file;
@@ -43,7 +44,8 @@ def kernel_precision(kernel: Kernel, nodes: list[Node], root: Node | None) -> st
         return "bf16 (vdpbf16ps)"
     int8 = [s.function for s in stmts if isinstance(s, NativeCall) and s.function.startswith(_INT8_HELPERS)]
     if int8:
-        return f"int8 ({int8[0].rsplit('_', 1)[1]})"
+        kind = int8[0].rsplit('_', 1)[1]
+        return f"int8 (winograd, {kind})" if "_winograd_" in int8[0] else f"int8 ({kind})"
     if any(isinstance(s, Alloc) and s.buffer.dtype == "bfloat16" for s in stmts) or \
             any(n.op == "conv2d_nchwc_bf16" or _reads_bf16_storage(n, nodes) for n in nodes):  # loop IR widening bf16
         return "bf16 (widened to fp32)"

@@ -41,7 +41,7 @@ from ..shapes.symint import same_shape
 from .qdq_conv import NCHW_OF_NHWC, NHWC_OF_NCHW
 from .qdq_integer import dequantized
 
-DIRECT_INT8_CONVS = ("conv2d_u8s8", "depthwise_u8s8")
+DIRECT_INT8_CONVS = ("conv2d_u8s8", "conv2d_u8s8_winograd", "depthwise_u8s8")
 LAYOUT_FREE_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")  # results do not name axes
 WINDOW_REDUCTIONS = {"reduce_max": "maximum", "reduce_min": "minimum"}  # a pooling: the elementwise op of its taps
 

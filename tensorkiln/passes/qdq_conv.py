@@ -12,9 +12,10 @@ so the activation is padded with zx (its border then contributes nothing, as
 zeros do to the float convolution; a zero point known only at run time fills
 the border by a select; a depthwise layer's constant zx is the op's
 `pad_value`, its kernel padding a window per task), the sums are exact in int32 on
-`conv2d_u8s8` (groups 1) or `depthwise_u8s8` (one input channel per output
-channel), the filter sums are a constant per output channel folded into the
-op's compensation (or, for a run-time zx, subtracted after it), and the scale
+`conv2d_u8s8` (groups 1; `conv2d_u8s8_winograd` for the 3x3 stride-1 layers
+where that pays) or `depthwise_u8s8` (one input channel per output channel),
+the filter sums are a constant per output channel folded into the op's
+compensation (or, for a run-time zx, subtracted after it), and the scale
 sx * sw[o] is a constant (or a run-time product) the epilogue multiplies by. The op reads x_q channels-last (NHWC), so the result is
 permuted back to NCHW; int8_layout.py then moves those permutes past the
 epilogues, so that a chain of quantized convolutions passes uint8 NHWC from
@@ -29,6 +30,8 @@ from ..ir.graph import Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.quantized import U8S8_DEPTH_GROUP
 from ..ir.ops.quantized_conv import pack_conv_u8s8
+from ..ir.ops.quantized_winograd import pack_winograd_u8s8
+from ..kernels.templates.winograd_u8s8 import winograd_u8s8_applies
 
 NHWC_OF_NCHW = (0, 2, 3, 1)  # permute of an NCHW tensor to NHWC
 NCHW_OF_NHWC = (0, 3, 1, 2)  # and back
@@ -45,6 +48,17 @@ def direct_conv_applies(node: Node) -> bool:
     return node.ndim == 4 and (node.attrs["groups"] == 1 or is_depthwise_conv(node))
 
 
+def direct_conv_op(node: Node) -> str:
+    """The op a quantized conv2d that `direct_conv_applies` to runs on: `depthwise_u8s8`,
+    `conv2d_u8s8_winograd` (a 3x3 stride-1 layer where winograd_u8s8.py says it pays) or `conv2d_u8s8`."""
+    if node.attrs["groups"] != 1:
+        return "depthwise_u8s8"
+    o, c, kh, kw = node.inputs[1].shape
+    if winograd_u8s8_applies(c, o, (kh, kw), node.attrs["stride"], node.attrs["dilation"], 1, node.shape[2:]):
+        return "conv2d_u8s8_winograd"
+    return "conv2d_u8s8"
+
+
 def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarray, w_scale: np.ndarray) -> Node:
     """conv2d as a direct integer convolution of uint8 xq (NCHW) and the int8 (C/groups*KH*KW, O) matrix
     `weights` (zero points subtracted), scaled by x_scale * w_scale: a float NCHW result in node's dtype.
@@ -59,7 +73,7 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
     compensation = (-zero * filter_sums).astype(np.int32)
     pt, pb, pl, pr = node.attrs["padding"]
     n, c, h, w = xq.shape
-    depthwise = node.attrs["groups"] != 1
+    depthwise = direct_conv_op(node) == "depthwise_u8s8"
     extra = 0 if depthwise else -c % U8S8_DEPTH_GROUP  # channels up to whole groups of 4 (zero weights)
     x = make_node("permute", [xq], Attrs(perm=NHWC_OF_NCHW), *where)
     # a depthwise layer with a constant zero point pads inside its kernel (a window per task), so the
@@ -80,6 +94,9 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
         widened = np.ascontiguousarray(filters[:, 0].transpose(1, 2, 0).astype(np.int32))  # (KH, KW, C)
         acc = make_node("depthwise_u8s8", [x, constant_node(widened, dt.int32, node.location), comp],
                         Attrs(geometry), *where)
+    elif direct_conv_op(node) == "conv2d_u8s8_winograd":
+        u = constant_node(pack_winograd_u8s8(filters), dt.int16, node.location)
+        acc = make_node("conv2d_u8s8_winograd", [x, u, comp], Attrs(n=o), *where)
     else:
         panels = constant_node(pack_conv_u8s8(filters), dt.int8, node.location)
         acc = make_node("conv2d_u8s8", [x, panels, comp], Attrs(kernel=(kh, kw), n=o, **geometry), *where)

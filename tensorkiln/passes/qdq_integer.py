@@ -41,7 +41,7 @@ from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.rewrite import rewrite_graph, with_inputs
 from .pattern import constant_array
-from .qdq_conv import direct_conv_applies, direct_integer_conv
+from .qdq_conv import direct_conv_applies, direct_conv_op, direct_integer_conv
 
 EIGHT_BIT = ("int8", "uint8")
 
@@ -67,7 +67,7 @@ def integer_qdq_products(graph: Graph) -> tuple[Graph, Counter]:
         w = _dequantized_filter(node.inputs[1]) if direct_conv_applies(node) else None
         if w is None:
             return node
-        fired[f"conv2d(DQ, DQ) -> {'depthwise_u8s8' if node.attrs['groups'] != 1 else 'conv2d_u8s8'}"] += 1
+        fired[f"conv2d(DQ, DQ) -> {direct_conv_op(node)}"] += 1
         xq, x_zero = _as_uint8(x[0], x[1], (node.scope, node.location)) if x[0].dtype.name == "int8" else x[:2]
         return direct_integer_conv(node, xq, x_zero, x[2], *w)
 

@@ -123,10 +123,13 @@ def test_direct_int8_convolution_is_exact_on_every_path(int8_path, x_dtype):
     rng = np.random.default_rng(INT8_DOT_KINDS.index(int8_path) + (x_dtype == np.int8))
     layers = [_layer(rng, x_dtype, *shape, per_channel=i % 2 == 0) for i, shape in enumerate(LAYERS)]
     got, ops, module, reference = _run(layers)
-    assert ops.count("conv2d_u8s8") == sum(l["groups"] == 1 for l in layers) and "conv2d" not in ops, ops
+    dense = ops.count("conv2d_u8s8") + ops.count("conv2d_u8s8_winograd")
+    assert dense == sum(l["groups"] == 1 for l in layers) and "conv2d" not in ops, ops
     assert ops.count("depthwise_u8s8") == sum(l["groups"] > 1 for l in layers)
-    # on AVX2 a layer whose weights vpmaddubsw sums exactly (the 1 x 1 x 1 one) takes that step
-    kinds = {f"int8 ({int8_path})"} | ({"int8 (maddubsw)"} if int8_path == "avx2" else set())
+    # on AVX2 a layer whose weights vpmaddubsw sums exactly (the 1 x 1 x 1 one) takes that step, and the 3x3
+    # stride-1 layer of 64 channels Winograd F(2x2, 3x3)
+    assert ops.count("conv2d_u8s8_winograd") == (int8_path == "avx2"), ops
+    kinds = {f"int8 ({int8_path})"} | ({"int8 (maddubsw)", "int8 (winograd, avx2)"} if int8_path == "avx2" else set())
     precisions = {k.precision for k in module.report(**{f"x{i}": l["x"] for i, l in enumerate(layers)}).kernels
                   if k.kind == "contraction"}
     assert f"int8 ({int8_path})" in precisions and precisions <= kinds, precisions

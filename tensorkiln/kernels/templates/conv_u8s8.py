@@ -157,24 +157,24 @@ def task_split(shape: TaskShape, macs: int, threads: int) -> tuple[int, int]:
     return best[3], -best[2]
 
 
-def _input_buffer(root: Node, values: ValueBuilder) -> Buffer:
+def input_buffer(root: Node, values: ValueBuilder) -> Buffer:
     x = root.inputs[0]
     if x.id not in values.buffers:  # grouping stores it (stored_operands); anything else is a bug here
         raise UnsupportedOpError(f"{root.op}: its input must be a stored buffer")
     return values.buffers[x.id]
 
 
-def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, split: TaskShape, macs: int,
-           call) -> Stmt | None:
-    """The parallel loop over tasks: `call(image, p0, pixels, c0, channels, tile, nb)` fills the tile,
-    then the epilogue stores it."""
+def parallel_tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, split: tuple[int, int], macs: int,
+                   call) -> Stmt | None:
+    """The parallel loop over tasks of `split` = (pixels, channels) at most: `call(image, p0, pixels, c0,
+    channels, tile, nb)` fills the tile, then the epilogue stores it."""
     comp_node = root.inputs[2]
     n, oh, ow, channels = root.shape
     pixels = oh * ow
     if n == 0 or pixels == 0 or channels == 0:
         return None
     threads = thread_count()
-    run, nb = task_split(split, macs, threads)
+    run, nb = split
     runs, col_tasks = -(-pixels // run), -(-channels // nb)
     task, r = E.Var("qc_task"), E.Var("qc_r")
     image = task // (runs * col_tasks)
@@ -235,7 +235,7 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     kh, kw = root.attrs["kernel"]
     (sh, sw), (dh, dw) = root.attrs["stride"], root.attrs["dilation"]
     depth = panels_node.shape[1]
-    x, panels = _input_buffer(root, values), values.buffers[panels_node.id]
+    x, panels = input_buffer(root, values), values.buffers[panels_node.id]
     kind = layer_dot_kind(cpu_target().int8_dot, panels_node)
     macs = root.type.size * kh * kw * c4
     nr = U8S8_PANEL_COLUMNS
@@ -247,7 +247,7 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
         return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
 
     split = TaskShape(*root.shape[:3], root.shape[3], nr, kh * kw * (c4 // U8S8_DEPTH_GROUP), DENSE_TILE_PIXELS, True)
-    return _tasks(root, out, values, epilogue, split, macs, call)
+    return parallel_tasks(root, out, values, epilogue, task_split(split, macs, thread_count()), macs, call)
 
 
 def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
@@ -258,7 +258,7 @@ def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=
     kh, kw, _ = weights_node.shape
     (sh, sw), (dh, dw) = root.attrs["stride"], root.attrs["dilation"]
     padding = depthwise_padding(root.attrs)
-    x, weights = _input_buffer(root, values), values.buffers[weights_node.id]
+    x, weights = input_buffer(root, values), values.buffers[weights_node.id]
     kind = cpu_target().int8_dot
     macs = root.type.size * kh * kw
     name, source = depthwise_avx2(kw, sw, dw) if kind == "avx2" else \
@@ -280,4 +280,4 @@ def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=
                                                              E.const(0), cols, wp, nb))
 
     split = TaskShape(*root.shape[:3], root.shape[3], DEPTHWISE_LANES, kh * kw, DEPTHWISE_TILE_PIXELS, False)
-    return _tasks(root, out, values, epilogue, split, macs, call)
+    return parallel_tasks(root, out, values, epilogue, task_split(split, macs, thread_count()), macs, call)

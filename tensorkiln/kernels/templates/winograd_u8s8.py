@@ -1,0 +1,271 @@
+"""Winograd F(2x2, 3x3) for 8-bit 3x3 stride-1 convolutions on AVX2: exact 16-bit products.
+
+Without VNNI, an exact u8 x s8 product costs a 16-bit lane (int8_avx2.py: the bytes widened, one
+`vpmaddwd` per 16 multiply-adds), the same as a product of two int16. Winograd's transforms keep
+every value an integer that fits 16 bits (ir/ops/quantized_winograd.py), so the layer takes 16
+multiplies per 2x2 outputs instead of 36 at the same cost per multiply: 2.25x fewer.
+
+A task is a run of whole output row pairs of one image x a block of output channels (the same
+parallel loop and fused epilogue as the direct convolutions, conv_u8s8.py), and its helper
+`tk_conv_u8s8_winograd_avx2` fills the task's int32 tile in three passes:
+
+    V[q][t][c] = (B^T d_t B)[q]        each 4x4 input tile t, 16 channels a vector (int16)
+    M[t][q][o] = sum over c of V[q][t][c] * U[q][c][o]
+                                       per position q and panel of 16 channels, 6 tiles x 16
+                                       channels of int32 sums in 12 registers, two channels a
+                                       `vpmaddwd` (the panel's (q, channels) slice stays in L1
+                                       for every tile of the task)
+    tile[pixel][o] = (A^T M[t] A) / 4  the 2x2 outputs of each tile (exact: the sums are 4y)
+
+Inputs past the image (the odd last row or column of the output) read as zeros: they only reach
+outputs past the image, which are not stored.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ...ir.graph import Node
+from ...ir.ops.quantized_winograd import WINOGRAD_CHANNELS, WINOGRAD_MAX_CHANNELS, WINOGRAD_PANEL
+from ...loops import expr as E
+from ...loops.buffer import Buffer
+from ...loops.ir import Alloc, NativeCall, Pointer, Stmt
+from ..inline import ValueBuilder
+from ..schedule_defaults import thread_count
+from ..target import cpu_target
+from .conv import forced_algorithm
+from .conv_u8s8 import TASK_CYCLES, input_buffer, parallel_tasks
+from .gemm import PARALLEL_MIN_MACS
+
+TILE_ROWS = 6  # tiles of a register block: 6 x 16 channels of int32 sums in 12 ymm registers
+MIN_CHANNELS = 16  # fewer input or output channels: the transforms cost more than the multiplies saved
+SCRATCH_BYTES = 384 * 1024  # a task's V, M and tile together: within the 1 MiB L2 of the cores it was tuned on
+GEMM_MACS_PER_CYCLE = 32  # two vpmaddwd a cycle (16 multiply-adds each)
+INPUT_CYCLES = 24  # a tile's input transform, per 16 channels: 16 loads and widenings, 32 adds, 16 stores
+OUTPUT_CYCLES = 12  # a tile's output transform, per 8 channels: 16 loads, 24 adds, 4 shifts and stores
+
+
+def winograd_u8s8_applies(channels_in: int, channels_out: int, kernel, stride, dilation, groups: int,
+                          out_hw: tuple[int, int]) -> bool:
+    """Whether a quantized convolution of this geometry runs as `conv2d_u8s8_winograd` here: a 3x3
+    stride-1 layer with whole vectors of input channels and enough channels for the transforms to pay,
+    on an AVX2 target without VNNI (where an exact product is a 16-bit lane either way).
+    `forced_conv_algorithm("winograd2")` takes it wherever the CPU has AVX2, "direct" nowhere."""
+    forced = forced_algorithm()
+    if forced == "direct" or cpu_target().int8_dot == "portable":
+        return False
+    return (forced == "winograd2" or cpu_target().int8_dot == "avx2") and groups == 1 and \
+        tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and \
+        channels_in % WINOGRAD_CHANNELS == 0 and MIN_CHANNELS <= channels_in <= WINOGRAD_MAX_CHANNELS and \
+        channels_out >= MIN_CHANNELS and min(out_hw) >= 2
+
+
+def _scratch(tiles: int, c: int, nb: int, pixels: int) -> tuple[int, int, int]:
+    """int16 elements of V, int32 elements of M and of the tile, for a task of `tiles` tiles."""
+    return 16 * tiles * c, tiles * 16 * nb, pixels * nb
+
+
+@lru_cache(maxsize=256)
+def task_split(images: int, oh: int, ow: int, c: int, o: int, threads: int) -> tuple[int, int]:
+    """(output rows, output channels) of a task: an even number of rows (or all of them) and a multiple
+    of 16 channels, the split that finishes soonest over the threads by an estimate of each task's
+    cycles (its multiplies, its transforms, its panels read from L2), within SCRATCH_BYTES."""
+    tw = -(-ow // 2)
+    best: tuple[float, int, int, int] | None = None
+    for nb in range(WINOGRAD_PANEL, -(-o // WINOGRAD_PANEL) * WINOGRAD_PANEL + 1, WINOGRAD_PANEL):
+        for rows in sorted({*range(2, oh + 1, 2), oh}):
+            tiles = -(-rows // 2) * tw
+            v, m, tile = _scratch(tiles, c, nb, rows * ow)
+            if 2 * v + 4 * (m + tile) > SCRATCH_BYTES and (rows, nb) != (min(2, oh), WINOGRAD_PANEL):
+                continue
+            cycles = (tiles * 16 * c * nb / GEMM_MACS_PER_CYCLE + tiles * c // 16 * INPUT_CYCLES
+                      + tiles * nb // 8 * OUTPUT_CYCLES + 16 * c * nb * 2 / 16 + TASK_CYCLES)
+            tasks = images * -(-oh // rows) * -(-o // nb)
+            key = (-(-tasks // threads) * cycles, tasks, -nb, rows)
+            if best is None or key[:3] < best[:3]:
+                best = key
+    assert best is not None  # two rows (or one) and one panel always fit
+    return best[3], -best[2]
+
+
+_SOURCE = r"""#include <immintrin.h>
+typedef int32_t tk_wino_i32 __attribute__((may_alias, aligned(1)));
+
+/* 4x4 input tile of 16 channels -> V = B^T d B (16 vectors of int16), stored at v + q * vq */
+static inline __attribute__((always_inline)) void tk_wino_input_avx2(
+    const uint8_t *const rows[4], int64_t c4, int full, int16_t *restrict v, int64_t vq)
+{
+    __m256i d[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {  /* a row past the image, or the 4th column past it: zeros */
+            d[i][j] = rows[i] != 0 && (j < 3 || full)
+                ? _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(rows[i] + j * c4)))
+                : _mm256_setzero_si256();
+        }
+    }
+    __m256i t[4][4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {  /* B^T d: over the rows */
+        t[0][j] = _mm256_sub_epi16(d[0][j], d[2][j]);
+        t[1][j] = _mm256_add_epi16(d[1][j], d[2][j]);
+        t[2][j] = _mm256_sub_epi16(d[2][j], d[1][j]);
+        t[3][j] = _mm256_sub_epi16(d[1][j], d[3][j]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {  /* (B^T d) B: over the columns */
+        _mm256_storeu_si256((__m256i *)(v + (4 * i + 0) * vq), _mm256_sub_epi16(t[i][0], t[i][2]));
+        _mm256_storeu_si256((__m256i *)(v + (4 * i + 1) * vq), _mm256_add_epi16(t[i][1], t[i][2]));
+        _mm256_storeu_si256((__m256i *)(v + (4 * i + 2) * vq), _mm256_sub_epi16(t[i][2], t[i][1]));
+        _mm256_storeu_si256((__m256i *)(v + (4 * i + 3) * vq), _mm256_sub_epi16(t[i][1], t[i][3]));
+    }
+}
+
+/* mr tiles (rows of V, ldv int16 apart) x 16 output channels of one position: m[i * ldm + j] = the sum
+ * over the pairs of input channels of V[i][2k, 2k + 1] . u[k][j] (vpmaddwd: two exact 16 x 16-bit products
+ * into each 32-bit lane) */
+static inline __attribute__((always_inline)) void tk_wino_tile_avx2(
+    const int mr, const int16_t *restrict v, int64_t ldv, const int16_t *restrict u, int64_t pairs,
+    int32_t *restrict m, int64_t ldm)
+{
+    __m256i acc0[6], acc1[6];
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+        acc0[i] = _mm256_setzero_si256();
+        acc1[i] = _mm256_setzero_si256();
+    }
+    for (int64_t k = 0; k < pairs; k++, u += 32) {
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)u);
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(u + 16));
+#pragma GCC unroll 6
+        for (int i = 0; i < mr; i++) {
+            const __m256i a = _mm256_set1_epi32(*(const tk_wino_i32 *)(v + i * ldv + 2 * k));
+            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(a, b0));
+            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(a, b1));
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_si256((__m256i *)(m + i * ldm), acc0[i]);
+        _mm256_storeu_si256((__m256i *)(m + i * ldm + 8), acc1[i]);
+    }
+}
+
+/* ---- Winograd F(2x2, 3x3) u8 x s8 convolution (avx2): c[t * ldc + j] = the sum of output pixel
+ * p0 + t (row-major over an OH x OW image) and channel j, for t < pixels, j < cols (columns up to the
+ * next multiple of 16 may be written too); p0 starts an even output row and the run is whole rows. x is
+ * one padded NHWC image (Hp x Wp pixels of c4 bytes), u the panels from the task's first channel
+ * (ir/ops/quantized_winograd.py); v (16 x tiles x c4 int16) and m (tiles x 16 x 16 panels int32) are
+ * the task's scratch. noipa: never specialized to a layer's constants (a single call site's arguments),
+ * since with the row stride of V known GCC hoists the tile's six broadcasts ahead of its multiplies and
+ * keeps eight of its sums on the stack. */
+static __attribute__((noipa)) void tk_conv_u8s8_winograd_avx2(
+    const uint8_t *restrict x, const int16_t *restrict u, int32_t *restrict c, int64_t ldc, int64_t p0,
+    int64_t pixels, int64_t cols, int64_t ow, int64_t hp, int64_t wp, int64_t c4, int16_t *restrict v,
+    int32_t *restrict m)
+{
+    const int64_t r0 = p0 / ow, r1 = (p0 + pixels) / ow, tw = (ow + 1) / 2, row_pairs = (r1 - r0 + 1) / 2;
+    const int64_t tiles = row_pairs * tw, npanels = (cols + 15) / 16, nbp = 16 * npanels, pairs = c4 / 2;
+    for (int64_t pr = 0; pr < row_pairs; pr++) {
+        const uint8_t *rows[4];
+        for (int i = 0; i < 4; i++) {
+            const int64_t y = r0 + 2 * pr + i;
+            rows[i] = y < hp ? x + y * wp * c4 : 0;
+        }
+        for (int64_t b = 0; b < tw; b++) {
+            const uint8_t *at[4];
+            for (int i = 0; i < 4; i++) {
+                at[i] = rows[i] != 0 ? rows[i] + 2 * b * c4 : 0;
+            }
+            const int full = 2 * b + 3 < wp;
+            for (int64_t cv = 0; cv < c4; cv += 16) {
+                const uint8_t *ac[4];
+                for (int i = 0; i < 4; i++) {
+                    ac[i] = at[i] != 0 ? at[i] + cv : 0;
+                }
+                tk_wino_input_avx2(ac, c4, full, v + (pr * tw + b) * c4 + cv, tiles * c4);
+            }
+        }
+    }
+    for (int q = 0; q < 16; q++) {
+        for (int64_t p = 0; p < npanels; p++) {
+            const int16_t *up = u + (p * 16 + q) * pairs * 32;
+            /* the tiles in blocks of equal height, at most 6 */
+            const int64_t blocks = (tiles + 5) / 6;
+            for (int64_t t = 0, left = blocks; t < tiles; left--) {
+                const int mr = (int)((tiles - t + left - 1) / left);
+                const int16_t *vt = v + (q * tiles + t) * c4;
+                int32_t *mt = m + (t * 16 + q) * nbp + p * 16;
+                switch (mr) {
+                case 6: tk_wino_tile_avx2(6, vt, c4, up, pairs, mt, 16 * nbp); break;
+                case 5: tk_wino_tile_avx2(5, vt, c4, up, pairs, mt, 16 * nbp); break;
+                case 4: tk_wino_tile_avx2(4, vt, c4, up, pairs, mt, 16 * nbp); break;
+                case 3: tk_wino_tile_avx2(3, vt, c4, up, pairs, mt, 16 * nbp); break;
+                case 2: tk_wino_tile_avx2(2, vt, c4, up, pairs, mt, 16 * nbp); break;
+                default: tk_wino_tile_avx2(1, vt, c4, up, pairs, mt, 16 * nbp); break;
+                }
+                t += mr;
+            }
+        }
+    }
+    for (int64_t pr = 0; pr < row_pairs; pr++) {
+        const int64_t y0 = 2 * pr, rows = r0 + y0 + 1 < r1 ? 2 : 1;
+        for (int64_t b = 0; b < tw; b++) {
+            const int32_t *mt = m + (pr * tw + b) * 16 * nbp;
+            const int64_t x0 = 2 * b, columns = x0 + 1 < ow ? 2 : 1;
+            for (int64_t j = 0; j < nbp; j += 8) {
+                __m256i s[2][4];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {  /* A^T M: over the rows */
+                    const __m256i m0 = _mm256_loadu_si256((const __m256i *)(mt + (0 + k) * nbp + j));
+                    const __m256i m1 = _mm256_loadu_si256((const __m256i *)(mt + (4 + k) * nbp + j));
+                    const __m256i m2 = _mm256_loadu_si256((const __m256i *)(mt + (8 + k) * nbp + j));
+                    const __m256i m3 = _mm256_loadu_si256((const __m256i *)(mt + (12 + k) * nbp + j));
+                    s[0][k] = _mm256_add_epi32(_mm256_add_epi32(m0, m1), m2);
+                    s[1][k] = _mm256_sub_epi32(_mm256_sub_epi32(m1, m2), m3);
+                }
+                for (int64_t i = 0; i < rows; i++) {  /* (A^T M) A over the columns, then / 4 (exact) */
+                    int32_t *out = c + ((y0 + i) * ow + x0) * ldc + j;
+                    const __m256i y0v = _mm256_add_epi32(_mm256_add_epi32(s[i][0], s[i][1]), s[i][2]);
+                    _mm256_storeu_si256((__m256i *)out, _mm256_srai_epi32(y0v, 2));
+                    if (columns == 2) {
+                        const __m256i y1v = _mm256_sub_epi32(_mm256_sub_epi32(s[i][1], s[i][2]), s[i][3]);
+                        _mm256_storeu_si256((__m256i *)(out + ldc), _mm256_srai_epi32(y1v, 2));
+                    }
+                }
+            }
+        }
+    }
+}
+"""
+
+
+def winograd_source() -> str:
+    """The C of `tk_conv_u8s8_winograd_avx2` and its parts."""
+    return _SOURCE
+
+
+def winograd_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
+    """Loop IR computing out = epilogue(conv + compensation) for a `conv2d_u8s8_winograd` node."""
+    x_node, u_node, _ = root.inputs
+    _, hp, wp, c = x_node.shape
+    images, oh, ow, o = root.shape
+    x, u = input_buffer(root, values), values.buffers[u_node.id]
+    macs = root.type.size * 9 * c
+    threads = thread_count() if macs >= PARALLEL_MIN_MACS else 1
+    rows, nb = task_split(images, oh, ow, c, o, threads)
+    tiles = -(-rows // 2) * -(-ow // 2)
+    v_elems, m_elems, _ = _scratch(tiles, c, nb, rows * ow)
+    v = Buffer("qw_v", "int16", (v_elems,), scope="local")
+    m = Buffer("qw_m", "int32", (m_elems,), scope="local")
+    panel_elems = 16 * c * WINOGRAD_PANEL
+
+    def call(image, p0, pixels, c0, cols, tile, ldc) -> Stmt:
+        args = (Pointer(x, image * (hp * wp * c)), Pointer(u, (c0 // WINOGRAD_PANEL) * panel_elems),
+                Pointer(tile, E.const(0)), E.const(ldc), p0, pixels, cols, E.const(ow), E.const(hp), E.const(wp),
+                E.const(c), Pointer(v, E.const(0)), Pointer(m, E.const(0)))
+        helper = NativeCall("tk_conv_u8s8_winograd_avx2", args, writes=(tile.name, v.name, m.name),
+                            source=winograd_source())
+        return Alloc(v, Alloc(m, helper))
+
+    return parallel_tasks(root, out, values, epilogue, (rows * ow, nb), macs, call)
