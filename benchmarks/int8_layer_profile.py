@@ -94,20 +94,23 @@ def tensorkiln_layers(module, feeds: dict, repeat: int) -> list[dict]:
         info = kernels[timed.name]
         conv = None
         for line in info.nodes:
-            match = re.match(r"\s*(%\d+) = (conv2d_u8s8|depthwise_u8s8)\(", line)
+            match = re.match(r"\s*(%\d+) = (conv2d_u8s8|conv2d_u8s8_winograd|depthwise_u8s8)\(", line)
             if match:
                 conv = by_name.get(match.group(1))
         layer = dict(name=timed.name, ms=medians[timed.name] * 1e3, category="other", macs=0, bytes=0,
                      ops=timed.ops[:6])
         if conv is not None:
             x, weights = conv.inputs[0], conv.inputs[1]
-            kh, kw = conv.attrs["kernel"] if conv.op == "conv2d_u8s8" else weights.shape[:2]
-            depth = x.shape[-1] * kh * kw if conv.op == "conv2d_u8s8" else kh * kw
+            # the multiply-adds of the direct sums (Winograd's transformed filters do fewer)
+            kh, kw = conv.attrs["kernel"] if conv.op == "conv2d_u8s8" else \
+                (3, 3) if conv.op == "conv2d_u8s8_winograd" else weights.shape[:2]
+            depth = kh * kw if conv.op == "depthwise_u8s8" else x.shape[-1] * kh * kw
             out = int(np.prod(conv.shape))
             layer.update(macs=out * depth, bytes=x.type.size + weights.type.size * weights.dtype.itemsize + out,
                          category="depthwise conv" if conv.op == "depthwise_u8s8" else
                          "dense conv 1x1" if (kh, kw) == (1, 1) else "dense conv kxk",
-                         shape=f"{kh}x{kw}, {x.shape[-1]} -> {conv.shape[-1]}, {conv.shape[1]}x{conv.shape[2]}")
+                         shape=f"{kh}x{kw}{' winograd' if conv.op == 'conv2d_u8s8_winograd' else ''}, "
+                               f"{x.shape[-1]} -> {conv.shape[-1]}, {conv.shape[1]}x{conv.shape[2]}")
         layers.append(layer)
     return layers
 

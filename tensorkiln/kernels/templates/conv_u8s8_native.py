@@ -124,13 +124,18 @@ _DENSE_DRIVER = r"""/* ---- direct u8 x s8 convolution ({kind}): c[t * ldc + j] 
  * over an OH x OW image) and channel j, for t < pixels, j < cols (the channels of ceil(cols / 32) panels;
  * the last panel's columns past cols may be left unwritten); x is one padded NHWC image (Wp pixels a
  * row, c4 bytes a pixel). A tile stays within an output row, so its pixels' windows are equally spaced
- * (sw * c4 bytes). */
-static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c,
-                              int64_t ldc, int64_t p0, int64_t pixels, int64_t cols, int64_t ow, int64_t wp,
-                              int64_t c4, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t kh, int64_t kw)
+ * (sw * c4 bytes). noipa: never specialized to one call's constants, with which GCC 12 schedules the
+ * tile's loads early and keeps several of its sums on the stack. */
+static __attribute__((noipa)) void tk_conv_u8s8_{kind}(
+    const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c, int64_t ldc, int64_t p0,
+    int64_t pixels, int64_t cols, int64_t ow, int64_t wp, int64_t c4, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+    int64_t kh, int64_t kw)
 {{
-    const int64_t groups = c4 / 4, depth = kh * kw * groups, lda = sw * c4;
-    const int64_t row_step = dh * wp * c4, col_step = dw * c4, npanels = (cols + 31) / 32;
+    /* with dilation 1 the taps of a kernel row are consecutive pixels, so their bytes are one run: the
+     * tile sums it as one tap of kw * c4 channels (the panels' depth order is the same), moving to
+     * another tap kh times instead of kh * kw (the stem's 7 x 7 taps of 4 channels: every step) */
+    const int64_t taps = dw == 1 ? 1 : kw, groups = (kw / taps) * c4 / 4, depth = kh * taps * groups;
+    const int64_t lda = sw * c4, row_step = dh * wp * c4, col_step = dw * c4, npanels = (cols + 31) / 32;
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of the filters stays in cache while the pixels pass */
         const int8_t *b = panels + p * depth * 128;
         const int nc = (int)(cols - p * 32 < 32 ? cols - p * 32 : 32);  /* the panel's columns in use */
@@ -146,14 +151,14 @@ static void tk_conv_u8s8_{kind}(const uint8_t *restrict x, const int8_t *restric
             int32_t *ct = c + t * ldc + p * 32;
             /* a tile of constant height each, so its sums stay in registers */
             switch (mr) {{
-            case 8: tk_conv_u8s8_tile_{kind}(8, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 7: tk_conv_u8s8_tile_{kind}(7, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 6: tk_conv_u8s8_tile_{kind}(6, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 5: tk_conv_u8s8_tile_{kind}(5, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 4: tk_conv_u8s8_tile_{kind}(4, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 3: tk_conv_u8s8_tile_{kind}(3, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            case 2: tk_conv_u8s8_tile_{kind}(2, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
-            default: tk_conv_u8s8_tile_{kind}(1, nc, a, lda, b, ct, ldc, kh, kw, row_step, col_step, groups); break;
+            case 8: tk_conv_u8s8_tile_{kind}(8, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
+            case 7: tk_conv_u8s8_tile_{kind}(7, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
+            case 6: tk_conv_u8s8_tile_{kind}(6, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
+            case 5: tk_conv_u8s8_tile_{kind}(5, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
+            case 4: tk_conv_u8s8_tile_{kind}(4, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
+            case 3: tk_conv_u8s8_tile_{kind}(3, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
+            case 2: tk_conv_u8s8_tile_{kind}(2, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
+            default: tk_conv_u8s8_tile_{kind}(1, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
             }}
             t += mr;
         }}

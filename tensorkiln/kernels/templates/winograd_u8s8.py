@@ -35,8 +35,8 @@ from ..target import cpu_target
 from .conv import forced_algorithm
 from .conv_u8s8 import TASK_CYCLES, input_buffer, parallel_tasks
 from .gemm import PARALLEL_MIN_MACS
+from .int16_tile_avx2 import INT16_TILE
 
-TILE_ROWS = 6  # tiles of a register block: 6 x 16 channels of int32 sums in 12 ymm registers
 MIN_CHANNELS = 16  # fewer input or output channels: the transforms cost more than the multiplies saved
 SCRATCH_BYTES = 384 * 1024  # a task's V, M and tile together: within the 1 MiB L2 of the cores it was tuned on
 GEMM_MACS_PER_CYCLE = 32  # two vpmaddwd a cycle (16 multiply-adds each)
@@ -87,9 +87,7 @@ def task_split(images: int, oh: int, ow: int, c: int, o: int, threads: int) -> t
     return best[3], -best[2]
 
 
-_SOURCE = r"""#include <immintrin.h>
-typedef int32_t tk_wino_i32 __attribute__((may_alias, aligned(1)));
-
+_SOURCE = INT16_TILE + r"""
 /* 4x4 input tile of 16 channels -> V = B^T d B (16 vectors of int16), stored at v + q * vq */
 static inline __attribute__((always_inline)) void tk_wino_input_avx2(
     const uint8_t *const rows[4], int64_t c4, int full, int16_t *restrict v, int64_t vq)
@@ -118,36 +116,6 @@ static inline __attribute__((always_inline)) void tk_wino_input_avx2(
         _mm256_storeu_si256((__m256i *)(v + (4 * i + 1) * vq), _mm256_add_epi16(t[i][1], t[i][2]));
         _mm256_storeu_si256((__m256i *)(v + (4 * i + 2) * vq), _mm256_sub_epi16(t[i][2], t[i][1]));
         _mm256_storeu_si256((__m256i *)(v + (4 * i + 3) * vq), _mm256_sub_epi16(t[i][1], t[i][3]));
-    }
-}
-
-/* mr tiles (rows of V, ldv int16 apart) x 16 output channels of one position: m[i * ldm + j] = the sum
- * over the pairs of input channels of V[i][2k, 2k + 1] . u[k][j] (vpmaddwd: two exact 16 x 16-bit products
- * into each 32-bit lane) */
-static inline __attribute__((always_inline)) void tk_wino_tile_avx2(
-    const int mr, const int16_t *restrict v, int64_t ldv, const int16_t *restrict u, int64_t pairs,
-    int32_t *restrict m, int64_t ldm)
-{
-    __m256i acc0[6], acc1[6];
-#pragma GCC unroll 6
-    for (int i = 0; i < mr; i++) {
-        acc0[i] = _mm256_setzero_si256();
-        acc1[i] = _mm256_setzero_si256();
-    }
-    for (int64_t k = 0; k < pairs; k++, u += 32) {
-        const __m256i b0 = _mm256_loadu_si256((const __m256i *)u);
-        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(u + 16));
-#pragma GCC unroll 6
-        for (int i = 0; i < mr; i++) {
-            const __m256i a = _mm256_set1_epi32(*(const tk_wino_i32 *)(v + i * ldv + 2 * k));
-            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(a, b0));
-            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(a, b1));
-        }
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < mr; i++) {
-        _mm256_storeu_si256((__m256i *)(m + i * ldm), acc0[i]);
-        _mm256_storeu_si256((__m256i *)(m + i * ldm + 8), acc1[i]);
     }
 }
 
@@ -196,14 +164,7 @@ static __attribute__((noipa)) void tk_conv_u8s8_winograd_avx2(
                 const int mr = (int)((tiles - t + left - 1) / left);
                 const int16_t *vt = v + (q * tiles + t) * c4;
                 int32_t *mt = m + (t * 16 + q) * nbp + p * 16;
-                switch (mr) {
-                case 6: tk_wino_tile_avx2(6, vt, c4, up, pairs, mt, 16 * nbp); break;
-                case 5: tk_wino_tile_avx2(5, vt, c4, up, pairs, mt, 16 * nbp); break;
-                case 4: tk_wino_tile_avx2(4, vt, c4, up, pairs, mt, 16 * nbp); break;
-                case 3: tk_wino_tile_avx2(3, vt, c4, up, pairs, mt, 16 * nbp); break;
-                case 2: tk_wino_tile_avx2(2, vt, c4, up, pairs, mt, 16 * nbp); break;
-                default: tk_wino_tile_avx2(1, vt, c4, up, pairs, mt, 16 * nbp); break;
-                }
+                tk_i16_tiles_avx2(mr, vt, c4, up, pairs, mt, 16 * nbp);
                 t += mr;
             }
         }
