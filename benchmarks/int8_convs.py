@@ -4,8 +4,10 @@
 
 Each layer is one ONNX model, Conv(DQ(x_q), DQ(W_q)) + bias, ReLU and
 QuantizeLinear (uint8 activations, per-channel int8 weights), run by
-tensorkiln (conv2d_u8s8 / depthwise_u8s8 with the fused requantizing
-epilogue) and by ONNX Runtime (IOBinding-free session run, all graph
+tensorkiln (conv2d_u8s8 / depthwise_u8s8, or conv2d_u8s8_winograd for a 3x3
+stride-1 layer on an AVX2 CPU, with the fused requantizing epilogue; such a
+layer is also timed on the direct kernel, `forced_conv_algorithm("direct")`,
+the "direct" column) and by ONNX Runtime (IOBinding-free session run, all graph
 optimizations: its QLinearConv) in turns; medians of the CPU time per call
 (the process's, so a shared machine's waiting is not counted; with one
 thread, the time the call computed). tensorkiln's figure includes the call,
@@ -74,10 +76,11 @@ def main() -> int:
     import onnxruntime as ort
 
     import tensorkiln as tk
+    from tensorkiln.kernels.templates.conv import forced_conv_algorithm
 
     rng = np.random.default_rng(0)
     print(f"direct int8 convolutions, batch 1, {args.threads} threads; medians of CPU ms per call, in turns")
-    print(f"{'layer':>24} {'tk ms':>7} {'ORT ms':>7} {'ORT/tk':>7} {'tk GMAC/s':>10}")
+    print(f"{'layer':>24} {'tk ms':>7} {'ORT ms':>7} {'ORT/tk':>7} {'tk GMAC/s':>10} {'direct ms':>10}")
     results = {}
     for name, c, h, o, k, stride, groups in LAYERS:
         model = _model(c, h, o, k, stride, groups, rng)
@@ -90,13 +93,22 @@ def main() -> int:
         got = module(x=x)
         got = got[0] if isinstance(got, (list, tuple)) else got
         difference = int(np.max(np.abs(got.astype(np.int32) - want.astype(np.int32))))
-        seconds = _cpu_medians({"tk": lambda: module(x=x), "ORT": lambda: session.run(None, {"x": x})})
+        runs = {"tk": lambda: module(x=x), "ORT": lambda: session.run(None, {"x": x})}
+        if "conv2d_u8s8_winograd" in [n.op for n in module.optimized_graph(x=x).nodes]:
+            direct = tk.onnx.load(model)
+            with forced_conv_algorithm("direct"):
+                same = direct(x=x)
+            same = same[0] if isinstance(same, (list, tuple)) else same
+            assert np.array_equal(same, got), name  # both sums exact: the same outputs
+            runs["direct"] = lambda: direct(x=x)
+        seconds = _cpu_medians(runs)
         oh = (h + 2 * (k // 2) - k) // stride + 1
         macs = oh * oh * o * (c // groups) * k * k
         results[name] = {"ms": {n: s * 1e3 for n, s in seconds.items()}, "macs": macs,
                          "max_quanta_from_ort": difference}
         print(f"{name:>24} {seconds['tk'] * 1e3:7.3f} {seconds['ORT'] * 1e3:7.3f} "
-              f"{seconds['ORT'] / seconds['tk']:6.2f}x {macs / seconds['tk'] / 1e9:10.1f}   (|tk - ORT| <= "
+              f"{seconds['ORT'] / seconds['tk']:6.2f}x {macs / seconds['tk'] / 1e9:10.1f} "
+              f"{seconds['direct'] * 1e3 if 'direct' in seconds else float('nan'):10.3f}   (|tk - ORT| <= "
               f"{difference} quanta)")
     if args.json:
         write_json(args.json, {"threads": args.threads, "layers": results})
