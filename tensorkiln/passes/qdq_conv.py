@@ -12,8 +12,8 @@ so the activation is padded with zx (its border then contributes nothing, as
 zeros do to the float convolution; a zero point known only at run time fills
 the border by a select; a depthwise layer's constant zx is the op's
 `pad_value`, its kernel padding a window per task), the sums are exact in int32 on
-`conv2d_u8s8` (groups 1; `conv2d_u8s8_winograd` for the 3x3 stride-1 layers
-where that pays) or `depthwise_u8s8` (one input channel per output channel),
+`conv2d_u8s8` (groups 1; `conv2d_u8s8_winograd` for the 3x3 layers of stride
+1 or 2 where that pays) or `depthwise_u8s8` (one input channel per output channel),
 the filter sums are a constant per output channel folded into the op's
 compensation (or, for a run-time zx, subtracted after it), and the scale
 sx * sw[o] is a constant (or a run-time product) the epilogue multiplies by. The op reads x_q channels-last (NHWC), so the result is
@@ -50,7 +50,8 @@ def direct_conv_applies(node: Node) -> bool:
 
 def direct_conv_op(node: Node) -> str:
     """The op a quantized conv2d that `direct_conv_applies` to runs on: `depthwise_u8s8`,
-    `conv2d_u8s8_winograd` (a 3x3 stride-1 layer where winograd_u8s8.py says it pays) or `conv2d_u8s8`."""
+    `conv2d_u8s8_winograd` (a 3x3 layer of stride 1 or 2 where winograd_u8s8.py says it pays) or
+    `conv2d_u8s8`."""
     if node.attrs["groups"] != 1:
         return "depthwise_u8s8"
     o, c, kh, kw = node.inputs[1].shape
@@ -95,8 +96,9 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
         acc = make_node("depthwise_u8s8", [x, constant_node(widened, dt.int32, node.location), comp],
                         Attrs(geometry), *where)
     elif direct_conv_op(node) == "conv2d_u8s8_winograd":
-        u = constant_node(pack_winograd_u8s8(filters), dt.int16, node.location)
-        acc = make_node("conv2d_u8s8_winograd", [x, u, comp], Attrs(n=o), *where)
+        stride = geometry["stride"][0]
+        u = constant_node(pack_winograd_u8s8(filters, stride), dt.int16, node.location)
+        acc = make_node("conv2d_u8s8_winograd", [x, u, comp], Attrs(n=o, stride=stride), *where)
     else:
         panels = constant_node(pack_conv_u8s8(filters), dt.int8, node.location)
         acc = make_node("conv2d_u8s8", [x, panels, comp], Attrs(kernel=(kh, kw), n=o, **geometry), *where)

@@ -1,69 +1,102 @@
-"""The 3x3 stride-1 8-bit convolution as Winograd F(2x2, 3x3) on exact 16-bit products.
+"""3x3 8-bit convolutions of stride 1 or 2 as Winograd F(2x2, 3x3) on exact 16-bit products.
 
 `conv2d_u8s8_winograd(x, u, compensation)` computes what `conv2d_u8s8` computes for a 3x3 kernel
-with stride and dilation 1 (ir/ops/quantized_conv.py): x (N, Hp, Wp, C) uint8 NHWC, padded, C a
-multiple of 16; compensation (O,) int32; result (N, Hp - 2, Wp - 2, O) int32. The filters come
-transformed, as the kernel reads them (attr n = O):
+with dilation 1 and stride 1 or 2 (attr `stride`; ir/ops/quantized_conv.py): x (N, Hp, Wp, C) uint8
+NHWC, padded, C a multiple of 16; compensation (O,) int32; result (N, OH, OW, O) int32 (OH = Hp - 2
+at stride 1, (Hp - 3) // 2 + 1 at stride 2). The filters come transformed, as the kernel reads
+them (attr n = O). Each 2x2 block of outputs reads an n x n tile d of x (n = 4 at stride 1, 5 at
+stride 2), and with the variant's integer matrices G (n x 3), B^T (n x n) and A^T (2 x n):
 
-    U = G' g G'^T,   G' = [[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]   (2G of F(2x2, 3x3))
+    U = G g G^T,  V = B^T d B,  scale * y = A^T (sum over c of U[c] * V[c]) A
 
-of each filter g (3x3, one input and one output channel): 16 integers within +-1152 (|g| <= 128),
-so int16. Each 2x2 block of outputs reads a 4x4 tile d of x; V = B^T d B (integers within
--510..1020 for uint8 d), and
+- stride 1: F(2x2, 3x3) with G = 2G of the usual points 0, 1, -1, infinity ([[2, 0, 0], [1, 1, 1],
+  [1, -1, 1], [0, 0, 2]]), so U is integer (within +-1152 for |g| <= 128), V within -510..1020 for
+  uint8 d, and the sums are 4y: 16 multiplies per 2x2 outputs where the direct sums take 36;
+- stride 2: the even taps (0, 2) of each row as F(2, 2) on the even inputs (0, 2, 4) and the odd
+  tap on the odd inputs (1, 3), 5 multiplies per 2 outputs along each axis: 25 per 2x2 outputs
+  where the direct sums take 36 (U within +-512, V within +-510, the sums y itself).
 
-    4 * y = A^T (sum over c of U[c] * V[c]) A,   B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0],
-                                                       [0, 1, 0, -1]],  A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
-
-Every term is an integer, so the sums are exact: 16 multiplies per 2x2 outputs where the direct
-sums take 36, each a 16 x 16-bit product that `vpmaddwd` adds in pairs (|U V| <= 1152 * 1020).
-Modular int32 arithmetic gives 4y exactly while |4y| fits, so C <= WINOGRAD_MAX_CHANNELS.
+Every term is an integer, so the sums are exact, each a 16 x 16-bit product that `vpmaddwd` adds in
+pairs. Modular int32 arithmetic gives scale * y exactly while it fits, so C <= WINOGRAD_MAX_CHANNELS.
 
     u[p, q, k, 2 j + t] = U[q][c = 2 k + t][o = 16 p + j]     (zero past O)
 
-of shape (ceil(O / 16), 16, C / 2, 32): for each panel of 16 output channels and tile position
-q = 4 row + column, the pairs of input channels of each column side by side, the operand one
+of shape (ceil(O / 16), n * n, C / 2, 32): for each panel of 16 output channels and tile position
+q = n row + column, the pairs of input channels of each column side by side, the operand one
 `vpmaddwd` multiplies with two channels of V (kernels/templates/winograd_u8s8.py).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError
 from .gradient import NOT_DIFFERENTIABLE
+from .movement import window_output_size
 from .registry import MappingType, OpKind, TensorType, register
 
 WINOGRAD_PANEL = 16  # output channels of a panel: two 256-bit vectors of 8 int32 sums
 WINOGRAD_CHANNELS = 16  # input channels a vector of the input transform (16 int16 lanes)
-# 4 |y| <= 4 * 9 * C * 255 * 128 must stay below 2**31
+# 4 |y| <= 4 * 9 * C * 255 * 128 must stay below 2**31 (stride 1; stride 2 sums y itself)
 WINOGRAD_MAX_CHANNELS = (2**31 - 1) // (4 * 9 * 255 * 128) // WINOGRAD_CHANNELS * WINOGRAD_CHANNELS
 
-FILTER_T = np.array([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]], dtype=np.int64)  # G' = 2G
-INPUT_T = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.int64)  # B^T
-OUTPUT_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.int64)  # A^T
+
+@dataclass(frozen=True)
+class WinogradVariant:
+    """The integer transforms of F(2x2, 3x3) at one stride (module docstring)."""
+
+    stride: int
+    filter_t: np.ndarray  # G (n, 3)
+    input_t: np.ndarray  # B^T (n, n)
+    output_t: np.ndarray  # A^T (2, n)
+    scale: int  # the sums are scale * y
+
+    @property
+    def n(self) -> int:
+        """Rows and columns of an input tile."""
+        return self.input_t.shape[0]
 
 
-def pack_winograd_u8s8(filters: np.ndarray) -> np.ndarray:
-    """int8 filters (O, C, 3, 3), C a multiple of 16, as `conv2d_u8s8_winograd`'s u (int16)."""
+def _matrix(rows) -> np.ndarray:
+    return np.array(rows, dtype=np.int64)
+
+
+VARIANTS = {
+    1: WinogradVariant(1, _matrix([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]),
+                       _matrix([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
+                       _matrix([[1, 1, 1, 0], [0, 1, -1, -1]]), 4),
+    2: WinogradVariant(2, _matrix([[1, 0, 0], [1, 0, 1], [0, 0, 1], [0, 1, 0], [0, 1, 0]]),
+                       _matrix([[1, 0, -1, 0, 0], [0, 0, 1, 0, 0], [0, 0, -1, 0, 1], [0, 1, 0, 0, 0],
+                                [0, 0, 0, 1, 0]]),
+                       _matrix([[1, 1, 0, 1, 0], [0, 1, 1, 0, 1]]), 1),
+}
+
+
+def pack_winograd_u8s8(filters: np.ndarray, stride: int = 1) -> np.ndarray:
+    """int8 filters (O, C, 3, 3), C a multiple of 16, as `conv2d_u8s8_winograd`'s u (int16) at `stride`."""
     o, c, kh, kw = filters.shape
-    if (kh, kw) != (3, 3) or c % WINOGRAD_CHANNELS:
+    if (kh, kw) != (3, 3) or c % WINOGRAD_CHANNELS or stride not in VARIANTS:
         raise ShapeError(f"conv2d_u8s8_winograd takes 3x3 filters of a multiple of {WINOGRAD_CHANNELS} input "
-                         f"channels, got {filters.shape}")
-    transformed = np.einsum("ia,ocab,jb->ijco", FILTER_T, filters.astype(np.int64), FILTER_T)  # (4, 4, C, O)
+                         f"channels at stride {' or '.join(map(str, VARIANTS))}, got {filters.shape} at stride "
+                         f"{stride}")
+    g, n = VARIANTS[stride].filter_t, VARIANTS[stride].n
+    transformed = np.einsum("ia,ocab,jb->ijco", g, filters.astype(np.int64), g)  # (n, n, C, O)
     count = -(-o // WINOGRAD_PANEL)
-    padded = np.zeros((16, c, count * WINOGRAD_PANEL), dtype=np.int16)
-    padded[:, :, :o] = transformed.reshape(16, c, o)
+    padded = np.zeros((n * n, c, count * WINOGRAD_PANEL), dtype=np.int16)
+    padded[:, :, :o] = transformed.reshape(n * n, c, o)
     # [q, k, t, p, j] -> [p, q, k, j, t]
-    return np.ascontiguousarray(padded.reshape(16, c // 2, 2, count, WINOGRAD_PANEL).transpose(3, 0, 1, 4, 2)
-                                ).reshape(count, 16, c // 2, 2 * WINOGRAD_PANEL)
+    return np.ascontiguousarray(padded.reshape(n * n, c // 2, 2, count, WINOGRAD_PANEL).transpose(3, 0, 1, 4, 2)
+                                ).reshape(count, n * n, c // 2, 2 * WINOGRAD_PANEL)
 
 
-def unpack_winograd_u8s8(u: np.ndarray, n: int) -> np.ndarray:
-    """The transformed filters (4, 4, C, O) int64 that `pack_winograd_u8s8` laid out."""
-    count, _, half, width = u.shape
-    panel = width // 2
-    return u.reshape(count, 4, 4, half, panel, 2).transpose(1, 2, 3, 5, 0, 4).reshape(
-        4, 4, 2 * half, count * panel)[..., :n].astype(np.int64)
+def unpack_winograd_u8s8(u: np.ndarray, o: int) -> np.ndarray:
+    """The transformed filters (n, n, C, O) int64 that `pack_winograd_u8s8` laid out."""
+    count, positions, half, width = u.shape
+    panel, n = width // 2, int(round(positions ** 0.5))
+    return u.reshape(count, n, n, half, panel, 2).transpose(1, 2, 3, 5, 0, 4).reshape(
+        n, n, 2 * half, count * panel)[..., :o].astype(np.int64)
 
 
 def _infer(types, attrs):
@@ -71,37 +104,46 @@ def _infer(types, attrs):
     if (x.dtype.name, u.dtype.name, compensation.dtype.name) != ("uint8", "int16", "int32"):
         raise DTypeError(f"conv2d_u8s8_winograd expects uint8 x, int16 u and int32 compensation, got "
                          f"{x.dtype.name}, {u.dtype.name} and {compensation.dtype.name}")
-    n = attrs["n"]
+    n, stride = attrs["n"], attrs["stride"]
+    if stride not in VARIANTS:
+        raise ShapeError(f"conv2d_u8s8_winograd: stride {stride} is not one of {sorted(VARIANTS)}")
+    positions = VARIANTS[stride].n ** 2
     if x.ndim != 4 or x.shape[3] % WINOGRAD_CHANNELS or not 0 < x.shape[3] <= WINOGRAD_MAX_CHANNELS or \
-            u.shape != (-(-n // WINOGRAD_PANEL), 16, x.shape[3] // 2, 2 * WINOGRAD_PANEL) or \
+            u.shape != (-(-n // WINOGRAD_PANEL), positions, x.shape[3] // 2, 2 * WINOGRAD_PANEL) or \
             compensation.shape != (n,) or min(x.shape[1:3]) < 3:
         raise ShapeError(f"conv2d_u8s8_winograd expects x (N, H, W, C) with H, W >= 3 and C a multiple of "
-                         f"{WINOGRAD_CHANNELS} up to {WINOGRAD_MAX_CHANNELS}, u (ceil(O / 16), 16, C / 2, 32) "
-                         f"and compensation (O,) for O = {n}, got {x.shape}, {u.shape} and {compensation.shape}")
-    return TensorType((x.shape[0], x.shape[1] - 2, x.shape[2] - 2, n), dt.int32)
+                         f"{WINOGRAD_CHANNELS} up to {WINOGRAD_MAX_CHANNELS}, u (ceil(O / 16), {positions}, C / 2, "
+                         f"32) and compensation (O,) for O = {n} at stride {stride}, got {x.shape}, {u.shape} and "
+                         f"{compensation.shape}")
+    oh, ow = (window_output_size(size, 3, stride, 1) for size in x.shape[1:3])
+    return TensorType((x.shape[0], oh, ow, n), dt.int32)
 
 
 def _reference(inputs, attrs, out):
     """The transforms above in int64 numpy, tile by tile (exact: the direct sums' values)."""
     x, u, compensation = inputs
-    n, hp, wp, c = x.shape
-    oh, ow = hp - 2, wp - 2
+    variant = VARIANTS[attrs["stride"]]
+    s, n = variant.stride, variant.n
+    images, hp, wp, c = x.shape
+    oh, ow = (window_output_size(size, 3, s, 1) for size in (hp, wp))
     th, tw = -(-oh // 2), -(-ow // 2)
-    padded = np.zeros((n, 2 * th + 2, 2 * tw + 2, c), dtype=np.int64)  # rows and columns past x: unread outputs
-    padded[:, :hp, :wp] = x
-    rows = np.arange(th)[:, None] * 2 + np.arange(4)[None, :]  # (th, 4)
-    cols = np.arange(tw)[:, None] * 2 + np.arange(4)[None, :]
-    tiles = padded[:, rows[:, None, :, None], cols[None, :, None, :]]  # (N, th, tw, 4, 4, C)
-    v = np.einsum("ik,nabklc,jl->nabijc", INPUT_T, tiles, INPUT_T)
+    # rows and columns past x only reach outputs past the image
+    padded = np.zeros((images, 2 * s * (th - 1) + n, 2 * s * (tw - 1) + n, c), dtype=np.int64)
+    padded[:, :hp, :wp] = x[:, :padded.shape[1], :padded.shape[2]]
+    rows = np.arange(th)[:, None] * 2 * s + np.arange(n)[None, :]  # (th, n)
+    cols = np.arange(tw)[:, None] * 2 * s + np.arange(n)[None, :]
+    tiles = padded[:, rows[:, None, :, None], cols[None, :, None, :]]  # (N, th, tw, n, n, C)
+    b, a = variant.input_t, variant.output_t
+    v = np.einsum("ik,nabklc,jl->nabijc", b, tiles, b)
     m = np.einsum("nabijc,ijco->nabijo", v, unpack_winograd_u8s8(u, attrs["n"]))
-    y4 = np.einsum("ik,nabklo,jl->nabijo", OUTPUT_T, m, OUTPUT_T)  # (N, th, tw, 2, 2, O)
-    y = (y4 // 4).transpose(0, 1, 3, 2, 4, 5).reshape(n, 2 * th, 2 * tw, -1)[:, :oh, :ow]
+    scaled = np.einsum("ik,nabklo,jl->nabijo", a, m, a)  # (N, th, tw, 2, 2, O)
+    y = (scaled // variant.scale).transpose(0, 1, 3, 2, 4, 5).reshape(images, 2 * th, 2 * tw, -1)[:, :oh, :ow]
     return (y + compensation).astype(np.int32)
 
 
 register("conv2d_u8s8_winograd", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _infer, _reference, 3,
          backend_only=True, stored_operands=True,
-         doc="3x3 stride-1 convolution of uint8 NHWC x (padded, channels a multiple of 16) by int8 filters "
-             "transformed for Winograd F(2x2, 3x3) (int16), exact int32 sums plus an int32 compensation per "
-             "output channel; attr n",
+         doc="3x3 convolution of stride 1 or 2 of uint8 NHWC x (padded, channels a multiple of 16) by int8 "
+             "filters transformed for Winograd F(2x2, 3x3) (int16), exact int32 sums plus an int32 compensation "
+             "per output channel; attrs n, stride",
          gradient=NOT_DIFFERENTIABLE)
