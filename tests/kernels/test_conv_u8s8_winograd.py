@@ -53,7 +53,8 @@ def test_transformed_filters_round_trip_and_stay_within_int16():
     assert u.shape == (3, 16, 16, 32) and u.dtype == np.int16
     transformed = unpack_winograd_u8s8(u, 37)
     assert np.abs(transformed).max() == 1152 and not u[2, :, :, 2 * 5:].any()  # channels past 37: zero
-    g = np.array([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]])
+    g = np.array([[-2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]])  # winograd_math's G at 0, 1, -1, infinity, doubled
+    np.testing.assert_array_equal(VARIANTS[1].filter_t, g)
     np.testing.assert_array_equal(transformed[:, :, 7, 36], g @ filters[36, 7].astype(np.int64) @ g.T)
     strided = unpack_winograd_u8s8(pack_winograd_u8s8(filters, 2), 37)  # stride 2: 5 x 5 positions within +-512
     assert strided.shape == (5, 5, 32, 37) and np.abs(strided).max() == 512

@@ -9,10 +9,11 @@ stride 2), and with the variant's integer matrices G (n x 3), B^T (n x n) and A^
 
     U = G g G^T,  V = B^T d B,  scale * y = A^T (sum over c of U[c] * V[c]) A
 
-- stride 1: F(2x2, 3x3) with G = 2G of the usual points 0, 1, -1, infinity ([[2, 0, 0], [1, 1, 1],
-  [1, -1, 1], [0, 0, 2]]), so U is integer (within +-1152 for |g| <= 128), V within -510..1020 for
-  uint8 d, and the sums are 4y: 16 multiplies per 2x2 outputs where the direct sums take 36;
-- stride 2: the even taps (0, 2) of each row as F(2, 2) on the even inputs (0, 2, 4) and the odd
+- stride 1: F(2x2, 3x3) at the points 0, 1, -1 and infinity (winograd_math.py) with G doubled
+  ([[-2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]), so U is integer (within +-1152 for |g| <= 128),
+  V within -510..1020 for uint8 d, and the sums are 4y: 16 multiplies per 2x2 outputs where the
+  direct sums take 36;
+- stride 2: the even taps (0, 2) of each axis as F(2, 2) on the even inputs (0, 2, 4) and the odd
   tap on the odd inputs (1, 3), 5 multiplies per 2 outputs along each axis: 25 per 2x2 outputs
   where the direct sums take 36 (U within +-512, V within +-510, the sums y itself).
 
@@ -27,7 +28,9 @@ q = n row + column, the pairs of input channels of each column side by side, the
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -36,6 +39,7 @@ from ...errors import DTypeError, ShapeError
 from .gradient import NOT_DIFFERENTIABLE
 from .movement import window_output_size
 from .registry import MappingType, OpKind, TensorType, register
+from .winograd_math import cook_toom, winograd_transforms
 
 WINOGRAD_PANEL = 16  # output channels of a panel: two 256-bit vectors of 8 int32 sums
 WINOGRAD_CHANNELS = 16  # input channels a vector of the input transform (16 int16 lanes)
@@ -59,19 +63,38 @@ class WinogradVariant:
         return self.input_t.shape[0]
 
 
-def _matrix(rows) -> np.ndarray:
-    return np.array(rows, dtype=np.int64)
+def _integers(matrix) -> np.ndarray:
+    """An exact matrix (winograd_math's Fractions) whose entries are integers, as int64."""
+    assert all(v.denominator == 1 for row in matrix for v in row), matrix
+    return np.array([[int(v) for v in row] for row in matrix], dtype=np.int64)
 
 
-VARIANTS = {
-    1: WinogradVariant(1, _matrix([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]),
-                       _matrix([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
-                       _matrix([[1, 1, 1, 0], [0, 1, -1, -1]]), 4),
-    2: WinogradVariant(2, _matrix([[1, 0, 0], [1, 0, 1], [0, 0, 1], [0, 1, 0], [0, 1, 0]]),
-                       _matrix([[1, 0, -1, 0, 0], [0, 0, 1, 0, 0], [0, 0, -1, 0, 1], [0, 1, 0, 0, 0],
-                                [0, 0, 0, 1, 0]]),
-                       _matrix([[1, 1, 0, 1, 0], [0, 1, 1, 0, 1]]), 1),
-}
+def _stride_one() -> WinogradVariant:
+    """F(2x2, 3x3) at winograd_math's points, G scaled to integers by the common denominator s of its
+    entries (2): the sums are s^2 y."""
+    t = winograd_transforms(2)
+    s = math.lcm(*(v.denominator for row in t.g for v in row))
+    return WinogradVariant(1, _integers([[v * s for v in row] for row in t.g]), _integers(t.bt), _integers(t.at),
+                           s * s)
+
+
+def _stride_two() -> WinogradVariant:
+    """Stride 2 along an axis: outputs 0 and 1 read inputs 0..2 and 2..4; the even taps (0, 2) meet
+    the even inputs (0, 2, 4) as F(2, 2) at the points 0 and 1, the odd tap meets inputs 1 and 3 as
+    two plain products. Its five transformed inputs are F(2, 2)'s three, then inputs 1 and 3."""
+    t = cook_toom(2, 2, (Fraction(0), Fraction(1)))
+    bt, g, at = _integers(t.bt), _integers(t.g), _integers(t.at)
+    input_t = np.zeros((5, 5), dtype=np.int64)
+    input_t[:3, 0::2] = bt
+    input_t[3, 1] = input_t[4, 3] = 1
+    filter_t = np.zeros((5, 3), dtype=np.int64)
+    filter_t[:3, 0::2] = g
+    filter_t[3:, 1] = 1
+    output_t = np.concatenate([at, np.eye(2, dtype=np.int64)], axis=1)
+    return WinogradVariant(2, filter_t, input_t, output_t, 1)
+
+
+VARIANTS = {1: _stride_one(), 2: _stride_two()}
 
 
 def pack_winograd_u8s8(filters: np.ndarray, stride: int = 1) -> np.ndarray:
