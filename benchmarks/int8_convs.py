@@ -5,7 +5,7 @@
 Each layer is one ONNX model, Conv(DQ(x_q), DQ(W_q)) + bias, ReLU and
 QuantizeLinear (uint8 activations, per-channel int8 weights), run by
 tensorkiln (conv2d_u8s8 / depthwise_u8s8, or conv2d_u8s8_winograd for a 3x3
-stride-1 layer on an AVX2 CPU, with the fused requantizing epilogue; such a
+layer of stride 1 or 2 on an AVX2 CPU, with the fused requantizing epilogue; such a
 layer is also timed on the direct kernel, `forced_conv_algorithm("direct")`,
 the "direct" column) and by ONNX Runtime (IOBinding-free session run, all graph
 optimizations: its QLinearConv) in turns; medians of the CPU time per call
@@ -33,6 +33,9 @@ LAYERS = [
     ("resnet layer2 3x3", 128, 28, 128, 3, 1, 1),
     ("resnet layer3 3x3", 256, 14, 256, 3, 1, 1),
     ("resnet layer4 3x3", 512, 7, 512, 3, 1, 1),
+    ("resnet layer2 3x3/2", 64, 56, 128, 3, 2, 1),
+    ("resnet layer3 3x3/2", 128, 28, 256, 3, 2, 1),
+    ("resnet layer4 3x3/2", 256, 14, 512, 3, 2, 1),
     ("resnet down 1x1/2", 256, 14, 512, 1, 2, 1),
     ("mobilenet 1x1 16->96", 16, 112, 96, 1, 1, 1),
     ("mobilenet 1x1 144->24", 144, 56, 24, 1, 1, 1),

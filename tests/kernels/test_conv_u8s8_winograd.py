@@ -142,9 +142,15 @@ def test_the_rule_takes_wide_3x3_layers_of_stride_1_and_2_on_avx2_only(monkeypat
     cpu_target.cache_clear()
     try:
         assert winograd_u8s8_applies(**{**wide, "stride": (2, 2)})
-        for change in (dict(stride=(3, 3)), dict(stride=(1, 2)), dict(dilation=(2, 2)), dict(kernel=(1, 1)), dict(channels_in=24),
-                       dict(channels_in=8), dict(channels_out=8), dict(groups=2), dict(out_hw=(1, 9))):
+        # a 7x7 output (16 tiles) pays for the 16-bit filters at stride 1, not at stride 2 (min_tiles)
+        assert winograd_u8s8_applies(**{**wide, "out_hw": (7, 7)})
+        assert winograd_u8s8_applies(**{**wide, "stride": (2, 2), "out_hw": (14, 14)})
+        for change in (dict(stride=(3, 3)), dict(stride=(1, 2)), dict(dilation=(2, 2)), dict(kernel=(1, 1)),
+                       dict(channels_in=24), dict(channels_in=8), dict(channels_out=8), dict(groups=2),
+                       dict(out_hw=(1, 9)), dict(stride=(2, 2), out_hw=(7, 7))):
             assert not winograd_u8s8_applies(**{**wide, **change}), change
+        with forced_conv_algorithm("winograd2"):  # any size, as the tests of the kernels want
+            assert winograd_u8s8_applies(**{**wide, "stride": (2, 2), "out_hw": (1, 1)})
         with forced_conv_algorithm("direct"):
             assert not winograd_u8s8_applies(**wide)
     finally:

@@ -43,24 +43,41 @@ SCRATCH_BYTES = 384 * 1024  # a task's V, M and tile together: within the 1 MiB 
 GEMM_MACS_PER_CYCLE = 32  # two vpmaddwd a cycle (16 multiply-adds each)
 INPUT_CYCLES = 24  # a tile's input transform, per 16 channels: 16 loads and widenings, 32 adds, 16 stores
 OUTPUT_CYCLES = 12  # a tile's output transform, per 8 channels: 16 loads, 24 adds, 4 shifts and stores
+# multiply-adds of the exact u8 x s8 step per byte streamed from memory, one thread (~40 G/s against ~8
+# GB/s measured on a Zen 4 host without AVX-512): what a filter byte must save to pay for itself
+MACS_PER_BYTE = 5
+
+
+def min_tiles(stride: int) -> float:
+    """Output tiles (2x2, of one image) a layer needs for Winograd to pay on this kind of CPU.
+
+    Each tile saves 36 - P of the direct kernel's multiplies per input and output channel (P the
+    variant's positions), while the filters grow from 9 bytes to 2P (int16 panels) that stream from
+    memory once per call: the saving pays for them from (2P - 9) / (36 - P) x MACS_PER_BYTE tiles,
+    about 6 at stride 1 and 19 at stride 2. ResNet-18's 7x7 layers (16 tiles) measured 1.54x at
+    stride 1 and 0.90x at stride 2 (`python benchmarks/int8_convs.py --threads 1`)."""
+    positions = VARIANTS[stride].n ** 2
+    return (2 * positions - 9) / (36 - positions) * MACS_PER_BYTE
 
 
 def winograd_u8s8_applies(channels_in: int, channels_out: int, kernel, stride, dilation, groups: int,
                           out_hw: tuple[int, int]) -> bool:
     """Whether a quantized convolution of this geometry runs as `conv2d_u8s8_winograd` here: a 3x3
-    layer of stride 1 or 2 with whole vectors of input channels and enough channels for the
-    transforms to pay, on an AVX2 target without VNNI (where an exact product is a 16-bit lane
-    either way). `forced_conv_algorithm("winograd2")` takes it wherever the CPU has AVX2, "direct"
-    nowhere."""
+    layer of stride 1 or 2 with whole vectors of input channels, enough channels for the transforms
+    to pay and enough output tiles for the larger filters (`min_tiles`), on an AVX2 target without
+    VNNI (where an exact product is a 16-bit lane either way). `forced_conv_algorithm("winograd2")`
+    takes any such geometry wherever the CPU has AVX2, "direct" none."""
     forced = forced_algorithm()
-    if forced == "direct" or cpu_target().int8_dot == "portable":
-        return False
     strides = tuple(stride)
-    return (forced == "winograd2" or cpu_target().int8_dot == "avx2") and groups == 1 and \
-        tuple(kernel) == (3, 3) and strides[0] == strides[1] and strides[0] in VARIANTS and \
-        tuple(dilation) == (1, 1) and channels_in % WINOGRAD_CHANNELS == 0 and \
-        MIN_CHANNELS <= channels_in <= WINOGRAD_MAX_CHANNELS and channels_out >= MIN_CHANNELS and \
-        min(out_hw) >= 2
+    if forced == "direct" or cpu_target().int8_dot == "portable" or groups != 1 or tuple(kernel) != (3, 3) or \
+            strides[0] != strides[1] or strides[0] not in VARIANTS or tuple(dilation) != (1, 1) or \
+            channels_in % WINOGRAD_CHANNELS or not MIN_CHANNELS <= channels_in <= WINOGRAD_MAX_CHANNELS or \
+            channels_out < MIN_CHANNELS:
+        return False
+    if forced == "winograd2":
+        return True
+    tiles = -(-out_hw[0] // 2) * -(-out_hw[1] // 2)
+    return cpu_target().int8_dot == "avx2" and tiles >= min_tiles(strides[0])
 
 
 def _scratch(tiles: int, positions: int, c: int, nb: int, pixels: int) -> tuple[int, int, int]:
