@@ -29,7 +29,7 @@ from .. import dtypes as dt
 from ..ir.graph import Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.quantized import U8S8_DEPTH_GROUP
-from ..ir.ops.quantized_conv import pack_conv_u8s8
+from ..ir.ops.quantized_conv import compact_depth_pays, pack_conv_u8s8
 from ..ir.ops.quantized_winograd import pack_winograd_u8s8
 from ..kernels.templates.winograd_u8s8 import winograd_u8s8_applies
 
@@ -75,7 +75,10 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
     pt, pb, pl, pr = node.attrs["padding"]
     n, c, h, w = xq.shape
     depthwise = direct_conv_op(node) == "depthwise_u8s8"
-    extra = 0 if depthwise else -c % U8S8_DEPTH_GROUP  # channels up to whole groups of 4 (zero weights)
+    # channels up to whole groups of 4 (zero weights), unless the kernel gathers the windows of a shallow
+    # input into rows of KH * KW * C bytes, which sums fewer groups (an RGB stem)
+    compact = not depthwise and compact_depth_pays((kh, kw), c)
+    extra = 0 if depthwise or compact else -c % U8S8_DEPTH_GROUP
     x = make_node("permute", [xq], Attrs(perm=NHWC_OF_NCHW), *where)
     # a depthwise layer with a constant zero point pads inside its kernel (a window per task), so the
     # padded image is never stored; the others read a padded copy
@@ -100,7 +103,7 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
         u = constant_node(pack_winograd_u8s8(filters, stride), dt.int16, node.location)
         acc = make_node("conv2d_u8s8_winograd", [x, u, comp], Attrs(n=o, stride=stride), *where)
     else:
-        panels = constant_node(pack_conv_u8s8(filters), dt.int8, node.location)
+        panels = constant_node(pack_conv_u8s8(filters, c + extra), dt.int8, node.location)
         acc = make_node("conv2d_u8s8", [x, panels, comp], Attrs(kernel=(kh, kw), n=o, **geometry), *where)
     if dynamic:  # - zx * sum(W[o]), per output channel (the last axis), at run time
         zero_i32 = make_node("cast", [x_zero], Attrs(dtype=dt.int32), *where)

@@ -10,7 +10,7 @@ from tensorkiln.errors import DTypeError, ShapeError
 from tensorkiln.ir.graph import interpret
 from tensorkiln.ir.ops import Attrs, TensorType, infer_type
 from tensorkiln import dtypes as dt
-from tensorkiln.ir.ops.quantized_conv import conv_u8s8_matrix, pack_conv_u8s8
+from tensorkiln.ir.ops.quantized_conv import compact_depth_pays, conv_u8s8_matrix, pack_conv_u8s8
 from tensorkiln.ir.ops.quantized import unpack_u8s8_panels
 from tensorkiln.kernels.target import INT8_DOT_KINDS
 
@@ -202,12 +202,47 @@ def test_filters_are_laid_out_tap_major_with_channels_in_groups_of_four():
     np.testing.assert_array_equal(unpack_u8s8_panels(pack_conv_u8s8(filters), 48, 37), matrix)
 
 
+def test_a_shallow_input_keeps_its_channels_and_the_depth_is_rounded_up_once():
+    rng = np.random.default_rng(6)
+    filters = random_ints(rng, np.int8, (5, 3, 7, 7))  # an RGB stem
+    matrix = conv_u8s8_matrix(filters, 3)
+    assert matrix.shape == (148, 5) and not matrix[147:].any()  # 7 * 7 * 3 = 147 rows and one of zeros
+    assert matrix[(4 * 7 + 6) * 3 + 2, 4] == filters[4, 2, 4, 6]
+    assert compact_depth_pays((7, 7), 3) and compact_depth_pays((3, 3), 6)
+    assert not compact_depth_pays((1, 1), 3) and not compact_depth_pays((3, 3), 8)  # no group saved
+
+
+# (C, H, W, O, kernel, stride, padding, dilation): inputs whose channels are no multiple of 4, gathered into
+# rows: an RGB stem (7x7, stride 2), runs of C bytes a tap (dilation 2), one channel, a row of one pixel
+SHALLOW_LAYERS = [(3, 23, 21, 40, 7, 2, 3, 1), (3, 9, 10, 16, 3, 1, 2, 2), (1, 6, 7, 5, 5, 1, 2, 1),
+                  (2, 1, 9, 33, 3, 2, 1, 1), (6, 5, 5, 8, 3, 1, 0, 1)]
+
+
+def test_shallow_inputs_are_gathered_and_exact_on_every_path(int8_path):
+    rng = np.random.default_rng(21 + INT8_DOT_KINDS.index(int8_path))
+    layers = [_layer(rng, np.uint8, 1, c, h, w, o, k, stride, padding, dilation, 1, per_channel=True)
+              for c, h, w, o, k, stride, padding, dilation in SHALLOW_LAYERS]
+    layers[-1].update(bias=rng.standard_normal(8).astype(np.float32), output=(0.5, 3))  # requantized to uint8
+    module = tk.onnx.load(_qdq_conv_layers(layers))
+    feeds = {f"x{i}": layer["x"] for i, layer in enumerate(layers)}
+    convs = [n for n in module.optimized_graph(**feeds).nodes if n.op == "conv2d_u8s8"]
+    assert sorted(n.inputs[0].shape[3] for n in convs) == sorted(shape[0] for shape in SHALLOW_LAYERS)
+    got, reference = list(module(**feeds)), interpret(module.graph(**feeds), *feeds.values())
+    for index, (layer, out) in enumerate(zip(layers[:-1], got)):
+        scale = (np.float32(layer["x_scale"]) * layer["w_scale"]).astype(np.float32).reshape(-1, 1, 1)
+        np.testing.assert_array_equal(out, _sums(layer).astype(np.float32) * scale,
+                                      err_msg=f"layer {SHALLOW_LAYERS[index]}, {int8_path}")
+    assert got[-1].dtype == np.uint8
+    np.testing.assert_array_equal(got[-1], reference[-1])
+
+
 def test_bad_operands_are_refused_with_the_shapes():
     x, panels, comp = (TensorType((1, 5, 5, 6), dt.uint8), TensorType((1, 18, 128), dt.int8),
                        TensorType((32,), dt.int32))
     attrs = Attrs(kernel=(3, 3), n=32, stride=(1, 1), dilation=(1, 1))
-    with pytest.raises(ShapeError, match="multiple of 4"):
-        infer_type("conv2d_u8s8", [x, panels, comp], attrs)
+    with pytest.raises(ShapeError, match=r"ceil\(KH \* KW \* C / 4\).*got \(1, 5, 5, 6\), \(1, 18, 128\)"):
+        infer_type("conv2d_u8s8", [x, panels, comp], attrs)  # 18 groups is 8 channels' depth, not 6's (14)
+    assert infer_type("conv2d_u8s8", [x, TensorType((1, 14, 128), dt.int8), comp], attrs).shape == (1, 3, 3, 32)
     with pytest.raises(DTypeError, match="uint8"):
         infer_type("conv2d_u8s8", [TensorType((1, 5, 5, 8), dt.int8), panels, comp], attrs)
     with pytest.raises(ShapeError, match="larger than the padded input"):

@@ -3,11 +3,14 @@
 The qdq_integer pass (passes/qdq_conv.py) puts a quantized conv2d on one of these, its activation
 as uint8 NHWC with the border already padded with the activation's zero point:
 
-`conv2d_u8s8(x, panels, compensation)` (groups 1): x (N, Hp, Wp, C4) uint8, C4 = C rounded up to
-a multiple of 4 (the extra channels meet zero weights); the weight as the u8 x s8 GEMM's panels
-(ir/ops/quantized.py) of the (KH * KW * C4, O) matrix whose row (r * KW + s) * C4 + c holds tap
-(r, s) of input channel c, so a window of the NHWC input is the GEMM's row of A without a copy;
-compensation (O,) int32, added to every output (minus the zero point times each filter's sum).
+`conv2d_u8s8(x, panels, compensation)` (groups 1): x (N, Hp, Wp, C) uint8; the weight as the
+u8 x s8 GEMM's panels (ir/ops/quantized.py) of the (K, O) matrix whose row (r * KW + s) * C + c
+holds tap (r, s) of input channel c, K = KH * KW * C rounded up to a multiple of 4 (the extra rows
+zero), so a window of the NHWC input is the GEMM's row of A; compensation (O,) int32, added to every
+output (minus the zero point times each filter's sum). With C a multiple of 4 the kernel reads the
+windows where they lie; a shallow input (C = 3: an image) is gathered a few windows at a time into
+rows of K bytes, which wastes no multiply-adds on channels padded to 4 (the qdq pass pads C to a
+multiple of 4 where that costs no more, as for 1x1 layers: `compact_depth_pays`).
 Result (N, OH, OW, O) int32:
 
     y[n, i, j, o] = sum over r, s, c of x[n, i*sh + r*dh, j*sw + s*dw, c] * W[r, s, c, o] + comp[o]
@@ -32,18 +35,37 @@ from .quantized import U8S8_DEPTH_GROUP, U8S8_PANEL_COLUMNS, pack_u8s8_panels, u
 from .registry import MappingType, OpKind, TensorType, register
 
 
-def conv_u8s8_matrix(filters: np.ndarray) -> np.ndarray:
-    """int8 filters (O, C, KH, KW) as the (KH * KW * C4, O) matrix `conv2d_u8s8` multiplies by."""
+def conv_u8s8_depth(kernel: tuple[int, int], channels: int) -> int:
+    """The depth K of `conv2d_u8s8`'s matrix: KH * KW * C rounded up to whole groups of 4."""
+    return -(-kernel[0] * kernel[1] * channels // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP
+
+
+def compact_depth_pays(kernel: tuple[int, int], channels: int) -> bool:
+    """Whether x keeps its C channels (windows gathered into rows of KH * KW * C bytes) rather than C
+    rounded up to a multiple of 4: true where that leaves fewer groups of 4 to sum (C = 3 at 7x7: 37
+    groups, not 49)."""
+    padded = -(-channels // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP
+    return conv_u8s8_depth(kernel, channels) < conv_u8s8_depth(kernel, padded)
+
+
+def conv_u8s8_matrix(filters: np.ndarray, x_channels: int | None = None) -> np.ndarray:
+    """int8 filters (O, C, KH, KW) as the (K, O) matrix `conv2d_u8s8` multiplies by, for an x of
+    `x_channels` channels (C rounded up to a multiple of 4 where absent; the extra channels meet zero
+    weights)."""
     o, c, kh, kw = filters.shape
-    c4 = -(-c // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP
-    matrix = np.zeros((kh, kw, c4, o), dtype=np.int8)
-    matrix[:, :, :c, :] = filters.transpose(2, 3, 1, 0)
-    return matrix.reshape(kh * kw * c4, o)
+    x_channels = -(-c // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP if x_channels is None else x_channels
+    if x_channels < c:
+        raise ShapeError(f"conv2d_u8s8: an input of {x_channels} channels cannot hold filters of {c}")
+    taps = np.zeros((kh, kw, x_channels, o), dtype=np.int8)
+    taps[:, :, :c, :] = filters.transpose(2, 3, 1, 0)
+    matrix = np.zeros((conv_u8s8_depth((kh, kw), x_channels), o), dtype=np.int8)
+    matrix[:kh * kw * x_channels] = taps.reshape(kh * kw * x_channels, o)
+    return matrix
 
 
-def pack_conv_u8s8(filters: np.ndarray) -> np.ndarray:
-    """int8 filters (O, C, KH, KW) as `conv2d_u8s8` panels."""
-    return pack_u8s8_panels(conv_u8s8_matrix(filters))
+def pack_conv_u8s8(filters: np.ndarray, x_channels: int | None = None) -> np.ndarray:
+    """int8 filters (O, C, KH, KW) as `conv2d_u8s8` panels for an x of `x_channels` channels."""
+    return pack_u8s8_panels(conv_u8s8_matrix(filters, x_channels))
 
 
 def depthwise_padding(attrs) -> tuple[int, int, int, int]:
@@ -75,12 +97,12 @@ def _conv_u8s8_infer(types, attrs):
     kh, kw = attrs["kernel"]
     n_out = attrs["n"]
     nr = U8S8_PANEL_COLUMNS
-    if x.ndim != 4 or x.shape[3] % U8S8_DEPTH_GROUP or panels.ndim != 3 or \
-            panels.shape[1:] != (kh * kw * x.shape[3] // U8S8_DEPTH_GROUP, U8S8_DEPTH_GROUP * nr) or \
+    if x.ndim != 4 or panels.ndim != 3 or \
+            panels.shape[1:] != (conv_u8s8_depth((kh, kw), x.shape[3]) // U8S8_DEPTH_GROUP, U8S8_DEPTH_GROUP * nr) or \
             not (panels.shape[0] - 1) * nr < n_out <= panels.shape[0] * nr or compensation.shape != (n_out,):
-        raise ShapeError(f"conv2d_u8s8 expects x (N, H, W, C4) with C4 a multiple of 4, panels "
-                         f"(ceil(O / 32), KH * KW * C4 / 4, 128) and compensation (O,) for a {kh}x{kw} kernel "
-                         f"and O = {n_out}, got {x.shape}, {panels.shape} and {compensation.shape}")
+        raise ShapeError(f"conv2d_u8s8 expects x (N, H, W, C), panels (ceil(O / 32), ceil(KH * KW * C / 4), 128) "
+                         f"and compensation (O,) for a {kh}x{kw} kernel and O = {n_out}, got {x.shape}, "
+                         f"{panels.shape} and {compensation.shape}")
     oh, ow = _output_hw(x, (kh, kw), attrs, "conv2d_u8s8")
     return TensorType((x.shape[0], oh, ow, n_out), dt.int32)
 
@@ -94,7 +116,7 @@ def _windows(x: np.ndarray, kernel, attrs) -> np.ndarray:
 def _conv_u8s8_reference(inputs, attrs, out):
     x, panels, compensation = inputs
     kh, kw = attrs["kernel"]
-    matrix = unpack_u8s8_panels(panels, kh * kw * x.shape[3], attrs["n"]).astype(np.int64)
+    matrix = unpack_u8s8_panels(panels, kh * kw * x.shape[3], attrs["n"]).astype(np.int64)  # without zero rows
     windows = _windows(x, (kh, kw), attrs)
     n, oh, ow = windows.shape[:3]
     sums = windows.reshape(n, oh, ow, -1) @ matrix
@@ -126,8 +148,8 @@ def _depthwise_u8s8_reference(inputs, attrs, out):
 
 register("conv2d_u8s8", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv_u8s8_infer, _conv_u8s8_reference, 3,
          backend_only=True, stored_operands=True,
-         doc="direct convolution of uint8 NHWC x (padded, channels a multiple of 4) by int8 filters in "
-             "u8 x s8 panels, plus an int32 compensation per output channel; attrs kernel, stride, "
+         doc="direct convolution of uint8 NHWC x (padded) by int8 filters in "
+             "u8 x s8 panels (depth KH * KW * C rounded up to a multiple of 4), plus an int32 compensation per output channel; attrs kernel, stride, "
              "dilation, n",
          gradient=NOT_DIFFERENTIABLE)
 register("depthwise_u8s8", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _depthwise_u8s8_infer,

@@ -6,7 +6,8 @@ pixels of one image x a block of output channels, spread over the threads::
 
     for task in images x pixel runs x channel blocks (parallel):
       tile[pixels x channels] = sums                      # a native helper (conv_u8s8_native.py),
-                                                          #   reading x's windows where they lie
+                                                          #   reading x's windows where they lie (or,
+                                                          #   for a shallow input, gathered into rows)
       out[n, pixels, channels] = epilogue(tile + comp)    # the fused epilogue (scale, bias, residual,
                                                           #   requantize to uint8 NHWC ...): a vector
                                                           #   helper where it is a per-channel chain
@@ -231,22 +232,28 @@ def _vector_epilogue(root: Node, out: Buffer, values: ValueBuilder):
 def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
     """Loop IR computing out = epilogue(conv + compensation) for a `conv2d_u8s8` node."""
     x_node, panels_node, _ = root.inputs
-    _, hp, wp, c4 = x_node.shape
+    _, hp, wp, cin = x_node.shape
     kh, kw = root.attrs["kernel"]
     (sh, sw), (dh, dw) = root.attrs["stride"], root.attrs["dilation"]
-    depth = panels_node.shape[1]
+    depth = panels_node.shape[1]  # groups of 4 bytes: KH * KW * cin rounded up
     x, panels = input_buffer(root, values), values.buffers[panels_node.id]
     kind = layer_dot_kind(cpu_target().int8_dot, panels_node)
-    macs = root.type.size * kh * kw * c4
+    macs = root.type.size * depth * U8S8_DEPTH_GROUP
     nr = U8S8_PANEL_COLUMNS
+    # windows whose channels are no whole groups of 4 are gathered into rows first (conv_u8s8_native.py)
+    gathered = cin % U8S8_DEPTH_GROUP != 0
+    rows = Buffer("qc_rows", "uint8", (DENSE_TILE_PIXELS * depth * U8S8_DEPTH_GROUP,), scope="local")
 
     def call(image, p0, pixels, c0, cols, tile, nb) -> Stmt:
-        args = (Pointer(x, image * (hp * wp * c4)), Pointer(panels, (c0 // nr) * (depth * nr * U8S8_DEPTH_GROUP)),
+        args = (Pointer(x, image * (hp * wp * cin)), Pointer(panels, (c0 // nr) * (depth * nr * U8S8_DEPTH_GROUP)),
                 Pointer(tile, E.const(0)), E.const(nb), p0, pixels, cols,
-                *(E.const(v) for v in (root.shape[2], wp, c4, sh, sw, dh, dw, kh, kw)))
-        return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
+                *(E.const(v) for v in (root.shape[2], wp, cin, sh, sw, dh, dw, kh, kw)))
+        if not gathered:
+            return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
+        return Alloc(rows, NativeCall(f"tk_conv_u8s8_gathered_{kind}", (*args, Pointer(rows, E.const(0))),
+                                      writes=(tile.name, rows.name), source=dense_source(kind)))
 
-    split = TaskShape(*root.shape[:3], root.shape[3], nr, kh * kw * (c4 // U8S8_DEPTH_GROUP), DENSE_TILE_PIXELS, True)
+    split = TaskShape(*root.shape[:3], root.shape[3], nr, depth, DENSE_TILE_PIXELS, True)
     return parallel_tasks(root, out, values, epilogue, task_split(split, macs, thread_count()), macs, call)
 
 

@@ -166,6 +166,84 @@ static __attribute__((noipa)) void tk_conv_u8s8_{kind}(
 }}
 """
 
+# one copy of a run of bytes, shared by every kind's gathered driver (a module may hold two kinds: avx2 and
+# maddubsw), hence the guard
+_COPY_RUN = r"""#include <string.h>
+#ifndef TK_CONV_U8S8_COPY_RUN
+#define TK_CONV_U8S8_COPY_RUN
+static inline void tk_conv_u8s8_copy_run(uint8_t *restrict dst, const uint8_t *restrict src, int64_t n)
+{
+    /* 16 bytes a copy where the run has them (the stem's 21: two copies), else 8, else bytes; the last copy
+     * ends at the run's end, overlapping the one before: never a byte past the run. Constant sizes, so
+     * each memcpy is one load and one store. */
+    int64_t i = 0;
+    if (n >= 16) {
+        for (; i + 16 < n; i += 16) {
+            memcpy(dst + i, src + i, 16);
+        }
+        memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else {
+        for (; i < n; i++) {
+            dst[i] = src[i];
+        }
+    }
+}
+#endif
+"""
+
+_GATHERED_DRIVER = r"""/* ---- the same for a shallow input (C not a multiple of 4: an image's 3 channels): a tile's windows
+ * are first copied, a kernel row's run of bytes at a time, into rows of k4 bytes (KH * KW * C rounded up to
+ * a multiple of 4, the tail zero), which the tile then reads as a GEMM reads the rows of A. The depth the
+ * tile sums is KH * KW * C, where windows read in place would sum KH * KW * 4 * ceil(C / 4) (the stem's
+ * 7 x 7 x 3: 148 bytes, not 196). rows: a caller's buffer of 8 * k4 bytes. */
+static __attribute__((noipa)) void tk_conv_u8s8_gathered_{kind}(
+    const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c, int64_t ldc, int64_t p0,
+    int64_t pixels, int64_t cols, int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+    int64_t kh, int64_t kw, uint8_t *restrict rows)
+{{
+    const int64_t window = kh * kw * cin, k4 = (window + 3) / 4 * 4, groups = k4 / 4;
+    /* with dilation 1 a kernel row's taps are one run of kw * cin bytes */
+    const int64_t run = dw == 1 ? kw * cin : cin, runs = dw == 1 ? 1 : kw;
+    const int64_t npanels = (cols + 31) / 32;
+    memset(rows, 0, (size_t)(8 * k4));  /* the tail past the window meets zero weights: keep it defined */
+    for (int64_t t = 0; t < pixels;) {{
+        const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
+        const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;
+        const int64_t row_tiles = (left + {rows} - 1) / {rows};
+        const int mr = (int)((left + row_tiles - 1) / row_tiles);
+        for (int i = 0; i < mr; i++) {{
+            const uint8_t *src = x + (oy * sh * wp + (ox + i) * sw) * cin;
+            uint8_t *dst = rows + i * k4;
+            for (int64_t r = 0; r < kh; r++) {{
+                for (int64_t q = 0; q < runs; q++) {{
+                    tk_conv_u8s8_copy_run(dst + (r * kw + q) * cin, src + (r * dh * wp + q * dw) * cin, run);
+                }}
+            }}
+        }}
+        /* every panel over the gathered rows (a shallow layer's panels are small: they stay in L1) */
+        for (int64_t p = 0; p < npanels; p++) {{
+            const int8_t *b = panels + p * groups * 128;
+            const int nc = (int)(cols - p * 32 < 32 ? cols - p * 32 : 32);
+            int32_t *ct = c + t * ldc + p * 32;
+            switch (mr) {{
+            case 8: tk_conv_u8s8_tile_{kind}(8, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            case 7: tk_conv_u8s8_tile_{kind}(7, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            case 6: tk_conv_u8s8_tile_{kind}(6, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            case 5: tk_conv_u8s8_tile_{kind}(5, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            case 4: tk_conv_u8s8_tile_{kind}(4, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            case 3: tk_conv_u8s8_tile_{kind}(3, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            case 2: tk_conv_u8s8_tile_{kind}(2, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            default: tk_conv_u8s8_tile_{kind}(1, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
+            }}
+        }}
+        t += mr;
+    }}
+}}
+"""
+
 _DEPTHWISE_STEP = {
     # 16-bit halves of each lane: x * w (x < 256, |w| <= 128) + 0 * (w's sign bits): exact
     "vnni": "acc[i] = _mm512_dpwssd_epi32(acc[i], xv, wv);",
@@ -233,12 +311,14 @@ _DEPTHWISE_PORTABLE = r"""static void tk_depthwise_u8s8_portable(
 
 
 def dense_source(kind: str) -> str:
-    """The C of `tk_conv_u8s8_<kind>`: its micro-kernel and the loop over panels and pixel tiles."""
+    """The C of `tk_conv_u8s8_<kind>` and `tk_conv_u8s8_gathered_<kind>`: their micro-kernel and the loops
+    over panels and pixel tiles."""
     tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2(kind) if kind in (AVX2, MADDUBSW) else \
         _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
     # the AVX2 tile sums 4 rows at a time (int8_avx2.py): a row of 28 pixels as 7 tiles of 4, not 4 x (4 + 3)
     rows = QUARTER_ROWS if kind in (AVX2, MADDUBSW) else 8
-    return tile + _DENSE_DRIVER.format(kind=kind, rows=rows)
+    # both drivers share the tile: one source, whichever of them a module's layers call
+    return tile + _DENSE_DRIVER.format(kind=kind, rows=rows) + _COPY_RUN + _GATHERED_DRIVER.format(kind=kind, rows=rows)
 
 
 def depthwise_source(kind: str) -> str:
