@@ -102,8 +102,9 @@ def test_convolution_at_the_bound_is_exact_on_both_steps(avx2_target, shape):
     for past in (False, True):
         layer = _layer(rng, np.uint8, *shape, 1, per_channel=True)
         o, c, kh, kw = layer["w"].shape
-        # the panels pair neighbouring input channels of one tap: bound them along C
-        w = _bounded_weights(rng, (o, kh, kw, c)).transpose(0, 3, 1, 2).copy()
+        # the panels pair neighbouring rows of the (KH * KW * C) depth, taps major (with C a multiple of 4
+        # the channels of one tap; a shallow input's pairs may span two taps): bound them in that order
+        w = _bounded_weights(rng, (o, kh * kw * c)).reshape(o, kh, kw, c).transpose(0, 3, 1, 2).copy()
         if past:  # every shape has C > 1
             w[0, 0, 0, 0], w[0, 1, 0, 0] = -127, -2
         layer.update(w=w, x=_saturating_inputs(rng, layer["x"].shape), zero=0)

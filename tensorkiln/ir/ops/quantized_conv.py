@@ -148,9 +148,9 @@ def _depthwise_u8s8_reference(inputs, attrs, out):
 
 register("conv2d_u8s8", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _conv_u8s8_infer, _conv_u8s8_reference, 3,
          backend_only=True, stored_operands=True,
-         doc="direct convolution of uint8 NHWC x (padded) by int8 filters in "
-             "u8 x s8 panels (depth KH * KW * C rounded up to a multiple of 4), plus an int32 compensation per output channel; attrs kernel, stride, "
-             "dilation, n",
+         doc="direct convolution of uint8 NHWC x (padded) by int8 filters in u8 x s8 panels (depth "
+             "KH * KW * C rounded up to a multiple of 4), plus an int32 compensation per output channel; "
+             "attrs kernel, stride, dilation, n",
          gradient=NOT_DIFFERENTIABLE)
 register("depthwise_u8s8", OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _depthwise_u8s8_infer,
          _depthwise_u8s8_reference, 3, backend_only=True, stored_operands=True,
