@@ -248,3 +248,18 @@ def test_bad_operands_are_refused_with_the_shapes():
     with pytest.raises(ShapeError, match="larger than the padded input"):
         infer_type("depthwise_u8s8", [TensorType((1, 2, 2, 8), dt.uint8), TensorType((3, 3, 8), dt.int32),
                                       TensorType((8,), dt.int32)], Attrs(stride=(1, 1), dilation=(1, 1)))
+
+
+def test_a_debug_build_compiles_the_vector_helpers_and_agrees(monkeypatch):
+    """TENSORKILN_DEBUG=1 (UBSan, bounds checks) targets the CPU the kernels were chosen for: its
+    intrinsics (here the int8 helpers of this CPU's dot-product path) compile and give the same values."""
+    rng = np.random.default_rng(8)
+    layers = [_layer(rng, np.uint8, 1, c, h, w, o, k, stride, padding, dilation, 1, per_channel=True)
+              for c, h, w, o, k, stride, padding, dilation in SHALLOW_LAYERS[:2]]
+    release, _, _, _ = _run(layers)
+    monkeypatch.setenv("TENSORKILN_DEBUG", "1")
+    debug, _, module, _ = _run(layers)
+    source = open(module.report(**{f"x{i}": l["x"] for i, l in enumerate(layers)}).source_path).read()
+    assert "tk_conv_u8s8_gathered_" in source and "tk_check" in source  # the helpers, with debug checks
+    for a, b in zip(debug, release):
+        np.testing.assert_array_equal(a, b)
