@@ -43,8 +43,9 @@ that on AVX2 for every tile size (MobileNetV2 in float32 took 5.6x its
 time with the flag: docs/performance.md); the loops it would have replaced
 by `memset` or `memcpy` are vectorized instead.
 
-Debug builds (`debug=True`) use `-O1 -g -march=native -fno-omit-frame-pointer
--fsanitize=undefined` together with the bounds checks codegen emits in debug
+Debug builds (`debug=True`) use `-O1 -g -fno-var-tracking-assignments
+-march=native -fno-omit-frame-pointer -fsanitize=undefined` (DEBUG_FLAGS says
+why) together with the bounds checks codegen emits in debug
 mode. UBSan's runtime can be dlopen()ed into an ordinary python, so debug
 libraries load in-process. AddressSanitizer is opt-in (`asan=True`): its
 runtime must be the first library of the process, and a python started
@@ -80,9 +81,11 @@ CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code ch
 RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
                  "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-fno-tree-loop-distribute-patterns")
 # -march=native as in a release build: the lowering chose kernels for this CPU (intrinsics of its vector
-# extensions), which a compiler targeting plain x86-64 refuses to inline
-DEBUG_FLAGS = ("-O1", "-g", "-march=native", "-fno-omit-frame-pointer", "-fsanitize=undefined", "-fopenmp",
-               "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fwrapv")
+# extensions), which a compiler targeting plain x86-64 refuses to inline. -fno-var-tracking-assignments:
+# with -g and UBSan at -O1, GCC 12's tracking of variables through the long straight-line transforms of a
+# Winograd kernel took 124 s for one 72 KiB module (4 s without it; line tables and variables stay)
+DEBUG_FLAGS = ("-O1", "-g", "-fno-var-tracking-assignments", "-march=native", "-fno-omit-frame-pointer",
+               "-fsanitize=undefined", "-fopenmp", "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fwrapv")
 ASAN_FLAGS = ("-fsanitize=address",)
 LINK_FLAGS = ("-lm",)
 
