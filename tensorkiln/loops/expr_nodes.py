@@ -115,6 +115,32 @@ class Expr:
     def __str__(self) -> str:
         return format_expr(self)
 
+    def __getstate__(self) -> dict:
+        # a hash cached by `_cache_hash` holds for this process only (str hashes are salted per process):
+        # a pickled node (a kernel sent to a tuning worker) computes its own again
+        state = dict(self.__dict__)
+        state.pop(_HASH, None)
+        return state
+
+
+_HASH = "_hash"  # the attribute of a node that holds its cached hash
+
+
+def _cache_hash(cls: type) -> type:
+    """Give an expression class a hash computed once per node: the dataclass's hash walks the whole
+    tree, and the simplifier and codegen hash the same subtrees millions of times (dict and set keys)."""
+    computed = cls.__hash__
+
+    def __hash__(self) -> int:
+        cached = self.__dict__.get(_HASH)
+        if cached is None:
+            cached = computed(self)
+            object.__setattr__(self, _HASH, cached)  # a frozen dataclass: the field values stay as they are
+        return cached
+
+    cls.__hash__ = __hash__
+    return cls
+
 
 def lift(value: "Expr | Number", like: Expr) -> Expr:
     """Turn a Python number into a Const of `like`'s dtype; pass expressions through."""
@@ -434,3 +460,7 @@ class Load(Expr):
     def with_children(self, children: tuple[Expr, ...]) -> Expr:
         (index,) = children
         return self if index is self.index else Load(self.buffer, index)
+
+
+for _node_class in (Var, Const, BinOp, Unary, Call, Select, Cast, Bitcast, Load):
+    _cache_hash(_node_class)

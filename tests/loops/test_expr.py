@@ -115,3 +115,19 @@ def test_dtype_table_agrees_with_tensorkiln_dtypes():
         assert types.is_float(d.name) == d.is_floating and types.is_int(d.name) == d.is_integer
         assert types.compute_dtype(d.name) == d.compute.name
         assert d.storage in numpy_dtypes(d.name)
+
+
+def test_a_node_hashes_once_and_a_pickled_node_hashes_again():
+    """The hash is cached on the node (the simplifier hashes the same subtrees over and over), equal trees
+    built apart hash alike, and pickling drops the cache: str hashes differ from process to process."""
+    import pickle
+    buf = Buffer("a", "float32", (8,))
+    nodes = [i * 64 + j, Cast(i, "float32"), Load(buf, i + 1), Select(lt(i, j), x, x * 2.0),
+             call("exp", x), Unary("neg", x), Bitcast(x, "int32"), Const(-0.0, "float32")]
+    for node in nodes:
+        twin = pickle.loads(pickle.dumps(node))
+        assert "_hash" not in twin.__dict__ and twin == node
+        assert hash(twin) == hash(node) and "_hash" in node.__dict__
+        assert "_hash" not in pickle.loads(pickle.dumps(node)).__dict__  # not even once cached
+    assert hash(i * 64 + j) == hash(nodes[0]) and len({i * 64 + j, nodes[0]}) == 1
+    assert Const(-0.0, "float32") != Const(0.0, "float32")  # still apart, cached or not
