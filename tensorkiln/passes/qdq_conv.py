@@ -28,8 +28,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..ir.graph import Node, constant_node, make_node
 from ..ir.ops import Attrs
-from ..ir.ops.quantized import U8S8_DEPTH_GROUP
-from ..ir.ops.quantized_conv import compact_depth_pays, pack_conv_u8s8
+from ..ir.ops.quantized_conv import compact_depth_pays, pack_conv_u8s8, whole_groups
 from ..ir.ops.quantized_winograd import pack_winograd_u8s8
 from ..kernels.templates.winograd_u8s8 import winograd_u8s8_applies
 
@@ -78,7 +77,7 @@ def direct_integer_conv(node: Node, xq: Node, x_zero, x_scale, weights: np.ndarr
     # channels up to whole groups of 4 (zero weights), unless the kernel gathers the windows of a shallow
     # input into rows of KH * KW * C bytes, which sums fewer groups (an RGB stem)
     compact = not depthwise and compact_depth_pays((kh, kw), c)
-    extra = 0 if depthwise or compact else -c % U8S8_DEPTH_GROUP
+    extra = 0 if depthwise or compact else whole_groups(c) - c
     x = make_node("permute", [xq], Attrs(perm=NHWC_OF_NCHW), *where)
     # a depthwise layer with a constant zero point pads inside its kernel (a window per task), so the
     # padded image is never stored; the others read a padded copy

@@ -35,17 +35,21 @@ from .quantized import U8S8_DEPTH_GROUP, U8S8_PANEL_COLUMNS, pack_u8s8_panels, u
 from .registry import MappingType, OpKind, TensorType, register
 
 
+def whole_groups(count: int) -> int:
+    """`count` rounded up to whole groups of 4 (the bytes of one u8 x s8 step)."""
+    return -(-count // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP
+
+
 def conv_u8s8_depth(kernel: tuple[int, int], channels: int) -> int:
     """The depth K of `conv2d_u8s8`'s matrix: KH * KW * C rounded up to whole groups of 4."""
-    return -(-kernel[0] * kernel[1] * channels // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP
+    return whole_groups(kernel[0] * kernel[1] * channels)
 
 
 def compact_depth_pays(kernel: tuple[int, int], channels: int) -> bool:
     """Whether x keeps its C channels (windows gathered into rows of KH * KW * C bytes) rather than C
     rounded up to a multiple of 4: true where that leaves fewer groups of 4 to sum (C = 3 at 7x7: 37
     groups, not 49)."""
-    padded = -(-channels // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP
-    return conv_u8s8_depth(kernel, channels) < conv_u8s8_depth(kernel, padded)
+    return conv_u8s8_depth(kernel, channels) < conv_u8s8_depth(kernel, whole_groups(channels))
 
 
 def conv_u8s8_matrix(filters: np.ndarray, x_channels: int | None = None) -> np.ndarray:
@@ -53,7 +57,7 @@ def conv_u8s8_matrix(filters: np.ndarray, x_channels: int | None = None) -> np.n
     `x_channels` channels (C rounded up to a multiple of 4 where absent; the extra channels meet zero
     weights)."""
     o, c, kh, kw = filters.shape
-    x_channels = -(-c // U8S8_DEPTH_GROUP) * U8S8_DEPTH_GROUP if x_channels is None else x_channels
+    x_channels = whole_groups(c) if x_channels is None else x_channels
     if x_channels < c:
         raise ShapeError(f"conv2d_u8s8: an input of {x_channels} channels cannot hold filters of {c}")
     taps = np.zeros((kh, kw, x_channels, o), dtype=np.int8)

@@ -242,7 +242,6 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     nr = U8S8_PANEL_COLUMNS
     # windows whose channels are no whole groups of 4 are gathered into rows first (conv_u8s8_native.py)
     gathered = cin % U8S8_DEPTH_GROUP != 0
-    rows = Buffer("qc_rows", "uint8", (DENSE_TILE_PIXELS * depth * U8S8_DEPTH_GROUP,), scope="local")
 
     def call(image, p0, pixels, c0, cols, tile, nb) -> Stmt:
         args = (Pointer(x, image * (hp * wp * cin)), Pointer(panels, (c0 // nr) * (depth * nr * U8S8_DEPTH_GROUP)),
@@ -250,6 +249,7 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
                 *(E.const(v) for v in (root.shape[2], wp, cin, sh, sw, dh, dw, kh, kw)))
         if not gathered:
             return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
+        rows = Buffer("qc_rows", "uint8", (DENSE_TILE_PIXELS * depth * U8S8_DEPTH_GROUP,), scope="local")
         return Alloc(rows, NativeCall(f"tk_conv_u8s8_gathered_{kind}", (*args, Pointer(rows, E.const(0))),
                                       writes=(tile.name, rows.name), source=dense_source(kind)))
 

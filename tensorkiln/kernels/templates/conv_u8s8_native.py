@@ -150,16 +150,7 @@ static __attribute__((noipa)) void tk_conv_u8s8_{kind}(
             const uint8_t *a = x + (oy * sh * wp + ox * sw) * c4;
             int32_t *ct = c + t * ldc + p * 32;
             /* a tile of constant height each, so its sums stay in registers */
-            switch (mr) {{
-            case 8: tk_conv_u8s8_tile_{kind}(8, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            case 7: tk_conv_u8s8_tile_{kind}(7, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            case 6: tk_conv_u8s8_tile_{kind}(6, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            case 5: tk_conv_u8s8_tile_{kind}(5, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            case 4: tk_conv_u8s8_tile_{kind}(4, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            case 3: tk_conv_u8s8_tile_{kind}(3, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            case 2: tk_conv_u8s8_tile_{kind}(2, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            default: tk_conv_u8s8_tile_{kind}(1, nc, a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups); break;
-            }}
+            {direct_switch}
             t += mr;
         }}
     }}
@@ -228,21 +219,20 @@ static __attribute__((noipa)) void tk_conv_u8s8_gathered_{kind}(
             const int8_t *b = panels + p * groups * 128;
             const int nc = (int)(cols - p * 32 < 32 ? cols - p * 32 : 32);
             int32_t *ct = c + t * ldc + p * 32;
-            switch (mr) {{
-            case 8: tk_conv_u8s8_tile_{kind}(8, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            case 7: tk_conv_u8s8_tile_{kind}(7, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            case 6: tk_conv_u8s8_tile_{kind}(6, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            case 5: tk_conv_u8s8_tile_{kind}(5, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            case 4: tk_conv_u8s8_tile_{kind}(4, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            case 3: tk_conv_u8s8_tile_{kind}(3, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            case 2: tk_conv_u8s8_tile_{kind}(2, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            default: tk_conv_u8s8_tile_{kind}(1, nc, rows, k4, b, ct, ldc, 1, 1, 0, 0, groups); break;
-            }}
+            {gathered_switch}
         }}
         t += mr;
     }}
 }}
 """
+
+def _tile_switch(kind: str, operands: str) -> str:
+    """C calling the tile at its constant height mr (1 to 8; the AVX2 drivers use 1 to 4), so that each
+    call's sums stay in registers; `operands`: the tile's arguments after its height and columns."""
+    cases = [f"{'case ' + str(h) if h > 1 else 'default'}: tk_conv_u8s8_tile_{kind}({h}, nc, {operands}); break;"
+             for h in range(8, 0, -1)]
+    return "switch (mr) {\n" + "".join(f"            {case}\n" for case in cases) + "            }"
+
 
 _DEPTHWISE_STEP = {
     # 16-bit halves of each lane: x * w (x < 256, |w| <= 128) + 0 * (w's sign bits): exact
@@ -318,7 +308,11 @@ def dense_source(kind: str) -> str:
     # the AVX2 tile sums 4 rows at a time (int8_avx2.py): a row of 28 pixels as 7 tiles of 4, not 4 x (4 + 3)
     rows = QUARTER_ROWS if kind in (AVX2, MADDUBSW) else 8
     # both drivers share the tile: one source, whichever of them a module's layers call
-    return tile + _DENSE_DRIVER.format(kind=kind, rows=rows) + _COPY_RUN + _GATHERED_DRIVER.format(kind=kind, rows=rows)
+    direct = _DENSE_DRIVER.format(kind=kind, rows=rows, direct_switch=_tile_switch(
+        kind, "a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups"))
+    gathered = _GATHERED_DRIVER.format(kind=kind, rows=rows, gathered_switch=_tile_switch(
+        kind, "rows, k4, b, ct, ldc, 1, 1, 0, 0, groups"))  # one tap of k4 bytes: the gathered row
+    return tile + direct + _COPY_RUN + gathered
 
 
 def depthwise_source(kind: str) -> str:
