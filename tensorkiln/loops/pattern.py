@@ -91,6 +91,12 @@ class Pat:
 
     # ---- matching
 
+    def may_match_op(self, op: str) -> bool:
+        """Whether an expression whose op is `op` can match this pattern at all (its root alone)."""
+        if self.const:
+            return op == "const"
+        return self.ops is None or op in self.ops
+
     def match(self, expr: Expr) -> Optional[dict[str, Expr]]:
         """Bindings if `expr` matches this pattern, else None."""
         bindings: dict[str, Expr] = {}

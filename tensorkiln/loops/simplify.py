@@ -434,6 +434,19 @@ RULES: list[Rule] = [
 ]
 
 
+_RULES_BY_OP: dict[str, tuple[Rule, ...]] = {}
+
+
+def rules_for(op: str) -> tuple[Rule, ...]:
+    """The rules whose pattern's root can match an expression of `op`, in RULES' order: a node tries only
+    these (the simplifier visits hundreds of thousands of nodes when it lowers an image pipeline, and most
+    of the rules' roots are one or two ops)."""
+    found = _RULES_BY_OP.get(op)
+    if found is None:
+        found = _RULES_BY_OP[op] = tuple(rule for rule in RULES if rule.pattern.may_match_op(op))
+    return found
+
+
 class _Simplifier:
     """One simplification run: memoized, and safe against rewrite cycles."""
 
@@ -454,7 +467,7 @@ class _Simplifier:
         self.active.add(expr)
         node = expr.with_children(tuple(self.visit(c) for c in expr.children))
         result = node
-        for rule in RULES:
+        for rule in rules_for(node.op):
             out = rule.apply(node, self.ctx)
             if out is not None and out != node:
                 if self.trace is not None:

@@ -84,14 +84,21 @@ def finalize(stmt: Stmt, values: dict[str, L.Expr], buffers: Sequence[Buffer],
 
     def expr(e: L.Expr) -> L.Expr:
         e = unfold(e, set(unfolded)) if unfolded else e
+        done: dict[int, L.Expr] = {}  # by node identity: an inlined stencil shares its subtrees
 
         def visit(x: L.Expr) -> L.Expr:
+            found = done.get(id(x))
+            if found is not None:
+                return found
             kids = tuple(visit(c) for c in x.children)
             if isinstance(x, L.Var) and x.name in values:
-                return values[x.name]
-            if isinstance(x, L.Load) and x.buffer.name in by_name:
-                return L.Load(by_name[x.buffer.name], kids[0])
-            return x.with_children(kids) if kids else x
+                result = values[x.name]
+            elif isinstance(x, L.Load) and x.buffer.name in by_name:
+                result = L.Load(by_name[x.buffer.name], kids[0])
+            else:
+                result = x.with_children(kids) if kids else x
+            done[id(x)] = result
+            return result
         return visit(e)
 
     def stmt_(s: Stmt) -> Stmt:
