@@ -12,7 +12,10 @@ it has:
 - one `static void kernel_<name>(...)` function per kernel, preceded by a
   comment naming the graph nodes it implements. Parameters are
   `T *restrict name` (`const` when the kernel only reads them): the program
-  never passes one buffer twice to a kernel, so they do not alias;
+  never passes one buffer twice to a kernel, so they do not alias. In a
+  release build, kernels whose functions differ only in their buffers (a
+  transformer's layers) are computed by the first one's function, called
+  with their own buffers (c_shared.py): the compiler reads each once;
 - one exported entry, `int tk_entry(void *const *args, void *arena)`: `args`
   holds the inputs, outputs and constants in signature order; intermediates
   live at fixed offsets in `arena`, which the runtime allocates once (a
@@ -51,7 +54,8 @@ request: see tensorkiln/runtime/c_compiler.py for why ASan is opt-in.
 This module assembles the file; each part is written by its own module:
 c_expr.py (expressions: literals, operators, loads and the proofs that drop
 checks), c_kernel.py (a kernel's function: statements, loops, local buffers),
-c_openmp.py (collapse and reduction clauses), c_entry.py (the entry, the
+c_openmp.py (collapse and reduction clauses), c_shared.py (one function
+for kernels that differ only in their buffers), c_entry.py (the entry, the
 exports and the runtime hook), c_prelude.py, c_stream.py, c_prefetch.py and
 c_native.py (the helpers and intrinsics the kernels call).
 """
@@ -62,6 +66,7 @@ from dataclasses import dataclass
 from tensorkiln.codegen.c_entry import RUNTIME_HOOK, entry_function, exports, program_signature, size_globals
 from tensorkiln.codegen.c_kernel import KernelWriter
 from tensorkiln.codegen.c_prelude import c_prelude
+from tensorkiln.codegen.c_shared import share_functions
 from tensorkiln.codegen.c_stream import STREAM_HELPERS
 from tensorkiln.loops.ir import RuntimeCall, iter_stmts, simplify_kernel
 from tensorkiln.loops.program import Program
@@ -91,17 +96,21 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     natives: dict[str, str] = {}
     natives_end = 1  # helpers go after the prelude, in the order first called (a later one may call an earlier)
     parts += size_globals(program)
+    writers = []
+    for part in program.all_programs():
+        aliased = frozenset(name for pair in part.aliases for name in pair)
+        writers += [KernelWriter(simplify_kernel(k) if simplify else k, debug, aliased) for k in part.kernels]
+    functions = [(writer.kernel, writer.function()) for writer in writers]
+    shared = share_functions(functions, share=not debug)  # debug messages name each kernel's own buffers
+    by_kernel = iter(writers)
     for part in program.all_programs():  # sub-programs (control-flow bodies) before their callers
         outer = part is program
         parts.append(f"/* ================= {'program' if outer else 'sub-program'} {part.name}: "
                      f"{len(part.kernels)} kernel(s){' (debug: bounds checks on)' if debug else ''} ================= */")
-        for kernel in part.kernels:
-            if simplify:
-                kernel = simplify_kernel(kernel)
+        for _ in part.kernels:
+            writer = next(by_kernel)
             parts.append("")
-            aliased = frozenset(name for pair in part.aliases for name in pair)
-            writer = KernelWriter(kernel, debug, aliased)
-            parts.extend(writer.function())
+            parts.extend(shared.lines[writer.kernel.name])
             if writer.streamed and STREAM_HELPERS not in parts:
                 parts.insert(1, STREAM_HELPERS)
                 natives_end += 1
@@ -113,9 +122,9 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
                     natives_end += 1
         parts.append("")
         if not outer:
-            parts.extend(entry_function(part, program_signature(part), sub=True))
+            parts.extend(entry_function(part, program_signature(part), sub=True, calls=shared))
             parts.append("")
-    parts.extend(entry_function(program, signature, profile))
+    parts.extend(entry_function(program, signature, profile, calls=shared))
     parts.append("")
     parts.extend(exports(signature))
     return CSource("\n".join(parts) + "\n", signature, debug, program.name)

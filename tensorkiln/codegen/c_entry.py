@@ -11,9 +11,9 @@
 from __future__ import annotations
 
 from tensorkiln.codegen.c_expr import ExprWriter
-from tensorkiln.codegen.c_names import INDENT, c_comment, c_name, check_unique_c_names, kernel_function_name, \
-    program_function_name
+from tensorkiln.codegen.c_names import INDENT, c_comment, c_name, check_unique_c_names, program_function_name
 from tensorkiln.codegen.c_prelude import C_TYPES
+from tensorkiln.codegen.c_shared import SharedFunctions
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Const, lift
 from tensorkiln.loops.program import Program
@@ -48,9 +48,12 @@ def program_signature(program: Program) -> Signature:
                      specs(program.constants, "constant"), arena, sizes=program.sizes)
 
 
-def entry_function(program: Program, signature: Signature, profile: bool = False, sub: bool = False) -> list[str]:
+def entry_function(program: Program, signature: Signature, profile: bool = False, sub: bool = False,
+                   calls: SharedFunctions | None = None) -> list[str]:
     """The entry function of `program`: exported `tk_entry`, or, for a sub-program, its static
-    `tk_program_<name>` that a control-flow kernel calls."""
+    `tk_program_<name>` that a control-flow kernel calls. `calls` says which function computes each
+    kernel (c_shared.py; by default its own)."""
+    calls = calls or SharedFunctions()
     check_unique_c_names([b.name for b in program.buffers], f"program {program.name}")
     lines = _profile_counters(program) if profile else []
     lines += ["/*", f" * entry for {'sub-' if sub else ''}program {program.name}", " *   args, in order:"]
@@ -92,8 +95,7 @@ def entry_function(program: Program, signature: Signature, profile: bool = False
     if profile:
         lines.append(f"{INDENT}double tk_clock = omp_get_wtime();")
     for i, k in enumerate(program.kernels):
-        call_args = ", ".join(c_name(p.name) for p in k.params)
-        lines.append(f"{INDENT}{kernel_function_name(k)}({call_args});")
+        lines.append(f"{INDENT}{calls.call(k).code(k, [c_name(p.name) for p in k.params])};")
         lines.append(f"{INDENT}if (tk_status != TK_OK) return tk_status;")
         if profile:
             lines.append(f"{INDENT}tk_clock = tk_profile_tick({i}, tk_clock);")

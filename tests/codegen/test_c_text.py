@@ -125,7 +125,7 @@ def test_names_of_libm_functions_are_renamed_and_collisions_refused():
 def test_arena_temps_get_fixed_offsets():
     t = Buffer("t", "float32", (32,))
     k1 = Kernel("a", (t, x), For(i, 32, Store(t, i, Load(x, i))))
-    k2 = Kernel("b", (y, t), For(i, 32, Store(y, i, Load(t, i))))
+    k2 = Kernel("b", (y, t), For(i, 32, Store(y, i, Load(t, i) * 2.0)))
     text = c_of(k1, k2, temps=(t,))
     assert "float *t = (float *)((char *)arena + 0);" in text
     assert text.index("kernel_a(t, x);") < text.index("kernel_b(y, t);")
