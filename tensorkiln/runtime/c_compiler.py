@@ -41,13 +41,12 @@ after such a call GCC no longer keeps the array in vector registers, so every
 FMA of the tile read and wrote its accumulator through the stack. GCC 12 did
 that on AVX2 for every tile size (MobileNetV2 in float32 took 5.6x its
 time with the flag: docs/performance.md); the loops it would have replaced
-by `memset` or `memcpy` are vectorized instead. `--param=max-unswitch-insns=20`
-(GCC's default is 50) lets GCC unswitch only short loops: a padding kernel's
-row loop, whose test of the row is hoisted so that both copies vectorize,
-still is; the nests of a kernel over run-time sizes are not, which GCC 12 had
-copied once per loop-invariant test and again inside each copy (a
-symbolic-length attention kernel's 73 KiB module compiled in 17 s, 3 s with
-the limit). The models' kernels compile to the same code with and without it.
+by `memset` or `memcpy` are vectorized instead. GCC's loop unswitching
+stays on although it is most of the compile time of kernels over run-time
+sizes (a symbolic-length attention module: 17 s, 3-5 s with it limited):
+limiting it left some of those kernels' tiles scalar (one limit made the
+symbolic attention 16x slower), and its parameters differ between GCC
+versions.
 
 Debug builds (`debug=True`) use `-O1 -g -fno-var-tracking-assignments
 -march=native -fno-omit-frame-pointer -fsanitize=undefined` (DEBUG_FLAGS says
@@ -85,8 +84,7 @@ from .cache_usage import FAILED, LOCKS, after_build, touch
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code changes
 RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
-                 "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-fno-tree-loop-distribute-patterns",
-                 "--param=max-unswitch-insns=20")
+                 "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-fno-tree-loop-distribute-patterns")
 # -march=native as in a release build: the lowering chose kernels for this CPU (intrinsics of its vector
 # extensions), which a compiler targeting plain x86-64 refuses to inline. -fno-var-tracking-assignments:
 # with -g and UBSan at -O1, GCC 12's tracking of variables through the long straight-line transforms of a

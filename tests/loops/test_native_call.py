@@ -13,11 +13,11 @@ HELPER = ("static void tk_copy_rows(const float *src, float *dst, int64_t n)\n"
           "{ for (int64_t i = 0; i < n; i++) dst[i] = src[i]; }")
 
 
-def _kernel(name="copy", dst_buffer=None):
+def _kernel(name="copy", dst_buffer=None, rows=4):
     src, dst = Buffer("src", "float32", (4, 8)), dst_buffer or Buffer("dst", "float32", (4, 8))
     r = E.Var("r")
     call = NativeCall("tk_copy_rows", (Pointer(src, r * 8), Pointer(dst, r * 8), E.const(8)), ("dst",), HELPER)
-    return Kernel(name, (src, dst), For(r, 4, call)), src, dst
+    return Kernel(name, (src, dst), For(r, rows, call)), src, dst
 
 
 def test_native_call_is_verified_printed_and_writes_its_buffer():
@@ -44,7 +44,7 @@ def test_native_call_of_an_unknown_buffer_fails_verification():
 
 def test_generated_c_defines_the_helper_once_and_calls_it():
     first, src, dst = _kernel("first")
-    second, _, _ = _kernel("second")
+    second, _, _ = _kernel("second", rows=3)  # another function (the same one would be shared: c_shared.py)
     program = Program("p", [first, second], inputs=(src,), outputs=(dst,))
     code = generate_c(program).text
     assert code.count("static void tk_copy_rows(") == 1
