@@ -118,6 +118,14 @@ class _AttentionKernel:
         self.whole_key_block = False  # set while building a block whose keys are all < n (no clamp)
         self.origin, self.b, self.i0 = self._task_origin()
         self.batch_index = delinearize(self.b, self.batch_shape) if self.batch_shape else []
+        if self.origin:
+            # the batch index named at run time: its coordinates too, once per task. In the tile loops'
+            # indices, `batch_index % heads` of a variable of unknown sign is a helper with sign tests,
+            # on which GCC unswitched every loop of the nest again and again (a 73 KiB module: 17 s)
+            named = [E.Var(f"batch_axis{axis}") if not isinstance(x, (E.Var, E.Const)) else x
+                     for axis, x in enumerate(self.batch_index)]
+            self.origin = self.origin + [Let(v, x) for v, x in zip(named, self.batch_index) if v is not x]
+            self.batch_index = named
         self.rows = self._extent(mq, self.m, self.i0)  # valid queries in this block
         self.k0 = self.kblock * nk
 
