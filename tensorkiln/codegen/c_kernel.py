@@ -70,6 +70,9 @@ class KernelWriter(ExprWriter):
             self.store(s, depth)
         elif isinstance(s, Let):
             self.emit(depth, f"{C_TYPES[s.var.dtype]} {c_name(s.var.name)} = {self.expr(s.value)[0]};")
+            # its value's interval holds where the name is read: divisions by it or of it that provably
+            # take non-negative operands are then C's / and %, not helpers with sign tests
+            self.ranges[s.var.name] = self.bounds()(s.value)
         elif isinstance(s, Assign):
             self.assign(s, depth)
         elif isinstance(s, If):

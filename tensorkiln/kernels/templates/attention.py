@@ -118,14 +118,6 @@ class _AttentionKernel:
         self.whole_key_block = False  # set while building a block whose keys are all < n (no clamp)
         self.origin, self.b, self.i0 = self._task_origin()
         self.batch_index = delinearize(self.b, self.batch_shape) if self.batch_shape else []
-        if self.origin:
-            # the batch index named at run time: its coordinates too, once per task. In the tile loops'
-            # indices, `batch_index % heads` of a variable of unknown sign is a helper with sign tests,
-            # on which GCC unswitched every loop of the nest again and again (a 73 KiB module: 17 s)
-            named = [E.Var(f"batch_axis{axis}") if not isinstance(x, (E.Var, E.Const)) else x
-                     for axis, x in enumerate(self.batch_index)]
-            self.origin = self.origin + [Let(v, x) for v, x in zip(named, self.batch_index) if v is not x]
-            self.batch_index = named
         self.rows = self._extent(mq, self.m, self.i0)  # valid queries in this block
         self.k0 = self.kblock * nk
 
@@ -145,7 +137,10 @@ class _AttentionKernel:
             # run-time length ran its products one float at a time)
             causal_order = self.causal is not None and self.causal.skippable  # qblock is then named below
             position, batch_index = E.Var("qposition" if causal_order else "qblock"), E.Var("batch_index")
-            lets = [Let(batch_index, self.task // self.q_blocks), Let(position, pos)]
+            # max(., 0): the index is never negative, and said so the C writer's bounds let it spell
+            # `batch_index % heads` in the tile loops as C's %, not as a helper with sign tests (GCC
+            # unswitched each loop of the nest on those, again inside each copy: 17 s to compile)
+            lets = [Let(batch_index, E.maximum(self.task // self.q_blocks, 0)), Let(position, pos)]
             pos = position
         if self.causal is not None and self.causal.skippable:
             # Causal blocks cost in proportion to their row: the order 0, last, 1, last-1, ... gives
