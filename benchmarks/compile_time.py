@@ -98,8 +98,8 @@ def main() -> None:
                 results[f"{name} {how}"] = {"cold": cold, "cached": cached}
                 export = (f" (torch.export {cold['export_seconds']:.2f} s / {cached['export_seconds']:.2f} s)"
                           if how == "torch" else "")
-                compiler = f", C compiler {cold['c_seconds']:.2f} s of it" if cold.get("c_seconds") is not None else ""
-                print(f"{name} through {label:<14} cold {cold['seconds']:6.2f} s{compiler}, cached "
+                print(f"{name} through {label:<14} cold {cold['seconds']:6.2f} s, C compiler {cold['c_seconds']:.2f} s "
+                      f"of it, cached "
                       f"{cached['seconds']:6.2f} s{export}; float32, batch 1, {args.threads} thread(s), import and "
                       f"first call included")
     if args.json:

@@ -81,7 +81,8 @@ def _head(lines: list[str]) -> int:
 
 
 def _shape(kernel: Kernel, lines: list[str]) -> str:
-    """The function's text with the kernel's name and its parameters' names replaced by placeholders."""
+    """The function's text with the kernel's name put aside and its parameters renamed by position: equal
+    for two kernels exactly when one function computes both."""
     text = "\n".join(lines[_head(lines):])
     text = text.replace(f'"{kernel.name}"', "TK_NAME").replace(kernel_function_name(kernel) + "(", "TK_FUNCTION(")
     names = {c_name(p.name): f"TK_P{i}" for i, p in enumerate(kernel.params)}
