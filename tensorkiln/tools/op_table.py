@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "primitives"):
         sections.append(f"tensorkiln primitives ({len(REGISTRY)}):\n" + text_table())
     if args.only in (None, "onnx"):
-        sections.append(_wrapped("ONNX operators (domain ai.onnx)", supported_ops()))
+        sections.append(_wrapped("ONNX operators (ai.onnx; other domains as domain::Op)", supported_ops()))
     if args.only in (None, "aten"):
         aten = aten_ops()
         sections.append("ATen operators: PyTorch is not installed (pip install 'tensorkiln[torch]')" if aten is None

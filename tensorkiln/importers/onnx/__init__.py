@@ -18,6 +18,8 @@ and register themselves when imported, which this package does here:
     normalization  BatchNormalization, LayerNormalization, InstanceNormalization, ..., LRN
     resize         Resize, Upsample
     quant          QuantizeLinear, DequantizeLinear and the integer matmul/conv ops
+    quant_contrib  com.microsoft: ONNX Runtime's QLinearAdd, QLinearMul, QGemm, QLinearSoftmax, pools,
+                   QLinearConcat, QLinearWhere, ..., DynamicQuantizeMatMul, MatMulIntegerToFloat
     rnn            RNN, GRU, LSTM
     control        If, Loop, Scan (tk.cond, tk.while_loop, tk.scan)
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter
@@ -34,4 +36,4 @@ and register themselves when imported, which this package does here:
 """
 from . import (activations, col2im, constants, contractions, control, conv, data_dependent,  # noqa: F401
                deform_conv, elementwise, indexing, linalg, linear_attention, losses, ml, movement,
-               normalization, pooling, quant, reductions, resize, rnn, sampling, scatter, tfidf)
+               normalization, pooling, quant, quant_contrib, reductions, resize, rnn, sampling, scatter, tfidf)

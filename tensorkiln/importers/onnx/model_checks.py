@@ -17,7 +17,10 @@ from .errors import OnnxImportError
 from .functions import BodyError, NotExpandable, expand_node
 from .registry import CONVERTERS
 
-ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")  # ai.onnx.ml's converters are keyed "ai.onnx.ml::Op"
+# the domains whose operators convert; those other than ai.onnx have converters keyed "domain::Op"
+# (ai.onnx.ml's; com.microsoft's: ONNX Runtime's quantization operators, quant_contrib.py)
+KEYED_DOMAINS = ("ai.onnx.ml", "com.microsoft")
+ONNX_DOMAINS = ("", "ai.onnx") + KEYED_DOMAINS
 MIN_OPSET = 1  # opsets below 7 are converted on a best-effort basis (the PyTorch conformance cases use 6)
 
 
@@ -176,7 +179,7 @@ class ModelChecks:
         if opset is None:
             raise OnnxImportError(f"malformed ONNX model {self.model_name!r}: it imports no opset for "
                                   f"the default domain, which node '{label}' uses")
-        if domain == "ai.onnx.ml":  # its converters are keyed "ai.onnx.ml::Op"; it defines no function bodies
+        if domain in KEYED_DOMAINS:  # converters keyed "domain::Op"; no function bodies to expand
             key = f"{domain}::{node.op_type}"
             if key not in CONVERTERS:
                 self._unsupported.append(Unsupported(where, "operator not supported"))

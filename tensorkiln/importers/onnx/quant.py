@@ -114,15 +114,21 @@ def _kept_in_graph(x: Tensor) -> Tensor:
     return Tensor._from_node(trace.constant_for(x), trace)
 
 
-@converter("DequantizeLinear")
-def _dequantize_linear(ctx, inputs, attrs):
-    x, scale = _kept_in_graph(inputs[0]), inputs[1]
-    zero_point = inputs[2] if len(inputs) > 2 else None
-    axis, block_size = attrs.get("axis", 1), attrs.get("block_size", 0)
+def dequantize(ctx: NodeContext, x: Tensor, scale: Tensor, zero_point: Tensor | None, axis: int = 1,
+               block_size: int = 0) -> Tensor:
+    """(x - zero_point) * scale in float32: a DequantizeLinear's graph ops (the int8 passes match them)."""
+    x = _kept_in_graph(x)
     shape = tuple(x.shape)
     if zero_point is not None:
         zero_point = _quant_param(ctx, zero_point, shape, axis, block_size)
-    out = _shifted(x, zero_point, dt.float32) * _quant_param(ctx, scale, shape, axis, block_size).to(dt.float32)
+    return _shifted(x, zero_point, dt.float32) * _quant_param(ctx, scale, shape, axis, block_size).to(dt.float32)
+
+
+@converter("DequantizeLinear")
+def _dequantize_linear(ctx, inputs, attrs):
+    scale = inputs[1]
+    zero_point = inputs[2] if len(inputs) > 2 else None
+    out = dequantize(ctx, inputs[0], scale, zero_point, attrs.get("axis", 1), attrs.get("block_size", 0))
     return out.to(tk_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else scale.dtype)
 
 

@@ -1,4 +1,4 @@
-"""The table of ONNX operator converters (domain ai.onnx, and ai.onnx.ml as "ai.onnx.ml::Op") and what a
+"""The table of ONNX operator converters (domain ai.onnx; ai.onnx.ml and com.microsoft as "domain::Op") and what a
 converter is given.
 
 Each converter is `fn(ctx, inputs, attrs) -> Tensor | list[Tensor | None]`:
@@ -91,5 +91,5 @@ def converter(*names: str, values: Callable[[int], set[int]] | set[int] | None =
 
 
 def supported_ops() -> list[str]:
-    """The ONNX operators the importer converts (domain ai.onnx; ai.onnx.ml ones as "ai.onnx.ml::Op")."""
+    """The ONNX operators the importer converts (domain ai.onnx; ai.onnx.ml and com.microsoft ones as "domain::Op")."""
     return sorted(CONVERTERS)
