@@ -5,6 +5,8 @@ multiple of the 16 lanes, dense and depthwise layers, uint8, int8 and float32 ou
 (a residual operand) keeps the loop-IR epilogue."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -200,7 +202,7 @@ def test_the_chain_is_read_from_the_graph():
     graph = tk.onnx.load(model).optimized_graph(**feeds)
     conv = next(n for n in graph.nodes if n.op == "conv2d_u8s8")
     root = next(n for n in graph.nodes if n.op == "cast" and n.dtype.name == "uint8")
-    buffers = {n.id: object() for n in graph.nodes if n.op == "constant" and n.type.size > 1}
+    buffers = {n.id: SimpleNamespace(dtype=n.dtype.name) for n in graph.nodes if n.op == "constant" and n.type.size > 1}
     chain = channel_epilogue(conv, root, buffers)
     assert chain is not None and chain.store_dtype == "uint8"
     ops = [s.op for s in chain.steps]
@@ -244,3 +246,44 @@ def test_int8_activations_between_layers(tmp_path, epilogue_width):
     contractions = [k for k in kernels if k.kind == "contraction"]
     assert len(contractions) == 3 and all("tk_channel_epilogue_" in k.loop_ir for k in contractions), \
         [k.nodes for k in contractions]
+
+
+def _qlinear_block(rng, c: int, o: int, h: int, output: str):
+    """ONNX Runtime's QOperator form: t = QLinearConv(x) (uint8), y = QLinearAdd(QLinearConv(t), t) in
+    `output`'s type: each QLinearConv requantizes its int32 sums in float64 (onnx's reference), a chain of
+    float64 steps; the add reads the first layer's output as a side value."""
+    np_type = OUTPUTS[output][1]
+    zero = 128 if output == "uint8" else 0
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "sx"), numpy_helper.from_array(np.uint8(120), "zx"),
+             numpy_helper.from_array(np.array(0.04, np.float32), "st"), numpy_helper.from_array(np.uint8(3), "zt"),
+             numpy_helper.from_array(np.array(0.03, np.float32), "su"), numpy_helper.from_array(np_type(zero - 2), "zu"),
+             numpy_helper.from_array(np.array(0.06, np.float32), "sy"), numpy_helper.from_array(np_type(zero + 5), "zy")]
+    for i, (cin, cout) in enumerate(((c, o), (o, o))):
+        inits += [numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8), f"w{i}"),
+                  numpy_helper.from_array(rng.uniform(0.001, 0.01, cout).astype(np.float32), f"sw{i}"),
+                  numpy_helper.from_array(np.zeros(cout, np.int8), f"zw{i}"),
+                  numpy_helper.from_array(rng.integers(-3000, 3000, cout).astype(np.int32), f"b{i}")]
+    ms = "com.microsoft"
+    nodes = [helper.make_node("QLinearConv", ["x", "sx", "zx", "w0", "sw0", "zw0", "st", "zt", "b0"], ["t"], pads=[1] * 4),
+             helper.make_node("QLinearConv", ["t", "st", "zt", "w1", "sw1", "zw1", "su", "zu", "b1"], ["u"], pads=[1] * 4),
+             helper.make_node("QLinearAdd", ["u", "su", "zu", "t", "st", "zt", "sy", "zy"], ["y"], domain=ms)]
+    if output == "int8":  # the add's operands share a type: the first layer's output as int8 too
+        nodes[1:] = [helper.make_node("QLinearConv", ["t", "st", "zt", "w1", "sw1", "zw1", "su", "zu", "b1"], ["u"],
+                                      pads=[1] * 4),
+                     helper.make_node("QLinearAdd", ["u", "su", "zu", "u", "su", "zu", "sy", "zy"], ["y"], domain=ms)]
+    graph = helper.make_graph(nodes, "qoperator", [helper.make_tensor_value_info("x", TensorProto.UINT8, (1, c, h, h))],
+                              [helper.make_tensor_value_info("y", OUTPUTS[output][0], None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ms, 1)])
+    return model, {"x": rng.integers(0, 256, (1, c, h, h)).astype(np.uint8)}
+
+
+@pytest.mark.parametrize("c,o,h,output", [(16, 24, 6, "uint8"), (8, 33, 5, "int8"), (3, 70, 4, "uint8")])
+def test_qlinear_conv_requantizes_in_float64_lanes(c, o, h, output, epilogue_width):
+    """QLinearConv's float64 requantization runs in the helper (two vectors of doubles a vector of sums),
+    the reference interpreter's values bit for bit."""
+    model, feeds = _qlinear_block(np.random.default_rng(c + o), c, o, h, output)
+    got, reference, kernels = _compiled_and_reference(model, feeds)
+    np.testing.assert_array_equal(got[0], reference[0])
+    contractions = [k for k in kernels if k.kind == "contraction"]
+    assert len(contractions) == 2
+    assert all("tk_channel_epilogue_" in k.loop_ir for k in contractions), [k.nodes for k in contractions]

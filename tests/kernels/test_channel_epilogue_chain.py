@@ -86,3 +86,45 @@ def test_division_by_a_scalar_rounds_exactly_at_the_halfway_points(width):
         v = np.round(sums.astype(np.float32) * scale / divisor) + np.float32(3)
         want = np.clip(v, -128, 127).astype(np.int8)
         np.testing.assert_array_equal(_helper(steps, width)(sums), want, err_msg=width)
+
+
+def _float64_chain(ratio: float, zero: float) -> tuple[ChannelStep, ...]:
+    """QLinearConv's requantization: the sums in float64, times the scale ratio, plus the zero point,
+    rounded, clamped, cast to int8 (then to uint8 plus 128, as an int8 layer hands on uint8)."""
+    return (ChannelStep("sums_to_float64", dtype="float64"), ChannelStep("mul", scalar=ratio, dtype="float64"),
+            ChannelStep("add", scalar=zero, dtype="float64"), ChannelStep("round", dtype="float64"),
+            ChannelStep("maximum", scalar=-128.0, dtype="float64"),
+            ChannelStep("minimum", scalar=127.0, dtype="float64"), ChannelStep("saturate", dtype="int8"))
+
+
+@pytest.mark.parametrize("width", ["avx512", "avx2"])
+def test_a_float64_chain_rounds_as_numpy_does_in_float64(width):
+    """The float64 lanes (two vectors of doubles per vector of sums) give numpy's float64 values on sums
+    whose products land on and next to the halfway points, where a float32 product would round wrongly."""
+    import numpy as np
+    rng = np.random.default_rng(4)
+    for case in range(6):
+        ratio = float(np.float32(rng.uniform(1e-4, 1e-2)))
+        steps = _float64_chain(ratio, -3.0)
+        assert "_ps(" not in "\n".join(_c_chain(steps, "int8", AVX512, " + c"))  # no float32 step
+        halfway = (rng.integers(-140, 140, 1 << 14) + 0.5) / ratio
+        sums = np.concatenate([np.round(halfway) + d for d in (-1, 0, 1)] + [np.arange(-4096, 4096)] +
+                              [rng.integers(-1 << 30, 1 << 30, 1 << 14)])
+        sums = sums[: sums.size // 64 * 64].astype(np.int32)
+        want = np.clip(np.rint(sums.astype(np.float64) * ratio - 3.0), -128, 127).astype(np.int8)
+        np.testing.assert_array_equal(_helper(steps, width)(sums), want, err_msg=width)
+
+
+def test_the_avx512_float64_helper_compiles():
+    """The 512-bit helper's float64 steps are valid C for AVX-512 (compiled, not run, on any x86 host)."""
+    import platform
+
+    from tensorkiln.kernels.templates.channel_epilogue import ChannelEpilogue, channel_epilogue_source
+    from tensorkiln.runtime.c_compiler import compile_c
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("AVX-512 intrinsics are x86's")
+    steps = _float64_chain(0.003, 5.0)[:-1] + (ChannelStep("narrow"), ChannelStep("mul", scalar=2.0))
+    text = channel_epilogue_source(ChannelEpilogue(steps, "float32", ()))
+    assert "_mm512_cvtpd_ps" in text and "_mm512_round" in text
+    compile_c("#include <stdint.h>\n" + text.replace("static void", "void"),
+              extra_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mfma"))

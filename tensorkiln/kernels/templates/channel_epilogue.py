@@ -14,6 +14,10 @@ helper of AVX-512 intrinsics over the task's int32 tile, 16 channels a vector (m
 channel_epilogue_avx2.py writes the AVX2 one, 8 channels a vector), with the graph's own float32 operations in the graph's order (a multiply then an add, never fused;
 a true division), so its results are the reference interpreter's bit for bit.
 
+The chain may instead start in float64 (`cast(sums, float64)`: ONNX's QLinearConv requantizes its
+int32 sums in float64, as onnx's reference does): its steps then run on two vectors of doubles, the
+same operations in the same order, up to the saturating cast to 8 bits or a cast to float32.
+
 One binary op may instead take a side value: a stored tensor of the output's shape (a residual
 block's input, 8-bit or float32) loaded at the output's own index, widened, and put through its
 own constant steps (its dequantization). After the saturating cast to 8 bits, integer ops on
@@ -39,9 +43,13 @@ _BINARY = {"add": "{p}_add_ps({v}, b)", "mul": "{p}_mul_ps({v}, b)", "sub": "{p}
            "maximum": "{p}_max_ps({v}, b)", "minimum": "{p}_min_ps({v}, b)"}
 _COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
 _UNARY = {"relu": "{p}_max_ps({v}, {p}_setzero_ps())", "round": "{round}"}
+_ROUND_PD = {"avx512": "_mm512_roundscale_pd({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
+             "avx2": "_mm256_round_pd({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}
 # the graph's float -> 8-bit cast (NaN to 0, saturate, truncate): the range of each integer type
 _RANGES = {"uint8": (0.0, 255.0), "int8": (-128.0, 127.0)}
 _C_TYPES = {"uint8": "uint8_t", "int8": "int8_t", "float32": "float"}
+# the types a chain's steps compute in: the stored types, and float64 lanes between the sums and a cast
+_STEP_TYPES = {**_C_TYPES, "float64": "double"}
 # an integer lane holding an exact 8-bit value after an op that wraps: uint8 keeps the low byte, int8
 # sign-extends it
 _WRAP = {"uint8": "v8 = {p}_and_{si}(v8, {p}_set1_epi32(255));",
@@ -62,6 +70,12 @@ class VectorIsa:
     round: str
     nan_to_zero: str
     load_ps: str
+    # float64 steps hold the lanes as two vectors of doubles, d0 (the first half) and d1
+    widen_pd: str  # d0, d1 = the int32 `sums` as doubles
+    load_pd: tuple[str, str]  # a per-channel float64 operand's two halves ({at}: the first channel's address)
+    nan_to_zero_pd: str  # on {d}
+    narrow_pd: str  # v = d0, d1 as float32 (correctly rounded)
+    truncate_pd: str  # v8 = d0, d1 truncated to int32
 
     def spell(self, template: str, **names: str) -> str:
         """template with the width's names (and `names`) filled in."""
@@ -71,18 +85,32 @@ class VectorIsa:
 AVX512 = VectorIsa("avx512", "_mm512", "si512", 16,
                    "_mm512_roundscale_ps({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
                    "v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);",
-                   "_mm512_maskz_loadu_ps(m, {at})")
+                   "_mm512_maskz_loadu_ps(m, {at})",
+                   "d0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(sums));\n"
+                   "            d1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(sums, 1));",
+                   ("_mm512_maskz_loadu_pd((__mmask8)m, {at})", "_mm512_maskz_loadu_pd((__mmask8)(m >> 8), {at} + 8)"),
+                   "{d} = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask({d}, {d}, _CMP_ORD_Q), {d});",
+                   "v = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(\n"
+                   "                _mm256_castps_pd(_mm512_cvtpd_ps(d0))), _mm256_castps_pd(_mm512_cvtpd_ps(d1)), 1));",
+                   "v8 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epi32(d0)), "
+                   "_mm512_cvttpd_epi32(d1), 1);")
 AVX2 = VectorIsa("avx2", "_mm256", "si256", 8,
                  "_mm256_round_ps({v}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
                  "v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));",
-                 "_mm256_loadu_ps({at})")
+                 "_mm256_loadu_ps({at})",
+                 "d0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(sums));\n"
+                 "    d1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(sums, 1));",
+                 ("_mm256_loadu_pd({at})", "_mm256_loadu_pd({at} + 4)"),
+                 "{d} = _mm256_and_pd({d}, _mm256_cmp_pd({d}, {d}, _CMP_ORD_Q));",
+                 "v = _mm256_set_m128(_mm256_cvtpd_ps(d1), _mm256_cvtpd_ps(d0));",
+                 "v8 = _mm256_set_m128i(_mm256_cvttpd_epi32(d1), _mm256_cvttpd_epi32(d0));")
 
 
 @dataclass(frozen=True)
 class ChannelStep:
     """One op of the chain: `op` on the running value and a scalar or the channel vector `channel`
     (the index of the helper's per-channel pointer argument); unary ops have neither. `dtype`: the
-    value's type after the op (float32, or an 8-bit type from the saturating cast on)."""
+    value's type after the op (float32 or float64, or an 8-bit type from the saturating cast on)."""
 
     op: str
     scalar: float | None = None
@@ -128,14 +156,17 @@ def channel_epilogue(contraction: Node, root: Node, buffers: dict[int, Buffer]) 
             root.dtype.name not in _C_TYPES:
         return None
     chain = _path(contraction, root, buffers)
-    if chain is None or chain[0].op != "cast" or chain[0].dtype.name != "float32":
+    if chain is None or chain[0].op != "cast" or chain[0].dtype.name not in ("float32", "float64"):
         return None
     steps, operands, sides, side_buffers = [], [], [], []
+    if chain[0].dtype.name == "float64":  # the sums as doubles (exact)
+        steps.append(ChannelStep("sums_to_float64", dtype="float64"))
     for below, node in zip(chain, chain[1:]):
         others = [x for x in node.inputs if x is not below]
         if len(others) == 1 and others[0].op != "constant":  # a side value: a residual
             side = _side_value(others[0], contraction, buffers, operands)
-            if side is None or node.op not in _BINARY or node.dtype.name != "float32":
+            if side is None or node.op not in _BINARY or node.dtype.name != "float32" or \
+                    below.dtype.name != "float32":
                 return None
             value, leaf = side
             op = node.op if node.inputs[1] is others[0] or node.op in _COMMUTATIVE else "r" + node.op
@@ -209,18 +240,20 @@ def _step(node: Node, below: Node, channels: int, buffers: dict[int, Buffer],
           operands: list[Buffer]) -> ChannelStep | None:
     """The step `node` applies to its operand `below` (the other operand, if any, a constant), or None."""
     dtype, before = node.dtype.name, below.dtype.name
-    if dtype not in _C_TYPES or before not in _C_TYPES:
+    if dtype not in _STEP_TYPES or before not in _STEP_TYPES:
         return None
     if node.op == "cast":
-        if before == "float32" and dtype in _RANGES:
+        if before in ("float32", "float64") and dtype in _RANGES:
             return ChannelStep("saturate", dtype=dtype)
         if before in _RANGES and dtype in _RANGES:
             return ChannelStep("wrap", dtype=dtype)
         if before in _RANGES and dtype == "float32":  # a dequantized output: exact
             return ChannelStep("widen")
+        if before == "float64" and dtype == "float32":
+            return ChannelStep("narrow")
         return None
-    if node.op in _UNARY and dtype == "float32":
-        return ChannelStep(node.op)
+    if node.op in _UNARY and dtype in ("float32", "float64"):
+        return ChannelStep(node.op, dtype=dtype)
     integer = dtype in _RANGES
     if node.op not in (_INTEGER if integer else _BINARY) or len(node.inputs) != 2:
         return None
@@ -231,10 +264,12 @@ def _step(node: Node, below: Node, channels: int, buffers: dict[int, Buffer],
     op = node.op if not constant_first or node.op in _COMMUTATIVE else "r" + node.op
     if constant.type.size == 1:
         scalar = constant.attrs["value"].array.reshape(-1)[0]
-        return ChannelStep(op, scalar=int(scalar) if integer else float(np.float32(scalar)), dtype=dtype)
-    if not integer and constant.shape[-1] == channels and constant.type.size == channels and constant.id in buffers:
+        value = int(scalar) if integer else float(scalar) if dtype == "float64" else float(np.float32(scalar))
+        return ChannelStep(op, scalar=value, dtype=dtype)
+    if not integer and constant.shape[-1] == channels and constant.type.size == channels and constant.id in buffers \
+            and buffers[constant.id].dtype == dtype:
         operands.append(buffers[constant.id])
-        return ChannelStep(op, channel=len(operands) - 1)
+        return ChannelStep(op, channel=len(operands) - 1, dtype=dtype)
     return None
 
 
@@ -247,9 +282,46 @@ def _operand(step: ChannelStep, isa: VectorIsa, c: str) -> str:
     return isa.load_ps.format(at=f"channel{step.channel}{c}")
 
 
-def _c_step(step: ChannelStep, isa: VectorIsa, c: str, v: str = "v") -> str:
-    """One step as C on `v` (float32 lanes) or `v8` (the exact 8-bit value in int32 lanes); `c` the channel
-    operands' offset (" + c", or "" where the pointers already point at the vector's channels)."""
+def _literal_pd(value: float) -> str:
+    return float(value).hex() if np.isfinite(value) else f"{'-' if value < 0 else ''}INFINITY" if np.isinf(value) \
+        else "NAN"
+
+
+def _c_step_pd(step: ChannelStep, isa: VectorIsa, c: str) -> str:
+    """A float64 step as C on the two vectors of doubles d0 and d1, or the cast that leaves them (to 8 bits,
+    or to float32 in `v`)."""
+    vector = "__m512d" if isa.lanes == 16 else "__m256d"
+    if step.op == "sums_to_float64":
+        return f"{isa.widen_pd}  /* cast to float64 */"
+    if step.op == "narrow":
+        return f"{isa.narrow_pd}  /* cast to float32 */"
+    if step.op == "saturate":
+        low, high = _RANGES[step.dtype]
+        nan = " ".join(isa.nan_to_zero_pd.format(d=d) for d in ("d0", "d1"))
+        clamp = " ".join(isa.spell("{d} = {p}_min_pd({p}_max_pd({d}, {p}_set1_pd({low})), {p}_set1_pd({high}));",
+                                   d=d, low=f"{low:.1f}", high=f"{high:.1f}") for d in ("d0", "d1"))
+        return (f"{nan}  /* cast: NaN -> 0, */\n            {clamp}  /* saturate, */\n"
+                f"            {isa.truncate_pd}  /* truncate to {step.dtype} */")
+    if step.op in _UNARY:
+        spell = (_ROUND_PD[isa.name] if step.op == "round" else "{p}_max_pd({v}, {p}_setzero_pd())")
+        return " ".join(f"{d} = {isa.spell(spell, v=d)};" for d in ("d0", "d1")) + f"  /* {step.op} (float64) */"
+    operation = _BINARY[step.op].replace("_ps(", "_pd(")
+    if step.scalar is not None:
+        return (f"{{ const {vector} b = {isa.spell('{p}_set1_pd({x})', x=_literal_pd(step.scalar))}; "
+                f"d0 = {isa.spell(operation, v='d0')}; d1 = {isa.spell(operation, v='d1')}; }}  "
+                f"/* {step.op} (float64) */")
+    halves = [load.format(at=f"channel{step.channel}{c}") for load in isa.load_pd]
+    return (f"{{ const {vector} b0 = {halves[0]}, b1 = {halves[1]};\n"
+            f"              d0 = {isa.spell(operation.replace('b)', 'b0)'), v='d0')}; "
+            f"d1 = {isa.spell(operation.replace('b)', 'b1)'), v='d1')}; }}  /* {step.op} (float64) */")
+
+
+def _c_step(step: ChannelStep, isa: VectorIsa, c: str, v: str = "v", source: str = "float32") -> str:
+    """One step as C on `v` (float32 lanes), `v8` (the exact 8-bit value in int32 lanes) or d0 and d1
+    (float64 lanes; `source`: the value's type before the step); `c` the channel operands' offset (" + c",
+    or "" where the pointers already point at the vector's channels)."""
+    if step.dtype == "float64" or source == "float64":
+        return _c_step_pd(step, isa, c)
     if step.op == "saturate":
         low, high = _RANGES[step.dtype]
         return (f"{isa.nan_to_zero}  /* cast: NaN -> 0, */\n" +
@@ -262,7 +334,7 @@ def _c_step(step: ChannelStep, isa: VectorIsa, c: str, v: str = "v") -> str:
     if step.op == "widen":
         return isa.spell("v = {p}_cvtepi32_ps(v8);  /* cast to float32 */")
     vector = "__m512" if isa.lanes == 16 else "__m256"
-    if step.dtype != "float32":
+    if step.dtype in _RANGES:
         return (f"{{ const {vector}i b = {isa.spell('{p}_set1_epi32')}({int(step.scalar)}); "
                 f"v8 = {isa.spell(_INTEGER[step.op])}; }}  /* {step.op} ({step.dtype}) */\n"
                 f"            {isa.spell(_WRAP[step.dtype])}")
@@ -314,12 +386,14 @@ def _c_chain(steps: tuple[ChannelStep, ...], store_dtype: str, isa: VectorIsa, c
     lines = []
     for i, step in enumerate(steps):
         following = steps[i + 1] if i + 1 < len(steps) else None
+        source = steps[i - 1].dtype if i else "float32"
         integer_next = following is not None and following.dtype == step.dtype and following.op in _INTEGER
-        if step.op == "div" and following is not None and following.op == "round" and store_dtype in _RANGES \
-                and _reciprocal(step.scalar) is not None:
+        if step.op == "div" and step.dtype == "float32" and following is not None and following.op == "round" \
+                and store_dtype in _RANGES and _reciprocal(step.scalar) is not None:
             lines.append(_exact_division(step.scalar, isa))
         elif step.op == "saturate" and _clamped_within(steps, i):
-            lines.append(isa.spell("v8 = {p}_cvttps_epi32(v);  /* cast to {dtype}: already clamped */", dtype=step.dtype))
+            convert = isa.truncate_pd if source == "float64" else isa.spell("v8 = {p}_cvttps_epi32(v);")
+            lines.append(f"{convert}  /* cast to {step.dtype}: already clamped */")
         elif step.op == "wrap" and integer_next:
             lines.append(f"/* cast to {step.dtype}: wrapped by the next op */")
         elif step.dtype in _RANGES and step.op in _INTEGER and following is None and store_dtype in _RANGES:
@@ -327,19 +401,25 @@ def _c_chain(steps: tuple[ChannelStep, ...], store_dtype: str, isa: VectorIsa, c
             lines.append(operation.replace(f"/* {step.op} ({step.dtype}) */",
                                            f"/* {step.op} ({step.dtype}): the store keeps the low byte */"))
         else:
-            lines.append(_c_step(step, isa, c))
+            lines.append(_c_step(step, isa, c, source=source))
     return lines
 
 
 def _parameters(epilogue: ChannelEpilogue) -> str:
     """The helper's per-channel and side-value pointer parameters."""
-    pointers = "".join(f", const float *restrict channel{i}" for i in range(len(epilogue.operands)))
+    pointers = "".join(f", const {_STEP_TYPES[b.dtype]} *restrict channel{i}" for i, b in enumerate(epilogue.operands))
     return pointers + "".join(f", const {_C_TYPES[side.dtype]} *restrict side{i}"
                               for i, side in enumerate(epilogue.sides))
 
 
+def _first(epilogue: ChannelEpilogue) -> str:
+    """The type the chain starts in: float32, or float64."""
+    return "float64" if epilogue.steps and epilogue.steps[0].op == "sums_to_float64" else "float32"
+
+
 def _ops(epilogue: ChannelEpilogue) -> str:
-    return ", ".join(s.op if s.dtype == "float32" else f"{s.op} ({s.dtype})" for s in epilogue.steps)
+    return ", ".join(s.op if s.dtype == "float32" else f"{s.op} ({s.dtype})" for s in epilogue.steps
+                     if s.op != "sums_to_float64")
 
 
 def channel_epilogue_source(epilogue: ChannelEpilogue, isa: VectorIsa = AVX512) -> str:
@@ -362,7 +442,7 @@ def channel_epilogue_source(epilogue: ChannelEpilogue, isa: VectorIsa = AVX512) 
         store = "_mm_mask_storeu_epi8(out + r * ldo + c, m, _mm512_cvtepi32_epi8(v8));"
     return f"""#include <immintrin.h>
 #include <math.h>
-/* a convolution's epilogue, 16 channels a vector: int32 sums + compensation -> float32 -> {_ops(epilogue)}
+/* a convolution's epilogue, 16 channels a vector: int32 sums + compensation -> {_first(epilogue)} -> {_ops(epilogue)}
  * (kernels/templates/channel_epilogue.py) */
 static void {epilogue.function}(
     const int32_t *restrict tile, int64_t ldt, const int32_t *restrict comp{_parameters(epilogue)},
@@ -375,8 +455,9 @@ static void {epilogue.function}(
                                                   _mm512_maskz_loadu_epi32(m, comp + c));
             __m512 v = _mm512_cvtepi32_ps(sums);
             __m512i v8 = _mm512_setzero_si512();
+            __m512d d0 = _mm512_setzero_pd(), d1 = d0;  /* float64 steps' halves */
             {steps}
-            (void)v8;
+            (void)v8; (void)d0; (void)d1;
             {store}
         }}
     }}

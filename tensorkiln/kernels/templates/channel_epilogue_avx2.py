@@ -13,7 +13,7 @@ shuffle, a permutation and a store for each 8.
 """
 from __future__ import annotations
 
-from .channel_epilogue import AVX2, ChannelEpilogue, _C_TYPES, _c_chain, _c_step, _ops, _parameters
+from .channel_epilogue import AVX2, ChannelEpilogue, _C_TYPES, _STEP_TYPES, _c_chain, _c_step, _first, _ops, _parameters
 
 _SIDE_LOADS = {"float32": "_mm256_loadu_ps(side{i})",
                "uint8": "_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)side{i})))",
@@ -42,7 +42,8 @@ def avx2_source(epilogue: ChannelEpilogue) -> str:
     sides = [(f"side{i}", _C_TYPES[side.dtype]) for i, side in enumerate(epilogue.sides)]
     at_c = "".join(f", {x} + c" for x in channels) + "".join(f", {x} + r * ldo + c" for x, _ in sides)
     padded = "".join(f", {x}_tail" for x in channels) + "".join(f", {x}_tail" for x, _ in sides)
-    declare = "".join(f"\n            float {x}_tail[8] = {{0}};" for x in channels) + \
+    declare = "".join(f"\n            {_STEP_TYPES[b.dtype]} {x}_tail[8] = {{0}};"
+                      for x, b in zip(channels, epilogue.operands)) + \
         "".join(f"\n            {t} {x}_tail[8] = {{0}};" for x, t in sides)
     copy_in = "".join(f"\n                {x}_tail[j] = {x}[c + j];" for x in channels) + \
         "".join(f"\n                {x}_tail[j] = {x}[r * ldo + c + j];" for x, _ in sides)
@@ -72,7 +73,7 @@ static inline __attribute__((always_inline)) void {name}_vector({parameters}, {c
         wide = ""
     return f"""#include <immintrin.h>
 #include <math.h>
-/* a convolution's epilogue, 8 channels a vector (AVX2): int32 sums + compensation -> float32 -> {_ops(epilogue)}
+/* a convolution's epilogue, 8 channels a vector (AVX2): int32 sums + compensation -> {_first(epilogue)} -> {_ops(epilogue)}
  * (kernels/templates/channel_epilogue.py); the pointers point at the vector's 8 channels */
 {chain}
 static void {name}(
@@ -107,8 +108,9 @@ def _body(steps: str) -> str:
                                           _mm256_loadu_si256((const __m256i *)comp));
     __m256 v = _mm256_cvtepi32_ps(sums);
     __m256i v8 = _mm256_setzero_si256();
+    __m256d d0 = _mm256_setzero_pd(), d1 = d0;  /* float64 steps' halves */
     {steps}
-    (void)v;"""
+    (void)v; (void)d0; (void)d1;"""
 
 
 def _forward(channels: list[str], sides: list[tuple[str, str]]) -> str:
