@@ -51,6 +51,8 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "random_numbers": ([sys.executable, os.path.join(HERE, "random_numbers.py")], True),
     "int8_gemm": ([sys.executable, os.path.join(HERE, "int8_gemm.py")], True),
     "int8_models": ([sys.executable, os.path.join(HERE, "int8_models.py")], True),
+    "int8_models_qoperator": ([sys.executable, os.path.join(HERE, "int8_models.py"), "resnet18", "mobilenetv2",
+                               "--format", "QOperator"], True),
     "int8_dot_paths": ([sys.executable, os.path.join(HERE, "int8_dot_paths.py")], True),
     "int8_maddubsw": ([sys.executable, os.path.join(HERE, "int8_maddubsw.py")], True),
     "models_int8": (TENSORKILN + ["bench", "resnet18", "mobilenetv2", "bert", "mlp", "--precision", "int8",

@@ -39,9 +39,11 @@ INT8_TOLERANCE = 3e-2
 CALIBRATION_BATCHES = 4
 
 
-def quantized_onnx(name: str, model, inputs: tuple, folder: str, reduce_range: bool = False) -> tuple[str, str]:
+def quantized_onnx(name: str, model, inputs: tuple, folder: str, reduce_range: bool = False,
+                   quant_format: str = "QDQ") -> tuple[str, str]:
     """(float ONNX path, int8 ONNX path) of one model, quantized by ONNX Runtime's quantizer; `reduce_range`:
-    7-bit weights, its advice for CPUs without VNNI."""
+    7-bit weights, its advice for CPUs without VNNI; `quant_format`: the statically quantized models' form,
+    "QDQ" or "QOperator" (QLinearConv, and com.microsoft's QLinearAdd, QGemm, ...)."""
     import torch
     from onnxruntime import quantization as q
     float_path, int8_path = os.path.join(folder, f"{name}.onnx"), os.path.join(folder, f"{name}.int8.onnx")
@@ -62,8 +64,8 @@ def quantized_onnx(name: str, model, inputs: tuple, folder: str, reduce_range: b
         def get_next(self):
             return next(self.batches, None)
 
-    q.quantize_static(float_path, int8_path, RandomInputs(), quant_format=q.QuantFormat.QDQ, per_channel=True,
-                      reduce_range=reduce_range)
+    q.quantize_static(float_path, int8_path, RandomInputs(), quant_format=getattr(q.QuantFormat, quant_format),
+                      per_channel=True, reduce_range=reduce_range)
     return float_path, int8_path
 
 
