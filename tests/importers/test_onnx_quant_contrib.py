@@ -38,12 +38,15 @@ def _model(op: str, inputs: dict[str, np.ndarray], constants: dict[str, np.ndarr
 
 def _check(model, inputs: dict[str, np.ndarray], quantum: float = 1.0, exact: bool = True) -> np.ndarray:
     """tensorkiln compiled == its interpreter (`exact`; else within one quantum: a float sum's order may
-    move a value across a rounding tie), and within `quantum` of ONNX Runtime."""
+    move a value across a rounding tie; float outputs to float rounding), and within `quantum` of ONNX
+    Runtime."""
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)[0]
     got = _first(tk.onnx.load(model)(**inputs))
     oracle = _first(tk.onnx.load(model, backend="interpreter", opt_level=0)(**inputs))
     assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    if exact:
+    if got.dtype.kind == "f":  # a float output: the compiled sums' order against numpy's
+        np.testing.assert_allclose(got, oracle, rtol=1e-5, atol=1e-5)
+    elif exact:
         np.testing.assert_array_equal(got, oracle)
     else:
         assert np.max(np.abs(got.astype(np.float64) - oracle.astype(np.float64))) <= 1
@@ -259,3 +262,69 @@ def test_qoperator_models_agree_with_onnx_runtime(tmp_path, net, shape, contrib)
     assert np.max(np.abs(got - want)) <= quantum * 1.001
     ops = [n.op for n in module.optimized_graph(x=x).nodes]
     assert "conv2d" not in ops and any("u8s8" in op for op in ops), ops
+
+
+def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+    """Rows of `bits`-bit values packed into bytes, lowest bits first (MatMulNBits' layout)."""
+    per_byte = 8 // bits
+    padded = np.zeros(values.shape[:-1] + (-(-values.shape[-1] // per_byte) * per_byte,), np.uint8)
+    padded[..., :values.shape[-1]] = values
+    shifts = (np.arange(per_byte) * bits).astype(np.uint8)
+    return (padded.reshape(values.shape[:-1] + (-1, per_byte)) << shifts).sum(-1).astype(np.uint8)
+
+
+@pytest.mark.parametrize("bits, block, packed_zeros, k", [(4, 32, True, 96), (4, 32, False, 70), (4, 128, True, 200),
+                                                         (8, 32, True, 64), (8, 16, False, 40)])
+def test_matmul_nbits_agrees_with_onnx_runtime(bits, block, packed_zeros, k):
+    """Weight blocks as ONNX Runtime's MatMulNBitsQuantizer writes them (B (N, blocks, block * bits / 8), the
+    last block padded when K is no multiple of it; zero points packed like B, or implied): the float
+    product by the dequantized weight, as ONNX Runtime's own kernel computes it."""
+    rng = np.random.default_rng(bits + k)
+    n, blocks = 24, -(-k // block)
+    q = rng.integers(0, 1 << bits, size=(n, blocks * block)).astype(np.uint8)
+    constants = {"b": _pack(q, bits).reshape(n, blocks, block * bits // 8),
+                 "s": rng.uniform(0.01, 0.05, n * blocks).astype(np.float32)}
+    order = ["a", "b", "s"]
+    zeros = np.full((n, blocks), 1 << (bits - 1), np.uint8)
+    if packed_zeros:
+        zeros = rng.integers(0, 1 << bits, size=(n, blocks)).astype(np.uint8)
+        constants["z"] = _pack(zeros, bits).reshape(-1)
+        order.append("z")
+    model = _model("MatMulNBits", {"a": np.zeros((2, 3, k), np.float32)}, constants, order, TensorProto.FLOAT,
+                   K=k, N=n, bits=bits, block_size=block)
+    a = rng.standard_normal((2, 3, k)).astype(np.float32)
+    got = _check(model, {"a": a}, quantum=1e-4, exact=False)
+    weight = (q[:, :k].astype(np.float64) - np.repeat(zeros, block, 1)[:, :k]) * \
+        np.repeat(constants["s"].reshape(n, blocks), block, 1)[:, :k]
+    np.testing.assert_allclose(got, a @ weight.T, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_nbits_hand_packed_two_bit_blocks():
+    """2-bit values, four a byte, lowest bits first; float zero points; a bias."""
+    rng = np.random.default_rng(7)
+    k, n, block = 48, 5, 16
+    q = rng.integers(0, 4, size=(n, k)).astype(np.uint8)
+    packed = (q.reshape(n, -1, 4) << np.array([0, 2, 4, 6], np.uint8)).sum(-1).astype(np.uint8)
+    scales = rng.uniform(0.1, 0.5, (n, k // block)).astype(np.float32)
+    zeros = rng.uniform(0, 3, (n, k // block)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    a = rng.standard_normal((4, k)).astype(np.float32)
+    constants = {"b": packed.reshape(n, k // block, block // 4), "s": scales, "z": zeros, "bias": bias}
+    model = _model("MatMulNBits", {"a": a}, constants, ["a", "b", "s", "z", "", "bias"], TensorProto.FLOAT,
+                   K=k, N=n, bits=2, block_size=block)
+    got = _first(tk.onnx.load(model)(a=a))
+    weight = (q.astype(np.float32) - np.repeat(zeros, block, 1)) * np.repeat(scales, block, 1)
+    np.testing.assert_allclose(got, a @ weight.T + bias, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_nbits_refuses_what_it_cannot_read():
+    a = np.zeros((2, 32), np.float32)
+    constants = {"b": np.zeros((4, 1, 16), np.uint8), "s": np.ones(4, np.float32)}
+    model = _model("MatMulNBits", {"a": a}, constants, ["a", "b", "s"], TensorProto.FLOAT, K=32, N=4, bits=3,
+                   block_size=32)
+    with pytest.raises(UnsupportedOpError, match="bits=3"):
+        tk.onnx.load(model)(a=a)
+    model = _model("MatMulNBits", {"a": a}, constants, ["a", "b", "s"], TensorProto.FLOAT, K=32, N=5, bits=4,
+                   block_size=32)
+    with pytest.raises(UnsupportedOpError, match=r"MatMulNBits.*N=5"):
+        tk.onnx.load(model)(a=a)

@@ -19,7 +19,8 @@ and register themselves when imported, which this package does here:
     resize         Resize, Upsample
     quant          QuantizeLinear, DequantizeLinear and the integer matmul/conv ops
     quant_contrib  com.microsoft: ONNX Runtime's QLinearAdd, QLinearMul, QGemm, QLinearSoftmax, pools,
-                   QLinearConcat, QLinearWhere, ..., DynamicQuantizeMatMul, MatMulIntegerToFloat
+                   QLinearConcat, QLinearWhere, ..., DynamicQuantizeMatMul, MatMulIntegerToFloat,
+                   MatMulNBits
     rnn            RNN, GRU, LSTM
     control        If, Loop, Scan (tk.cond, tk.while_loop, tk.scan)
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter

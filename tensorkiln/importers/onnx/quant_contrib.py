@@ -14,15 +14,22 @@ differ from these by one quantum.
 The integer products (QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul) are exact int32 sums on
 `matmul_integer` (the u8 x s8 GEMM for constant weights), as MatMulInteger's are.
 
+MatMulNBits (the weight-only 2-, 4- or 8-bit blocks that `MatMul4BitsQuantizer` / `MatMulNBitsQuantizer`
+write, the form of ONNX int4 language models) is its definition too: the weight dequantized once, at
+compile time, block by block, `(q - zero_point) * scale`, and a float matmul by it (`accuracy_level`,
+which lets ONNX Runtime quantize A to int8, is not taken up: the float product is the exact one).
+
 Keys are "com.microsoft::Op"; com.microsoft's QuantizeLinear and DequantizeLinear are ai.onnx's.
 """
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ... import dtypes as dt
 from ...frontend.functions import concat, matmul, where
-from ...frontend.tensor import Tensor
+from ...frontend.tensor import Tensor, as_tensor
 from ...nn import functional as F
 from .activations import _coerced
 from .helpers import normalize_axis
@@ -188,3 +195,55 @@ def _dynamic_quantize_matmul(ctx, inputs, attrs):
     b_zero, bias = _optional(inputs, 3), _optional(inputs, 4)
     a_q, a_scale, a_zero = _dynamic_quantize_linear(ctx, [a], {})
     return _matmul_integer_to_float(ctx, [a_q, b, a_scale, b_scale, a_zero, b_zero, bias], attrs)
+
+
+def _unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The first `count` values of each row of `packed` (uint8, `8 // bits` values a byte, lowest bits first)."""
+    per_byte = 8 // bits
+    shifts = np.arange(per_byte, dtype=np.uint8) * bits
+    values = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+    return values.reshape(packed.shape[:-1] + (-1,))[..., :count]
+
+
+def nbits_weight(ctx: NodeContext, b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, k: int,
+                 n: int, bits: int, block: int) -> np.ndarray:
+    """MatMulNBits' weight as a float (K, N) array: column n's depth k is (q - zero_point) * scale of its block."""
+    blocks = -(-k // block)
+    blob = block * bits // 8
+    if b.dtype != np.uint8 or b.size != n * blocks * blob or scales.size != n * blocks:
+        raise ctx.unsupported(f"MatMulNBits with K={k}, N={n}, bits={bits}, block_size={block} takes B as uint8 "
+                              f"({n}, {blocks}, {blob}) and {n * blocks} scales; got B {b.dtype} {b.shape} and "
+                              f"{scales.size} scales")
+    q = _unpack_bits(b.reshape(n, blocks * blob), bits, blocks * block).astype(np.float32)
+    if zero_points is None:
+        zero = np.full((n, blocks), 1 << (bits - 1), np.float32)
+    elif zero_points.dtype == np.uint8:  # packed like B, each row whole bytes
+        zero = _unpack_bits(zero_points.reshape(n, -1), bits, blocks).astype(np.float32)
+    else:  # the scales' float type, one per block
+        zero = zero_points.reshape(n, blocks).astype(np.float32)
+    scale = scales.reshape(n, blocks).astype(np.float32)
+    weight = (q.reshape(n, blocks, block) - zero[..., None]) * scale[..., None]
+    return np.ascontiguousarray(weight.reshape(n, blocks * block)[:, :k].T).astype(scales.dtype)
+
+
+@converter(f"{DOMAIN}::MatMulNBits", values={1, 2, 3})
+def _matmul_nbits(ctx, inputs, attrs):
+    """A @ dequantized(B) (+ bias): B's 2-, 4- or 8-bit values in blocks of `block_size` depths of a column."""
+    a, b, scales = inputs[:3]
+    zero_points, g_idx, bias = _optional(inputs, 3), _optional(inputs, 4), _optional(inputs, 5)
+    bits = int(attrs.get("bits", 4))
+    missing = [name for name in ("K", "N", "block_size") if name not in attrs]
+    if missing:
+        raise ctx.unsupported(f"MatMulNBits needs its attribute(s) {', '.join(missing)}")
+    k, n, block = int(attrs["K"]), int(attrs["N"]), int(attrs["block_size"])
+    if bits not in (2, 4, 8) or block < 16 or block & (block - 1):
+        raise ctx.unsupported(f"MatMulNBits with bits={bits} and block_size={block}: bits must be 2, 4 or 8 and "
+                              "block_size a power of 2 of at least 16")
+    if g_idx is not None:
+        raise ctx.unsupported("MatMulNBits with g_idx (blocks in another order than K's) is not supported")
+    if a.shape[-1] != k:
+        raise ctx.unsupported(f"MatMulNBits with K={k} takes A (..., {k}), got A {tuple(a.shape)}")
+    weight = nbits_weight(ctx, ctx.values(b, "B"), ctx.values(scales, "scales"),
+                          ctx.values(zero_points, "zero_points"), k, n, bits, block)
+    out = matmul(a, as_tensor(weight.astype(np.float32)).to(a.dtype))
+    return out if bias is None else out + bias
