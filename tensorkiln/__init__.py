@@ -6,6 +6,8 @@
     f = tk.jit(fn)                          # graph mode (tk.compile(fn) is the same)
     tk.grad(fn)(x); loss.backward()         # autodiff (docs/autodiff.md); tk.nn, tk.optim for training
 """
+import sys
+
 # Tensor's methods are added by the modules above frontend/tensor.py that implement them: load these first.
 from .frontend import tensor_arithmetic, tensor_movement, tensor_reductions  # noqa: F401
 from .frontend import functions, indexing, special  # noqa: F401  (tk.special)
@@ -24,7 +26,7 @@ from .ir.graph import Graph, Node
 from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.control import cond, scan, while_loop
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
-from .quantization import quantize
+from .quantization import quantize as _quantize_tk
 from .driver.options import CompileOptions
 from .shapes import Dim, SymInt
 from .runtime.exported import load_compiled
@@ -71,6 +73,19 @@ def from_torch(module, example_inputs, *args, **kwargs):
     """
     from .importers.torch import from_torch as _from_torch
     return _from_torch(module, example_inputs, *args, **kwargs)
+
+
+def quantize(fn_or_module, calibration, **options):
+    """Post-training int8 quantization: tk.quantize(model, calibration, method="kl") -> a tk.jit function
+    (docs/precision.md). A PyTorch module, or tk.from_torch's program, is imported by tk.from_torch first
+    and comes back as such a program, quantized (torch is imported only then).
+    Options: tensorkiln.quantization.quantize's."""
+    torch = sys.modules.get("torch")
+    if (torch is not None and isinstance(fn_or_module, torch.nn.Module)) or \
+            type(fn_or_module).__module__.startswith("tensorkiln.importers.torch"):
+        from .importers.torch.quantize import quantize_torch
+        return quantize_torch(fn_or_module, calibration, **options)
+    return _quantize_tk(fn_or_module, calibration, **options)
 
 
 from .runtime.version import __version__  # noqa: E402
