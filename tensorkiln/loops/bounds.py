@@ -25,8 +25,37 @@ def _mul(a: float, b: float) -> float:
     return 0 if a == 0 or b == 0 else a * b
 
 
-def _floordiv(a: float, k: int) -> float:
-    return a if math.isinf(a) else a // k
+def _floordiv(a: float, k: float) -> float:
+    """floor(a / k) for k > 0, either possibly infinite (a finite a over an infinite k: 0 or -1)."""
+    if math.isinf(a):
+        return a
+    if math.isinf(k):
+        return 0 if a >= 0 else -1
+    return a // k
+
+
+def _scaled_ceiling(x: float, numerator: int, denominator: int) -> float:
+    """ceil(numerator * x / denominator) for a possibly infinite x (numerator >= 0, denominator > 0)."""
+    if math.isinf(x):
+        return x if numerator else 0
+    return -((-numerator * int(x)) // denominator)
+
+
+def _constant(e: Expr) -> int | None:
+    return int(e.value) if isinstance(e, Const) else None
+
+
+def _ceiling_form(expr: BinOp) -> tuple[Expr, int, int] | None:
+    """(x, c, d) when expr is x - (x * c) // d with 0 <= c <= d and d > 0: the simplifier's spelling of
+    ceil((d - c) * x / d) (a ceiling division -(-x // k) becomes x - x * (k - 1) // k)."""
+    b = expr.b
+    if not (isinstance(b, BinOp) and b.operator == "floordiv" and isinstance(b.a, BinOp) and b.a.operator == "mul"):
+        return None
+    d = _constant(b.b)
+    for x, c in ((b.a.a, _constant(b.a.b)), (b.a.b, _constant(b.a.a))):
+        if x == expr.a and c is not None and d is not None and 0 <= c <= d and d > 0:
+            return x, c, d
+    return None
 
 
 class Bounds:
@@ -88,6 +117,11 @@ class Bounds:
         if op == "add":
             return (alo + blo, ahi + bhi)
         if op == "sub":
+            ceiling = _ceiling_form(expr)
+            if ceiling is not None:  # x - x*c//d = ceil((d - c) x / d): non-decreasing in x
+                x, c, d = ceiling
+                xlo, xhi = self(x)
+                return (_scaled_ceiling(xlo, d - c, d), _scaled_ceiling(xhi, d - c, d))
             return (alo - bhi, ahi - blo)
         if op == "mul":
             corners = [_mul(x, y) for x in (alo, ahi) for y in (blo, bhi)]
@@ -96,14 +130,15 @@ class Bounds:
             return (min(alo, blo), min(ahi, bhi))
         if op == "max":
             return (max(alo, blo), max(ahi, bhi))
-        if op == "floordiv" and blo == bhi and blo > 0:
-            k = int(blo)
-            return (_floordiv(alo, k), _floordiv(ahi, k))
+        if op == "floordiv" and blo > 0:  # floor(a / b) rises with a, and moves with b away from 0
+            return (min(_floordiv(alo, blo), _floordiv(alo, bhi)), max(_floordiv(ahi, blo), _floordiv(ahi, bhi)))
         if op == "mod" and blo == bhi and blo > 0:
             k = int(blo)
             if alo >= 0 and ahi < k:
                 return (alo, ahi)
             return (0, k - 1)  # floor modulo by k > 0 is always in [0, k)
+        if op == "mod" and blo > 0:  # by a positive run-time divisor: in [0, b), and at most a when a >= 0
+            return (0, min(bhi - 1, ahi) if alo >= 0 else bhi - 1)
         if op in ("lt", "le", "eq", "ne", "and", "or"):
             return self._truth(expr, (alo, ahi), (blo, bhi))
         return UNKNOWN

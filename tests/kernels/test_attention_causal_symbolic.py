@@ -101,3 +101,14 @@ def test_causal_tiles_at_a_run_time_length_are_vector_code():
     assert len(tiles) >= 4  # the scores and P V tiles of the whole and the last blocks
     scalar = [body for body in tiles if any(re.search(r"vfmadd\w*ss\b", line) for line in body)]
     assert not scalar
+
+
+def test_the_batch_coordinates_divide_with_c_operators():
+    """A run-time block count (a ceiling division) is known positive: the task's batch index and the
+    tile loops' `batch_index % heads` are C's / and %, no sign-testing helper for GCC to unswitch on."""
+    f = tk.jit(_causal, dynamic={"q": {2: "seq"}, "k": {2: "seq"}, "v": {2: "seq"}})
+    q, k, v = (RNG.standard_normal((2, 3, 100, 16)).astype(np.float32) for _ in range(3))
+    f(q, k, v)
+    source = open(f.report(q, k, v).source_path).read()
+    assert re.search(r"batch_index = \w+ / ", source), "the batch index is not C's division"
+    assert "tk_mod_int64(batch_index" not in source and "tk_floordiv_int64(batch_index" not in source

@@ -103,6 +103,35 @@ def test_bounds_of_index_expressions():
     assert bounds(lt(i, Const(4))) == (1, 1)
 
 
+def test_bounds_of_ceiling_divisions_and_run_time_divisors():
+    """The simplifier spells -(-s // 48) as s - s*47//48: its interval is ceil(s / 48)'s, positive, and a
+    division or remainder by it keeps a non-negative numerator's sign (C's own / and %)."""
+    s, task = Var("s"), Var("task")
+    bounds = Bounds({"s": (1, 1000), "task": (0, 99)})
+    blocks = s - (s * 47) // 48
+    assert bounds(blocks) == (1, 21) and bounds(s - (47 * s) // 48) == (1, 21)
+    assert bounds(task // blocks) == (0, 99) and bounds(task % blocks) == (0, 20)
+    assert bounds(s - (s * 49) // 48) == (-1019, 999)  # c > d: not the form, the plain difference
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bounds_contain_every_value(seed):
+    """Each interval holds every value the expression takes over its variables' ranges (brute force)."""
+    rng = np.random.default_rng(seed)
+    lo_a, lo_b = (int(v) for v in rng.integers(-20, 20, 2))
+    ranges = {"a": (lo_a, lo_a + int(rng.integers(0, 30))), "b": (lo_b, lo_b + int(rng.integers(0, 30))),
+              "p": (1, int(rng.integers(1, 30)))}
+    a, b, p = Var("a"), Var("b"), Var("p")
+    c, d = (int(v) for v in sorted(rng.integers(0, 64, 2)))
+    d = max(d, 1)
+    bounds = Bounds(ranges)
+    for expr in (a - (a * c) // d, a - (c * a) // d, a // p, a % p, (a + b) // p, b % (p + 3), a - (a * c) // d + b):
+        lo, hi = bounds(expr)
+        values = [evaluate(expr, {"a": va, "b": vb, "p": vp}) for va in range(ranges["a"][0], ranges["a"][1] + 1)
+                  for vb in range(ranges["b"][0], ranges["b"][1] + 1) for vp in range(1, ranges["p"][1] + 1)]
+        assert lo <= min(values) and max(values) <= hi, (format_expr(expr), ranges, (lo, hi))
+
+
 def test_dtype_table_agrees_with_tensorkiln_dtypes():
     from tensorkiln import dtypes
     from tensorkiln.loops import types
