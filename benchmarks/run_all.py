@@ -105,6 +105,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "onnx_conformance_counts": ([sys.executable, os.path.join(HERE, "onnx_conformance_counts.py")], True),
     "ptq_accuracy": ([sys.executable, os.path.join(HERE, "ptq_accuracy.py")], True),
     "ptq_hf_models": ([sys.executable, os.path.join(HERE, "ptq_hf_models.py")], True),
+    "matmul_nbits": ([sys.executable, os.path.join(HERE, "matmul_nbits.py"), "--layers", "12"], True),
     # GPT-2's decode step with int8 / int4 / bf16 weights, ONNX Runtime dynamic int8, OpenVINO; each prefill
     "weight_only": ([sys.executable, os.path.join(HERE, "weight_only.py"), "--prefill", "--profile"], True),
     # Hugging Face architectures through both torch paths; BERT, Llama, ViT against eager and Inductor

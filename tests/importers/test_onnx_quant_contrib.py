@@ -16,6 +16,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import tensorkiln as tk  # noqa: E402
 from tensorkiln.errors import UnsupportedOpError  # noqa: E402
+from tensorkiln.ir.ops.weight_only import dequantize, unpack_weight_only  # noqa: E402
 from helpers import ort_int8_reduce_range  # noqa: E402
 
 MS = "com.microsoft"
@@ -328,3 +329,27 @@ def test_matmul_nbits_refuses_what_it_cannot_read():
                    block_size=32)
     with pytest.raises(UnsupportedOpError, match=r"MatMulNBits.*N=5"):
         tk.onnx.load(model)(a=a)
+
+
+def test_matmul_nbits_blocks_run_on_the_int8_weight_kernel_as_they_are():
+    """precision="int8w-g<block>": the weight-only kernel keeps the model's own integers (q - zero point)
+    and block scales, so the product is the float one's, at one byte a weight."""
+    rng = np.random.default_rng(12)
+    k, n, block = 256, 96, 32
+    q = rng.integers(0, 16, size=(n, k)).astype(np.uint8)
+    zeros = rng.integers(0, 16, size=(n, k // block)).astype(np.uint8)
+    constants = {"b": _pack(q, 4).reshape(n, k // block, block // 2),
+                 "s": rng.uniform(0.01, 0.05, n * (k // block)).astype(np.float32), "z": _pack(zeros, 4).reshape(-1)}
+    a = rng.standard_normal((1, k)).astype(np.float32)
+    model = _model("MatMulNBits", {"a": a}, constants, ["a", "b", "s", "z"], TensorProto.FLOAT, K=k, N=n, bits=4,
+                   block_size=block)
+    exact = _first(tk.onnx.load(model)(a=a))
+    module = tk.onnx.load(model, precision=f"int8w-g{block}")
+    np.testing.assert_allclose(_first(module(a=a)), exact, rtol=1e-5, atol=1e-5)
+    assert [kernel.precision for kernel in module.report(a=a).kernels] == ["int8w"]
+    graph = module.optimized_graph(a=a)
+    node = next(node for node in graph.nodes if node.op == "matmul_int8w")
+    panels, scale_panels = (x.attrs["value"].array for x in node.inputs[1:])
+    q_kept, scales_kept = unpack_weight_only(panels, scale_panels, 8, k, n, block)
+    want = (q.T.astype(np.float32) - np.repeat(zeros.T, block, 0)) * np.repeat(constants["s"].reshape(n, -1).T, block, 0)
+    np.testing.assert_array_equal(dequantize(q_kept, scales_kept, block), want.astype(np.float32))

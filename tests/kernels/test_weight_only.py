@@ -136,6 +136,24 @@ def test_quantization_grid(bits, group):
     np.testing.assert_array_equal(scales_back, scales)
 
 
+@pytest.mark.parametrize("bits,low,high", [(8, -15, 15), (8, -127, 127), (4, -8, 7)])
+def test_a_weight_stored_quantized_keeps_its_integers(bits, low, high):
+    """Groups that already are integers times one scale (a model's own quantized weight, dequantized) are
+    kept as they are: the weight the kernel multiplies by is the model's, bit for bit; blocks that are
+    not (random ones mixed in) get the usual grid."""
+    k, n, group = 96, 40, 32
+    q = RNG.integers(low, high + 1, (k, n)).astype(np.float32)
+    scales = RNG.uniform(1e-3, 1e-2, (k // group, n)).astype(np.float32)
+    w = (q * np.repeat(scales, group, axis=0)).astype(np.float32)
+    w[:group, :5] = RNG.standard_normal((group, 5))  # five blocks of no grid
+    q_kept, scales_kept = quantize_groups(w, bits, group)
+    weight = dequantize(q_kept, scales_kept, group)
+    np.testing.assert_array_equal(weight[:, 5:], w[:, 5:])
+    np.testing.assert_array_equal(weight[group:], w[group:])
+    assert not np.array_equal(weight[:group, :5], w[:group, :5])  # quantized as usual, within half a step
+    assert np.all(np.abs(weight[:group, :5] - w[:group, :5]) <= np.abs(scales_kept[0, :5]) + 1e-6)
+
+
 @pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "avx2", "portable"])
 def test_int4_integer_sums(monkeypatch, int4_path):
     """int4 weights x int8 rows on each integer dot product: groups that are no multiple of the 4-depth

@@ -9,6 +9,10 @@ depths of one column (one group per column: per-output-channel scales):
     int4:  scale = w* / -8, w* the w of max|w|  q = clip(round(w / scale), -8, 7)   (llama.cpp's Q4_0)
     W[k, n] ~ q[k, n] * scale[k // group, n]
 
+except where a group already is integers times one scale, in range: a weight a model stores quantized
+(ONNX Runtime's MatMulNBits blocks, dequantized by the importer) keeps its own integers and scales, so
+W[k, n] = q[k, n] * scale[k // group, n] exactly (`exact_scales`).
+
 and stored in panels of PANEL_COLUMNS columns, the layout the kernels stream
 (kernels/templates/weight_only.py):
 
@@ -62,9 +66,43 @@ def quantize_groups(w: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, n
     else:
         raise ValueError(f"weight-only quantization has 8 or 4 bits, got {bits}")
     scales = scales.astype(np.float32)
+    exact, found = exact_scales(blocks, low, high)
+    scales = np.where(found, exact, scales)
     safe = np.where(scales == 0, np.float32(1), scales)
     q = np.clip(np.rint(blocks / safe[:, None, :]), low, high).astype(np.int8).reshape(groups * group, n)[:k]
     return q, scales
+
+
+def exact_scales(blocks: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scales (G, N), found (G, N)) of float32 blocks (G, group, N): where found, every value of the block
+    is exactly float32(q * scale) for an integer q in [low, high]. The scale is tried as m / j for the
+    block's smallest nonzero magnitude m (the scale itself when that value's |q| is 1) and j = 1, 2, ...
+    up to max(|low|, high); past j = 4 only if some block was found by then, so a float weight costs four
+    passes. A block of zeros is not found (its scale is 0 anyway)."""
+    by_block = np.ascontiguousarray(blocks.transpose(0, 2, 1))  # (G, N, group)
+    magnitude = np.abs(by_block)
+    smallest = np.where(magnitude > 0, magnitude, np.inf).min(axis=2)
+    scales = np.zeros(smallest.shape, np.float32)
+    found = np.zeros(smallest.shape, bool)
+    open_blocks = np.isfinite(smallest)
+    for j in range(1, max(-low, high) + 1):
+        if j > 4 and not found.any():
+            break
+        where = np.nonzero(open_blocks & ~found)
+        if not where[0].size:
+            break
+        values = by_block[where]  # (M, group)
+        center = (smallest[where] / np.float32(j)).astype(np.float32)
+        # m = float32(j * scale) rounded, so m / j may be the scale's neighbour: try those too
+        for candidate in (center, np.nextafter(center, np.float32(0)), np.nextafter(center, np.float32(np.inf))):
+            q = np.rint(values / candidate[:, None])
+            ok = ((q >= low) & (q <= high) & (q.astype(np.float32) * candidate[:, None] == values)).all(axis=1)
+            ok &= ~found[where]
+            scales[where[0][ok], where[1][ok]] = candidate[ok]
+            found[where[0][ok], where[1][ok]] = True
+            if j == 1:
+                break  # m is the scale itself when its |q| is 1
+    return scales, found
 
 
 def _panels(x: np.ndarray, fill) -> np.ndarray:
