@@ -18,11 +18,13 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import dtypes as dt
-from ..ir.graph import Graph, Node, make_node
+from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.registry import ConstantValue, TensorType
-from ..ir.ops.weight_only import pack_weight_only, quantize_groups
+from ..ir.ops.weight_only import int4_offset_groups, pack_weight_only, quantize_groups
 from ..ir.rewrite import rewrite_graph, with_inputs
 
 DEFAULT_INT4_GROUP = 32  # llama.cpp's Q4_0 block
@@ -67,11 +69,34 @@ def quantize_matmul_weights(graph: Graph, spec: WeightOnlySpec) -> tuple[Graph, 
                 k * n < MIN_WEIGHTS:
             return node
         group = min(spec.group or k, k)
+        offsets = int4_offset_groups(b.attrs["value"].array, group) if spec.bits == 4 else None
+        if offsets is not None:  # an asymmetric int4 grid: q in [-8, 7] plus each group's offset
+            fired[f"matmul -> {spec.op} + group offsets"] += 1
+            return _with_offsets(node, a, *offsets, group)
         panels, scales = _quantized_nodes(b, spec.bits, group)
         fired[f"matmul -> {spec.op}"] += 1
         return make_node(spec.op, [a, panels, scales], Attrs(n=n, k=k, group=group), node.scope, node.location)
 
     return rewrite_graph(graph, visit), fired
+
+
+def _with_offsets(node: Node, a: Node, q: np.ndarray, scales: np.ndarray, offsets: np.ndarray, group: int) -> Node:
+    """a @ W for W = (q + offset) * scale per group: matmul_int4w by (q, scales) plus the offsets' share,
+    sum over groups g of (the sum of a's depths in g) * offset[g] * scale[g], a matmul by a (G, N) constant."""
+    k, n = q.shape
+    where = (node.scope, node.location)
+    arrays = pack_weight_only(q, scales, 4, group)
+    panels, scale_panels = (constant_node(x, dt.from_numpy_dtype(x.dtype), node.location) for x in arrays)
+    product = make_node("matmul_int4w", [a, panels, scale_panels], Attrs(n=n, k=k, group=group), *where)
+    groups = offsets.shape[0]
+    sums = a
+    if groups * group != k:  # the last group's missing depths add nothing
+        pads = ((0, 0),) * (a.ndim - 1) + ((0, groups * group - k),)
+        sums = make_node("pad", [sums], Attrs(pads=pads, value=0.0), *where)
+    sums = make_node("reshape", [sums], Attrs(shape=a.shape[:-1] + (groups, group)), *where)
+    sums = make_node("reduce_sum", [sums], Attrs(axes=(a.ndim,), keepdims=False), *where)
+    shares = constant_node((offsets * scales).astype(np.float32), dt.float32, node.location)
+    return make_node("add", [product, make_node("matmul", [sums, shares], None, *where)], None, *where)
 
 
 def _quantized_nodes(b: Node, bits: int, group: int) -> tuple[Node, Node]:

@@ -174,7 +174,8 @@ def test_dynamic_quantize_matmul_and_matmul_integer_to_float():
     model = _model("DynamicQuantizeMatMul", {"x": x}, constants, ["x", "b", "sb", "", "bias"], TensorProto.FLOAT)
     _check(model, {"x": x}, 1e-4)
     a = _q(rng, (6, 16), np.uint8)
-    constants = {"b": b, "sa": _scale(0.03), "sb": constants["sb"], "za": _zero(np.uint8, 120), "bias": constants["bias"]}
+    constants = {"b": b, "sa": _scale(0.03), "sb": constants["sb"], "za": _zero(np.uint8, 120),
+                 "bias": constants["bias"]}
     model = _model("MatMulIntegerToFloat", {"a": a}, constants, ["a", "b", "sa", "sb", "za", "", "bias"],
                    TensorProto.FLOAT)
     got = _check(model, {"a": a}, 1e-4)
@@ -351,5 +352,30 @@ def test_matmul_nbits_blocks_run_on_the_int8_weight_kernel_as_they_are():
     node = next(node for node in graph.nodes if node.op == "matmul_int8w")
     panels, scale_panels = (x.attrs["value"].array for x in node.inputs[1:])
     q_kept, scales_kept = unpack_weight_only(panels, scale_panels, 8, k, n, block)
-    want = (q.T.astype(np.float32) - np.repeat(zeros.T, block, 0)) * np.repeat(constants["s"].reshape(n, -1).T, block, 0)
+    scales = np.repeat(constants["s"].reshape(n, -1).T, block, 0)
+    want = (q.T.astype(np.float32) - np.repeat(zeros.T, block, 0)) * scales
     np.testing.assert_array_equal(dequantize(q_kept, scales_kept, block), want.astype(np.float32))
+
+
+
+def test_asymmetric_matmul_nbits_blocks_on_the_int4_kernel():
+    """precision="int4w-g<block>": q - zero point held as int4 plus each block's offset (whose share is a
+    small float matmul of A's block sums); A quantized to int8 per block, as ONNX Runtime's
+    accuracy_level 4 does, so within that quantization's error of the exact product."""
+    rng = np.random.default_rng(13)
+    k, n, block = 200, 96, 32  # K no multiple of the block: the last block's sum is padded
+    blocks = -(-k // block)
+    q = rng.integers(0, 16, size=(n, blocks * block)).astype(np.uint8)
+    zeros = rng.integers(0, 16, size=(n, blocks)).astype(np.uint8)
+    constants = {"b": _pack(q, 4).reshape(n, blocks, block // 2),
+                 "s": rng.uniform(0.01, 0.05, n * blocks).astype(np.float32), "z": _pack(zeros, 4).reshape(-1)}
+    a = rng.standard_normal((3, k)).astype(np.float32)
+    model = _model("MatMulNBits", {"a": a}, constants, ["a", "b", "s", "z"], TensorProto.FLOAT, K=k, N=n, bits=4,
+                   block_size=block)
+    exact = _first(tk.onnx.load(model)(a=a))
+    module = tk.onnx.load(model, precision=f"int4w-g{block}")
+    got = _first(module(a=a))
+    assert np.max(np.abs(got - exact)) <= 0.03 * np.max(np.abs(exact))
+    oracle = _first(tk.onnx.load(model, backend="interpreter", precision=f"int4w-g{block}")(a=a))
+    np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-4 * np.max(np.abs(exact)))
+    assert "int4w" in [kernel.precision for kernel in module.report(a=a).kernels]

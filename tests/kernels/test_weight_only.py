@@ -16,8 +16,8 @@ import tensorkiln as tk
 from tensorkiln.driver.options import CompileOptions
 from tensorkiln.errors import ShapeError
 from tensorkiln.ir.ops import REGISTRY, TensorType, infer_type
-from tensorkiln.ir.ops.weight_only import (dequantize, int4_steps, pack_weight_only, quantize_groups,
-                                           quantize_rows, unpack_weight_only)
+from tensorkiln.ir.ops.weight_only import (dequantize, int4_offset_groups, int4_steps, pack_weight_only,
+                                           quantize_groups, quantize_rows, unpack_weight_only)
 from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target
 from tensorkiln.kernels.templates import stream_prefetch
 from tensorkiln.kernels.templates.stream_prefetch import StreamPrefetch
@@ -152,6 +152,24 @@ def test_a_weight_stored_quantized_keeps_its_integers(bits, low, high):
     np.testing.assert_array_equal(weight[group:], w[group:])
     assert not np.array_equal(weight[:group, :5], w[:group, :5])  # quantized as usual, within half a step
     assert np.all(np.abs(weight[:group, :5] - w[:group, :5]) <= np.abs(scales_kept[0, :5]) + 1e-6)
+
+
+def test_asymmetric_int4_grids_are_held_as_int4_plus_group_offsets():
+    """Groups of q - zero point (16 consecutive integers, not all within [-8, 7]) times a scale: q in
+    [-8, 7] plus an integer offset per group, (q + offset) * scale the weight exactly; a symmetric grid
+    or a float weight needs no offset."""
+    k, n, group = 80, 36, 16
+    groups = -(-k // group)
+    zeros = RNG.integers(0, 16, (groups, n))
+    q = RNG.integers(0, 16, (k, n)) - np.repeat(zeros, group, axis=0)[:k]
+    scales = RNG.uniform(1e-3, 1e-2, (groups, n)).astype(np.float32)
+    w = (q.astype(np.float32) * np.repeat(scales, group, axis=0)[:k]).astype(np.float32)
+    q4, scales4, offsets = int4_offset_groups(w, group)
+    assert q4.min() >= -8 and q4.max() <= 7
+    weight = (q4.astype(np.float32) + np.repeat(offsets, group, axis=0)[:k]) * np.repeat(scales4, group, axis=0)[:k]
+    np.testing.assert_array_equal(weight.astype(np.float32), w)
+    assert int4_offset_groups(np.clip(q, -8, 7) * np.float32(0.01), group) is None
+    assert int4_offset_groups(RNG.standard_normal((k, n)).astype(np.float32), group) is None
 
 
 @pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "avx2", "portable"])

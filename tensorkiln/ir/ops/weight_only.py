@@ -73,6 +73,31 @@ def quantize_groups(w: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, n
     return q, scales
 
 
+def int4_offset_groups(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(q (K, N) int8 in [-8, 7], scales (G, N), offsets (G, N) integer) with w = (q + offset) * scale exactly
+    in every group, where each group of w is a grid of at most 16 consecutive integers times one scale that
+    int4's [-8, 7] does not hold as it is (an asymmetric 4-bit block, such as ONNX Runtime's MatMulNBits
+    with zero points: q - zero point in [-15, 15]); None when no group needs an offset. The offset is
+    0 in a group [-8, 7] holds, and in groups of no grid (quantized as quantize_groups does)."""
+    k, n = w.shape
+    groups = -(-k // group)
+    padded = np.zeros((groups * group, n), dtype=np.float32)
+    padded[:k] = w
+    blocks = padded.reshape(groups, group, n)
+    scales, found = exact_scales(blocks, -255, 255)
+    safe = np.where(found, scales, np.float32(1))[:, None, :]
+    integers = np.where(found[:, None, :], np.rint(blocks / safe), 0)
+    low, high = integers.min(axis=1), integers.max(axis=1)
+    shifted = found & (high - low <= 15) & ((low < -8) | (high > 7))
+    if not shifted.any():
+        return None
+    offsets = np.where(shifted, low + 8, 0).astype(np.int32)
+    q, standard = quantize_groups(w, 4, group)
+    exact_q = (integers - offsets[:, None, :]).astype(np.int8).reshape(groups * group, n)[:k]
+    q = np.where(np.repeat(shifted, group, axis=0)[:k], exact_q, q)
+    return q, np.where(shifted, scales, standard).astype(np.float32), offsets
+
+
 def exact_scales(blocks: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
     """(scales (G, N), found (G, N)) of float32 blocks (G, group, N): where found, every value of the block
     is exactly float32(q * scale) for an integer q in [low, high]. The scale is tried as m / j for the
@@ -85,6 +110,8 @@ def exact_scales(blocks: np.ndarray, low: int, high: int) -> tuple[np.ndarray, n
     scales = np.zeros(smallest.shape, np.float32)
     found = np.zeros(smallest.shape, bool)
     open_blocks = np.isfinite(smallest)
+    if not _some_block_on_a_grid(by_block[..., :4], smallest, open_blocks):
+        return scales, found  # a float weight: four values a block tell, at a fraction of the cost
     for j in range(1, max(-low, high) + 1):
         if j > 4 and not found.any():
             break
@@ -103,6 +130,17 @@ def exact_scales(blocks: np.ndarray, low: int, high: int) -> tuple[np.ndarray, n
             if j == 1:
                 break  # m is the scale itself when its |q| is 1
     return scales, found
+
+
+def _some_block_on_a_grid(heads: np.ndarray, smallest: np.ndarray, open_blocks: np.ndarray) -> bool:
+    """Whether the first values of some block are integers times m / j (j = 1..4), as exact_scales tries."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(1, 5):
+            candidate = np.where(open_blocks, smallest / np.float32(j), np.float32(1)).astype(np.float32)[..., None]
+            on_grid = (np.rint(heads / candidate).astype(np.float32) * candidate == heads).all(axis=-1)
+            if (on_grid & open_blocks).any():
+                return True
+    return False
 
 
 def _panels(x: np.ndarray, fill) -> np.ndarray:
