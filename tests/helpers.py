@@ -235,3 +235,24 @@ def ort_int8_reduce_range() -> bool:
     several quanta; 7-bit weights, its advice for such CPUs, saturate no pair sum. tensorkiln's
     integer kernels are exact either way."""
     return cpu_target().int8_dot != "vnni"
+
+
+def residual_cnn(width: int, classes: int, pool: str = "adaptive"):
+    """A small PyTorch CNN in eval mode: a 3x3 stem, a residual 3x3 block, a global mean and a linear
+    classifier (quantized models' tests: a residual add, a pool and a GEMM after the convolutions)."""
+    import torch
+
+    class ResidualCNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, width, 3, padding=1)
+            self.body = torch.nn.Conv2d(width, width, 3, padding=1)
+            self.head = torch.nn.Linear(width, classes)
+
+        def forward(self, x):
+            x = torch.relu(self.stem(x))
+            x = x + torch.relu(self.body(x))
+            pooled = torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1) if pool == "adaptive" else x.mean((2, 3))
+            return self.head(pooled)
+
+    return ResidualCNN().eval()

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper  # noqa: E402
 import tensorkiln as tk  # noqa: E402
 from tensorkiln.errors import UnsupportedOpError  # noqa: E402
 from tensorkiln.ir.ops.weight_only import dequantize, unpack_weight_only  # noqa: E402
-from helpers import ort_int8_reduce_range  # noqa: E402
+from helpers import ort_int8_reduce_range, residual_cnn  # noqa: E402
 
 MS = "com.microsoft"
 TYPES = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.float32: TensorProto.FLOAT,
@@ -212,19 +212,9 @@ class _Calibration(quantization.CalibrationDataReader):
         return next(self.batches, None)
 
 
-class _ResidualNet(torch.nn.Module):
+def _residual_net():
     """A convolution stem, a residual block (QLinearAdd), global pooling and a classifier (QGemm)."""
-
-    def __init__(self):
-        super().__init__()
-        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.body = torch.nn.Conv2d(8, 8, 3, padding=1)
-        self.head = torch.nn.Linear(8, 5)
-
-    def forward(self, x):
-        x = torch.relu(self.stem(x))
-        x = x + torch.relu(self.body(x))
-        return self.head(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+    return residual_cnn(8, 5)
 
 
 class _Attention(torch.nn.Module):
@@ -240,7 +230,7 @@ class _Attention(torch.nn.Module):
         return x + weights @ v
 
 
-@pytest.mark.parametrize("net, shape, contrib", [(_ResidualNet, (2, 3, 10, 10), {"QLinearAdd", "QGemm"}),
+@pytest.mark.parametrize("net, shape, contrib", [(_residual_net, (2, 3, 10, 10), {"QLinearAdd", "QGemm"}),
                                                  (_Attention, (2, 6, 16), {"QLinearSoftmax", "QLinearAdd"})])
 def test_qoperator_models_agree_with_onnx_runtime(tmp_path, net, shape, contrib):
     """quantize_static's QOperator format: the same quantized values as ONNX Runtime's, up to one

@@ -9,19 +9,9 @@ torch = pytest.importorskip("torch")
 
 import tensorkiln as tk  # noqa: E402
 from tensorkiln.importers.torch.quantize import QuantizedTorchProgram  # noqa: E402
+from helpers import residual_cnn  # noqa: E402
 
 
-class _Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(3, 16, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(16, 16, 3, padding=1)
-        self.head = torch.nn.Linear(16, 10)
-
-    def forward(self, x):
-        x = torch.relu(self.conv1(x))
-        x = x + torch.relu(self.conv2(x))
-        return self.head(x.mean((2, 3)))
 
 
 def _int8_kernels(program, *args, **kwargs) -> list[str]:
@@ -35,7 +25,7 @@ def _relative_error(got, want) -> float:
 
 def test_a_torch_module_is_quantized_onto_the_int8_kernels():
     torch.manual_seed(0)
-    model = _Net().eval()
+    model = residual_cnn(16, 10, pool="mean")
     rng = np.random.default_rng(0)
     calibration = [(rng.standard_normal((2, 3, 12, 12)).astype(np.float32),) for _ in range(4)]
     program = tk.quantize(model, calibration, method="percentile")
@@ -68,4 +58,4 @@ def test_from_torch_programs_and_keyword_batches():
 
 def test_empty_calibration_is_refused():
     with pytest.raises(ValueError, match="calibration data is empty"):
-        tk.quantize(_Net().eval(), [])
+        tk.quantize(residual_cnn(16, 10), [])
