@@ -24,7 +24,7 @@ from .. import dtypes as dt
 from ..ir.graph import Graph, Node, constant_node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.registry import ConstantValue, TensorType
-from ..ir.ops.weight_only import int4_offset_groups, pack_weight_only, quantize_groups
+from ..ir.ops.weight_only import grid_group, int4_offset_groups, pack_weight_only, quantize_groups
 from ..ir.rewrite import rewrite_graph, with_inputs
 
 DEFAULT_INT4_GROUP = 32  # llama.cpp's Q4_0 block
@@ -68,7 +68,9 @@ def quantize_matmul_weights(graph: Graph, spec: WeightOnlySpec) -> tuple[Graph, 
         if node.dtype.name != "float32" or a.dtype.name != "float32" or b.dtype.name != "float32" or \
                 k * n < MIN_WEIGHTS:
             return node
-        group = min(spec.group or k, k)
+        # no group asked for (int8w): per column, unless the weight is a stored grid of blocks (an ONNX
+        # MatMulNBits weight), whose blocks then keep their integers and scales
+        group = min(spec.group or grid_group(b.attrs["value"].array, -127, 127) or k, k)
         offsets = int4_offset_groups(b.attrs["value"].array, group) if spec.bits == 4 else None
         if offsets is not None:  # an asymmetric int4 grid: q in [-8, 7] plus each group's offset
             fired[f"matmul -> {spec.op} + group offsets"] += 1

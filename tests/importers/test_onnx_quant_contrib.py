@@ -322,9 +322,11 @@ def test_matmul_nbits_refuses_what_it_cannot_read():
         tk.onnx.load(model)(a=a)
 
 
-def test_matmul_nbits_blocks_run_on_the_int8_weight_kernel_as_they_are():
-    """precision="int8w-g<block>": the weight-only kernel keeps the model's own integers (q - zero point)
-    and block scales, so the product is the float one's, at one byte a weight."""
+@pytest.mark.parametrize("precision", ["int8w-g32", "int8w"])
+def test_matmul_nbits_blocks_run_on_the_int8_weight_kernel_as_they_are(precision):
+    """precision="int8w-g<block>", or "int8w", which finds the blocks: the weight-only kernel keeps the
+    model's own integers (q - zero point) and block scales, so the product is the float one's, at one
+    byte a weight."""
     rng = np.random.default_rng(12)
     k, n, block = 256, 96, 32
     q = rng.integers(0, 16, size=(n, k)).astype(np.uint8)
@@ -335,7 +337,7 @@ def test_matmul_nbits_blocks_run_on_the_int8_weight_kernel_as_they_are():
     model = _model("MatMulNBits", {"a": a}, constants, ["a", "b", "s", "z"], TensorProto.FLOAT, K=k, N=n, bits=4,
                    block_size=block)
     exact = _first(tk.onnx.load(model)(a=a))
-    module = tk.onnx.load(model, precision=f"int8w-g{block}")
+    module = tk.onnx.load(model, precision=precision)
     np.testing.assert_allclose(_first(module(a=a)), exact, rtol=1e-5, atol=1e-5)
     assert [kernel.precision for kernel in module.report(a=a).kernels] == ["int8w"]
     graph = module.optimized_graph(a=a)

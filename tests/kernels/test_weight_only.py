@@ -16,7 +16,7 @@ import tensorkiln as tk
 from tensorkiln.driver.options import CompileOptions
 from tensorkiln.errors import ShapeError
 from tensorkiln.ir.ops import REGISTRY, TensorType, infer_type
-from tensorkiln.ir.ops.weight_only import (dequantize, int4_offset_groups, int4_steps, pack_weight_only,
+from tensorkiln.ir.ops.weight_only import (dequantize, grid_group, int4_offset_groups, int4_steps, pack_weight_only,
                                            quantize_groups, quantize_rows, unpack_weight_only)
 from tensorkiln.kernels.target import INT8_DOT_KINDS, cpu_target
 from tensorkiln.kernels.templates import stream_prefetch
@@ -152,6 +152,17 @@ def test_a_weight_stored_quantized_keeps_its_integers(bits, low, high):
     np.testing.assert_array_equal(weight[group:], w[group:])
     assert not np.array_equal(weight[:group, :5], w[:group, :5])  # quantized as usual, within half a step
     assert np.all(np.abs(weight[:group, :5] - w[:group, :5]) <= np.abs(scales_kept[0, :5]) + 1e-6)
+
+
+def test_the_block_size_of_a_stored_grid_is_found():
+    k, n = 320, 24
+    q = RNG.integers(-15, 16, (k, n)).astype(np.float32)
+    for block in (64, 32):
+        scales = RNG.uniform(1e-3, 1e-2, (k // block, n)).astype(np.float32)
+        w = (q * np.repeat(scales, block, axis=0)).astype(np.float32)
+        w[:, 7] = 0.0  # a column of zeros is on every grid
+        assert grid_group(w, -127, 127) == block
+    assert grid_group(RNG.standard_normal((k, n)).astype(np.float32), -127, 127) is None
 
 
 def test_asymmetric_int4_grids_are_held_as_int4_plus_group_offsets():

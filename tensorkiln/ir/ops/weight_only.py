@@ -98,6 +98,24 @@ def int4_offset_groups(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarra
     return q, np.where(shifted, scales, standard).astype(np.float32), offsets
 
 
+def grid_group(w: np.ndarray, low: int, high: int, sizes=(256, 128, 64, 32, 16)) -> int | None:
+    """The largest of `sizes` whose every group of w (K, N), zeros apart, is integers in [low, high] times
+    one scale (a weight a model stores quantized in blocks of that many depths), or None."""
+    def on_grid(columns: np.ndarray, size: int) -> bool:
+        groups = -(-k // size)
+        padded = np.zeros((groups * size, columns.shape[1]), dtype=np.float32)
+        padded[:k] = columns
+        blocks = padded.reshape(groups, size, -1)
+        _, found = exact_scales(blocks, low, high)
+        return bool((found | ~np.abs(blocks).any(axis=1)).all())
+
+    k, n = w.shape
+    for size in sizes:  # four columns first: a float weight is told from them
+        if size < k and on_grid(w[:, :4], size) and on_grid(w, size):
+            return size
+    return None
+
+
 def exact_scales(blocks: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
     """(scales (G, N), found (G, N)) of float32 blocks (G, group, N): where found, every value of the block
     is exactly float32(q * scale) for an integer q in [low, high]. The scale is tried as m / j for the
