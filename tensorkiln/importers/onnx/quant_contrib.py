@@ -17,7 +17,9 @@ The integer products (QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul) are ex
 MatMulNBits (the weight-only 2-, 4- or 8-bit blocks that `MatMul4BitsQuantizer` / `MatMulNBitsQuantizer`
 write, the form of ONNX int4 language models) is its definition too: the weight dequantized once, at
 compile time, block by block, `(q - zero_point) * scale`, and a float matmul by it (`accuracy_level`,
-which lets ONNX Runtime quantize A to int8, is not taken up: the float product is the exact one).
+which lets ONNX Runtime quantize A to int8, is not taken up: the float product is the exact one). With
+a weight-only precision ("int8w", "int4w-g<block>") the weight-only pass finds those blocks in the
+float weight and keeps their integers and scales (passes/weight_only.py).
 
 Keys are "com.microsoft::Op"; com.microsoft's QuantizeLinear and DequantizeLinear are ai.onnx's.
 """
