@@ -17,7 +17,6 @@ import os
 import sys
 import warnings
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,33 +26,18 @@ import tensorkiln as tk  # noqa: E402
 from tensorkiln.tools import hf_zoo  # noqa: E402
 
 
-def _batches(args: tuple, kwargs: dict, count: int, seed: int) -> list[dict | tuple]:
-    """`count` calibration samples like the example (args, kwargs): token ids redrawn, other tensors normal."""
-    rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(count):
-        fresh = [torch.from_numpy(rng.integers(3, hf_zoo.VOCAB, a.shape)) if not a.is_floating_point()
-                 else torch.from_numpy(rng.standard_normal(a.shape).astype(np.float32)) for a in args]
-        samples.append({"input_ids": fresh[0], **kwargs} if kwargs else tuple(fresh))
-    return samples
-
-
-def _call(fn, sample):
-    return fn(**sample) if isinstance(sample, dict) else fn(*sample)
-
-
 def measure(name: str, size: str, count: int, method: str) -> dict:
     """The relative error, SQNR and int8 kernel count of one architecture quantized, or the error raised."""
     model, args, kwargs = hf_zoo.ARCHITECTURES[name].build(size)
-    calibration = _batches(args, kwargs, count, 0)
-    test = _batches(args, kwargs, 1, 1)[0]
+    calibration = hf_zoo.random_batches(args, kwargs, count, 0)
+    test = hf_zoo.random_batches(args, kwargs, 1, 1)[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = tk.quantize(model, calibration, method=method)
-        got = hf_zoo.tensors_of(hf_zoo._as_torch(_call(program, test)))
+        got = hf_zoo.tensors_of(hf_zoo._as_torch(hf_zoo.call(program, test)))
         with torch.no_grad():
-            want = hf_zoo.tensors_of(_call(model, test))
-        kernels = program.report(**test).kernels if isinstance(test, dict) else program.report(*test).kernels
+            want = hf_zoo.tensors_of(hf_zoo.call(model, test))
+        kernels = hf_zoo.call(program.report, test).kernels
     error = hf_zoo.max_relative_error([g.numpy() for g in got], want)
     report = program.quantization_report()
     return {"relative_error": error, "sqnr_db": report.end_to_end_sqnr_db, "quantized_layers": sum(l.quantized for l in

@@ -193,6 +193,24 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in [
 ]}
 
 
+def random_batches(args: tuple, kwargs: dict, count: int, seed: int) -> list[dict | tuple]:
+    """`count` inputs like the example (args, kwargs), drawn afresh: token ids in the vocabulary, other
+    tensors standard normal; a text model's as a dict of keyword arguments (input_ids and the rest, as a
+    tokenizer gives them), another's as a tuple (calibration data for tk.quantize, or test inputs)."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(count):
+        fresh = [torch.from_numpy(rng.integers(3, VOCAB, a.shape)) if not a.is_floating_point()
+                 else torch.from_numpy(rng.standard_normal(a.shape).astype(np.float32)) for a in args]
+        batches.append({"input_ids": fresh[0], **kwargs} if kwargs else tuple(fresh))
+    return batches
+
+
+def call(fn, batch):
+    """fn on one of random_batches' inputs."""
+    return fn(**batch) if isinstance(batch, dict) else fn(*batch)
+
+
 def tensors_of(output) -> list[torch.Tensor]:
     """The floating-point tensors of a model output (ModelOutput, tuple, tensor), in order."""
     leaves = torch.utils._pytree.tree_leaves(output.to_tuple() if hasattr(output, "to_tuple") else output)
