@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import dtypes as dt
-from ..ir.graph import Graph, Node, constant_node, make_node
+from ..ir.graph import Graph, Node, make_node
 from ..ir.ops import Attrs
 from ..ir.ops.registry import ConstantValue, TensorType
 from ..ir.ops.weight_only import grid_group, int4_offset_groups, pack_weight_only, quantize_groups
@@ -31,6 +31,7 @@ DEFAULT_INT4_GROUP = 32  # llama.cpp's Q4_0 block
 MIN_WEIGHTS = 4096  # elements of the smallest weight worth quantizing (packed_weights.PANEL_MIN_WEIGHTS too)
 _SPEC = re.compile(r"^int(8|4)w(?:-g([1-9][0-9]*))?$")
 _QUANTIZED: "weakref.WeakValueDictionary[tuple, ConstantValue]" = weakref.WeakValueDictionary()
+_WITHOUT_SHARES: set[tuple] = set()  # (weight digest, bits, group) quantized with no group offsets
 
 
 @dataclass(frozen=True)
@@ -71,54 +72,62 @@ def quantize_matmul_weights(graph: Graph, spec: WeightOnlySpec) -> tuple[Graph, 
         # no group asked for (int8w): per column, unless the weight is a stored grid of blocks (an ONNX
         # MatMulNBits weight), whose blocks then keep their integers and scales
         group = min(spec.group or grid_group(b.attrs["value"].array, -127, 127) or k, k)
-        offsets = int4_offset_groups(b.attrs["value"].array, group) if spec.bits == 4 else None
-        if offsets is not None:  # an asymmetric int4 grid: q in [-8, 7] plus each group's offset
-            fired[f"matmul -> {spec.op} + group offsets"] += 1
-            return _with_offsets(node, a, *offsets, group)
-        panels, scales = _quantized_nodes(b, spec.bits, group)
-        fired[f"matmul -> {spec.op}"] += 1
-        return make_node(spec.op, [a, panels, scales], Attrs(n=n, k=k, group=group), node.scope, node.location)
+        panels, scales, shares = _quantized_nodes(b, spec.bits, group)
+        product = make_node(spec.op, [a, panels, scales], Attrs(n=n, k=k, group=group), node.scope, node.location)
+        if shares is None:
+            fired[f"matmul -> {spec.op}"] += 1
+            return product
+        fired[f"matmul -> {spec.op} + group offsets"] += 1  # an asymmetric int4 grid
+        return _plus_offsets(product, a, shares, group)
 
     return rewrite_graph(graph, visit), fired
 
 
-def _with_offsets(node: Node, a: Node, q: np.ndarray, scales: np.ndarray, offsets: np.ndarray, group: int) -> Node:
-    """a @ W for W = (q + offset) * scale per group: matmul_int4w by (q, scales) plus the offsets' share,
-    sum over groups g of (the sum of a's depths in g) * offset[g] * scale[g], a matmul by a (G, N) constant."""
-    k, n = q.shape
-    where = (node.scope, node.location)
-    arrays = pack_weight_only(q, scales, 4, group)
-    panels, scale_panels = (constant_node(x, dt.from_numpy_dtype(x.dtype), node.location) for x in arrays)
-    product = make_node("matmul_int4w", [a, panels, scale_panels], Attrs(n=n, k=k, group=group), *where)
-    groups = offsets.shape[0]
+def _plus_offsets(product: Node, a: Node, shares: Node, group: int) -> Node:
+    """product + the offsets' share of a @ W for W = (q + offset) * scale per group: the sum over groups g of
+    (the sum of a's depths in g) * offset[g] * scale[g], a matmul by the (G, N) constant `shares`."""
+    k = a.shape[-1]
+    where = (product.scope, product.location)
+    groups = shares.shape[0]
     sums = a
     if groups * group != k:  # the last group's missing depths add nothing
         pads = ((0, 0),) * (a.ndim - 1) + ((0, groups * group - k),)
         sums = make_node("pad", [sums], Attrs(pads=pads, value=0.0), *where)
     sums = make_node("reshape", [sums], Attrs(shape=a.shape[:-1] + (groups, group)), *where)
     sums = make_node("reduce_sum", [sums], Attrs(axes=(a.ndim,), keepdims=False), *where)
-    shares = constant_node((offsets * scales).astype(np.float32), dt.float32, node.location)
     return make_node("add", [product, make_node("matmul", [sums, shares], None, *where)], None, *where)
 
 
-def _quantized_nodes(b: Node, bits: int, group: int) -> tuple[Node, Node]:
-    """Constant nodes of b's integer panels and scale panels, shared with earlier graphs of the same weight.
+def _quantized_nodes(b: Node, bits: int, group: int) -> tuple[Node, Node, Node | None]:
+    """Constant nodes of b's integer panels, scale panels and (an asymmetric int4 grid, else None) the
+    offsets' shares, shared with earlier graphs of the same weight.
 
     Their digests derive from b's (quantizing is a fixed function of the weight, bits and group), so a
     large model's weights are not hashed again for the compiled-graph cache.
     """
     source = b.attrs["value"].digest
-    keys = [(source, bits, group, part) for part in ("q", "scales")]
+    keys = [(source, bits, group, part) for part in ("q", "scales", "shares")]
     values = [_QUANTIZED.get(key) for key in keys]
-    if any(v is None for v in values):
-        q, scales = quantize_groups(b.attrs["value"].array, bits, group)
-        arrays = pack_weight_only(q, scales, bits, group)
-        values = [ConstantValue(array, hashlib.sha1(f"int{bits}w {part} g{group} of {source}".encode()).hexdigest())
+    plain = (source, bits, group) in _WITHOUT_SHARES
+    if values[0] is None or values[1] is None or (values[2] is None and not plain):
+        weight = b.attrs["value"].array
+        offsets = int4_offset_groups(weight, group) if bits == 4 else None
+        q, scales = quantize_groups(weight, bits, group) if offsets is None else offsets[:2]
+        arrays = [*pack_weight_only(q, scales, bits, group),
+                  None if offsets is None else (offsets[2] * offsets[1]).astype(np.float32)]
+        values = [None if array is None else
+                  ConstantValue(array, hashlib.sha1(f"int{bits}w {part} g{group} of {source}".encode()).hexdigest())
                   for array, (_, _, _, part) in zip(arrays, keys)]
         for key, value in zip(keys, values):
-            _QUANTIZED[key] = value
+            if value is not None:
+                _QUANTIZED[key] = value
+        if offsets is None:
+            _WITHOUT_SHARES.add((source, bits, group))
     nodes = []
     for value in values:
+        if value is None:
+            nodes.append(None)
+            continue
         ttype = TensorType(tuple(value.array.shape), dt.from_numpy_dtype(value.array.dtype))
         nodes.append(Node("constant", (), Attrs(value=value, type=ttype), ttype, (), b.location))
-    return nodes[0], nodes[1]
+    return nodes[0], nodes[1], nodes[2]
