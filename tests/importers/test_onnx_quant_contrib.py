@@ -371,3 +371,48 @@ def test_asymmetric_matmul_nbits_blocks_on_the_int4_kernel():
     oracle = _first(tk.onnx.load(model, backend="interpreter", precision=f"int4w-g{block}")(a=a))
     np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-4 * np.max(np.abs(exact)))
     assert "int4w" in [kernel.precision for kernel in module.report(a=a).kernels]
+
+
+def _as_float_lstms(model):
+    """The model with each DynamicQuantizeLSTM an ONNX LSTM on its weights dequantized in numpy."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "DynamicQuantizeLSTM":
+            continue
+        weights = []
+        for value, scale, zero in ((node.input[1], node.input[8], node.input[9]),
+                                   (node.input[2], node.input[10], node.input[11])):
+            scale, zero = inits[scale], inits[zero].astype(np.float32)
+            shape = (scale.shape[0], 1, scale.shape[1]) if scale.ndim == 2 else (-1, 1, 1)
+            dequantized = (inits[value].astype(np.float32) - zero.reshape(shape)) * scale.reshape(shape)
+            model.graph.initializer.append(onnx.numpy_helper.from_array(
+                np.ascontiguousarray(dequantized.transpose(0, 2, 1)), value + "_float"))
+            weights.append(value + "_float")
+        inputs = [node.input[0], *weights, *node.input[3:8]]
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        node.op_type, node.domain = "LSTM", ""
+        del node.input[:]
+        node.input.extend(inputs)
+    return model
+
+
+@pytest.mark.parametrize("bidirectional, per_channel", [(False, False), (True, True)])
+def test_dynamic_quantize_lstm_is_the_lstm_of_its_dequantized_weights(tmp_path, bidirectional, per_channel):
+    """quantize_dynamic writes LSTMs as DynamicQuantizeLSTM (int8 W and R, transposed, a scale per
+    direction or per gate row): the float LSTM of those weights, as ONNX Runtime's float LSTM computes
+    it (ONNX Runtime's own DynamicQuantizeLSTM also quantizes the activations as it goes)."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(16, 32, num_layers=2, bidirectional=bidirectional).eval()
+    float_path, path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    torch.onnx.export(lstm, (torch.randn(7, 3, 16),), str(float_path), input_names=["x"], output_names=["y"],
+                      dynamo=False)
+    quantization.quantize_dynamic(str(float_path), str(path), weight_type=quantization.QuantType.QInt8,
+                                  per_channel=per_channel)
+    model = onnx.load(str(path))
+    assert [n.op_type for n in model.graph.node].count("DynamicQuantizeLSTM") == 2
+    x = np.random.default_rng(3).standard_normal((7, 3, 16)).astype(np.float32)
+    want = ort.InferenceSession(_as_float_lstms(model).SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(_first(tk.onnx.load(model)(x=x)), want, rtol=1e-4, atol=1e-5)

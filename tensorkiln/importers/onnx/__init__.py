@@ -20,7 +20,7 @@ and register themselves when imported, which this package does here:
     quant          QuantizeLinear, DequantizeLinear and the integer matmul/conv ops
     quant_contrib  com.microsoft: ONNX Runtime's QLinearAdd, QLinearMul, QGemm, QLinearSoftmax, pools,
                    QLinearConcat, QLinearWhere, ..., DynamicQuantizeMatMul, MatMulIntegerToFloat,
-                   MatMulNBits
+                   MatMulNBits, DynamicQuantizeLSTM
     rnn            RNN, GRU, LSTM
     control        If, Loop, Scan (tk.cond, tk.while_loop, tk.scan)
     scatter        ScatterElements, Scatter, ScatterND, TensorScatter

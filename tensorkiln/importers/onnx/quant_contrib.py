@@ -12,7 +12,8 @@ ONNX Runtime computes some of them with lookup tables or fused scale ratios, so 
 differ from these by one quantum.
 
 The integer products (QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul) are exact int32 sums on
-`matmul_integer` (the u8 x s8 GEMM for constant weights), as MatMulInteger's are.
+`matmul_integer` (the u8 x s8 GEMM for constant weights), as MatMulInteger's are. DynamicQuantizeLSTM
+(`quantize_dynamic`'s LSTM) is the float LSTM of its dequantized weights.
 
 MatMulNBits (the weight-only 2-, 4- or 8-bit blocks that `MatMul4BitsQuantizer` / `MatMulNBitsQuantizer`
 write, the form of ONNX int4 language models) is its definition too: the weight dequantized once, at
@@ -249,3 +250,26 @@ def _matmul_nbits(ctx, inputs, attrs):
                           ctx.values(zero_points, "zero_points"), k, n, bits, block)
     out = matmul(a, as_tensor(weight.astype(np.float32)).to(a.dtype))
     return out if bias is None else out + bias
+
+
+def _lstm_weight(value: Tensor, scale: Tensor, zero: Tensor | None) -> Tensor:
+    """A DynamicQuantizeLSTM weight (directions, rows, 4 hidden) dequantized and laid out as LSTM's
+    (directions, 4 hidden, rows): a scale and zero point per direction, or per direction and gate row."""
+    per_row = scale.ndim == 2
+    shape = (scale.shape[0], 1, scale.shape[1]) if per_row else (-1, 1, 1)
+    zero = None if zero is None else zero.reshape(shape).to(dt.float32)
+    weight = _shifted(value, zero, dt.float32) * scale.reshape(shape).to(dt.float32)
+    return weight.permute(0, 2, 1)
+
+
+@converter(f"{DOMAIN}::DynamicQuantizeLSTM")
+def _dynamic_quantize_lstm(ctx, inputs, attrs):
+    """ONNX's LSTM with its 8-bit W and R dequantized (inputs 8-11: W_scale, W_zero_point, R_scale,
+    R_zero_point): the activations stay float32, where ONNX Runtime quantizes them to uint8 as it goes,
+    so its outputs differ from these by that rounding (about 1e-2 of their range)."""
+    w, r = inputs[1], inputs[2]
+    _check_8bit(ctx, w, r)
+    if len(inputs) < 12 or inputs[8] is None or inputs[10] is None:
+        raise ctx.unsupported("DynamicQuantizeLSTM needs W_scale and R_scale (inputs 8 and 10)")
+    weights = [_lstm_weight(w, inputs[8], inputs[9]), _lstm_weight(r, inputs[10], inputs[11])]
+    return CONVERTERS["LSTM"](ctx, [inputs[0], *weights, *inputs[3:8]], attrs)
