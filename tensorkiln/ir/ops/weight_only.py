@@ -48,14 +48,24 @@ INT4_STEP = 4  # depths of an int4 step: the 4 bytes vpdpbusd sums in one 32-bit
 WEIGHT_BITS = {"matmul_int8w": 8, "matmul_int4w": 4}
 
 
-def quantize_groups(w: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, np.ndarray]:
-    """(q (K, N) int8, scales (ceil(K / group), N) float32) of a float (K, N) weight, as the module
-    docstring says; a group of zeros gets scale 0."""
+def _groups(w: np.ndarray, group: int) -> np.ndarray:
+    """w (K, N) as float32 blocks (ceil(K / group), group, N), the last one padded with zeros."""
     k, n = w.shape
     groups = -(-k // group)
     padded = np.zeros((groups * group, n), dtype=np.float32)
     padded[:k] = w
-    blocks = padded.reshape(groups, group, n)
+    return padded.reshape(groups, group, n)
+
+
+def _ungrouped(blocks: np.ndarray, k: int) -> np.ndarray:
+    """Integer blocks (G, group, N) back as int8 rows (K, N)."""
+    return blocks.astype(np.int8).reshape(-1, blocks.shape[2])[:k]
+
+
+def quantize_groups(w: np.ndarray, bits: int, group: int, exact: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(q (K, N) int8, scales (ceil(K / group), N) float32) of a float (K, N) weight, as the module
+    docstring says; a group of zeros gets scale 0. `exact`: groups that are grids keep them."""
+    blocks = _groups(w, group)
     if bits == 8:
         scales = np.abs(blocks).max(axis=1) / np.float32(127)
         low, high = -127, 127
@@ -66,11 +76,11 @@ def quantize_groups(w: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, n
     else:
         raise ValueError(f"weight-only quantization has 8 or 4 bits, got {bits}")
     scales = scales.astype(np.float32)
-    exact, found = exact_scales(blocks, low, high)
-    scales = np.where(found, exact, scales)
+    if exact:
+        grid, found = exact_scales(blocks, low, high)
+        scales = np.where(found, grid, scales)
     safe = np.where(scales == 0, np.float32(1), scales)
-    q = np.clip(np.rint(blocks / safe[:, None, :]), low, high).astype(np.int8).reshape(groups * group, n)[:k]
-    return q, scales
+    return _ungrouped(np.clip(np.rint(blocks / safe[:, None, :]), low, high), w.shape[0]), scales
 
 
 def int4_offset_groups(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -79,11 +89,7 @@ def int4_offset_groups(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarra
     int4's [-8, 7] does not hold as it is (an asymmetric 4-bit block, such as ONNX Runtime's MatMulNBits
     with zero points: q - zero point in [-15, 15]); None when no group needs an offset. The offset is
     0 in a group [-8, 7] holds, and in groups of no grid (quantized as quantize_groups does)."""
-    k, n = w.shape
-    groups = -(-k // group)
-    padded = np.zeros((groups * group, n), dtype=np.float32)
-    padded[:k] = w
-    blocks = padded.reshape(groups, group, n)
+    blocks = _groups(w, group)
     scales, found = exact_scales(blocks, -255, 255)
     safe = np.where(found, scales, np.float32(1))[:, None, :]
     integers = np.where(found[:, None, :], np.rint(blocks / safe), 0)
@@ -92,20 +98,19 @@ def int4_offset_groups(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarra
     if not shifted.any():
         return None
     offsets = np.where(shifted, low + 8, 0).astype(np.int32)
-    q, standard = quantize_groups(w, 4, group)
-    exact_q = (integers - offsets[:, None, :]).astype(np.int8).reshape(groups * group, n)[:k]
-    q = np.where(np.repeat(shifted, group, axis=0)[:k], exact_q, q)
-    return q, np.where(shifted, scales, standard).astype(np.float32), offsets
+    # the other groups as quantize_groups makes them: those [-8, 7] holds are grids found above
+    q, standard = quantize_groups(w, 4, group, exact=False)
+    held = found & ~shifted & (low >= -8) & (high <= 7)
+    integers = np.where((shifted | held)[:, None, :], integers - offsets[:, None, :], 0)
+    q = np.where(np.repeat(shifted | held, group, axis=0)[:w.shape[0]], _ungrouped(integers, w.shape[0]), q)
+    return q, np.where(shifted | held, scales, standard).astype(np.float32), offsets
 
 
 def grid_group(w: np.ndarray, low: int, high: int, sizes=(256, 128, 64, 32, 16)) -> int | None:
     """The largest of `sizes` whose every group of w (K, N), zeros apart, is integers in [low, high] times
     one scale (a weight a model stores quantized in blocks of that many depths), or None."""
     def on_grid(columns: np.ndarray, size: int) -> bool:
-        groups = -(-k // size)
-        padded = np.zeros((groups * size, columns.shape[1]), dtype=np.float32)
-        padded[:k] = columns
-        blocks = padded.reshape(groups, size, -1)
+        blocks = _groups(columns, size)
         _, found = exact_scales(blocks, low, high)
         return bool((found | ~np.abs(blocks).any(axis=1)).all())
 
