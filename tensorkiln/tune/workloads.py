@@ -4,10 +4,12 @@ A workload key (kernels/tuned.py) names a template and the facts that decide
 its code; here each tunable template's key becomes a small graph that
 exercises exactly that kernel: a `gemm` key is A (m x k) @ B (k x n), with B
 a constant (laid out in panels by the graph passes) when the key says
-`panels=1`; a `gemm_bf16` key is the same compiled with precision="bf16";
-a `conv` key is one conv2d layer on an NCHW input, its weight a constant
-when the key says `const=1` (as in an inference model: the layout pass may
-block it, the Winograd pass transform it); a `sketch` key is the one loop-IR
+`panels=1`, and B an input stored as [n, k] and read through its transpose
+when it says `bt=1` (a linear layer's weight, packed by a gather); a
+`gemm_bf16` key is the same compiled with precision="bf16"; a `conv` key
+is one conv2d layer on an NCHW input, its weight a constant when the key
+says `const=1` (as in an inference model: the layout pass may block it, the
+Winograd pass transform it); a `sketch` key is the one loop-IR
 kernel it names (lowered in this process, or handed to the worker with the
 request) built alone as a program.
 The reference is numpy in float64 on the same operands (rounded to bf16
@@ -62,6 +64,7 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
     """The benchmark of a `gemm` / `gemm_bf16` workload key."""
     template, facts = parse_workload(workload)
     m, n, k, panels = int(facts["m"]), int(facts["n"]), int(facts["k"]), facts["panels"] == "1"
+    transposed = facts.get("bt") == "1"  # B stored as [N, K] and read through its transpose (nn.Linear)
     dtype = np.dtype(facts["dtype"])
     rng = np.random.default_rng(seed)
     a = rng.uniform(-1, 1, (m, k)).astype(dtype)
@@ -78,12 +81,16 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
                 weights = tensor(b)
                 fn = jit(lambda x: x @ weights, precision=precision)
                 fn(a)  # compiled here, under this configuration
+            elif transposed:
+                fn = jit(lambda x, y: x @ y.T, precision=precision)
+                fn(a, b_stored)
             else:
                 fn = jit(lambda x, y: x @ y, precision=precision)
                 fn(a, b)
             return fn
 
-    inputs = [a] if panels else [a, b]
+    b_stored = np.ascontiguousarray(b.T) if transposed else b
+    inputs = [a] if panels else [a, b_stored]
     return Benchmark(inputs, build, reference, tolerance=4 * eps * k)
 
 

@@ -104,3 +104,27 @@ def test_new_knobs_are_quiet_at_their_neutral_values():
     assert "ku=" not in log[0].comment_line() and "split=auto" in log[0].comment_line()
     space = space_of(key)
     assert {"ku", "pf", "ksplit"} <= set(space.knobs) and 8 in space.knobs["ksplit"]  # K >= max(M, N): tall
+
+
+def test_a_linear_layers_transposed_weight_is_a_workload_of_its_own(rng):
+    """x @ w.T with w an input [N, K] packs B by a gather: its key says bt=1, its benchmark times that very
+    kernel, and a record for it is used there and nowhere else."""
+    from tensorkiln.tune import kernel_workloads
+    from tensorkiln.tune.workloads import benchmark_of
+    m, n, k = (int(x) for x in rng.integers(33, 150, 3))
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+    key = gemm_workload(m, n, k, "float32", b_transposed=True)
+    assert key.endswith(":bt=1") and gemm_workload(m, n, k, "float32") + ":bt=1" == key
+    assert gemm_workload(m, n, k, "float32", True, b_transposed=True).endswith("panels=1")  # panels: no pack
+    assert [w_ for _, w_ in kernel_workloads(tk.jit(lambda x, y: x @ y.T), a, w)] == [key]
+    assert [w_ for _, w_ in kernel_workloads(tk.jit(lambda x, y: x @ y), a, w.T.copy())] == [key[:-len(":bt=1")]]
+    bench = benchmark_of(key)
+    assert bench.inputs[1].shape == (n, k)
+    config = {**space_of(key).default, "mc": 6, "nc": 16}  # small blocks: many packs of B's gather
+    assert space_of(key).legal(config)
+    with using_configs({key: config}):
+        fn = bench.build(config)
+        uses = [use for kernel in fn.report(*bench.inputs).kernels for use in kernel.tuning]
+        assert any(use.startswith(f"{key} tuned:") for use in uses), uses
+        assert np.max(np.abs(fn(*bench.inputs).numpy() - bench.reference)) <= bench.tolerance

@@ -70,7 +70,7 @@ from ..run_time_choice import at_least, threads_if
 from ...loops.types import itemsize
 from ..target import cpu_target
 from ..tuned import configured, workload_key
-from .gemm_a_reads import a_reads_rows, a_row_piece
+from .gemm_a_reads import a_reads_rows, a_row_piece, b_reads_columns
 from .gemm_prefetch import prefetch_ahead, prefetch_next_panel
 from ...shapes import is_symbolic
 
@@ -119,19 +119,23 @@ def _round_up(x: int, k: int) -> int:
     return -(-x // k) * k
 
 
-def gemm_workload(m: int, n: int, k: int, dtype: str, panels_given: bool = False, template: str = "gemm") -> str:
-    """The tuning workload key of a GEMM: what decides its blocking (tuned.py)."""
-    return workload_key(template, dtype=dtype, m=m, n=n, k=k, panels=int(panels_given))
+def gemm_workload(m: int, n: int, k: int, dtype: str, panels_given: bool = False, template: str = "gemm",
+                  b_transposed: bool = False) -> str:
+    """The tuning workload key of a GEMM: what decides its blocking (tuned.py). `bt=1` marks a B packed
+    from its transpose (gemm_a_reads.b_reads_columns); keys without it are B's rows contiguous."""
+    layout = {"bt": 1} if b_transposed and not panels_given else {}
+    return workload_key(template, dtype=dtype, m=m, n=n, k=k, panels=int(panels_given), **layout)
 
 
 def gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: bool = False,
-                  template: str = "gemm") -> GemmBlocking:
+                  template: str = "gemm", b_transposed: bool = False) -> GemmBlocking:
     """The blocking of an m x n x k GEMM of `dtype` here: a tuned record's (tuned.py), else analytic.
 
     template: "gemm" (blis_gemm) or "gemm_bf16" (bf16_gemm): their records are kept apart.
+    b_transposed: B is packed from its transpose ([N, K] in memory), a workload of its own.
     """
     analytic = analytic_gemm_blocking(m, n, k, dtype, panels_given)
-    return configured(gemm_workload(m, n, k, dtype, panels_given, template), analytic,
+    return configured(gemm_workload(m, n, k, dtype, panels_given, template, b_transposed), analytic,
                       lambda bl: blocking_legal(bl, m, n, k, dtype, panels_given, analytic))
 
 
@@ -355,7 +359,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     nothing packs it and its a_value / b_value is never asked. threads: how many to
     plan for (default: OpenMP's count).
     """
-    bl = blocking or gemm_blocking(m, n, k, dtype)
+    bl = blocking or gemm_blocking(m, n, k, dtype, b_transposed=b_value is not None and b_panels is None
+                                   and b_reads_columns(b_value, E.Var(f"{prefix}_probe")))
     mr, nr, kc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.nc
     # a depth split writes whole partial products: not for dropped columns or B read in place
     given = a_panels is not None or b_panels is not None

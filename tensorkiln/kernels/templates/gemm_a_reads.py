@@ -31,6 +31,14 @@ def a_reads_rows(a_value: IndexFn, probe: E.Var) -> bool:
     return _steps_by_one(a_value(E.const(0), E.Var(probe.name + "_row"), probe), probe.name)
 
 
+def b_reads_columns(b_value: IndexFn, probe: E.Var) -> bool:
+    """True when B's element (k, col) is a plain load whose index steps by one along k: B is stored
+    transposed ([N, K], a linear layer's weight), so packing it gathers each panel row from NR rows of
+    memory. The tuner keeps such a GEMM apart from one whose B rows are contiguous (its workload's
+    `bt=1`): the two packs cost differently and favour different blocks."""
+    return _steps_by_one(b_value(E.const(0), probe, E.Var(probe.name + "_col")), probe.name)
+
+
 def a_row_piece(a_value: IndexFn, k: int, kc: int, probe: E.Var) -> int | None:
     """The longest piece c (dividing k and the depth block kc, at least PIECE_MIN, below kc) such that
     A's element (row, q*c + r) for 0 <= r < c is a plain load stepping by one along r; None if none.

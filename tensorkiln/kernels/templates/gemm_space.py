@@ -22,7 +22,8 @@ both here and when a record is read back.
 The cost model's features (`gemm_features`) describe what the knobs do to
 the loop nest: the tile's arithmetic intensity, the bytes each block puts in
 L1, L2 and L3 as a fraction of them, the padding wasted at the matrix's
-edges, the blocks per dimension, and the tasks per thread.
+edges, the blocks per dimension, the tasks per thread, and whether B is
+packed from its transpose (`bt=1`: a gather per panel row).
 """
 from __future__ import annotations
 
@@ -70,11 +71,12 @@ def gemm_space(workload: str) -> KnobSpace:
              "ksplit": KSPLIT_VALUES if tall else (0,)}
     # the values past the matrix all repair to the same point: keep one of them
     knobs["kc"] = tuple(v for v in KC_VALUES if v < _round_up(k, 8)) + (_round_up(k, 8),)
+    transposed = facts.get("bt") == "1"
     return KnobSpace(workload, knobs, config_of(analytic), legal, repair,
-                     lambda config: gemm_features(config, m, n, k, dtype))
+                     lambda config: gemm_features(config, m, n, k, dtype, transposed))
 
 
-def gemm_features(config: Config, m: int, n: int, k: int, dtype: str) -> list[float]:
+def gemm_features(config: Config, m: int, n: int, k: int, dtype: str, transposed: bool = False) -> list[float]:
     """Numbers describing the loop nest a configuration makes (the cost model's input)."""
     target, size, threads = cpu_target(), itemsize(dtype), max(thread_count(), 1)
     mr, nr, kc, mc, nc = (config[name] for name in ("mr", "nr", "kc", "mc", "nc"))
@@ -88,7 +90,7 @@ def gemm_features(config: Config, m: int, n: int, k: int, dtype: str) -> list[fl
     tasks = math.ceil(m / mr) if config["split"] != "cols" else math.ceil(n / nr)
     return [mr, nr, kc, mc, nc, mr * nr, intensity, l1, l2, l3, padded, *blocks, math.log2(m * n * k),
             split, tasks / threads, m / mc % 1.0, n / nc % 1.0, k / kc % 1.0,
-            config.get("ku", 1), config.get("pf", 0), config.get("ksplit", 0)]
+            config.get("ku", 1), config.get("pf", 0), config.get("ksplit", 0), float(transposed)]
 
 
 __all__ = ["gemm_features", "gemm_space"]

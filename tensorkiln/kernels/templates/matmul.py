@@ -27,6 +27,7 @@ from ...loops.ir import Alloc, Assign, For, Let, Store, Stmt, block
 from ..schedule_defaults import PARALLEL_MIN_ELEMENTS, thread_count
 from ...loops.types import compute_dtype
 from .gemm import Panels, analytic_gemm_blocking, gemm_blocking, gemm_needs_partial_sums
+from .gemm_a_reads import b_reads_columns
 from .gemm_bf16 import bf16_gemm, gemm_template, one_depth_block
 from .weight_only import bf16_matvec_body
 from .stream_prefetch import prefetch_stream, weight_stream_prefetch
@@ -118,7 +119,8 @@ def _blis_matmul(root: Node, out: Buffer, values: ValueBuilder, epilogue) -> Stm
         def epi(b, row, col, acc):
             return epilogue(_out_index(row, col, batch_shape, m), acc)
 
-        blocking = gemm_blocking(batch * m, n, k, dtype, panels is not None)
+        blocking = gemm_blocking(batch * m, n, k, dtype, panels is not None,
+                                 b_transposed=panels is None and b_reads_columns(b_value, E.Var("g_probe")))
         if panels is not None and blocking.nr != b_node.shape[2]:
             raise ValueError(f"matmul_packed: B's panels are {b_node.shape[2]} wide, this CPU's GEMM takes NR = "
                              f"{blocking.nr}")
