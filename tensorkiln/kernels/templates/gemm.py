@@ -72,6 +72,7 @@ from ..target import cpu_target
 from ..tuned import configured, workload_key
 from .gemm_a_reads import a_reads_rows, a_row_piece, b_reads_columns
 from .gemm_prefetch import prefetch_ahead, prefetch_next_panel
+from .gemm_transposed_pack import transposed_pack
 from ...shapes import is_symbolic
 
 IndexFn = Callable[..., E.Expr]
@@ -393,6 +394,10 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     n_panels = (nc + (nr - 1)) // nr
     pack_b: Stmt | None = None
     if b_panels is None:
+        # a B stored transposed packs by 8 x 8 register transposes where the target has them
+        pack_b = transposed_pack(bpack, b_value, bi, k_at(0), kc, col_base, n, n_panels, jp, kc_max, nr, dtype,
+                                 E.Var(f"{prefix}_probe"))
+    if b_panels is None and pack_b is None:
         col = col_base + jp * nr + jj
         b_elem = E.Select(E.lt(col, n), b_value(bi, k_at(pp), clamp(col, n)), zero) if has_tail(n, nr) \
             else b_value(bi, k_at(pp), col)
