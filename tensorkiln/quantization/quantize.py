@@ -172,17 +172,32 @@ def _calibration_samples(calibration: Iterable) -> list[tuple[np.ndarray, ...]]:
 
 def _describe_layers(nodes: list[Node], fn) -> list[QuantizableLayer]:
     """Each layer with its name: the path of the module owning its weight, else op_index."""
-    owners = {}
+    owners: dict[int, tuple[str, np.ndarray]] = {}
     if hasattr(fn, "named_modules"):
         for path, module in fn.named_modules():
             weight = getattr(module, "weight", None)
             if isinstance(weight, Tensor) and weight._node is None:
-                owners[id(weight._value)] = path or type(module).__name__
+                owners[id(weight._value)] = (path or type(module).__name__, weight._value)
+    by_size: dict[int, list[tuple[str, np.ndarray]]] = {}
+    for path, weight in owners.values():
+        by_size.setdefault(weight.size, []).append((path, weight))
     layers = []
     for index, node in enumerate(nodes):
         array = weight_constant(node.inputs[1]).attrs["value"].array
-        layers.append(QuantizableLayer(index, owners.get(id(array), f"{node.op}_{index}"), node.op, node))
+        owner = owners[id(array)][0] if id(array) in owners else _owner_by_value(array, by_size.get(array.size, []))
+        layers.append(QuantizableLayer(index, owner or f"{node.op}_{index}", node.op, node))
     return layers
+
+
+def _owner_by_value(array: np.ndarray, candidates: list[tuple[str, np.ndarray]]) -> str | None:
+    """The module whose weight this constant is a transposed or reshaped copy of (tracing evaluates a
+    permute of a constant, e.g. an imported linear layer's weight.t(), into a new array); None if none."""
+    for path, weight in candidates:
+        if weight.shape == array.shape[::-1] and weight.ndim == 2 and np.array_equal(weight.T, array):
+            return path
+        if np.array_equal(weight.reshape(array.shape), array):
+            return path
+    return None
 
 
 def _kept_layers(keep_float, layers: list[QuantizableLayer]) -> set[int]:

@@ -11,7 +11,7 @@ is a bug and raises instead of answering wrongly.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -132,6 +132,7 @@ class ConvertedGraph:
     input_names: list[str]
     output_structure: Any  # the graph's output with tensors replaced by their index in the flat list
     random: bool = False  # it draws random numbers: `fn` takes one more input, a 0-d int64 key per call
+    constants: dict[str, Any] = field(default_factory=dict)  # placeholder name -> its snapshot
 
 
 def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, Any] | None = None,
@@ -184,7 +185,7 @@ def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, Any] | None = N
                 env[node] = _match_meta(value, node.meta.get("val"), node)
         return [env[n] for n in flat_outputs]
 
-    return ConvertedGraph(run, [n.name for n in inputs], structure, random)
+    return ConvertedGraph(run, [n.name for n in inputs], structure, random, fixed)
 
 
 def _get_attr(gm: torch.nn.Module, target: str):

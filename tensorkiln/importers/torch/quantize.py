@@ -4,15 +4,20 @@ The module is imported with tk.from_torch at the first calibration sample's shap
 function (tensorkiln ops on the module's weights as constants) is quantized by tk.quantize itself; the
 result is a TorchProgram like from_torch's, whose compiled function is the quantized one: called with
 the module's own arguments (torch tensors or numpy arrays), it returns the module's output structure.
-Layers are named by op and position (`matmul_0`, `conv2d_3`, ...), as a plain function's are.
+Layers are named by the path of the module owning their weight (`encoder.layer.0.attention.self.query`,
+`features.3.conv.1.0`), as a tk.nn module's are, so `keep_float` and the report take the names that
+`model.named_modules()` prints; a weight that is no module parameter's (a constant made in forward)
+leaves its layer named by op and position (`matmul_4`).
 """
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 from typing import Any, Iterable
 
 import numpy as np
 import torch
+from torch.export.graph_signature import InputKind
 
 from ...quantization import quantize
 from .export import TorchProgram, from_torch
@@ -39,6 +44,30 @@ def _torch(value):
     return torch.from_numpy(np.ascontiguousarray(value)) if isinstance(value, np.ndarray) else value
 
 
+class _NamedWeights:
+    """The program's function, with its weights named by module path for tk.quantize's layer names:
+    `named_modules()` as a tk module's, each entry holding the `weight` snapshot the converted graph
+    reads (torch.export's parameter `a.b.weight` is module `a.b`'s)."""
+
+    def __init__(self, program: TorchProgram):
+        self.fn = program.jit.fn
+        self.__name__ = getattr(self.fn, "__name__", "forward")
+        signature = program.exported_program.graph_signature
+        snapshots = program.converted.constants
+        self._modules = []
+        for spec in signature.input_specs:
+            target = spec.target or ""
+            if spec.kind == InputKind.PARAMETER and target.rpartition(".")[2] == "weight" \
+                    and spec.arg.name in snapshots:
+                self._modules.append((target.rpartition(".")[0], SimpleNamespace(weight=snapshots[spec.arg.name])))
+
+    def __call__(self, *tensors):
+        return self.fn(*tensors)
+
+    def named_modules(self):
+        return iter(self._modules)
+
+
 def quantize_torch(model: torch.nn.Module | TorchProgram, calibration: Iterable, **options) -> QuantizedTorchProgram:
     """tk.quantize's options for `model` (a module in eval mode, or tk.from_torch's program); calibration
     holds the module's arguments per sample (a tuple of positional ones, or a dict of keyword ones; torch
@@ -56,7 +85,7 @@ def quantize_torch(model: torch.nn.Module | TorchProgram, calibration: Iterable,
         program = from_torch(model, tuple(_torch(v) for v in args), {k: _torch(v) for k, v in kwargs.items()},
                              **jit_options)
     flat = [tuple(t.numpy() for t in program._inputs(args, kwargs)) for args, kwargs in samples]
-    quantized = quantize(program.jit.fn, flat, **options)
+    quantized = quantize(_NamedWeights(program), flat, **options)
     result = copy.copy(program)
     result.__class__ = QuantizedTorchProgram
     result.jit = result._static_jit = quantized  # one signature per trace, as tk.jit's

@@ -38,6 +38,29 @@ def test_a_torch_module_is_quantized_onto_the_int8_kernels():
     assert len(_int8_kernels(program, x)) == 3  # both convolutions and the linear layer
     report = program.quantization_report()
     assert [layer.op for layer in report.layers if layer.quantized] == ["conv2d", "conv2d", "matmul"]
+    assert [layer.name for layer in report.layers] == ["stem", "body", "head"]  # the modules' paths
+
+
+def test_layers_are_named_by_module_path_and_kept_float_by_it():
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(),
+                                torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()),
+                                torch.nn.Linear(16, 4)).eval()
+    scale = torch.nn.Parameter(torch.randn(4, 4))  # a weight that is no module's: named by op and position
+    model.register_parameter("mix", scale)
+    forward = model.forward
+    model.forward = lambda x: forward(x) @ model.mix
+    rng = np.random.default_rng(1)
+    calibration = [(rng.standard_normal((8, 12)).astype(np.float32),) for _ in range(3)]
+    program = tk.quantize(model, calibration, keep_float=["2.0"])
+    report = program.quantization_report()
+    assert [layer.name for layer in report.layers] == ["0", "2.0", "3", "matmul_3"]
+    assert not report.layer("2.0").quantized and report.layer("3").quantized
+    x = torch.from_numpy(rng.standard_normal((8, 12)).astype(np.float32))
+    with torch.no_grad():
+        assert _relative_error(program(x).numpy(), model(x)) < 0.05
+    with pytest.raises(ValueError, match="2.1.*matches no quantizable layer.*2.0"):
+        tk.quantize(model, calibration, keep_float="2.1")
 
 
 def test_from_torch_programs_and_keyword_batches():
