@@ -77,6 +77,7 @@ def main() -> int:
                 fn(x, weights[i % COPIES])
             return (clock() - start) / calls
 
+        block(helper), block(loop_ir)  # warm: every weight copy touched, the threads started
         times = {"helper": [], "loop IR": []}
         ratios = []
         for r in range(args.rounds):
