@@ -78,13 +78,17 @@ def from_torch(module, example_inputs, *args, **kwargs):
 def quantize(fn_or_module, calibration, **options):
     """Post-training int8 quantization: tk.quantize(model, calibration, method="kl") -> a tk.jit function
     (docs/precision.md). A PyTorch module, or tk.from_torch's program, is imported by tk.from_torch first
-    and comes back as such a program, quantized (torch is imported only then).
+    and comes back as such a program, quantized (torch is imported only then); a float ONNX model from
+    tk.onnx.load comes back as such a module, quantized.
     Options: tensorkiln.quantization.quantize's."""
     torch = sys.modules.get("torch")
     if (torch is not None and isinstance(fn_or_module, torch.nn.Module)) or \
             type(fn_or_module).__module__.startswith("tensorkiln.importers.torch"):
         from .importers.torch.quantize import quantize_torch
         return quantize_torch(fn_or_module, calibration, **options)
+    if type(fn_or_module).__module__.startswith("tensorkiln.importers.onnx"):
+        from .importers.onnx.quantize import quantize_onnx
+        return quantize_onnx(fn_or_module, calibration, **options)
     return _quantize_tk(fn_or_module, calibration, **options)
 
 
