@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "tp_decode": ([sys.executable, os.path.join(HERE, "tp_decode.py")], True),
     "matvec_prefetch": ([sys.executable, os.path.join(HERE, "matvec_prefetch.py"), "--ways", "none,described"], True),
     "gemm_transposed_pack": ([sys.executable, os.path.join(HERE, "gemm_transposed_pack.py")], True),
+    "ptq_onnx_models": ([sys.executable, os.path.join(HERE, "ptq_onnx_models.py")], True),
     "pipeline_parallel": ([sys.executable, os.path.join(HERE, "pipeline_parallel.py")], True),
     # the first float32 sample of every OpInfo, tensorkiln and Inductor (`make opinfo` runs every sample)
     "opinfo": ([sys.executable, "-m", "tensorkiln.tools.opinfo_conformance", "--samples", "1", "--inductor",

@@ -2,8 +2,9 @@
 calibration, and rewrite them with quantize/dequantize ops.
 
 A quantizable layer is a float matmul whose right operand is a constant 2-D weight (a linear
-layer: the weight may be a permuted constant), or a conv2d with groups 1 and a constant filter.
-Depthwise and grouped convolutions and products of two activations stay float.
+layer: the weight may be a permuted constant), or a conv2d with groups 1 or depthwise (one input
+and one output channel per group, as MobileNet's) and a constant filter. Other grouped
+convolutions and products of two activations stay float.
 
 The rewrite spells quantization as the ONNX importer does (importers/onnx/quant.py), so the
 qdq_integer pass (qdq_integer.py) finds the result and runs the layer on the integer kernels:
@@ -26,6 +27,7 @@ from .. import dtypes as dt
 from ..ir.graph import Graph, Node, constant_node, interpret, make_node
 from ..ir.ops import Attrs
 from ..ir.rewrite import rewrite_graph, with_inputs
+from .qdq_conv import is_depthwise_conv
 
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 _WEIGHT_VIEWS = ("permute", "reshape", "cast")  # ops between a weight constant and the layer
@@ -46,10 +48,11 @@ class LayerQuantization:
 
 
 def is_quantizable(node: Node) -> bool:
-    """A float matmul by a constant 2-D weight, or a conv2d of groups 1 with a constant filter."""
+    """A float matmul by a constant 2-D weight, or a conv2d of groups 1 or depthwise (one input and one
+    output channel per group: the direct int8 kernels' two forms) with a constant filter."""
     if node.op not in ("matmul", "conv2d") or node.dtype.name not in ("float32", "float64"):
         return False
-    if node.op == "conv2d" and node.attrs["groups"] != 1:
+    if node.op == "conv2d" and node.attrs["groups"] != 1 and not is_depthwise_conv(node):
         return False
     weight = node.inputs[1]
     return (node.op == "conv2d" or weight.ndim == 2) and weight_constant(weight) is not None

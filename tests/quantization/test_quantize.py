@@ -17,7 +17,7 @@ def mlp() -> nn.Module:
 
 
 def cnn() -> nn.Module:
-    """Odd sizes, a stride, a depthwise layer (stays float) and a linear head."""
+    """Odd sizes, a stride, a depthwise layer and a linear head."""
     tk.manual_seed(4)
     return nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 6, 3, groups=6), nn.ReLU(),
                          nn.Conv2d(6, 5, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(5 * 2 * 3, 4))
@@ -54,7 +54,8 @@ def simulate(model: nn.Module, plans: dict, x: np.ndarray) -> tuple[np.ndarray, 
     for module in model._modules.values():
         name = type(module).__name__
         plan = plans.get(layer_index)
-        if name in ("Linear", "Conv2d") and (name == "Linear" or module.groups == 1):
+        depthwise = name == "Conv2d" and module.groups == module.in_channels == module.out_channels
+        if name in ("Linear", "Conv2d") and (name == "Linear" or module.groups == 1 or depthwise):
             weight = module.weight.numpy().astype(np.float64)
             if plan is not None:
                 x32 = t.numpy().astype(np.float32)
@@ -107,14 +108,15 @@ def test_mlp_runs_on_integers_matches_fake_quant_and_float(rng, method):
     assert sqnr(reference, out) > 25
 
 
-def test_cnn_quantized_layers_and_depthwise_float(rng):
+def test_cnn_quantized_layers_depthwise_included(rng):
     model = cnn()
     data = calibration(rng, (2, 3, 5, 7))
     qf = tk.quantize(model, data)
     x = rng.normal(size=(3, 3, 5, 7)).astype(np.float32)  # another batch size: traced again, same scales
     graph = qf.optimized_graph(x)
-    assert integer_products(qf, x) == 3
-    assert [n.attrs["groups"] for n in graph.nodes if n.op == "conv2d"] == [6]  # the depthwise layer
+    assert integer_products(qf, x) == 4
+    assert [n.op for n in graph.nodes if "u8s8" in n.op].count("depthwise_u8s8") == 1
+    assert not [n for n in graph.nodes if n.op == "conv2d"]  # every convolution on the integer kernels
     out = qf(x).numpy()
     expected, quantum = simulate(model, qf.plans, x)
     np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
@@ -173,7 +175,7 @@ def test_dynamic_activation_scales_on_convolutions(rng):
     model = cnn()
     qf = tk.quantize(model, calibration(rng, (2, 3, 5, 7)), activation_scales="dynamic")
     x = (rng.normal(size=(2, 3, 5, 7)) * 4).astype(np.float32)
-    assert integer_products(qf, x) == 3
+    assert integer_products(qf, x) == 4
     expected, quantum = simulate(model, qf.plans, x)
     np.testing.assert_allclose(qf(x).numpy(), expected, rtol=0, atol=quantum * 1.01)
 
@@ -183,7 +185,7 @@ def test_report_lists_every_layer(rng):
     qf = tk.quantize(model, calibration(rng, (2, 3, 5, 7)), method="percentile", keep_float=["7"])
     report = qf.quantization_report()
     assert [(l.index, l.name, l.op, l.quantized) for l in report.layers] == [
-        (0, "0", "conv2d", True), (1, "4", "conv2d", True), (2, "7", "matmul", False)]
+        (0, "0", "conv2d", True), (1, "2", "conv2d", True), (2, "4", "conv2d", True), (3, "7", "matmul", False)]
     first = report.layer("0")
     assert first.method == "percentile" and first.x_dtype == "uint8" and 0 <= first.x_zero <= 255
     assert first.low < 0 < first.high and first.x_scale == pytest.approx((first.high - first.low) / 255, rel=1e-6)
@@ -266,9 +268,9 @@ def test_fewer_weight_bits_bound_the_weights_and_match_fake_quant(rng, bits, mon
         expected, quantum = simulate(model, qf.plans, x)
         np.testing.assert_allclose(out, expected, rtol=0, atol=quantum * 1.01)
         precisions = [k.precision for k in qf.report(x).kernels if k.precision.startswith("int8")]
-        assert len(precisions) == 3, precisions
-        if "avx2" in _cpu_flags():
-            assert set(precisions) == {"int8 (maddubsw)"}, precisions
+        assert len(precisions) == 4, precisions
+        if "avx2" in _cpu_flags():  # the dense layers; the depthwise kernel has one form per target
+            assert precisions.count("int8 (maddubsw)") == 3, precisions
     finally:
         monkeypatch.undo()
         cpu_target.cache_clear()
