@@ -214,6 +214,46 @@ def test_int4_integer_sums(monkeypatch, int4_path):
     assert np.all(results[0][1] == 0.0)
 
 
+@pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "avx2", "portable"])
+def test_asymmetric_int4_blocks_sum_with_zero_points(monkeypatch, int4_path):
+    """Blocks of (q - z) * scale with q and z in 0..15 (ONNX Runtime's MatMulNBits blocks) on each integer dot
+    product: the kernel takes each column's zero point per group (`tk_w4_matmul_zp_*`), the weight held
+    exactly as (q4 + offset) * scale with q4 in [-8, 7]: the int8 rows times q4 * scale, plus the rows'
+    float group sums times offset * scale. Tails: a short last group, columns past the last whole panel,
+    1 to 6 rows, a row of zeros."""
+    best = cpu_target().int8_dot
+    if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(best):
+        pytest.skip(f"this CPU has no {int4_path}")
+    if int4_path in ("avx512bw", "avx2", "portable"):
+        monkeypatch.setenv("TENSORKILN_INT8_DOT", int4_path)
+    cpu_target.cache_clear()
+    cases = [(1, 128, 96, 32), (3, 200, 45, 32), (6, 64, 100, 16), (2, 256, 40, 64)]
+    weights, xs, results = [], [], []
+    try:
+        for m, k, n, g in cases:
+            groups = -(-k // g)
+            zeros = RNG.integers(0, 16, (groups, n))
+            q = RNG.integers(0, 16, (k, n)) - np.repeat(zeros, g, axis=0)[:k]
+            scales = RNG.uniform(1e-3, 1e-2, (groups, n)).astype(np.float32)
+            w = (q.astype(np.float32) * np.repeat(scales, g, axis=0)[:k]).astype(np.float32)
+            x = RNG.standard_normal((m, k)).astype(np.float32)
+            x[0] = 0.0 if m > 1 else x[0]
+            f = tk.jit(lambda x: x @ tk.tensor(w), precision=f"int4w-g{g}")
+            results.append(f(x).numpy())
+            assert any(f"native tk_w4_matmul_zp_{int4_path}(" in kernel.loop_ir for kernel in f.report(x).kernels)
+            weights.append(w)
+            xs.append(x)
+    finally:
+        monkeypatch.undo()
+        cpu_target.cache_clear()
+    for x, w, result, (m, k, n, g) in zip(xs, weights, results, cases):
+        q4, scales, offsets = int4_offset_groups(w, g)
+        groups = scales.shape[0]
+        main = dequantize(q4, scales, g).astype(np.float64)
+        sums = np.pad(x.astype(np.float64), ((0, 0), (0, groups * g - k))).reshape(m, groups, g).sum(-1)
+        assert_close(result, quantized_rows(x, 4, g) @ main + sums @ (offsets * scales.astype(np.float64)), k)
+
+
 @pytest.mark.parametrize("int4_path", ["avx2", "portable"])
 def test_int4_sums_at_their_bound(monkeypatch, int4_path):
     """Every stored weight nibble 15 and every row value +-127: the largest pair sums, which the avx2
@@ -327,3 +367,19 @@ def test_weight_stream_prefetch(monkeypatch, ahead):
     finally:
         monkeypatch.undo()
         cpu_target.cache_clear()
+
+
+@pytest.mark.parametrize("int4_path", ["vnni", "avx512bw"])
+def test_the_avx512_int4_helpers_compile(int4_path):
+    """The 512-bit int4 helpers (zero points included) are valid C for AVX-512 (compiled, not run, on any
+    x86 host: the hosts without AVX-512 run only the avx2 and portable forms above)."""
+    import platform
+
+    from tensorkiln.kernels.templates.weight_only_c import int4_weight_source
+    from tensorkiln.runtime.c_compiler import compile_c
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("AVX-512 intrinsics are x86's")
+    text = int4_weight_source(int4_path)
+    assert f"tk_w4_matmul_zp_{int4_path}(" in text and "_mm512_cvtepi16_epi32" in text
+    compile_c("#include <stdint.h>\n" + text.replace("static void", "void"),
+              extra_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mfma"))
