@@ -342,6 +342,12 @@ def test_bad_operands_are_named():
         infer_type("matmul_int8w", [TensorType((1, 63), dt.float32)] + good[1:], attrs)
     with pytest.raises(ShapeError, match="matmul_int4w"):  # int4 panels are 16 bytes wide
         infer_type("matmul_int4w", [good[0], TensorType((2, 64, 32), dt.uint8), good[2]], attrs)
+    int4 = [good[0], TensorType((2, 16, 64), dt.uint8), good[2]]
+    assert infer_type("matmul_int4w", int4 + [TensorType((2, 2, 32), dt.int16)], attrs).shape == (1, 40)
+    with pytest.raises(ShapeError, match="matmul_int4w: zero points must be int16"):
+        infer_type("matmul_int4w", int4 + [TensorType((2, 2, 32), dt.float32)], attrs)
+    with pytest.raises(TypeError, match="matmul_int8w takes 3 operands, got 4"):
+        infer_type("matmul_int8w", good + [TensorType((2, 2, 32), dt.int16)], attrs)
     assert REGISTRY["matmul_int4w"].backend_only
 
 
