@@ -183,17 +183,21 @@ def test_asymmetric_int4_grids_are_held_as_int4_plus_group_offsets():
     assert int4_offset_groups(RNG.standard_normal((k, n)).astype(np.float32), group) is None
 
 
+def _use_int4_path(monkeypatch, int4_path: str) -> None:
+    """Compile with that integer dot product (skipped where the CPU has none; the caller undoes it)."""
+    if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(cpu_target().int8_dot):
+        pytest.skip(f"this CPU has no {int4_path}")
+    if int4_path in ("avx512bw", "avx2", "portable"):
+        monkeypatch.setenv("TENSORKILN_INT8_DOT", int4_path)
+    cpu_target.cache_clear()
+
+
 @pytest.mark.parametrize("int4_path", ["vnni", "avx512bw", "avx2", "portable"])
 def test_int4_integer_sums(monkeypatch, int4_path):
     """int4 weights x int8 rows on each integer dot product: groups that are no multiple of the 4-depth
     step (padded), a short last group, one group per column, a group of 20 (the rows' quantizer: two
     8-float vectors and a scalar tail), a row of zeros, an outlier in a group."""
-    best = cpu_target().int8_dot
-    if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(best):
-        pytest.skip(f"this CPU has no {int4_path}")
-    if int4_path in ("avx512bw", "avx2", "portable"):
-        monkeypatch.setenv("TENSORKILN_INT8_DOT", int4_path)
-    cpu_target.cache_clear()
+    _use_int4_path(monkeypatch, int4_path)
     cases = [(2, 70, 64, 5), (1, 130, 70, 7), (6, 67, 65, 32), (1, 96, 64, 96), (3, 200, 40, 64),
              (2, 100, 64, 20)]  # >= 4096 weights
     xs = [RNG.standard_normal((m, k)).astype(np.float32) for m, k, n, g in cases]
@@ -221,12 +225,7 @@ def test_asymmetric_int4_blocks_sum_with_zero_points(monkeypatch, int4_path):
     exactly as (q4 + offset) * scale with q4 in [-8, 7]: the int8 rows times q4 * scale, plus the rows'
     float group sums times offset * scale. Tails: a short last group, columns past the last whole panel,
     1 to 6 rows, a row of zeros."""
-    best = cpu_target().int8_dot
-    if INT8_DOT_KINDS.index(int4_path) < INT8_DOT_KINDS.index(best):
-        pytest.skip(f"this CPU has no {int4_path}")
-    if int4_path in ("avx512bw", "avx2", "portable"):
-        monkeypatch.setenv("TENSORKILN_INT8_DOT", int4_path)
-    cpu_target.cache_clear()
+    _use_int4_path(monkeypatch, int4_path)
     cases = [(1, 128, 96, 32), (3, 200, 45, 32), (6, 64, 100, 16), (2, 256, 40, 64)]
     weights, xs, results = [], [], []
     try:
