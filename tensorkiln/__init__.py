@@ -27,6 +27,7 @@ from .ir.ops import REGISTRY as _OP_TABLE
 from .frontend.control import cond, scan, while_loop
 from .frontend.jit import compile, jit  # noqa: A004  (tk.compile, as torch.compile)
 from .quantization import quantize as _quantize_tk
+from .importers.onnx.quantize import OnnxModule as _OnnxModule, quantize_onnx as _quantize_onnx
 from .driver.options import CompileOptions
 from .shapes import Dim, SymInt
 from .runtime.exported import load_compiled
@@ -86,9 +87,8 @@ def quantize(fn_or_module, calibration, **options):
             type(fn_or_module).__module__.startswith("tensorkiln.importers.torch"):
         from .importers.torch.quantize import quantize_torch
         return quantize_torch(fn_or_module, calibration, **options)
-    if type(fn_or_module).__module__.startswith("tensorkiln.importers.onnx"):
-        from .importers.onnx.quantize import quantize_onnx
-        return quantize_onnx(fn_or_module, calibration, **options)
+    if isinstance(fn_or_module, _OnnxModule):
+        return _quantize_onnx(fn_or_module, calibration, **options)
     return _quantize_tk(fn_or_module, calibration, **options)
 
 

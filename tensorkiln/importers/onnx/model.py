@@ -100,6 +100,7 @@ class OnnxModule(ModelChecks, ModelSpecialization, ModelExecution, ModelReports)
         self.dim_params = self._dim_params(graph)
         self._model = self._types = None  # not needed after loading
         options = dict(opt_level=opt_level, debug=debug, backend=backend, precision=precision)
+        self.jit_options = options  # what tk.onnx.load was given: a quantized copy compiles alike
         # dims named by a dim_param are size symbols (one name, one symbol); without any, automatic dynamic
         self._jit = jit(self._make_function(), dynamic=self.dim_params or None, **options)
         self._make_jit = lambda fn: jit(fn, **options)

@@ -75,9 +75,8 @@ def quantize_onnx(module: OnnxModule, calibration: Iterable, **options) -> Quant
         raise UnsupportedOpError(f"tk.quantize: the ONNX model {module.model_name!r} has shapes that depend on "
                                  f"its inputs' values, and runs in compiled stages; it cannot be quantized")
     samples = [_arrays(module, sample) for sample in calibration]
-    jit_options = {"opt_level": module._jit.options.opt_level, "debug": module._jit.options.debug,
-                   "backend": module._jit.options.backend}
-    quantized = quantize(_NamedWeights(module), samples, **{**jit_options, **options})
+    loaded_with = {name: value for name, value in module.jit_options.items() if name != "precision"}
+    quantized = quantize(_NamedWeights(module), samples, **{**loaded_with, **options})
     result = copy.copy(module)
     result.__class__ = QuantizedOnnxModule
     result._jit = quantized
