@@ -432,7 +432,7 @@ _INT4_TILE = r"""
  * (sum over the group's steps of the u8 x s8 products + comp[i][g]), for mr rows */
 static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, const int16_t *restrict zeros, const float *restrict fsum, int64_t groups,
+    const int32_t *restrict comp, const float *restrict shares, const float *restrict fsum, int64_t groups,
     const uint8_t *restrict q,
     const uint8_t *last, const float *restrict s, float *restrict c, int64_t ldc, int64_t steps)
 {{
@@ -479,12 +479,9 @@ static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
 #undef TK_W4_STEP
         const __m512 s0 = _mm512_loadu_ps(s + g * 32), s1 = _mm512_loadu_ps(s + g * 32 + 16);
         __m512 share0 = s0, share1 = s1;  /* an asymmetric block's scale * (8 - z) per column */
-        if (zeros != NULL) {{
-            const __m512 eight = _mm512_set1_ps(8.0f);
-            share0 = _mm512_mul_ps(s0, _mm512_sub_ps(eight, _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(
-                _mm256_loadu_si256((const __m256i *)(zeros + g * 32))))));
-            share1 = _mm512_mul_ps(s1, _mm512_sub_ps(eight, _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(
-                _mm256_loadu_si256((const __m256i *)(zeros + g * 32 + 16))))));
+        if (shares != NULL) {{
+            share0 = _mm512_loadu_ps(shares + g * 32);
+            share1 = _mm512_loadu_ps(shares + g * 32 + 16);
         }}
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {{
@@ -497,7 +494,7 @@ static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
             const __m512 sa = _mm512_set1_ps(ascale[i * groups + g]);
             acc[i][0] = _mm512_fmadd_ps(_mm512_mul_ps(s0, sa), _mm512_cvtepi32_ps(t0), acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(_mm512_mul_ps(s1, sa), _mm512_cvtepi32_ps(t1), acc[i][1]);
-            if (zeros != NULL) {{  /* an asymmetric block: + scale * (8 - z) * the row's float group sum */
+            if (shares != NULL) {{  /* an asymmetric block: + scale * (8 - z) * the row's float group sum */
                 const __m512 rs = _mm512_set1_ps(fsum[i * groups + g]);
                 acc[i][0] = _mm512_fmadd_ps(share0, rs, acc[i][0]);
                 acc[i][1] = _mm512_fmadd_ps(share1, rs, acc[i][1]);
@@ -530,7 +527,7 @@ _INT4_TILE_AVX2 = r"""
 #define TK_W4_STEPS16 8  /* steps summed in 16-bit lanes: 8 x 3810 <= 32767 */
 static inline __attribute__((always_inline)) void tk_w4_tile_avx2(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, const int16_t *restrict zeros, const float *restrict fsum, int64_t groups,
+    const int32_t *restrict comp, const float *restrict shares, const float *restrict fsum, int64_t groups,
     const uint8_t *restrict q,
     const uint8_t *last, const float *restrict s, float *restrict c, int64_t ldc, int64_t steps)
 {
@@ -580,19 +577,15 @@ static inline __attribute__((always_inline)) void tk_w4_tile_avx2(
             }
         }
         __m256 share[4];  /* an asymmetric block's scale * (8 - z) per column: times each row's float group sum */
-        if (zeros != NULL) {
+        if (shares != NULL) {
 #pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) {
-                const __m256 z = _mm256_cvtepi32_ps(
-                    _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(zeros + g * 32 + h * 8))));
-                share[h] = _mm256_mul_ps(_mm256_loadu_ps(s + g * 32 + h * 8), _mm256_sub_ps(_mm256_set1_ps(8.0f), z));
-            }
+            for (int h = 0; h < 4; h++) share[h] = _mm256_loadu_ps(shares + g * 32 + h * 8);
         }
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {
             const __m256i offset = _mm256_set1_epi32(comp[i * groups + g]);
             const __m256 sa = _mm256_set1_ps(ascale[i * groups + g]);
-            if (zeros != NULL) {
+            if (shares != NULL) {
                 const __m256 row_sum = _mm256_set1_ps(fsum[i * groups + g]);
 #pragma GCC unroll 4
                 for (int h = 0; h < 4; h++) acc[i][h] = _mm256_fmadd_ps(share[h], row_sum, acc[i][h]);
@@ -616,7 +609,7 @@ _INT4_TILE_PORTABLE = r"""
 /* int4 weights x int8 rows, plain C: the sums of the vector tiles (one chain) */
 static inline void tk_w4_tile_portable(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, const int16_t *restrict zeros, const float *restrict fsum, int64_t groups,
+    const int32_t *restrict comp, const float *restrict shares, const float *restrict fsum, int64_t groups,
     const uint8_t *restrict q,
     const uint8_t *last, const float *restrict s, float *restrict c, int64_t ldc, int64_t steps)
 {
@@ -638,8 +631,8 @@ static inline void tk_w4_tile_portable(
             }
             for (int j = 0; j < 32; j++) {
                 acc[j] += s[g * 32 + j] * ascale[i * groups + g] * (float)sum[j];
-                if (zeros != NULL) {  /* an asymmetric block: + scale * (8 - z) * the row's float group sum */
-                    acc[j] += s[g * 32 + j] * (8.0f - (float)zeros[g * 32 + j]) * fsum[i * groups + g];
+                if (shares != NULL) {  /* an asymmetric block: + scale * (8 - z) * the row's float group sum */
+                    acc[j] += shares[g * 32 + j] * fsum[i * groups + g];
                 }
             }
         }
@@ -663,25 +656,29 @@ static void tk_w4_run_{kind}(const float *restrict a, int64_t lda, int64_t rows,
     float *ascale = malloc((size_t)(rows * groups) * sizeof(float));
     int32_t *comp = malloc((size_t)(rows * groups) * sizeof(int32_t));
     float *fsum = zeros == NULL ? NULL : malloc((size_t)(rows * groups) * sizeof(float));
-    if (aq == NULL || ascale == NULL || comp == NULL || (zeros != NULL && fsum == NULL)) abort();
+    float *shares = zeros == NULL ? NULL : malloc((size_t)(groups * 32) * sizeof(float));
+    if (aq == NULL || ascale == NULL || comp == NULL || (zeros != NULL && (fsum == NULL || shares == NULL))) abort();
     tk_w4_quantize_rows_{kind}(a, lda, rows, depth, group, groups, steps, aq, ascale, comp, fsum);
     const uint8_t *last = q + npanels * groups * steps * 64 - 1;  /* the stream's last byte */
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
         const uint8_t *qp = q + p * groups * steps * 64;
         const float *sp = scales + p * groups * 32;
-        const int16_t *zp = zeros == NULL ? NULL : zeros + p * groups * 32;
+        if (zeros != NULL) {{  /* the panel's scale * (8 - z), once for all its rows */
+            const int16_t *zp = zeros + p * groups * 32;
+            for (int64_t t = 0; t < groups * 32; t++) shares[t] = sp[t] * (8.0f - (float)zp[t]);
+        }}
         int64_t r = 0;
         for (; r + 4 <= rows; r += 4) {{
-            tk_w4_tile_{kind}(4, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, zp,
+            tk_w4_tile_{kind}(4, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares,
                              fsum ? fsum + r * groups : NULL, groups, qp, last, sp, c + r * ldc + p * 32, ldc, steps);
         }}
         const float *fr = fsum ? fsum + r * groups : NULL;  /* the remaining rows' group sums */
         switch (rows - r) {{  /* a tile of constant height each: its sums stay in registers */
-        case 3: tk_w4_tile_{kind}(3, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, zp, fr, groups, qp, last,
+        case 3: tk_w4_tile_{kind}(3, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares, fr, groups, qp, last,
                                  sp, c + r * ldc + p * 32, ldc, steps); break;
-        case 2: tk_w4_tile_{kind}(2, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, zp, fr, groups, qp, last,
+        case 2: tk_w4_tile_{kind}(2, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares, fr, groups, qp, last,
                                  sp, c + r * ldc + p * 32, ldc, steps); break;
-        case 1: tk_w4_tile_{kind}(1, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, zp, fr, groups, qp, last,
+        case 1: tk_w4_tile_{kind}(1, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares, fr, groups, qp, last,
                                  sp, c + r * ldc + p * 32, ldc, steps); break;
         default: break;
         }}
@@ -690,6 +687,7 @@ static void tk_w4_run_{kind}(const float *restrict a, int64_t lda, int64_t rows,
     free(ascale);
     free(comp);
     free(fsum);
+    free(shares);
 }}
 
 static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t rows,
