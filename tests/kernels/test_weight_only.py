@@ -102,6 +102,13 @@ def test_interpreter_runs_the_same_quantized_graph():
     interpreted = tk.jit(lambda x: x @ tk.tensor(w), precision="int4w", backend="interpreter")(x).numpy()
     assert_close(compiled, interpreted.astype(np.float64), 200)
     assert not np.allclose(interpreted, x @ w, rtol=1e-4)  # quantized: not the float product
+    zeros = RNG.integers(0, 16, (7, 90))  # an asymmetric grid: the op's zero-point operand, both ways
+    grid = (RNG.integers(0, 16, (200, 90)) - np.repeat(zeros, 32, axis=0)[:200]) * np.float32(0.01)
+    grid = grid.astype(np.float32)
+    compiled = tk.jit(lambda x: x @ tk.tensor(grid), precision="int4w")
+    interpreted = tk.jit(lambda x: x @ tk.tensor(grid), precision="int4w", backend="interpreter")
+    assert [len(n.inputs) for n in interpreted.optimized_graph(x).nodes if n.op == "matmul_int4w"] == [4]
+    assert_close(compiled(x).numpy(), interpreted(x).numpy().astype(np.float64), 200)
 
 
 def test_small_and_activation_products_stay_float():
