@@ -13,9 +13,8 @@ rows (1: one decode step). Run by:
 - tensorkiln int8w: `tk.onnx.load(path, precision="int8w-g<block>")`, the model's own integers and
   scales in the weight-only kernel (1 byte a weight; the same products, exactly);
 - tensorkiln int4w: `precision="int4w-g<block>"`, the same integers at half a byte (q - zero point is
-  held as q - 8 plus the block's offset: the kernel takes the zero points and adds their share, times A's
-  float block sums, in its tiles), A quantized to int8 per block (as accuracy_level 4); --symmetric: no
-  zero points (q - 8, `is_symmetric=True`);
+  held as q - 8 plus the block's offset, whose share is a small matmul of A's block sums), A quantized
+  to int8 per block (as accuracy_level 4); --symmetric: no zero points (q - 8, `is_symmetric=True`);
 - ONNX Runtime: the same file (IOBinding), its MatMulNBits kernel with accuracy_level 0 (float A, as
   the op's definition) and with accuracy_level 4 (A quantized to int8 per block, a file of its own).
 

@@ -21,10 +21,6 @@ and stored in panels of PANEL_COLUMNS columns, the layout the kernels stream
            for depth k = g * group + 4 t + d, step s = g * T + t, T = ceil(group / 4)
                                                                           (P, G * T, 64) uint8
     both:  scales[p, g, j] = scale[g, p*32 + j]                             (P, G, 32) float32
-    int4, asymmetric blocks: zeros[p, g, j] = z[g, p*32 + j]               (P, G, 32) int16
-           (an optional fourth input: the weight is (nibble - z) * scale, z = 8 - the block's offset,
-           computed as (nibble - 8) * scale times the int8 rows plus (8 - z) * scale times the float
-           sum of the row's group, as the float product has that share)
 
 with zeros (nibble 8 for int4) past N and, for int4, past the end of a group (each group padded to
 a whole number of 4-depth steps). Decoding reads each weight once per token, so the 1 or 1/2 byte
@@ -214,12 +210,6 @@ def pack_weight_only(q: np.ndarray, scales: np.ndarray, bits: int, group: int) -
     return np.ascontiguousarray(steps.reshape(count, depths // INT4_STEP, half * INT4_STEP)), scale_panels
 
 
-def pack_zero_points(zeros: np.ndarray) -> np.ndarray:
-    """(P, G, 32) int16 panels of an asymmetric int4 weight's zero points z (G, N): its weight is
-    (nibble - z) * scale, the stored nibble q + INT4_OFFSET as in every int4 panel (8 past N)."""
-    return _panels(np.asarray(zeros).astype(np.int16), np.int16(INT4_OFFSET))
-
-
 def unpack_weight_only(panels: np.ndarray, scale_panels: np.ndarray, bits: int, k: int, n: int,
                        group: int) -> tuple[np.ndarray, np.ndarray]:
     """(q (K, N) int8, scales (G, N)) from the panels `pack_weight_only` made."""
@@ -262,14 +252,8 @@ def _infer(name: str):
     layout = "K, 32" if bits == 8 else "ceil(K / group) * ceil(group / 4), 64"
 
     def infer(types, attrs):
-        if len(types) != 3 and not (bits == 4 and len(types) == 4):
-            raise ShapeError(f"{name} takes A, weight panels and scales{' (and int4 zero points)' if bits == 4 else ''}, "
-                             f"got {len(types)} inputs")
-        a, panels, scales = types[:3]
+        a, panels, scales = types
         n, k, group = attrs["n"], attrs["k"], attrs["group"]
-        if len(types) == 4 and (types[3].dtype.name != "int16" or types[3].shape != scales.shape):
-            raise ShapeError(f"{name}: zero points must be int16 of the scales' shape {scales.shape}, got "
-                             f"{types[3].dtype.name}{list(types[3].shape)}")
         if a.dtype.name != "float32" or panels.dtype.name != dtype or scales.dtype.name != "float32":
             raise DTypeError(f"{name} expects a float32 A, {dtype} weight panels and float32 scales, got "
                              f"{a.dtype.name}, {panels.dtype.name} and {scales.dtype.name}")
@@ -288,32 +272,22 @@ def _reference(name: str):
     bits = WEIGHT_BITS[name]
 
     def reference(inputs, attrs, out):
-        a, panels, scale_panels = inputs[:3]
+        a, panels, scale_panels = inputs
         q, scales = unpack_weight_only(panels, scale_panels, bits, attrs["k"], attrs["n"], attrs["group"])
         weight = dequantize(q, scales, attrs["group"])
         if bits == 8:
             return np.matmul(a, weight)
-        k, group = attrs["k"], attrs["group"]
-        a_q, a_scales = quantize_rows(a, group)  # int4: int8 activations (module docstring)
-        rows = a_q.astype(np.float64) * np.repeat(a_scales, group, axis=-1)[..., :k]
-        product = np.matmul(rows, weight.astype(np.float64))
-        if len(inputs) == 4:  # asymmetric blocks: + (8 - z) * scale times the float sums of A's groups
-            shares = (INT4_OFFSET - _unpanel(inputs[3], attrs["n"]).astype(np.float64)) * scales
-            padded = np.zeros(a.shape[:-1] + (shares.shape[0] * group,), np.float64)
-            padded[..., :k] = a
-            product = product + np.matmul(padded.reshape(a.shape[:-1] + (shares.shape[0], group)).sum(-1), shares)
-        return product.astype(np.float32)
+        a_q, a_scales = quantize_rows(a, attrs["group"])  # int4: int8 activations (module docstring)
+        rows = a_q.astype(np.float64) * np.repeat(a_scales, attrs["group"], axis=-1)[..., :attrs["k"]]
+        return np.matmul(rows, weight.astype(np.float64)).astype(np.float32)
     return reference
 
 
 for _name, _bits in WEIGHT_BITS.items():
-    register(_name, OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _infer(_name), _reference(_name),
-             3 if _bits == 8 else None,
+    register(_name, OpKind.CONTRACTION, MappingType.MANY_TO_MANY, _infer(_name), _reference(_name), 3,
              backend_only=True,
              doc=f"float32 A (..., M, K) @ a weight of int{_bits} values in panels (ceil(N/32), "
                  f"{'K, 32' if _bits == 8 else 'ceil(K/group) * ceil(group/4), 64'}) times float32 scales per "
                  f"group of K (ceil(N/32), ceil(K/group), 32)"
-                 f"{'' if _bits == 8 else ', A quantized to int8 per row and group; optionally int16 zero points '}"
-                 f"{'' if _bits == 8 else 'per group (ceil(N/32), ceil(K/group), 32): the weight (nibble - z) * scale'}"
-                 f"; attrs n, k, group",
+                 f"{'' if _bits == 8 else ', A quantized to int8 per row and group'}; attrs n, k, group",
              gradient=NOT_DIFFERENTIABLE)

@@ -138,8 +138,7 @@ def _tasks(root: Node, out: Buffer, values: ValueBuilder, epilogue, width: int, 
 
 def weight_only_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:
     """Loop IR computing out = epilogue(A @ dequantized W) for a matmul_int8w / matmul_int4w node."""
-    a_node, q_node, s_node = root.inputs[:3]
-    z_node = root.inputs[3] if len(root.inputs) == 4 else None  # an asymmetric int4 weight's zero points
+    a_node, q_node, s_node = root.inputs
     bits = WEIGHT_BITS[root.op]
     kind = weight_only_kind() if bits == 8 else int4_kind()
     k, group = root.attrs["k"], root.attrs["group"]
@@ -147,16 +146,14 @@ def weight_only_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=Non
     panels = q_node.shape[0]
     q_buf, s_buf = values.buffers[q_node.id], values.buffers[s_node.id]
     panel_bytes = q_node.shape[1] * q_node.shape[2]
-    function = f"tk_w{bits}_matmul_{'zp_' if z_node is not None else ''}{kind}"
+    function = f"tk_w{bits}_matmul_{kind}"
     ahead = weight_stream_prefetch("int8")  # int4 too: the stream is bytes either way
 
     def call(a: Pointer, lda: int, rows: E.Expr, panel0: E.Expr, count: E.Expr, tile: Buffer) -> Stmt:
         return NativeCall(function, (a, E.const(lda), rows, Pointer(q_buf, panel0 * panel_bytes),
                                      Pointer(s_buf, panel0 * (groups * PANEL_COLUMNS)), count, E.const(k),
                                      E.const(group), E.const(groups), Pointer(tile, E.const(0)),
-                                     E.const(_tile_columns(root, panels, PANEL_COLUMNS)))
-                          + (() if z_node is None else
-                             (Pointer(values.buffers[z_node.id], panel0 * (groups * PANEL_COLUMNS)),)),
+                                     E.const(_tile_columns(root, panels, PANEL_COLUMNS))),
                           writes=(tile.name,),
                           source=int_weight_source(bits, kind, ahead) if bits == 8 else int4_weight_source(kind, ahead))
 

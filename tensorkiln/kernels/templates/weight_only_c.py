@@ -335,11 +335,10 @@ _INT4_QUANTIZE = r"""
 #include <string.h>
 /* Rows of float32 a, quantized per group of depths to int8 (ir/ops/weight_only.quantize_rows):
  * aq[r][g * steps * 4 + t] (zero past a group's end), scale[r][g] = max|a| / 127 and
- * comp[r][g] = -8 * sum(aq) (what the stored q + 8 adds to a group's sum); fsum[r][g] = sum(a) where
- * asked (float32, in eight chains) */
+ * comp[r][g] = -8 * sum(aq) (what the stored q + 8 adds to a group's sum) */
 static void tk_w4_quantize_rows_{kind}(const float *restrict a, int64_t lda, int64_t rows, int64_t depth,
                                       int64_t group, int64_t groups, int64_t steps, int8_t *restrict aq,
-                                      float *restrict scale, int32_t *restrict comp, float *restrict fsum)
+                                      float *restrict scale, int32_t *restrict comp)
 {{
     for (int64_t r = 0; r < rows; r++) {{
         for (int64_t g = 0; g < groups; g++) {{
@@ -350,16 +349,6 @@ static void tk_w4_quantize_rows_{kind}(const float *restrict a, int64_t lda, int
             memset(out + n, 0, (size_t)(steps * 4 - n));
             scale[r * groups + g] = amax / 127.0f;
             comp[r * groups + g] = -8 * sum;
-            if (fsum != NULL) {{  /* the group's float sum: what an asymmetric block's zero point multiplies */
-                float lane[8] = {{0.0f}};  /* eight chains (one vector), not one chain of n dependent adds */
-                int64_t d = 0;
-                for (; d + 8 <= n; d += 8) {{
-                    for (int l = 0; l < 8; l++) lane[l] += x[d + l];
-                }}
-                float total = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
-                for (; d < n; d++) total += x[d];
-                fsum[r * groups + g] = total;
-            }}
         }}
     }}
 }}
@@ -432,9 +421,8 @@ _INT4_TILE = r"""
  * (sum over the group's steps of the u8 x s8 products + comp[i][g]), for mr rows */
 static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, const float *restrict shares, const float *restrict fsum, int64_t groups,
-    const uint8_t *restrict q,
-    const uint8_t *last, const float *restrict s, float *restrict c, int64_t ldc, int64_t steps)
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const uint8_t *last, const float *restrict s,
+    float *restrict c, int64_t ldc, int64_t steps)
 {{
     (void)last;
     const int chains = mr <= 2 ? 2 : 1;  /* independent sums per output: latency, not throughput */
@@ -478,11 +466,6 @@ static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
         for (; st < steps; st++) TK_W4_STEP(st, 0);
 #undef TK_W4_STEP
         const __m512 s0 = _mm512_loadu_ps(s + g * 32), s1 = _mm512_loadu_ps(s + g * 32 + 16);
-        __m512 share0 = s0, share1 = s1;  /* an asymmetric block's scale * (8 - z) per column */
-        if (shares != NULL) {{
-            share0 = _mm512_loadu_ps(shares + g * 32);
-            share1 = _mm512_loadu_ps(shares + g * 32 + 16);
-        }}
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {{
             const __m512i offset = _mm512_set1_epi32(comp[i * groups + g]);
@@ -494,11 +477,6 @@ static inline __attribute__((always_inline)) void tk_w4_tile_{kind}(
             const __m512 sa = _mm512_set1_ps(ascale[i * groups + g]);
             acc[i][0] = _mm512_fmadd_ps(_mm512_mul_ps(s0, sa), _mm512_cvtepi32_ps(t0), acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(_mm512_mul_ps(s1, sa), _mm512_cvtepi32_ps(t1), acc[i][1]);
-            if (shares != NULL) {{  /* an asymmetric block: + scale * (8 - z) * the row's float group sum */
-                const __m512 rs = _mm512_set1_ps(fsum[i * groups + g]);
-                acc[i][0] = _mm512_fmadd_ps(share0, rs, acc[i][0]);
-                acc[i][1] = _mm512_fmadd_ps(share1, rs, acc[i][1]);
-            }}
         }}
     }}
 #pragma GCC unroll 4
@@ -527,9 +505,8 @@ _INT4_TILE_AVX2 = r"""
 #define TK_W4_STEPS16 8  /* steps summed in 16-bit lanes: 8 x 3810 <= 32767 */
 static inline __attribute__((always_inline)) void tk_w4_tile_avx2(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, const float *restrict shares, const float *restrict fsum, int64_t groups,
-    const uint8_t *restrict q,
-    const uint8_t *last, const float *restrict s, float *restrict c, int64_t ldc, int64_t steps)
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const uint8_t *last, const float *restrict s,
+    float *restrict c, int64_t ldc, int64_t steps)
 {
     const __m256i low = _mm256_set1_epi8(0x0f);
     const __m256i ones = _mm256_set1_epi16(1);
@@ -576,20 +553,10 @@ static inline __attribute__((always_inline)) void tk_w4_tile_avx2(
                 for (int h = 0; h < 4; h++) sum[i][h] = _mm256_add_epi32(sum[i][h], _mm256_madd_epi16(part[i][h], ones));
             }
         }
-        __m256 share[4];  /* an asymmetric block's scale * (8 - z) per column: times each row's float group sum */
-        if (shares != NULL) {
-#pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) share[h] = _mm256_loadu_ps(shares + g * 32 + h * 8);
-        }
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {
             const __m256i offset = _mm256_set1_epi32(comp[i * groups + g]);
             const __m256 sa = _mm256_set1_ps(ascale[i * groups + g]);
-            if (shares != NULL) {
-                const __m256 row_sum = _mm256_set1_ps(fsum[i * groups + g]);
-#pragma GCC unroll 4
-                for (int h = 0; h < 4; h++) acc[i][h] = _mm256_fmadd_ps(share[h], row_sum, acc[i][h]);
-            }
 #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) {
                 const __m256 sw = _mm256_loadu_ps(s + g * 32 + h * 8);
@@ -609,9 +576,8 @@ _INT4_TILE_PORTABLE = r"""
 /* int4 weights x int8 rows, plain C: the sums of the vector tiles (one chain) */
 static inline void tk_w4_tile_portable(
     const int mr, const int8_t *restrict aq, int64_t ldq, const float *restrict ascale,
-    const int32_t *restrict comp, const float *restrict shares, const float *restrict fsum, int64_t groups,
-    const uint8_t *restrict q,
-    const uint8_t *last, const float *restrict s, float *restrict c, int64_t ldc, int64_t steps)
+    const int32_t *restrict comp, int64_t groups, const uint8_t *restrict q, const uint8_t *last, const float *restrict s,
+    float *restrict c, int64_t ldc, int64_t steps)
 {
     (void)last;
     for (int i = 0; i < mr; i++) {
@@ -629,12 +595,7 @@ static inline void tk_w4_tile_portable(
                     }
                 }
             }
-            for (int j = 0; j < 32; j++) {
-                acc[j] += s[g * 32 + j] * ascale[i * groups + g] * (float)sum[j];
-                if (shares != NULL) {  /* an asymmetric block: + scale * (8 - z) * the row's float group sum */
-                    acc[j] += shares[g * 32 + j] * fsum[i * groups + g];
-                }
-            }
+            for (int j = 0; j < 32; j++) acc[j] += s[g * 32 + j] * ascale[i * groups + g] * (float)sum[j];
         }
         for (int j = 0; j < 32; j++) c[i * ldc + j] = acc[j];
     }
@@ -642,67 +603,39 @@ static inline void tk_w4_tile_portable(
 """
 
 _INT4_DRIVER = r"""
-/* zeros: NULL (every stored nibble is q + 8), or each panel's int16 zero point per group and column
- * (an asymmetric block: the weight is (nibble - z) * scale = (nibble - 8) * scale + (8 - z) * scale, the
- * second term times the row's float group sum, as the float product has it) */
-static void tk_w4_run_{kind}(const float *restrict a, int64_t lda, int64_t rows,
-                            const uint8_t *restrict q, const float *restrict scales, const int16_t *restrict zeros,
-                            int64_t npanels, int64_t depth, int64_t group, int64_t groups, float *restrict c,
-                            int64_t ldc)
+static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t rows,
+                               const uint8_t *restrict q, const float *restrict scales, int64_t npanels,
+                               int64_t depth, int64_t group, int64_t groups, float *restrict c, int64_t ldc)
 {{
     const int64_t steps = (group + 3) / 4;  /* 4-depth steps per group (ir/ops/weight_only.py) */
     const int64_t ldq = groups * steps * 4;
     int8_t *aq = malloc((size_t)(rows * ldq));
     float *ascale = malloc((size_t)(rows * groups) * sizeof(float));
     int32_t *comp = malloc((size_t)(rows * groups) * sizeof(int32_t));
-    float *fsum = zeros == NULL ? NULL : malloc((size_t)(rows * groups) * sizeof(float));
-    float *shares = zeros == NULL ? NULL : malloc((size_t)(groups * 32) * sizeof(float));
-    if (aq == NULL || ascale == NULL || comp == NULL || (zeros != NULL && (fsum == NULL || shares == NULL))) abort();
-    tk_w4_quantize_rows_{kind}(a, lda, rows, depth, group, groups, steps, aq, ascale, comp, fsum);
+    if (aq == NULL || ascale == NULL || comp == NULL) abort();
+    tk_w4_quantize_rows_{kind}(a, lda, rows, depth, group, groups, steps, aq, ascale, comp);
     const uint8_t *last = q + npanels * groups * steps * 64 - 1;  /* the stream's last byte */
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
         const uint8_t *qp = q + p * groups * steps * 64;
         const float *sp = scales + p * groups * 32;
-        if (zeros != NULL) {{  /* the panel's scale * (8 - z), once for all its rows */
-            const int16_t *zp = zeros + p * groups * 32;
-            for (int64_t t = 0; t < groups * 32; t++) shares[t] = sp[t] * (8.0f - (float)zp[t]);
-        }}
         int64_t r = 0;
         for (; r + 4 <= rows; r += 4) {{
-            tk_w4_tile_{kind}(4, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares,
-                             fsum ? fsum + r * groups : NULL, groups, qp, last, sp, c + r * ldc + p * 32, ldc, steps);
+            tk_w4_tile_{kind}(4, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
+                             c + r * ldc + p * 32, ldc, steps);
         }}
-        const float *fr = fsum ? fsum + r * groups : NULL;  /* the remaining rows' group sums */
         switch (rows - r) {{  /* a tile of constant height each: its sums stay in registers */
-        case 3: tk_w4_tile_{kind}(3, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares, fr, groups, qp, last,
-                                 sp, c + r * ldc + p * 32, ldc, steps); break;
-        case 2: tk_w4_tile_{kind}(2, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares, fr, groups, qp, last,
-                                 sp, c + r * ldc + p * 32, ldc, steps); break;
-        case 1: tk_w4_tile_{kind}(1, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, shares, fr, groups, qp, last,
-                                 sp, c + r * ldc + p * 32, ldc, steps); break;
+        case 3: tk_w4_tile_{kind}(3, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
+                                 c + r * ldc + p * 32, ldc, steps); break;
+        case 2: tk_w4_tile_{kind}(2, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
+                                 c + r * ldc + p * 32, ldc, steps); break;
+        case 1: tk_w4_tile_{kind}(1, aq + r * ldq, ldq, ascale + r * groups, comp + r * groups, groups, qp, last, sp,
+                                 c + r * ldc + p * 32, ldc, steps); break;
         default: break;
         }}
     }}
     free(aq);
     free(ascale);
     free(comp);
-    free(fsum);
-    free(shares);
-}}
-
-static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t rows,
-                               const uint8_t *restrict q, const float *restrict scales, int64_t npanels,
-                               int64_t depth, int64_t group, int64_t groups, float *restrict c, int64_t ldc)
-{{
-    tk_w4_run_{kind}(a, lda, rows, q, scales, NULL, npanels, depth, group, groups, c, ldc);
-}}
-
-static void tk_w4_matmul_zp_{kind}(const float *restrict a, int64_t lda, int64_t rows,
-                                  const uint8_t *restrict q, const float *restrict scales, int64_t npanels,
-                                  int64_t depth, int64_t group, int64_t groups, float *restrict c, int64_t ldc,
-                                  const int16_t *restrict zeros)
-{{
-    tk_w4_run_{kind}(a, lda, rows, q, scales, zeros, npanels, depth, group, groups, c, ldc);
 }}
 """
 
