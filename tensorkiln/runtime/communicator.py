@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -25,6 +26,7 @@ from ..errors import DistributedError, DTypeError, at_user_line
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 WORLD: tuple[int, ...] = ()  # the `group` of a collective over every rank
+ABORT_GRACE_SECONDS = 0.5  # a failing rank's traceback reaches the launcher before Abort ends every rank
 
 
 def progresses_in_background(environ: dict[str, str] | None = None) -> bool:
@@ -110,6 +112,9 @@ def _install_abort_on_uncaught_exception() -> None:
         sys.stderr.flush()
         if kind is KeyboardInterrupt:
             previous(kind, value, tb)
+        # Abort kills every rank at once, mpiexec's output forwarding too: on a loaded machine the lines
+        # above were sometimes lost on their way to the launcher's terminal; give them a moment to pass
+        time.sleep(ABORT_GRACE_SECONDS)
         world().comm.Abort(1)
 
     sys.excepthook = abort_all
