@@ -74,6 +74,7 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
         a, b = _bf16_round(a), _bf16_round(b)
     reference = cached_reference(workload, seed, [a, b], lambda: a.astype(np.float64) @ b.astype(np.float64))
     eps = float(np.finfo(dtype).eps)
+    b_stored = np.ascontiguousarray(b.T) if transposed else b  # the input as the program receives it
 
     def build(config: dict | None) -> Callable:
         with using_configs({workload: config} if config else {}):
@@ -89,7 +90,6 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
                 fn(a, b)
             return fn
 
-    b_stored = np.ascontiguousarray(b.T) if transposed else b
     inputs = [a] if panels else [a, b_stored]
     return Benchmark(inputs, build, reference, tolerance=4 * eps * k)
 

@@ -15,7 +15,6 @@ name, or one array for a model of one input.
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 from typing import Any, Iterable
 
 import numpy as np
@@ -23,6 +22,7 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from ...frontend.tensor import Tensor
 from ...quantization import quantize
+from ...quantization.named_weights import NamedWeights
 from .model import OnnxModule
 
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")  # ops whose input 1 may be a quantizable weight
@@ -36,24 +36,10 @@ class QuantizedOnnxModule(OnnxModule):
         return self._jit.quantization_report()
 
 
-class _NamedWeights:
-    """The module's traced function, its weights named by the ONNX node reading them (tk.quantize's layer
-    names): `named_modules()` as a tk module's, each entry holding that initializer's constant."""
-
-    def __init__(self, module: OnnxModule):
-        self.fn = module._jit.fn
-        self.__name__ = getattr(self.fn, "__name__", "onnx_model")
-        self.__signature__ = getattr(self.fn, "__signature__", None)
-        self._modules = []
-        for node in module._nodes:
-            if node.op_type in WEIGHTED_OPS and len(node.inputs) > 1 and node.inputs[1] in module._constants:
-                self._modules.append((node.name, SimpleNamespace(weight=module._constants[node.inputs[1]])))
-
-    def __call__(self, *tensors):
-        return self.fn(*tensors)
-
-    def named_modules(self):
-        return iter(self._modules)
+def _node_weights(module: OnnxModule) -> list[tuple[str, Tensor]]:
+    """(the node's name, the initializer it reads as its weight) of each weighted node."""
+    return [(node.name, module._constants[node.inputs[1]]) for node in module._nodes
+            if node.op_type in WEIGHTED_OPS and len(node.inputs) > 1 and node.inputs[1] in module._constants]
 
 
 def _arrays(module: OnnxModule, sample: Any) -> tuple[np.ndarray, ...]:
@@ -76,7 +62,7 @@ def quantize_onnx(module: OnnxModule, calibration: Iterable, **options) -> Quant
                                  f"its inputs' values, and runs in compiled stages; it cannot be quantized")
     samples = [_arrays(module, sample) for sample in calibration]
     loaded_with = {name: value for name, value in module.jit_options.items() if name != "precision"}
-    quantized = quantize(_NamedWeights(module), samples, **{**loaded_with, **options})
+    quantized = quantize(NamedWeights(module._jit.fn, _node_weights(module)), samples, **{**loaded_with, **options})
     result = copy.copy(module)
     result.__class__ = QuantizedOnnxModule
     result._jit = quantized

@@ -132,7 +132,7 @@ class ConvertedGraph:
     input_names: list[str]
     output_structure: Any  # the graph's output with tensors replaced by their index in the flat list
     random: bool = False  # it draws random numbers: `fn` takes one more input, a 0-d int64 key per call
-    constants: dict[str, Any] = field(default_factory=dict)  # placeholder name -> its snapshot
+    constants: dict[str, Any] = field(default_factory=dict)  # graph input read as a constant -> its snapshot
 
 
 def convert_graph(gm: torch.fx.GraphModule, constants: dict[str, Any] | None = None,

@@ -12,7 +12,6 @@ leaves its layer named by op and position (`matmul_4`).
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 from typing import Any, Iterable
 
 import numpy as np
@@ -20,6 +19,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from ...quantization import quantize
+from ...quantization.named_weights import NamedWeights
 from .export import TorchProgram, from_torch
 
 
@@ -44,28 +44,16 @@ def _torch(value):
     return torch.from_numpy(np.ascontiguousarray(value)) if isinstance(value, np.ndarray) else value
 
 
-class _NamedWeights:
-    """The program's function, with its weights named by module path for tk.quantize's layer names:
-    `named_modules()` as a tk module's, each entry holding the `weight` snapshot the converted graph
-    reads (torch.export's parameter `a.b.weight` is module `a.b`'s)."""
-
-    def __init__(self, program: TorchProgram):
-        self.fn = program.jit.fn
-        self.__name__ = getattr(self.fn, "__name__", "forward")
-        signature = program.exported_program.graph_signature
-        snapshots = program.converted.constants
-        self._modules = []
-        for spec in signature.input_specs:
-            target = spec.target or ""
-            if spec.kind == InputKind.PARAMETER and target.rpartition(".")[2] == "weight" \
-                    and spec.arg.name in snapshots:
-                self._modules.append((target.rpartition(".")[0], SimpleNamespace(weight=snapshots[spec.arg.name])))
-
-    def __call__(self, *tensors):
-        return self.fn(*tensors)
-
-    def named_modules(self):
-        return iter(self._modules)
+def _module_weights(program: TorchProgram) -> list[tuple[str, Any]]:
+    """(module path, the snapshot the converted graph reads) of each parameter named `weight`
+    (torch.export's parameter `a.b.weight` is module `a.b`'s)."""
+    snapshots = program.converted.constants
+    weights = []
+    for spec in program.exported_program.graph_signature.input_specs:
+        path, _, leaf = (spec.target or "").rpartition(".")
+        if spec.kind == InputKind.PARAMETER and leaf == "weight" and spec.arg.name in snapshots:
+            weights.append((path, snapshots[spec.arg.name]))
+    return weights
 
 
 def quantize_torch(model: torch.nn.Module | TorchProgram, calibration: Iterable, **options) -> QuantizedTorchProgram:
@@ -85,7 +73,7 @@ def quantize_torch(model: torch.nn.Module | TorchProgram, calibration: Iterable,
         program = from_torch(model, tuple(_torch(v) for v in args), {k: _torch(v) for k, v in kwargs.items()},
                              **jit_options)
     flat = [tuple(t.numpy() for t in program._inputs(args, kwargs)) for args, kwargs in samples]
-    quantized = quantize(_NamedWeights(program), flat, **options)
+    quantized = quantize(NamedWeights(program.jit.fn, _module_weights(program)), flat, **options)
     result = copy.copy(program)
     result.__class__ = QuantizedTorchProgram
     result.jit = result._static_jit = quantized  # one signature per trace, as tk.jit's
