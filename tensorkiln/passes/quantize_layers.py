@@ -138,14 +138,20 @@ def dequantize_node(q: Node, scale, zero, dtype: dt.DType) -> Node:
     return make_node("mul", [real, scale_node], None, *where)
 
 
-def quantized_layer(layer: Node, x: Node, plan: LayerQuantization) -> Node:
-    """The layer computed on DQ(Q(x)) and DQ(Wq): the form qdq_integer puts on integer kernels."""
-    dtype = layer.dtype
+def quantized_input(x: Node, plan: LayerQuantization, layer: Node) -> Node:
+    """DQ(Q(x)) with the plan's activation scale and zero point (computed per call where dynamic)."""
     if plan.dynamic:
-        x_dq = dequantize_node(*dynamic_quantized(x, plan.x_dtype, plan.per_token and layer.op == "matmul"), dtype)
-    else:
-        x_dq = dequantize_node(quantize_node(x, plan.x_scale, plan.x_zero, plan.x_dtype), plan.x_scale,
-                               plan.x_zero, dtype)
+        return dequantize_node(*dynamic_quantized(x, plan.x_dtype, plan.per_token and layer.op == "matmul"), layer.dtype)
+    return dequantize_node(quantize_node(x, plan.x_scale, plan.x_zero, plan.x_dtype), plan.x_scale, plan.x_zero,
+                           layer.dtype)
+
+
+def quantized_layer(layer: Node, x: Node, plan: LayerQuantization, x_dq: Node | None = None) -> Node:
+    """The layer computed on DQ(Q(x)) (or the given x_dq) and DQ(Wq): the form qdq_integer puts on integer
+    kernels."""
+    dtype = layer.dtype
+    if x_dq is None:
+        x_dq = quantized_input(x, plan, layer)
     weight = constant_node(np.ascontiguousarray(plan.weight_q, np.int8), dt.int8, layer.location)
     scale = plan.weight_scale
     if layer.op == "conv2d" and scale.ndim == 1:
@@ -154,18 +160,80 @@ def quantized_layer(layer: Node, x: Node, plan: LayerQuantization) -> Node:
     return make_node(layer.op, [x_dq, w_dq], layer.attrs, layer.scope, layer.location)
 
 
+def _consumers(graph: Graph) -> dict[int, list[Node]]:
+    readers: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        for inp in node.inputs:
+            readers.setdefault(inp.id, []).append(node)
+    return readers
+
+
+def _max_pool_input(x: Node, readers: dict[int, list[Node]]) -> Node | None:
+    """y where x = reduce_max(window(pad(y, -inf))) (a max pool) and each step has one reader; else None."""
+    if x.op != "reduce_max" or x.inputs[0].op != "window":
+        return None
+    window = x.inputs[0]
+    pad = window.inputs[0]
+    if pad.op != "pad" or pad.attrs["value"] != float("-inf"):
+        return None
+    if any(len(readers.get(node.id, [])) != 1 for node in (window, pad, pad.inputs[0])):
+        return None
+    return pad.inputs[0]
+
+
+def quantized_tensors(graph: Graph, plans: dict[int, LayerQuantization]) -> dict[int, tuple[LayerQuantization, Node]]:
+    """The activations quantized as tensors, by node id: (the plan whose scale they take, a layer reading them).
+
+    A static plan's input x is quantized once, for every op that reads it: the layer, and the others (a
+    residual add reading the same activation), so that its producer can store 8-bit values, as a QDQ file's
+    producers do. A layer kept in float reads x itself, and then x is quantized for the planned layers alone.
+    Where x is a max pool's output, its input y is quantized instead: the pool of DQ(Q(y)) is exactly
+    DQ(Q(x)) (Q and DQ never decrease, so they commute with max), and the pool then runs on 8-bit values."""
+    layers = quantizable_layers(graph)
+    readers = _consumers(graph)
+    planned = {node.id for i, node in enumerate(layers) if i in plans}
+    tensors: dict[int, tuple[LayerQuantization, Node]] = {}
+    for index, layer in enumerate(layers):
+        plan = plans.get(index)
+        x = layer.inputs[0]
+        if plan is None or plan.dynamic or x.op == "constant":
+            continue
+        if any(reader.id not in planned and is_quantizable(reader) for reader in readers.get(x.id, [])):
+            continue  # read by a layer kept in float as well
+        tensors.setdefault(x.id, (plan, layer))
+        pooled = _max_pool_input(x, readers)
+        if pooled is not None:
+            tensors.setdefault(pooled.id, (plan, layer))
+    return tensors
+
+
 def insert_qdq(graph: Graph, plans: dict[int, LayerQuantization]) -> Graph:
-    """Rewrite the layers numbered in `plans` (by quantizable_layers' order) with Q/DQ ops."""
+    """Rewrite the layers numbered in `plans` (by quantizable_layers' order) with Q/DQ ops, and every reader of
+    a statically quantized tensor (`quantized_tensors`) to read it quantized."""
     order = {node.id: i for i, node in enumerate(quantizable_layers(graph))}
+    tensors = quantized_tensors(graph, plans)
+    quantized: dict[int, Node] = {}  # original node id -> DQ(Q(its rewritten value)), made once
+
+    def read(original: Node, rewritten: Node) -> Node:
+        if original.id not in tensors:
+            return rewritten
+        if original.id not in quantized:
+            plan, layer = tensors[original.id]
+            quantized[original.id] = quantized_input(rewritten, plan, layer)
+        return quantized[original.id]
 
     def visit(node: Node, inputs: list[Node]) -> Node:
         index = order.get(node.id)
         if index is None or index not in plans:
-            return with_inputs(node, inputs)
+            if index is not None:  # a layer kept in float reads its input in float
+                return with_inputs(node, inputs)
+            return with_inputs(node, [read(original, new) for original, new in zip(node.inputs, inputs)])
         plan = plans[index]
         if plan.weight_q.shape != node.inputs[1].shape:
             raise ValueError(f"quantized layer {index} ({node.op}, {node.location}) was calibrated with a weight of "
                              f"shape {plan.weight_q.shape}, but this trace's weight is {node.inputs[1].shape}")
-        return quantized_layer(node, inputs[0], plan)
+        x = node.inputs[0]
+        x_dq = read(x, inputs[0]) if x.id in tensors else None
+        return quantized_layer(node, inputs[0], plan, x_dq)
 
     return rewrite_graph(graph, visit)

@@ -280,3 +280,81 @@ def test_fewer_weight_bits_bound_the_weights_and_match_fake_quant(rng, bits, mon
 def test_weight_bits_out_of_range_are_refused(rng, bits):
     with pytest.raises(ValueError, match="weight_bits"):
         tk.quantize(mlp(), calibration(rng, (8, 19)), weight_bits=bits)
+
+
+def _quantized_like(x: np.ndarray, plan) -> np.ndarray:
+    return fake_quant(x, plan.x_scale, plan.x_zero, plan.x_dtype).astype(np.float64)
+
+
+def _conv(x: np.ndarray, plan, padding: int = 1) -> np.ndarray:
+    """A quantized layer's float64 output on its already fake-quantized input (no bias)."""
+    weight = plan.weight_q.astype(np.float64) * plan.weight_scale.astype(np.float64).reshape(-1, 1, 1, 1)
+    return torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(weight), padding=padding).numpy()
+
+
+def test_a_residual_add_reads_the_quantized_tensor_its_layer_reads(rng):
+    """y is read by a quantized layer and by a residual add: quantized once, as a tensor (ONNX Runtime's QDQ
+    files quantize it so), both readers see the same 8-bit values, and the producer stores them in 8 bits."""
+    w1 = (rng.normal(size=(4, 4, 3, 3)) * 0.3).astype(np.float32)
+    w2 = (rng.normal(size=(4, 4, 3, 3)) * 0.3).astype(np.float32)
+
+    def block(x):
+        y = tk.nn.functional.relu(tk.nn.functional.conv2d(x, tk.tensor(w1), padding=1))
+        return tk.nn.functional.conv2d(y, tk.tensor(w2), padding=1) + y
+
+    data = calibration(rng, (1, 4, 6, 6), 3)
+    qf = tk.quantize(block, data)
+    x = data[0]
+    first, second = qf.plans[0], qf.plans[1]
+    y = np.maximum(_conv(_quantized_like(x, first), first), 0)
+    y_q = _quantized_like(y.astype(np.float32), second)
+    expected = _conv(y_q, second) + y_q
+    quantum = second.x_scale * float(second.weight_scale.max())
+    np.testing.assert_allclose(qf(x).numpy(), expected, rtol=0, atol=quantum * 1.01 + 1e-6)
+    # with the add reading float y the output would move by up to half of y's step
+    assert np.max(np.abs(expected - (_conv(y_q, second) + y))) > 4 * quantum
+    # y's producer (the kernel applying its relu) stores it as uint8, which the add reads
+    producer, = [k for k in qf.report(x).kernels if any(" relu(" in node for node in k.nodes)]
+    assert "dtype=uint8" in producer.nodes[-1]
+
+
+def test_a_max_pool_runs_on_the_quantized_values_with_the_same_result(rng):
+    """The layer after a max pool reads Q(max_pool(y)); the quantization moves before the pool (max commutes with
+    Q and DQ), so the pool runs on 8-bit values and the result is that of quantizing after it."""
+    w0 = (rng.normal(size=(4, 3, 3, 3)) * 0.3).astype(np.float32)
+    w1 = (rng.normal(size=(5, 4, 3, 3)) * 0.3).astype(np.float32)
+
+    def pooled(x):
+        y = tk.nn.functional.relu(tk.nn.functional.conv2d(x, tk.tensor(w0), padding=1))
+        return tk.nn.functional.conv2d(tk.nn.functional.max_pool2d(y, 3, 2, 1), tk.tensor(w1), padding=1)
+
+    data = calibration(rng, (1, 3, 9, 9), 3)
+    qf = tk.quantize(pooled, data)
+    x = data[1]
+    first, second = qf.plans[0], qf.plans[1]
+    y = np.maximum(_conv(_quantized_like(x, first), first), 0)
+    pooled_y = torch.nn.functional.max_pool2d(torch.from_numpy(y), 3, 2, 1).numpy().astype(np.float32)
+    expected = _conv(_quantized_like(pooled_y, second), second)
+    # the first layer's sums round in float32 before the pool: allow its quantum too
+    quantum = second.x_scale * float(second.weight_scale.max())
+    np.testing.assert_allclose(qf(x).numpy(), expected, rtol=0, atol=quantum * 1.01 + 1e-5)
+    pools = [k for k in qf.report(x).kernels if "max_pool" in k.name]
+    assert pools and all(k.precision == "uint8" for k in pools)
+
+
+def test_a_layer_kept_in_float_keeps_its_input_float_for_every_reader(rng):
+    """x read by a quantized layer, a layer kept in float and an add: the kept layer and the add read float x."""
+    w1 = rng.normal(size=(6, 6)).astype(np.float32)
+    w2 = rng.normal(size=(6, 6)).astype(np.float32)
+
+    def f(x):
+        return x @ w1 + x @ w2 + x
+
+    data = calibration(rng, (3, 6), 3)
+    qf = tk.quantize(f, data, keep_float=[1])
+    x = data[0]
+    plan = qf.plans[0]
+    x_q = _quantized_like(x, plan)
+    w1_dq = plan.weight_q.astype(np.float64) * plan.weight_scale.astype(np.float64)
+    expected = x_q @ w1_dq + x.astype(np.float64) @ w2 + x
+    np.testing.assert_allclose(qf(x).numpy(), expected, rtol=1e-5, atol=plan.x_scale * float(plan.weight_scale.max()))
