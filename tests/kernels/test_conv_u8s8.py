@@ -19,7 +19,8 @@ from .dot_paths import int8_path, random_ints  # noqa: F401  (int8_path: the fix
 
 # (N, C, H, W, O, kernel, stride, padding, dilation, groups): size-1 dims, channels that are no multiple
 # of 4 / 16 / 32, odd planes, stride 2, dilation, padding, size-1 spatial, depthwise (groups = C = O), rows
-# wider than a depthwise tile of 6 pixels and no multiple of it
+# wider than a depthwise tile of 6 pixels and no multiple of it, depthwise kernels of even and odd height
+# (the AVX2 helper sums kernel rows in pairs, an odd last row alone)
 LAYERS = [
     (1, 1, 1, 1, 1, 1, 1, 0, 1, 1),
     (2, 3, 11, 13, 16, 3, 1, 1, 1, 1),
@@ -34,6 +35,9 @@ LAYERS = [
     (1, 5, 6, 6, 5, 5, 1, 2, 2, 5),
     (1, 24, 15, 17, 24, 3, 1, 1, 1, 24),
     (1, 12, 13, 13, 12, 3, 2, 1, 1, 12),
+    (1, 10, 6, 7, 10, 2, 1, 0, 1, 10),
+    (1, 16, 9, 9, 16, 4, 2, 1, 1, 16),
+    (1, 9, 8, 8, 9, 1, 1, 0, 1, 9),
 ]
 
 

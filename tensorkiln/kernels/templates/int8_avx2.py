@@ -16,9 +16,11 @@ the broadcast activation pairs (2), with GCC keeping a few accumulators on the s
 fewer rows). Each quarter walks the whole depth; the panel step it reads (64 bytes) stays in L1 for
 the next quarter.
 
-Depthwise: 8 channels a vector; 8 input bytes are widened to int32 (`vpmovzxbd`) and multiplied
-by the int32 weights with `vpmaddwd` (the upper 16-bit half of each widened input is 0, so the
-pair sum is x * w exactly). A tile is up to 6 consecutive output pixels of one row, and each input
+Depthwise: 8 channels a vector. Two kernel rows at a time, a column's 8 input bytes of each row are
+interleaved and widened to 16 bits (`vpunpcklbw`, `vpmovzxbw`) and multiplied by the two rows'
+weights, interleaved as int16, with `vpmaddwd`: x0 * w0 + x1 * w1 per channel, exact in 32 bits
+(|x * w| <= 255 * 128). An odd last row widens its 8 bytes to int32 (`vpmovzxbd`), so the upper
+16-bit half of each lane is 0 and the pair sum is x * w. A tile is up to 6 consecutive output pixels of one row, and each input
 column its windows touch in a kernel row is loaded and widened once, for every pixel that reads
 it: the C is generated per kernel width, stride and dilation, straight-line. Channels past the
 last multiple of 8 are summed in plain C.
@@ -196,23 +198,43 @@ def conv_tile_avx2(kind: str = AVX2) -> str:
 DEPTHWISE_TILE = 6  # output pixels of one row sharing each input column: 6 accumulators, kw weights, one input
 
 
-def _depthwise_tile(name: str, mr: int, kw: int, sw: int, dw: int) -> str:
-    """The tile of `mr` consecutive output pixels of one row x 8 channels, straight-line C: per kernel row,
-    each input column the tile's windows touch is loaded and widened once and multiplied into every
-    pixel whose window holds it (stride 1, 3x3, 6 pixels: 8 columns where the windows hold 18)."""
+def _depthwise_columns(mr: int, kw: int, sw: int, dw: int, load: str, weight: str) -> str:
+    """Straight-line C over the input columns a tile's windows touch in one kernel row (or pair of rows):
+    each column loaded and widened once (`load`, a C expression of the column's offset `{u} * cin`) and
+    multiplied into every pixel whose window holds it, by that tap's weights (`weight`: w or p, and the tap)."""
     lines = []
     for u in range((mr - 1) * sw + (kw - 1) * dw + 1):
         users = [(i, (u - i * sw) // dw) for i in range(mr)
                  if u >= i * sw and (u - i * sw) % dw == 0 and (u - i * sw) // dw < kw]
         if not users:
             continue
-        sums = " ".join(f"acc{i} = _mm256_add_epi32(acc{i}, _mm256_madd_epi16(xv, w{s}));" for i, s in users)
-        lines.append(f"{{ const __m256i xv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + {u} * cin))); "
-                     f"{sums} }}")
+        sums = " ".join(f"acc{i} = _mm256_add_epi32(acc{i}, _mm256_madd_epi16(xv, {weight}{s}));" for i, s in users)
+        lines.append(f"{{ const __m256i xv = {load.format(u=u)}; {sums} }}")
+    return "\n            ".join(lines)
+
+
+def _depthwise_tile(name: str, mr: int, kw: int, sw: int, dw: int) -> str:
+    """The tile of `mr` consecutive output pixels of one row x 8 channels, straight-line C: per kernel row,
+    each input column the tile's windows touch is loaded and widened once and multiplied into every
+    pixel whose window holds it (stride 1, 3x3, 6 pixels: 8 columns where the windows hold 18).
+
+    Kernel rows go in pairs: a column's 8 bytes of row r and of row r + 1 are interleaved and widened to
+    16 bits, so each 32-bit lane holds one channel's two inputs, and `vpmaddwd` by the two rows' weights
+    (interleaved the same way) sums two products per lane: 16 multiply-adds per multiply where a single
+    row's int32-widened input gives 8. An odd last row goes alone."""
     zero = " ".join(f"__m256i acc{i} = _mm256_setzero_si256();" for i in range(mr))
-    weights = "\n        ".join(f"const __m256i w{s} = _mm256_loadu_si256((const __m256i *)(w + {s} * cin));"
-                                  for s in range(kw))
-    body = "\n        ".join(lines)
+    weights = "\n            ".join(f"const __m256i w{s} = _mm256_loadu_si256((const __m256i *)(w + {s} * cin));"
+                                      for s in range(kw))
+    # a weight is an int8 widened to int32: its low 16 bits are the int16, so row r's go low, row r + 1's high
+    pairs = "\n            ".join(
+        f"const __m256i p{s} = _mm256_blend_epi16(_mm256_loadu_si256((const __m256i *)(w + {s} * cin)), "
+        f"_mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(w + ({kw} + {s}) * cin)), 16), 0xaa);"
+        for s in range(kw))
+    single = _depthwise_columns(mr, kw, sw, dw, "_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + {u} * cin)))",
+                                "w")
+    paired = _depthwise_columns(mr, kw, sw, dw, "_mm256_cvtepu8_epi16(_mm_unpacklo_epi8("
+                                "_mm_loadl_epi64((const __m128i *)(x + {u} * cin)), "
+                                "_mm_loadl_epi64((const __m128i *)(x + row_step + {u} * cin))))", "p")
     stores = "\n    ".join(f"_mm256_storeu_si256((__m256i *)(c + {i} * ldc), acc{i});" for i in range(mr))
     return f"""
 static inline __attribute__((always_inline)) void {name}_{mr}(
@@ -220,9 +242,14 @@ static inline __attribute__((always_inline)) void {name}_{mr}(
     int64_t row_step, int64_t cin)
 {{
     {zero}
-    for (int64_t r = 0; r < kh; r++, x += row_step, w += {kw} * cin) {{
-        {weights}
-        {body}
+    int64_t r = 0;
+    for (; r + 2 <= kh; r += 2, x += 2 * row_step, w += 2 * {kw} * cin) {{  /* two kernel rows at a time */
+            {pairs}
+            {paired}
+    }}
+    for (; r < kh; r++, x += row_step, w += {kw} * cin) {{
+            {weights}
+            {single}
     }}
     {stores}
 }}
