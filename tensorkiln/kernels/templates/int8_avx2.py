@@ -20,10 +20,10 @@ Depthwise: 8 channels a vector. Two kernel rows at a time, a column's 8 input by
 interleaved and widened to 16 bits (`vpunpcklbw`, `vpmovzxbw`) and multiplied by the two rows'
 weights, interleaved as int16, with `vpmaddwd`: x0 * w0 + x1 * w1 per channel, exact in 32 bits
 (|x * w| <= 255 * 128). An odd last row widens its 8 bytes to int32 (`vpmovzxbd`), so the upper
-16-bit half of each lane is 0 and the pair sum is x * w. A tile is up to 6 consecutive output pixels of one row, and each input
-column its windows touch in a kernel row is loaded and widened once, for every pixel that reads
-it: the C is generated per kernel width, stride and dilation, straight-line. Channels past the
-last multiple of 8 are summed in plain C.
+16-bit half of each lane is 0 and the pair sum is x * w. A tile is up to 6 consecutive output
+pixels of one row, and each input column its windows touch in a kernel row (or pair of rows) is
+loaded and widened once, for every pixel that reads it: the C is generated per kernel width,
+stride and dilation, straight-line. Channels past the last multiple of 8 are summed in plain C.
 """
 from __future__ import annotations
 
@@ -210,7 +210,7 @@ def _depthwise_columns(mr: int, kw: int, sw: int, dw: int, load: str, weight: st
             continue
         sums = " ".join(f"acc{i} = _mm256_add_epi32(acc{i}, _mm256_madd_epi16(xv, {weight}{s}));" for i, s in users)
         lines.append(f"{{ const __m256i xv = {load.format(u=u)}; {sums} }}")
-    return "\n            ".join(lines)
+    return "\n        ".join(lines)
 
 
 def _depthwise_tile(name: str, mr: int, kw: int, sw: int, dw: int) -> str:
@@ -223,10 +223,10 @@ def _depthwise_tile(name: str, mr: int, kw: int, sw: int, dw: int) -> str:
     (interleaved the same way) sums two products per lane: 16 multiply-adds per multiply where a single
     row's int32-widened input gives 8. An odd last row goes alone."""
     zero = " ".join(f"__m256i acc{i} = _mm256_setzero_si256();" for i in range(mr))
-    weights = "\n            ".join(f"const __m256i w{s} = _mm256_loadu_si256((const __m256i *)(w + {s} * cin));"
-                                      for s in range(kw))
+    weights = "\n        ".join(f"const __m256i w{s} = _mm256_loadu_si256((const __m256i *)(w + {s} * cin));"
+                                  for s in range(kw))
     # a weight is an int8 widened to int32: its low 16 bits are the int16, so row r's go low, row r + 1's high
-    pairs = "\n            ".join(
+    pairs = "\n        ".join(
         f"const __m256i p{s} = _mm256_blend_epi16(_mm256_loadu_si256((const __m256i *)(w + {s} * cin)), "
         f"_mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(w + ({kw} + {s}) * cin)), 16), 0xaa);"
         for s in range(kw))
@@ -244,12 +244,12 @@ static inline __attribute__((always_inline)) void {name}_{mr}(
     {zero}
     int64_t r = 0;
     for (; r + 2 <= kh; r += 2, x += 2 * row_step, w += 2 * {kw} * cin) {{  /* two kernel rows at a time */
-            {pairs}
-            {paired}
+        {pairs}
+        {paired}
     }}
     for (; r < kh; r++, x += row_step, w += {kw} * cin) {{
-            {weights}
-            {single}
+        {weights}
+        {single}
     }}
     {stores}
 }}
