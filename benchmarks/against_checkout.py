@@ -41,9 +41,10 @@ def worker(models: list[str], precision: str, folder: str, clock: str) -> None:
     torch.set_num_threads(1)  # the reference models only build the inputs
     programs = {}
     for name in models:
-        if precision == "int8":  # the QDQ file and its input, written by main()
-            module, arrays = tk.onnx.load(os.path.join(folder, f"{name}.int8.onnx")), \
-                [np.load(os.path.join(folder, f"{name}.input.npy"))]
+        if precision == "int8":  # the QDQ file and its inputs, written by main()
+            module = tk.onnx.load(os.path.join(folder, f"{name}.int8.onnx"))
+            count = len([f for f in os.listdir(folder) if f.startswith(f"{name}.input") and f.endswith(".npy")])
+            arrays = [np.load(os.path.join(folder, f"{name}.input{i}.npy")) for i in range(count)]
             program = lambda *a, module=module: module(*a)  # noqa: E731
             program.profile = lambda *a, repeat, module=module: module.profile(*a, repeat=repeat)
         else:
@@ -70,7 +71,7 @@ def worker(models: list[str], precision: str, folder: str, clock: str) -> None:
 
 
 def quantized_files(models: list[str]) -> str:
-    """A folder holding each model's QDQ file (`tensorkiln bench --precision int8`'s) and its input."""
+    """A folder holding each model's QDQ file (`tensorkiln bench --precision int8`'s) and its inputs."""
     import numpy as np
     from tensorkiln.tools.bench import build
     from tensorkiln.tools.bench_int8 import quantized_onnx
@@ -78,7 +79,8 @@ def quantized_files(models: list[str]) -> str:
     for name in models:
         model, inputs = build(name, 1)
         quantized_onnx(name, model, inputs, folder)  # writes {name}.int8.onnx there
-        np.save(os.path.join(folder, f"{name}.input.npy"), inputs[0].numpy())
+        for i, tensor in enumerate(inputs):  # every input: BERT-base takes its ids and its attention mask
+            np.save(os.path.join(folder, f"{name}.input{i}.npy"), tensor.numpy())
     return folder
 
 
