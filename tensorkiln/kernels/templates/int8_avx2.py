@@ -267,7 +267,8 @@ def depthwise_avx2(kw: int, sw: int, dw: int) -> tuple[str, str]:
                        for mr in range(DEPTHWISE_TILE, 0, -1))
     return name, f"""#include <immintrin.h>
 /* ---- depthwise u8 convolution (avx2), {kw} taps a row, column stride {sw}, dilation {dw}: 8 channels a
- * vector; 8 input bytes widened to int32 (vpmovzxbd), so vpmaddwd's upper 16-bit half is 0 * w: x * w exactly */
+ * vector; two kernel rows' bytes interleaved and widened to int16, so one vpmaddwd adds both rows' products
+ * per channel (x0 * w0 + x1 * w1, exact); an odd last row's bytes widened to int32 (vpmovzxbd): x * w */
 {tiles}
 static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c,
                    int64_t ldc, int64_t p0, int64_t pixels, int64_t j0, int64_t channels,
