@@ -63,3 +63,13 @@ def test_split_work_gives_the_exact_sums_with_two_threads(monkeypatch, int8_path
     for index, (layer, out) in enumerate(zip(layers, got)):
         scale = (np.float32(layer["x_scale"]) * layer["w_scale"]).astype(np.float32).reshape(-1, 1, 1)
         np.testing.assert_array_equal(out, _sums(layer).astype(np.float32) * scale, err_msg=f"layer {index}, {int8_path}")
+
+
+@pytest.mark.parametrize("channels, expected", [(144, 32), (32, 32), (16, 16), (40, 32)])
+def test_a_fixed_channel_block_leaves_only_the_run_to_choose(channels, expected):
+    """AVX2 depthwise tasks take 32 channels (the epilogue's store width), or the layer's channels rounded
+    up to the lanes where it has fewer; the run still fits the tile."""
+    shape = TaskShape(1, 56, 56, channels, 16, 9, DEPTHWISE_TILE_PIXELS, False)
+    for threads in (1, 2):
+        run, nb = task_split(shape, 1 << 30, threads, 32)
+        assert nb == expected and 1 <= run and run * nb * 4 <= TILE_BYTES, (run, nb)

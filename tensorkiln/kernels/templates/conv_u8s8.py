@@ -51,6 +51,10 @@ TILE_BYTES = 16 * 1024
 COLUMN_BLOCK = 512  # output channels of a task at most
 PIXEL_ALIGN = 8  # runs that are no whole rows are multiples of this (the dense tile's height)
 DEPTHWISE_LANES = 16  # channels of one depthwise vector
+# An AVX2 depthwise task's channels: the requantizing epilogue stores 32 channels at a time
+# (channel_epilogue_avx2.py) and 8 at a time past the last 32; tasks of 16 channels (what the estimate,
+# blind to that, chose) kept MobileNetV2's depthwise layers on the 8-channel path
+AVX2_DEPTHWISE_CHANNELS = 32
 
 
 DENSE_TILE_PIXELS = 8  # the dense micro-kernel's tile height: pixels of one output row
@@ -135,17 +139,19 @@ def _run_lengths(shape: TaskShape, longest: int) -> list[int]:
 
 
 @lru_cache(maxsize=256)  # a model repeats its layer shapes (MobileNetV2's blocks): estimate each once
-def task_split(shape: TaskShape, macs: int, threads: int) -> tuple[int, int]:
+def task_split(shape: TaskShape, macs: int, threads: int, channels: int | None = None) -> tuple[int, int]:
     """(pixels, channels) of a task: a tile of at most TILE_BYTES, channels a multiple of the lanes, chosen
     to finish soonest (makespan) over the threads; with one thread, or too little work to share, the
     same estimate picks the cheapest tiling. Ties go to fewer tasks, then to more channels a task (a
-    pixel's bytes read together)."""
+    pixel's bytes read together). `channels`: the task's channels fixed (at most the layer's), only the
+    run of pixels chosen."""
     if threads <= 1 or macs < PARALLEL_MIN_MACS:
         threads = 1
     lanes = shape.lanes
     widest = min(-(-shape.channels // lanes) * lanes, COLUMN_BLOCK)
     best: tuple[float, int, int, int] | None = None
-    for nb in range(lanes, widest + 1, lanes):
+    blocks = range(lanes, widest + 1, lanes) if channels is None else (min(channels, widest),)
+    for nb in blocks:
         longest = TILE_BYTES // (4 * nb)
         if longest < 1:
             break
@@ -287,4 +293,5 @@ def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=
                                                              E.const(0), cols, wp, nb))
 
     split = TaskShape(*root.shape[:3], root.shape[3], DEPTHWISE_LANES, kh * kw, DEPTHWISE_TILE_PIXELS, False)
-    return parallel_tasks(root, out, values, epilogue, task_split(split, macs, thread_count()), macs, call)
+    channels = AVX2_DEPTHWISE_CHANNELS if kind == "avx2" else None
+    return parallel_tasks(root, out, values, epilogue, task_split(split, macs, thread_count(), channels), macs, call)
