@@ -160,14 +160,6 @@ def quantized_layer(layer: Node, x: Node, plan: LayerQuantization, x_dq: Node | 
     return make_node(layer.op, [x_dq, w_dq], layer.attrs, layer.scope, layer.location)
 
 
-def _consumers(graph: Graph) -> dict[int, list[Node]]:
-    readers: dict[int, list[Node]] = {}
-    for node in graph.nodes:
-        for inp in node.inputs:
-            readers.setdefault(inp.id, []).append(node)
-    return readers
-
-
 def _max_pool_input(x: Node, readers: dict[int, list[Node]]) -> Node | None:
     """y where x = reduce_max(window(pad(y, -inf))) (a max pool) and each step has one reader; else None."""
     if x.op != "reduce_max" or x.inputs[0].op != "window":
@@ -181,24 +173,25 @@ def _max_pool_input(x: Node, readers: dict[int, list[Node]]) -> Node | None:
     return pad.inputs[0]
 
 
-def quantized_tensors(graph: Graph, plans: dict[int, LayerQuantization]) -> dict[int, tuple[LayerQuantization, Node]]:
+def quantized_tensors(graph: Graph, layers: list[Node],
+                      plans: dict[int, LayerQuantization]) -> dict[int, tuple[LayerQuantization, Node]]:
     """The activations quantized as tensors, by node id: (the plan whose scale they take, a layer reading them).
+    `layers`: the graph's quantizable layers (quantizable_layers), which `plans` number.
 
     A static plan's input x is quantized once, for every op that reads it: the layer, and the others (a
     residual add reading the same activation), so that its producer can store 8-bit values, as a QDQ file's
     producers do. A layer kept in float reads x itself, and then x is quantized for the planned layers alone.
     Where x is a max pool's output, its input y is quantized instead: the pool of DQ(Q(y)) is exactly
     DQ(Q(x)) (Q and DQ never decrease, so they commute with max), and the pool then runs on 8-bit values."""
-    layers = quantizable_layers(graph)
-    readers = _consumers(graph)
-    planned = {node.id for i, node in enumerate(layers) if i in plans}
+    readers = graph.users()
+    kept_float = {node.id for i, node in enumerate(layers) if i not in plans}
     tensors: dict[int, tuple[LayerQuantization, Node]] = {}
     for index, layer in enumerate(layers):
         plan = plans.get(index)
         x = layer.inputs[0]
         if plan is None or plan.dynamic or x.op == "constant":
             continue
-        if any(reader.id not in planned and is_quantizable(reader) for reader in readers.get(x.id, [])):
+        if any(reader.id in kept_float for reader in readers.get(x.id, [])):
             continue  # read by a layer kept in float as well
         tensors.setdefault(x.id, (plan, layer))
         pooled = _max_pool_input(x, readers)
@@ -210,8 +203,9 @@ def quantized_tensors(graph: Graph, plans: dict[int, LayerQuantization]) -> dict
 def insert_qdq(graph: Graph, plans: dict[int, LayerQuantization]) -> Graph:
     """Rewrite the layers numbered in `plans` (by quantizable_layers' order) with Q/DQ ops, and every reader of
     a statically quantized tensor (`quantized_tensors`) to read it quantized."""
-    order = {node.id: i for i, node in enumerate(quantizable_layers(graph))}
-    tensors = quantized_tensors(graph, plans)
+    layers = quantizable_layers(graph)
+    order = {node.id: i for i, node in enumerate(layers)}
+    tensors = quantized_tensors(graph, layers, plans)
     quantized: dict[int, Node] = {}  # original node id -> DQ(Q(its rewritten value)), made once
 
     def read(original: Node, rewritten: Node) -> Node:
