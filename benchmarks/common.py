@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from tensorkiln.kernels.target import cpu_description
 from tensorkiln.tools.timing import median_seconds  # noqa: F401  (re-exported for the scripts)
 
 # ResNet-18's convolution layers, for the kernel benchmarks
@@ -30,17 +31,9 @@ RESNET18_CONVS = [  # name, C_in, H(=W), C_out, kernel, stride, padding (224x224
 
 
 def machine_summary() -> str:
-    """CPU model, core count and Python/numpy versions, for the header of a results table."""
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
+    """CPU (model, family and model, vector ISA, caches), core count and Python/numpy versions, for the
+    header of a results table."""
+    return f"{cpu_description()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def print_table(headers: list[str], rows: list[list[str]]) -> None:

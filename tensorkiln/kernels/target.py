@@ -136,3 +136,38 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return "unknown CPU"
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_family_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """"family F model M" from `cpuinfo` ("" where it says none): what tells one generation from another
+    where a hypervisor names every CPU the same ("AMD EPYC": family 25 model 1 is a Zen 3, model 17 a Zen 4)."""
+    fields: dict[str, str] = {}
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("cpu family", "model") and key not in fields:
+                    fields[key] = value.strip()
+                if not line.strip():
+                    break  # the first processor's block is enough
+    except OSError:
+        return ""
+    if "cpu family" not in fields or "model" not in fields:
+        return ""
+    return f"family {fields['cpu family']} model {fields['model']}"
+
+
+def cpu_description() -> str:
+    """The CPU as figures should name it: model name, family and model, the vector ISA the kernels use and
+    the data caches (e.g. "AMD EPYC (family 25 model 1), avx2+fma, L1d 32 KiB, L2 512 KiB, L3 32 MiB")."""
+    target = cpu_target()
+    isa = {64: "avx512", 32: "avx2+fma" if target.fma256 else "avx2"}.get(target.vector_bytes, "sse")
+    extras = [name for name, present in (("vnni", target.int8_dot == "vnni"), ("bf16", target.bf16_dot)) if present]
+    family = cpu_family_model()
+
+    def size(n: int) -> str:
+        return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10} KiB"
+    return (f"{cpu_model_name()}{f' ({family})' if family else ''}, {'+'.join([isa] + extras)}, "
+            f"L1d {size(target.l1d)}, L2 {size(target.l2)}, L3 {size(target.l3)}")

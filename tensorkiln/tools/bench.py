@@ -33,6 +33,7 @@ from typing import Callable
 
 from ..driver.options import CompileOptions
 from ..driver.progress import Progress
+from ..kernels.target import cpu_description
 from .bench_common import (ONNX_FILE_PEERS, agreement, compile_max_autotune, onnx_peers, tensorkiln_held_to,
                            timed_first)
 from .bench_gpt2 import measure_gpt2
@@ -183,13 +184,14 @@ def main(argv: list[str]) -> int:
     _print_table(results, args.batch)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"batch": args.batch, "threads": args.threads, "precision": args.precision,
-                       "results": results}, f, indent=2)
+            json.dump({"cpu": cpu_description(), "batch": args.batch, "threads": args.threads,
+                       "precision": args.precision, "results": results}, f, indent=2)
     return 0 if all(r["agrees"] for model in results.values() for r in model.values()) else 1
 
 
 def _print_table(results: dict, batch: int) -> None:
-    print(f"\nbatch {batch}; latency: median of calls timed in turns with the other frameworks; "
+    print(f"\n{cpu_description()}, {os.cpu_count()} cores")
+    print(f"batch {batch}; latency: median of calls timed in turns with the other frameworks; "
           "compile: the first call")
     header = f"{'model':<12} {'framework':<26} {'latency':>11} {'tk speedup':>11} {'compile':>9}  agrees"
     print(header)
