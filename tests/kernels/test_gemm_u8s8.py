@@ -48,6 +48,18 @@ def test_a_last_panel_of_at_most_sixteen_columns_is_exact_on_every_path(int8_pat
         np.testing.assert_array_equal(f(a).numpy(), a.astype(np.int64) @ w.astype(np.int64), err_msg=f"N = {n}")
 
 
+def test_the_largest_products_and_pair_sums_are_exact_on_every_path(int8_path):
+    """Activations at 255 against weights at -128 and 127 (the pair sums that overflow 16 bits), depths around
+    the AVX2 row split's vector of 8 groups (7, 8, 9, 17 groups: the split's vector and scalar loops) and
+    rows over several tasks of 32."""
+    rng = np.random.default_rng(40 + INT8_DOT_KINDS.index(int8_path))
+    for m, k, n in ((5, 28, 33), (40, 32, 16), (33, 36, 64), (70, 68, 40)):
+        a = np.where(rng.random((m, k)) < 0.8, 255, rng.integers(0, 256, (m, k))).astype(np.uint8)
+        w = rng.choice(np.array([-128, 127, -127, 1, 0], np.int8), (k, n))
+        weights = tk.tensor(w)
+        f = check_compiled(lambda x: matmul_integer(x, weights), a)
+        np.testing.assert_array_equal(f(a).numpy(), a.astype(np.int64) @ w.astype(np.int64), err_msg=f"{m}x{k}x{n}")
+
 def test_dequantizing_epilogue_fuses_into_the_gemm(int8_path):
     """scale * (A @ W - zero compensation) + bias, as a quantized linear layer: one kernel."""
     rng = np.random.default_rng(7)

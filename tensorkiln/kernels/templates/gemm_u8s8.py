@@ -26,8 +26,10 @@ has no 4-byte dot product), in one of four variants chosen by the target's
   and odd bytes of each 32-bit lane) and `vpmaddwd` sums the pairs exactly
   into 32 bits: two multiplies and two additions where VNNI needs one.
 - `avx2`: the same sums in 256-bit vectors, the tile in quarters of 4 rows x 16
-  columns (int8_avx2.py); where the constant weights allow it (`maddubsw_is_exact`),
-  the `maddubsw` tile there sums byte pairs with `vpmaddubsw` instead, unwidened.
+  columns (int8_avx2.py), A's rows split into 16-bit pairs once per task (into
+  the task's `q_asplit`) so the step broadcasts them with plain loads; where the
+  constant weights allow it (`maddubsw_is_exact`), the `maddubsw` tile there sums
+  byte pairs with `vpmaddubsw` instead, unwidened, from A's rows as they are.
 - `portable`: plain C, for any other CPU.
 """
 from __future__ import annotations
@@ -45,7 +47,8 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
-from .int8_avx2 import MADDUBSW, gemm_tile_avx2, layer_dot_kind
+from .int8_avx2 import AVX2, MADDUBSW, SPLIT_GROUP_BYTES, SPLIT_ROWS, gemm_tile_avx2, layer_dot_kind, \
+    split_rows_source
 
 MR = 8  # rows of the register tile
 NR = U8S8_PANEL_COLUMNS  # columns of the register tile: one panel
@@ -149,9 +152,10 @@ _PORTABLE = r"""static inline void tk_u8s8_tile_portable(
 }
 """
 
-_DRIVER = r"""static void tk_gemm_u8s8_{kind}(const uint8_t *restrict a, int64_t lda, const int8_t *restrict panels,
-                               int32_t *restrict c, int64_t ldc, int64_t rows, int64_t cols, int64_t depth)
+_DRIVER = r"""static void tk_gemm_u8s8_{kind}(const uint8_t *restrict a_rows, int64_t lda_rows, const int8_t *restrict panels,
+                               int32_t *restrict c, int64_t ldc, int64_t rows, int64_t cols, int64_t depth{params})
 {{
+{rows}
     const int64_t npanels = (cols + 31) / 32;  /* the last panel's columns past cols may be left unwritten */
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of B stays in L1 while the rows pass */
         const int8_t *b = panels + p * depth * 128;
@@ -181,9 +185,26 @@ _TILES = {"vnni": _VNNI, "avx512bw": _AVX512BW, "avx2": gemm_tile_avx2(), MADDUB
           "portable": _PORTABLE}
 
 
+_ROWS_IN_PLACE = "    const uint8_t *a = a_rows;  /* the tiles read A's rows where they are */\n" \
+    "    const int64_t lda = lda_rows;"
+# the exact AVX2 step reads A's rows split into 16-bit pairs (int8_avx2.split_rows_source), once per call,
+# into `split`: the caller's buffer of rows * depth * SPLIT_GROUP_BYTES bytes
+_ROWS_SPLIT = f"    {SPLIT_ROWS}(a_rows, lda_rows, rows, depth, split);\n" \
+    "    const uint8_t *a = split;  /* each panel's tiles read the split rows */\n" \
+    f"    const int64_t lda = depth * {SPLIT_GROUP_BYTES};"
+
+
+def splits_rows(kind: str) -> bool:
+    """Whether `tk_gemm_u8s8_<kind>` takes a buffer for A's rows split into 16-bit pairs (its last argument)."""
+    return kind == AVX2
+
+
 def native_source(kind: str) -> str:
     """The C of the u8 x s8 GEMM helper `tk_gemm_u8s8_<kind>`: its micro-kernel and the loop over panels."""
-    return _TILE_PROLOGUE.format(kind=kind) + _TILES[kind] + _DRIVER.format(kind=kind)
+    if splits_rows(kind):
+        driver = _DRIVER.format(kind=kind, params=", uint8_t *restrict split", rows=_ROWS_SPLIT)
+        return _TILE_PROLOGUE.format(kind=kind) + split_rows_source() + _TILES[kind] + driver
+    return _TILE_PROLOGUE.format(kind=kind) + _TILES[kind] + _DRIVER.format(kind=kind, params="", rows=_ROWS_IN_PLACE)
 
 
 def task_split(rows: int, n: int, k: int, threads: int) -> tuple[int, int]:
@@ -236,10 +257,16 @@ def u8s8_gemm_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     # B's panels of this column block: NB is a whole number of panels
     b_start = Pointer(panels, (col0 // NR) * (depth * NR * U8S8_DEPTH_GROUP))
 
+    split = Buffer("q_asplit", "uint8", (mb * depth * SPLIT_GROUP_BYTES,), scope="local") if splits_rows(kind) \
+        else None
+
     def call(a_start: Pointer, lda: int) -> Stmt:
-        return NativeCall(f"tk_gemm_u8s8_{kind}", (a_start, E.const(lda), b_start, Pointer(tile, E.const(0)),
-                                                   E.const(nb), task_rows, task_cols, E.const(depth)),
-                          writes=(tile.name,), source=native_source(kind))
+        scratch = (Pointer(split, E.const(0)),) if split is not None else ()
+        helper = NativeCall(f"tk_gemm_u8s8_{kind}", (a_start, E.const(lda), b_start, Pointer(tile, E.const(0)),
+                                                     E.const(nb), task_rows, task_cols, E.const(depth)) + scratch,
+                            writes=(tile.name,) + ((split.name,) if split is not None else ()),
+                            source=native_source(kind))
+        return helper if split is None else Alloc(split, helper)
 
     if k4 == k and a_node.id in values.buffers:  # A's rows lie in memory, whole depth groups: read in place
         compute = call(Pointer(values.buffers[a_node.id], row0 * k), k)
