@@ -267,3 +267,52 @@ def test_a_debug_build_compiles_the_vector_helpers_and_agrees(monkeypatch):
     assert "tk_conv_u8s8_gathered_" in source and "tk_check" in source  # the helpers, with debug checks
     for a, b in zip(debug, release):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_module_with_an_int8_gemm_and_convolution_holds_each_helper_once(int8_path):
+    """Both helpers carry the AVX2 row split: one program with a ConvInteger and a MatMulInteger compiles
+    and both are exact."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(60 + INT8_DOT_KINDS.index(int8_path))
+    x, w = random_ints(rng, np.uint8, (1, 8, 9, 9)), random_ints(rng, np.int8, (24, 8, 3, 3))
+    a, b = random_ints(rng, np.uint8, (5, 40)), random_ints(rng, np.int8, (40, 33))
+    graph = helper.make_graph(
+        [helper.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1]),
+         helper.make_node("MatMulInteger", ["a", "b"], ["z"])], "int8_pair",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape),
+         helper.make_tensor_value_info("a", TensorProto.UINT8, a.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None),
+         helper.make_tensor_value_info("z", TensorProto.INT32, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    module = tk.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    y, z = module(x=x, a=a)
+    ops = [n.op for n in module.optimized_graph(x=x, a=a).nodes]
+    assert "matmul_u8s8" in ops and any(op.startswith("conv2d_u8s8") for op in ops), ops
+    np.testing.assert_array_equal(y, _integer_conv(x, 0, w, 1, 1, 1, 1))
+    np.testing.assert_array_equal(z, a.astype(np.int64) @ b.astype(np.int64))
+
+
+# (n, c, h, w, o, k, stride, padding, dilation, the AVX2 split expected)
+SPLIT_LAYERS = [(1, 64, 6, 7, 64, 1, 1, 0, 1, True), (2, 32, 9, 8, 64, 3, 2, 1, 1, True),
+                (1, 64, 8, 8, 64, 1, 2, 0, 1, False), (1, 3, 17, 15, 64, 7, 2, 3, 1, True),
+                (1, 32, 9, 9, 72, 3, 1, 2, 2, True), (1, 16, 6, 6, 96, 1, 1, 0, 1, False)]
+
+
+@pytest.mark.parametrize("layer_shape", SPLIT_LAYERS, ids=lambda s: "x".join(map(str, s[:-1])))
+def test_avx2_splits_the_windows_of_deep_wide_and_covering_layers_only(layer_shape):
+    """On AVX2 a layer of at least 16 depth groups and 64 channels whose windows read every input pixel sums
+    on activations split into 16-bit pairs first (`split_avx2`, gathered too: the 7x7 stem); a strided 1x1
+    layer or a shallow one widens them at every step; all exact."""
+    from tensorkiln.kernels.target import cpu_target
+    if cpu_target().int8_dot != "avx2":
+        pytest.skip("the AVX2 int8 path runs on a CPU whose best int8 dot product is AVX2's")
+    *shape, split = layer_shape
+    rng = np.random.default_rng(sum(shape))
+    layer = _layer(rng, np.uint8, *shape, groups=1, per_channel=True)
+    got, ops, module, _ = _run([layer])
+    assert "conv2d_u8s8" in ops, ops
+    scale = (np.float32(layer["x_scale"]) * layer["w_scale"]).astype(np.float32).reshape(-1, 1, 1)
+    np.testing.assert_array_equal(got[0], _sums(layer).astype(np.float32) * scale)
+    source = open(module.report(x0=layer["x"]).source_path).read()
+    assert ("tk_conv_u8s8_split_avx2(" in source or "tk_conv_u8s8_gathered_split_avx2(" in source) == split

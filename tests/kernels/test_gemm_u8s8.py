@@ -60,6 +60,22 @@ def test_the_largest_products_and_pair_sums_are_exact_on_every_path(int8_path):
         f = check_compiled(lambda x: matmul_integer(x, weights), a)
         np.testing.assert_array_equal(f(a).numpy(), a.astype(np.int64) @ w.astype(np.int64), err_msg=f"{m}x{k}x{n}")
 
+@pytest.mark.parametrize("m, k, n, split", [(19, 64, 64, True), (19, 60, 64, False), (19, 64, 63, False),
+                                            (45, 200, 130, True), (4, 64, 64, True), (3, 64, 64, False)])
+def test_avx2_splits_the_rows_of_deep_and_wide_gemms_only(m, k, n, split):
+    """On AVX2 a GEMM of at least 16 depth groups, 64 columns and 4 rows sums rows split into 16-bit pairs
+    first (`split_avx2`); shallower, narrower or shorter ones widen them at every step; both exact."""
+    from tensorkiln.kernels.target import cpu_target
+    if cpu_target().int8_dot != "avx2":
+        pytest.skip("the AVX2 int8 path runs on a CPU whose best int8 dot product is AVX2's")
+    rng = np.random.default_rng(k + n)
+    a, w = random_ints(rng, np.uint8, (m, k)), random_ints(rng, np.int8, (k, n))
+    weights = tk.tensor(w)
+    f = check_compiled(lambda x: matmul_integer(x, weights), a)
+    np.testing.assert_array_equal(f(a).numpy(), a.astype(np.int64) @ w.astype(np.int64))
+    source = open(f.report(a).source_path).read()
+    assert ("tk_gemm_u8s8_split_avx2(" in source) == split and ("tk_gemm_u8s8_avx2(" in source) != split
+
 def test_dequantizing_epilogue_fuses_into_the_gemm(int8_path):
     """scale * (A @ W - zero compensation) + bias, as a quantized linear layer: one kernel."""
     rng = np.random.default_rng(7)

@@ -40,10 +40,10 @@ from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
 from .channel_epilogue_avx2 import avx2_source
-from .conv_u8s8_native import dense_source, depthwise_source
+from .conv_u8s8_native import dense_source, depthwise_source, gathered_split_bytes, split_bytes, splits_windows
 from .depthwise_window import windowed
 from .gemm import PARALLEL_MIN_MACS
-from .int8_avx2 import depthwise_avx2, layer_dot_kind
+from .int8_avx2 import AVX2, SPLIT, depthwise_avx2, layer_dot_kind, split_pays
 
 # a task's int32 tile, written by the sums and read back by the epilogue from L1: small enough to live on
 # the stack (codegen's STACK_LIMIT_BYTES), not allocated per task
@@ -244,6 +244,11 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     depth = panels_node.shape[1]  # groups of 4 bytes: KH * KW * cin rounded up
     x, panels = input_buffer(root, values), values.buffers[panels_node.id]
     kind = layer_dot_kind(cpu_target().int8_dot, panels_node)
+    # split the activations into 16-bit pairs first where that pays and the windows leave no input row or
+    # column unread (a strided 1x1 layer would split four pixels to read one)
+    covered = (kh - 1) * dh + 1 >= sh and (kw - 1) * dw + 1 >= sw
+    if kind == AVX2 and covered and split_pays(depth, root.shape[3], root.shape[1] * root.shape[2]):
+        kind = SPLIT
     macs = root.type.size * depth * U8S8_DEPTH_GROUP
     nr = U8S8_PANEL_COLUMNS
     # windows whose channels are no whole groups of 4 are gathered into rows first (conv_u8s8_native.py)
@@ -253,14 +258,24 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
         args = (Pointer(x, image * (hp * wp * cin)), Pointer(panels, (c0 // nr) * (depth * nr * U8S8_DEPTH_GROUP)),
                 Pointer(tile, E.const(0)), E.const(nb), p0, pixels, cols,
                 *(E.const(v) for v in (root.shape[2], wp, cin, sh, sw, dh, dw, kh, kw)))
-        if not gathered:
-            return NativeCall(f"tk_conv_u8s8_{kind}", args, writes=(tile.name,), source=dense_source(kind))
-        rows = Buffer("qc_rows", "uint8", (DENSE_TILE_PIXELS * depth * U8S8_DEPTH_GROUP,), scope="local")
-        return Alloc(rows, NativeCall(f"tk_conv_u8s8_gathered_{kind}", (*args, Pointer(rows, E.const(0))),
-                                      writes=(tile.name, rows.name), source=dense_source(kind)))
+        buffers: list[Buffer] = []  # the helper's scratch, allocated around the call
+        if gathered:
+            buffers.append(Buffer("qc_rows", "uint8", (DENSE_TILE_PIXELS * depth * U8S8_DEPTH_GROUP,), scope="local"))
+        if splits_windows(kind):  # the exact AVX2 step's activations, split into 16-bit pairs
+            size = gathered_split_bytes(depth) if gathered else \
+                split_bytes(task_run, root.shape[2], root.shape[1], wp, cin, sh, dh, kh, hp)
+            buffers.append(Buffer("qc_split", "uint8", (size,), scope="local"))
+        name = f"tk_conv_u8s8_gathered_{kind}" if gathered else f"tk_conv_u8s8_{kind}"
+        stmt: Stmt = NativeCall(name, (*args, *(Pointer(b, E.const(0)) for b in buffers)),
+                                writes=(tile.name, *(b.name for b in buffers)), source=dense_source(kind))
+        for b in buffers:
+            stmt = Alloc(b, stmt)
+        return stmt
 
-    split = TaskShape(*root.shape[:3], root.shape[3], nr, depth, DENSE_TILE_PIXELS, True)
-    return parallel_tasks(root, out, values, epilogue, task_split(split, macs, thread_count()), macs, call)
+    shape = TaskShape(*root.shape[:3], root.shape[3], nr, depth, DENSE_TILE_PIXELS, True)
+    split = task_split(shape, macs, thread_count())
+    task_run = split[0]  # the longest run of output pixels a task sums
+    return parallel_tasks(root, out, values, epilogue, split, macs, call)
 
 
 def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None) -> Stmt | None:

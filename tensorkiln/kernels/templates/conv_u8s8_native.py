@@ -28,7 +28,8 @@ layer whose weights `vpmaddubsw` sums exactly, are in int8_avx2.py.
 """
 from __future__ import annotations
 
-from .int8_avx2 import AVX2, MADDUBSW, QUARTER_ROWS, conv_tile_avx2
+from .int8_avx2 import AVX2, MADDUBSW, QUARTER_ROWS, SPLIT, SPLIT_GROUP_BYTES, SPLIT_ROWS, conv_tile_avx2, \
+    split_rows_source
 
 _DENSE_TILE = {
     "vnni": r"""
@@ -129,13 +130,15 @@ _DENSE_DRIVER = r"""/* ---- direct u8 x s8 convolution ({kind}): c[t * ldc + j] 
 static __attribute__((noipa)) void tk_conv_u8s8_{kind}(
     const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c, int64_t ldc, int64_t p0,
     int64_t pixels, int64_t cols, int64_t ow, int64_t wp, int64_t c4, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
-    int64_t kh, int64_t kw)
+    int64_t kh, int64_t kw{params})
 {{
     /* with dilation 1 the taps of a kernel row are consecutive pixels, so their bytes are one run: the
      * tile sums it as one tap of kw * c4 channels (the panels' depth order is the same), moving to
      * another tap kh times instead of kh * kw (the stem's 7 x 7 taps of 4 channels: every step) */
     const int64_t taps = dw == 1 ? 1 : kw, groups = (kw / taps) * c4 / 4, depth = kh * taps * groups;
-    const int64_t lda = sw * c4, row_step = dh * wp * c4, col_step = dw * c4, npanels = (cols + 31) / 32;
+{image}
+    const int64_t lda = sw * c4 * {scale}, row_step = dh * wp * c4 * {scale}, col_step = dw * c4 * {scale};
+    const int64_t npanels = (cols + 31) / 32;
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of the filters stays in cache while the pixels pass */
         const int8_t *b = panels + p * depth * 128;
         const int nc = (int)(cols - p * 32 < 32 ? cols - p * 32 : 32);  /* the panel's columns in use */
@@ -147,7 +150,7 @@ static __attribute__((noipa)) void tk_conv_u8s8_{kind}(
              * for fewer sums. The first `taller` tiles take one pixel more. Divided once per row, not per
              * tile: a 1x1 layer of 16 channels sums a tile in about as many cycles as three divisions take. */
             const int64_t row_tiles = (left + {rows} - 1) / {rows}, height = left / row_tiles, taller = left % row_tiles;
-            const uint8_t *a = x + (oy * sh * wp + ox * sw) * c4;
+            const uint8_t *a = xs + ((oy * sh - first_row) * wp + ox * sw) * c4 * {scale};
             int32_t *ct = c + t * ldc + p * 32;
             for (int64_t q = 0; q < row_tiles; q++) {{
                 const int mr = (int)(height + (q < taller));
@@ -198,7 +201,7 @@ _GATHERED_DRIVER = r"""/* ---- the same for a shallow input (C not a multiple of
 static __attribute__((noipa)) void tk_conv_u8s8_gathered_{kind}(
     const uint8_t *restrict x, const int8_t *restrict panels, int32_t *restrict c, int64_t ldc, int64_t p0,
     int64_t pixels, int64_t cols, int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
-    int64_t kh, int64_t kw, uint8_t *restrict rows)
+    int64_t kh, int64_t kw, uint8_t *restrict rows{params})
 {{
     const int64_t window = kh * kw * cin, k4 = (window + 3) / 4 * 4, groups = k4 / 4;
     /* with dilation 1 a kernel row's taps are one run of kw * cin bytes */
@@ -221,6 +224,7 @@ static __attribute__((noipa)) void tk_conv_u8s8_gathered_{kind}(
                     }}
                 }}
             }}
+{gathered_rows}
             /* every panel over the gathered rows (a shallow layer's panels are small: they stay in L1) */
             for (int64_t p = 0; p < npanels; p++) {{
                 const int8_t *b = panels + p * groups * 128;
@@ -309,19 +313,57 @@ _DEPTHWISE_PORTABLE = r"""static void tk_depthwise_u8s8_portable(
 """
 
 
+# the windows read where they lie
+_IMAGE_IN_PLACE = "    const uint8_t *xs = x;  /* the image the windows are read from */\n    const int64_t first_row = 0;"
+# the exact AVX2 step reads its activations split into 16-bit pairs (int8_avx2.split_rows_source): the input
+# rows the task's windows touch are split once into `split`, two bytes for each, so every offset doubles
+_IMAGE_SPLIT = f"""    /* the input rows under the task's windows, split into 16-bit pairs once (rows are contiguous: one run) */
+    const int64_t first_row = (p0 / ow) * sh, last_row = ((p0 + pixels - 1) / ow) * sh + (kh - 1) * dh;
+    {SPLIT_ROWS}(x + first_row * wp * c4, 0, 1, (last_row - first_row + 1) * wp * c4 / 4, split);
+    const uint8_t *xs = split;"""
+_GATHERED_SPLIT = f"""            /* the gathered rows split into 16-bit pairs, as the exact AVX2 step reads them */
+            {SPLIT_ROWS}(rows, k4, mr, k4 / 4, split);"""
+
+
+def splits_windows(kind: str) -> bool:
+    """Whether `tk_conv_u8s8_<kind>` and its gathered driver take a buffer for activations split into 16-bit
+    pairs (their last argument: `split_bytes` of the layer's task, `gathered_split_bytes` of a gathered one)."""
+    return kind == SPLIT
+
+
+def split_bytes(pixels: int, ow: int, oh: int, wp: int, cin: int, sh: int, dh: int, kh: int, hp: int) -> int:
+    """The split input rows of a direct driver's task of at most `pixels` output pixels: the rows its windows
+    touch (a run of pixels spans at most (pixels - 1) // ow + 2 output rows), two bytes for each."""
+    out_rows = min(oh, (pixels - 1) // ow + 2)
+    return min(hp, (out_rows - 1) * sh + (kh - 1) * dh + 1) * wp * cin * SPLIT_GROUP_BYTES // 4
+
+
+def gathered_split_bytes(depth: int) -> int:
+    """The split gathered rows of a gathered driver's tile (DENSE_TILE_PIXELS rows of depth groups)."""
+    return 8 * depth * SPLIT_GROUP_BYTES
+
+
 def dense_source(kind: str) -> str:
     """The C of `tk_conv_u8s8_<kind>` and `tk_conv_u8s8_gathered_<kind>`: their micro-kernel and the loops
     over panels and pixel tiles."""
-    tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2(kind) if kind in (AVX2, MADDUBSW) else \
+    avx2 = kind in (AVX2, MADDUBSW, SPLIT)
+    tile = _DENSE_PORTABLE if kind == "portable" else conv_tile_avx2(kind) if avx2 else \
         _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
     # the AVX2 tile sums 4 rows at a time (int8_avx2.py): a row of 28 pixels as 7 tiles of 4, not 4 x (4 + 3)
-    rows = QUARTER_ROWS if kind in (AVX2, MADDUBSW) else 8
+    rows = QUARTER_ROWS if avx2 else 8
+    split = splits_windows(kind)
+    params = ", uint8_t *restrict split" if split else ""
     # both drivers share the tile: one source, whichever of them a module's layers call
-    direct = _DENSE_DRIVER.format(kind=kind, rows=rows, direct_switch=_tile_switch(
-        kind, "a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups"))
-    gathered = _GATHERED_DRIVER.format(kind=kind, rows=rows, gathered_switch=_tile_switch(
-        kind, "rows, k4, b, ct, ldc, 1, 1, 0, 0, groups"))  # one tap of k4 bytes: the gathered row
-    return tile + direct + _COPY_RUN + gathered
+    direct = _DENSE_DRIVER.format(kind=kind, rows=rows, image=_IMAGE_SPLIT if split else _IMAGE_IN_PLACE,
+                                  params=params,
+                                  scale=2 if split else 1, direct_switch=_tile_switch(
+                                      kind, "a, lda, b, ct, ldc, kh, taps, row_step, col_step, groups"))
+    gathered = _GATHERED_DRIVER.format(kind=kind, rows=rows, params=params,
+                                       gathered_rows=_GATHERED_SPLIT if split else "",
+                                       gathered_switch=_tile_switch(
+                                           kind, "split, 2 * k4, b, ct, ldc, 1, 1, 0, 0, groups" if split else
+                                           "rows, k4, b, ct, ldc, 1, 1, 0, 0, groups"))  # one tap: the gathered row
+    return tile + (split_rows_source() if split else "") + direct + _COPY_RUN + gathered
 
 
 def depthwise_source(kind: str) -> str:

@@ -26,7 +26,8 @@ has no 4-byte dot product), in one of four variants chosen by the target's
   and odd bytes of each 32-bit lane) and `vpmaddwd` sums the pairs exactly
   into 32 bits: two multiplies and two additions where VNNI needs one.
 - `avx2`: the same sums in 256-bit vectors, the tile in quarters of 4 rows x 16
-  columns (int8_avx2.py), A's rows split into 16-bit pairs once per task (into
+  columns (int8_avx2.py); `split_avx2` where it pays (`split_pays`: deep enough
+  and wide enough), with A's rows split into 16-bit pairs once per task (into
   the task's `q_asplit`) so the step broadcasts them with plain loads; where the
   constant weights allow it (`maddubsw_is_exact`), the `maddubsw` tile there sums
   byte pairs with `vpmaddubsw` instead, unwidened, from A's rows as they are.
@@ -47,8 +48,8 @@ from ..inline import ValueBuilder, broadcast_index, delinearize
 from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .gemm import PARALLEL_MIN_MACS
-from .int8_avx2 import AVX2, MADDUBSW, SPLIT_GROUP_BYTES, SPLIT_ROWS, gemm_tile_avx2, layer_dot_kind, \
-    split_rows_source
+from .int8_avx2 import AVX2, MADDUBSW, SPLIT, SPLIT_GROUP_BYTES, SPLIT_ROWS, gemm_tile_avx2, layer_dot_kind, \
+    split_pays, split_rows_source
 
 MR = 8  # rows of the register tile
 NR = U8S8_PANEL_COLUMNS  # columns of the register tile: one panel
@@ -181,8 +182,8 @@ _DRIVER = r"""static void tk_gemm_u8s8_{kind}(const uint8_t *restrict a_rows, in
 }}
 """
 
-_TILES = {"vnni": _VNNI, "avx512bw": _AVX512BW, "avx2": gemm_tile_avx2(), MADDUBSW: gemm_tile_avx2(MADDUBSW),
-          "portable": _PORTABLE}
+_TILES = {"vnni": _VNNI, "avx512bw": _AVX512BW, AVX2: gemm_tile_avx2(), MADDUBSW: gemm_tile_avx2(MADDUBSW),
+          SPLIT: gemm_tile_avx2(SPLIT), "portable": _PORTABLE}
 
 
 _ROWS_IN_PLACE = "    const uint8_t *a = a_rows;  /* the tiles read A's rows where they are */\n" \
@@ -196,7 +197,7 @@ _ROWS_SPLIT = f"    {SPLIT_ROWS}(a_rows, lda_rows, rows, depth, split);\n" \
 
 def splits_rows(kind: str) -> bool:
     """Whether `tk_gemm_u8s8_<kind>` takes a buffer for A's rows split into 16-bit pairs (its last argument)."""
-    return kind == AVX2
+    return kind == SPLIT
 
 
 def native_source(kind: str) -> str:
@@ -233,6 +234,8 @@ def u8s8_gemm_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     depth = panels_node.shape[1]
     k4 = depth * U8S8_DEPTH_GROUP
     kind = layer_dot_kind(cpu_target().int8_dot, panels_node)
+    if kind == AVX2 and split_pays(depth, n, rows):
+        kind = SPLIT  # A's rows split into 16-bit pairs once per task: the step then broadcasts them by loads
     threads = thread_count()
     mb, nb = task_split(rows, n, k, threads)
     row_tasks, col_tasks = -(-rows // mb), -(-n // nb)

@@ -9,11 +9,14 @@ avx512bw path, the panel's int8 bytes are sign-extended to 16 bits (even and odd
 32-bit lane), the four activation bytes zero-extended the same way, and `vpmaddwd` sums each pair
 exactly into 32 bits.
 
-The GEMM widens its activations once per task instead (`split_rows_source`): each depth group's four
-bytes (a0, a1, a2, a3) become the two words (a0, a2) and (a1, a3) of zero-extended 16-bit halves, so the
-step broadcasts each word with one load where a convolution's step (its windows read in place) masks and
-shifts the broadcast bytes: 8 vector operations fewer per step of 4 rows, which GCC also schedules with
-fewer accumulators on the stack (BERT-base's projections 1.10-1.13x in a C harness, one thread).
+Split activations (`split_avx2`, where `split_pays`: 16 or more depth groups, 64 or more output
+channels, 4 or more rows): the GEMM's task splits its rows of A once, a convolution's task the input
+rows under its windows (`split_rows_source`): each depth group's four bytes (a0, a1, a2, a3) become the
+two words (a0, a2) and (a1, a3) of zero-extended 16-bit halves, so the step broadcasts each word with
+one load instead of masking and shifting one broadcast: 8 vector operations fewer per step of 4 rows,
+which GCC also schedules with fewer accumulators on the stack (BERT-base's projections 1.10-1.13x in a
+C harness, one thread; in the models 1.03-1.12x on such layers). The split doubles the bytes the step
+reads; where a tile has few steps or a byte few sums, that costs what it saves.
 
 Registers: 16 ymm. A whole 8 x 32 tile (32 accumulators) does not fit, so the tile is done in
 quarters of at most 4 rows x 16 columns: 8 accumulators, the 16 columns' widened weights (4) and
@@ -39,6 +42,7 @@ from ...ir.graph import Node
 
 AVX2 = "avx2"  # the exact step for any weights: both operands widened to 16 bits, vpmaddwd
 MADDUBSW = "maddubsw"  # the step of a layer whose every weight pair passes `maddubsw_is_exact`
+SPLIT = "split_avx2"  # the exact step on activations split into 16-bit pairs first (`split_pays`)
 # vpmaddubsw's 16-bit pair sums: u8 x s8 products, a0 * w0 + a1 * w1, saturated to [-32768, 32767]
 _U8_MAX, _S16_MAX, _S16_MIN = 255, 32767, -32768
 
@@ -194,28 +198,38 @@ _CONV_PARAMS = ", int64_t kh, int64_t kw, int64_t row_step, int64_t col_step, in
 _CONV_ARGS = ", kh, kw, row_step, col_step, groups"
 
 
-_STEPS = {AVX2: _EXACT_STEP, MADDUBSW: _PAIRS_STEP}
-_STEP_SETUP = {AVX2: "", MADDUBSW: "\n    const __m256i ones = _mm256_set1_epi16(1);"}
-
-
-def _tile(kind: str, prefix: str, params: str, setup: str, next_a: str, args: str, step: str | None = None) -> str:
-    """The C of `{prefix}_tile_{kind}` and its quarter, summing with `kind`'s step (or `step`)."""
-    quarter = f"{prefix}_quarter_{kind}"
-    body = _QUARTER.format(name=quarter, params=params, setup=setup + _STEP_SETUP[kind], step=step or _STEPS[kind],
-                           next_a=next_a)
-    return _PRELUDE + body + _TILE.format(name=f"{prefix}_tile_{kind}", params=params, quarter=quarter, args=args)
-
-
+_STEPS = {AVX2: _EXACT_STEP, MADDUBSW: _PAIRS_STEP, SPLIT: _SPLIT_STEP}
+_STEP_SETUP = {AVX2: "", MADDUBSW: "\n    const __m256i ones = _mm256_set1_epi16(1);", SPLIT: ""}
 SPLIT_GROUP_BYTES = 8  # a depth group's two words in split rows (split_rows_source)
+_GROUP_BYTES = {AVX2: 4, MADDUBSW: 4, SPLIT: SPLIT_GROUP_BYTES}  # how far `a` moves per depth group
+# where the split pays (`split_pays`): measured per layer on MobileNetV2, ResNet-18 and BERT-base (one thread,
+# in turns): 1.03-1.12x with 64 or more output channels and 16 or more depth groups; level or slower below
+# (16 -> 96, 24 -> 144, 144 -> 24: a tile's few steps, or few sums per byte split), and for a GEMM of one row
+# (ResNet-18's classifier, 0.87x: a one-row tile's step is the panel's widening, which the split leaves)
+SPLIT_MIN_GROUPS = 16
+SPLIT_MIN_COLUMNS = 64
+SPLIT_MIN_ROWS = QUARTER_ROWS
+
+
+def split_pays(depth_groups: int, columns: int, rows: int) -> bool:
+    """Whether the exact AVX2 layer of `depth_groups` groups of 4 bytes, `columns` output channels and `rows`
+    rows of A (output pixels) sums faster on activations split into 16-bit pairs first (SPLIT) than widening
+    them at every step (AVX2)."""
+    return depth_groups >= SPLIT_MIN_GROUPS and columns >= SPLIT_MIN_COLUMNS and rows >= SPLIT_MIN_ROWS
+
+
+def _tile(kind: str, prefix: str, params: str, setup: str, next_a: str, args: str) -> str:
+    """The C of `{prefix}_tile_{kind}` and its quarter, summing with `kind`'s step."""
+    quarter = f"{prefix}_quarter_{kind}"
+    body = _QUARTER.format(name=quarter, params=params, setup=setup + _STEP_SETUP[kind], step=_STEPS[kind],
+                           next_a=next_a.replace("a += 4;", f"a += {_GROUP_BYTES[kind]};"))
+    return _PRELUDE + body + _TILE.format(name=f"{prefix}_tile_{kind}", params=params, quarter=quarter, args=args)
 
 
 def gemm_tile_avx2(kind: str = AVX2) -> str:
     """The C of `tk_u8s8_tile_<kind>(mr, cols, a, lda, b, c, ldc, depth)`: gemm_u8s8.py's tile contract; `kind` is
-    "avx2" (exact for any weights; A's rows split by `split_rows_source`, lda their stride) or "maddubsw" (for
-    panels that pass `maddubsw_is_exact`; A's rows as they are)."""
-    if kind == AVX2:
-        return _tile(kind, "tk_u8s8", ", int64_t depth", _GEMM_SETUP, f"a += {SPLIT_GROUP_BYTES};", ", depth",
-                     _SPLIT_STEP)
+    "avx2" (exact for any weights), "split_avx2" (the same on A's rows split by `split_rows_source`, lda their
+    stride) or "maddubsw" (for panels that pass `maddubsw_is_exact`)."""
     return _tile(kind, "tk_u8s8", ", int64_t depth", _GEMM_SETUP, _GEMM_NEXT, ", depth")
 
 
@@ -228,6 +242,8 @@ def split_rows_source() -> str:
     depth * SPLIT_GROUP_BYTES apart: what the exact GEMM step (`_SPLIT_STEP`) broadcasts."""
     return r"""#include <immintrin.h>
 #include <string.h>
+#ifndef TK_U8S8_SPLIT_ROWS
+#define TK_U8S8_SPLIT_ROWS  /* one definition for a module's GEMMs and convolutions, whose helpers both carry it */
 /* rows of u8 activations for the exact AVX2 step: per group of four bytes (a0, a1, a2, a3), the word of
  * (a0, a2) and the word of (a1, a3), zero-extended to 16 bits each; eight groups a vector */
 static void tk_u8s8_split_rows_avx2(const uint8_t *restrict a, int64_t lda, int64_t rows, int64_t depth,
@@ -255,12 +271,14 @@ static void tk_u8s8_split_rows_avx2(const uint8_t *restrict a, int64_t lda, int6
         }
     }
 }
+#endif
 """
 
 
 def conv_tile_avx2(kind: str = AVX2) -> str:
     """The C of `tk_conv_u8s8_tile_<kind>(mr, cols, x, lda, b, c, ldc, kh, kw, row_step, col_step, groups)`:
-    conv_u8s8_native.py's dense tile contract (mr pixels of one output row, windows lda bytes apart)."""
+    conv_u8s8_native.py's dense tile contract (mr pixels of one output row, windows lda bytes apart); for
+    "split_avx2" the activations are split by `split_rows_source` (every offset doubled)."""
     return _tile(kind, "tk_conv_u8s8", _CONV_PARAMS, _CONV_SETUP, _CONV_NEXT, _CONV_ARGS)
 
 
@@ -377,5 +395,6 @@ static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t
 """
 
 
-__all__ = ["AVX2", "MADDUBSW", "QUARTER_ROWS", "SPLIT_GROUP_BYTES", "SPLIT_ROWS", "split_rows_source", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
+__all__ = ["AVX2", "MADDUBSW", "QUARTER_ROWS", "SPLIT", "SPLIT_GROUP_BYTES", "SPLIT_ROWS", "split_pays",
+           "split_rows_source", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
            "maddubsw_is_exact", "saturating_pairs"]
