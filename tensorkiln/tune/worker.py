@@ -28,6 +28,7 @@ only this process: the tuner (measure.py) kills it and starts another.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import pickle
@@ -44,11 +45,15 @@ HOPELESS = 1.15  # a candidate this much slower than the default in the first ro
 UNTIMED_MARGIN = 2.0  # a checked call this many times past the cutoff: not timed (one call is noisy, hence 2)
 
 
-def _block(fn: Callable, inputs: list[np.ndarray], calls: int) -> float:
-    """Mean seconds per call over `calls` calls."""
+_calls = itertools.count()  # every timed call of this process, so the cycle over input lists goes on across blocks
+
+
+def _block(fn: Callable, inputs: list[list[np.ndarray]], calls: int) -> float:
+    """Mean seconds per call over `calls` calls, each on the next argument list of `inputs` (a cycle that
+    continues from block to block: the copy a call reads was read longest ago)."""
     start = time.perf_counter()
     for _ in range(calls):
-        fn(*inputs)
+        fn(*inputs[next(_calls) % len(inputs)])
     return (time.perf_counter() - start) / calls
 
 
@@ -74,7 +79,7 @@ def _wrong(out: np.ndarray, bench: Benchmark) -> str | None:
     return None
 
 
-def compare(candidate: Callable, default: Callable, inputs: list[np.ndarray], rounds: int,
+def compare(candidate: Callable, default: Callable, inputs: list[list[np.ndarray]], rounds: int,
             block_seconds: float, cutoff: float | None = None, single: float | None = None) -> dict:
     """Candidate and default timed in alternating blocks; medians and the median per-round ratio.
 
@@ -130,7 +135,7 @@ class Worker:
         if cutoff is not None and call > UNTIMED_MARGIN * max(float(cutoff), 1.0) * default_call:
             return {"ok": True, "compile_seconds": compile_seconds, "seconds": call, "default_seconds": default_call,
                     "ratio": call / default_call, "untimed": True}
-        timing = compare(candidate, self.defaults[workload], bench.inputs, int(request.get("rounds", 5)),
+        timing = compare(candidate, self.defaults[workload], bench.timed_inputs(), int(request.get("rounds", 5)),
                          float(request.get("block_seconds", 0.02)), float(cutoff) if cutoff is not None else None,
                          single=max(call, self.default_call[workload]))
         return {"ok": True, "compile_seconds": compile_seconds, **timing}

@@ -1,0 +1,38 @@
+"""Timed calls of a GEMM workload cycle through copies of its B argument, as a model's weights arrive from
+memory; a B compiled into the function is timed as it is."""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorkiln.kernels.target import cpu_target
+from tensorkiln.tune import worker
+from tensorkiln.tune.workloads import MAX_STREAMED_COPIES, STREAMED_CACHE_MULTIPLE, gemm_benchmark, streamed_copies
+
+
+def test_streamed_copies_together_outgrow_the_last_level_cache():
+    big = np.ones((1024, 1024), np.float32)
+    copies = streamed_copies(big)
+    assert copies[0] is big and all(c is not big and np.array_equal(c, big) for c in copies[1:])
+    assert sum(c.nbytes for c in copies) >= STREAMED_CACHE_MULTIPLE * cpu_target().l3 or \
+        len(copies) == MAX_STREAMED_COPIES
+    assert len(streamed_copies(np.ones(4, np.float32))) == MAX_STREAMED_COPIES
+    huge = np.ones(STREAMED_CACHE_MULTIPLE * cpu_target().l3 // 4 + 1, np.float32)
+    assert len(streamed_copies(huge)) == 1
+
+
+def test_a_gemm_whose_b_is_an_argument_is_timed_on_copies_of_it():
+    bench = gemm_benchmark("gemm:dtype=float32:m=8:n=64:k=32:panels=0:bt=1")
+    a, b = bench.inputs
+    timed = bench.timed_inputs()
+    assert len(timed) > 1 and all(args[0] is a and np.array_equal(args[1], b) for args in timed)
+    assert len({id(args[1]) for args in timed}) == len(timed)
+    constant = gemm_benchmark("gemm:dtype=float32:m=8:n=64:k=32:panels=1")
+    assert constant.timed_inputs() == [constant.inputs]
+
+
+def test_timed_blocks_go_on_cycling_through_the_copies():
+    seen: list[int] = []
+    inputs = [[np.zeros(1), np.zeros(1)] for _ in range(5)]
+    for _ in range(3):  # three blocks of 3 calls: 9 calls visit every list, in turn, across the blocks
+        worker._block(lambda x, y: seen.append(next(i for i, args in enumerate(inputs) if args[1] is y)), inputs, 3)
+    assert len(seen) == 9 and all((later - earlier) % 5 == 1 for earlier, later in zip(seen, seen[1:]))
