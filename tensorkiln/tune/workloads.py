@@ -112,9 +112,9 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
                 fn(a, b)
             return fn
 
-    if panels:  # B is compiled into the function: one copy (its panels still come from memory per call in L3)
-        return Benchmark([a], build, reference, tolerance=4 * eps * k)
-    # B is an argument, a model's weight or activation: timed calls cycle through copies of it
+    if not transposed:  # B compiled into the function, or an argument as it is (an activation, an SGEMM's)
+        return Benchmark([a] if panels else [a, b_stored], build, reference, tolerance=4 * eps * k)
+    # B a linear layer's weight read per call: timed calls cycle through copies of it, from memory as in a model
     return Benchmark([a, b_stored], build, reference, tolerance=4 * eps * k,
                      timing_inputs=[[a, copy] for copy in streamed_copies(b_stored)])
 

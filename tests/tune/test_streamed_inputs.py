@@ -1,5 +1,5 @@
-"""Timed calls of a GEMM workload cycle through copies of its B argument, as a model's weights arrive from
-memory; a B compiled into the function is timed as it is."""
+"""Timed calls of a GEMM workload reading a linear layer's weight (`bt=1`) cycle through copies of it, as a
+model's weights arrive from memory; a B compiled into the function, or a plain argument, is timed as it is."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,14 +20,15 @@ def test_streamed_copies_together_outgrow_the_last_level_cache():
     assert len(streamed_copies(huge)) == 1
 
 
-def test_a_gemm_whose_b_is_an_argument_is_timed_on_copies_of_it():
+def test_a_gemm_reading_a_linear_layers_weight_is_timed_on_copies_of_it():
     bench = gemm_benchmark("gemm:dtype=float32:m=8:n=64:k=32:panels=0:bt=1")
     a, b = bench.inputs
     timed = bench.timed_inputs()
     assert len(timed) > 1 and all(args[0] is a and np.array_equal(args[1], b) for args in timed)
     assert len({id(args[1]) for args in timed}) == len(timed)
-    constant = gemm_benchmark("gemm:dtype=float32:m=8:n=64:k=32:panels=1")
-    assert constant.timed_inputs() == [constant.inputs]
+    for key in ("gemm:dtype=float32:m=8:n=64:k=32:panels=1", "gemm:dtype=float32:m=8:n=64:k=32:panels=0"):
+        as_it_is = gemm_benchmark(key)  # B compiled in, or an SGEMM's argument: one array
+        assert as_it_is.timed_inputs() == [as_it_is.inputs]
 
 
 def test_timed_blocks_go_on_cycling_through_the_copies():
