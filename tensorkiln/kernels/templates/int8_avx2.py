@@ -104,42 +104,31 @@ static inline __attribute__((always_inline)) void {name}(
 }}
 """
 
-# the exact step: both operands widened to 16 bits, vpmaddwd
-_EXACT_STEP = r"""        /* 16 columns x 4 depths: bytes sign-extended to 16 bits, even (depths 0, 2) and odd (1, 3) */
+# the exact step: both operands widened to 16 bits, vpmaddwd; `{activations}` puts row i's even pairs (a0, a2)
+# in `ae` and odd pairs (a1, a3) in `ao`, every lane
+_WIDENED_STEP = r"""        /* 16 columns x 4 depths: bytes sign-extended to 16 bits, even (depths 0, 2) and odd (1, 3) */
         const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
         const __m256i b0e = _mm256_srai_epi16(_mm256_slli_epi16(b0, 8), 8), b0o = _mm256_srai_epi16(b0, 8);
         const __m256i b1e = _mm256_srai_epi16(_mm256_slli_epi16(b1, 8), 8), b1o = _mm256_srai_epi16(b1, 8);
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {
-            /* row i's four bytes in every lane (one broadcast load), zero-extended to 16 bits the same way,
+{activations}
+            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ae, b0e));
+            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ao, b0o));
+            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ae, b1e));
+            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ao, b1o));
+        }
+"""
+# the activations' bytes as they lie: one broadcast, split into even and odd bytes in the vector
+_EXACT_STEP = _WIDENED_STEP.replace("{activations}", r"""            /* row i's four bytes in every lane (one broadcast load), zero-extended to 16 bits the same way,
              * then vpmaddwd: exact 32-bit pair sums (a broadcast load and two vector operations where
              * scalar masks and two broadcasts from general registers took nine instructions) */
             const __m256i word = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda));
             const __m256i ae = _mm256_and_si256(word, _mm256_set1_epi32(0x00ff00ff));
-            const __m256i ao = _mm256_srli_epi16(word, 8);
-            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ae, b0e));
-            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ao, b0o));
-            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ae, b1e));
-            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ao, b1o));
-        }
-"""
-
-# the exact step on activations split by `split_rows_source`: row i's even and odd pairs are two words
-_SPLIT_STEP = r"""        /* 16 columns x 4 depths: bytes sign-extended to 16 bits, even (depths 0, 2) and odd (1, 3) */
-        const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
-        const __m256i b0e = _mm256_srai_epi16(_mm256_slli_epi16(b0, 8), 8), b0o = _mm256_srai_epi16(b0, 8);
-        const __m256i b1e = _mm256_srai_epi16(_mm256_slli_epi16(b1, 8), 8), b1o = _mm256_srai_epi16(b1, 8);
-#pragma GCC unroll 4
-        for (int i = 0; i < mr; i++) {
-            /* row i's (a0, a2) and (a1, a3), 16 bits each, in every lane: two broadcast loads */
-            const __m256i ae = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda));
-            const __m256i ao = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda + 4));
-            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ae, b0e));
-            acc0[i] = _mm256_add_epi32(acc0[i], _mm256_madd_epi16(ao, b0o));
-            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ae, b1e));
-            acc1[i] = _mm256_add_epi32(acc1[i], _mm256_madd_epi16(ao, b1o));
-        }
-"""
+            const __m256i ao = _mm256_srli_epi16(word, 8);""")
+# the activations split by `split_rows_source`: row i's even and odd pairs are two words, two broadcast loads
+_SPLIT_STEP = _WIDENED_STEP.replace("{activations}", r"""            const __m256i ae = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda));
+            const __m256i ao = _mm256_set1_epi32(*(const tk_avx2_i32 *)(a + i * lda + 4));""")
 
 # the same step where every pair of weights passes `maddubsw_is_exact`: vpmaddubsw multiplies the broadcast
 # bytes (unsigned) by the panel's bytes (signed) and adds each pair into 16 bits without saturating, and
