@@ -81,15 +81,25 @@ def read_cache_sizes(root: str = _CACHE_DIR) -> dict[int, int]:
     return sizes
 
 
-def _cpu_flags() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def cpuinfo_fields(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's fields of `cpuinfo` ("flags", "vendor_id", "model name", "cpu family", "model",
+    ...), their values stripped; empty where the file cannot be read."""
+    fields: dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                if not line.strip():
+                    break  # the first processor's block is enough: a VM's processors are alike
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return set()
+    return fields
+
+
+def _cpu_flags() -> set[str]:
+    return set(cpuinfo_fields().get("flags", "").split())
 
 
 @functools.lru_cache(maxsize=None)
@@ -111,49 +121,21 @@ def cpu_target() -> CpuTarget:
                      {"avx2", "fma"} <= flags)
 
 
-@functools.lru_cache(maxsize=None)
 def cpu_vendor() -> str:
     """The CPU's vendor string from /proc/cpuinfo ("AuthenticAMD", "GenuineIntel"; "" where it says none):
     for the few choices whose measured effect differs between vendors' cache designs."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    return cpuinfo_fields().get("vendor_id", "")
 
 
-@functools.lru_cache(maxsize=None)
 def cpu_model_name() -> str:
     """The CPU's model name from /proc/cpuinfo ("unknown CPU" where it says none); keys tuning records."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return " ".join(line.split(":", 1)[1].split()) or "unknown CPU"
-    except OSError:
-        pass
-    return "unknown CPU"
+    return " ".join(cpuinfo_fields().get("model name", "").split()) or "unknown CPU"
 
 
-@functools.lru_cache(maxsize=None)
 def cpu_family_model(cpuinfo: str = "/proc/cpuinfo") -> str:
     """"family F model M" from `cpuinfo` ("" where it says none): what tells one generation from another
     where a hypervisor names every CPU the same ("AMD EPYC": family 25 model 1 is a Zen 3, model 17 a Zen 4)."""
-    fields: dict[str, str] = {}
-    try:
-        with open(cpuinfo) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key in ("cpu family", "model") and key not in fields:
-                    fields[key] = value.strip()
-                if not line.strip():
-                    break  # the first processor's block is enough
-    except OSError:
-        return ""
+    fields = cpuinfo_fields(cpuinfo)
     if "cpu family" not in fields or "model" not in fields:
         return ""
     return f"family {fields['cpu family']} model {fields['model']}"

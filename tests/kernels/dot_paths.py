@@ -9,6 +9,7 @@ one machine runs every path:
   matmuls and attention kept on the bf16 pairs kernels, which such a target otherwise leaves for
   the float32 ones: passes/bf16_fp32_gemm.py's `PAIRS_WITHOUT_BF16_DOT`);
 - `int8_path`: each int8 dot-product kind this CPU has (`TENSORKILN_INT8_DOT`), its own first;
+  `avx2_int8_path`: the AVX2 one alone;
 - `vector_path`: "avx512" (512-bit vectors, skipped on a CPU without them), "avx2"
   (`TENSORKILN_VECTOR_BYTES=32`: the 256-bit helpers) or "portable" (`TENSORKILN_VECTOR_BYTES=16`:
   plain C).
@@ -55,6 +56,15 @@ def int8_path(request, monkeypatch):
     """Force one int8 dot-product path of those this CPU has."""
     for _ in _on_target(monkeypatch, "TENSORKILN_INT8_DOT", request.param):
         yield request.param
+
+
+@pytest.fixture
+def avx2_int8_path(monkeypatch):
+    """The AVX2 int8 path (`TENSORKILN_INT8_DOT=avx2`), on any CPU that has it: an AVX-512 one too."""
+    if "avx2" not in INT8_PATHS:
+        pytest.skip("this CPU has no AVX2")
+    for _ in _on_target(monkeypatch, "TENSORKILN_INT8_DOT", "avx2"):
+        yield "avx2"
 
 
 @pytest.fixture(params=["avx512", "avx2", "portable"])

@@ -14,7 +14,7 @@ from tensorkiln.ir.ops.quantized_conv import compact_depth_pays, conv_u8s8_matri
 from tensorkiln.ir.ops.quantized import unpack_u8s8_panels
 from tensorkiln.kernels.target import INT8_DOT_KINDS
 
-from .dot_paths import int8_path, random_ints  # noqa: F401  (int8_path: the fixture)
+from .dot_paths import avx2_int8_path, int8_path, random_ints  # noqa: F401  (fixtures)
 
 
 # (N, C, H, W, O, kernel, stride, padding, dilation, groups): size-1 dims, channels that are no multiple
@@ -300,13 +300,10 @@ SPLIT_LAYERS = [(1, 64, 6, 7, 64, 1, 1, 0, 1, True), (2, 32, 9, 8, 64, 3, 2, 1, 
 
 
 @pytest.mark.parametrize("layer_shape", SPLIT_LAYERS, ids=lambda s: "x".join(map(str, s[:-1])))
-def test_avx2_splits_the_windows_of_deep_wide_and_covering_layers_only(layer_shape):
+def test_avx2_splits_the_windows_of_deep_wide_and_covering_layers_only(avx2_int8_path, layer_shape):
     """On AVX2 a layer of at least 16 depth groups and 64 channels whose windows read every input pixel sums
     on activations split into 16-bit pairs first (`split_avx2`, gathered too: the 7x7 stem); a strided 1x1
     layer or a shallow one widens them at every step; all exact."""
-    from tensorkiln.kernels.target import cpu_target
-    if cpu_target().int8_dot != "avx2":
-        pytest.skip("the AVX2 int8 path runs on a CPU whose best int8 dot product is AVX2's")
     *shape, split = layer_shape
     rng = np.random.default_rng(sum(shape))
     layer = _layer(rng, np.uint8, *shape, groups=1, per_channel=True)

@@ -14,14 +14,14 @@ def test_family_and_model_come_from_the_first_processor(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
                     "model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 6\nmodel\t\t: 143\n")
-    assert cpu_family_model.__wrapped__(str(info)) == "family 25 model 17"
+    assert cpu_family_model(str(info)) == "family 25 model 17"
 
 
 def test_no_family_where_cpuinfo_says_none(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nmodel name\t: Some CPU\n")
-    assert cpu_family_model.__wrapped__(str(info)) == ""
-    assert cpu_family_model.__wrapped__(str(tmp_path / "missing")) == ""
+    assert cpu_family_model(str(info)) == ""
+    assert cpu_family_model(str(tmp_path / "missing")) == ""
 
 
 def test_description_names_the_isa_and_caches_the_kernels_use():

@@ -13,7 +13,7 @@ from tensorkiln.kernels.target import INT8_DOT_KINDS
 
 from .compiled import check_compiled
 from .disassembly import needs_vector_disassembly
-from .dot_paths import INT8_PATHS as AVAILABLE, int8_path, random_ints  # noqa: F401  (int8_path: the fixture)
+from .dot_paths import INT8_PATHS as AVAILABLE, avx2_int8_path, int8_path, random_ints  # noqa: F401  (fixtures)
 
 # (M, K, N): size-1 dims, K not a multiple of 4, N not a multiple of the 32-column panel, M tails of the 8-row tile
 SHAPES = [(1, 1, 1), (1, 64, 96), (3, 5, 7), (9, 33, 31), (37, 130, 65), (70, 256, 200)]
@@ -62,12 +62,9 @@ def test_the_largest_products_and_pair_sums_are_exact_on_every_path(int8_path):
 
 @pytest.mark.parametrize("m, k, n, split", [(19, 64, 64, True), (19, 60, 64, False), (19, 64, 63, False),
                                             (45, 200, 130, True), (4, 64, 64, True), (3, 64, 64, False)])
-def test_avx2_splits_the_rows_of_deep_and_wide_gemms_only(m, k, n, split):
+def test_avx2_splits_the_rows_of_deep_and_wide_gemms_only(avx2_int8_path, m, k, n, split):
     """On AVX2 a GEMM of at least 16 depth groups, 64 columns and 4 rows sums rows split into 16-bit pairs
     first (`split_avx2`); shallower, narrower or shorter ones widen them at every step; both exact."""
-    from tensorkiln.kernels.target import cpu_target
-    if cpu_target().int8_dot != "avx2":
-        pytest.skip("the AVX2 int8 path runs on a CPU whose best int8 dot product is AVX2's")
     rng = np.random.default_rng(k + n)
     a, w = random_ints(rng, np.uint8, (m, k)), random_ints(rng, np.int8, (k, n))
     weights = tk.tensor(w)

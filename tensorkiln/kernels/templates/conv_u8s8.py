@@ -40,10 +40,10 @@ from ..schedule_defaults import thread_count
 from ..target import cpu_target
 from .channel_epilogue import AVX2, AVX512, VectorIsa, channel_epilogue, channel_epilogue_source
 from .channel_epilogue_avx2 import avx2_source
-from .conv_u8s8_native import dense_source, depthwise_source, gathered_split_bytes, split_bytes, splits_windows
+from .conv_u8s8_native import dense_source, depthwise_source, split_bytes
 from .depthwise_window import windowed
 from .gemm import PARALLEL_MIN_MACS
-from .int8_avx2 import AVX2, SPLIT, depthwise_avx2, layer_dot_kind, split_pays
+from .int8_avx2 import AVX2, SPLIT, SPLIT_GROUP_BYTES, depthwise_avx2, layer_dot_kind, split_pays
 
 # a task's int32 tile, written by the sums and read back by the epilogue from L1: small enough to live on
 # the stack (codegen's STACK_LIMIT_BYTES), not allocated per task
@@ -261,8 +261,8 @@ def conv_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
         buffers: list[Buffer] = []  # the helper's scratch, allocated around the call
         if gathered:
             buffers.append(Buffer("qc_rows", "uint8", (DENSE_TILE_PIXELS * depth * U8S8_DEPTH_GROUP,), scope="local"))
-        if splits_windows(kind):  # the exact AVX2 step's activations, split into 16-bit pairs
-            size = gathered_split_bytes(depth) if gathered else \
+        if kind == SPLIT:  # the exact AVX2 step's activations, split into 16-bit pairs
+            size = DENSE_TILE_PIXELS * depth * SPLIT_GROUP_BYTES if gathered else \
                 split_bytes(task_run, root.shape[2], root.shape[1], wp, cin, sh, dh, kh, hp)
             buffers.append(Buffer("qc_split", "uint8", (size,), scope="local"))
         name = f"tk_conv_u8s8_gathered_{kind}" if gathered else f"tk_conv_u8s8_{kind}"

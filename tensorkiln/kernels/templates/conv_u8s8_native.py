@@ -325,22 +325,11 @@ _GATHERED_SPLIT = f"""            /* the gathered rows split into 16-bit pairs, 
             {SPLIT_ROWS}(rows, k4, mr, k4 / 4, split);"""
 
 
-def splits_windows(kind: str) -> bool:
-    """Whether `tk_conv_u8s8_<kind>` and its gathered driver take a buffer for activations split into 16-bit
-    pairs (their last argument: `split_bytes` of the layer's task, `gathered_split_bytes` of a gathered one)."""
-    return kind == SPLIT
-
-
 def split_bytes(pixels: int, ow: int, oh: int, wp: int, cin: int, sh: int, dh: int, kh: int, hp: int) -> int:
     """The split input rows of a direct driver's task of at most `pixels` output pixels: the rows its windows
     touch (a run of pixels spans at most (pixels - 1) // ow + 2 output rows), two bytes for each."""
     out_rows = min(oh, (pixels - 1) // ow + 2)
     return min(hp, (out_rows - 1) * sh + (kh - 1) * dh + 1) * wp * cin * SPLIT_GROUP_BYTES // 4
-
-
-def gathered_split_bytes(depth: int) -> int:
-    """The split gathered rows of a gathered driver's tile (DENSE_TILE_PIXELS rows of depth groups)."""
-    return 8 * depth * SPLIT_GROUP_BYTES
 
 
 def dense_source(kind: str) -> str:
@@ -351,7 +340,7 @@ def dense_source(kind: str) -> str:
         _DENSE_VECTOR.format(kind=kind, loop=_DENSE_TILE[kind])
     # the AVX2 tile sums 4 rows at a time (int8_avx2.py): a row of 28 pixels as 7 tiles of 4, not 4 x (4 + 3)
     rows = QUARTER_ROWS if avx2 else 8
-    split = splits_windows(kind)
+    split = kind == SPLIT  # the drivers take a buffer for the split activations, their last argument
     params = ", uint8_t *restrict split" if split else ""
     # both drivers share the tile: one source, whichever of them a module's layers call
     direct = _DENSE_DRIVER.format(kind=kind, rows=rows, image=_IMAGE_SPLIT if split else _IMAGE_IN_PLACE,

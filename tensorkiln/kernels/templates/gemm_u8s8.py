@@ -195,14 +195,9 @@ _ROWS_SPLIT = f"    {SPLIT_ROWS}(a_rows, lda_rows, rows, depth, split);\n" \
     f"    const int64_t lda = depth * {SPLIT_GROUP_BYTES};"
 
 
-def splits_rows(kind: str) -> bool:
-    """Whether `tk_gemm_u8s8_<kind>` takes a buffer for A's rows split into 16-bit pairs (its last argument)."""
-    return kind == SPLIT
-
-
 def native_source(kind: str) -> str:
     """The C of the u8 x s8 GEMM helper `tk_gemm_u8s8_<kind>`: its micro-kernel and the loop over panels."""
-    if splits_rows(kind):
+    if kind == SPLIT:  # the driver takes a buffer for A's rows split into 16-bit pairs, its last argument
         driver = _DRIVER.format(kind=kind, params=", uint8_t *restrict split", rows=_ROWS_SPLIT)
         return _TILE_PROLOGUE.format(kind=kind) + split_rows_source() + _TILES[kind] + driver
     return _TILE_PROLOGUE.format(kind=kind) + _TILES[kind] + _DRIVER.format(kind=kind, params="", rows=_ROWS_IN_PLACE)
@@ -260,7 +255,7 @@ def u8s8_gemm_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=None)
     # B's panels of this column block: NB is a whole number of panels
     b_start = Pointer(panels, (col0 // NR) * (depth * NR * U8S8_DEPTH_GROUP))
 
-    split = Buffer("q_asplit", "uint8", (mb * depth * SPLIT_GROUP_BYTES,), scope="local") if splits_rows(kind) \
+    split = Buffer("q_asplit", "uint8", (mb * depth * SPLIT_GROUP_BYTES,), scope="local") if kind == SPLIT \
         else None
 
     def call(a_start: Pointer, lda: int) -> Stmt:

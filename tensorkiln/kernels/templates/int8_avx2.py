@@ -169,12 +169,12 @@ typedef int32_t tk_avx2_i32 __attribute__((may_alias, aligned(1)));
 """
 
 _GEMM_SETUP = "const int64_t steps = depth;\n    const uint8_t *a = x;"
-_GEMM_NEXT = "a += 4;"
+_GEMM_NEXT = "a += GROUP;"  # GROUP: the bytes of a depth group in `kind`'s activations (_GROUP_BYTES)
 _CONV_SETUP = ("const int64_t steps = kh * kw * groups;\n"
                "    /* a points at pixel 0's four bytes of this step, moved on incrementally (no division) */\n"
                "    const uint8_t *a = x;\n"
                "    int64_t q = 0, s = 0, r = 0;")
-_CONV_NEXT = """a += 4;
+_CONV_NEXT = """a += GROUP;
         if (++q == groups) {  /* the next tap: (r, s + 1), or (r + 1, 0) */
             q = 0;
             if (++s == kw) {
@@ -211,7 +211,7 @@ def _tile(kind: str, prefix: str, params: str, setup: str, next_a: str, args: st
     """The C of `{prefix}_tile_{kind}` and its quarter, summing with `kind`'s step."""
     quarter = f"{prefix}_quarter_{kind}"
     body = _QUARTER.format(name=quarter, params=params, setup=setup + _STEP_SETUP[kind], step=_STEPS[kind],
-                           next_a=next_a.replace("a += 4;", f"a += {_GROUP_BYTES[kind]};"))
+                           next_a=next_a.replace("GROUP", str(_GROUP_BYTES[kind])))
     return _PRELUDE + body + _TILE.format(name=f"{prefix}_tile_{kind}", params=params, quarter=quarter, args=args)
 
 
