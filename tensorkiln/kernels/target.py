@@ -81,6 +81,27 @@ def read_cache_sizes(root: str = _CACHE_DIR) -> dict[int, int]:
     return sizes
 
 
+DEFAULT_L2_WAYS = 8  # Zen 2-5 and most Intel cores' L2 have 8 ways or more (more only helps)
+
+
+@functools.lru_cache(maxsize=None)
+def l2_ways(root: str = _CACHE_DIR) -> int:
+    """The L2 cache's associativity from sysfs (DEFAULT_L2_WAYS where it says nothing): how many lines
+    of one set it holds, which decides whether rows of a matrix at a power-of-two stride fit together."""
+    try:
+        for entry in sorted(os.listdir(root)):
+            with open(os.path.join(root, entry, "level")) as f:
+                if int(f.read()) != 2:
+                    continue
+            with open(os.path.join(root, entry, "ways_of_associativity")) as f:
+                ways = int(f.read())
+            if ways > 0:
+                return ways
+    except (OSError, ValueError):
+        pass
+    return DEFAULT_L2_WAYS
+
+
 @functools.lru_cache(maxsize=None)
 def cpuinfo_fields(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
     """The first processor's fields of `cpuinfo` ("flags", "vendor_id", "model name", "cpu family", "model",

@@ -15,8 +15,8 @@ import tensorkiln.nn.functional as F
 from tensorkiln.loops import expr as E
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.kernels.templates.gemm import ThreadSplit, gemm_blocking, gemm_thread_split
-from tensorkiln.kernels.templates.gemm_a_reads import a_reads_rows, a_row_piece
-from tensorkiln.kernels.target import cpu_target, read_cache_sizes
+from tensorkiln.kernels.templates.gemm_a_reads import a_reads_rows, a_row_piece, rows_sharing_l2
+from tensorkiln.kernels.target import cpu_target, l2_ways, read_cache_sizes
 
 from .compiled import check_compiled
 from .disassembly import needs_vector_disassembly
@@ -216,7 +216,44 @@ def test_blocking_from_caches():
     assert bl.mc % bl.mr == 0 and bl.nc % bl.nr == 0 and bl.kc % 8 == 0
     lanes = cpu_target().vector_bytes // 4
     assert bl.nr % lanes == 0
-    assert (bl.kc * (bl.mr + bl.nr) * 4) <= cpu_target().l1d
+    assert bl.kc * bl.nr * 4 <= cpu_target().l2 // 8  # B's micro-panel in an eighth of L2
+
+
+@pytest.mark.parametrize("k", [1024, 2048, 768, 1000])
+def test_a_block_keeps_half_the_l2_ways(k):
+    """A's block, its rows K apart as a row-major A lies, takes at most half the ways of any L2 set."""
+    bl = gemm_blocking(2048, 2048, k, "float32")
+    ways = l2_ways()
+    assert rows_sharing_l2(bl.mc, k * 4, bl.kc * 4, cpu_target().l2, ways) <= ways // 2
+    assert bl.mc >= bl.mr
+
+
+def test_rows_sharing_l2_counts_conflicting_rows():
+    """240 rows of 272 floats, 8 KiB apart, in a 512 KiB 8-way L2 (1024 sets): each row starts 128 sets past
+    the last, so every 8th row shares its sets: 30 lines in a set of 8 ways. 3 KiB apart they spread."""
+    assert rows_sharing_l2(240, 8192, 272 * 4, 512 << 10, 8) == 30
+    assert rows_sharing_l2(30, 8192, 4096, 512 << 10, 8) == 4
+    assert rows_sharing_l2(21, 3072, 3072, 512 << 10, 8) == 1
+    assert rows_sharing_l2(1, 64, 1 << 20, 512 << 10, 8) == 1  # a row longer than the sets: once each
+
+
+def test_a_read_in_place_cuts_columns():
+    """An A read in place is packed by nobody: a square GEMM is cut by columns (no thread packs all of B);
+    a packed A keeps the row cut, and a much taller A (M > 2N) too."""
+    bl = gemm_blocking(1024, 1024, 1024, "float32")
+    assert gemm_thread_split(1, 1024, 1024, 1024, bl, threads=2, a_packed=False) == ThreadSplit(1, 2, True)
+    assert gemm_thread_split(1, 1024, 1024, 1024, bl, threads=2, a_packed=True) == ThreadSplit(2, 1, True)
+    assert gemm_thread_split(1, 4096, 512, 1024, bl, threads=2, a_packed=False) == ThreadSplit(2, 1, True)
+
+
+@pytest.mark.parametrize("m,n,k", [(13, 37, 2500), (64, 48, 3000)])
+def test_output_tile_prefetched_over_depth_blocks(monkeypatch, m, n, k):
+    """K over several depth blocks: the micro-kernel prefetches the output tile whose partial sums it
+    adds, clamped into the matrix at its edges (debug bounds checks on)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    a, b = rand(m, k), rand(k, n)
+    f = check_compiled(lambda a, b: (a @ b).relu(), a, b, debug=True, factor=10)
+    assert any("tk_prefetch_w" in kernel.loop_ir for kernel in f.report(a, b).kernels)
 
 
 def test_narrow_b_uses_a_one_vector_micro_tile():

@@ -34,9 +34,14 @@ two vectors wide: `vfmadd231ps` with a broadcast operand, checked with
 objdump in tests/kernels/test_templates.py); it is the `gemm_update`
 intrinsic of schedule.py, inlined.
 
-Blocking follows BLIS's analytical model: a KC x NR micro-panel of B and a
-KC x MR one of A fill about 3/4 of L1; an MC x KC block of A half of L2; a
-KC x NC block of B half of L3.
+Blocking follows BLIS's analytical model, with B's micro-panel in L2: a
+KC x NR micro-panel of B takes an eighth of L2 (B's micro-panels fetched from
+L2 keep up with the micro-kernel, and deeper blocks write the partial sums to
+the output fewer times); an MC x KC block of A half of L2, in rows that share no L2 set
+past half its ways (`a_block_rows`: an A read in place at a power-of-two K
+puts its rows in the same sets); a KC x NC block of B half of L3. Before each
+micro-kernel the output tile whose partial sums it will add is prefetched
+(gemm_prefetch.prefetch_output_tile).
 
 Weights read in place from their panels (`Panels.streamed`: matmul_packed)
 come from memory on every call when the model's weights outgrow the caches
@@ -68,10 +73,10 @@ from ...loops.schedule import substitute
 from ..schedule_defaults import thread_count
 from ..run_time_choice import at_least, threads_if
 from ...loops.types import itemsize
-from ..target import cpu_target
+from ..target import cpu_target, l2_ways
 from ..tuned import configured, workload_key
-from .gemm_a_reads import a_reads_rows, a_row_piece, b_reads_columns
-from .gemm_prefetch import prefetch_ahead, prefetch_next_panel
+from .gemm_a_reads import a_reads_rows, a_row_piece, b_reads_columns, rows_sharing_l2
+from .gemm_prefetch import prefetch_ahead, prefetch_next_panel, prefetch_output_tile
 from .gemm_transposed_pack import transposed_pack
 from ...shapes import is_symbolic
 
@@ -208,15 +213,35 @@ def analytic_gemm_blocking(m: int, n: int, k: int, dtype: str, panels_given: boo
             deepest = _round_up(k, 8)  # one block: the output is written once, not read back per block
         kc = _round_up(-(-k // -(-k // deepest)), 8)
     else:
-        kc = _round_down(int(target.l1d * 0.75) // ((mr + nr) * size), 8)
-        kc = max(64, min(kc, 512, _round_up(k, 8)))
+        # B's micro-panel (KC x NR) in an eighth of L2, K cut into equal blocks of at most that
+        deepest = max(_round_down(min(target.l2 // 8 // (nr * size), KC_LIMIT), 8), 64)
+        kc = min(_round_up(-(-k // -(-k // deepest)), 8), _round_up(k, 8))
     mc = _round_down(min(target.l2 // 2 // (kc * size), 480), mr)
     # B panels past ~1 MiB measured slower here than a shorter panel re-packed more often
     nc = _round_down(min(target.l3 // 2 // (kc * size), 1024 * 4 // size), nr)
     nc = min(nc, _round_up(n, nr))
     if not is_symbolic(m):  # a symbolic M keeps the cache-sized block: its last block is short (min())
         mc = min(mc, _round_up(m, mr))
+    if not panels_given:
+        mc = a_block_rows(mc, mr, k * size, kc * size)
     return GemmBlocking(mr, nr, kc, mc, nc)
+
+
+KC_LIMIT = 1024  # the deepest block of a GEMM that packs B
+
+
+def a_block_rows(mc: int, mr: int, row_stride_bytes: int, row_bytes: int) -> int:
+    """The rows of A's L2 block cut (in whole tiles) until they take at most half the ways of any L2 set.
+
+    A read in place (a row-major [M, K] A: gemm_a_reads.py) keeps its rows K apart, and a power-of-two
+    K puts many of them in the same sets (gemm_a_reads.rows_sharing_l2); the other half of the ways is
+    left to B's micro-panel and C. An A packed into panels does not need it, and loses little by it:
+    a smaller block only fetches B's micro-panels from L3 a few more times.
+    """
+    target, ways = cpu_target(), l2_ways()
+    while mc > mr and rows_sharing_l2(mc, row_stride_bytes, row_bytes, target.l2, ways) > ways // 2:
+        mc -= mr
+    return mc
 
 
 def gemm_needs_partial_sums(k: int, blocking: GemmBlocking) -> bool:
@@ -244,14 +269,17 @@ SPLIT_K_MAX_PARTIAL_BYTES = 1 << 20  # the partial products of all chunks togeth
 
 
 def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking,
-                      threads: int | None = None, depth_split: bool = True) -> ThreadSplit:
+                      threads: int | None = None, depth_split: bool = True, a_packed: bool = True) -> ThreadSplit:
     """Cut a batched GEMM into tasks that the threads share evenly, one parallel region in all.
 
     Independent matrices of the batch are the cheapest tasks (nothing is packed
     twice). Where the batch alone does not divide among the threads, each
     matrix is cut into chunks: by rows (each chunk repacks B, but A is packed
     once), or by columns when N >= 2M (each chunk repacks A, M x K, which is
-    then the smaller operand; square GEMMs measured faster cut by rows).
+    then the smaller operand; square GEMMs measured faster cut by rows). An A read in place
+    (`a_packed=False`: its rows are contiguous, gemm_a_reads.py) is packed by nobody, so column
+    chunks repack nothing while row chunks each still pack all of B: such a GEMM is cut by columns
+    unless A is much the larger operand (M > 2N), whose rows each thread would then read from L3.
     Every chunk is a multiple of the register tile, so rounding may leave the last tasks
     without rows or columns (64 rows on 7 threads: 4 chunks of 16 and 3 idle tasks).
     depth_split=False: never cut K (`split_k_applies`), for a GEMM that cannot.
@@ -262,12 +290,12 @@ def gemm_thread_split(batch: int, m: int, n: int, k: int, blocking: GemmBlocking
     choice = at_least(batch * m * n * k, PARALLEL_MIN_MACS)
     if threads <= 1 or choice is False:
         return ThreadSplit(1, 1, False)
-    split = _thread_cut(batch, m, n, k, blocking, threads, depth_split and choice is True)
+    split = _thread_cut(batch, m, n, k, blocking, threads, depth_split and choice is True, a_packed)
     return replace(split, threads_if=threads_if(choice)) if split.parallel else split
 
 
 def _thread_cut(batch: int, m: int, n: int, k: int, blocking: GemmBlocking, threads: int,
-                depth_split: bool) -> ThreadSplit:
+                depth_split: bool, a_packed: bool = True) -> ThreadSplit:
     """gemm_thread_split's cut of a GEMM large enough to share."""
     if is_symbolic(batch) and not (is_symbolic(m) and is_symbolic(n)) and blocking.split == "auto":
         # a run-time batch (a convolution's images): the same cut at every batch (no size class), each
@@ -294,7 +322,8 @@ def _thread_cut(batch: int, m: int, n: int, k: int, blocking: GemmBlocking, thre
         # a run-time M: the same cut at every M (no size class): the columns where they go round,
         # else the rows (at a small M some tasks get none)
         return ThreadSplit(1, cuts, True) if col_units >= cuts else ThreadSplit(cuts, 1, True)
-    by_cols = (n >= 2 * m and col_units >= cuts) or row_units < cuts
+    columns_cheaper = n >= 2 * m if a_packed else 2 * n >= m
+    by_cols = (columns_cheaper and col_units >= cuts) or row_units < cuts
     if blocking.split != "auto":  # a tuned blocking chose the cut
         by_cols = blocking.split == "cols"
     units = col_units if by_cols else row_units
@@ -365,7 +394,13 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     mr, nr, kc_max, nc_max = bl.mr, bl.nr, bl.kc, bl.nc
     # a depth split writes whole partial products: not for dropped columns or B read in place
     given = a_panels is not None or b_panels is not None
-    split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=col_valid is None and not given)
+    probe = E.Var(f"{prefix}_probe")
+    a_rows_in_place = a_panels is None and a_reads_rows(a_value, probe) and not __import__("os").environ.get("XPACKA")
+    # rows contiguous in pieces (a permuted A): read in place too, the depth loop cut into pieces
+    a_piece = None if a_panels is not None or a_rows_in_place or __import__("os").environ.get("XPACKA") else a_row_piece(a_value, k, kc_max, probe)
+    a_packed = a_panels is None and not a_rows_in_place and a_piece is None
+    split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=col_valid is None and not given,
+                              a_packed=a_packed)
     if split.k_chunks > 1:
         return _split_k_gemm(out, dtype, m, n, k, a_value, b_value, out_index, epilogue, bl, prefix, split.k_chunks)
     # Each task owns a chunk of rows and a chunk of columns of one matrix of the batch.
@@ -407,11 +442,7 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     # ---- pack A: micro-panel ip holds rows row_base + ip*MR + [0, MR) for depth p
     m_panels = (mc + (mr - 1)) // mr
     pack_a: Stmt | None = None
-    a_rows_in_place = a_panels is None and a_reads_rows(a_value, E.Var(f"{prefix}_probe"))
-    # rows contiguous in pieces (a permuted A): read in place too, the depth loop cut into pieces
-    a_piece = None if a_panels is not None or a_rows_in_place else \
-        a_row_piece(a_value, k, kc_max, E.Var(f"{prefix}_probe"))
-    if a_panels is None and not a_rows_in_place and a_piece is None:
+    if a_packed:
         row = row_base + ip * mr + ia
         a_elem = E.Select(E.lt(row, m), a_value(bi, clamp(row, m), k_at(pa)), zero) if has_tail(m, mr) else \
             a_value(bi, row, k_at(pa))
@@ -452,6 +483,13 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
                            f"{prefix}_r")
         depth_steps = [For(piece, kc // a_piece, block(*inner))]
     micro_kernel = block(For(q, E.const(mr * nr), Store(acc, q, zero), "vectorized"), *depth_steps)
+    if n_k > 1 and col_valid is None:
+        # the write-back reads partial sums back: fetch the tile while the depth loop runs
+        r0, c0 = row_base + iq * mr, col_base + jq * nr
+        micro_kernel = block(*prefetch_output_tile(
+            out, lambda row, col: out_index(bi, row, col),
+            lambda i: clamp(r0 + i, m) if has_tail(m, mr) else r0 + i,
+            lambda j: clamp(c0 + j, n) if has_tail(n, nr) else c0 + j, (mr, nr), out.dtype), micro_kernel)
     writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,
                                (wi, wj), (m, n), (mr, nr), pc, n_k, dtype, zero)
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))

@@ -74,3 +74,34 @@ def _unit_summand(index: E.Expr, var: str) -> bool:
         if a_has != b_has:
             return _unit_summand(index.a if a_has else index.b, var)
     return False
+
+
+CACHE_LINE = 64
+
+
+def rows_sharing_l2(rows: int, row_stride_bytes: int, row_bytes: int, l2_bytes: int, ways: int) -> int:
+    """How many lines of `rows` rows of A (each `row_bytes` long, one every `row_stride_bytes`) land in the
+    fullest set of an L2 of `l2_bytes` with `ways` ways: the rows' lines compete for that set's ways.
+
+    An A read in place keeps its rows where they lie, and a power-of-two stride (K = 1024 or 2048 floats)
+    sends row r and row r + sets*64/stride to the same sets: a block of 240 rows of K = 2048 asked 30
+    lines of sets that hold 8, so it never stayed in L2 (gemm.a_block_rows keeps it within half the ways).
+    """
+    sets = max(l2_bytes // (ways * CACHE_LINE), 1)
+    lines = min(-(-row_bytes // CACHE_LINE), sets)
+    per_set = [0] * (sets + 1)  # a difference array over the sets, one extra slot for wrapped ranges
+    for r in range(rows):
+        start = (r * row_stride_bytes // CACHE_LINE) % sets
+        end = start + lines
+        per_set[start] += 1
+        if end <= sets:
+            per_set[end] -= 1
+        else:  # the row's lines wrap past the last set
+            per_set[sets] -= 1
+            per_set[0] += 1
+            per_set[end - sets] -= 1
+    fullest, running = 0, 0
+    for count in per_set[:sets]:
+        running += count
+        fullest = max(fullest, running)
+    return fullest

@@ -4,7 +4,7 @@ Knobs (gemm.py's `GemmBlocking`):
 
 - `mr` x `nr`: the register tile, nr whole vectors (1-4), mr rows, as many as
   leave the vector registers room for B's vectors and one broadcast;
-- `kc`: the depth block (A's and B's micro-panels in L1), 32..1024 in steps;
+- `kc`: the depth block (B's micro-panel in L1 or L2), 32..1024 in steps;
 - `mc`: the rows of A's block (L2), a multiple of mr;
 - `nc`: the columns of B's block (L3), a multiple of nr;
 - `split`: how the threads cut one matrix ("auto": gemm_thread_split's rule);
