@@ -38,7 +38,6 @@ def worker(models: list[str], precision: str, folder: str, clock: str) -> None:
     import tensorkiln as tk
     from tensorkiln.importers.torch import from_torch
     from tensorkiln.tools.bench import build
-    torch.set_num_threads(1)  # the reference models only build the inputs
     programs = {}
     for name in models:
         if precision == "int8":  # the QDQ file and its inputs, written by main()
