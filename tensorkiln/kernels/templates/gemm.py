@@ -265,6 +265,7 @@ class ThreadSplit:
 
 
 SPLIT_K_DEPTH = 8  # split the depth when K is at least this many times M and N
+SPLIT_K_CHUNK = 256  # and into chunks at least this deep (a depth block of the L1 rule that came before)
 SPLIT_K_MAX_PARTIAL_BYTES = 1 << 20  # the partial products of all chunks together
 
 
@@ -336,7 +337,7 @@ def split_k_applies(m: int, n: int, k: int, blocking: GemmBlocking, threads: int
     """Cut K rather than M or N: a long depth with few outputs (a weight gradient: M x N weights,
     K = batch x pixels). Cutting rows or columns would make every thread pack all of the other
     operand; cutting K packs each element once and adds `threads` small partial products."""
-    return (k >= threads * blocking.kc and k >= SPLIT_K_DEPTH * max(m, n)
+    return (k >= threads * SPLIT_K_CHUNK and k >= SPLIT_K_DEPTH * max(m, n)
             and threads * m * n * 4 <= SPLIT_K_MAX_PARTIAL_BYTES)  # float32 partials
 
 
