@@ -396,9 +396,9 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
     # a depth split writes whole partial products: not for dropped columns or B read in place
     given = a_panels is not None or b_panels is not None
     probe = E.Var(f"{prefix}_probe")
-    a_rows_in_place = a_panels is None and a_reads_rows(a_value, probe) and not __import__("os").environ.get("XPACKA")
+    a_rows_in_place = a_panels is None and a_reads_rows(a_value, probe)
     # rows contiguous in pieces (a permuted A): read in place too, the depth loop cut into pieces
-    a_piece = None if a_panels is not None or a_rows_in_place or __import__("os").environ.get("XPACKA") else a_row_piece(a_value, k, kc_max, probe)
+    a_piece = None if a_panels is not None or a_rows_in_place else a_row_piece(a_value, k, kc_max, probe)
     a_packed = a_panels is None and not a_rows_in_place and a_piece is None
     split = gemm_thread_split(batch, m, n, k, bl, threads, depth_split=col_valid is None and not given,
                               a_packed=a_packed)
@@ -489,8 +489,8 @@ def blis_gemm(out: Buffer, dtype: str, batch: int, m: int, n: int, k: int,
         r0, c0 = row_base + iq * mr, col_base + jq * nr
         micro_kernel = block(*prefetch_output_tile(
             out, lambda row, col: out_index(bi, row, col),
-            lambda i: clamp(r0 + i, m) if has_tail(m, mr) else r0 + i,
-            lambda j: clamp(c0 + j, n) if has_tail(n, nr) else c0 + j, (mr, nr), out.dtype), micro_kernel)
+            lambda r: clamp(r0 + r, m) if has_tail(m, mr) else r0 + r,
+            lambda c: clamp(c0 + c, n) if has_tail(n, nr) else c0 + c, (mr, nr), out.dtype), micro_kernel)
     writeback = tile_writeback(out, acc, out_index, epilogue, col_valid, bi, row_base + iq * mr, col_base + jq * nr,
                                (wi, wj), (m, n), (mr, nr), pc, n_k, dtype, zero)
     tiles = For(jq, n_panels, For(iq, m_panels, Alloc(acc, block(micro_kernel, writeback))))
