@@ -81,6 +81,29 @@ def _readers_through_reindexing(node: Node, users_of: dict[int, list[Node]]) -> 
     return found
 
 
+FP32_GEMMS = frozenset({"matmul", "matmul_packed"})  # the float32 templates, which read a row-major A in place
+
+
+def a_operand_of_gemm(node: Node, users_of: dict[int, list[Node]]) -> bool:
+    """A float32 GEMM reads `node` = round_bf16(x), x computed by a kernel, (through reshapes and permutes)
+    as its A operand, whose rows the template reads where they lie (templates/gemm_a_reads.py) when they
+    are a buffer. Rounded while loaded, A is packed instead, by every thread and column block (BERT-base's
+    layer-norm-fed projections took 1.16-1.18x their float32 time so); stored, the rounding is one more
+    output of x's kernel. A graph input x is still rounded while packing: storing it would cost a
+    kernel of its own."""
+    if node.op != "round_bf16" or node.inputs[0].kind == OpKind.SOURCE:
+        return False
+    chain, stack = {node.id}, [node]
+    while stack:
+        for user in users_of.get(stack.pop().id, []):
+            if user.op == "reshape" or get_op(user.op).mapping == MappingType.SHUFFLE:
+                chain.add(user.id)  # a permuted A is read in place too, in pieces (gemm_a_reads.a_row_piece)
+                stack.append(user)
+            elif user.op in FP32_GEMMS and user.inputs[0].id in chain:
+                return True
+    return False
+
+
 def _computed(node: Node, stored: set[int]) -> bool:
     """node's value needs arithmetic (it is not a buffer, or a reindexing of one)."""
     stack = [node]
@@ -126,8 +149,8 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
         if node.op == "round_bf16":
             x = node.inputs[0]
             readers = _readers_through_reindexing(node, users_of)
-            if (x.id in stored or x.kind == OpKind.SOURCE) and readers and \
-                    all(r.op in FP32_ROUNDING_READERS and r.id not in outputs for r in readers):
+            if (x.id in stored or x.kind == OpKind.SOURCE) and readers and not a_operand_of_gemm(node, users_of) \
+                    and all(r.op in FP32_ROUNDING_READERS and r.id not in outputs for r in readers):
                 stored.discard(node.id)
             continue
         if not is_narrowing(node):
@@ -141,5 +164,5 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
             stored.discard(node.id)
 
 
-__all__ = ["FP32_ROUNDING_READERS", "bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms",
+__all__ = ["FP32_ROUNDING_READERS", "a_operand_of_gemm", "bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms",
            "rounded_input", "unstore_packed_roundings"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..ir.graph import Node
 from ..ir.ops.registry import MappingType, OpKind, get_op
 from .bf16_readers import CONV_ROUNDING_READERS, ROUNDING_READERS, read_in_bf16, reads_bf16_storage
-from .bf16_storage import bf16_storage_reason, read_rounded_by_gemms, rounded_input
+from .bf16_storage import a_operand_of_gemm, bf16_storage_reason, read_rounded_by_gemms, rounded_input
 from .templates.gemm_bf16 import is_bf16_rounding
 
 
@@ -132,6 +132,8 @@ def materialize_reason(node: Node, users: list[Node], is_output: bool, stored: s
     rounded = rounded_input(node)
     if rounded is not None and users and all(u.op in ROUNDING_READERS for u in users):
         if rounded.kind == OpKind.SOURCE or rounded.id in stored or not inlines_arithmetic(rounded, stored):
+            if users_of is not None and a_operand_of_gemm(node, users_of):
+                return "the rounded A of a float32 GEMM (read in place where stored, packed to round it)"
             return None  # precision="bf16": the GEMM rounds a stored operand while packing it, a conv as it copies
         if is_bf16_rounding(node) and node.inputs[0].id in stored and all(reads_bf16_storage(u) for u in users):
             return None  # the convolution reads the bf16 value where it is stored

@@ -253,3 +253,25 @@ def test_nchw_convolutions_run_the_fp32_templates(no_bf16_dot, c, k, size, strid
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
     kernels = f.report(x).kernels
     assert [k.precision for k in kernels] == [FP32_KERNEL] and "round_bf16" in kernel_ops(kernels[0])
+
+
+def test_layer_norm_output_rounded_in_its_kernel_for_a_gemm_reading_a_in_place(no_bf16_dot):
+    """A layer norm's output read rounded by a projection and unrounded by the residual add: its kernel also
+    writes the rounded copy, so the float32 GEMM reads its A rows in place instead of packing them (every
+    thread and column block would pack and round them again)."""
+    rows, width, hidden = 64, 96, 160
+    x = RNG.standard_normal((1, rows, width)).astype(np.float32)
+    w1 = tk.tensor((RNG.standard_normal((width, hidden)) / np.sqrt(width)).astype(np.float32))
+    w2 = tk.tensor((RNG.standard_normal((width, hidden)) / np.sqrt(hidden)).astype(np.float32))
+
+    def block(x):
+        h = F.layer_norm(x * 1.25, (width,))
+        return h + F.gelu(h @ w1) @ w2.T
+
+    f = tk.jit(block, precision="bf16")
+    got = f(x).numpy()
+    want = tk.jit(block, precision="bf16", backend="interpreter")(x).numpy()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 5e-4
+    gemms = [k for k in f.report(x).kernels if k.kind == "contraction"]
+    assert len(gemms) == 2 and not [k.name for k in gemms if "apack" in k.loop_ir]
+    assert not [k.name for k in f.report(x).kernels if set(kernel_ops(k)) <= {"round_bf16", "reshape", "permute"}]
