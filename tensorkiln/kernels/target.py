@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 _CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 DEFAULT_CACHES = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024 * 1024}
+CACHE_LINE = 64  # bytes: every x86-64 CPU the kernels target
 
 
 @dataclass(frozen=True)
@@ -57,26 +58,35 @@ def _parse_size(text: str) -> int:
     return int(text.rstrip("KMG")) * scale
 
 
+def _cache_entries(root: str) -> list[dict[str, str]]:
+    """cpu0's cache descriptions in sysfs (index0, index1, ...): each entry's files that could be read,
+    as stripped text ("level", "type", "size", "ways_of_associativity")."""
+    try:
+        names = sorted(n for n in os.listdir(root) if n.startswith("index"))
+    except OSError:
+        return []
+    entries = []
+    for name in names:
+        entry = {}
+        for field in ("level", "type", "size", "ways_of_associativity"):
+            try:
+                with open(os.path.join(root, name, field)) as f:
+                    entry[field] = f.read().strip()
+            except OSError:
+                pass
+        entries.append(entry)
+    return entries
+
+
 def read_cache_sizes(root: str = _CACHE_DIR) -> dict[int, int]:
     """{level: bytes} of the data/unified caches of cpu0, defaults where sysfs says nothing."""
     sizes = dict(DEFAULT_CACHES)
-    try:
-        entries = sorted(os.listdir(root))
-    except OSError:
-        return sizes
-    for entry in entries:
-        if not entry.startswith("index"):
-            continue
+    for entry in _cache_entries(root):
         try:
-            with open(os.path.join(root, entry, "level")) as f:
-                level = int(f.read())
-            with open(os.path.join(root, entry, "type")) as f:
-                kind = f.read().strip()
-            with open(os.path.join(root, entry, "size")) as f:
-                size = _parse_size(f.read())
-        except (OSError, ValueError):
+            level, size = int(entry["level"]), _parse_size(entry["size"])
+        except (KeyError, ValueError):
             continue
-        if kind in ("Data", "Unified") and level in sizes and size > 0:
+        if entry.get("type") in ("Data", "Unified") and level in sizes and size > 0:
             sizes[level] = size
     return sizes
 
@@ -88,17 +98,11 @@ DEFAULT_L2_WAYS = 8  # Zen 2-5 and most Intel cores' L2 have 8 ways or more (mor
 def l2_ways(root: str = _CACHE_DIR) -> int:
     """The L2 cache's associativity from sysfs (DEFAULT_L2_WAYS where it says nothing): how many lines
     of one set it holds, which decides whether rows of a matrix at a power-of-two stride fit together."""
-    try:
-        for entry in sorted(os.listdir(root)):
-            with open(os.path.join(root, entry, "level")) as f:
-                if int(f.read()) != 2:
-                    continue
-            with open(os.path.join(root, entry, "ways_of_associativity")) as f:
-                ways = int(f.read())
+    for entry in _cache_entries(root):
+        if entry.get("level") == "2" and entry.get("ways_of_associativity", "").isdigit():
+            ways = int(entry["ways_of_associativity"])
             if ways > 0:
                 return ways
-    except (OSError, ValueError):
-        pass
     return DEFAULT_L2_WAYS
 
 

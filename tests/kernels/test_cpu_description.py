@@ -36,3 +36,20 @@ def test_description_names_the_isa_and_caches_the_kernels_use():
     for level, size in (("L1d", target.l1d), ("L2", target.l2), ("L3", target.l3)):
         number, unit = sizes[level].split()
         assert int(number) * scale[unit] == size
+
+
+def test_cache_sizes_and_l2_ways_from_one_sysfs_walk(tmp_path):
+    """sysfs's cache entries: sizes of the data and unified caches by level, the L2's ways; an instruction
+    cache and unreadable fields are skipped, and a missing directory gives the defaults."""
+    from tensorkiln.kernels.target import DEFAULT_CACHES, DEFAULT_L2_WAYS, l2_ways, read_cache_sizes
+    for index, (level, kind, size, ways) in enumerate([(1, "Data", "48K", "12"), (1, "Instruction", "32K", "8"),
+                                                       (2, "Unified", "1024K", "16"), (3, "Unified", "32768K", None)]):
+        entry = tmp_path / f"index{index}"
+        entry.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size), ("ways_of_associativity", ways)):
+            if value is not None:
+                (entry / name).write_text(f"{value}\n")
+    assert read_cache_sizes(str(tmp_path)) == {1: 48 << 10, 2: 1 << 20, 3: 32 << 20}
+    assert l2_ways(str(tmp_path)) == 16
+    assert read_cache_sizes(str(tmp_path / "none")) == DEFAULT_CACHES
+    assert l2_ways(str(tmp_path / "none")) == DEFAULT_L2_WAYS

@@ -37,11 +37,11 @@ intrinsic of schedule.py, inlined.
 Blocking follows BLIS's analytical model, with B's micro-panel in L2: a
 KC x NR micro-panel of B takes an eighth of L2 (B's micro-panels fetched from
 L2 keep up with the micro-kernel, and deeper blocks write the partial sums to
-the output fewer times); an MC x KC block of A half of L2, in rows that share no L2 set
-past half its ways (`a_block_rows`: an A read in place at a power-of-two K
-puts its rows in the same sets); a KC x NC block of B half of L3. Before each
-micro-kernel the output tile whose partial sums it will add is prefetched
-(gemm_prefetch.prefetch_output_tile).
+the output fewer times); an MC x KC block of A half of L2, in rows that fill
+no L2 set past half its ways (`a_block_rows`: an A read in place at a
+power-of-two K puts its rows in the same sets); a KC x NC block of B half of
+L3. Before each micro-kernel the output tile whose partial sums it will add
+is prefetched (gemm_prefetch.prefetch_output_tile).
 
 Weights read in place from their panels (`Panels.streamed`: matmul_packed)
 come from memory on every call when the model's weights outgrow the caches

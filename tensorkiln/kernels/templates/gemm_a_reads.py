@@ -15,10 +15,12 @@ Two cases qualify:
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from ...loops import expr as E
 from ...loops.simplify import simplify
+from ..target import CACHE_LINE
 
 IndexFn = Callable[..., E.Expr]
 
@@ -76,9 +78,7 @@ def _unit_summand(index: E.Expr, var: str) -> bool:
     return False
 
 
-CACHE_LINE = 64
-
-
+@functools.lru_cache(maxsize=256)
 def rows_sharing_l2(rows: int, row_stride_bytes: int, row_bytes: int, l2_bytes: int, ways: int) -> int:
     """How many lines of `rows` rows of A (each `row_bytes` long, one every `row_stride_bytes`) land in the
     fullest set of an L2 of `l2_bytes` with `ways` ways: the rows' lines compete for that set's ways.

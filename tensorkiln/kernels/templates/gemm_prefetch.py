@@ -16,10 +16,10 @@ from ...loops.ir import NativeCall, Pointer, Stmt
 from ...loops.schedule import substitute_expr
 from ...loops.types import itemsize
 from ...loops.buffer import Buffer
+from ..target import CACHE_LINE
 
 
 PREFETCH_SOURCE = "static inline void tk_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }"
-CACHE_LINE = 64
 
 
 def prefetch_ahead(b_micro: E.Load, p: E.Var, lane: E.Var, distance: int, nr: int, dtype: str) -> list[Stmt]:

@@ -25,9 +25,8 @@ from ...loops import expr as E
 from ...loops.buffer import Buffer
 from ...loops.ir import NativeCall, Pointer, Stmt
 from ...loops.types import itemsize
-from ..target import CpuTarget, cpu_target, cpu_vendor
+from ..target import CACHE_LINE, CpuTarget, cpu_target, cpu_vendor
 
-CACHE_LINE = 64
 HINTS = {"nta": 0, "t2": 1, "t1": 2, "t0": 3}  # __builtin_prefetch's locality argument per x86 hint
 
 
