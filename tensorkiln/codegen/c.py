@@ -83,14 +83,16 @@ class CSource:
     program_name: str
 
 
-def generate_c(program: Program, debug: bool = False, simplify: bool = True, profile: bool = False) -> CSource:
+def generate_c(program: Program, debug: bool = False, simplify: bool = True, profile: bool = False,
+               vector_bits: int | None = None) -> CSource:
     """Generate one C translation unit for `program` (see the module docstring for its layout).
 
     profile=True times every kernel call in the entry and exports
-    `tk_profile_read(double *seconds)` (one slot per kernel, reset on read).
+    `tk_profile_read(double *seconds)` (one slot per kernel, reset on read). vector_bits: the vector
+    width the kernels were lowered for (kernels/target.py), which GCC is told to prefer.
     """
     signature = program_signature(program)
-    parts = [c_prelude(), ""]
+    parts = [c_prelude(vector_bits), ""]
     if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
         parts += [RUNTIME_HOOK, ""]
     natives: dict[str, str] = {}

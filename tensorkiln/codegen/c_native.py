@@ -52,8 +52,10 @@ def _bf16_tile(nr: int, strided: bool = False) -> str:
         lines.append(f"        __m512bh b{v} = (__m512bh)_mm512_loadu_si512("
                      f"(const void *)({b_at.format(offset=32 * v)}));")
     for i in range(8):
-        lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(*(const int32_t *)"
-                     f"({a_at.format(i=i, two_i=2 * i)}));")
+        # the pair read through memcpy: an int32_t lvalue on bf16 (uint16_t) data breaks C's aliasing rule,
+        # and once the helper is inlined GCC may load it before the pack's stores
+        lines.append(f"        int32_t pair{i}; memcpy(&pair{i}, {a_at.format(i=i, two_i=2 * i)}, 4);")
+        lines.append(f"        __m512bh a{i} = (__m512bh)_mm512_set1_epi32(pair{i});")
         for v in range(vectors):
             lines.append(f"        c{i}{v} = _mm512_dpbf16_ps(c{i}{v}, a{i}, b{v});")
     lines.append("    }")

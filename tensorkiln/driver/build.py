@@ -11,14 +11,16 @@ from typing import Mapping, Optional
 import numpy as np
 
 from tensorkiln.codegen.c import CSource, generate_c
+from tensorkiln.kernels.target import cpu_target
 from tensorkiln.loops.program import Program
 from tensorkiln.runtime.c_compiler import CompiledLibrary, compile_c, discard_library
 from tensorkiln.runtime.module import CompiledModule, LibraryLoadError
 
 
 def generate(program: Program, *, debug: bool = False, profile: bool = False) -> CSource:
-    """The C translation unit of `program` (debug: bounds checks; profile: a clock around every kernel)."""
-    return generate_c(program, debug=debug, profile=profile)
+    """The C translation unit of `program` (debug: bounds checks; profile: a clock around every kernel), for
+    the vector width the kernels were lowered for."""
+    return generate_c(program, debug=debug, profile=profile, vector_bits=cpu_target().vector_bytes * 8)
 
 
 def compile_and_load(source: CSource, constants: Optional[Mapping[str, np.ndarray]] = None, *,

@@ -121,7 +121,8 @@ def test_a_linear_layers_transposed_weight_is_a_workload_of_its_own(rng):
     assert [w_ for _, w_ in kernel_workloads(tk.jit(lambda x, y: x @ y), a, w.T.copy())] == [key[:-len(":bt=1")]]
     bench = benchmark_of(key)
     assert bench.inputs[1].shape == (n, k)
-    config = {**space_of(key).default, "mc": 6, "nc": 16}  # small blocks: many packs of B's gather
+    default = space_of(key).default
+    config = {**default, "mc": default["mr"], "nc": default["nr"]}  # small blocks: many packs of B's gather
     assert space_of(key).legal(config)
     with using_configs({key: config}):
         fn = bench.build(config)
