@@ -5,15 +5,19 @@ Read once per process from /proc/cpuinfo (the widest vector extension the
 generated code can use with -march=native) and
 /sys/devices/system/cpu/cpu0/cache (per-core L1d and L2, shared L3); each
 value has a default for machines that expose neither. `bf16_dot`: the CPU
-has AVX512-BF16 (`vdpbf16ps`), which the bf16 GEMM uses; without it the same
-kernels widen bf16 to float32. TENSORKILN_NO_BF16_DOT=1 describes the host
-without it (the tests run both paths on one machine).
+has AVX512-BF16 (`vdpbf16ps`) and it multiplies faster than float32 FMAs there
+(bf16_dot_rate.py measures it), so the bf16 kernels use it; without it the
+bf16 kernels widen bf16 to float32, and precision="bf16" mostly runs the
+float32 kernels on rounded operands. TENSORKILN_NO_BF16_DOT=1 describes the
+host without it (the tests run both paths on one machine).
 """
 from __future__ import annotations
 
 import functools
 import os
 from dataclasses import dataclass
+
+from .bf16_dot_rate import bf16_dot_pays, bf16_dot_rate, forced_choice
 
 _CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 DEFAULT_CACHES = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024 * 1024}
@@ -141,9 +145,21 @@ def cpu_target() -> CpuTarget:
     else:
         width, regs = 16, 16
     caches = read_cache_sizes()
-    bf16_dot = "avx512_bf16" in flags and width >= 64 and os.environ.get("TENSORKILN_NO_BF16_DOT", "") in ("", "0")
+    bf16_dot = has_bf16_dot_instruction(flags, width) and bf16_dot_chosen()
     return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot, int8_dot_kind(flags),
                      {"avx2", "fma"} <= flags)
+
+
+def has_bf16_dot_instruction(flags: set[str], vector_bytes: int) -> bool:
+    """AVX512-BF16 with 512-bit vectors, unless TENSORKILN_NO_BF16_DOT=1 describes a CPU without it."""
+    return "avx512_bf16" in flags and vector_bytes >= 64 and \
+        os.environ.get("TENSORKILN_NO_BF16_DOT", "") in ("", "0")
+
+
+def bf16_dot_chosen() -> bool:
+    """On a CPU with AVX512-BF16: whether the bf16 kernels use it (TENSORKILN_BF16_DOT, else measured)."""
+    forced = forced_choice()
+    return forced if forced is not None else bf16_dot_pays(bf16_dot_rate())
 
 
 def cpu_vendor() -> str:
@@ -172,6 +188,9 @@ def cpu_description() -> str:
     target = cpu_target()
     isa = {64: "avx512", 32: "avx2+fma" if target.fma256 else "avx2"}.get(target.vector_bytes, "sse")
     extras = [name for name, present in (("vnni", target.int8_dot == "vnni"), ("bf16", target.bf16_dot)) if present]
+    if not target.bf16_dot and has_bf16_dot_instruction(_cpu_flags(), target.vector_bytes):
+        rate = bf16_dot_rate()
+        extras.append(f"bf16 unused ({rate:.2f}x the FMA rate)" if rate is not None else "bf16 unused")
     family = cpu_family_model()
 
     def size(n: int) -> str:

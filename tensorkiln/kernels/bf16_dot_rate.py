@@ -1,0 +1,99 @@
+"""Whether `vdpbf16ps` multiplies faster than float32 FMAs on this CPU: measured once per process.
+
+AVX512-BF16's `vdpbf16ps` does 32 multiply-adds per 512-bit instruction against an FMA's 16, but how
+many issue per cycle differs by core: on AMD's Zen 4 and Zen 5 it issues as often as an FMA (twice the
+multiply-add rate), so the bf16 kernels run faster than the float32 ones; on Intel's AVX-512 Xeons
+with two FMA ports it issues on one port only (the same rate), and the bf16 kernels, which also convert
+and pack their operands, measured 1.38x (ResNet-18) and 1.50x (BERT-base) the float32 kernels' time
+(docs/performance.md). So the target uses the bf16 dot product only where it measures at least
+BF16_DOT_MIN_RATE times the FMA's multiply-add rate; elsewhere precision="bf16" runs the float32
+kernels on bf16-rounded operands, as on a CPU without the instruction (passes/bf16_fp32_gemm.py).
+
+The measurement: 12 independent accumulator chains of each instruction (more than the latency times
+the ports of any core, so throughput, not latency, is timed), the two loops in turns, the best of
+ROUNDS each, about 10 ms in all. TENSORKILN_BF16_DOT=1 or 0 decides without measuring.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import time
+
+BF16_DOT_MIN_RATE = 1.5  # multiply-adds per second of vdpbf16ps / of vfmadd231ps for the bf16 kernels
+ROUNDS = 3
+ITERATIONS = 200_000  # of 12 instructions each: ~2.4M instructions, about a millisecond
+
+CHAINS = 12
+# chains that start apart: alike, the compiler would compute one and copy it
+_STARTS = "    " + " ".join(f"__m512 a{i} = _mm512_set1_ps({i}.0f);" for i in range(CHAINS))
+_SOURCE = "\n".join([
+    "#include <immintrin.h>",
+    "#include <stdint.h>",
+    "/* n rounds of 12 independent FMA chains on 16 lanes; the sum keeps them from being optimized away */",
+    "float tk_rate_fma(int64_t n, float step)",
+    "{",
+    "    const __m512 x = _mm512_set1_ps(step), y = _mm512_set1_ps(1.0f);",
+    _STARTS,
+    "    for (int64_t r = 0; r < n; ++r) {",
+    *[f"        a{i} = _mm512_fmadd_ps(x, y, a{i});" for i in range(CHAINS)],
+    "    }",
+    "    return _mm512_reduce_add_ps(" + "_mm512_add_ps(" * (CHAINS - 1) + "a0, "
+    + "), ".join(f"a{i}" for i in range(1, CHAINS)) + "));",
+    "}",
+    "/* the same with vdpbf16ps: 16 lanes of two bf16 products each */",
+    "float tk_rate_dpbf16(int64_t n, float step)",
+    "{",
+    "    const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(step), _mm512_set1_ps(step));",
+    "    const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));",
+    _STARTS,
+    "    for (int64_t r = 0; r < n; ++r) {",
+    *[f"        a{i} = _mm512_dpbf16_ps(a{i}, x, y);" for i in range(CHAINS)],
+    "    }",
+    "    return _mm512_reduce_add_ps(" + "_mm512_add_ps(" * (CHAINS - 1) + "a0, "
+    + "), ".join(f"a{i}" for i in range(1, CHAINS)) + "));",
+    "}",
+    "",
+])
+MACS_PER_INSTRUCTION = {"fma": 16, "dpbf16": 32}
+
+
+def forced_choice() -> bool | None:
+    """TENSORKILN_BF16_DOT: "1" use the bf16 dot product, "0" do not, unset (or anything else) measure."""
+    value = os.environ.get("TENSORKILN_BF16_DOT", "").strip()
+    return {"1": True, "0": False}.get(value)
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_dot_rate() -> float | None:
+    """vdpbf16ps's multiply-adds per second over vfmadd231ps's on this CPU (which must have AVX512-BF16);
+    None where the probe cannot be built or run."""
+    from ..runtime.c_compiler import compile_c, find_c_compiler
+    if find_c_compiler() is None:
+        return None
+    try:
+        library = ctypes.CDLL(compile_c(_SOURCE).path)
+    except Exception:  # a compiler that lacks the intrinsics: keep the instruction's default use
+        return None
+    best = {}
+    for name in MACS_PER_INSTRUCTION:
+        function = getattr(library, f"tk_rate_{name}")
+        function.argtypes, function.restype = (ctypes.c_int64, ctypes.c_float), ctypes.c_float
+        function(ITERATIONS // 10, 1e-6)  # warm the core up
+    for _ in range(ROUNDS):
+        for name in MACS_PER_INSTRUCTION:
+            start = time.perf_counter()
+            getattr(library, f"tk_rate_{name}")(ITERATIONS, 1e-6)
+            seconds = time.perf_counter() - start
+            best[name] = min(best.get(name, seconds), seconds)
+    rates = {name: MACS_PER_INSTRUCTION[name] / max(best[name], 1e-9) for name in best}
+    return rates["dpbf16"] / rates["fma"]
+
+
+def bf16_dot_pays(rate: float | None) -> bool:
+    """Whether kernels on `vdpbf16ps` beat the float32 ones at this measured rate (None: unmeasured,
+    the instruction is used as before the measurement existed)."""
+    return rate is None or rate >= BF16_DOT_MIN_RATE
+
+
+__all__ = ["BF16_DOT_MIN_RATE", "bf16_dot_pays", "bf16_dot_rate", "forced_choice"]
