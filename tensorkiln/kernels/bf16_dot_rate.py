@@ -20,39 +20,43 @@ import functools
 import os
 import time
 
+from ..runtime.c_compiler import compile_c, find_c_compiler
+
 BF16_DOT_MIN_RATE = 1.5  # multiply-adds per second of vdpbf16ps / of vfmadd231ps for the bf16 kernels
 ROUNDS = 3
 ITERATIONS = 200_000  # of 12 instructions each: ~2.4M instructions, about a millisecond
 
 CHAINS = 12
-# chains that start apart: alike, the compiler would compute one and copy it
-_STARTS = "    " + " ".join(f"__m512 a{i} = _mm512_set1_ps({i}.0f);" for i in range(CHAINS))
+
+
+def _chains(name: str, comment: str, operands: list[str], step: str) -> str:
+    """`float tk_rate_<name>(n, step)`: n rounds of CHAINS independent accumulators, each advanced by
+    `step` (C with a{i} for the accumulator), their sum returned so that nothing is optimized away.
+    The chains start apart: alike, the compiler would compute one and copy it."""
+    total = "_mm512_add_ps(" * (CHAINS - 1) + "a0, " + "), ".join(f"a{i}" for i in range(1, CHAINS)) + ")"
+    return "\n".join([
+        f"/* {comment} */",
+        f"float tk_rate_{name}(int64_t n, float step)",
+        "{",
+        *[f"    {line}" for line in operands],
+        "    " + " ".join(f"__m512 a{i} = _mm512_set1_ps({i}.0f);" for i in range(CHAINS)),
+        "    for (int64_t r = 0; r < n; ++r) {",
+        *[f"        a{i} = {step.format(a=f'a{i}')};" for i in range(CHAINS)],
+        "    }",
+        f"    return _mm512_reduce_add_ps({total});",
+        "}",
+    ])
+
+
 _SOURCE = "\n".join([
     "#include <immintrin.h>",
     "#include <stdint.h>",
-    "/* n rounds of 12 independent FMA chains on 16 lanes; the sum keeps them from being optimized away */",
-    "float tk_rate_fma(int64_t n, float step)",
-    "{",
-    "    const __m512 x = _mm512_set1_ps(step), y = _mm512_set1_ps(1.0f);",
-    _STARTS,
-    "    for (int64_t r = 0; r < n; ++r) {",
-    *[f"        a{i} = _mm512_fmadd_ps(x, y, a{i});" for i in range(CHAINS)],
-    "    }",
-    "    return _mm512_reduce_add_ps(" + "_mm512_add_ps(" * (CHAINS - 1) + "a0, "
-    + "), ".join(f"a{i}" for i in range(1, CHAINS)) + "));",
-    "}",
-    "/* the same with vdpbf16ps: 16 lanes of two bf16 products each */",
-    "float tk_rate_dpbf16(int64_t n, float step)",
-    "{",
-    "    const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(step), _mm512_set1_ps(step));",
-    "    const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));",
-    _STARTS,
-    "    for (int64_t r = 0; r < n; ++r) {",
-    *[f"        a{i} = _mm512_dpbf16_ps(a{i}, x, y);" for i in range(CHAINS)],
-    "    }",
-    "    return _mm512_reduce_add_ps(" + "_mm512_add_ps(" * (CHAINS - 1) + "a0, "
-    + "), ".join(f"a{i}" for i in range(1, CHAINS)) + "));",
-    "}",
+    _chains("fma", "FMAs on 16 float32 lanes",
+            ["const __m512 x = _mm512_set1_ps(step), y = _mm512_set1_ps(1.0f);"], "_mm512_fmadd_ps(x, y, {a})"),
+    _chains("dpbf16", "vdpbf16ps: 16 lanes of two bf16 products each",
+            ["const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(step), _mm512_set1_ps(step));",
+             "const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));"],
+            "_mm512_dpbf16_ps({a}, x, y)"),
     "",
 ])
 MACS_PER_INSTRUCTION = {"fma": 16, "dpbf16": 32}
@@ -68,7 +72,6 @@ def forced_choice() -> bool | None:
 def bf16_dot_rate() -> float | None:
     """vdpbf16ps's multiply-adds per second over vfmadd231ps's on this CPU (which must have AVX512-BF16);
     None where the probe cannot be built or run."""
-    from ..runtime.c_compiler import compile_c, find_c_compiler
     if find_c_compiler() is None:
         return None
     try:
