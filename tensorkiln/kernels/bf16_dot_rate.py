@@ -1,13 +1,13 @@
 """Whether `vdpbf16ps` multiplies faster than float32 FMAs on this CPU: measured once per process.
 
 AVX512-BF16's `vdpbf16ps` does 32 multiply-adds per 512-bit instruction against an FMA's 16, but how
-many issue per cycle differs by core: on AMD's Zen 4 and Zen 5 it issues as often as an FMA (twice the
-multiply-add rate), so the bf16 kernels run faster than the float32 ones; on Intel's AVX-512 Xeons
-with two FMA ports it issues on one port only (the same rate), and the bf16 kernels, which also convert
-and pack their operands, measured 1.38x (ResNet-18) and 1.50x (BERT-base) the float32 kernels' time
-(docs/performance.md). So the target uses the bf16 dot product only where it measures at least
-BF16_DOT_MIN_RATE times the FMA's multiply-add rate; elsewhere precision="bf16" runs the float32
-kernels on bf16-rounded operands, as on a CPU without the instruction (passes/bf16_fp32_gemm.py).
+many issue per cycle differs by core. On the Zen 4 host the bf16 kernels took about half the float32
+kernels' time (BERT-base, GPT-2); on an Intel AVX-512 Xeon they took 1.38x (ResNet-18) and 1.50x
+(BERT-base) the float32 kernels' time, their instruction there no faster than two FMA ports and the
+operands' conversion and packing on top (docs/performance.md). So the target uses the bf16 dot
+product only where it measures at least BF16_DOT_MIN_RATE times the FMA's multiply-add rate; elsewhere
+precision="bf16" runs the float32 kernels on bf16-rounded operands, as on a CPU without the
+instruction (passes/bf16_fp32_gemm.py).
 
 The measurement: 12 independent accumulator chains of each instruction (more than the latency times
 the ports of any core, so throughput, not latency, is timed), the two loops in turns, the best of
@@ -20,6 +20,7 @@ import functools
 import os
 import time
 
+from ..errors import CompileError
 from ..runtime.c_compiler import compile_c, find_c_compiler
 
 BF16_DOT_MIN_RATE = 1.5  # multiply-adds per second of vdpbf16ps / of vfmadd231ps for the bf16 kernels
@@ -76,7 +77,7 @@ def bf16_dot_rate() -> float | None:
         return None
     try:
         library = ctypes.CDLL(compile_c(_SOURCE).path)
-    except Exception:  # a compiler that lacks the intrinsics: keep the instruction's default use
+    except (CompileError, OSError):  # a compiler that lacks the intrinsics: keep the instruction's use
         return None
     best = {}
     for name in MACS_PER_INSTRUCTION:
