@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tensorkiln.codegen.c import generate_c
-from tensorkiln.codegen.c_native import NATIVE_FUNCTIONS
+from tensorkiln.codegen.c_native import NATIVE_FUNCTIONS, native_helpers
 from tensorkiln.codegen.c_prelude import c_prelude, vector_width_pragma
 from tensorkiln.driver import build
 from tensorkiln.kernels.target import cpu_target
@@ -65,3 +65,15 @@ def test_native_helpers_never_read_through_a_cast_pointer():
     punned = re.compile(r"\*\s*\(\s*(const\s+)?u?int(8|16|32|64)_t\s*\*\s*\)")
     for name, source in NATIVE_FUNCTIONS.items():
         assert not punned.search(source), name
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
+def test_every_native_helper_compiles_for_an_avx512_bf16_cpu(tmp_path):
+    """The helpers run only where the CPU has AVX512-BF16: compiled here for such a CPU, whatever this host is."""
+    source = tmp_path / "helpers.c"
+    source.write_text(c_prelude(512) + "\n" + native_helpers(set(NATIVE_FUNCTIONS)) + "\n")
+    done = subprocess.run(["gcc", "-O2", "-march=sapphirerapids", "-std=c99", "-Werror=implicit-function-declaration",
+                           "-c", "-o", str(tmp_path / "helpers.o"), str(source)], capture_output=True, text=True)
+    if "bad value" in done.stderr and "sapphirerapids" in done.stderr:
+        pytest.skip("gcc cannot target sapphirerapids here")
+    assert done.returncode == 0, done.stderr[-3000:]
