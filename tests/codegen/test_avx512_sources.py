@@ -59,8 +59,10 @@ def avx512_sources(monkeypatch, tmp_path):
 def compiles_for_sapphire_rapids(text: str, folder) -> None:
     path = folder / "module.c"
     path.write_text(text)
-    done = subprocess.run(["gcc", "-O1", "-march=sapphirerapids", "-fopenmp", "-std=c99", "-fPIC",
-                           "-Werror=implicit-function-declaration", "-c", "-o", str(folder / "module.o"), str(path)],
+    done = subprocess.run(["gcc", "-O2", "-march=sapphirerapids", "-fopenmp", "-std=c99", "-fPIC",
+                           "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types",
+                           # after -Werror=strict-aliasing, which alone sets the warning's level to 3 (misses casts)
+                           "-Werror=strict-aliasing", "-Wstrict-aliasing=1", "-c", "-o", str(folder / "module.o"), str(path)],
                           capture_output=True, text=True)
     if "bad value" in done.stderr and "sapphirerapids" in done.stderr:
         pytest.skip("gcc cannot target sapphirerapids here")

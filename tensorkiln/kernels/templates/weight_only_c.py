@@ -804,9 +804,11 @@ static inline void tk_bf16_mv_tile_portable(
 """
 
 _BF16_DRIVER = r"""
-static void tk_bf16_matvec_{kind}(const tk_bf16_pair *restrict a, int64_t lda, int64_t rows, const uint16_t *restrict b,
-                                 int64_t npanels, int64_t pairs, int64_t width, float *restrict c, int64_t ldc)
+static void tk_bf16_matvec_{kind}(const uint16_t *restrict a_bits, int64_t lda, int64_t rows,
+                                 const uint16_t *restrict b, int64_t npanels, int64_t pairs, int64_t width,
+                                 float *restrict c, int64_t ldc)
 {{
+    const tk_bf16_pair *restrict a = (const tk_bf16_pair *)a_bits;  /* A's rows as pairs; lda counts pairs */
     const int nv = (int)(width / 16);  /* vectors of 16 columns per panel: 1 or 2 */
     for (int64_t p = 0; p < npanels; p++) {{
         const uint16_t *bp = b + p * pairs * 2 * width;
