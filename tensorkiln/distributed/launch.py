@@ -78,6 +78,11 @@ def plan(ranks: int, program: list[str], threads: int = 1, log_dir: str | None =
     choice = choose_wait_policy(ranks, threads, "spin" if busy_poll else wait, cores, busy)
     for key, value in wait_environment(choice.policy, flavour).items():
         environment.setdefault(key, value)  # a setting the user exported wins
+    if flavour == "openmpi" and hasattr(os, "geteuid") and os.geteuid() == 0:
+        # Open MPI's mpiexec refuses root unless told twice, which containers (where root is the usual user)
+        # commonly set; an exported setting wins
+        environment.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        environment.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     if timeout:  # both launchers end the whole job after this many seconds
         environment["MPIEXEC_TIMEOUT"] = str(int(timeout))
         if flavour == "openmpi":

@@ -177,6 +177,23 @@ def test_launch_plan(tmp_path):
         launcher.plan(0, ["train.py"], mpiexec="mpiexec")
 
 
+@pytest.mark.parametrize("root", [True, False])
+def test_launch_plan_lets_open_mpi_run_as_root(tmp_path, monkeypatch, root):
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\necho 'mpiexec (Open MPI) 4.1.6'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(launcher.os, "geteuid", lambda: 0 if root else 1000)
+    monkeypatch.delenv("OMPI_ALLOW_RUN_AS_ROOT", raising=False)
+    monkeypatch.delenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", raising=False)
+    plan = launcher.plan(2, ["train.py"], mpiexec=str(fake))
+    assert "--tag-output" in plan.command  # read as Open MPI
+    allowed = {k: plan.environment.get(k) for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")}
+    assert allowed == ({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"} if root
+                       else {"OMPI_ALLOW_RUN_AS_ROOT": None, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": None})
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "0")  # the user's own setting wins
+    assert launcher.plan(2, ["train.py"], mpiexec=str(fake)).environment["OMPI_ALLOW_RUN_AS_ROOT"] == "0"
+
+
 def test_launch_plan_runs_the_tensorkiln_command_after_a_double_dash():
     plan = launcher.plan(2, ["--", "tensorkiln", "md", "in.lj"], mpiexec="/opt/mpi/bin/mpiexec")
     assert plan.command[-5:] == [sys.executable, "-m", "tensorkiln.tools.cli", "md", "in.lj"]
