@@ -83,18 +83,21 @@ from .cache_root import inside, make_private_dir, remove_aside, usable_root
 from .cache_usage import FAILED, LOCKS, after_build, touch
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the ABI of generated code changes
+# What GCC 14 and later refuse by default (the ones GCC 12 and Clang also know), refused by every version, so a
+# generated call that passes one pointer type for another, or a helper used undeclared, fails on the compiler
+# at hand rather than first on a newer one
+C_ERRORS_OF_GCC_14 = ("-Werror=incompatible-pointer-types", "-Werror=implicit-function-declaration",
+                      "-Werror=int-conversion", "-Werror=implicit-int")
 RELEASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c99",
                  "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-fno-tree-loop-distribute-patterns",
-                 "-Werror=incompatible-pointer-types")
-# -Werror=incompatible-pointer-types: what GCC 14 and later refuse by default, refused by every version, so a
-# generated call that passes one pointer type for another fails here, not first on a newer compiler.
+                 *C_ERRORS_OF_GCC_14)
 # -march=native as in a release build: the lowering chose kernels for this CPU (intrinsics of its vector
 # extensions), which a compiler targeting plain x86-64 refuses to inline. -fno-var-tracking-assignments:
 # with -g and UBSan at -O1, GCC 12's tracking of variables through the long straight-line transforms of a
 # Winograd kernel took 124 s for one 72 KiB module (4 s without it; line tables and variables stay)
 DEBUG_FLAGS = ("-O1", "-g", "-fno-var-tracking-assignments", "-march=native", "-fno-omit-frame-pointer",
                "-fsanitize=undefined", "-fopenmp", "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fwrapv",
-               "-Werror=incompatible-pointer-types")
+               *C_ERRORS_OF_GCC_14)
 ASAN_FLAGS = ("-fsanitize=address",)
 LINK_FLAGS = ("-lm",)
 

@@ -19,6 +19,7 @@ from tensorkiln import nn
 from tensorkiln.driver import build
 from tensorkiln.kernels import target
 from tensorkiln.models.mobilenet import InvertedResidual, conv_bn_relu6
+from tensorkiln.runtime.c_compiler import C_ERRORS_OF_GCC_14
 
 AVX512_HOST_FLAGS = {"sse2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl",
                      "avx512_bf16", "avx512_vnni", "avx512vbmi"}
@@ -60,7 +61,7 @@ def compiles_for_sapphire_rapids(text: str, folder) -> None:
     path = folder / "module.c"
     path.write_text(text)
     done = subprocess.run(["gcc", "-O2", "-march=sapphirerapids", "-fopenmp", "-std=c99", "-fPIC",
-                           "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types",
+                           *C_ERRORS_OF_GCC_14,
                            # after -Werror=strict-aliasing, which alone sets the warning's level to 3 (misses casts)
                            "-Werror=strict-aliasing", "-Wstrict-aliasing=1", "-c", "-o", str(folder / "module.o"), str(path)],
                           capture_output=True, text=True)
