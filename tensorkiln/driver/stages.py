@@ -57,7 +57,7 @@ from .progress import Progress
 from ..passes import optimize as run_passes
 from ..loops.in_place import skip_unchanged_stores
 from ..kernels.schedule_defaults import thread_count
-from ..kernels.target import cpu_target
+from ..kernels.target import cpu_description, cpu_target
 from ..kernels.templates.conv import forced_algorithm
 from ..kernels.templates.stream_prefetch import weight_stream_prefetch
 from ..kernels.tuned import COMMENT_PREFIX, records_note, tuning_digest
@@ -353,7 +353,8 @@ def explain(compiled: CompiledGraph) -> str:
     count = len(lowering.grouping)
     parts.append(f"== group kernels: after kernel grouping, {count} kernel{'s' if count != 1 else ''}")
     parts.append(format_grouping(compiled.graph, lowering.grouping))
-    parts.append(f"== lower: {len(report.kernels)} kernels as loop IR (default schedule applied while lowering)")
+    parts.append(f"== lower: {len(report.kernels)} kernels as loop IR (default schedule applied while lowering) "
+                 f"for {cpu_description()}")
     parts += [k.loop_ir for k in report.kernels]
     parts.append("== precision of each kernel (kernels/precision.py)")
     parts += [f"{k.name}: {k.precision}" for k in report.kernels]

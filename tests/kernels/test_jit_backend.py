@@ -11,6 +11,7 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.driver.executable as tkc
 import tensorkiln.nn.functional as F
+from tensorkiln.kernels.target import cpu_description
 
 from .compiled import check_compiled
 
@@ -26,6 +27,7 @@ def test_report_and_explain_name_kernels_and_source():
     assert report.compile_seconds >= 0
     text = f.explain(x, w)
     assert "== lower: 2 kernels as loop IR" in text and report.source_path in text and "for " in text
+    assert cpu_description() in text  # the target the kernels were lowered for (its bf16 and int8 choices)
     source = open(report.source_path).read()
     assert "matmul(%x, %w)" in source  # each kernel names its graph nodes
     assert "#pragma omp" in source or "for (int64_t" in source
