@@ -79,17 +79,16 @@ def bf16_dot_rate() -> float | None:
         library = ctypes.CDLL(compile_c(_SOURCE).path)
     except (CompileError, OSError):  # a compiler that lacks the intrinsics: keep the instruction's use
         return None
-    best = {}
-    for name in MACS_PER_INSTRUCTION:
-        function = getattr(library, f"tk_rate_{name}")
+    functions = {name: getattr(library, f"tk_rate_{name}") for name in MACS_PER_INSTRUCTION}
+    for function in functions.values():
         function.argtypes, function.restype = (ctypes.c_int64, ctypes.c_float), ctypes.c_float
         function(ITERATIONS // 10, 1e-6)  # warm the core up
+    best = dict.fromkeys(functions, float("inf"))
     for _ in range(ROUNDS):
-        for name in MACS_PER_INSTRUCTION:
+        for name, function in functions.items():
             start = time.perf_counter()
-            getattr(library, f"tk_rate_{name}")(ITERATIONS, 1e-6)
-            seconds = time.perf_counter() - start
-            best[name] = min(best.get(name, seconds), seconds)
+            function(ITERATIONS, 1e-6)
+            best[name] = min(best[name], time.perf_counter() - start)
     rates = {name: MACS_PER_INSTRUCTION[name] / max(best[name], 1e-9) for name in best}
     return rates["dpbf16"] / rates["fma"]
 

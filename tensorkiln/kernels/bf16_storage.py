@@ -164,5 +164,5 @@ def unstore_packed_roundings(graph: Graph, stored: set[int], users_of: dict[int,
             stored.discard(node.id)
 
 
-__all__ = ["FP32_ROUNDING_READERS", "a_operand_of_gemm", "bf16_storage_reason", "is_narrowing", "is_widening", "read_rounded_by_gemms",
-           "rounded_input", "unstore_packed_roundings"]
+__all__ = ["FP32_ROUNDING_READERS", "a_operand_of_gemm", "bf16_storage_reason", "is_narrowing", "is_widening",
+           "read_rounded_by_gemms", "rounded_input", "unstore_packed_roundings"]

@@ -7,9 +7,6 @@ tests that run them (tests/kernels) do so where the CPU has them.
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
@@ -21,12 +18,11 @@ from tensorkiln.kernels import target
 from tensorkiln.models.mobilenet import InvertedResidual, conv_bn_relu6
 from tensorkiln.runtime.c_compiler import C_ERRORS_OF_GCC_14
 
+from cross_gcc import gcc_for
+
 AVX512_HOST_FLAGS = {"sse2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl",
                      "avx512_bf16", "avx512_vnni", "avx512vbmi"}
 RNG = np.random.default_rng(4)
-
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
-
 
 class Generated(Exception):
     """Raised in place of compiling: the program's C, for the test to compile itself."""
@@ -58,16 +54,9 @@ def avx512_sources(monkeypatch, tmp_path):
 
 
 def compiles_for_sapphire_rapids(text: str, folder) -> None:
-    path = folder / "module.c"
-    path.write_text(text)
-    done = subprocess.run(["gcc", "-O2", "-march=sapphirerapids", "-fopenmp", "-std=c99", "-fPIC",
-                           *C_ERRORS_OF_GCC_14,
-                           # after -Werror=strict-aliasing, which alone sets the warning's level to 3 (misses casts)
-                           "-Werror=strict-aliasing", "-Wstrict-aliasing=1", "-c", "-o", str(folder / "module.o"), str(path)],
-                          capture_output=True, text=True)
-    if "bad value" in done.stderr and "sapphirerapids" in done.stderr:
-        pytest.skip("gcc cannot target sapphirerapids here")
-    assert done.returncode == 0, done.stderr[-3000:]
+    gcc_for("sapphirerapids", text, folder, "-O2", "-fPIC", *C_ERRORS_OF_GCC_14,
+            # after -Werror=strict-aliasing, which alone sets the warning's level to 3 (misses casts)
+            "-Werror=strict-aliasing", "-Wstrict-aliasing=1")
 
 
 def test_bf16_convolutions(avx512_sources, tmp_path):

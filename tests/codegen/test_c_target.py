@@ -3,8 +3,6 @@ lowering's vector width, and native helpers that read their operands within C's 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -17,6 +15,9 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var
 from tensorkiln.loops.ir import For, Kernel, Store
 from tensorkiln.loops.program import Program
+from tensorkiln.runtime.c_compiler import C_ERRORS_OF_GCC_14
+
+from cross_gcc import gcc_for
 
 PRAGMA = '#pragma GCC target("prefer-vector-width=512")'
 x, y, i = Buffer("x", "float32", (64,)), Buffer("y", "float32", (64,)), Var("i")
@@ -43,18 +44,11 @@ def test_the_build_asks_for_the_lowering_targets_width(monkeypatch, width):
         cpu_target.cache_clear()
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 def test_gcc_vectorizes_512_bits_wide_under_the_pragma_on_an_intel_avx512_tuning(tmp_path):
     """-march=skylake-avx512 and later Intel tunings prefer 256-bit vectors; the pragma overrides it."""
-    counts = {}
-    for bits in (None, 512):
-        source = tmp_path / f"scale{bits}.c"
-        source.write_text(generate_c(SCALE, vector_bits=bits).text)
-        done = subprocess.run(["gcc", "-O3", "-march=skylake-avx512", "-fopenmp", "-std=c99", "-S", "-o", "-",
-                               str(source)], capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"gcc cannot target skylake-avx512 here: {done.stderr[:200]}")
-        counts[bits] = len(re.findall(r"%zmm", done.stdout))
+    counts = {bits: len(re.findall(r"%zmm", gcc_for("skylake-avx512", generate_c(SCALE, vector_bits=bits).text,
+                                                    tmp_path, "-O3", assembly=True)))
+              for bits in (None, 512)}
     assert counts[None] == 0 and counts[512] > 0, counts
 
 
@@ -67,13 +61,7 @@ def test_native_helpers_never_read_through_a_cast_pointer():
         assert not punned.search(source), name
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 def test_every_native_helper_compiles_for_an_avx512_bf16_cpu(tmp_path):
     """The helpers run only where the CPU has AVX512-BF16: compiled here for such a CPU, whatever this host is."""
-    source = tmp_path / "helpers.c"
-    source.write_text(c_prelude(512) + "\n" + native_helpers(set(NATIVE_FUNCTIONS)) + "\n")
-    done = subprocess.run(["gcc", "-O2", "-march=sapphirerapids", "-std=c99", "-Werror=implicit-function-declaration",
-                           "-c", "-o", str(tmp_path / "helpers.o"), str(source)], capture_output=True, text=True)
-    if "bad value" in done.stderr and "sapphirerapids" in done.stderr:
-        pytest.skip("gcc cannot target sapphirerapids here")
-    assert done.returncode == 0, done.stderr[-3000:]
+    gcc_for("sapphirerapids", c_prelude(512) + "\n" + native_helpers(set(NATIVE_FUNCTIONS)) + "\n", tmp_path, "-O2",
+            *C_ERRORS_OF_GCC_14)

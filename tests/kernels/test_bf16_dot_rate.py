@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 
 import pytest
 
 from tensorkiln.kernels import bf16_dot_rate as rate_module
 from tensorkiln.kernels import target
 from tensorkiln.kernels.bf16_dot_rate import BF16_DOT_MIN_RATE, bf16_dot_pays, forced_choice
+
+from cross_gcc import gcc_for
 
 AVX512_BF16_FLAGS = {"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16"}
 
@@ -63,16 +63,10 @@ def test_a_core_where_it_doubles_the_rate_uses_it(bf16_host, monkeypatch):
     assert not target.cpu_target().bf16_dot
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 def test_the_probe_times_twelve_independent_chains_of_each_instruction(tmp_path):
-    source = tmp_path / "rate.c"
-    source.write_text(rate_module._SOURCE)
-    done = subprocess.run(["gcc", "-O3", "-march=sapphirerapids", "-S", "-o", "-", str(source)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"gcc cannot target sapphirerapids here: {done.stderr[:200]}")
+    assembly = gcc_for("sapphirerapids", rate_module._SOURCE, tmp_path, "-O3", assembly=True)
     # chains that started alike would be merged into one
-    assert done.stdout.count("vdpbf16ps") >= 12 and done.stdout.count("vfmadd231ps") >= 12
+    assert assembly.count("vdpbf16ps") >= 12 and assembly.count("vfmadd231ps") >= 12
 
 
 @pytest.mark.skipif("avx512_bf16" not in target._cpu_flags(), reason="this CPU has no AVX512-BF16")
