@@ -3,8 +3,9 @@
     python benchmarks/tuning_models.py [--trials 64] [--seconds 420 540] [--models resnet18 bert]
         [--no-model-check] [--records FILE] [--json out.json]
 
-Each model (zoo, batch 1; BERT-base at sequence 128) is tuned as `tensorkiln
-tune MODEL --trials N --seconds S` tunes it (tk.tune: the task scheduler
+Each model (zoo, batch 1; BERT-base at sequence 128; in inference: eval
+mode without gradients, its weights constants of the program) is tuned as
+`tensorkiln tune MODEL --trials N --seconds S` tunes it (tk.tune: the task scheduler
 shares S seconds among its distinct kernel workloads), into one fresh
 records file; unless --no-model-check, each workload's best candidates
 alone are then timed inside the model and the model chooses

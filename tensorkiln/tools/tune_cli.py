@@ -33,10 +33,15 @@ ZOO = ("resnet18", "mobilenetv2", "bert", "mlp")
 
 
 def zoo_model(name: str, batch: int):
-    """(a compiler of the zoo model, its example inputs)."""
+    """(a compiler of the zoo model for inference, its example inputs).
+
+    Inference as `tensorkiln bench` runs the model: eval mode (batch norm on its running statistics,
+    dropout off) and no gradients, so the weights are constants of the compiled program (blocked,
+    Winograd-transformed and packed at compile time) and the tuned kernels are the deployed ones.
+    """
     manual_seed(0)
     rng = np.random.default_rng(0)
-    model = models.create(name)
+    model = models.create(name).eval().requires_grad_(False)
     if name in ("resnet18", "mobilenetv2"):
         inputs = (rng.standard_normal((batch, 3, 224, 224)).astype(np.float32),)
     elif name == "bert":

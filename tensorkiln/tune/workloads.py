@@ -3,9 +3,12 @@
 A workload key (kernels/tuned.py) names a template and the facts that decide
 its code; here each tunable template's key becomes a small graph that
 exercises exactly that kernel: a `gemm` key is A (m x k) @ B (k x n), with B
-a constant (laid out in panels by the graph passes) when the key says
-`panels=1`, and B an input stored as [n, k] and read through its transpose
-when it says `bt=1` (a linear layer's weight, packed by a gather); a
+given in the micro-kernel's panels when the key says `panels=1` (a
+constant weight, which the graph passes lay out so at compile time; timed
+as an argument holding those panels, the same kernel, so that calls can
+cycle through copies of it), and B an input stored as [n, k] and read
+through its transpose when it says `bt=1` (a linear layer's weight, packed
+by a gather); a
 `gemm_bf16` key is the same compiled with precision="bf16"; a `conv` key
 is one conv2d layer on an NCHW input, its weight a constant when the key
 says `const=1` (as in an inference model: the layout pass may block it, the
@@ -32,7 +35,9 @@ from ..frontend.creation import tensor
 from ..frontend.jit import jit
 from ..frontend.tensor import apply, as_tensor
 from ..ir.ops import get_op
+from ..ir.ops.gemm_panels import pack_panels
 from ..kernels.templates.conv_choice import shape_of_workload
+from ..kernels.templates.gemm import analytic_gemm_blocking
 from ..driver.build import build as build_program
 from ..kernels.sketch import measurable_alone, sketch, sketch_config, sketch_kernel
 from ..kernels.target import cpu_target
@@ -92,18 +97,24 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
     a = rng.uniform(-1, 1, (m, k)).astype(dtype)
     b = rng.uniform(-1, 1, (k, n)).astype(dtype)
     precision = "bf16" if template == "gemm_bf16" else "fp32"
+    bf16_pairs = precision == "bf16"  # its panels hold bf16 pairs (matmul_bf16_packed), laid out by the passes
     if precision == "bf16":
         a, b = _bf16_round(a), _bf16_round(b)
     reference = cached_reference(workload, seed, [a, b], lambda: a.astype(np.float64) @ b.astype(np.float64))
     eps = float(np.finfo(dtype).eps)
     b_stored = np.ascontiguousarray(b.T) if transposed else b  # the input as the program receives it
 
+    b_panels = pack_panels(b, analytic_gemm_blocking(m, n, k, dtype.name).nr) if panels and not bf16_pairs else None
+
     def build(config: dict | None) -> Callable:
         with using_configs({workload: config} if config else {}):
-            if panels:
+            if b_panels is not None:  # the kernel of a constant weight, its panels an argument (a tuned nr is refused)
+                fn = jit(lambda x, p: apply("matmul_packed", [as_tensor(x), as_tensor(p)], n=n))
+                fn(a, b_panels)  # compiled here, under this configuration
+            elif panels:  # bf16 pairs: compiled into the function
                 weights = tensor(b)
                 fn = jit(lambda x: x @ weights, precision=precision)
-                fn(a)  # compiled here, under this configuration
+                fn(a)
             elif transposed:
                 fn = jit(lambda x, y: x @ y.T, precision=precision)
                 fn(a, b_stored)
@@ -112,10 +123,14 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
                 fn(a, b)
             return fn
 
-    if not transposed:  # B compiled into the function, or an argument as it is (an activation, an SGEMM's)
-        return Benchmark([a] if panels else [a, b_stored], build, reference, tolerance=4 * eps * k)
+    tolerance = 4 * eps * k
+    if b_panels is not None:  # a model's constant weight: timed calls cycle through copies, from memory as in a model
+        return Benchmark([a, b_panels], build, reference, tolerance,
+                         timing_inputs=[[a, copy] for copy in streamed_copies(b_panels)])
+    if not transposed:  # bf16 pairs compiled into the function, or an argument as it is (an activation, an SGEMM's)
+        return Benchmark([a] if panels else [a, b_stored], build, reference, tolerance)
     # B a linear layer's weight read per call: timed calls cycle through copies of it, from memory as in a model
-    return Benchmark([a, b_stored], build, reference, tolerance=4 * eps * k,
+    return Benchmark([a, b_stored], build, reference, tolerance,
                      timing_inputs=[[a, copy] for copy in streamed_copies(b_stored)])
 
 

@@ -1,5 +1,6 @@
-"""Timed calls of a GEMM workload reading a linear layer's weight (`bt=1`) cycle through copies of it, as a
-model's weights arrive from memory; a B compiled into the function, or a plain argument, is timed as it is."""
+"""Timed calls of a GEMM workload reading a model's weight (a linear layer's `bt=1`, or a constant in panels,
+`panels=1`) cycle through copies of it, as a model's weights arrive from memory; a plain argument (an
+SGEMM's B) is timed as it is."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,9 +27,30 @@ def test_a_gemm_reading_a_linear_layers_weight_is_timed_on_copies_of_it():
     timed = bench.timed_inputs()
     assert len(timed) > 1 and all(args[0] is a and np.array_equal(args[1], b) for args in timed)
     assert len({id(args[1]) for args in timed}) == len(timed)
-    for key in ("gemm:dtype=float32:m=8:n=64:k=32:panels=1", "gemm:dtype=float32:m=8:n=64:k=32:panels=0"):
-        as_it_is = gemm_benchmark(key)  # B compiled in, or an SGEMM's argument: one array
-        assert as_it_is.timed_inputs() == [as_it_is.inputs]
+    as_it_is = gemm_benchmark("gemm:dtype=float32:m=8:n=64:k=32:panels=0")  # an SGEMM's argument: one array
+    assert as_it_is.timed_inputs() == [as_it_is.inputs]
+
+
+def test_a_gemm_of_a_constant_weight_is_timed_on_copies_of_its_panels():
+    """The panels are an argument of the timed program, the kernel a model's constant weight compiles to:
+    the same workload key, a configuration honoured, the answer checked against the reference."""
+    workload = "gemm:dtype=float32:m=24:n=64:k=48:panels=1"
+    bench = gemm_benchmark(workload)
+    a, panels = bench.inputs
+    assert panels.ndim == 3 and panels.shape[1] == 48  # (ceil(N / NR), K, NR)
+    timed = bench.timed_inputs()
+    assert len(timed) > 1 and len({id(args[1]) for args in timed}) == len(timed)
+    assert all(args[0] is a and np.array_equal(args[1], panels) for args in timed)
+    default = bench.build(None)
+    analytic = [t for kernel in default.report(a, panels).kernels for t in kernel.tuning][0].split(": ", 1)[1]
+    config = {**dict(part.split("=") for part in analytic.split()), "mc": "12", "nc": "32"}
+    for config in (None, {key: value if key == "split" else int(value) for key, value in config.items()}):
+        fn = bench.build(config)
+        assert worker.check(fn, bench) is None
+        tuning = [t for kernel in fn.report(a, panels).kernels for t in kernel.tuning]
+        assert tuning and tuning[0].startswith(workload + (" tuned:" if config else " default:")), tuning
+        if config:
+            assert "mc=12" in tuning[0] and "nc=32" in tuning[0], tuning
 
 
 def test_timed_blocks_go_on_cycling_through_the_copies():

@@ -40,3 +40,13 @@ def test_progress_line(capsys):
         report("k0_matmul", result.kernels[0].workload, result.kernels[0].result, trial)
     err = capsys.readouterr().err
     assert "3 trials" in err and "(failed: crashed)" in err and "best 0.800x of default" in err
+
+
+def test_a_zoo_model_is_tuned_as_deployed():
+    """Eval mode without gradients: the weights are constants, so the GEMMs read them in panels laid out
+    at compile time (panels=1), the kernels `tensorkiln bench` times, not a training step's forward."""
+    from tensorkiln.tools.tune_cli import zoo_model
+    from tensorkiln.tune import kernel_workloads
+    make, inputs = zoo_model("mlp", 64)
+    workloads = [key for _, key in kernel_workloads(make(), *inputs) if key.startswith("gemm:")]
+    assert workloads and all(key.endswith(":panels=1") for key in workloads), workloads
