@@ -14,6 +14,9 @@ Cases (all float32, batch 1 unless named; default: every case):
                  contraction (the first convolution's weight gradient, 9 x 4096 x 16, among them), the slowest
   fake_quant     a fake-quantization round trip over a 64 x 56 x 56 float32 tensor (float32 -> uint8 with
                  scale and zero point -> float32): every kernel of the compiled function
+  dynamic_quantize  ONNX DynamicQuantizeLinear of a 128 x 768 float32 activation (what each GEMM of a
+                 dynamic-int8 BERT-base quantizes per call): its range's reduce_max and reduce_min, the
+                 quantization, every kernel
   md_pieces      in.lj (32,000 atoms) after 20 steps: CPU time (time.process_time) of the neighbour
                  build, the counting sort, a force call and the integration, and Amdahl's limit from them
 
@@ -39,7 +42,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 sys.path.insert(0, os.path.dirname(HERE))
 
 CASES = ("depthwise", "stem", "winograd", "attention", "lm_head", "kv_write", "training_step", "fake_quant",
-         "md_pieces")
+         "dynamic_quantize", "md_pieces")
 # one graph node as KernelInfo prints it: "%1 = conv2d(%arg0, %0; groups=16, stride=(2, 2)) : f32[1,16,17,17]"
 GEMMS = ("matmul", "matmul_packed", "conv2d", "conv2d_nchwc")  # the products inside a contraction kernel
 NODE = re.compile(r"^%\w+ = (?P<op>\w+)\((?P<args>[^)]*(?:\([^)]*\)[^)]*)*)\) : \w+\[(?P<shape>[\d,]*)\]")
@@ -280,6 +283,28 @@ def case_fake_quant(args) -> list[dict]:
     rows = [row(f"fake-quant round trip, {len(kernels)} kernel(s) in all", totals)]
     rows += [row(k.name, s) for k, s in zip(kernels, times)]
     print_rows("fake quantization float32 -> uint8 -> float32, 64 x 56 x 56", rows)
+    return rows
+
+
+def case_dynamic_quantize(args) -> list[dict]:
+    import tempfile
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+    import tensorkiln as tk
+    outputs = [helper.make_tensor_value_info("y", TensorProto.UINT8, [128, 768]),
+               helper.make_tensor_value_info("scale", TensorProto.FLOAT, []),
+               helper.make_tensor_value_info("zero", TensorProto.UINT8, [])]
+    graph = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"])], "dq",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 768])], outputs)
+    path = os.path.join(tempfile.mkdtemp(prefix="tensorkiln-dq-"), "dq.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    module = tk.onnx.load(path)
+    x = np.random.default_rng(0).standard_normal((128, 768)).astype(np.float32)
+    module(x)
+    kernels, times = profile_rounds(module, (x,), args.repeat, args.rounds)
+    rows = [row(k.name, s) for k, s in zip(kernels, times)]
+    print_rows("DynamicQuantizeLinear of a 128 x 768 float32 activation", rows)
     return rows
 
 

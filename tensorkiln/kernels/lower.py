@@ -34,6 +34,7 @@ from ..loops.buffer import Buffer
 from .overlap import overlapped_order
 from .inline import ValueBuilder, broadcast_index, linear_index, reshape_index
 from ..loops.ir import Assign, Kernel, Let, RuntimeCall, Store, block, simplify_kernel
+from ..loops.nest import substitute_expr
 from ..loops.program import Program
 from .reduction import LANES_MIN, lane_sum, loop_index, reduce_loops, scalar_nest, use_lanes
 from .schedule_defaults import output_nest
@@ -50,7 +51,7 @@ from .templates.weight_only import weight_only_body
 from .templates.winograd_u8s8 import winograd_u8s8_body
 from .templates.matmul_integer import matmul_integer_body
 from .templates.pool import pool_body
-from .templates.rows import row_body
+from .templates.rows import reduction_pass, row_body
 from .sketch import SKETCHED_KINDS, sketched
 from .tuned import COMMENT_PREFIX, tuning_log
 from ..loops.types import compute_dtype
@@ -138,6 +139,13 @@ def accumulate(op: str, acc: E.Var, value: E.Expr) -> tuple[list, list, E.Expr]:
     return [Let(acc, init)], [Assign(acc, _combine(op, acc, value))], acc
 
 
+def _lane_extreme(op: str, dtype: str, loops: list, ndim: int) -> bool:
+    """A float reduce_max/min whose one loop walks a contiguous run of a known length (the input's last
+    axes): reduced in lanes (templates/rows.py's reduction_pass) rather than as one OpenMP SIMD chain."""
+    return op in ("reduce_max", "reduce_min") and dtype.startswith("float") and len(loops) == 1 \
+        and loops[0].axes[-1] == ndim - 1 and isinstance(loops[0].extent, int)
+
+
 def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
     src = root.inputs[0]
     op = root.op
@@ -175,6 +183,14 @@ def _reduction_body(root: Node, out: Buffer, values: ValueBuilder) -> E.Expr:
         store = Store(out, flat, E.cast(result, out.value_dtype))
         if not arg and use_lanes(op, dtype, loops, src.ndim):
             return lane_sum(loops, value, acc, store)
+        if _lane_extreme(op, dtype, loops, src.ndim):
+            # a float max/min over one contiguous run: LANE_VECTORS vectors of partial extremes, each
+            # compared plainly (NaNs are counted on the side), so the pass is not one vector's chain of
+            # NaN-propagating compares and blends; the result is the same, in any order
+            run = loops[0]
+            stmts, lane_result = reduction_pass(root, acc, lambda e: substitute_expr(value, {run.var.name: e}),
+                                                accumulate, run.extent, run.var.name, None, E.const(0))
+            return block(*stmts, Store(out, flat, E.cast(lane_result, out.value_dtype)))
         blocked = acc if op == "reduce_sum" else None  # a float sum adds in blocks (reduction.py)
         return block(init, scalar_nest(loops, step, src.ndim, vectorize=not arg, acc=blocked), store)
 

@@ -89,3 +89,33 @@ def test_reduce_loops_merge_only_affine_runs():
     assert [loop.axes for loop in loops] == [(0,), (2,)]
     assert use_lanes("reduce_sum", "float32", loops, 3)
     assert not use_lanes("reduce_max", "float32", loops, 3)
+
+
+EXTREME_CASES = [  # shape, axes: one contiguous run each, long enough for lanes, with and without a tail
+    ((98304,), (0,)),  # a whole tensor to one value (dynamic quantization's range)
+    ((128, 768), (0, 1)),
+    ((7, 300), (1,)),  # per row, 300 = whole blocks of lanes and a tail
+    ((3, 4, 50), (1, 2)),  # two axes merged into one run of 200
+    ((2, 70), (1,)),
+]
+
+
+@pytest.mark.parametrize("shape, axes", EXTREME_CASES)
+def test_float_max_min_of_one_run_reduce_in_lanes(shape, axes):
+    """A float max/min over one contiguous run keeps several vectors of partial extremes, compared plainly
+    (NaN counted on the side): same answers as numpy, NaN wherever any element of the run is NaN."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    run = int(np.prod([shape[a] for a in axes]))
+    flat = x.reshape(-1, run)
+    flat[0, run // 3] = np.nan  # inside the lanes
+    flat[-1, run - 1] = np.nan  # in the last elements (the tail where the run is not whole blocks)
+    flat[min(1, len(flat) - 1), 5] = np.inf
+    flat[min(1, len(flat) - 1), 6] = -np.inf
+    check_compiled(lambda x: (x.amax(axes), x.amin(axes), x.amax(axes, keepdims=True)), x)
+    signed = np.full(shape, -0.0, np.float32)
+    signed.reshape(-1, run)[:, run // 2] = 0.0
+    check_compiled(lambda x: (x.amax(axes), x.amin(axes)), signed)
+    f = tk.jit(lambda x: x.amax(axes))
+    f(x)
+    assert "acc_lanes" in Path(f.report(x).source_path).read_text()

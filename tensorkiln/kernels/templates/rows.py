@@ -88,7 +88,7 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
             def element(e: E.Expr, n=n, values=values) -> E.Expr:
                 return values.value(n.inputs[0], lead_index + delinearize(e, tail))
 
-            reduce_stmts, result = _reduction_pass(n, acc, element, accumulate, width, f"e{counter}",
+            reduce_stmts, result = reduction_pass(n, acc, element, accumulate, width, f"e{counter}",
                                                    target if n is normalizer else None, target_start)
             stmts += reduce_stmts
             if result is not acc:  # a final fix-up (NaN seen): computed once per row
@@ -129,7 +129,7 @@ def _streams_rows(out: Buffer, width: int) -> bool:
     return streams_output(out) and MIN_STREAM_BYTES <= width * itemsize(out.dtype) <= STAGE_BYTES
 
 
-def _reduction_pass(node: Node, acc: E.Var, element: Callable[[E.Expr], E.Expr], accumulate, width: int,
+def reduction_pass(node: Node, acc: E.Var, element: Callable[[E.Expr], E.Expr], accumulate, width: int,
                     name: str, store_to: Buffer | None, row_start: E.Expr) -> tuple[list[Stmt], E.Expr]:
     """One pass over the row reducing `element` into the scalar `acc` (declared here), and the
     expression of the reduction's result after the pass (`acc`, or a NaN fix-up reading it).
