@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorkiln.codegen.c_names import c_name
-from tensorkiln.codegen.c_prelude import C_TYPES, PROMOTED_INTS
+from tensorkiln.codegen.c_prelude import C_TYPES, IN_RANGE_CAST_TYPES, PROMOTED_INTS
 from tensorkiln.loops.bounds import Bounds
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import BinOp, Bitcast, Call, Cast, Const, Expr, Load, Select, Unary, Var, lift, walk
@@ -71,6 +71,36 @@ def _float_bound(e: Expr) -> "Const | None":
     if isinstance(e, Const) and is_float(e.dtype) and e.value == e.value:
         return e
     return None
+
+
+def _clamp(e: Expr) -> "tuple[Expr, Const, Const] | None":
+    """(x, low, high) when `e` is min(max(x, low), high) or max(min(x, high), low) with constant bounds,
+    low <= high (either operand order), else None."""
+    if not (isinstance(e, BinOp) and e.operator in ("min", "max") and is_float(e.dtype)):
+        return None
+    bound, value = _float_bound(e.b), e.a
+    if bound is None:
+        bound, value = _float_bound(e.a), e.b
+    other = "max" if e.operator == "min" else "min"
+    if bound is None or not (isinstance(value, BinOp) and value.operator == other):
+        return None
+    inner_bound, inner = _float_bound(value.b), value.a
+    if inner_bound is None:
+        inner_bound, inner = _float_bound(value.a), value.b
+    if inner_bound is None:
+        return None
+    low, high = (inner_bound, bound) if e.operator == "min" else (bound, inner_bound)
+    return (inner, low, high) if low.value <= high.value else None
+
+
+def _clamped_within(e: Expr, dtype: str) -> bool:
+    """`e` is a clamp whose bounds lie within integer `dtype`'s range (so its value is, or is NaN), and
+    the in-range cast exists for that type."""
+    clamp = _clamp(e)
+    if clamp is None or dtype not in IN_RANGE_CAST_TYPES:
+        return False
+    lo, hi = int_range(dtype)
+    return lo <= clamp[1].value and clamp[2].value <= hi
 
 
 def _int_literal(e: Expr) -> bool:
@@ -144,8 +174,10 @@ class ExprWriter:
             if is_bool(e.dtype):
                 return f"{_paren(inner, prec, 10)} != 0", 9
             if not is_float(e.dtype) and e.x.dtype in ("float32", "float64"):
-                # truncate, saturate, NaN to 0: one inline helper, its operand evaluated once
-                return f"tk_to_{e.dtype}_{e.x.dtype}({inner})", _ATOM
+                # truncate, saturate, NaN to 0: one inline helper, its operand evaluated once; a clamp's
+                # result within the type's range needs only the NaN test
+                in_range = "_in_range" if _clamped_within(e.x, e.dtype) else ""
+                return f"tk_to_{e.dtype}_{e.x.dtype}{in_range}({inner})", _ATOM
             return f"({C_TYPES[e.dtype]}){_paren(inner, prec, _UNARY)}", _UNARY
         if isinstance(e, Bitcast):
             return f"tk_bitcast_{e.dtype}_{e.x.dtype}({self.expr(e.x)[0]})", _ATOM
@@ -197,16 +229,10 @@ class ExprWriter:
             bound, value = _float_bound(e.a), e.b
         if bound is None:
             return f"tk_{op}_{dtype}({self.expr(e.a)[0]}, {self.expr(e.b)[0]})", _ATOM
-        other = "max" if op == "min" else "min"
-        if isinstance(value, BinOp) and value.operator == other:
-            inner_bound, inner = _float_bound(value.b), value.a
-            if inner_bound is None:
-                inner_bound, inner = _float_bound(value.a), value.b
-            low, high = (inner_bound, bound) if op == "min" else (bound, inner_bound)
-            if inner_bound is not None and low.value <= high.value:
-                # min(max(x, low), high) = max(min(x, high), low) = clamp(x, low, high)
-                return (f"tk_clamp_{dtype}({self.expr(inner)[0]}, {self.expr(low)[0]}, "
-                        f"{self.expr(high)[0]})", _ATOM)
+        clamp = _clamp(e)
+        if clamp is not None:  # min(max(x, low), high) = max(min(x, high), low) = clamp(x, low, high)
+            inner, low, high = clamp
+            return f"tk_clamp_{dtype}({self.expr(inner)[0]}, {self.expr(low)[0]}, {self.expr(high)[0]})", _ATOM
         return f"tk_{op}_bound_{dtype}({self.expr(value)[0]}, {self.expr(bound)[0]})", _ATOM
 
     def _always_safe(self, e: Expr) -> bool:

@@ -74,6 +74,29 @@ def test_saturating_float_to_int_cast_writes_its_operand_once_and_is_right():
     for got, want in zip(f(x), tk.jit(fn, backend="interpreter")(x)):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     text = _source(f, x)
-    for target in ("uint8", "int8", "int16"):
-        assert f"tk_to_{target}_float32(" in text
+    # the clamp to [0, 255] leaves only the NaN test to the cast; the unclamped casts saturate
+    assert "tk_to_uint8_float32_in_range(tk_clamp_float32(" in text
+    for target in ("int8", "int16"):
+        assert f"= tk_to_{target}_float32(" in text
     assert text.count("rintf(in_x") == 1
+
+
+def test_a_clamp_within_the_range_casts_with_the_nan_test_alone():
+    """clamp(x, lo, hi) -> integer: where [lo, hi] lies within the type's range the cast is a conversion
+    after a NaN test (NaN -> 0, as the saturating cast); bounds past the range, or an integer type an
+    int32 does not hold, keep the saturating helper. Values at and past the bounds, NaN and infinities."""
+    x = np.array([np.nan, np.inf, -np.inf, -0.7, -0.0, 0.2, 126.9, 127.0, 127.5, 254.99, 255.0, 1e30, -1e30,
+                  32767.5, -32768.9, 3.5], np.float32)
+
+    def fn(x):
+        return (x.clamp(0.0, 255.0).to(tk.uint8), x.clamp(-128.0, 127.0).to(tk.int8),
+                x.clamp(-32768.0, 32767.0).to(tk.int16), x.clamp(0.0, 65535.0).to(tk.uint16),
+                x.clamp(-300.0, 300.0).to(tk.int8), x.clamp(0.0, 255.0).to(tk.int32))
+    f = tk.jit(fn)
+    for got, want in zip(f(x), tk.jit(fn, backend="interpreter")(x)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    text = _source(f, x)
+    for target in ("uint8", "int8", "int16", "uint16"):
+        assert f"= tk_to_{target}_float32_in_range(tk_clamp_float32(" in text, target
+    assert "= tk_to_int8_float32(tk_clamp_float32(" in text  # [-300, 300] is wider than int8
+    assert "= tk_to_int32_float32(tk_clamp_float32(" in text  # no in-range helper for int32
