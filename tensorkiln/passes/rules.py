@@ -191,6 +191,17 @@ def _reduce_of_expand(m: Match, like: Node) -> Node | None:
     return reduced
 
 
+def _whole_reduce_of_view(m: Match, like: Node) -> Node | None:
+    """A max/min over every axis of a permute or reshape of x: the same elements, read as x lies in memory
+    (one contiguous run, which the reduction walks in lanes), reshaped to the reduction's shape."""
+    view = m["v"]
+    if set(like.attrs["axes"]) != set(range(len(view.shape))) or not view.shape:
+        return None
+    x = m["x"]
+    whole = node(like.op, x, like=like, axes=tuple(range(len(x.shape))), keepdims=False)
+    return whole if like.shape == () else node("reshape", whole, like=like, shape=like.shape)
+
+
 def _composed_permute(m: Match, like: Node) -> Node:
     inner, outer = m["p"].attrs["perm"], like.attrs["perm"]
     perm = tuple(inner[i] for i in outer)
@@ -270,6 +281,14 @@ RULES: list[Rule] = [
       _reduce_of_expand, example=lambda x: x[:, None].expand(3, 6, 4).amin(1, keepdim=True)),
     R("reduce_sum(expand(x)) over broadcast axes -> x * n", P("reduce_sum", P("expand", X("x"), name="e")),
       _reduce_of_expand, kind="fast_math", example=lambda x: x[:1].expand(5, 4).sum(0)),
+    R("reduce_max(permute(x)) over every axis -> reduce_max(x)", P("reduce_max", P("permute", X("x"), name="v")),
+      _whole_reduce_of_view, example=lambda x: x.permute(1, 0).amax((0, 1), keepdim=True) + x.amax()),
+    R("reduce_min(permute(x)) over every axis -> reduce_min(x)", P("reduce_min", P("permute", X("x"), name="v")),
+      _whole_reduce_of_view, example=lambda x: x.permute(1, 0).amin((0, 1))),
+    R("reduce_max(reshape(x)) over every axis -> reduce_max(x)", P("reduce_max", P("reshape", X("x"), name="v")),
+      _whole_reduce_of_view, example=lambda x: x.permute(1, 0).reshape(2, 6).amax((1, 0))),
+    R("reduce_min(reshape(x)) over every axis -> reduce_min(x)", P("reduce_min", P("reshape", X("x"), name="v")),
+      _whole_reduce_of_view, example=lambda x: x.reshape(12).amin(0, keepdim=True)),
     # ---- transcendental and power identities
     R("exp(log(x)) -> x if x > 0", P("exp", P("log", X("x"))), lambda m, n: m["x"],
       when=lambda m, n: is_positive(m["x"]), example=lambda x: x.exp().log().exp()),
