@@ -97,14 +97,14 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
     a = rng.uniform(-1, 1, (m, k)).astype(dtype)
     b = rng.uniform(-1, 1, (k, n)).astype(dtype)
     precision = "bf16" if template == "gemm_bf16" else "fp32"
-    bf16_pairs = precision == "bf16"  # its panels hold bf16 pairs (matmul_bf16_packed), laid out by the passes
     if precision == "bf16":
         a, b = _bf16_round(a), _bf16_round(b)
     reference = cached_reference(workload, seed, [a, b], lambda: a.astype(np.float64) @ b.astype(np.float64))
     eps = float(np.finfo(dtype).eps)
     b_stored = np.ascontiguousarray(b.T) if transposed else b  # the input as the program receives it
 
-    b_panels = pack_panels(b, analytic_gemm_blocking(m, n, k, dtype.name).nr) if panels and not bf16_pairs else None
+    # float panels as an argument; a bf16 GEMM's panels hold bf16 pairs (matmul_bf16_packed), laid out by the passes
+    b_panels = pack_panels(b, analytic_gemm_blocking(m, n, k, dtype.name).nr) if panels and precision == "fp32" else None
 
     def build(config: dict | None) -> Callable:
         with using_configs({workload: config} if config else {}):

