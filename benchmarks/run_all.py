@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, tuple[list[str], bool]] = {
     "call_overhead_processes": ([sys.executable, os.path.join(HERE, "call_overhead.py"), "--separate-processes",
                                  "--calls", "20000"], False),
     "alternating": ([sys.executable, os.path.join(HERE, "alternating.py")], True),
+    "idle_after_call": ([sys.executable, os.path.join(HERE, "idle_after_call.py")], True),
     "pipelines": ([sys.executable, os.path.join(HERE, "pipelines.py")], True),
     "distributed": ([sys.executable, os.path.join(HERE, "distributed.py"), "--plot",
                      os.path.join(os.path.dirname(HERE), "docs", "distributed_scaling.png")], True),

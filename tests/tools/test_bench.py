@@ -45,38 +45,6 @@ def test_gpt2_prefill_and_decode_against_every_installed_peer():
         assert all(r["agrees"] and r["latency_s"] > 0 for r in rows.values()), rows
 
 
-def test_interleaved_medians_take_the_functions_in_turns():
-    """Every round times a block of each function in turn; blocks grow until they last min_block_seconds."""
-    import time
-
-    from tensorkiln.tools.timing import interleaved_medians
-    order = []
-    runs = {"slow": lambda: (order.append("slow"), time.sleep(0.01)),
-            "fast": lambda: order.append("fast")}
-    medians = interleaved_medians(runs, repeat=6, rounds=3, min_block_seconds=0.01, pause_seconds=0.0,
-                                  max_block_calls=20)
-    assert medians["slow"] >= 0.01 > medians["fast"]
-    switches = sum(a != b for a, b in zip(order, order[1:]))
-    assert switches == 2 * 3 - 1  # slow, fast, slow, fast, slow, fast
-    assert order.count("slow") == 3 * (1 + 2)  # an untimed call, then ceil(6 / 3) calls (they last 0.01 s)
-    assert order.count("fast") == 3 * (1 + 20)  # microseconds each: the block is capped at 20 calls
-
-
-def test_alternating_blocks_pair_the_functions_and_reverse_their_order():
-    """One block of each function per round, the order reversed every round, one figure per block."""
-    import time
-
-    from tensorkiln.tools.timing import alternating_blocks
-    order = []
-    runs = {"slow": lambda: (order.append("slow"), time.sleep(0.005)), "fast": lambda: order.append("fast")}
-    blocks = alternating_blocks(runs, pairs=4, min_block_seconds=0.004, pause_seconds=0.0)
-    assert [len(v) for v in blocks.values()] == [4, 4]
-    assert all(s > f for s, f in zip(blocks["slow"], blocks["fast"]))
-    runs_of = [name for k, name in enumerate(order) if k == 0 or order[k - 1] != name]
-    assert runs_of == ["slow", "fast", "slow", "fast", "slow"]  # slow, fast | fast, slow | slow, fast | fast, slow
-    assert order.count("slow") == 4 * 2  # an untimed call, then one that lasts the block's 0.004 s
-
-
 def test_bench_bf16_against_openvino_in_one_run(tmp_path, capsys):
     """--precision bf16: tensorkiln in bf16 and in fp32, OpenVINO's default and its bf16 hint, one run."""
     pytest.importorskip("openvino")
