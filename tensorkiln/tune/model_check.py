@@ -20,8 +20,10 @@ model, and the searches' "never slower" does not add up to a faster model.
    kernel of the tuned build names (another record changed its kernel: a
    convolution tuned to another algorithm has no Winograd GEMM left);
 4. the model with the remaining records is compiled and timed against the
-   untuned one in turns; unless it is faster end to end by more than NOISE,
-   every record of the model is withdrawn too.
+   untuned one in END_TO_END_ROUNDS pairs of blocks side by side; unless it
+   wins enough pairs that a coin would win as many at most once in 20 (a
+   one-sided sign test) and its median pair is faster by more than
+   END_TO_END_MARGIN, every record of the model is withdrawn too.
 
 A withdrawal is a record appended with the same workload and configuration
 and the in-model times, seconds >= default_seconds (a tie is written at the
@@ -31,6 +33,7 @@ record of that configuration).
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -63,7 +66,8 @@ class ModelCheck:
     untuned_seconds: float = 0.0  # the whole model per call, in turns with the kept records' build
     tuned_seconds: float = 0.0
     rounds: int = 0
-    kept_end_to_end: bool = False  # the kept records made the model faster by more than NOISE
+    round_ratios: list[float] = field(default_factory=list)  # tuned / untuned seconds per call, pair by pair
+    kept_end_to_end: bool = False  # the kept records made the model faster (`faster_in_pairs`)
 
     @property
     def speedup(self) -> float:
@@ -86,10 +90,11 @@ class ModelCheck:
         elif self.untuned_seconds <= 0:
             lines.append("no record paid in the model: the tuned model is the untuned one")
         else:
-            lines.append(f"end to end, in turns: untuned {self.untuned_seconds * 1e3:.2f} ms, with the records that "
-                         f"paid {self.tuned_seconds * 1e3:.2f} ms ({self.speedup:.2f}x)"
-                         + ("" if self.kept_end_to_end else
-                            "; not faster by more than the noise margin: every record withdrawn"))
+            wins = sum(r < 1 for r in self.round_ratios)
+            lines.append(f"end to end, {len(self.round_ratios)} pairs of blocks: untuned {self.untuned_seconds * 1e3:.2f} ms, "
+                         f"with the records that paid {self.tuned_seconds * 1e3:.2f} ms ({self.speedup:.2f}x), faster "
+                         f"in {wins} pairs (needs {wins_needed(len(self.round_ratios))})"
+                         + ("" if self.kept_end_to_end else "; not shown faster: every record withdrawn"))
         return "\n".join(lines)
 
 
@@ -106,19 +111,51 @@ def workload_seconds(compiled, inputs: tuple, repeat: int) -> dict[str, tuple[fl
     return totals
 
 
-def latency_in_turns(runs: dict[str, Callable[[], object]], rounds: int, calls: int = 2) -> dict[str, float]:
-    """Median seconds per call of each of `runs`, timed in alternating blocks of `calls` calls (the order
-    reversed every round, one untimed call before each block), so a drifting machine shifts all alike."""
+END_TO_END_ROUNDS = 16  # pairs of blocks, the untuned build's and the tuned one's side by side
+END_TO_END_BLOCK_SECONDS = 0.15  # a block: at least this long and 2 calls, after an untimed call
+END_TO_END_MARGIN = 0.01  # the median pair's tuned / untuned must be below 1 minus this
+SIGN_TEST_LEVEL = 0.05  # the chance a coin wins as many pairs, at most
+
+
+def wins_needed(pairs: int, level: float = SIGN_TEST_LEVEL) -> int:
+    """The fewest pairs of `pairs` a build must win so that a fair coin wins as many with probability at
+    most `level` (a one-sided sign test; 12 of 16); pairs + 1 where no count is that unlikely."""
+    for wins in range(pairs + 1):
+        if sum(math.comb(pairs, k) for k in range(wins, pairs + 1)) <= level * 2 ** pairs:
+            return wins
+    return pairs + 1
+
+
+def faster_in_pairs(ratios: list[float]) -> bool:
+    """Whether pairs of blocks with these tuned / untuned ratios show the tuned build faster: it wins
+    `wins_needed` of them and the median is below 1 - END_TO_END_MARGIN (the default wins ties)."""
+    return bool(ratios) and sum(r < 1 for r in ratios) >= wins_needed(len(ratios)) and \
+        statistics.median(ratios) < 1 - END_TO_END_MARGIN
+
+
+def latency_in_turns(runs: dict[str, Callable[[], object]], rounds: int = END_TO_END_ROUNDS,
+                     block_seconds: float = END_TO_END_BLOCK_SECONDS) -> dict[str, list[float]]:
+    """Seconds per call of each of `runs` in `rounds` rounds of one block each, side by side (the order
+    reversed every round, one untimed call before each block, a block at least `block_seconds` and 2
+    calls): a drifting machine moves both blocks of a round alike, so their ratio is one phase's."""
     times: dict[str, list[float]] = {name: [] for name in runs}
     order = list(runs)
+    calls = 2
     for round_index in range(rounds):
         for name in (order if round_index % 2 == 0 else order[::-1]):
             runs[name]()
-            for _ in range(calls):
-                began = time.perf_counter()
+            began = time.perf_counter()
+            done = 0
+            while done < calls or time.perf_counter() - began < block_seconds:
                 runs[name]()
-                times[name].append(time.perf_counter() - began)
-    return {name: statistics.median(t) for name, t in times.items()}
+                done += 1
+            times[name].append((time.perf_counter() - began) / done)
+    return times
+
+
+def end_to_end_latency_seconds(call_seconds: float) -> float:
+    """What latency_in_turns costs for two builds of a model whose call takes `call_seconds`."""
+    return 2 * END_TO_END_ROUNDS * (max(END_TO_END_BLOCK_SECONDS, 2 * call_seconds) + 2 * call_seconds)
 
 
 def _built(rebuild: Callable[[], object], inputs: tuple, table: dict[str, dict]):
@@ -140,9 +177,9 @@ BUILDS = 4  # builds after the untuned one: tuned, the two profiling builds, and
 
 
 def calls_of_check(rounds: int = 5, repeat: int = 3) -> int:
-    """Model calls the check makes: profile() of both builds each round (a warm-up and `repeat`), then the
-    latency in turns (each round one untimed and two timed calls of both)."""
-    return 2 * rounds * (repeat + 1) + 2 * rounds * 3
+    """Model calls the check's profiles make: profile() of both builds each round (a warm-up and `repeat`);
+    the latency in turns after them costs end_to_end_latency_seconds."""
+    return 2 * rounds * (repeat + 1)
 
 
 CACHED_BUILD_FACTOR = 0.5  # a cached build is taken to cost at least this share of its recorded C compile
@@ -160,8 +197,9 @@ class ModelCost:
     profile_build_seconds: float = 0.0  # its first profile(): the profiling build, and one call
 
     def check_seconds(self) -> float:
-        """The rest of the check: BUILDS more builds and calls_of_check() calls."""
-        return BUILDS * self.build_seconds + calls_of_check() * self.call_seconds
+        """The rest of the check: BUILDS more builds, calls_of_check() calls and the latency in turns."""
+        return BUILDS * self.build_seconds + calls_of_check() * self.call_seconds + \
+            end_to_end_latency_seconds(self.call_seconds)
 
     def profiled_build_seconds(self, rounds: int, repeat: int) -> float:
         """A build of the model with its profiling build, then `rounds` of profile() in turns with another
@@ -170,9 +208,9 @@ class ModelCost:
         profiling = max(self.profile_build_seconds, PROFILE_BUILD * self.build_seconds)
         return self.build_seconds + profiling + 2 * rounds * (repeat + 1) * self.call_seconds
 
-    def end_to_end_seconds(self, rounds: int = 5) -> float:
+    def end_to_end_seconds(self) -> float:
         """The check after the in-model choice: one build (no profiling build) and its latency in turns."""
-        return self.build_seconds + 2 * rounds * 3 * self.call_seconds
+        return self.build_seconds + end_to_end_latency_seconds(self.call_seconds)
 
 
 def untuned_build(rebuild: Callable[[], object], inputs: tuple) -> tuple[object, ModelCost]:
@@ -221,7 +259,7 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
         check.workloads = [measured[w] for w in chosen if w in measured]
         for w in check.workloads:
             w.kept = w.tuned_seconds > 0 and w.ratio < 1 - NOISE
-        return _end_to_end(check, rebuild, inputs, untuned, None, rounds, withdraw)
+        return _end_to_end(check, rebuild, inputs, untuned, None, withdraw)
     if not chosen:
         return check
     tuned = _built(rebuild, inputs, {w: tuned_table[w] for w in chosen})
@@ -246,20 +284,21 @@ def check_model(rebuild: Callable[[], object], inputs: tuple, workloads: list[st
         # convolution's algorithm removes its Winograd GEMM); unmeasured, it is withdrawn: the default wins
         check.workloads.append(WorkloadCheck(w, dict(tuned_table[w]), sums[w][0][2], before, after, ratio,
                                              kept=after > 0 and ratio < 1 - NOISE))
-    return _end_to_end(check, rebuild, inputs, untuned, tuned if len(check.kept) == len(chosen) else None, rounds,
-                       withdraw)
+    return _end_to_end(check, rebuild, inputs, untuned, tuned if len(check.kept) == len(chosen) else None, withdraw)
 
 
-def _end_to_end(check: ModelCheck, rebuild: Callable[[], object], inputs: tuple, untuned, built, rounds: int,
+def _end_to_end(check: ModelCheck, rebuild: Callable[[], object], inputs: tuple, untuned, built,
                 withdraw: bool) -> ModelCheck:
-    """Step 4: the model with the kept records (`built`, or built now) against the untuned one, in turns;
-    unless it is faster by more than NOISE nothing is kept. Every record not kept is withdrawn."""
+    """Step 4: the model with the kept records (`built`, or built now) against the untuned one in pairs of
+    blocks; unless `faster_in_pairs` shows it faster nothing is kept. Every record not kept is withdrawn."""
     kept = check.kept
     if kept:
         final = built if built is not None else _built(rebuild, inputs, kept)
-        times = latency_in_turns({"untuned": lambda: untuned(*inputs), "tuned": lambda: final(*inputs)}, rounds)
-        check.untuned_seconds, check.tuned_seconds = times["untuned"], times["tuned"]
-        check.kept_end_to_end = check.tuned_seconds < (1 - NOISE) * check.untuned_seconds
+        times = latency_in_turns({"untuned": lambda: untuned(*inputs), "tuned": lambda: final(*inputs)})
+        check.untuned_seconds = statistics.median(times["untuned"])
+        check.tuned_seconds = statistics.median(times["tuned"])
+        check.round_ratios = [t / u for u, t in zip(times["untuned"], times["tuned"])]
+        check.kept_end_to_end = faster_in_pairs(check.round_ratios)
     if not check.kept_end_to_end:
         for w in check.workloads:
             w.kept = False
@@ -270,4 +309,6 @@ def _end_to_end(check: ModelCheck, rebuild: Callable[[], object], inputs: tuple,
     return check
 
 
-__all__ = ["BUILDS", "CACHED_BUILD_FACTOR", "PROFILE_BUILD", "ModelCheck", "ModelCost", "calls_of_check", "WorkloadCheck", "check_model", "latency_in_turns", "untuned_build", "workload_seconds"]
+__all__ = ["BUILDS", "CACHED_BUILD_FACTOR", "END_TO_END_ROUNDS", "PROFILE_BUILD", "ModelCheck", "ModelCost",
+           "calls_of_check", "WorkloadCheck", "check_model", "end_to_end_latency_seconds", "faster_in_pairs",
+           "latency_in_turns", "untuned_build", "wins_needed", "workload_seconds"]

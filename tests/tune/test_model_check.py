@@ -71,10 +71,11 @@ def fake_profiles(monkeypatch, tuned_ratio: dict[str, float], end_to_end: float)
         seen.append(tuned)
         return {w: (1e-3 * (r if tuned else 1.0), 1) for w, r in tuned_ratio.items()}
 
-    def medians(runs, rounds, calls=2):
-        return {"untuned": 10e-3, "tuned": 10e-3 * end_to_end}
+    def paired_blocks(runs):
+        rounds = model_check.END_TO_END_ROUNDS
+        return {"untuned": [10e-3] * rounds, "tuned": [10e-3 * end_to_end] * rounds}
     monkeypatch.setattr(model_check, "workload_seconds", workload_seconds)
-    monkeypatch.setattr(model_check, "latency_in_turns", medians)
+    monkeypatch.setattr(model_check, "latency_in_turns", paired_blocks)
     return seen
 
 
@@ -99,6 +100,33 @@ def test_the_verdict_follows_the_in_model_times(records, rng, monkeypatch, ratio
         verdict = read_records()[-1]
         assert verdict.config == CONFIG and verdict.seconds >= verdict.default_seconds and verdict.trials == 0
     assert KEY in str(check)
+
+
+def test_the_sign_test_asks_for_pairs_a_coin_would_rarely_win():
+    assert model_check.wins_needed(16) == 12  # P(12 or more of 16) = 0.038, P(11 or more) = 0.105
+    assert model_check.wins_needed(5) == 5  # 1/32
+    assert model_check.wins_needed(4) == 5  # 1/16 > 0.05: no count of 4 pairs is evidence
+
+
+@pytest.mark.parametrize("ratios, faster", [
+    ([0.95] * 12 + [1.05] * 4, True),  # 12 of 16 pairs, the median 0.95
+    ([0.95] * 11 + [1.05] * 5, False),  # 11 wins: a coin does as well one time in ten
+    ([0.995] * 16, False),  # every pair, by less than the margin: a tie, the default wins
+    ([0.80] * 8 + [1.01] * 8, False),  # a median pulled down by half the pairs is no evidence
+    ([], False),
+])
+def test_a_tuned_model_must_win_most_pairs_by_more_than_the_margin(ratios, faster):
+    assert model_check.faster_in_pairs(ratios) is faster
+
+
+def test_latency_in_turns_pairs_blocks_in_alternating_order():
+    order = []
+    times = model_check.latency_in_turns({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                                         rounds=4, block_seconds=0.0)
+    assert [len(t) for t in times.values()] == [4, 4]
+    runs = [name for k, name in enumerate(order) if k == 0 or order[k - 1] != name]
+    assert runs == ["a", "b", "a", "b", "a"]  # a, b | b, a | a, b | b, a
+    assert order.count("a") == 4 * (1 + 2)  # an untimed call, then a block of at least 2
 
 
 def test_the_check_measures_the_real_model_and_leaves_results_right(records, rng):
