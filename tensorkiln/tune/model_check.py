@@ -133,11 +133,14 @@ def faster_in_pairs(ratios: list[float]) -> bool:
         statistics.median(ratios) < 1 - END_TO_END_MARGIN
 
 
-def latency_in_turns(runs: dict[str, Callable[[], object]], rounds: int = END_TO_END_ROUNDS,
-                     block_seconds: float = END_TO_END_BLOCK_SECONDS) -> dict[str, list[float]]:
-    """Seconds per call of each of `runs` in `rounds` rounds of one block each, side by side (the order
-    reversed every round, one untimed call before each block, a block at least `block_seconds` and 2
-    calls): a drifting machine moves both blocks of a round alike, so their ratio is one phase's."""
+def latency_in_turns(runs: dict[str, Callable[[], object]], rounds: int | None = None,
+                     block_seconds: float | None = None) -> dict[str, list[float]]:
+    """Seconds per call of each of `runs` in `rounds` (END_TO_END_ROUNDS) rounds of one block each, side by
+    side (the order reversed every round, one untimed call before each block, a block at least
+    `block_seconds` (END_TO_END_BLOCK_SECONDS) and 2 calls): a drifting machine moves both blocks of a round
+    alike, so their ratio is one phase's."""
+    rounds = END_TO_END_ROUNDS if rounds is None else rounds
+    block_seconds = END_TO_END_BLOCK_SECONDS if block_seconds is None else block_seconds
     times: dict[str, list[float]] = {name: [] for name in runs}
     order = list(runs)
     calls = 2

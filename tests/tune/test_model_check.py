@@ -129,7 +129,8 @@ def test_latency_in_turns_pairs_blocks_in_alternating_order():
     assert order.count("a") == 4 * (1 + 2)  # an untimed call, then a block of at least 2
 
 
-def test_the_check_measures_the_real_model_and_leaves_results_right(records, rng):
+def test_the_check_measures_the_real_model_and_leaves_results_right(records, rng, monkeypatch):
+    monkeypatch.setattr(model_check, "END_TO_END_BLOCK_SECONDS", 0.0)  # blocks of 2 calls: a short check
     x, w1, w2 = operands(rng)
     append_record(win())
     check = check_model(lambda: tk.jit(model), (x, w1, w2), rounds=1, repeat=1, withdraw=False)
