@@ -7,9 +7,10 @@ same float32 product, 128 x 768 by a constant 768 x 3072 (BERT-base's FFN up pro
 `--threads` threads. After its last call this process's CPU time is polled in IDLE_POLL_SECONDS windows
 (tools/timing.py): "busy ms" is how long the windows stay above IDLE_CPU_SHARE of a core, the median
 over `--rounds`. Then `--calls` of tensorkiln's product (about 50 ms of calls) are timed right after
-each engine's call and after `wait_until_idle`, in turns, medians over `--rounds` of the time per call: "tk right after" / "tk after the wait" is what the engine's spinning
-threads cost a call that follows it on this machine's cores, which is why the benchmarks' timers
-(`interleaved_medians`, `alternating_blocks`) wait for an idle process between blocks.
+each engine's call and after `wait_until_idle`, in turns (medians over `--rounds` of the time per
+call): "tk right after" / "tk after the wait" is what the engine's spinning threads cost the calls
+that follow it on this machine's cores, which is why the benchmarks' timers (`interleaved_medians`,
+`alternating_blocks`) wait for an idle process between blocks.
 """
 from __future__ import annotations
 

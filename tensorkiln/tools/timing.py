@@ -60,8 +60,9 @@ def interleaved_medians(runs: dict[str, Callable[[], object]], repeat: int = 10,
     little. Here `rounds` rounds each time a block of calls of every function
     in turn, so every function sees the same phases. Before each block: a
     pause of at least `pause_seconds` until the previous function's spinning
-    worker threads have gone idle (`wait_until_idle`), and one untimed call. A block has ceil(repeat / rounds) calls, or more while
-    they take under `min_block_seconds` together (at most `max_block_calls`).
+    worker threads have gone idle (`wait_until_idle`), and one untimed call.
+    A block has ceil(repeat / rounds) calls, or more while they take under
+    `min_block_seconds` together (at most `max_block_calls`).
     """
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):

@@ -91,9 +91,10 @@ class ModelCheck:
             lines.append("no record paid in the model: the tuned model is the untuned one")
         else:
             wins = sum(r < 1 for r in self.round_ratios)
-            lines.append(f"end to end, {len(self.round_ratios)} pairs of blocks: untuned {self.untuned_seconds * 1e3:.2f} ms, "
-                         f"with the records that paid {self.tuned_seconds * 1e3:.2f} ms ({self.speedup:.2f}x), faster "
-                         f"in {wins} pairs (needs {wins_needed(len(self.round_ratios))})"
+            lines.append(f"end to end, {len(self.round_ratios)} pairs of blocks: untuned "
+                         f"{self.untuned_seconds * 1e3:.2f} ms, with the records that paid "
+                         f"{self.tuned_seconds * 1e3:.2f} ms ({self.speedup:.2f}x), faster in {wins} pairs "
+                         f"(needs {wins_needed(len(self.round_ratios))})"
                          + ("" if self.kept_end_to_end else "; not shown faster: every record withdrawn"))
         return "\n".join(lines)
 
@@ -112,7 +113,8 @@ def workload_seconds(compiled, inputs: tuple, repeat: int) -> dict[str, tuple[fl
 
 
 END_TO_END_ROUNDS = 16  # pairs of blocks, the untuned build's and the tuned one's side by side
-END_TO_END_BLOCK_SECONDS = 0.15  # a block: at least this long and 2 calls, after an untimed call
+END_TO_END_BLOCK_SECONDS = 0.15  # a block: at least this long and END_TO_END_BLOCK_CALLS calls
+END_TO_END_BLOCK_CALLS = 2  # calls a block has at least, after an untimed one
 END_TO_END_MARGIN = 0.01  # the median pair's tuned / untuned must be below 1 minus this
 SIGN_TEST_LEVEL = 0.05  # the chance a coin wins as many pairs, at most
 
@@ -137,19 +139,18 @@ def latency_in_turns(runs: dict[str, Callable[[], object]], rounds: int | None =
                      block_seconds: float | None = None) -> dict[str, list[float]]:
     """Seconds per call of each of `runs` in `rounds` (END_TO_END_ROUNDS) rounds of one block each, side by
     side (the order reversed every round, one untimed call before each block, a block at least
-    `block_seconds` (END_TO_END_BLOCK_SECONDS) and 2 calls): a drifting machine moves both blocks of a round
-    alike, so their ratio is one phase's."""
+    `block_seconds` (END_TO_END_BLOCK_SECONDS) and END_TO_END_BLOCK_CALLS calls): a drifting machine
+    moves both blocks of a round alike, so their ratio is one phase's."""
     rounds = END_TO_END_ROUNDS if rounds is None else rounds
     block_seconds = END_TO_END_BLOCK_SECONDS if block_seconds is None else block_seconds
     times: dict[str, list[float]] = {name: [] for name in runs}
     order = list(runs)
-    calls = 2
     for round_index in range(rounds):
         for name in (order if round_index % 2 == 0 else order[::-1]):
             runs[name]()
             began = time.perf_counter()
             done = 0
-            while done < calls or time.perf_counter() - began < block_seconds:
+            while done < END_TO_END_BLOCK_CALLS or time.perf_counter() - began < block_seconds:
                 runs[name]()
                 done += 1
             times[name].append((time.perf_counter() - began) / done)
@@ -158,7 +159,8 @@ def latency_in_turns(runs: dict[str, Callable[[], object]], rounds: int | None =
 
 def end_to_end_latency_seconds(call_seconds: float) -> float:
     """What latency_in_turns costs for two builds of a model whose call takes `call_seconds`."""
-    return 2 * END_TO_END_ROUNDS * (max(END_TO_END_BLOCK_SECONDS, 2 * call_seconds) + 2 * call_seconds)
+    block = max(END_TO_END_BLOCK_SECONDS, END_TO_END_BLOCK_CALLS * call_seconds)
+    return 2 * END_TO_END_ROUNDS * (block + 2 * call_seconds)  # a block, its untimed call, and one call's overrun
 
 
 def _built(rebuild: Callable[[], object], inputs: tuple, table: dict[str, dict]):
