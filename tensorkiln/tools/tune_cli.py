@@ -75,6 +75,8 @@ def progress_bar(total_trials: int):
 
 def convergence_plot(result: TuneResult, path: str) -> str:
     """Best time relative to the default against trials, one line per kernel; what was written, or why not."""
+    if not result.kernels:  # e.g. a batch-1 MLP, whose matrix-vector kernels have no template
+        return "no convergence plot: no kernel was searched"
     try:
         import matplotlib
         matplotlib.use("Agg")

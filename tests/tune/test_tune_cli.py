@@ -31,6 +31,9 @@ def test_convergence_and_plot(tmp_path):
     path = tmp_path / "plot.png"
     assert convergence_plot(result, str(path)) == f"convergence plot: {path}"
     assert path.read_bytes()[:4] == b"\x89PNG"
+    nothing = tmp_path / "nothing.png"
+    assert convergence_plot(TuneResult([], 0.0), str(nothing)) == "no convergence plot: no kernel was searched"
+    assert not nothing.exists()  # no empty figure for a model with nothing to tune
 
 
 def test_progress_line(capsys):
