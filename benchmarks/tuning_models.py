@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import re
 import sys
 import tempfile
 import time
@@ -45,7 +44,7 @@ sys.path.insert(0, HERE)
 
 from tensorkiln.kernels.tuned import using_configs  # noqa: E402
 from tensorkiln.tools.timing import alternating_blocks  # noqa: E402
-from tensorkiln.tools.tune_cli import zoo_model  # noqa: E402
+from tensorkiln.tools.tune_cli import same_program, zoo_model  # noqa: E402
 from tensorkiln.tune import kernel_workloads, tune  # noqa: E402
 
 from common import machine_summary, print_table, write_json  # noqa: E402
@@ -81,18 +80,6 @@ def untuned_model(name: str) -> dict:
             "tuned_workloads": "-", "kept": None}
 
 
-SOURCE_LINE = re.compile(r"[\w.<>-]+\.py:\d+")  # a kernel comment's user line: where each build was traced
-
-
-def same_source(a, b, inputs: tuple) -> bool:
-    """Whether two builds of a model compiled the same generated C (the user lines in comments aside)."""
-    paths = [f.report(*inputs).source_path for f in (a, b)]
-    if None in paths:
-        return False
-    with open(paths[0]) as first, open(paths[1]) as second:
-        return SOURCE_LINE.sub("", first.read()) == SOURCE_LINE.sub("", second.read())
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(BUDGETS), choices=list(BUDGETS))
@@ -119,7 +106,7 @@ def main() -> int:
             untuned(*m["inputs"])
         tuned = m["make"]()  # with the records kept
         tuned(*m["inputs"])
-        m["same_program"] = same_source(untuned, tuned, m["inputs"])
+        m["same_program"] = same_program(untuned, tuned, m["inputs"])
         runs[f"{m['model']} untuned"] = (lambda f=untuned, x=m["inputs"]: f(*x))
         runs[f"{m['model']} tuned"] = (lambda f=tuned, x=m["inputs"]: f(*x))
     note("timing all builds in turns")

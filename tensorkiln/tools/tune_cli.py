@@ -16,6 +16,7 @@ unless --no-model-check; its time comes out of --seconds.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 import numpy as np
@@ -49,6 +50,18 @@ def zoo_model(name: str, batch: int):
     else:
         inputs = (rng.standard_normal((batch, 784)).astype(np.float32),)
     return (lambda: jit(model)), inputs
+
+
+SOURCE_LINE = re.compile(r"[\w.<>-]+\.py:\d+")  # a kernel comment's user line: where each build was traced
+
+
+def same_program(a, b, inputs: tuple) -> bool:
+    """Whether two builds of a model compiled the same generated C (the user lines in comments aside)."""
+    paths = [f.report(*inputs).source_path for f in (a, b)]
+    if None in paths:
+        return False
+    with open(paths[0]) as first, open(paths[1]) as second:
+        return SOURCE_LINE.sub("", first.read()) == SOURCE_LINE.sub("", second.read())
 
 
 def onnx_model(path: str, shapes: dict):
@@ -137,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         untuned = make()
         untuned(*inputs)
     latency = interleaved_medians({"untuned": lambda: untuned(*inputs), "tuned": lambda: tuned(*inputs)})
+    same = same_program(untuned, tuned, inputs)
     print(f"model latency, in turns: untuned {latency['untuned'] * 1e3:.2f} ms, tuned {latency['tuned'] * 1e3:.2f} ms "
-          f"({latency['untuned'] / latency['tuned']:.2f}x)")
+          f"({latency['untuned'] / latency['tuned']:.2f}x)"
+          + ("; the same C (no record changed the program): that ratio is this run's noise" if same else ""))
     print(convergence_plot(result, args.plot))
     return 0
 

@@ -53,3 +53,18 @@ def test_a_zoo_model_is_tuned_as_deployed():
     make, inputs = zoo_model("mlp", 64)
     workloads = [key for _, key in kernel_workloads(make(), *inputs) if key.startswith("gemm:")]
     assert workloads and all(key.endswith(":panels=1") for key in workloads), workloads
+
+
+def test_two_builds_of_one_model_are_the_same_program():
+    """What the final latency line calls 'the same C': two builds alike apart from where they were traced."""
+    import numpy as np
+
+    import tensorkiln as tk
+    from tensorkiln.tools.tune_cli import same_program
+    x = np.ones((4, 8), np.float32)
+    first, second = tk.jit(lambda a: a * 2.0 + 1.0), tk.jit(lambda a: a * 2.0 + 1.0)
+    other = tk.jit(lambda a: a * 3.0 - 1.0)
+    for f in (first, second, other):
+        f(x)
+    assert same_program(first, second, (x,))
+    assert not same_program(first, other, (x,))
