@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 from common import machine_summary, print_table, write_json  # noqa: E402
-from tensorkiln.tools.timing import IDLE_CPU_SHARE, IDLE_POLL_SECONDS, wait_until_idle  # noqa: E402
+from tensorkiln.tools.timing import IDLE_CPU_SHARE, busy_share, wait_until_idle  # noqa: E402
 
 M, K, N = 128, 768, 3072
 WATCH_SECONDS = 0.5  # how long the CPU time is watched after a call
@@ -83,17 +83,13 @@ def engines(path: str, x: np.ndarray, weight: np.ndarray, threads: int) -> dict:
 
 
 def busy_seconds(run) -> float:
-    """Seconds after `run()` returns until a poll finds the process idle (at most WATCH_SECONDS)."""
+    """Seconds after `run()` returns until the last poll that found the process busy (at most WATCH_SECONDS)."""
     run()
     start = time.perf_counter()
-    cpu, wall = time.process_time(), start
     last_busy = 0.0
-    while wall - start < WATCH_SECONDS:
-        time.sleep(IDLE_POLL_SECONDS)
-        now_cpu, now = time.process_time(), time.perf_counter()
-        if (now_cpu - cpu) / (now - wall) >= IDLE_CPU_SHARE:
-            last_busy = now - start
-        cpu, wall = now_cpu, now
+    while time.perf_counter() - start < WATCH_SECONDS:
+        if busy_share() >= IDLE_CPU_SHARE:
+            last_busy = time.perf_counter() - start
     return last_busy
 
 

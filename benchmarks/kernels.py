@@ -33,40 +33,20 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from benchmarks.common import RESNET18_CONVS  # noqa: E402
+from benchmarks.stream_kernels import FMA_CHAINS_C  # noqa: E402
 
 LIMITS_C = r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <omp.h>
-#if defined(__AVX512F__)
-#define VBYTES 64
-#elif defined(__AVX__)
-#define VBYTES 32
-#else
-#define VBYTES 16
-#endif
-typedef float vf __attribute__((vector_size(VBYTES)));
-/* >= latency x pipes (4 x 2) in flight, and with x and y within AVX2's 16 vector registers (16 chains
- * spilled there and measured half the peak) */
-#define CHAINS 12
+""" + FMA_CHAINS_C + r"""
 
-/* 2 * lanes * CHAINS flops per iteration per thread; returns total flops */
+/* every thread runs the chains (stream_kernels.py's fma_chains); returns the flops done together */
 double peak_fma(int64_t iters)
 {
     double total = 0;
     #pragma omp parallel reduction(+:total)
-    {
-        vf acc[CHAINS], x, y;
-        for (int c = 0; c < CHAINS; c++) for (int l = 0; l < VBYTES / 4; l++) acc[c][l] = (float)(c + l) * 1e-3f;
-        for (int l = 0; l < VBYTES / 4; l++) { x[l] = 0.999999f; y[l] = 1e-7f; }
-        for (int64_t i = 0; i < iters; i++) {
-            #pragma GCC unroll 12
-            for (int c = 0; c < CHAINS; c++) acc[c] = acc[c] * x + y;
-        }
-        float s = 0;
-        for (int c = 0; c < CHAINS; c++) for (int l = 0; l < VBYTES / 4; l++) s += acc[c][l];
-        total += (double)iters * CHAINS * (VBYTES / 4) * 2 + (s == 12345.0f);
-    }
+    total += fma_chains(iters);
     return total;
 }
 

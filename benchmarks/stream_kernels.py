@@ -22,6 +22,40 @@ from tensorkiln.runtime.c_compiler import compile_c
 
 PREFETCH_AHEAD = 2048  # bytes: 32 cache lines ahead of the loads
 
+# the FMA probe, shared with benchmarks/kernels.py's peak (which runs it on every thread)
+FMA_CHAINS_C = r"""
+#include <stdint.h>
+
+/* Compute, not memory: CHAINS independent FMA chains in registers (the vector width GCC's vector
+   type gets here), so a process runs at its core's FMA throughput; returns the flops done. */
+#if defined(__AVX512F__)
+#define FMA_VBYTES 64
+#elif defined(__AVX__)
+#define FMA_VBYTES 32
+#else
+#define FMA_VBYTES 16
+#endif
+/* >= latency x pipes (4 x 2) in flight, and with x and y within AVX2's 16 vector registers (16 chains
+ * spilled there and measured half the peak) */
+#define FMA_CHAINS 12
+typedef float fma_vector __attribute__((vector_size(FMA_VBYTES)));
+
+/* fp-contract: ISO C mode (-std=c99) keeps a * x + y a multiply and an add; the probe wants fused ones */
+__attribute__((optimize("fp-contract=fast"))) double fma_chains(int64_t iterations) {
+    fma_vector acc[FMA_CHAINS], x, y;
+    for (int c = 0; c < FMA_CHAINS; c++)
+        for (int l = 0; l < FMA_VBYTES / 4; l++) acc[c][l] = (float)(c + l) * 1e-3f;
+    for (int l = 0; l < FMA_VBYTES / 4; l++) { x[l] = 0.999999f; y[l] = 1e-7f; }
+    for (int64_t i = 0; i < iterations; i++) {
+        #pragma GCC unroll 12
+        for (int c = 0; c < FMA_CHAINS; c++) acc[c] = acc[c] * x + y;
+    }
+    float s = 0.0f;
+    for (int c = 0; c < FMA_CHAINS; c++) for (int l = 0; l < FMA_VBYTES / 4; l++) s += acc[c][l];
+    return (double)iterations * FMA_CHAINS * (FMA_VBYTES / 4) * 2 + (s == 12345.0f);  /* s keeps the loop */
+}
+"""
+
 SOURCE = r"""
 #include <stdint.h>
 #include <immintrin.h>
@@ -65,33 +99,7 @@ float stream_read(const float *a, int64_t n, int hint) {  /* without AVX-512: th
 }
 #endif
 
-/* Compute, not memory: CHAINS independent FMA chains in registers (the vector width GCC's vector
-   type gets here), so a process runs at its core's FMA throughput; returns the flops done. */
-#if defined(__AVX512F__)
-#define FMA_VBYTES 64
-#elif defined(__AVX__)
-#define FMA_VBYTES 32
-#else
-#define FMA_VBYTES 16
-#endif
-#define FMA_CHAINS 12  /* >= latency x pipes (4 x 2) in flight, and with x and y within 16 vector registers */
-typedef float fma_vector __attribute__((vector_size(FMA_VBYTES)));
-
-/* fp-contract: ISO C mode (-std=c99) keeps a * x + y a multiply and an add; the probe wants fused ones */
-__attribute__((optimize("fp-contract=fast"))) double fma_chains(int64_t iterations) {
-    fma_vector acc[FMA_CHAINS], x, y;
-    for (int c = 0; c < FMA_CHAINS; c++)
-        for (int l = 0; l < FMA_VBYTES / 4; l++) acc[c][l] = (float)(c + l) * 1e-3f;
-    for (int l = 0; l < FMA_VBYTES / 4; l++) { x[l] = 0.999999f; y[l] = 1e-7f; }
-    for (int64_t i = 0; i < iterations; i++) {
-        #pragma GCC unroll 12
-        for (int c = 0; c < FMA_CHAINS; c++) acc[c] = acc[c] * x + y;
-    }
-    float s = 0.0f;
-    for (int c = 0; c < FMA_CHAINS; c++) for (int l = 0; l < FMA_VBYTES / 4; l++) s += acc[c][l];
-    return (double)iterations * FMA_CHAINS * (FMA_VBYTES / 4) * 2 + (s == 12345.0f);  /* s keeps the loop */
-}
-
+""" + FMA_CHAINS_C + r"""
 void stream_copy(float *restrict a, const float *restrict b, int64_t n) {
     for (int64_t i = 0; i < n; i++) a[i] = b[i];
 }

@@ -20,22 +20,28 @@ IDLE_CPU_SHARE = 0.05  # CPU seconds of the process per second of a poll below w
 IDLE_WAIT_LIMIT_SECONDS = 1.0  # a pool that never sleeps must not stall a benchmark
 
 
+def busy_share(cpu_clock: Callable[[], float] = time.process_time,
+               wall_clock: Callable[[], float] = time.perf_counter,
+               sleep: Callable[[float], None] = time.sleep) -> float:
+    """CPU seconds of this process (all its threads) per wall second over one poll of IDLE_POLL_SECONDS."""
+    cpu, wall = cpu_clock(), wall_clock()
+    sleep(IDLE_POLL_SECONDS)
+    return (cpu_clock() - cpu) / max(wall_clock() - wall, 1e-9)
+
+
 def wait_until_idle(min_seconds: float = 0.0, limit_seconds: float = IDLE_WAIT_LIMIT_SECONDS, *,
                     cpu_clock: Callable[[], float] = time.process_time,
                     wall_clock: Callable[[], float] = time.perf_counter,
                     sleep: Callable[[float], None] = time.sleep) -> float:
-    """Sleep `min_seconds`, then until a poll of IDLE_POLL_SECONDS finds this process's threads (a peer's
+    """Sleep `min_seconds`, then until a poll (`busy_share`) finds this process's threads (a peer's
     spinning workers among them) using under IDLE_CPU_SHARE of a core, for at most `limit_seconds` in
     all; returns the seconds waited. The clocks and the sleep are parameters for tests."""
     start = wall_clock()
     if min_seconds > 0:
         sleep(min_seconds)
-    while True:
-        cpu, wall = cpu_clock(), wall_clock()
-        sleep(IDLE_POLL_SECONDS)
-        busy = (cpu_clock() - cpu) / max(wall_clock() - wall, 1e-9)
-        if busy < IDLE_CPU_SHARE or wall_clock() - start >= limit_seconds:
-            return wall_clock() - start
+    while busy_share(cpu_clock, wall_clock, sleep) >= IDLE_CPU_SHARE and wall_clock() - start < limit_seconds:
+        pass
+    return wall_clock() - start
 
 
 def median_seconds(fn: Callable[[], object], repeat: int = 11, warmup: int = 2) -> float:

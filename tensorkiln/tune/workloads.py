@@ -103,8 +103,10 @@ def gemm_benchmark(workload: str, seed: int = 0) -> Benchmark:
     eps = float(np.finfo(dtype).eps)
     b_stored = np.ascontiguousarray(b.T) if transposed else b  # the input as the program receives it
 
-    # float panels as an argument; a bf16 GEMM's panels hold bf16 pairs (matmul_bf16_packed), laid out by the passes
-    b_panels = pack_panels(b, analytic_gemm_blocking(m, n, k, dtype.name).nr) if panels and precision == "fp32" else None
+    # float panels as an argument; a bf16 GEMM's panels hold bf16 pairs (matmul_bf16_packed), laid out by the
+    # graph passes
+    b_panels = pack_panels(b, analytic_gemm_blocking(m, n, k, dtype.name).nr) \
+        if panels and precision == "fp32" else None
 
     def build(config: dict | None) -> Callable:
         with using_configs({workload: config} if config else {}):

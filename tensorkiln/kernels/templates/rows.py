@@ -89,7 +89,7 @@ def row_body(root: Node, members: list[Node], out: Buffer, buffers: dict[int, Bu
                 return values.value(n.inputs[0], lead_index + delinearize(e, tail))
 
             reduce_stmts, result = reduction_pass(n, acc, element, accumulate, width, f"e{counter}",
-                                                   target if n is normalizer else None, target_start)
+                                                  target if n is normalizer else None, target_start)
             stmts += reduce_stmts
             if result is not acc:  # a final fix-up (NaN seen): computed once per row
                 fixed = E.Var(f"r{counter}", dtype)
@@ -130,7 +130,7 @@ def _streams_rows(out: Buffer, width: int) -> bool:
 
 
 def reduction_pass(node: Node, acc: E.Var, element: Callable[[E.Expr], E.Expr], accumulate, width: int,
-                    name: str, store_to: Buffer | None, row_start: E.Expr) -> tuple[list[Stmt], E.Expr]:
+                   name: str, store_to: Buffer | None, row_start: E.Expr) -> tuple[list[Stmt], E.Expr]:
     """One pass over the row reducing `element` into the scalar `acc` (declared here), and the
     expression of the reduction's result after the pass (`acc`, or a NaN fix-up reading it).
 
