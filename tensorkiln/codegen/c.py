@@ -92,7 +92,8 @@ def generate_c(program: Program, debug: bool = False, simplify: bool = True, pro
     width the kernels were lowered for (kernels/target.py), which GCC is told to prefer.
     """
     signature = program_signature(program)
-    parts = [c_prelude(vector_bits), ""]
+    # debug: local buffers from malloc, each one where the address sanitizer sees its bounds
+    parts = [("#define TK_SCRATCH_MAX 0\n" if debug else "") + c_prelude(vector_bits), ""]
     if any(isinstance(s, RuntimeCall) for k in program.kernels for s in iter_stmts(k.body)):
         parts += [RUNTIME_HOOK, ""]
     natives: dict[str, str] = {}

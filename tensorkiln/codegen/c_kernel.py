@@ -188,7 +188,8 @@ class KernelWriter(ExprWriter):
         self.emit(depth, f"{name} = {self.expr(v)[0]};")
 
     def alloc(self, s: Alloc, depth: int, in_parallel: bool, in_simd: bool) -> None:
-        """A local buffer around its body: on the stack up to STACK_LIMIT_BYTES, else from the heap."""
+        """A local buffer around its body: on the stack up to STACK_LIMIT_BYTES, else from the thread's
+        scratch stack (the prelude's tk_alloc and tk_free)."""
         buffer = s.buffer
         ctype = C_TYPES[buffer.dtype]
         name = c_name(buffer.name)
@@ -214,7 +215,7 @@ class KernelWriter(ExprWriter):
                              f'"{self.kernel.name}", "{buffer.name}");')
         self.emit(depth + 1, f"if ({name} != NULL) {{")
         self.stmt(s.body, depth + 2, in_parallel, in_simd)
-        self.emit(depth + 2, f"free({name});")
+        self.emit(depth + 2, f"tk_free({name});")
         self.emit(depth + 1, "}")
         self.emit(depth, "}")
 

@@ -77,9 +77,52 @@ static inline int64_t tk_checked_index(int64_t index, int64_t size, const char *
     return tk_in_bounds(index, size, kernel, buffer, "load") ? index : 0;
 }
 
+/* ---- local buffers too large for the stack: a scratch stack per thread ----
+   Kernels free them in the reverse order of allocation (each lives in one C block), so a bump
+   pointer serves them, and the block stays with the thread from call to call. malloc and free of
+   the same sizes on every call let glibc give the memory back to the system (a trimmed heap, an
+   unmapped block) and the next call fault every page in again: that doubled the time of the layers
+   that allocate (MobileNetV2's first two, alone). A buffer that does not fit while others are live
+   comes from malloc, and the block grows to the sizes wanted once nothing is live. */
+#define TK_SCRATCH_ALIGN 64
+#ifndef TK_SCRATCH_MAX  /* debug builds set 0: every buffer from malloc, its bounds seen by the address sanitizer */
+#define TK_SCRATCH_MAX ((size_t)1 << 30)  /* larger buffers always come from malloc */
+#endif
+static __thread unsigned char *tk_scratch_raw;   /* as malloc returned it */
+static __thread unsigned char *tk_scratch_base;  /* aligned to TK_SCRATCH_ALIGN */
+static __thread size_t tk_scratch_size, tk_scratch_used, tk_scratch_wanted;
+
+static inline void tk_scratch_grow(size_t size)
+{
+    unsigned char *raw = (unsigned char *)malloc(size + TK_SCRATCH_ALIGN);
+    if (raw == NULL) {
+        return;  /* keep the old block; the caller falls back to malloc, which reports the failure */
+    }
+    free(tk_scratch_raw);
+    tk_scratch_raw = raw;
+    tk_scratch_base = raw + (TK_SCRATCH_ALIGN - (uintptr_t)raw % TK_SCRATCH_ALIGN) % TK_SCRATCH_ALIGN;
+    tk_scratch_size = size;
+}
+
 static inline void *tk_alloc(size_t bytes, const char *kernel, const char *buffer)
 {
-    void *p = malloc(bytes);
+    void *p;
+    if (bytes <= TK_SCRATCH_MAX) {
+        size_t need = (bytes / TK_SCRATCH_ALIGN + 1) * TK_SCRATCH_ALIGN;  /* never 0: a pointer, never NULL */
+        size_t wanted = need > tk_scratch_wanted ? need : tk_scratch_wanted;
+        if (tk_scratch_used == 0 && tk_scratch_size < wanted) {
+            tk_scratch_grow(wanted);
+        }
+        if (tk_scratch_size - tk_scratch_used >= need) {
+            p = tk_scratch_base + tk_scratch_used;
+            tk_scratch_used += need;
+            return p;
+        }
+        if (tk_scratch_used + need > tk_scratch_wanted) {
+            tk_scratch_wanted = tk_scratch_used + need;  /* the next outermost buffer grows the block */
+        }
+    }
+    p = malloc(bytes ? bytes : 1);
     if (p == NULL) {
         char text[256];
         snprintf(text, sizeof text, "kernel %s: cannot allocate %zu bytes for local buffer %s",
@@ -87,6 +130,17 @@ static inline void *tk_alloc(size_t bytes, const char *kernel, const char *buffe
         tk_fail(TK_ERR_ALLOC, text);
     }
     return p;
+}
+
+/* Frees p and every buffer the thread allocated after it (still live only in a failed kernel). */
+static inline void tk_free(void *p)
+{
+    unsigned char *at = (unsigned char *)p;
+    if (tk_scratch_base != NULL && at >= tk_scratch_base && at < tk_scratch_base + tk_scratch_size) {
+        tk_scratch_used = (size_t)(at - tk_scratch_base);
+    } else {
+        free(p);
+    }
 }
 
 /* ---- float16 / bfloat16 <-> float32, round to nearest even ---- */

@@ -9,7 +9,10 @@ has AVX512-BF16 (`vdpbf16ps`) and it multiplies faster than float32 FMAs there
 (bf16_dot_rate.py measures it), so the bf16 kernels use it; without it the
 bf16 kernels widen bf16 to float32, and precision="bf16" mostly runs the
 float32 kernels on rounded operands. TENSORKILN_NO_BF16_DOT=1 describes the
-host without it (the tests run both paths on one machine).
+host without it (the tests run both paths on one machine). `full_rate_bytes`: an
+AVX-512 CPU whose FMAs run 512-bit vectors at half the rate of 256-bit ones
+(fma_width_rate.py measures it; a Zen 4) says so, for the rules that weigh
+multiplications against memory traffic.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import os
 from dataclasses import dataclass
 
 from .bf16_dot_rate import bf16_dot_pays, bf16_dot_rate, forced_choice
+from .fma_width_rate import fma_full_width
 
 _CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 DEFAULT_CACHES = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024 * 1024}
@@ -38,6 +42,14 @@ class CpuTarget:
     bf16_dot: bool = False
     int8_dot: str = "portable"
     fma256: bool = False  # AVX2 and FMA: the 256-bit intrinsics of the widened bf16 tile
+    # the widest vector whose FMAs issue at the full multiply-add rate where it is narrower than
+    # vector_bytes (a Zen 4 runs 512-bit FMAs in two 256-bit halves: 32); 0: vector_bytes
+    full_rate_bytes: int = 0
+
+    @property
+    def fma_bytes(self) -> int:
+        """Bytes of the widest vector whose FMAs run at the full multiply-add rate (fma_width_rate.py)."""
+        return self.full_rate_bytes or self.vector_bytes
 
 
 # How the u8 x s8 GEMM (templates/gemm_u8s8.py) and the direct convolutions sum byte products, best
@@ -146,8 +158,10 @@ def cpu_target() -> CpuTarget:
         width, regs = 16, 16
     caches = read_cache_sizes()
     bf16_dot = has_bf16_dot_instruction(flags, width) and bf16_dot_chosen()
+    # a width forced for tests is taken as running at full rate; a real 512-bit one is measured
+    halves = width >= 64 and not forced and "avx512f" in flags and not fma_full_width()
     return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot, int8_dot_kind(flags),
-                     {"avx2", "fma"} <= flags)
+                     {"avx2", "fma"} <= flags, width // 2 if halves else 0)
 
 
 def has_bf16_dot_instruction(flags: set[str], vector_bytes: int) -> bool:

@@ -38,7 +38,6 @@ from ..loops.buffer import Buffer
 from ..kernels.templates import conv as conv_templates
 from ..kernels.templates.conv_choice import NCHWC, conv_config
 from ..kernels.templates.conv_nchwc import channel_block
-from ..kernels.templates.gemm_bf16 import holds_bf16_values, is_bf16_rounding
 from ..ir.ops import Attrs
 from ..ir.ops.registry import OpKind
 from ..shapes.symint import hint_of
@@ -120,7 +119,7 @@ def blocked_conv_choice(node: Node) -> int | None:
         return kb if config.algorithm == NCHWC else None
     probe = Buffer("probe", node.dtype.name, node.shape)
     if conv_templates.conv_algorithm(node, probe).startswith("winograd") and \
-            not (BF16_DIRECT_OVER_WINOGRAD and bf16_operands(node)):
+            not (BF16_DIRECT_OVER_WINOGRAD and conv_templates.bf16_operands(node)):
         return None
     return kb
 
@@ -130,13 +129,6 @@ def blocked_conv_choice(node: Node) -> int | None:
 # 56x56 and 28x28 layers (`python benchmarks/bf16_convs.py`: Winograd 1.0-1.2x faster, whole model
 # 1.14x, one thread, loaded machine): the rule stays as for float32.
 BF16_DIRECT_OVER_WINOGRAD = False
-
-
-def bf16_operands(node: Node) -> bool:
-    """The convolution's operands hold bf16 values (precision="bf16"): its blocked kernel would run on
-    vdpbf16ps (passes/conv_bf16_weights.py)."""
-    x, w = node.inputs
-    return holds_bf16_values(w) and (is_bf16_rounding(x) or holds_bf16_values(x))
 
 
 # ---- conversions (movement ops) -------------------------------------------------------------

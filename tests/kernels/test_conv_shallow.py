@@ -153,4 +153,6 @@ def test_inner_loop_is_register_blocked_fma():
     fmas = [line for line in hot if "vfmadd" in line]
     assert len(fmas) >= tile.channels * tile.vectors
     assert all("zmm" in line or "ymm" in line for line in fmas)
-    assert not any("(%rsp)" in line for line in hot), "accumulators spilled to the stack"
+    # a vector register to or from the stack is a spilled accumulator (a loop bound reloaded into a general
+    # register, as GCC does where the integer registers run short, is not)
+    assert not any("(%rsp)" in line and "mm" in line for line in hot), "accumulators spilled to the stack"

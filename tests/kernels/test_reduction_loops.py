@@ -96,7 +96,7 @@ EXTREME_CASES = [  # shape, axes: one contiguous run each, long enough for lanes
     ((128, 768), (0, 1)),
     ((7, 300), (1,)),  # per row, 300 = whole blocks of lanes and a tail
     ((3, 4, 50), (1, 2)),  # two axes merged into one run of 200
-    ((2, 70), (1,)),
+    ((2, 140), (1,)),  # at least two blocks of lanes with 16-lane vectors (4 x 16), and a tail
 ]
 
 

@@ -22,7 +22,7 @@ import pytest
 import tensorkiln as tk
 import tensorkiln.nn.functional as F
 from tensorkiln import dtypes as dt
-from tensorkiln.ir.graph import input_node, make_node
+from tensorkiln.ir.graph import constant_node, input_node, make_node
 from tensorkiln.loops.buffer import Buffer
 from tensorkiln.kernels.templates import conv as conv_module
 from tensorkiln.kernels.templates.conv import (
@@ -196,6 +196,8 @@ def zen5(monkeypatch):
 
 
 AVX2 = CpuTarget(vector_bytes=32, vector_registers=16, l1d=32 << 10, l2=1 << 20, l3=32 << 20)
+ZEN4 = CpuTarget(vector_bytes=64, vector_registers=32, l1d=32 << 10, l2=1 << 20, l3=32 << 20, bf16_dot=True,
+                 full_rate_bytes=32)
 
 
 @pytest.mark.parametrize("target,channels,size,batch,expected", [
@@ -210,12 +212,33 @@ AVX2 = CpuTarget(vector_bytes=32, vector_registers=16, l1d=32 << 10, l2=1 << 20,
     (AVX2, 128, 28, 1, "winograd2"), (AVX2, 128, 28, 8, "winograd2"),
     (AVX2, 256, 14, 1, "winograd2"), (AVX2, 256, 14, 8, "winograd2"),
     (AVX2, 512, 7, 1, "gemm_rows"), (AVX2, 512, 7, 8, "gemm_rows"),
+    # Zen 4, AVX-512 run in 256-bit halves: the direct convolution multiply-adds at the AVX2 rate, so
+    # the 256x14x14 layer's U pays at batch 1 as with 32-byte vectors (F(4x4) where the output is large)
+    (ZEN4, 64, 56, 1, "winograd4"), (ZEN4, 128, 28, 1, "winograd4"),
+    (ZEN4, 256, 14, 1, "winograd2"), (ZEN4, 512, 7, 1, "gemm_rows"),
 ])
 def test_rule_on_resnet18_3x3_layers(monkeypatch, target, channels, size, batch, expected):
     """The rule's choice on ResNet-18's 3x3 layers, as measured on each target."""
     monkeypatch.setattr(conv_module, "cpu_target", lambda: target)
     node = _conv_node((batch, channels, size, size), (channels, channels, 3, 3))
     assert _algorithm(node) == expected
+
+
+def test_a_direct_convolution_on_bf16_pairs_is_weighed_at_the_whole_vector_width(monkeypatch):
+    """With bf16 operands the blocked kernel multiplies pairs (vdpbf16ps, twice an FMA's work): on the Zen 4
+    target the 256x14x14 layer keeps it, where its float32 form goes to Winograd F(2x2)."""
+    monkeypatch.setattr(conv_module, "cpu_target", lambda: ZEN4)
+    rng = np.random.default_rng(3)
+    weights = rng.standard_normal((256, 256, 3, 3)).astype(np.float32)
+    rounded = (weights.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    x = input_node("x", 0, TensorType((1, 256, 14, 14), dt.float32))
+    x_bf16 = make_node("cast", [make_node("cast", [x], dict(dtype=dt.bfloat16))], dict(dtype=dt.float32))
+    attrs = dict(stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    bf16_conv = make_node("conv2d", [x_bf16, constant_node(rounded, dt.float32)], attrs)
+    float_conv = make_node("conv2d", [x, constant_node(weights, dt.float32)], attrs)
+    assert conv_module.bf16_operands(bf16_conv) and not conv_module.bf16_operands(float_conv)
+    assert winograd_choice(bf16_conv) is None
+    assert winograd_choice(float_conv) == "winograd2"
 
 
 @pytest.mark.parametrize("kwargs,w_shape", [

@@ -54,7 +54,7 @@ from ...loops.types import compute_dtype
 from .conv_shallow import shallow_conv_body
 from .depthwise import depthwise_body
 from .gemm import analytic_gemm_blocking, gemm_needs_partial_sums
-from .gemm_bf16 import gemm_template
+from .gemm_bf16 import gemm_template, holds_bf16_values, is_bf16_rounding
 from .matmul import BLIS_MIN_FLOPS
 from ..target import CpuTarget, cpu_target
 from .winograd import winograd_conv
@@ -205,6 +205,12 @@ WINOGRAD_MIN_MACS = 1 << 20  # multiply-adds of the direct convolution per call:
 # F(2x2): 4 MiB): with 64-byte vectors (Zen 5) 196 pixels lose and 1568 win; with 32-byte vectors
 # (Zen 4, AVX2) 196 pixels win (benchmarks/conv_algorithms.py, docs/performance.md).
 WINOGRAD_LARGE_U_PIXELS = {64: 512, 32: 128}
+# What counts is the rate of the direct convolution's multiply-adds, so the width is the target's
+# full-rate FMA width (`CpuTarget.fma_bytes`): the Zen 4 host decodes 64-byte vectors but runs their FMAs
+# in two 32-byte halves, and there Winograd F(2x2) took 0.76x the blocked direct convolution's time on
+# ResNet-18's three 256x14x14 layers in the model (a tuning record found it: docs/tuning.md). A direct
+# convolution on vdpbf16ps (bf16 operands) multiplies twice an FMA's work per instruction: it is
+# weighed at the whole vector width.
 WINOGRAD4_MIN_SIDE = 16  # F(4x4) on smaller outputs: most of its tiles' area is past the image
 # F(4x4)'s transforms hold 6x6 tiles of vectors (36 values, vectorized over tiles) and spill on any x86
 # target: GCC 12 writes 547 registers to the stack in a 64-channel layer's kernel with 16 vector
@@ -252,18 +258,32 @@ def winograd_choice(root: Node) -> str | None:
                            and target.vector_registers >= WINOGRAD4_MIN_REGISTERS):
             continue
         u_bytes = (m + 2) ** 2 * c_in * c_out * 4
-        if u_bytes <= target.l2 or (u_bytes <= target.l3 // 4 and _always_at_least(pixels, _large_u_pixels(target))):
+        if u_bytes <= target.l2 or (u_bytes <= target.l3 // 4
+                                    and _always_at_least(pixels, _large_u_pixels(_direct_rate_bytes(root, target)))):
             return f"winograd{m}"
     return None
 
 
-def _large_u_pixels(target: CpuTarget) -> int:
-    """Output pixels per call from which Winograd pays for a U past L2 (`WINOGRAD_LARGE_U_PIXELS`).
+def _direct_rate_bytes(root: Node, target: CpuTarget) -> int:
+    """The vector width whose full-rate FMAs match the direct convolution's multiply-add rate."""
+    return target.vector_bytes if target.bf16_dot and bf16_operands(root) else target.fma_bytes
+
+
+def _large_u_pixels(width: int) -> int:
+    """Output pixels per call from which Winograd pays for a U past L2 (`WINOGRAD_LARGE_U_PIXELS`) against a
+    direct convolution at the rate of `width`-byte FMAs.
 
     A width not measured takes the threshold of the nearest measured one at least as wide.
     """
-    wider = [width for width in WINOGRAD_LARGE_U_PIXELS if width >= target.vector_bytes]
+    wider = [w for w in WINOGRAD_LARGE_U_PIXELS if w >= width]
     return WINOGRAD_LARGE_U_PIXELS[min(wider) if wider else max(WINOGRAD_LARGE_U_PIXELS)]
+
+
+def bf16_operands(node: Node) -> bool:
+    """The convolution's operands hold bf16 values (precision="bf16"): its blocked kernel runs on
+    vdpbf16ps where the target multiplies bf16 pairs (passes/conv_bf16_weights.py)."""
+    x, w = node.inputs[:2]
+    return holds_bf16_values(w) and (is_bf16_rounding(x) or holds_bf16_values(x))
 
 
 def _always_at_least(value, minimum: int) -> bool:

@@ -1,0 +1,93 @@
+"""Whether 512-bit FMAs multiply-add twice as fast as 256-bit ones on this CPU: measured once per process.
+
+AVX-512 says what a CPU decodes, not how wide its units are. A Zen 5 or a Xeon with two 512-bit FMA
+units does 32 float32 multiply-adds a cycle with 512-bit FMAs and 16 with 256-bit ones; a Zen 4 runs
+each 512-bit FMA through its two 256-bit units in halves, 16 a cycle either way. A rule that trades
+multiplications for memory traffic (Winograd's, in templates/conv.py) needs the rate, not the width:
+on the Zen 4 host the direct convolution that the Zen 5 threshold kept for ResNet-18's 256-channel
+14x14 layers took 1.3x Winograd F(2x2)'s time in the model (docs/tuning.md).
+
+The measurement: 12 independent accumulator chains of each width (more than the latency times the
+pipes of any core), the two loops in turns, the best of ROUNDS each, about 5 ms in all.
+TENSORKILN_FMA_FULL_WIDTH=1 or 0 decides without measuring.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import time
+
+from ..errors import CompileError
+from ..runtime.c_compiler import compile_c, find_c_compiler
+
+FULL_WIDTH_MIN_RATE = 1.5  # 512-bit FMA multiply-adds per second over 256-bit ones for "full width"
+ROUNDS = 3
+ITERATIONS = 100_000  # rounds of CHAINS instructions each
+CHAINS = 12
+
+
+def _chains(bits: int) -> str:
+    """`float tk_fma_rate_<bits>(n, step)`: n rounds of CHAINS independent FMA chains on `bits`-bit vectors,
+    lane 0 of their sum returned so that nothing is optimized away; the chains start apart (alike, the
+    compiler would compute one and copy it)."""
+    kind, prefix = {512: ("__m512", "_mm512"), 256: ("__m256", "_mm256")}[bits]
+    total = f"{prefix}_add_ps(" * (CHAINS - 1) + "a0, " + "), ".join(f"a{i}" for i in range(1, CHAINS)) + ")"
+    lane0 = f"_mm_cvtss_f32({prefix}_castps{bits}_ps128({total}))"
+    return "\n".join([
+        f"float tk_fma_rate_{bits}(int64_t n, float step)",
+        "{",
+        f"    const {kind} x = {prefix}_set1_ps(step), y = {prefix}_set1_ps(1.0f);",
+        "    " + " ".join(f"{kind} a{i} = {prefix}_set1_ps({i}.0f);" for i in range(CHAINS)),
+        "    for (int64_t r = 0; r < n; ++r) {",
+        *[f"        a{i} = {prefix}_fmadd_ps(x, y, a{i});" for i in range(CHAINS)],
+        "    }",
+        f"    return {lane0};",
+        "}",
+    ])
+
+
+_SOURCE = "\n".join(["#include <immintrin.h>", "#include <stdint.h>", _chains(512), _chains(256), ""])
+LANES = {512: 16, 256: 8}
+
+
+def forced_choice() -> bool | None:
+    """TENSORKILN_FMA_FULL_WIDTH: "1" 512-bit FMAs at full rate, "0" in halves, unset (or anything else) measure."""
+    return {"1": True, "0": False}.get(os.environ.get("TENSORKILN_FMA_FULL_WIDTH", "").strip())
+
+
+@functools.lru_cache(maxsize=None)
+def fma_width_rate() -> float | None:
+    """Multiply-adds per second of 512-bit FMAs over 256-bit ones on this CPU (which must have AVX-512F);
+    None where the probe cannot be built or run."""
+    if find_c_compiler() is None:
+        return None
+    try:
+        library = ctypes.CDLL(compile_c(_SOURCE).path)
+    except (CompileError, OSError):
+        return None
+    functions = {bits: getattr(library, f"tk_fma_rate_{bits}") for bits in LANES}
+    for function in functions.values():
+        function.argtypes, function.restype = (ctypes.c_int64, ctypes.c_float), ctypes.c_float
+        function(ITERATIONS // 10, 1e-6)  # warm the core up
+    best = dict.fromkeys(functions, float("inf"))
+    for _ in range(ROUNDS):
+        for bits, function in functions.items():
+            start = time.perf_counter()
+            function(ITERATIONS, 1e-6)
+            best[bits] = min(best[bits], time.perf_counter() - start)
+    rates = {bits: LANES[bits] / max(best[bits], 1e-9) for bits in best}
+    return rates[512] / rates[256]
+
+
+def fma_full_width() -> bool:
+    """Whether this AVX-512 CPU's FMAs run 512-bit vectors at full rate (forced, else measured; unmeasured: yes,
+    as the rules assumed before the measurement existed)."""
+    forced = forced_choice()
+    if forced is not None:
+        return forced
+    rate = fma_width_rate()
+    return rate is None or rate >= FULL_WIDTH_MIN_RATE
+
+
+__all__ = ["FULL_WIDTH_MIN_RATE", "fma_full_width", "fma_width_rate", "forced_choice"]
