@@ -132,7 +132,9 @@ static inline void *tk_alloc(size_t bytes, const char *kernel, const char *buffe
     return p;
 }
 
-/* Frees p and every buffer the thread allocated after it (still live only in a failed kernel). */
+/* Frees p and every buffer the thread allocated after it. A kernel that leaves early (a failed
+   sub-program call) frees nothing: its bytes stay taken, and later calls, still correct, allocate
+   above them or from malloc. */
 static inline void tk_free(void *p)
 {
     unsigned char *at = (unsigned char *)p;

@@ -15,13 +15,10 @@ ROUNDS each, about 10 ms in all. TENSORKILN_BF16_DOT=1 or 0 decides without meas
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import time
 
-from ..errors import CompileError
-from ..runtime.c_compiler import compile_c, find_c_compiler
+from .instruction_rate import instruction_rates
 
 BF16_DOT_MIN_RATE = 1.5  # multiply-adds per second of vdpbf16ps / of vfmadd231ps for the bf16 kernels
 ROUNDS = 3
@@ -72,25 +69,10 @@ def forced_choice() -> bool | None:
 @functools.lru_cache(maxsize=None)
 def bf16_dot_rate() -> float | None:
     """vdpbf16ps's multiply-adds per second over vfmadd231ps's on this CPU (which must have AVX512-BF16);
-    None where the probe cannot be built or run."""
-    if find_c_compiler() is None:
-        return None
-    try:
-        library = ctypes.CDLL(compile_c(_SOURCE).path)
-    except (CompileError, OSError):  # a compiler that lacks the intrinsics: keep the instruction's use
-        return None
-    functions = {name: getattr(library, f"tk_rate_{name}") for name in MACS_PER_INSTRUCTION}
-    for function in functions.values():
-        function.argtypes, function.restype = (ctypes.c_int64, ctypes.c_float), ctypes.c_float
-        function(ITERATIONS // 10, 1e-6)  # warm the core up
-    best = dict.fromkeys(functions, float("inf"))
-    for _ in range(ROUNDS):
-        for name, function in functions.items():
-            start = time.perf_counter()
-            function(ITERATIONS, 1e-6)
-            best[name] = min(best[name], time.perf_counter() - start)
-    rates = {name: MACS_PER_INSTRUCTION[name] / max(best[name], 1e-9) for name in best}
-    return rates["dpbf16"] / rates["fma"]
+    None where the probe cannot be built or run (a compiler that lacks the intrinsics: the instruction
+    keeps its use)."""
+    rates = instruction_rates(_SOURCE, MACS_PER_INSTRUCTION, ITERATIONS, ROUNDS)
+    return None if rates is None else rates["dpbf16"] / rates["fma"]
 
 
 def bf16_dot_pays(rate: float | None) -> bool:

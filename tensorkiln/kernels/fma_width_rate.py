@@ -8,18 +8,16 @@ on the Zen 4 host the direct convolution that the Zen 5 threshold kept for ResNe
 14x14 layers took 1.3x Winograd F(2x2)'s time in the model (docs/tuning.md).
 
 The measurement: 12 independent accumulator chains of each width (more than the latency times the
-pipes of any core), the two loops in turns, the best of ROUNDS each, about 5 ms in all.
+pipes of any core), the two loops in turns, the best of ROUNDS each (instruction_rate.py), about
+5 ms in all.
 TENSORKILN_FMA_FULL_WIDTH=1 or 0 decides without measuring.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import time
 
-from ..errors import CompileError
-from ..runtime.c_compiler import compile_c, find_c_compiler
+from .instruction_rate import instruction_rates
 
 FULL_WIDTH_MIN_RATE = 1.5  # 512-bit FMA multiply-adds per second over 256-bit ones for "full width"
 ROUNDS = 3
@@ -28,14 +26,14 @@ CHAINS = 12
 
 
 def _chains(bits: int) -> str:
-    """`float tk_fma_rate_<bits>(n, step)`: n rounds of CHAINS independent FMA chains on `bits`-bit vectors,
+    """`float tk_rate_fma<bits>(n, step)`: n rounds of CHAINS independent FMA chains on `bits`-bit vectors,
     lane 0 of their sum returned so that nothing is optimized away; the chains start apart (alike, the
     compiler would compute one and copy it)."""
     kind, prefix = {512: ("__m512", "_mm512"), 256: ("__m256", "_mm256")}[bits]
     total = f"{prefix}_add_ps(" * (CHAINS - 1) + "a0, " + "), ".join(f"a{i}" for i in range(1, CHAINS)) + ")"
     lane0 = f"_mm_cvtss_f32({prefix}_castps{bits}_ps128({total}))"
     return "\n".join([
-        f"float tk_fma_rate_{bits}(int64_t n, float step)",
+        f"float tk_rate_fma{bits}(int64_t n, float step)",
         "{",
         f"    const {kind} x = {prefix}_set1_ps(step), y = {prefix}_set1_ps(1.0f);",
         "    " + " ".join(f"{kind} a{i} = {prefix}_set1_ps({i}.0f);" for i in range(CHAINS)),
@@ -48,7 +46,7 @@ def _chains(bits: int) -> str:
 
 
 _SOURCE = "\n".join(["#include <immintrin.h>", "#include <stdint.h>", _chains(512), _chains(256), ""])
-LANES = {512: 16, 256: 8}
+LANES = {"fma512": 16, "fma256": 8}  # multiply-adds of one instruction
 
 
 def forced_choice() -> bool | None:
@@ -60,24 +58,8 @@ def forced_choice() -> bool | None:
 def fma_width_rate() -> float | None:
     """Multiply-adds per second of 512-bit FMAs over 256-bit ones on this CPU (which must have AVX-512F);
     None where the probe cannot be built or run."""
-    if find_c_compiler() is None:
-        return None
-    try:
-        library = ctypes.CDLL(compile_c(_SOURCE).path)
-    except (CompileError, OSError):
-        return None
-    functions = {bits: getattr(library, f"tk_fma_rate_{bits}") for bits in LANES}
-    for function in functions.values():
-        function.argtypes, function.restype = (ctypes.c_int64, ctypes.c_float), ctypes.c_float
-        function(ITERATIONS // 10, 1e-6)  # warm the core up
-    best = dict.fromkeys(functions, float("inf"))
-    for _ in range(ROUNDS):
-        for bits, function in functions.items():
-            start = time.perf_counter()
-            function(ITERATIONS, 1e-6)
-            best[bits] = min(best[bits], time.perf_counter() - start)
-    rates = {bits: LANES[bits] / max(best[bits], 1e-9) for bits in best}
-    return rates[512] / rates[256]
+    rates = instruction_rates(_SOURCE, LANES, ITERATIONS, ROUNDS)
+    return None if rates is None else rates["fma512"] / rates["fma256"]
 
 
 def fma_full_width() -> bool:

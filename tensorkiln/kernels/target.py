@@ -198,10 +198,13 @@ def cpu_family_model(cpuinfo: str = "/proc/cpuinfo") -> str:
 
 def cpu_description() -> str:
     """The CPU as figures should name it: model name, family and model, the vector ISA the kernels use and
-    the data caches (e.g. "AMD EPYC (family 25 model 1), avx2+fma, L1d 32 KiB, L2 512 KiB, L3 32 MiB")."""
+    the data caches (e.g. "AMD EPYC (family 25 model 1), avx2+fma, L1d 32 KiB, L2 512 KiB, L3 32 MiB"; a Zen 4:
+    "avx512+vnni+bf16+fma at 256 bits")."""
     target = cpu_target()
     isa = {64: "avx512", 32: "avx2+fma" if target.fma256 else "avx2"}.get(target.vector_bytes, "sse")
     extras = [name for name, present in (("vnni", target.int8_dot == "vnni"), ("bf16", target.bf16_dot)) if present]
+    if target.full_rate_bytes:  # 512-bit FMAs in halves (a Zen 4): the FMA rate of the narrower vectors
+        extras.append(f"fma at {target.full_rate_bytes * 8} bits")
     if not target.bf16_dot and has_bf16_dot_instruction(_cpu_flags(), target.vector_bytes):
         rate = bf16_dot_rate()
         extras.append(f"bf16 unused ({rate:.2f}x the FMA rate)" if rate is not None else "bf16 unused")

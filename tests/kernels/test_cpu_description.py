@@ -31,6 +31,7 @@ def test_description_names_the_isa_and_caches_the_kernels_use():
     isa = text.split(", ")[1]
     assert isa.split("+")[0] == {64: "avx512", 32: "avx2"}.get(target.vector_bytes, "sse")
     assert ("vnni" in isa.split("+")) == (target.int8_dot == "vnni")
+    assert (f"fma at {target.fma_bytes * 8} bits" in isa.split("+")) == (target.fma_bytes < target.vector_bytes)
     sizes = dict(re.findall(r"(L1d|L2|L3) (\d+ [KM]iB)", text))
     scale = {"KiB": 1 << 10, "MiB": 1 << 20}
     for level, size in (("L1d", target.l1d), ("L2", target.l2), ("L3", target.l3)):
