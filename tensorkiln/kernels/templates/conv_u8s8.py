@@ -43,7 +43,8 @@ from .channel_epilogue_avx2 import avx2_source
 from .conv_u8s8_native import dense_source, depthwise_source, split_bytes
 from .depthwise_window import windowed
 from .gemm import PARALLEL_MIN_MACS
-from .int8_avx2 import AVX2, SPLIT, SPLIT_GROUP_BYTES, depthwise_avx2, layer_dot_kind, split_pays
+from .depthwise_u8s8_tiles import TILE_ISAS, depthwise_tiles
+from .int8_avx2 import AVX2, SPLIT, SPLIT_GROUP_BYTES, layer_dot_kind, split_pays
 
 # a task's int32 tile, written by the sums and read back by the epilogue from L1: small enough to live on
 # the stack (codegen's STACK_LIMIT_BYTES), not allocated per task
@@ -289,7 +290,7 @@ def depthwise_u8s8_body(root: Node, out: Buffer, values: ValueBuilder, epilogue=
     x, weights = input_buffer(root, values), values.buffers[weights_node.id]
     kind = cpu_target().int8_dot
     macs = root.type.size * kh * kw
-    name, source = depthwise_avx2(kw, sw, dw) if kind == "avx2" else \
+    name, source = depthwise_tiles(kind, kw, sw, dw) if kind in TILE_ISAS else \
         (f"tk_depthwise_u8s8_{kind}", depthwise_source(kind))
 
     def sums(src: Buffer, src_offset, taps: Buffer, tile: Buffer, nb: int, p0, pixels, j0, cols, wp: int,

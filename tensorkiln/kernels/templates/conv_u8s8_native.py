@@ -17,11 +17,9 @@ broadcasts its four input bytes (four consecutive channels of NHWC):
 `vpdpbusd` (vnni), or bytes widened to 16 bits and `vpmaddwd` (avx512bw,
 exact where `vpmaddubsw` would saturate), or plain C (portable).
 
-Depthwise (`tk_depthwise_u8s8_<kind>`): each channel is its own sum, so the
-lanes are 16 channels: per tap, 16 input bytes are widened to int32
-(`vpmovzxbd`) and multiplied by the int32-widened weights with `vpdpwssd`
-(vnni: its 16-bit halves are x * w + 0 * w_high, exact) or `vpmaddwd` and an
-add (avx512bw); a tile of 4 pixels shares each weight vector.
+Depthwise (`tk_depthwise_u8s8_<kind>`, the portable helper; the vector forms are the straight-line
+tiles of depthwise_u8s8_tiles.py): each channel is its own sum, so the lanes are channels; here per
+tap and pixel the window's bytes are read again.
 
 The `avx2` helpers (256-bit vectors, no AVX-512), and the `maddubsw` tile an AVX2 target uses for a
 layer whose weights `vpmaddubsw` sums exactly, are in int8_avx2.py.
@@ -247,50 +245,6 @@ def _tile_switch(kind: str, operands: str) -> str:
     return "switch (mr) {\n" + "".join(f"                {case}\n" for case in cases) + "                }"
 
 
-_DEPTHWISE_STEP = {
-    # 16-bit halves of each lane: x * w (x < 256, |w| <= 128) + 0 * (w's sign bits): exact
-    "vnni": "acc[i] = _mm512_dpwssd_epi32(acc[i], xv, wv);",
-    "avx512bw": "acc[i] = _mm512_add_epi32(acc[i], _mm512_madd_epi16(xv, wv));",
-}
-
-_DEPTHWISE_VECTOR = r"""#include <immintrin.h>
-/* ---- depthwise u8 convolution ({kind}): c[t * ldc + j] = the sum of output pixel p0 + t, channel
- * j0 + j, for t < pixels, j < channels; x one padded NHWC image of C channels a pixel, w (KH, KW, C) */
-static void tk_depthwise_u8s8_{kind}(const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c,
-                                   int64_t ldc, int64_t p0, int64_t pixels, int64_t j0, int64_t channels,
-                                   int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh,
-                                   int64_t dw, int64_t kh, int64_t kw)
-{{
-    for (int64_t t = 0; t < pixels; t += 4) {{
-        const int mr = pixels - t < 4 ? (int)(pixels - t) : 4;
-        const uint8_t *px[4];
-        for (int i = 0; i < 4; i++) {{  /* past the run, a pixel repeats the last (computed, not stored) */
-            const int64_t pixel = p0 + t + (i < mr ? i : mr - 1), oy = pixel / ow, ox = pixel % ow;
-            px[i] = x + (oy * sh * wp + ox * sw) * cin + j0;
-        }}
-        for (int64_t j = 0; j < channels; j += 16) {{
-            const __mmask16 m = channels - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (channels - j)) - 1);
-            __m512i acc[4] = {{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                               _mm512_setzero_si512()}};
-            for (int64_t r = 0; r < kh; r++) {{
-                for (int64_t s = 0; s < kw; s++) {{
-                    const int64_t tap = (r * dh * wp + s * dw) * cin + j;
-                    const __m512i wv = _mm512_maskz_loadu_epi32(m, w + (r * kw + s) * cin + j0 + j);
-#pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) {{
-                        const __m512i xv = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, px[i] + tap));
-                        {step}
-                    }}
-                }}
-            }}
-            for (int i = 0; i < mr; i++) {{
-                _mm512_mask_storeu_epi32(c + (t + i) * ldc + j, m, acc[i]);
-            }}
-        }}
-    }}
-}}
-"""
-
 _DEPTHWISE_PORTABLE = r"""static void tk_depthwise_u8s8_portable(
     const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c, int64_t ldc, int64_t p0,
     int64_t pixels, int64_t j0, int64_t channels, int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw,
@@ -356,7 +310,7 @@ def dense_source(kind: str) -> str:
 
 
 def depthwise_source(kind: str) -> str:
-    """The C of `tk_depthwise_u8s8_<kind>`."""
-    if kind == "portable":
-        return _DEPTHWISE_PORTABLE
-    return _DEPTHWISE_VECTOR.format(kind=kind, step=_DEPTHWISE_STEP[kind])
+    """The C of `tk_depthwise_u8s8_<kind>` for the portable kind (the vector kinds: depthwise_u8s8_tiles.py)."""
+    if kind != "portable":
+        raise ValueError(f"the {kind} depthwise helper is built by depthwise_u8s8_tiles.depthwise_tiles")
+    return _DEPTHWISE_PORTABLE

@@ -25,14 +25,7 @@ the broadcast activation pairs (2), with GCC keeping a few accumulators on the s
 fewer rows). Each quarter walks the whole depth; the panel step it reads (64 bytes) stays in L1 for
 the next quarter.
 
-Depthwise: 8 channels a vector. Two kernel rows at a time, a column's 8 input bytes of each row are
-interleaved and widened to 16 bits (`vpunpcklbw`, `vpmovzxbw`) and multiplied by the two rows'
-weights, interleaved as int16, with `vpmaddwd`: x0 * w0 + x1 * w1 per channel, exact in 32 bits
-(|x * w| <= 255 * 128). An odd last row widens its 8 bytes to int32 (`vpmovzxbd`), so the upper
-16-bit half of each lane is 0 and the pair sum is x * w. A tile is up to 6 consecutive output
-pixels of one row, and each input column its windows touch in a kernel row (or pair of rows) is
-loaded and widened once, for every pixel that reads it: the C is generated per kernel width,
-stride and dilation, straight-line. Channels past the last multiple of 8 are summed in plain C.
+Depthwise: depthwise_u8s8_tiles.py, whose `avx2` form has 8 channels a vector.
 """
 from __future__ import annotations
 
@@ -271,119 +264,6 @@ def conv_tile_avx2(kind: str = AVX2) -> str:
     return _tile(kind, "tk_conv_u8s8", _CONV_PARAMS, _CONV_SETUP, _CONV_NEXT, _CONV_ARGS)
 
 
-DEPTHWISE_TILE = 6  # output pixels of one row sharing each input column: 6 accumulators, kw weights, one input
-
-
-def _depthwise_columns(mr: int, kw: int, sw: int, dw: int, load: str, weight: str) -> str:
-    """Straight-line C over the input columns a tile's windows touch in one kernel row (or pair of rows):
-    each column loaded and widened once (`load`, a C expression of the column's offset `{u} * cin`) and
-    multiplied into every pixel whose window holds it, by that tap's weights (`weight`: w or p, and the tap)."""
-    lines = []
-    for u in range((mr - 1) * sw + (kw - 1) * dw + 1):
-        users = [(i, (u - i * sw) // dw) for i in range(mr)
-                 if u >= i * sw and (u - i * sw) % dw == 0 and (u - i * sw) // dw < kw]
-        if not users:
-            continue
-        sums = " ".join(f"acc{i} = _mm256_add_epi32(acc{i}, _mm256_madd_epi16(xv, {weight}{s}));" for i, s in users)
-        lines.append(f"{{ const __m256i xv = {load.format(u=u)}; {sums} }}")
-    return "\n        ".join(lines)
-
-
-def _depthwise_tile(name: str, mr: int, kw: int, sw: int, dw: int) -> str:
-    """The tile of `mr` consecutive output pixels of one row x 8 channels, straight-line C: per kernel row,
-    each input column the tile's windows touch is loaded and widened once and multiplied into every
-    pixel whose window holds it (stride 1, 3x3, 6 pixels: 8 columns where the windows hold 18).
-
-    Kernel rows go in pairs: a column's 8 bytes of row r and of row r + 1 are interleaved and widened to
-    16 bits, so each 32-bit lane holds one channel's two inputs, and `vpmaddwd` by the two rows' weights
-    (interleaved the same way) sums two products per lane: 16 multiply-adds per multiply where a single
-    row's int32-widened input gives 8. An odd last row goes alone."""
-    zero = " ".join(f"__m256i acc{i} = _mm256_setzero_si256();" for i in range(mr))
-    weights = "\n        ".join(f"const __m256i w{s} = _mm256_loadu_si256((const __m256i *)(w + {s} * cin));"
-                                  for s in range(kw))
-    # a weight is an int8 widened to int32: its low 16 bits are the int16, so row r's go low, row r + 1's high
-    pairs = "\n        ".join(
-        f"const __m256i p{s} = _mm256_blend_epi16(_mm256_loadu_si256((const __m256i *)(w + {s} * cin)), "
-        f"_mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(w + ({kw} + {s}) * cin)), 16), 0xaa);"
-        for s in range(kw))
-    single = _depthwise_columns(mr, kw, sw, dw, "_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + {u} * cin)))",
-                                "w")
-    paired = _depthwise_columns(mr, kw, sw, dw, "_mm256_cvtepu8_epi16(_mm_unpacklo_epi8("
-                                "_mm_loadl_epi64((const __m128i *)(x + {u} * cin)), "
-                                "_mm_loadl_epi64((const __m128i *)(x + row_step + {u} * cin))))", "p")
-    stores = "\n    ".join(f"_mm256_storeu_si256((__m256i *)(c + {i} * ldc), acc{i});" for i in range(mr))
-    return f"""
-static inline __attribute__((always_inline)) void {name}_{mr}(
-    const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c, int64_t ldc, int64_t kh,
-    int64_t row_step, int64_t cin)
-{{
-    {zero}
-    int64_t r = 0;
-    for (; r + 2 <= kh; r += 2, x += 2 * row_step, w += 2 * {kw} * cin) {{  /* two kernel rows at a time */
-        {pairs}
-        {paired}
-    }}
-    for (; r < kh; r++, x += row_step, w += {kw} * cin) {{
-        {weights}
-        {single}
-    }}
-    {stores}
-}}
-"""
-
-
-def depthwise_avx2(kw: int, sw: int, dw: int) -> tuple[str, str]:
-    """(name, C) of the AVX2 depthwise helper for a kernel kw wide, column stride sw and dilation dw
-    (straight-line tiles need them as constants); its arguments are those of `tk_depthwise_u8s8_<kind>`:
-    c[t * ldc + j] = the sum of output pixel p0 + t, channel j0 + j, for t < pixels, j < channels; x one
-    padded NHWC image of cin channels a pixel, w (KH, KW, cin) int32."""
-    name = f"tk_depthwise_u8s8_k{kw}s{sw}d{dw}_avx2"  # the kind last, as the precision report reads it
-    tiles = "".join(_depthwise_tile(name, mr, kw, sw, dw) for mr in range(1, DEPTHWISE_TILE + 1))
-    cases = "\n".join(f"                case {mr}: {name}_{mr}(xt + j, w + j0 + j, ct + j, ldc, kh, row_step, cin); break;"
-                       for mr in range(DEPTHWISE_TILE, 0, -1))
-    return name, f"""#include <immintrin.h>
-/* ---- depthwise u8 convolution (avx2), {kw} taps a row, column stride {sw}, dilation {dw}: 8 channels a
- * vector; two kernel rows' bytes interleaved and widened to int16, so one vpmaddwd adds both rows' products
- * per channel (x0 * w0 + x1 * w1, exact); an odd last row's bytes widened to int32 (vpmovzxbd): x * w */
-{tiles}
-static void {name}(const uint8_t *restrict x, const int32_t *restrict w, int32_t *restrict c,
-                   int64_t ldc, int64_t p0, int64_t pixels, int64_t j0, int64_t channels,
-                   int64_t ow, int64_t wp, int64_t cin, int64_t sh, int64_t sw, int64_t dh,
-                   int64_t dw, int64_t kh, int64_t kw)
-{{
-    const int64_t row_step = dh * wp * cin;
-    for (int64_t t = 0; t < pixels;) {{
-        const int64_t oy = (p0 + t) / ow, ox = (p0 + t) % ow;
-        const int64_t left = ow - ox < pixels - t ? ow - ox : pixels - t;  /* pixels left in this output row */
-        for (int64_t i = 0; i < left; i += {DEPTHWISE_TILE}) {{
-            const int64_t mr = left - i < {DEPTHWISE_TILE} ? left - i : {DEPTHWISE_TILE};
-            const uint8_t *xt = x + (oy * sh * wp + (ox + i) * sw) * cin + j0;  /* the tile's first window */
-            int32_t *ct = c + (t + i) * ldc;
-            int64_t j = 0;
-            for (; j + 8 <= channels; j += 8) {{
-                switch (mr) {{
-{cases}
-                default: break;
-                }}
-            }}
-            for (; j < channels; j++) {{  /* the last channels, fewer than a vector */
-                for (int64_t p = 0; p < mr; p++) {{
-                    int32_t acc = 0;
-                    for (int64_t r = 0; r < kh; r++) {{
-                        for (int64_t s = 0; s < kw; s++) {{
-                            acc += (int32_t)xt[(p * sw + r * dh * wp + s * dw) * cin + j] * w[(r * kw + s) * cin + j0 + j];
-                        }}
-                    }}
-                    ct[p * ldc + j] = acc;
-                }}
-            }}
-        }}
-        t += left;
-    }}
-}}
-"""
-
-
 __all__ = ["AVX2", "MADDUBSW", "QUARTER_ROWS", "SPLIT", "SPLIT_GROUP_BYTES", "SPLIT_ROWS", "split_pays",
-           "split_rows_source", "conv_tile_avx2", "depthwise_avx2", "gemm_tile_avx2", "layer_dot_kind",
+           "split_rows_source", "conv_tile_avx2", "gemm_tile_avx2", "layer_dot_kind",
            "maddubsw_is_exact", "saturating_pairs"]
