@@ -610,13 +610,13 @@ static void tk_w4_matmul_{kind}(const float *restrict a, int64_t lda, int64_t ro
     const int64_t steps = (group + 3) / 4;  /* 4-depth steps per group (ir/ops/weight_only.py) */
     const int64_t ldq = groups * steps * 4;
     /* one scratch buffer (the prelude's tk_alloc): the rows quantized, their scales, their compensations */
-    const size_t aq_bytes = ((size_t)(rows * ldq) + 63) / 64 * 64, per_group = (size_t)(rows * groups);
-    unsigned char *scratch = (unsigned char *)tk_alloc(aq_bytes + per_group * (sizeof(float) + sizeof(int32_t)),
+    const size_t aq_bytes = ((size_t)(rows * ldq) + 63) / 64 * 64, row_groups = (size_t)(rows * groups);
+    unsigned char *scratch = (unsigned char *)tk_alloc(aq_bytes + row_groups * (sizeof(float) + sizeof(int32_t)),
                                                        "tk_w4_matmul_{kind}", "quantized rows");
     if (scratch == NULL) return;  /* tk_alloc reported it: the entry returns the error */
     int8_t *aq = (int8_t *)scratch;
     float *ascale = (float *)(scratch + aq_bytes);
-    int32_t *comp = (int32_t *)(ascale + per_group);
+    int32_t *comp = (int32_t *)(ascale + row_groups);
     tk_w4_quantize_rows_{kind}(a, lda, rows, depth, group, groups, steps, aq, ascale, comp);
     const uint8_t *last = q + npanels * groups * steps * 64 - 1;  /* the stream's last byte */
     for (int64_t p = 0; p < npanels; p++) {{  /* one panel of weights, read once per 4 rows */
