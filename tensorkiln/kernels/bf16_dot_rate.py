@@ -18,43 +18,20 @@ from __future__ import annotations
 import functools
 import os
 
-from .instruction_rate import instruction_rates
+from .instruction_rate import chain_function, fma_chains, instruction_rates
 
 BF16_DOT_MIN_RATE = 1.5  # multiply-adds per second of vdpbf16ps / of vfmadd231ps for the bf16 kernels
 ROUNDS = 3
 ITERATIONS = 200_000  # of 12 instructions each: ~2.4M instructions, about a millisecond
 
-CHAINS = 12
-
-
-def _chains(name: str, comment: str, operands: list[str], step: str) -> str:
-    """`float tk_rate_<name>(n, step)`: n rounds of CHAINS independent accumulators, each advanced by
-    `step` (C with a{i} for the accumulator), their sum returned so that nothing is optimized away.
-    The chains start apart: alike, the compiler would compute one and copy it."""
-    total = "_mm512_add_ps(" * (CHAINS - 1) + "a0, " + "), ".join(f"a{i}" for i in range(1, CHAINS)) + ")"
-    return "\n".join([
-        f"/* {comment} */",
-        f"float tk_rate_{name}(int64_t n, float step)",
-        "{",
-        *[f"    {line}" for line in operands],
-        "    " + " ".join(f"__m512 a{i} = _mm512_set1_ps({i}.0f);" for i in range(CHAINS)),
-        "    for (int64_t r = 0; r < n; ++r) {",
-        *[f"        a{i} = {step.format(a=f'a{i}')};" for i in range(CHAINS)],
-        "    }",
-        f"    return _mm512_reduce_add_ps({total});",
-        "}",
-    ])
-
-
 _SOURCE = "\n".join([
     "#include <immintrin.h>",
     "#include <stdint.h>",
-    _chains("fma", "FMAs on 16 float32 lanes",
-            ["const __m512 x = _mm512_set1_ps(step), y = _mm512_set1_ps(1.0f);"], "_mm512_fmadd_ps(x, y, {a})"),
-    _chains("dpbf16", "vdpbf16ps: 16 lanes of two bf16 products each",
-            ["const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(step), _mm512_set1_ps(step));",
-             "const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));"],
-            "_mm512_dpbf16_ps({a}, x, y)"),
+    fma_chains("fma", 512),
+    chain_function("dpbf16", "vdpbf16ps: 16 lanes of two bf16 products each", 512,
+                   ["const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(step), _mm512_set1_ps(step));",
+                    "const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));"],
+                   "_mm512_dpbf16_ps({a}, x, y)"),
     "",
 ])
 MACS_PER_INSTRUCTION = {"fma": 16, "dpbf16": 32}

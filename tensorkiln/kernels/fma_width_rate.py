@@ -17,35 +17,13 @@ from __future__ import annotations
 import functools
 import os
 
-from .instruction_rate import instruction_rates
+from .instruction_rate import fma_chains, instruction_rates
 
 FULL_WIDTH_MIN_RATE = 1.5  # 512-bit FMA multiply-adds per second over 256-bit ones for "full width"
 ROUNDS = 3
 ITERATIONS = 100_000  # rounds of CHAINS instructions each
-CHAINS = 12
-
-
-def _chains(bits: int) -> str:
-    """`float tk_rate_fma<bits>(n, step)`: n rounds of CHAINS independent FMA chains on `bits`-bit vectors,
-    lane 0 of their sum returned so that nothing is optimized away; the chains start apart (alike, the
-    compiler would compute one and copy it)."""
-    kind, prefix = {512: ("__m512", "_mm512"), 256: ("__m256", "_mm256")}[bits]
-    total = f"{prefix}_add_ps(" * (CHAINS - 1) + "a0, " + "), ".join(f"a{i}" for i in range(1, CHAINS)) + ")"
-    lane0 = f"_mm_cvtss_f32({prefix}_castps{bits}_ps128({total}))"
-    return "\n".join([
-        f"float tk_rate_fma{bits}(int64_t n, float step)",
-        "{",
-        f"    const {kind} x = {prefix}_set1_ps(step), y = {prefix}_set1_ps(1.0f);",
-        "    " + " ".join(f"{kind} a{i} = {prefix}_set1_ps({i}.0f);" for i in range(CHAINS)),
-        "    for (int64_t r = 0; r < n; ++r) {",
-        *[f"        a{i} = {prefix}_fmadd_ps(x, y, a{i});" for i in range(CHAINS)],
-        "    }",
-        f"    return {lane0};",
-        "}",
-    ])
-
-
-_SOURCE = "\n".join(["#include <immintrin.h>", "#include <stdint.h>", _chains(512), _chains(256), ""])
+_SOURCE = "\n".join(["#include <immintrin.h>", "#include <stdint.h>", fma_chains("fma512", 512),
+                     fma_chains("fma256", 256), ""])
 LANES = {"fma512": 16, "fma256": 8}  # multiply-adds of one instruction
 
 

@@ -159,7 +159,7 @@ def cpu_target() -> CpuTarget:
     caches = read_cache_sizes()
     bf16_dot = has_bf16_dot_instruction(flags, width) and bf16_dot_chosen()
     # a width forced for tests is taken as running at full rate; a real 512-bit one is measured
-    halves = width >= 64 and not forced and "avx512f" in flags and not fma_full_width()
+    halves = width >= 64 and not forced and not fma_full_width()
     return CpuTarget(width, regs, caches[1], caches[2], caches[3], bf16_dot, int8_dot_kind(flags),
                      {"avx2", "fma"} <= flags, width // 2 if halves else 0)
 

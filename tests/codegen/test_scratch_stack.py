@@ -6,7 +6,7 @@ and again: the block grows once nothing is live, and every call computes the sam
 """
 from __future__ import annotations
 
-import shutil
+import shlex
 import subprocess
 
 import numpy as np
@@ -19,6 +19,7 @@ from tensorkiln.loops.buffer import Buffer
 from tensorkiln.loops.expr import Load, Var
 from tensorkiln.loops.ir import Alloc, For, Kernel, Store, block
 from tensorkiln.loops.program import Program
+from tensorkiln.runtime.c_compiler import find_c_compiler
 
 # Each check prints one line; the test compares them all.
 ALLOCATOR_CHECKS = r"""
@@ -55,12 +56,13 @@ int main(void)
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs the system C compiler")
+@pytest.mark.skipif(find_c_compiler() is None, reason="needs a C compiler")
 def test_the_scratch_stack_reuses_its_block_grows_once_nothing_is_live_and_reports_a_failed_allocation(tmp_path):
     source = tmp_path / "scratch.c"
     source.write_text(c_prelude() + ALLOCATOR_CHECKS)
     binary = tmp_path / "scratch"
-    subprocess.run(["cc", "-O1", "-std=c99", "-o", str(binary), str(source), "-lm"], check=True)
+    command = [*shlex.split(find_c_compiler()), "-O1", "-std=c99", "-o", str(binary), str(source), "-lm"]
+    subprocess.run(command, check=True)
     lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.splitlines()
     assert lines[:6] == ["outer in block 1 aligned 1", "inner from malloc 1", "all freed 1",
                          "both in block 1 adjacent 1", "freed space reused 1", "huge NULL 1 status 2"]

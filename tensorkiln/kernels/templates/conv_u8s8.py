@@ -59,7 +59,9 @@ AVX2_DEPTHWISE_CHANNELS = 32
 
 
 DENSE_TILE_PIXELS = 8  # the dense micro-kernel's tile height: pixels of one output row
-DEPTHWISE_TILE_PIXELS = 4  # the depthwise helper's pixels sharing a weight vector (across rows)
+# pixels of a depthwise tile in the task split's estimate, which only ranks splits: the helpers' tiles are
+# 6 (AVX2) or 8 (AVX-512) pixels of one row (depthwise_u8s8_tiles.py), an estimate of those not yet measured
+DEPTHWISE_TILE_PIXELS = 4
 STEP_OVERHEAD = 2  # cycles of a micro-kernel step besides its sums (the panel's loads, moving the pointers)
 EPILOGUE_CYCLES = 6  # cycles per output vector of 16 channels: the tile's reload, requantize and store
 TASK_CYCLES = 400  # cycles a task costs beyond its tiles (the call, the tile's setup)
